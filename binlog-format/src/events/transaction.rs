@@ -1,0 +1,59 @@
+//! Transaction records: everything one commit changed.
+//!
+//! Layout: `server_id: varint u32, seq: varint u64, commit_time_us: zig-zag varint i64,
+//! origin: Option<Origin> (0, or 1 then server_id and seq), events: Vec<Event>`.
+//! `Event` variants: 0 `Row(RowEvent)`, 1 `Ddl(DdlEvent)`.
+
+use serde::{Deserialize, Serialize};
+
+use super::{DdlEvent, RowEvent};
+
+/// Where a re-logged transaction first committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    pub server_id: u32,
+    pub seq: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Event {
+    Row(RowEvent),
+    Ddl(DdlEvent),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Transaction {
+    /// The server that wrote this record.
+    pub server_id: u32,
+    /// Gapless per server, starting at 1.
+    pub seq: u64,
+    /// Microseconds since the Unix epoch at commit.
+    pub commit_time_us: i64,
+    /// Set when a replica re-logs a transaction it applied.
+    pub origin: Option<Origin>,
+    pub events: Vec<Event>,
+}
+
+impl Transaction {
+    pub fn row_events(&self) -> impl Iterator<Item = &RowEvent> {
+        self.events.iter().filter_map(|e| match e {
+            Event::Row(r) => Some(r),
+            Event::Ddl(_) => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec;
+
+    #[test]
+    fn transactions_round_trip() {
+        for tx in crate::events::samples::transactions() {
+            let bytes = codec::encode(&tx).expect("encode");
+            assert_eq!(codec::encoded_len(&tx).expect("len"), bytes.len());
+            assert_eq!(codec::decode::<Transaction>(&bytes).expect("decode"), tx);
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! Frames: `length: u32 LE`, `crc32c: u32 LE`, payload.
+
+use crate::format::FRAME_HEADER_LEN;
+
+/// What is at an offset of a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FrameScan<'a> {
+    /// A whole frame whose checksum matches; `len` is the frame's total size.
+    Frame { payload: &'a [u8], len: usize },
+    /// The buffer ends inside the frame: `need` more bytes are required.
+    Incomplete { need: usize },
+    /// The frame cannot be trusted.
+    Corrupt { reason: String, complete: bool },
+}
+
+/// Appends one frame around `payload`.
+pub fn write_frame(payload: &[u8], out: &mut Vec<u8>) {
+    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// The total size of a frame around `payload_len` bytes.
+pub fn framed_len(payload_len: usize) -> usize {
+    FRAME_HEADER_LEN + payload_len
+}
+
+/// Looks at the frame starting at `buf[0]`. A length above `max` is refused from the header
+/// alone, so a corrupt length never causes a large allocation or read.
+pub fn scan_frame(buf: &[u8], max: u32) -> FrameScan<'_> {
+    if buf.len() < FRAME_HEADER_LEN {
+        return FrameScan::Incomplete {
+            need: FRAME_HEADER_LEN - buf.len(),
+        };
+    }
+    let len = u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    let crc = u32::from_le_bytes([buf[4], buf[5], buf[6], buf[7]]);
+    if len > max {
+        return FrameScan::Corrupt {
+            reason: format!("frame length {len} exceeds the maximum of {max}"),
+            complete: false,
+        };
+    }
+    let total = FRAME_HEADER_LEN + len as usize;
+    if buf.len() < total {
+        return FrameScan::Incomplete {
+            need: total - buf.len(),
+        };
+    }
+    let payload = &buf[FRAME_HEADER_LEN..total];
+    let actual = crc32c::crc32c(payload);
+    if actual != crc {
+        return FrameScan::Corrupt {
+            reason: format!("checksum mismatch (stored {crc:#010x}, computed {actual:#010x}) in a {len}-byte frame"),
+            complete: true,
+        };
+    }
+    FrameScan::Frame {
+        payload,
+        len: total,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_round_trip_and_truncation() {
+        let mut buf = Vec::new();
+        write_frame(b"hello", &mut buf);
+        assert_eq!(buf.len(), framed_len(5));
+        assert_eq!(
+            scan_frame(&buf, 100),
+            FrameScan::Frame {
+                payload: b"hello",
+                len: 13
+            }
+        );
+        for cut in 0..buf.len() {
+            assert!(matches!(
+                scan_frame(&buf[..cut], 100),
+                FrameScan::Incomplete { .. }
+            ));
+        }
+    }
+
+    #[test]
+    fn oversized_length_is_refused_before_reading() {
+        let mut buf = Vec::new();
+        buf.extend_from_slice(&u32::MAX.to_le_bytes());
+        buf.extend_from_slice(&0u32.to_le_bytes());
+        assert!(matches!(
+            scan_frame(&buf, 1024),
+            FrameScan::Corrupt {
+                complete: false,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn flipped_payload_byte_is_detected() {
+        let mut buf = Vec::new();
+        write_frame(b"hello world", &mut buf);
+        buf[10] ^= 0x40;
+        assert!(matches!(
+            scan_frame(&buf, 100),
+            FrameScan::Corrupt { complete: true, .. }
+        ));
+    }
+}

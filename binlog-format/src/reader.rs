@@ -1,0 +1,242 @@
+//! Reading a whole binlog directory, oldest record first, with each record's position.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Position, Result};
+use crate::events::Record;
+use crate::format::DEFAULT_MAX_FRAME;
+use crate::segment::{list_segments, Next, SegmentCursor};
+
+/// What to do with a last segment that ends inside a record (a write the crash interrupted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoveryMode {
+    /// Stop at the last whole record and report the torn tail; the writer cuts it off. This is
+    /// right for a crash, where the torn record was never acknowledged.
+    #[default]
+    TolerateTornTail,
+    /// Treat a torn tail like any other corruption.
+    Strict,
+}
+
+/// A torn tail found at the end of the last segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TornTail {
+    pub position: Position,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ReaderOptions {
+    pub max_frame: u32,
+    pub recovery: RecoveryMode,
+    /// Check that transaction sequence numbers are gapless.
+    pub check_sequence: bool,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            max_frame: DEFAULT_MAX_FRAME,
+            recovery: RecoveryMode::default(),
+            check_sequence: true,
+        }
+    }
+}
+
+/// Iterates over the records of a binlog directory (or of one segment file). After the first
+/// error it yields nothing more.
+pub struct BinlogReader {
+    dir: PathBuf,
+    segments: Vec<u64>,
+    next_segment: usize,
+    cursor: Option<SegmentCursor>,
+    opts: ReaderOptions,
+    expected_seq: Option<u64>,
+    torn: Option<TornTail>,
+    failed: bool,
+    records: u64,
+}
+
+impl BinlogReader {
+    /// Reads every segment of `dir`, or the one segment file `path` names.
+    pub fn open(path: &Path, opts: ReaderOptions) -> Result<BinlogReader> {
+        let (dir, segments) = if path.is_dir() {
+            (path.to_path_buf(), list_segments(path)?)
+        } else {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            let number = crate::segment::parse_segment_name(name).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "{} is not a binlog segment name (binlog.NNNNNN)",
+                    path.display()
+                ))
+            })?;
+            let dir = path
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("."));
+            (
+                if dir.as_os_str().is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    dir
+                },
+                vec![number],
+            )
+        };
+        Ok(BinlogReader {
+            dir,
+            segments,
+            next_segment: 0,
+            cursor: None,
+            opts,
+            expected_seq: None,
+            torn: None,
+            failed: false,
+            records: 0,
+        })
+    }
+
+    /// The torn tail found at the end, once iteration has reached it.
+    pub fn torn_tail(&self) -> Option<TornTail> {
+        self.torn
+    }
+
+    pub fn segments(&self) -> &[u64] {
+        &self.segments
+    }
+
+    /// The header of the segment being read.
+    pub fn current_header(&self) -> Option<&crate::events::SegmentHeader> {
+        self.cursor.as_ref().map(|c| &c.header)
+    }
+
+    /// The position just after the last record returned (where an append would go).
+    pub fn end_position(&self) -> Option<Position> {
+        self.cursor.as_ref().map(|c| Position {
+            segment: c.number(),
+            offset: c.offset(),
+        })
+    }
+
+    pub fn records_read(&self) -> u64 {
+        self.records
+    }
+
+    fn step(&mut self) -> Result<Option<(Position, Record)>> {
+        loop {
+            if self.cursor.is_none() {
+                let Some(&number) = self.segments.get(self.next_segment) else {
+                    return Ok(None);
+                };
+                self.next_segment += 1;
+                let cursor = SegmentCursor::open(&self.dir, number, self.opts.max_frame)?;
+                let position = Position {
+                    segment: number,
+                    offset: 0,
+                };
+                if self.opts.check_sequence {
+                    if let Some(expected) = self.expected_seq {
+                        if cursor.prelude.first_seq != expected {
+                            return Err(Error::SequenceGap {
+                                position,
+                                expected,
+                                found: cursor.prelude.first_seq,
+                            });
+                        }
+                    }
+                }
+                self.expected_seq = Some(cursor.prelude.first_seq);
+                self.cursor = Some(cursor);
+            }
+            let is_last = self.next_segment == self.segments.len();
+            let Some(cursor) = self.cursor.as_mut() else {
+                continue;
+            };
+            match cursor.next()? {
+                Next::Record {
+                    position, record, ..
+                } => {
+                    if let Record::Transaction(tx) = &record {
+                        if let Some(expected) = self.expected_seq {
+                            if self.opts.check_sequence && tx.seq != expected {
+                                return Err(Error::SequenceGap {
+                                    position,
+                                    expected,
+                                    found: tx.seq,
+                                });
+                            }
+                        }
+                        self.expected_seq = Some(tx.seq + 1);
+                    }
+                    self.records += 1;
+                    return Ok(Some((position, record)));
+                }
+                Next::End { trailing: 0, .. } => {
+                    if is_last {
+                        return Ok(None);
+                    }
+                    self.cursor = None;
+                }
+                Next::End { position, trailing } => {
+                    return self.tail(
+                        is_last,
+                        position,
+                        trailing,
+                        "the segment ends inside a record".into(),
+                    );
+                }
+                Next::Bad {
+                    position,
+                    reason,
+                    tail_like,
+                    trailing,
+                } => {
+                    if tail_like {
+                        return self.tail(is_last, position, trailing, reason);
+                    }
+                    return Err(Error::Corruption { position, reason });
+                }
+            }
+        }
+    }
+
+    fn tail(
+        &mut self,
+        is_last: bool,
+        position: Position,
+        bytes: u64,
+        reason: String,
+    ) -> Result<Option<(Position, Record)>> {
+        if !is_last {
+            return Err(Error::Corruption {
+                position,
+                reason: format!("{reason}, and a later segment follows"),
+            });
+        }
+        match self.opts.recovery {
+            RecoveryMode::Strict => Err(Error::TornTail { position, bytes }),
+            RecoveryMode::TolerateTornTail => {
+                self.torn = Some(TornTail { position, bytes });
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl Iterator for BinlogReader {
+    type Item = Result<(Position, Record)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        match self.step() {
+            Ok(Some(item)) => Some(Ok(item)),
+            Ok(None) => None,
+            Err(e) => {
+                self.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+}

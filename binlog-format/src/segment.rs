@@ -1,0 +1,281 @@
+//! Segment files: naming, the index file, and a cursor that reads frames from a segment that
+//! may still be growing.
+
+use std::fs::{self, File};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::codec;
+use crate::error::{Error, Position, Result};
+use crate::events::{Record, SegmentHeader};
+use crate::format::{Prelude, PRELUDE_LEN};
+use crate::frame::{scan_frame, FrameScan};
+
+/// Name of the index file that lists the segments, one file name a line, oldest first.
+pub const INDEX_FILE: &str = "binlog.index";
+
+/// `binlog.000001` for segment 1.
+pub fn segment_name(number: u64) -> String {
+    format!("binlog.{number:06}")
+}
+
+/// The segment number of a file name, if it is a segment name.
+pub fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("binlog.")?;
+    if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The segments of a binlog directory, oldest first: those named in the index plus any segment
+/// file the index does not name yet (a crash can fall between creating a segment and
+/// rewriting the index).
+pub fn list_segments(dir: &Path) -> Result<Vec<u64>> {
+    let mut numbers = Vec::new();
+    let entries = fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        if let Some(n) = entry.file_name().to_str().and_then(parse_segment_name) {
+            numbers.push(n);
+        }
+    }
+    if let Ok(index) = fs::read_to_string(dir.join(INDEX_FILE)) {
+        for line in index.lines() {
+            let name = line.trim().rsplit('/').next().unwrap_or("");
+            if let Some(n) = parse_segment_name(name) {
+                if !dir.join(segment_name(n)).exists() {
+                    return Err(Error::Invalid(format!(
+                        "{} names {name}, which is missing from {}",
+                        INDEX_FILE,
+                        dir.display()
+                    )));
+                }
+            }
+        }
+    }
+    numbers.sort_unstable();
+    numbers.dedup();
+    Ok(numbers)
+}
+
+/// What a cursor found next.
+#[derive(Debug)]
+pub enum Next {
+    Record {
+        position: Position,
+        record: Record,
+        len: u64,
+    },
+    /// No whole frame follows; `trailing` bytes of a partial frame are after `position`.
+    End { position: Position, trailing: u64 },
+    /// The frame at `position` cannot be trusted. `tail_like` is true when it looks like an
+    /// interrupted write: it runs past the end of the file, ends exactly at the end of the
+    /// file, or is followed by nothing but zero bytes.
+    Bad {
+        position: Position,
+        reason: String,
+        tail_like: bool,
+        trailing: u64,
+    },
+}
+
+/// Reads the frames of one segment, from a file that may still be growing.
+pub struct SegmentCursor {
+    path: PathBuf,
+    number: u64,
+    file: File,
+    buf: Vec<u8>,
+    /// File offset of `buf[0]`.
+    buf_start: u64,
+    /// Index into `buf` of the next frame.
+    pos: usize,
+    max_frame: u32,
+    pub prelude: Prelude,
+    pub header: SegmentHeader,
+}
+
+impl SegmentCursor {
+    /// Opens a segment and reads its prelude and header frame.
+    pub fn open(dir: &Path, number: u64, max_frame: u32) -> Result<SegmentCursor> {
+        let path = dir.join(segment_name(number));
+        let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let at = |offset| Position {
+            segment: number,
+            offset,
+        };
+        let mut cursor = SegmentCursor {
+            path,
+            number,
+            file,
+            buf: Vec::new(),
+            buf_start: 0,
+            pos: 0,
+            max_frame,
+            prelude: Prelude {
+                version: 0,
+                server_id: 0,
+                first_seq: 0,
+            },
+            header: SegmentHeader {
+                server_id: 0,
+                first_seq: 0,
+                created_us: 0,
+                databases: vec![],
+                tables: vec![],
+            },
+        };
+        cursor.fill()?;
+        cursor.prelude = Prelude::decode(&cursor.buf).map_err(|reason| Error::Corruption {
+            position: at(0),
+            reason,
+        })?;
+        cursor.pos = PRELUDE_LEN as usize;
+        let header = match scan_frame(&cursor.buf[cursor.pos..], max_frame) {
+            FrameScan::Frame { payload, len } => {
+                let h: SegmentHeader = codec::decode(payload).map_err(|e| Error::Corruption {
+                    position: at(PRELUDE_LEN),
+                    reason: format!("segment header: {e}"),
+                })?;
+                cursor.pos += len;
+                h
+            }
+            FrameScan::Incomplete { .. } => {
+                return Err(Error::Corruption {
+                    position: at(PRELUDE_LEN),
+                    reason: "segment header frame is incomplete".into(),
+                })
+            }
+            FrameScan::Corrupt { reason, .. } => {
+                return Err(Error::Corruption {
+                    position: at(PRELUDE_LEN),
+                    reason: format!("segment header: {reason}"),
+                })
+            }
+        };
+        if header.first_seq != cursor.prelude.first_seq
+            || header.server_id != cursor.prelude.server_id
+        {
+            return Err(Error::Corruption {
+                position: at(PRELUDE_LEN),
+                reason: "segment header disagrees with the prelude".into(),
+            });
+        }
+        cursor.header = header;
+        Ok(cursor)
+    }
+
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// File offset of the next frame.
+    pub fn offset(&self) -> u64 {
+        self.buf_start + self.pos as u64
+    }
+
+    /// Moves to a file offset that is known to start a frame (a stored position).
+    pub fn seek(&mut self, offset: u64) -> Result<()> {
+        if offset < PRELUDE_LEN {
+            return Err(Error::Invalid(format!(
+                "offset {offset} is inside the segment prelude"
+            )));
+        }
+        self.file
+            .seek(SeekFrom::Start(offset))
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.buf.clear();
+        self.buf_start = offset;
+        self.pos = 0;
+        Ok(())
+    }
+
+    /// Reads whatever the file has gained since the last read. Returns the bytes read.
+    fn fill(&mut self) -> Result<usize> {
+        // Drop consumed bytes so a long-lived tailer does not hold the whole file.
+        if self.pos > (1 << 20) {
+            self.buf.drain(..self.pos);
+            self.buf_start += self.pos as u64;
+            self.pos = 0;
+        }
+        let before = self.buf.len();
+        self.file
+            .read_to_end(&mut self.buf)
+            .map_err(|e| Error::io(&self.path, e))?;
+        Ok(self.buf.len() - before)
+    }
+
+    /// The next record, or where the readable part of the segment ends for now.
+    pub fn next(&mut self) -> Result<Next> {
+        let mut refilled = false;
+        loop {
+            let position = Position {
+                segment: self.number,
+                offset: self.offset(),
+            };
+            match scan_frame(&self.buf[self.pos..], self.max_frame) {
+                FrameScan::Frame { payload, .. } if payload.is_empty() => {
+                    // No record encodes to nothing; zeros here are an unwritten tail.
+                    let rest = &self.buf[self.pos..];
+                    return Ok(Next::Bad {
+                        position,
+                        reason: "empty frame".into(),
+                        tail_like: rest.iter().all(|&b| b == 0),
+                        trailing: rest.len() as u64,
+                    });
+                }
+                FrameScan::Frame { payload, len } => {
+                    let record: Record = codec::decode(payload).map_err(|e| Error::Corruption {
+                        position,
+                        reason: e.to_string(),
+                    })?;
+                    self.pos += len;
+                    return Ok(Next::Record {
+                        position,
+                        record,
+                        len: len as u64,
+                    });
+                }
+                FrameScan::Incomplete { .. } if !refilled => {
+                    refilled = true;
+                    self.fill()?;
+                }
+                FrameScan::Incomplete { .. } => {
+                    return Ok(Next::End {
+                        position,
+                        trailing: (self.buf.len() - self.pos) as u64,
+                    });
+                }
+                FrameScan::Corrupt { reason, complete } => {
+                    if !refilled {
+                        refilled = true;
+                        self.fill()?;
+                        continue;
+                    }
+                    let rest = &self.buf[self.pos..];
+                    // Only an interrupted write counts as a tail: a bad frame that ends exactly
+                    // at the end of the file (or is followed by zeros only), or zeros alone. A
+                    // bad length in mid-file is corruption, never a reason to cut.
+                    let tail_like = if complete {
+                        let end =
+                            8 + u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+                        rest.get(end..)
+                            .is_some_and(|after| after.iter().all(|&b| b == 0))
+                    } else {
+                        rest.iter().all(|&b| b == 0)
+                    };
+                    return Ok(Next::Bad {
+                        position,
+                        reason,
+                        tail_like,
+                        trailing: rest.len() as u64,
+                    });
+                }
+            }
+        }
+    }
+}

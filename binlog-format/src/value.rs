@@ -1,0 +1,346 @@
+//! Column values as they travel in the binlog, and a total order over them for keys.
+//!
+//! Layout (bincode 2, see `docs/format.md`): a `Value` is its variant index as a varint
+//! followed by the variant's fields. Variant indices are part of the format: new variants are
+//! only ever appended.
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A calendar date as MySQL's DATE stores it (no time zone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Date {
+    pub year: u16,
+    pub month: u8,
+    pub day: u8,
+}
+
+/// A wall-clock date and time with microseconds, as MySQL's DATETIME(6) stores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DateTime {
+    pub date: Date,
+    pub hour: u8,
+    pub minute: u8,
+    pub second: u8,
+    pub micros: u32,
+}
+
+/// One column value.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Value {
+    /// SQL NULL. Index 0.
+    Null,
+    /// Any signed integer column (TINYINT..BIGINT). Index 1.
+    Int(i64),
+    /// Any UNSIGNED integer column. Index 2.
+    UInt(u64),
+    /// FLOAT. Index 3.
+    Float(f32),
+    /// DOUBLE. Index 4.
+    Double(f64),
+    /// DECIMAL, as its canonical decimal text (`-12.50` for DECIMAL(p,2)), so that no precision
+    /// is lost and every language can parse it. Index 5.
+    Decimal(String),
+    /// BINARY, VARBINARY, BLOB. Index 6.
+    Bytes(Vec<u8>),
+    /// CHAR, VARCHAR, TEXT (UTF-8). Index 7.
+    Text(String),
+    /// DATE. Index 8.
+    Date(Date),
+    /// DATETIME(p), microseconds always carried. Index 9.
+    DateTime(DateTime),
+    /// TIMESTAMP(p): microseconds since 1970-01-01 00:00:00 UTC. Index 10.
+    Timestamp(i64),
+    /// JSON, as its text. Index 11.
+    Json(String),
+}
+
+impl Value {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// Rank of the variant in the total order used for keys. Integers of both signs compare
+    /// by numeric value, so they share a rank.
+    fn rank(&self) -> u8 {
+        match self {
+            Value::Null => 0,
+            Value::Int(_) | Value::UInt(_) => 1,
+            Value::Float(_) | Value::Double(_) => 2,
+            Value::Decimal(_) => 3,
+            Value::Bytes(_) => 4,
+            Value::Text(_) => 5,
+            Value::Date(_) => 6,
+            Value::DateTime(_) => 7,
+            Value::Timestamp(_) => 8,
+            Value::Json(_) => 9,
+        }
+    }
+
+    /// A total order: NULL first, numbers by value, floats by `total_cmp`, decimals by value,
+    /// strings and bytes bytewise. Used for primary keys and for the verifier's key order.
+    pub fn total_cmp(&self, other: &Value) -> Ordering {
+        use Value::*;
+        match (self, other) {
+            (Int(a), Int(b)) => a.cmp(b),
+            (UInt(a), UInt(b)) => a.cmp(b),
+            (Int(a), UInt(b)) => cmp_i64_u64(*a, *b),
+            (UInt(a), Int(b)) => cmp_i64_u64(*b, *a).reverse(),
+            (Float(a), Float(b)) => a.total_cmp(b),
+            (Double(a), Double(b)) => a.total_cmp(b),
+            (Float(a), Double(b)) => f64::from(*a).total_cmp(b),
+            (Double(a), Float(b)) => a.total_cmp(&f64::from(*b)),
+            (Decimal(a), Decimal(b)) => cmp_decimal_text(a, b),
+            (Bytes(a), Bytes(b)) => a.cmp(b),
+            (Text(a), Text(b)) => a.cmp(b),
+            (Date(a), Date(b)) => a.cmp(b),
+            (DateTime(a), DateTime(b)) => a.cmp(b),
+            (Timestamp(a), Timestamp(b)) => a.cmp(b),
+            (Json(a), Json(b)) => a.cmp(b),
+            (Null, Null) => Ordering::Equal,
+            _ => self.rank().cmp(&other.rank()),
+        }
+    }
+}
+
+fn cmp_i64_u64(a: i64, b: u64) -> Ordering {
+    if a < 0 {
+        Ordering::Less
+    } else {
+        (a as u64).cmp(&b)
+    }
+}
+
+/// Compares two canonical decimal strings by numeric value without floating point.
+fn cmp_decimal_text(a: &str, b: &str) -> Ordering {
+    let (na, ia, fa) = split_decimal(a);
+    let (nb, ib, fb) = split_decimal(b);
+    let zero_a = ia.is_empty() && fa.is_empty();
+    let zero_b = ib.is_empty() && fb.is_empty();
+    let neg_a = na && !zero_a;
+    let neg_b = nb && !zero_b;
+    match (neg_a, neg_b) {
+        (true, false) => return Ordering::Less,
+        (false, true) => return Ordering::Greater,
+        _ => {}
+    }
+    let magnitude = ia
+        .len()
+        .cmp(&ib.len())
+        .then_with(|| ia.cmp(ib))
+        .then_with(|| fa.cmp(fb));
+    if neg_a {
+        magnitude.reverse()
+    } else {
+        magnitude
+    }
+}
+
+/// Splits a decimal text into (negative, integer digits without leading zeros, fraction digits
+/// without trailing zeros).
+fn split_decimal(s: &str) -> (bool, &str, &str) {
+    let (neg, rest) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let (int, frac) = rest.split_once('.').unwrap_or((rest, ""));
+    (neg, int.trim_start_matches('0'), frac.trim_end_matches('0'))
+}
+
+/// A primary key (or any tuple of values) with the total order of [`Value::total_cmp`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Key(pub Vec<Value>);
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Self) -> Ordering {
+        for (a, b) in self.0.iter().zip(other.0.iter()) {
+            let o = a.total_cmp(b);
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        self.0.len().cmp(&other.0.len())
+    }
+}
+
+impl fmt::Display for Date {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
+    }
+}
+
+impl fmt::Display for DateTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {:02}:{:02}:{:02}",
+            self.date, self.hour, self.minute, self.second
+        )?;
+        if self.micros != 0 {
+            write!(f, ".{:06}", self.micros)?;
+        }
+        Ok(())
+    }
+}
+
+/// Days since 1970-01-01 for a proleptic Gregorian date (Howard Hinnant's algorithm).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+/// The date of a day number since 1970-01-01.
+pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719468;
+    let era = if z >= 0 { z } else { z - 146096 } / 146097;
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+impl DateTime {
+    /// Microseconds since the epoch, reading this wall-clock time as UTC.
+    pub fn to_epoch_micros(&self) -> i64 {
+        let days = days_from_civil(
+            i64::from(self.date.year),
+            u32::from(self.date.month),
+            u32::from(self.date.day),
+        );
+        let secs = days * 86400
+            + i64::from(self.hour) * 3600
+            + i64::from(self.minute) * 60
+            + i64::from(self.second);
+        secs * 1_000_000 + i64::from(self.micros)
+    }
+
+    /// The UTC wall-clock time of an epoch-microsecond instant.
+    pub fn from_epoch_micros(us: i64) -> DateTime {
+        let secs = us.div_euclid(1_000_000);
+        let micros = us.rem_euclid(1_000_000) as u32;
+        let days = secs.div_euclid(86400);
+        let sod = secs.rem_euclid(86400);
+        let (y, m, d) = civil_from_days(days);
+        DateTime {
+            date: Date {
+                year: y.clamp(0, 9999) as u16,
+                month: m as u8,
+                day: d as u8,
+            },
+            hour: (sod / 3600) as u8,
+            minute: (sod % 3600 / 60) as u8,
+            second: (sod % 60) as u8,
+            micros,
+        }
+    }
+}
+
+/// Formats a TIMESTAMP value (epoch microseconds) as UTC text with `fsp` fraction digits.
+pub fn format_timestamp(us: i64, fsp: u8) -> String {
+    format_datetime(&DateTime::from_epoch_micros(us), fsp)
+}
+
+/// Formats a DATETIME with exactly `fsp` fraction digits, as MySQL prints DATETIME(fsp).
+pub fn format_datetime(dt: &DateTime, fsp: u8) -> String {
+    let base = format!(
+        "{} {:02}:{:02}:{:02}",
+        dt.date, dt.hour, dt.minute, dt.second
+    );
+    if fsp == 0 {
+        return base;
+    }
+    let frac = format!("{:06}", dt.micros);
+    format!("{base}.{}", &frac[..usize::from(fsp.min(6))])
+}
+
+impl fmt::Display for Value {
+    /// Text as the `mysql` client prints it in batch mode (NULL for NULL, bytes raw when they
+    /// are UTF-8, else hex with 0x).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Null => f.write_str("NULL"),
+            Value::Int(v) => write!(f, "{v}"),
+            Value::UInt(v) => write!(f, "{v}"),
+            Value::Float(v) => write!(f, "{v}"),
+            Value::Double(v) => write!(f, "{v}"),
+            Value::Decimal(v) | Value::Text(v) | Value::Json(v) => f.write_str(v),
+            Value::Bytes(b) => match std::str::from_utf8(b) {
+                Ok(s) => f.write_str(s),
+                Err(_) => {
+                    f.write_str("0x")?;
+                    for x in b {
+                        write!(f, "{x:02X}")?;
+                    }
+                    Ok(())
+                }
+            },
+            Value::Date(d) => write!(f, "{d}"),
+            Value::DateTime(d) => write!(f, "{d}"),
+            Value::Timestamp(us) => f.write_str(&format_timestamp(
+                *us,
+                if us % 1_000_000 == 0 { 0 } else { 6 },
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_of_both_signs_order_by_value() {
+        assert_eq!(Value::Int(-1).total_cmp(&Value::UInt(0)), Ordering::Less);
+        assert_eq!(Value::Int(5).total_cmp(&Value::UInt(5)), Ordering::Equal);
+        assert_eq!(
+            Value::UInt(u64::MAX).total_cmp(&Value::Int(i64::MAX)),
+            Ordering::Greater
+        );
+    }
+
+    #[test]
+    fn decimals_order_by_value() {
+        let d = |s: &str| Value::Decimal(s.into());
+        assert_eq!(d("10.5").total_cmp(&d("9.75")), Ordering::Greater);
+        assert_eq!(d("-10.5").total_cmp(&d("-9.75")), Ordering::Less);
+        assert_eq!(d("0.50").total_cmp(&d("0.5")), Ordering::Equal);
+        assert_eq!(d("-0.00").total_cmp(&d("0")), Ordering::Equal);
+    }
+
+    #[test]
+    fn null_sorts_first_in_keys() {
+        let a = Key(vec![Value::Null]);
+        let b = Key(vec![Value::Int(i64::MIN)]);
+        assert!(a < b);
+    }
+
+    #[test]
+    fn epoch_micros_round_trip() {
+        for us in [0i64, 1, -1, 1_700_000_000_123_456, 2_147_483_647_000_000] {
+            assert_eq!(DateTime::from_epoch_micros(us).to_epoch_micros(), us);
+        }
+        assert_eq!(
+            format_timestamp(2_147_483_647_000_000, 0),
+            "2038-01-19 03:14:07"
+        );
+    }
+}

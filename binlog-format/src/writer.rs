@@ -1,0 +1,597 @@
+//! The binlog writer: appends records, rotates segments by size, and makes commits durable
+//! with group commit (many commits, one fsync).
+//!
+//! Durability protocol: `append` encodes and buffers a frame and returns its LSN (bytes
+//! appended since open). `commit(lsn)` then does what the sync policy asks: with
+//! `EveryCommit` it returns only once the file is fsynced past `lsn`. The thread that takes
+//! the sync lock first writes and fsyncs everything appended so far, so every commit that
+//! was waiting behind it is covered by that one fsync.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::codec;
+use crate::error::{Error, Position, Result};
+use crate::events::{Event, Record, SegmentHeader};
+use crate::format::{
+    FormatVersion, Prelude, DEFAULT_MAX_FRAME, DEFAULT_SEGMENT_BYTES, PRELUDE_LEN,
+};
+use crate::frame::{framed_len, write_frame};
+use crate::reader::{RecoveryMode, TornTail};
+use crate::schema::Schema;
+use crate::segment::{list_segments, segment_name, Next, SegmentCursor, INDEX_FILE};
+
+/// When appended records reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// A commit returns after an fsync that covers it (shared by concurrent commits).
+    EveryCommit,
+    /// A background thread fsyncs every N milliseconds; a commit returns once written to the
+    /// OS. A machine crash can lose up to N ms of acknowledged commits.
+    EveryMillis(u64),
+    /// Never fsync except at rotation and close; a machine crash can lose acknowledged
+    /// commits. A process crash loses nothing that `commit` acknowledged.
+    Never,
+}
+
+impl std::str::FromStr for SyncPolicy {
+    type Err = Error;
+
+    /// `commit`, `never`, or a number of milliseconds such as `10ms` or `10`.
+    fn from_str(s: &str) -> Result<SyncPolicy> {
+        match s {
+            "commit" | "every-commit" => Ok(SyncPolicy::EveryCommit),
+            "never" => Ok(SyncPolicy::Never),
+            other => other
+                .trim_end_matches("ms")
+                .parse::<u64>()
+                .ok()
+                .filter(|&n| n > 0)
+                .map(SyncPolicy::EveryMillis)
+                .ok_or_else(|| {
+                    Error::Invalid(format!(
+                        "sync policy {other:?}: expected commit, never or a number of milliseconds"
+                    ))
+                }),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WriterOptions {
+    pub server_id: u32,
+    /// Rotate to a new segment once the current one would grow past this size.
+    pub segment_bytes: u64,
+    pub sync: SyncPolicy,
+    pub max_frame: u32,
+    pub recovery: RecoveryMode,
+    /// The first sequence number of an empty binlog.
+    pub first_seq: u64,
+}
+
+impl WriterOptions {
+    pub fn new(server_id: u32) -> WriterOptions {
+        WriterOptions {
+            server_id,
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            sync: SyncPolicy::EveryCommit,
+            max_frame: DEFAULT_MAX_FRAME,
+            recovery: RecoveryMode::TolerateTornTail,
+            first_seq: 1,
+        }
+    }
+}
+
+/// What opening found.
+#[derive(Debug, Clone)]
+pub struct Recovered {
+    /// The last sequence number in the binlog (first_seq - 1 when empty).
+    pub last_seq: u64,
+    /// A torn tail that was cut off, if there was one.
+    pub cut: Option<TornTail>,
+    /// Schema after the last record.
+    pub schema: Schema,
+    /// Where the next record goes.
+    pub end: Position,
+}
+
+/// Wakes tailers in the same process when records are written.
+#[derive(Debug, Default)]
+pub struct Notifier {
+    generation: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Notifier {
+    pub fn notify(&self) {
+        let mut g = lock(&self.generation);
+        *g += 1;
+        self.cv.notify_all();
+    }
+
+    pub fn generation(&self) -> u64 {
+        *lock(&self.generation)
+    }
+
+    /// Waits until the generation moves past `seen` or `timeout` passes.
+    pub fn wait_past(&self, seen: u64, timeout: Duration) -> u64 {
+        let g = lock(&self.generation);
+        let (g, _) = self
+            .cv
+            .wait_timeout_while(g, timeout, |g| *g == seen)
+            .unwrap_or_else(|p| p.into_inner());
+        *g
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a lock leaves plain data behind; the poisoned flag below is what
+    // records real write failures.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+struct State {
+    file: Arc<File>,
+    segment: u64,
+    /// Bytes in the current segment, buffered ones included.
+    segment_len: u64,
+    /// Records in the current segment.
+    segment_records: u64,
+    buf: Vec<u8>,
+    appended: u64,
+    written: u64,
+    last_seq: u64,
+    schema: Schema,
+    /// Set after a failed write or fsync: nothing after it can be trusted to be on disk.
+    poisoned: Option<String>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    opts: WriterOptions,
+    state: Mutex<State>,
+    sync_lock: Mutex<()>,
+    durable: AtomicU64,
+    notifier: Arc<Notifier>,
+    stop: AtomicBool,
+}
+
+/// Appends records to a binlog directory. Safe to share between threads.
+pub struct BinlogWriter {
+    inner: Arc<Inner>,
+    syncer: Option<JoinHandle<()>>,
+}
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// Creates a segment atomically: prelude and header are written to a temporary file, synced,
+/// and renamed into place, so a segment on disk always has a whole header.
+fn create_segment(
+    dir: &Path,
+    number: u64,
+    server_id: u32,
+    first_seq: u64,
+    schema: &Schema,
+) -> Result<(File, u64)> {
+    let header = SegmentHeader {
+        server_id,
+        first_seq,
+        created_us: now_us(),
+        databases: schema.databases.iter().cloned().collect(),
+        tables: schema.tables.values().cloned().collect(),
+    };
+    let mut bytes = Prelude {
+        version: FormatVersion::CURRENT as u16,
+        server_id,
+        first_seq,
+    }
+    .encode()
+    .to_vec();
+    write_frame(&codec::encode(&header)?, &mut bytes);
+    let path = dir.join(segment_name(number));
+    let tmp = dir.join(format!("{}.tmp", segment_name(number)));
+    let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    f.write_all(&bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| Error::io(&tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    sync_dir(dir)?;
+    write_index(dir)?;
+    let f = OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .map_err(|e| Error::io(&path, e))?;
+    Ok((f, bytes.len() as u64))
+}
+
+/// Rewrites the index file from the segments on disk (temporary file, rename, directory sync).
+fn write_index(dir: &Path) -> Result<()> {
+    let mut text = String::new();
+    for n in list_segments(dir)? {
+        text.push_str(&segment_name(n));
+        text.push('\n');
+    }
+    let tmp = dir.join(format!("{INDEX_FILE}.tmp"));
+    let path = dir.join(INDEX_FILE);
+    fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
+    File::open(&tmp)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io(&tmp, e))?;
+    fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    sync_dir(dir)
+}
+
+/// Scans the last segment: its schema, last sequence, and where whole records end.
+fn recover_last(dir: &Path, number: u64, opts: &WriterOptions) -> Result<(Recovered, u64)> {
+    let mut cursor = SegmentCursor::open(dir, number, opts.max_frame)?;
+    let mut schema = Schema::from_header(&cursor.header.databases, &cursor.header.tables);
+    let mut last_seq = cursor.prelude.first_seq - 1;
+    let mut records = 0;
+    let cut = loop {
+        match cursor.next()? {
+            Next::Record {
+                position, record, ..
+            } => {
+                records += 1;
+                if let Record::Transaction(tx) = record {
+                    if tx.seq != last_seq + 1 {
+                        return Err(Error::SequenceGap {
+                            position,
+                            expected: last_seq + 1,
+                            found: tx.seq,
+                        });
+                    }
+                    last_seq = tx.seq;
+                    for ev in &tx.events {
+                        if let Event::Ddl(ddl) = ev {
+                            schema.apply(ddl);
+                        }
+                    }
+                }
+            }
+            Next::End { trailing: 0, .. } => break None,
+            Next::End { position, trailing } => {
+                break Some(TornTail {
+                    position,
+                    bytes: trailing,
+                })
+            }
+            Next::Bad {
+                position,
+                tail_like: true,
+                trailing,
+                ..
+            } => {
+                break Some(TornTail {
+                    position,
+                    bytes: trailing,
+                })
+            }
+            Next::Bad {
+                position, reason, ..
+            } => return Err(Error::Corruption { position, reason }),
+        }
+    };
+    let end = Position {
+        segment: number,
+        offset: cursor.offset(),
+    };
+    if let Some(torn) = cut {
+        if opts.recovery == RecoveryMode::Strict {
+            return Err(Error::TornTail {
+                position: torn.position,
+                bytes: torn.bytes,
+            });
+        }
+        let path = dir.join(segment_name(number));
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        f.set_len(end.offset)
+            .and_then(|_| f.sync_all())
+            .map_err(|e| Error::io(&path, e))?;
+    }
+    Ok((
+        Recovered {
+            last_seq,
+            cut,
+            schema,
+            end,
+        },
+        records,
+    ))
+}
+
+impl BinlogWriter {
+    /// Opens (creating if needed) a binlog directory for appending. A torn tail of the last
+    /// segment is cut back to the last whole record, as `opts.recovery` allows.
+    pub fn open(dir: &Path, opts: WriterOptions) -> Result<(BinlogWriter, Recovered)> {
+        fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        if opts.server_id == 0 {
+            return Err(Error::Invalid("server id 0 is reserved".into()));
+        }
+        let segments = list_segments(dir)?;
+        let (file, segment, segment_len, segment_records, recovered) = match segments.last() {
+            None => {
+                let schema = Schema::default();
+                let (f, len) = create_segment(dir, 1, opts.server_id, opts.first_seq, &schema)?;
+                let end = Position {
+                    segment: 1,
+                    offset: len,
+                };
+                (
+                    f,
+                    1,
+                    len,
+                    0,
+                    Recovered {
+                        last_seq: opts.first_seq - 1,
+                        cut: None,
+                        schema,
+                        end,
+                    },
+                )
+            }
+            Some(&last) => {
+                let (rec, records) = recover_last(dir, last, &opts)?;
+                let path = dir.join(segment_name(last));
+                let f = OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .map_err(|e| Error::io(&path, e))?;
+                (f, last, rec.end.offset, records, rec)
+            }
+        };
+        let state = State {
+            file: Arc::new(file),
+            segment,
+            segment_len,
+            segment_records,
+            buf: Vec::with_capacity(64 << 10),
+            appended: 0,
+            written: 0,
+            last_seq: recovered.last_seq,
+            schema: recovered.schema.clone(),
+            poisoned: None,
+        };
+        let inner = Arc::new(Inner {
+            dir: dir.to_path_buf(),
+            opts,
+            state: Mutex::new(state),
+            sync_lock: Mutex::new(()),
+            durable: AtomicU64::new(0),
+            notifier: Arc::new(Notifier::default()),
+            stop: AtomicBool::new(false),
+        });
+        let syncer = match inner.opts.sync {
+            SyncPolicy::EveryMillis(ms) => {
+                let inner = Arc::clone(&inner);
+                Some(
+                    std::thread::Builder::new()
+                        .name("binlog-sync".into())
+                        .spawn(move || {
+                            while !inner.stop.load(Ordering::Acquire) {
+                                std::thread::sleep(Duration::from_millis(ms));
+                                let target = lock(&inner.state).appended;
+                                // A failure poisons the writer; the next commit reports it.
+                                let _ = inner.sync_to(target);
+                            }
+                        })
+                        .map_err(|e| Error::io(dir, e))?,
+                )
+            }
+            _ => None,
+        };
+        Ok((BinlogWriter { inner, syncer }, recovered))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    pub fn options(&self) -> &WriterOptions {
+        &self.inner.opts
+    }
+
+    /// Wakes in-process tailers after each write.
+    pub fn notifier(&self) -> Arc<Notifier> {
+        Arc::clone(&self.inner.notifier)
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        lock(&self.inner.state).last_seq
+    }
+
+    /// The schema as of the last appended record.
+    pub fn schema(&self) -> Schema {
+        lock(&self.inner.state).schema.clone()
+    }
+
+    /// Where the next record will go (buffered records included).
+    pub fn end_position(&self) -> Position {
+        let st = lock(&self.inner.state);
+        Position {
+            segment: st.segment,
+            offset: st.segment_len,
+        }
+    }
+
+    /// Buffers one record and returns its LSN; a transaction must carry the next sequence
+    /// number. Nothing is durable until [`BinlogWriter::commit`] says so.
+    pub fn append(&self, record: &Record) -> Result<u64> {
+        let payload = codec::encode(record)?;
+        if payload.len() > self.inner.opts.max_frame as usize {
+            return Err(Error::Invalid(format!(
+                "record of {} bytes exceeds the maximum frame of {} bytes",
+                payload.len(),
+                self.inner.opts.max_frame
+            )));
+        }
+        let mut st = lock(&self.inner.state);
+        if let Some(p) = &st.poisoned {
+            return Err(Error::Invalid(format!(
+                "binlog writer stopped after an earlier failure: {p}"
+            )));
+        }
+        if let Record::Transaction(tx) = record {
+            if tx.seq != st.last_seq + 1 {
+                return Err(Error::Invalid(format!(
+                    "transaction seq {} does not follow {}",
+                    tx.seq, st.last_seq
+                )));
+            }
+        }
+        let len = framed_len(payload.len()) as u64;
+        if st.segment_records > 0 && st.segment_len + len > self.inner.opts.segment_bytes {
+            self.inner.rotate(&mut st)?;
+        }
+        write_frame(&payload, &mut st.buf);
+        st.segment_len += len;
+        st.segment_records += 1;
+        st.appended += len;
+        if let Record::Transaction(tx) = record {
+            st.last_seq = tx.seq;
+            for ev in &tx.events {
+                if let Event::Ddl(ddl) = ev {
+                    st.schema.apply(ddl);
+                }
+            }
+        }
+        if st.buf.len() >= (1 << 20) {
+            self.inner.write_out(&mut st)?;
+        }
+        Ok(st.appended)
+    }
+
+    /// Makes everything up to `lsn` as durable as the sync policy promises, and visible to
+    /// readers.
+    pub fn commit(&self, lsn: u64) -> Result<()> {
+        match self.inner.opts.sync {
+            SyncPolicy::EveryCommit => self.inner.sync_to(lsn),
+            SyncPolicy::EveryMillis(_) | SyncPolicy::Never => self.flush(),
+        }
+    }
+
+    /// Appends a record and commits it.
+    pub fn append_commit(&self, record: &Record) -> Result<u64> {
+        let lsn = self.append(record)?;
+        self.commit(lsn)?;
+        Ok(lsn)
+    }
+
+    /// Writes buffered records to the OS (visible to readers, not yet durable).
+    pub fn flush(&self) -> Result<()> {
+        let mut st = lock(&self.inner.state);
+        self.inner.write_out(&mut st)
+    }
+
+    /// Writes and fsyncs everything appended so far.
+    pub fn sync(&self) -> Result<()> {
+        let target = lock(&self.inner.state).appended;
+        self.inner.sync_to(target)
+    }
+}
+
+impl Inner {
+    fn write_out(&self, st: &mut State) -> Result<()> {
+        if let Some(p) = &st.poisoned {
+            return Err(Error::Invalid(format!(
+                "binlog writer stopped after an earlier failure: {p}"
+            )));
+        }
+        if st.buf.is_empty() {
+            return Ok(());
+        }
+        let file = Arc::clone(&st.file);
+        if let Err(e) = (&*file).write_all(&st.buf) {
+            st.poisoned = Some(e.to_string());
+            return Err(Error::io(self.dir.join(segment_name(st.segment)), e));
+        }
+        st.written += st.buf.len() as u64;
+        st.buf.clear();
+        self.notifier.notify();
+        Ok(())
+    }
+
+    fn sync_to(&self, lsn: u64) -> Result<()> {
+        if self.durable.load(Ordering::Acquire) >= lsn {
+            return Ok(());
+        }
+        let _leader = lock(&self.sync_lock);
+        if self.durable.load(Ordering::Acquire) >= lsn {
+            return Ok(());
+        }
+        let (file, target, segment) = {
+            let mut st = lock(&self.state);
+            self.write_out(&mut st)?;
+            (Arc::clone(&st.file), st.written, st.segment)
+        };
+        // The fsync runs without the state lock, so appends continue meanwhile; they are
+        // covered by the next leader.
+        if let Err(e) = file.sync_data() {
+            lock(&self.state).poisoned = Some(e.to_string());
+            return Err(Error::io(self.dir.join(segment_name(segment)), e));
+        }
+        self.durable.fetch_max(target, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Closes the current segment (written and synced) and starts the next one with the
+    /// current schema in its header.
+    fn rotate(&self, st: &mut State) -> Result<()> {
+        self.write_out(st)?;
+        let path = self.dir.join(segment_name(st.segment));
+        st.file.sync_data().map_err(|e| Error::io(&path, e))?;
+        let number = st.segment + 1;
+        let (file, len) = create_segment(
+            &self.dir,
+            number,
+            self.opts.server_id,
+            st.last_seq + 1,
+            &st.schema,
+        )?;
+        st.file = Arc::new(file);
+        st.segment = number;
+        st.segment_len = len;
+        st.segment_records = 0;
+        // Everything before the new segment is on disk now.
+        self.durable.fetch_max(st.written, Ordering::AcqRel);
+        self.notifier.notify();
+        Ok(())
+    }
+}
+
+impl Drop for BinlogWriter {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Ordering::Release);
+        if let Some(h) = self.syncer.take() {
+            let _ = h.join();
+        }
+        // Best effort: a clean close leaves nothing unsynced. Errors here have no caller to
+        // go to; the records were never acknowledged as durable unless commit said so.
+        let _ = self.sync();
+    }
+}
+
+/// The position where a segment's first record starts, for a freshly created segment.
+pub fn first_record_offset(dir: &Path, segment: u64) -> Result<u64> {
+    let c = SegmentCursor::open(dir, segment, DEFAULT_MAX_FRAME)?;
+    Ok(c.offset().max(PRELUDE_LEN))
+}
