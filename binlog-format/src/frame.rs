@@ -87,6 +87,11 @@ mod tests {
     }
 
     #[test]
+    fn crc32c_check_value_matches_the_docs() {
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xE306_9283);
+    }
+
+    #[test]
     fn oversized_length_is_refused_before_reading() {
         let mut buf = Vec::new();
         buf.extend_from_slice(&u32::MAX.to_le_bytes());

@@ -15,6 +15,7 @@ pub mod error;
 pub mod events;
 pub mod format;
 pub mod frame;
+pub mod inspect;
 pub mod kafka;
 pub mod reader;
 pub mod schema;

@@ -1,0 +1,252 @@
+//! Segment files on disk: round trips across rotation, torn tails, corruption, tailing,
+//! group commit and the `ringrep-binlog` tool.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use binlog_format::segment::{list_segments, segment_name};
+use binlog_format::{BinlogReader, BinlogWriter, Error, ReaderOptions, Record, RecoveryMode, StartAt, SyncPolicy, Tailer, WriterOptions};
+use common::ring_insert;
+
+fn opts(segment_bytes: u64, sync: SyncPolicy) -> WriterOptions {
+    WriterOptions { segment_bytes, sync, ..WriterOptions::new(1) }
+}
+
+fn write_n(dir: &Path, from: u64, to: u64, o: WriterOptions) {
+    let (w, _) = BinlogWriter::open(dir, o).expect("open writer");
+    for seq in from..=to {
+        w.append_commit(&ring_insert(seq)).expect("append");
+    }
+}
+
+fn read_all(dir: &Path) -> (Vec<Record>, Option<binlog_format::reader::TornTail>) {
+    let mut r = BinlogReader::open(dir, ReaderOptions::default()).expect("open reader");
+    let recs = r.by_ref().map(|x| x.expect("record").1).collect();
+    (recs, r.torn_tail())
+}
+
+#[test]
+fn records_round_trip_across_rotation_with_positions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_n(dir.path(), 1, 300, opts(4096, SyncPolicy::Never));
+    let segments = list_segments(dir.path()).expect("list");
+    assert!(segments.len() > 5, "4 KiB segments rotate: {segments:?}");
+    let index = fs::read_to_string(dir.path().join("binlog.index")).expect("index");
+    assert_eq!(index.lines().count(), segments.len());
+    let mut r = BinlogReader::open(dir.path(), ReaderOptions::default()).expect("reader");
+    let mut expected = 1;
+    let mut last_pos = None;
+    for item in r.by_ref() {
+        let (pos, rec) = item.expect("record");
+        assert_eq!(rec, ring_insert(expected));
+        assert!(Some(pos) > last_pos, "positions increase");
+        last_pos = Some(pos);
+        expected += 1;
+    }
+    assert_eq!(expected, 301);
+    // Every segment is readable on its own, with the schema in its header.
+    let last = *segments.last().expect("segment");
+    let single = BinlogReader::open(&dir.path().join(segment_name(last)), ReaderOptions::default()).expect("one segment");
+    assert!(single.count() > 0);
+}
+
+#[test]
+fn reopening_continues_the_sequence() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_n(dir.path(), 1, 10, opts(1 << 20, SyncPolicy::EveryCommit));
+    let (w, rec) = BinlogWriter::open(dir.path(), opts(1 << 20, SyncPolicy::EveryCommit)).expect("reopen");
+    assert_eq!(rec.last_seq, 10);
+    assert!(rec.cut.is_none());
+    assert!(w.append(&ring_insert(12)).is_err(), "a gap is refused");
+    w.append_commit(&ring_insert(11)).expect("next seq");
+    drop(w);
+    assert_eq!(read_all(dir.path()).0.len(), 11);
+}
+
+#[test]
+fn torn_tail_at_every_offset_is_cut_back_and_appends_continue() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_n(dir.path(), 1, 5, opts(1 << 20, SyncPolicy::Never));
+    let seg = dir.path().join(segment_name(1));
+    let full = fs::read(&seg).expect("read");
+    let mut r = BinlogReader::open(dir.path(), ReaderOptions::default()).expect("reader");
+    let last_start = r.by_ref().map(|x| x.expect("rec").0.offset).last().expect("records") as usize;
+    for cut in last_start..full.len() {
+        let case = tempfile::tempdir().expect("tempdir");
+        fs::write(case.path().join(segment_name(1)), &full[..cut]).expect("write");
+        let (recs, torn) = read_all(case.path());
+        assert_eq!(recs.len(), 4, "cut at {cut}: the four whole records stay");
+        assert_eq!(torn.is_some(), cut > last_start, "cut at {cut}");
+        let strict = BinlogReader::open(case.path(), ReaderOptions { recovery: RecoveryMode::Strict, ..Default::default() })
+            .expect("reader")
+            .find_map(|x| x.err());
+        assert_eq!(strict.is_some(), cut > last_start, "strict mode refuses a torn tail");
+        let (w, rec) = BinlogWriter::open(case.path(), opts(1 << 20, SyncPolicy::EveryCommit)).expect("recover");
+        assert_eq!(rec.last_seq, 4);
+        assert_eq!(rec.cut.is_some(), cut > last_start);
+        w.append_commit(&ring_insert(5)).expect("append after recovery");
+        drop(w);
+        let (recs, torn) = read_all(case.path());
+        assert_eq!(recs, (1..=5).map(ring_insert).collect::<Vec<_>>());
+        assert!(torn.is_none());
+    }
+}
+
+#[test]
+fn zeroed_tail_counts_as_torn() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_n(dir.path(), 1, 3, opts(1 << 20, SyncPolicy::Never));
+    let seg = dir.path().join(segment_name(1));
+    let mut bytes = fs::read(&seg).expect("read");
+    bytes.extend_from_slice(&[0u8; 4096]);
+    fs::write(&seg, bytes).expect("write");
+    let (recs, torn) = read_all(dir.path());
+    assert_eq!(recs.len(), 3);
+    assert_eq!(torn.map(|t| t.bytes), Some(4096));
+}
+
+#[test]
+fn flipped_byte_in_the_middle_is_corruption_with_position() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_n(dir.path(), 1, 20, opts(1 << 20, SyncPolicy::Never));
+    let mut r = BinlogReader::open(dir.path(), ReaderOptions::default()).expect("reader");
+    let positions: Vec<u64> = r.by_ref().map(|x| x.expect("rec").0.offset).collect();
+    let target = positions[10];
+    let seg = dir.path().join(segment_name(1));
+    for delta in [0u64, 3, 5, 9, 40] {
+        let mut bytes = fs::read(&seg).expect("read");
+        bytes[(target + delta) as usize] ^= 0x5a;
+        let case = tempfile::tempdir().expect("tempdir");
+        fs::write(case.path().join(segment_name(1)), bytes).expect("write");
+        let mut r = BinlogReader::open(case.path(), ReaderOptions::default()).expect("reader");
+        let mut good = 0;
+        let mut err = None;
+        for item in r.by_ref() {
+            match item {
+                Ok(_) => good += 1,
+                Err(e) => err = Some(e),
+            }
+        }
+        match err {
+            Some(Error::Corruption { position, .. }) => {
+                assert_eq!((position.segment, position.offset), (1, target), "delta {delta}");
+            }
+            other => panic!("delta {delta}: expected corruption, got {other:?}"),
+        }
+        assert_eq!(good, 10, "nothing after the corrupt record is yielded");
+        assert!(r.next().is_none());
+        // The writer refuses to append after corruption rather than cutting good data.
+        assert!(BinlogWriter::open(case.path(), opts(1 << 20, SyncPolicy::Never)).is_err());
+    }
+}
+
+#[test]
+fn tailer_follows_rotation_and_resumes_from_a_sequence() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    let (w, _) = BinlogWriter::open(&path, opts(2048, SyncPolicy::Never)).expect("writer");
+    let w = Arc::new(w);
+    let mut tailer = Tailer::open(&path, StartAt::Beginning).with_notifier(w.notifier());
+    let writer = {
+        let w = Arc::clone(&w);
+        std::thread::spawn(move || {
+            for seq in 1..=200 {
+                w.append_commit(&ring_insert(seq)).expect("append");
+                if seq % 50 == 0 {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        })
+    };
+    let mut seen = 0;
+    while seen < 200 {
+        let (_, rec) = tailer.next_timeout(Duration::from_secs(10)).expect("tail").expect("a record within 10 s");
+        seen += 1;
+        assert_eq!(rec, ring_insert(seen));
+    }
+    writer.join().expect("writer thread");
+    assert!(tailer.next_timeout(Duration::from_millis(20)).expect("tail").is_none());
+    // A tailer in "another process" (no notifier) starting in the middle.
+    let mut from_150 = Tailer::open(&path, StartAt::Seq(150));
+    let (_, rec) = from_150.next_timeout(Duration::from_secs(5)).expect("tail").expect("record");
+    assert_eq!(rec, ring_insert(150));
+}
+
+#[test]
+fn concurrent_commits_share_fsyncs_and_lose_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (w, _) = BinlogWriter::open(dir.path(), opts(1 << 16, SyncPolicy::EveryCommit)).expect("writer");
+    let w = Arc::new(w);
+    let next = Arc::new(std::sync::Mutex::new(0u64));
+    let threads: Vec<_> = (0..8)
+        .map(|_| {
+            let (w, next) = (Arc::clone(&w), Arc::clone(&next));
+            std::thread::spawn(move || {
+                for _ in 0..50 {
+                    // Sequence order is the append order, as in the engine.
+                    let lsn = {
+                        let mut n = next.lock().expect("lock");
+                        *n += 1;
+                        w.append(&ring_insert(*n)).expect("append")
+                    };
+                    w.commit(lsn).expect("commit");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("thread");
+    }
+    drop(w);
+    assert_eq!(read_all(dir.path()).0.len(), 400);
+}
+
+fn tool(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-binlog")).args(args).output().expect("run ringrep-binlog");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn tool_dump_check_and_stats() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_n(dir.path(), 1, 30, opts(4096, SyncPolicy::Never));
+    let d = dir.path().to_str().expect("utf8");
+    let (code, out) = tool(&["check", d]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("30 records, last seq 30"), "{out}");
+    let (code, out) = tool(&["dump", "--json", "--from-seq", "5", "--to-seq", "7", d]);
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    assert_eq!(lines.iter().map(|l| l["seq"].as_u64().expect("seq")).collect::<Vec<_>>(), vec![5, 6, 7]);
+    assert_eq!(lines[0]["events"][1]["cause"], "meta_update");
+    let (code, out) = tool(&["dump", d]);
+    assert_eq!(code, 0);
+    assert!(out.contains("#transaction seq=1 server_id=1"), "{out}");
+    let (code, out) = tool(&["stats", d]);
+    assert_eq!(code, 0);
+    assert!(out.contains("transactions 30 (seq 1..30)"), "{out}");
+
+    // A torn tail is a warning; a flipped byte is corruption named by file and offset.
+    let last = *list_segments(dir.path()).expect("list").last().expect("seg");
+    let seg = dir.path().join(segment_name(last));
+    let mut bytes = fs::read(&seg).expect("read");
+    let keep = bytes.len() - 3;
+    bytes.truncate(keep);
+    fs::write(&seg, &bytes).expect("write");
+    let (code, out) = tool(&["check", d]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("warning: torn tail"), "{out}");
+    let first = dir.path().join(segment_name(1));
+    let mut bytes = fs::read(&first).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    fs::write(&first, &bytes).expect("write");
+    let (code, out) = tool(&["check", d]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("binlog.000001 at byte offset"), "{out}");
+}
