@@ -4,7 +4,10 @@
 use std::hint::black_box;
 
 use binlog_format::frame::{scan_frame, write_frame, FrameScan};
-use binlog_format::{codec, BinlogWriter, Cause, Event, Record, RowChange, RowEvent, SyncPolicy, Transaction, Value, WriterOptions};
+use binlog_format::{
+    codec, BinlogWriter, Cause, Event, Record, RowChange, RowEvent, SyncPolicy, Transaction, Value,
+    WriterOptions,
+};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 /// A typical ring insert: data row (about 150 bytes of user data) and meta row.
@@ -18,13 +21,27 @@ fn ring_insert(seq: u64) -> Record {
             Event::Row(RowEvent {
                 table_id: 1,
                 change: RowChange::Write {
-                    row: vec![Value::Int(4711), Value::Int(17), Value::Null, Value::Timestamp(1_700_000_000_000_000), Value::Text("e".repeat(140))],
+                    row: vec![
+                        Value::Int(4711),
+                        Value::Int(17),
+                        Value::Null,
+                        Value::Timestamp(1_700_000_000_000_000),
+                        Value::Text("e".repeat(140)),
+                    ],
                 },
                 cause: Cause::Overwrite,
             }),
             Event::Row(RowEvent {
                 table_id: 1,
-                change: RowChange::Write { row: vec![Value::Int(4711), Value::Int(0), Value::Bytes(vec![7u8; 32]), Value::Timestamp(2_147_483_647_000_000), Value::Null] },
+                change: RowChange::Write {
+                    row: vec![
+                        Value::Int(4711),
+                        Value::Int(0),
+                        Value::Bytes(vec![7u8; 32]),
+                        Value::Timestamp(2_147_483_647_000_000),
+                        Value::Null,
+                    ],
+                },
                 cause: Cause::MetaUpdate,
             }),
         ],
@@ -48,7 +65,9 @@ fn codec_benches(c: &mut Criterion) {
     });
     g.bench_function("verify_and_decode", |b| {
         b.iter(|| match scan_frame(black_box(&framed), u32::MAX) {
-            FrameScan::Frame { payload, .. } => black_box(codec::decode::<Record>(payload).expect("decode")),
+            FrameScan::Frame { payload, .. } => {
+                black_box(codec::decode::<Record>(payload).expect("decode"))
+            }
             _ => unreachable!("valid frame"),
         })
     });
@@ -67,12 +86,21 @@ fn append_benches(c: &mut Criterion) {
     g.sample_size(20);
     g.bench_function("sync_never_1000_tx", |b| {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (w, _) = BinlogWriter::open(dir.path(), WriterOptions { sync: SyncPolicy::Never, ..WriterOptions::new(1) }).expect("writer");
+        let (w, _) = BinlogWriter::open(
+            dir.path(),
+            WriterOptions {
+                sync: SyncPolicy::Never,
+                ..WriterOptions::new(1)
+            },
+        )
+        .expect("writer");
         let mut seq = 0;
         b.iter(|| {
             for _ in 0..1000 {
                 seq += 1;
-                let Record::Transaction(mut tx) = rec.clone() else { unreachable!() };
+                let Record::Transaction(mut tx) = rec.clone() else {
+                    unreachable!()
+                };
                 tx.seq = seq;
                 w.append(&Record::Transaction(tx)).expect("append");
             }
@@ -89,7 +117,9 @@ fn append_benches(c: &mut Criterion) {
         let mut seq = 0;
         b.iter(|| {
             seq += 1;
-            let Record::Transaction(mut tx) = rec.clone() else { unreachable!() };
+            let Record::Transaction(mut tx) = rec.clone() else {
+                unreachable!()
+            };
             tx.seq = seq;
             w.append_commit(&Record::Transaction(tx)).expect("commit")
         })

@@ -13,16 +13,31 @@ use crate::schema::{Schema, TableDef};
 use crate::value::{format_timestamp, Value};
 
 fn table_label(schema: &Schema, id: u64) -> String {
-    schema.tables.get(&id).map(TableDef::qualified_name).unwrap_or_else(|| format!("<table {id}>"))
+    schema
+        .tables
+        .get(&id)
+        .map(TableDef::qualified_name)
+        .unwrap_or_else(|| format!("<table {id}>"))
 }
 
-fn values_text(out: &mut String, table: Option<&TableDef>, positions: Option<&[usize]>, values: &[Value]) {
+fn values_text(
+    out: &mut String,
+    table: Option<&TableDef>,
+    positions: Option<&[usize]>,
+    values: &[Value],
+) {
     for (i, v) in values.iter().enumerate() {
         let pos = positions.and_then(|p| p.get(i).copied()).unwrap_or(i);
-        let name = table.and_then(|t| t.columns.get(pos)).map(|c| c.name.as_str()).unwrap_or("?");
+        let name = table
+            .and_then(|t| t.columns.get(pos))
+            .map(|c| c.name.as_str())
+            .unwrap_or("?");
         let shown = match v {
             Value::Text(s) | Value::Json(s) | Value::Decimal(s) => format!("{s:?}"),
-            Value::Bytes(b) => format!("0x{}", b.iter().map(|x| format!("{x:02X}")).collect::<String>()),
+            Value::Bytes(b) => format!(
+                "0x{}",
+                b.iter().map(|x| format!("{x:02X}")).collect::<String>()
+            ),
             other => other.to_string(),
         };
         let _ = writeln!(out, "###   @{}={} /* {} */", pos + 1, shown, name);
@@ -35,10 +50,19 @@ pub fn record_text(schema: &Schema, position: Position, record: &Record) -> Stri
     let _ = writeln!(out, "# at {position}");
     match record {
         Record::Heartbeat(hb) => {
-            let _ = writeln!(out, "#heartbeat server_id={} time={} last_seq={}", hb.server_id, format_timestamp(hb.time_us, 6), hb.last_seq);
+            let _ = writeln!(
+                out,
+                "#heartbeat server_id={} time={} last_seq={}",
+                hb.server_id,
+                format_timestamp(hb.time_us, 6),
+                hb.last_seq
+            );
         }
         Record::Transaction(tx) => {
-            let origin = tx.origin.map(|o| format!(" origin={}:{}", o.server_id, o.seq)).unwrap_or_default();
+            let origin = tx
+                .origin
+                .map(|o| format!(" origin={}:{}", o.server_id, o.seq))
+                .unwrap_or_default();
             let _ = writeln!(
                 out,
                 "#transaction seq={} server_id={} commit_time={}{} events={}",
@@ -61,7 +85,13 @@ pub fn record_text(schema: &Schema, position: Position, record: &Record) -> Stri
 
 fn row_text(out: &mut String, schema: &Schema, r: &RowEvent) {
     let table = schema.tables.get(&r.table_id);
-    let _ = writeln!(out, "### {} {} cause={}", r.op_name().to_uppercase(), table_label(schema, r.table_id), r.cause.name());
+    let _ = writeln!(
+        out,
+        "### {} {} cause={}",
+        r.op_name().to_uppercase(),
+        table_label(schema, r.table_id),
+        r.cause.name()
+    );
     let pk = table.map(|t| t.primary_key.as_slice());
     match &r.change {
         RowChange::Write { row } => values_text(out, table, None, row),
@@ -85,13 +115,29 @@ fn ddl_text(out: &mut String, schema: &Schema, d: &DdlEvent) {
             let _ = writeln!(out, "### DDL {} {name}", d.name());
         }
         DdlEvent::CreateTable { table } | DdlEvent::AlterTable { table } => {
-            let _ = writeln!(out, "### DDL {} {} id={} columns={}", d.name(), table.qualified_name(), table.id, table.columns.len());
+            let _ = writeln!(
+                out,
+                "### DDL {} {} id={} columns={}",
+                d.name(),
+                table.qualified_name(),
+                table.id,
+                table.columns.len()
+            );
         }
-        DdlEvent::DropTable { table_id, database, name } => {
+        DdlEvent::DropTable {
+            table_id,
+            database,
+            name,
+        } => {
             let _ = writeln!(out, "### DDL {} {database}.{name} id={table_id}", d.name());
         }
         DdlEvent::TruncateTable { table_id } => {
-            let _ = writeln!(out, "### DDL {} {}", d.name(), table_label(schema, *table_id));
+            let _ = writeln!(
+                out,
+                "### DDL {} {}",
+                d.name(),
+                table_label(schema, *table_id)
+            );
         }
     }
 }
@@ -104,7 +150,9 @@ fn values_json(values: &[Value]) -> Json {
 pub fn record_json(schema: &Schema, position: Position, record: &Record) -> Json {
     let pos = json!({"segment": crate::segment::segment_name(position.segment), "offset": position.offset});
     match record {
-        Record::Heartbeat(hb) => json!({"position": pos, "type": "heartbeat", "server_id": hb.server_id, "time_us": hb.time_us, "last_seq": hb.last_seq}),
+        Record::Heartbeat(hb) => {
+            json!({"position": pos, "type": "heartbeat", "server_id": hb.server_id, "time_us": hb.time_us, "last_seq": hb.last_seq})
+        }
         Record::Transaction(tx) => {
             let events: Vec<Json> = tx
                 .events
@@ -209,7 +257,15 @@ impl Stats {
         let seq = |s: Option<u64>| s.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
         let _ = writeln!(out, "segment\trecords\tbytes\tfirst_seq\tlast_seq");
         for (n, s) in &self.segments {
-            let _ = writeln!(out, "{}\t{}\t{}\t{}\t{}", crate::segment::segment_name(*n), s.records, s.bytes, seq(s.first_seq), seq(s.last_seq));
+            let _ = writeln!(
+                out,
+                "{}\t{}\t{}\t{}\t{}",
+                crate::segment::segment_name(*n),
+                s.records,
+                s.bytes,
+                seq(s.first_seq),
+                seq(s.last_seq)
+            );
         }
         let _ = writeln!(
             out,

@@ -150,10 +150,43 @@ fn split_decimal(s: &str) -> (bool, &str, &str) {
 }
 
 /// A primary key (or any tuple of values) with the total order of [`Value::total_cmp`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Equality and hashing follow that order, so `Int(5)` and `UInt(5)` are the same key.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Key(pub Vec<Value>);
 
+impl PartialEq for Key {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
 impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.len().hash(h);
+        for v in &self.0 {
+            match v {
+                Value::Null => 0u8.hash(h),
+                Value::Int(i) => (1u8, i128::from(*i)).hash(h),
+                Value::UInt(u) => (1u8, i128::from(*u)).hash(h),
+                Value::Float(f) => (2u8, f64::from(*f).to_bits()).hash(h),
+                Value::Double(f) => (2u8, f.to_bits()).hash(h),
+                Value::Decimal(d) => {
+                    let (neg, int, frac) = split_decimal(d);
+                    let zero = int.is_empty() && frac.is_empty();
+                    (3u8, neg && !zero, int, frac).hash(h)
+                }
+                Value::Bytes(b) => (4u8, b).hash(h),
+                Value::Text(s) => (5u8, s).hash(h),
+                Value::Date(d) => (6u8, d).hash(h),
+                Value::DateTime(d) => (7u8, d).hash(h),
+                Value::Timestamp(t) => (8u8, t).hash(h),
+                Value::Json(s) => (9u8, s).hash(h),
+            }
+        }
+    }
+}
 
 impl PartialOrd for Key {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {

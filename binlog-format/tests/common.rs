@@ -16,14 +16,30 @@ pub fn ring_insert(seq: u64) -> Record {
             Event::Row(RowEvent {
                 table_id: 1,
                 change: RowChange::Write {
-                    row: vec![Value::Int((seq % 10_000) as i64), Value::Int(slot), Value::Null, Value::Timestamp(1_700_000_000_000_000), Value::Text(payload)],
+                    row: vec![
+                        Value::Int((seq % 10_000) as i64),
+                        Value::Int(slot),
+                        Value::Null,
+                        Value::Timestamp(1_700_000_000_000_000),
+                        Value::Text(payload),
+                    ],
                 },
-                cause: if seq > 64 { Cause::Overwrite } else { Cause::Insert },
+                cause: if seq > 64 {
+                    Cause::Overwrite
+                } else {
+                    Cause::Insert
+                },
             }),
             Event::Row(RowEvent {
                 table_id: 1,
                 change: RowChange::Write {
-                    row: vec![Value::Int((seq % 10_000) as i64), Value::Int(0), Value::Bytes(vec![1u8; 32]), Value::Timestamp(i64::from(i32::MAX) * 1_000_000), Value::Null],
+                    row: vec![
+                        Value::Int((seq % 10_000) as i64),
+                        Value::Int(0),
+                        Value::Bytes(vec![1u8; 32]),
+                        Value::Timestamp(i64::from(i32::MAX) * 1_000_000),
+                        Value::Null,
+                    ],
                 },
                 cause: Cause::MetaUpdate,
             }),

@@ -10,11 +10,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use binlog_format::segment::{list_segments, segment_name};
-use binlog_format::{BinlogReader, BinlogWriter, Error, ReaderOptions, Record, RecoveryMode, StartAt, SyncPolicy, Tailer, WriterOptions};
+use binlog_format::{
+    BinlogReader, BinlogWriter, Error, ReaderOptions, Record, RecoveryMode, StartAt, SyncPolicy,
+    Tailer, WriterOptions,
+};
 use common::ring_insert;
 
 fn opts(segment_bytes: u64, sync: SyncPolicy) -> WriterOptions {
-    WriterOptions { segment_bytes, sync, ..WriterOptions::new(1) }
+    WriterOptions {
+        segment_bytes,
+        sync,
+        ..WriterOptions::new(1)
+    }
 }
 
 fn write_n(dir: &Path, from: u64, to: u64, o: WriterOptions) {
@@ -51,7 +58,11 @@ fn records_round_trip_across_rotation_with_positions() {
     assert_eq!(expected, 301);
     // Every segment is readable on its own, with the schema in its header.
     let last = *segments.last().expect("segment");
-    let single = BinlogReader::open(&dir.path().join(segment_name(last)), ReaderOptions::default()).expect("one segment");
+    let single = BinlogReader::open(
+        &dir.path().join(segment_name(last)),
+        ReaderOptions::default(),
+    )
+    .expect("one segment");
     assert!(single.count() > 0);
 }
 
@@ -59,7 +70,8 @@ fn records_round_trip_across_rotation_with_positions() {
 fn reopening_continues_the_sequence() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_n(dir.path(), 1, 10, opts(1 << 20, SyncPolicy::EveryCommit));
-    let (w, rec) = BinlogWriter::open(dir.path(), opts(1 << 20, SyncPolicy::EveryCommit)).expect("reopen");
+    let (w, rec) =
+        BinlogWriter::open(dir.path(), opts(1 << 20, SyncPolicy::EveryCommit)).expect("reopen");
     assert_eq!(rec.last_seq, 10);
     assert!(rec.cut.is_none());
     assert!(w.append(&ring_insert(12)).is_err(), "a gap is refused");
@@ -75,21 +87,37 @@ fn torn_tail_at_every_offset_is_cut_back_and_appends_continue() {
     let seg = dir.path().join(segment_name(1));
     let full = fs::read(&seg).expect("read");
     let mut r = BinlogReader::open(dir.path(), ReaderOptions::default()).expect("reader");
-    let last_start = r.by_ref().map(|x| x.expect("rec").0.offset).last().expect("records") as usize;
+    let last_start = r
+        .by_ref()
+        .map(|x| x.expect("rec").0.offset)
+        .last()
+        .expect("records") as usize;
     for cut in last_start..full.len() {
         let case = tempfile::tempdir().expect("tempdir");
         fs::write(case.path().join(segment_name(1)), &full[..cut]).expect("write");
         let (recs, torn) = read_all(case.path());
         assert_eq!(recs.len(), 4, "cut at {cut}: the four whole records stay");
         assert_eq!(torn.is_some(), cut > last_start, "cut at {cut}");
-        let strict = BinlogReader::open(case.path(), ReaderOptions { recovery: RecoveryMode::Strict, ..Default::default() })
-            .expect("reader")
-            .find_map(|x| x.err());
-        assert_eq!(strict.is_some(), cut > last_start, "strict mode refuses a torn tail");
-        let (w, rec) = BinlogWriter::open(case.path(), opts(1 << 20, SyncPolicy::EveryCommit)).expect("recover");
+        let strict = BinlogReader::open(
+            case.path(),
+            ReaderOptions {
+                recovery: RecoveryMode::Strict,
+                ..Default::default()
+            },
+        )
+        .expect("reader")
+        .find_map(|x| x.err());
+        assert_eq!(
+            strict.is_some(),
+            cut > last_start,
+            "strict mode refuses a torn tail"
+        );
+        let (w, rec) = BinlogWriter::open(case.path(), opts(1 << 20, SyncPolicy::EveryCommit))
+            .expect("recover");
         assert_eq!(rec.last_seq, 4);
         assert_eq!(rec.cut.is_some(), cut > last_start);
-        w.append_commit(&ring_insert(5)).expect("append after recovery");
+        w.append_commit(&ring_insert(5))
+            .expect("append after recovery");
         drop(w);
         let (recs, torn) = read_all(case.path());
         assert_eq!(recs, (1..=5).map(ring_insert).collect::<Vec<_>>());
@@ -134,7 +162,11 @@ fn flipped_byte_in_the_middle_is_corruption_with_position() {
         }
         match err {
             Some(Error::Corruption { position, .. }) => {
-                assert_eq!((position.segment, position.offset), (1, target), "delta {delta}");
+                assert_eq!(
+                    (position.segment, position.offset),
+                    (1, target),
+                    "delta {delta}"
+                );
             }
             other => panic!("delta {delta}: expected corruption, got {other:?}"),
         }
@@ -165,22 +197,32 @@ fn tailer_follows_rotation_and_resumes_from_a_sequence() {
     };
     let mut seen = 0;
     while seen < 200 {
-        let (_, rec) = tailer.next_timeout(Duration::from_secs(10)).expect("tail").expect("a record within 10 s");
+        let (_, rec) = tailer
+            .next_timeout(Duration::from_secs(10))
+            .expect("tail")
+            .expect("a record within 10 s");
         seen += 1;
         assert_eq!(rec, ring_insert(seen));
     }
     writer.join().expect("writer thread");
-    assert!(tailer.next_timeout(Duration::from_millis(20)).expect("tail").is_none());
+    assert!(tailer
+        .next_timeout(Duration::from_millis(20))
+        .expect("tail")
+        .is_none());
     // A tailer in "another process" (no notifier) starting in the middle.
     let mut from_150 = Tailer::open(&path, StartAt::Seq(150));
-    let (_, rec) = from_150.next_timeout(Duration::from_secs(5)).expect("tail").expect("record");
+    let (_, rec) = from_150
+        .next_timeout(Duration::from_secs(5))
+        .expect("tail")
+        .expect("record");
     assert_eq!(rec, ring_insert(150));
 }
 
 #[test]
 fn concurrent_commits_share_fsyncs_and_lose_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (w, _) = BinlogWriter::open(dir.path(), opts(1 << 16, SyncPolicy::EveryCommit)).expect("writer");
+    let (w, _) =
+        BinlogWriter::open(dir.path(), opts(1 << 16, SyncPolicy::EveryCommit)).expect("writer");
     let w = Arc::new(w);
     let next = Arc::new(std::sync::Mutex::new(0u64));
     let threads: Vec<_> = (0..8)
@@ -207,8 +249,14 @@ fn concurrent_commits_share_fsyncs_and_lose_nothing() {
 }
 
 fn tool(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-binlog")).args(args).output().expect("run ringrep-binlog");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-binlog"))
+        .args(args)
+        .output()
+        .expect("run ringrep-binlog");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
 }
 
 #[test]
@@ -221,8 +269,17 @@ fn tool_dump_check_and_stats() {
     assert!(out.contains("30 records, last seq 30"), "{out}");
     let (code, out) = tool(&["dump", "--json", "--from-seq", "5", "--to-seq", "7", d]);
     assert_eq!(code, 0, "{out}");
-    let lines: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
-    assert_eq!(lines.iter().map(|l| l["seq"].as_u64().expect("seq")).collect::<Vec<_>>(), vec![5, 6, 7]);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(
+        lines
+            .iter()
+            .map(|l| l["seq"].as_u64().expect("seq"))
+            .collect::<Vec<_>>(),
+        vec![5, 6, 7]
+    );
     assert_eq!(lines[0]["events"][1]["cause"], "meta_update");
     let (code, out) = tool(&["dump", d]);
     assert_eq!(code, 0);
@@ -232,7 +289,10 @@ fn tool_dump_check_and_stats() {
     assert!(out.contains("transactions 30 (seq 1..30)"), "{out}");
 
     // A torn tail is a warning; a flipped byte is corruption named by file and offset.
-    let last = *list_segments(dir.path()).expect("list").last().expect("seg");
+    let last = *list_segments(dir.path())
+        .expect("list")
+        .last()
+        .expect("seg");
     let seg = dir.path().join(segment_name(last));
     let mut bytes = fs::read(&seg).expect("read");
     let keep = bytes.len() - 3;

@@ -13,15 +13,38 @@ fn value() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<i64>().prop_map(Value::Int),
         any::<u64>().prop_map(Value::UInt),
-        any::<f32>().prop_filter("NaN never equals itself", |f| !f.is_nan()).prop_map(Value::Float),
-        any::<f64>().prop_filter("NaN never equals itself", |f| !f.is_nan()).prop_map(Value::Double),
+        any::<f32>()
+            .prop_filter("NaN never equals itself", |f| !f.is_nan())
+            .prop_map(Value::Float),
+        any::<f64>()
+            .prop_filter("NaN never equals itself", |f| !f.is_nan())
+            .prop_map(Value::Double),
         "-?[0-9]{1,20}(\\.[0-9]{1,10})?".prop_map(Value::Decimal),
         vec(any::<u8>(), 0..64).prop_map(Value::Bytes),
         ".{0,40}".prop_map(Value::Text),
-        (0u16..=9999, 1u8..=12, 1u8..=28).prop_map(|(year, month, day)| Value::Date(Date { year, month, day })),
-        (0u16..=9999, 1u8..=12, 1u8..=28, 0u8..24, 0u8..60, 0u8..60, 0u32..1_000_000).prop_map(|(year, month, day, hour, minute, second, micros)| {
-            Value::DateTime(DateTime { date: Date { year, month, day }, hour, minute, second, micros })
-        }),
+        (0u16..=9999, 1u8..=12, 1u8..=28).prop_map(|(year, month, day)| Value::Date(Date {
+            year,
+            month,
+            day
+        })),
+        (
+            0u16..=9999,
+            1u8..=12,
+            1u8..=28,
+            0u8..24,
+            0u8..60,
+            0u8..60,
+            0u32..1_000_000
+        )
+            .prop_map(|(year, month, day, hour, minute, second, micros)| {
+                Value::DateTime(DateTime {
+                    date: Date { year, month, day },
+                    hour,
+                    minute,
+                    second,
+                    micros,
+                })
+            }),
         any::<i64>().prop_map(Value::Timestamp),
         ".{0,20}".prop_map(Value::Json),
     ]
@@ -29,37 +52,81 @@ fn value() -> impl Strategy<Value = Value> {
 
 fn cause() -> impl Strategy<Value = Cause> {
     prop_oneof![
-        Just(Cause::Insert), Just(Cause::Overwrite), Just(Cause::MetaUpdate), Just(Cause::Update), Just(Cause::PrefixDelete),
-        Just(Cause::TtlPurge), Just(Cause::DeleteOldest), Just(Cause::Truncate), Just(Cause::Delete),
+        Just(Cause::Insert),
+        Just(Cause::Overwrite),
+        Just(Cause::MetaUpdate),
+        Just(Cause::Update),
+        Just(Cause::PrefixDelete),
+        Just(Cause::TtlPurge),
+        Just(Cause::DeleteOldest),
+        Just(Cause::Truncate),
+        Just(Cause::Delete),
     ]
 }
 
 fn row_event() -> impl Strategy<Value = RowEvent> {
     let change = prop_oneof![
         vec(value(), 0..8).prop_map(|row| RowChange::Write { row }),
-        (vec(value(), 0..4), vec(value(), 0..8), proptest::option::of(vec(value(), 0..8))).prop_map(|(key, after, before)| RowChange::Update { key, after, before }),
+        (
+            vec(value(), 0..4),
+            vec(value(), 0..8),
+            proptest::option::of(vec(value(), 0..8))
+        )
+            .prop_map(|(key, after, before)| RowChange::Update { key, after, before }),
         vec(value(), 0..4).prop_map(|key| RowChange::Delete { key }),
     ];
-    (any::<u64>(), change, cause()).prop_map(|(table_id, change, cause)| RowEvent { table_id, change, cause })
+    (any::<u64>(), change, cause()).prop_map(|(table_id, change, cause)| RowEvent {
+        table_id,
+        change,
+        cause,
+    })
 }
 
 fn ddl_event() -> impl Strategy<Value = DdlEvent> {
     prop_oneof![
         "[a-z]{1,10}".prop_map(|name| DdlEvent::CreateDatabase { name }),
         "[a-z]{1,10}".prop_map(|name| DdlEvent::DropDatabase { name }),
-        (any::<u64>(), "[a-z]{1,8}", "[a-z]{1,8}").prop_map(|(table_id, database, name)| DdlEvent::DropTable { table_id, database, name }),
+        (any::<u64>(), "[a-z]{1,8}", "[a-z]{1,8}").prop_map(|(table_id, database, name)| {
+            DdlEvent::DropTable {
+                table_id,
+                database,
+                name,
+            }
+        }),
         any::<u64>().prop_map(|table_id| DdlEvent::TruncateTable { table_id }),
     ]
 }
 
 fn record() -> impl Strategy<Value = Record> {
-    let event = prop_oneof![4 => row_event().prop_map(Event::Row), 1 => ddl_event().prop_map(Event::Ddl)];
-    let origin = proptest::option::of((any::<u32>(), any::<u64>()).prop_map(|(server_id, seq)| Origin { server_id, seq }));
+    let event =
+        prop_oneof![4 => row_event().prop_map(Event::Row), 1 => ddl_event().prop_map(Event::Ddl)];
+    let origin = proptest::option::of(
+        (any::<u32>(), any::<u64>()).prop_map(|(server_id, seq)| Origin { server_id, seq }),
+    );
     prop_oneof![
-        (any::<u32>(), any::<u64>(), any::<i64>(), origin, vec(event, 0..6)).prop_map(|(server_id, seq, commit_time_us, origin, events)| {
-            Record::Transaction(Transaction { server_id, seq, commit_time_us, origin, events })
+        (
+            any::<u32>(),
+            any::<u64>(),
+            any::<i64>(),
+            origin,
+            vec(event, 0..6)
+        )
+            .prop_map(|(server_id, seq, commit_time_us, origin, events)| {
+                Record::Transaction(Transaction {
+                    server_id,
+                    seq,
+                    commit_time_us,
+                    origin,
+                    events,
+                })
+            }),
+        (any::<u32>(), any::<i64>(), any::<u64>()).prop_map(|(server_id, time_us, last_seq)| {
+            Record::Heartbeat(Heartbeat {
+                server_id,
+                time_us,
+                last_seq,
+            })
         }),
-        (any::<u32>(), any::<i64>(), any::<u64>()).prop_map(|(server_id, time_us, last_seq)| Record::Heartbeat(Heartbeat { server_id, time_us, last_seq })),
     ]
 }
 

@@ -9,7 +9,11 @@ use binlog_format::{BinlogReader, Error, Position, ReaderOptions, Record, Schema
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "ringrep-binlog", version, about = "Read ringrep binlog segments: dump, check, stats")]
+#[command(
+    name = "ringrep-binlog",
+    version,
+    about = "Read ringrep binlog segments: dump, check, stats"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -77,9 +81,23 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     match cli.command {
-        Command::Dump { path, json, from_seq, to_seq } => {
-            let mut reader = BinlogReader::open(&path, ReaderOptions { check_sequence: false, ..Default::default() })?;
-            let mut tracker = SchemaTracker { schema: Schema::default(), segment: None };
+        Command::Dump {
+            path,
+            json,
+            from_seq,
+            to_seq,
+        } => {
+            let mut reader = BinlogReader::open(
+                &path,
+                ReaderOptions {
+                    check_sequence: false,
+                    ..Default::default()
+                },
+            )?;
+            let mut tracker = SchemaTracker {
+                schema: Schema::default(),
+                segment: None,
+            };
             while let Some(item) = reader.next() {
                 let (position, record) = item?;
                 tracker.observe(&reader, position, &record);
@@ -98,7 +116,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             }
             if let Some(t) = reader.torn_tail() {
-                eprintln!("warning: torn tail at {}: {} bytes after the last whole record", t.position, t.bytes);
+                eprintln!(
+                    "warning: torn tail at {}: {} bytes after the last whole record",
+                    t.position, t.bytes
+                );
             }
         }
         Command::Check { path } => {
@@ -122,18 +143,38 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             if let Some(t) = reader.torn_tail() {
                 writeln!(out, "warning: torn tail at {}: {} bytes after the last whole record (cut on the writer's next start)", t.position, t.bytes)?;
             }
-            let last = last_seq.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
-            writeln!(out, "OK: {} segments, {count} records, last seq {last}", reader.segments().len())?;
+            let last = last_seq
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "-".into());
+            writeln!(
+                out,
+                "OK: {} segments, {count} records, last seq {last}",
+                reader.segments().len()
+            )?;
         }
         Command::Stats { path } => {
-            let mut reader = BinlogReader::open(&path, ReaderOptions { check_sequence: false, ..Default::default() })?;
-            let mut tracker = SchemaTracker { schema: Schema::default(), segment: None };
+            let mut reader = BinlogReader::open(
+                &path,
+                ReaderOptions {
+                    check_sequence: false,
+                    ..Default::default()
+                },
+            )?;
+            let mut tracker = SchemaTracker {
+                schema: Schema::default(),
+                segment: None,
+            };
             let mut stats = Stats::default();
             while let Some(item) = reader.next() {
                 let (position, record) = item?;
                 tracker.observe(&reader, position, &record);
                 let end = reader.end_position().unwrap_or(position);
-                stats.add(&tracker.schema, position, end.offset.saturating_sub(position.offset), &record);
+                stats.add(
+                    &tracker.schema,
+                    position,
+                    end.offset.saturating_sub(position.offset),
+                    &record,
+                );
             }
             write!(out, "{}", stats.text())?;
         }
@@ -145,10 +186,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 fn describe(path: &std::path::Path, e: &Error) -> String {
     match e {
         Error::Corruption { position, reason } => {
-            let dir = if path.is_dir() { path.to_path_buf() } else { path.parent().map(|p| p.to_path_buf()).unwrap_or_default() };
-            format!("{} at byte offset {}: {}", dir.join(binlog_format::segment::segment_name(position.segment)).display(), position.offset, reason)
+            let dir = if path.is_dir() {
+                path.to_path_buf()
+            } else {
+                path.parent().map(|p| p.to_path_buf()).unwrap_or_default()
+            };
+            format!(
+                "{} at byte offset {}: {}",
+                dir.join(binlog_format::segment::segment_name(position.segment))
+                    .display(),
+                position.offset,
+                reason
+            )
         }
         other => other.to_string(),
     }
 }
-

@@ -1,0 +1,438 @@
+//! The ring engine: catalog, rows, transactions, the binlog as write-ahead log, snapshots.
+//!
+//! Every change reaches the state through [`State::apply_event`], whether it comes from a
+//! committing session, from replaying the binlog at start-up, or from the replica applier.
+//! That one function is what makes the replay invariant hold: the binlog replayed from the
+//! start gives exactly the state the commits produced, meta rows included.
+
+mod locks;
+mod purge;
+mod session;
+mod snapshot;
+mod table;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use binlog_format::schema::TableDef;
+use binlog_format::{
+    BinlogReader, BinlogWriter, DdlEvent, Event, Key, ReaderOptions, Record, RowChange, SyncPolicy,
+    Transaction, WriterOptions,
+};
+
+pub use locks::{LockKey, LockTable};
+pub use purge::{PurgeRound, MAX_BATCH, MIN_BATCH};
+pub use session::{InsertMode, Session, SessionVars, UpdateOutcome};
+pub use table::{Row, Table, HIDDEN_ROW_ID};
+
+use crate::clock::{Clock, SystemClock};
+use crate::error::{Error, Result};
+
+/// Database that holds ringrep's own tables on a replica.
+pub const SYSTEM_DB: &str = "mysql";
+/// Table ids at or above this are ringrep's own system tables, never a primary's.
+pub const SYSTEM_TABLE_ID_BASE: u64 = 1 << 62;
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub server_id: u32,
+    pub sync: SyncPolicy,
+    pub segment_bytes: u64,
+    pub lock_wait_timeout: Duration,
+    /// Take a snapshot after this many transactions (0: never automatically).
+    pub snapshot_every: u64,
+    /// Clients may read but not write (a replica); only the applier writes.
+    pub read_only: bool,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl EngineConfig {
+    pub fn new(server_id: u32) -> EngineConfig {
+        EngineConfig {
+            server_id,
+            sync: SyncPolicy::EveryCommit,
+            segment_bytes: binlog_format::format::DEFAULT_SEGMENT_BYTES,
+            lock_wait_timeout: Duration::from_secs(2),
+            snapshot_every: 100_000,
+            read_only: false,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// Everything committed.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    pub databases: BTreeSet<String>,
+    pub tables: BTreeMap<u64, Table>,
+    pub next_table_id: u64,
+    pub last_seq: u64,
+}
+
+impl State {
+    pub fn table_id(&self, db: &str, name: &str) -> Option<u64> {
+        self.tables
+            .values()
+            .find(|t| {
+                t.def.database.eq_ignore_ascii_case(db) && t.def.name.eq_ignore_ascii_case(name)
+            })
+            .map(|t| t.def.id)
+    }
+
+    pub fn table(&self, db: &str, name: &str) -> Option<&Table> {
+        self.table_id(db, name).and_then(|id| self.tables.get(&id))
+    }
+
+    pub fn has_database(&self, db: &str) -> bool {
+        self.databases.iter().any(|d| d.eq_ignore_ascii_case(db))
+    }
+
+    /// Applies one committed event. Writes are upserts; deleting an absent row is not an
+    /// error; `AlterTable` replaces the definition and the rows (the rows it keeps follow
+    /// as writes in the same transaction).
+    pub fn apply_event(&mut self, ev: &Event) -> Result<()> {
+        match ev {
+            Event::Row(r) => {
+                let table = self.tables.get_mut(&r.table_id).ok_or_else(|| {
+                    Error::internal(format!("row event for unknown table id {}", r.table_id))
+                })?;
+                match &r.change {
+                    RowChange::Write { row } => {
+                        check_width(table, row)?;
+                        table.put(row.clone());
+                    }
+                    RowChange::Update { key, after, .. } => {
+                        check_width(table, after)?;
+                        table.remove(&Key(key.clone()));
+                        table.put(after.clone());
+                    }
+                    RowChange::Delete { key } => {
+                        table.remove(&Key(key.clone()));
+                    }
+                }
+            }
+            Event::Ddl(d) => match d {
+                DdlEvent::CreateDatabase { name } => {
+                    self.databases.insert(name.clone());
+                }
+                DdlEvent::DropDatabase { name } => {
+                    self.databases.retain(|d| !d.eq_ignore_ascii_case(name));
+                    self.tables
+                        .retain(|_, t| !t.def.database.eq_ignore_ascii_case(name));
+                }
+                DdlEvent::CreateTable { table } => {
+                    self.databases.insert(table.database.clone());
+                    if table.id < SYSTEM_TABLE_ID_BASE {
+                        self.next_table_id = self.next_table_id.max(table.id + 1);
+                    }
+                    self.tables.insert(table.id, Table::new(table.clone()));
+                }
+                DdlEvent::AlterTable { table } => {
+                    self.tables.insert(table.id, Table::new(table.clone()));
+                }
+                DdlEvent::DropTable { table_id, .. } => {
+                    self.tables.remove(table_id);
+                }
+                DdlEvent::TruncateTable { table_id } => {
+                    if let Some(t) = self.tables.get_mut(table_id) {
+                        t.clear();
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+fn check_width(table: &Table, row: &[binlog_format::Value]) -> Result<()> {
+    if row.len() != table.def.columns.len() {
+        return Err(Error::internal(format!(
+            "row of {} values for {} with {} columns",
+            row.len(),
+            table.def.qualified_name(),
+            table.def.columns.len()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub cfg: EngineConfig,
+    pub state: RwLock<State>,
+    pub locks: LockTable,
+    pub binlog: Option<BinlogWriter>,
+    pub next_txn: AtomicU64,
+    pub since_snapshot: AtomicU64,
+    /// Held for the life of the engine: a second engine on the same directory is refused.
+    _dir_lock: File,
+}
+
+/// A handle on an open engine; cheap to clone and share between threads.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// What opening a data directory found and did.
+#[derive(Debug, Clone, Default)]
+pub struct OpenReport {
+    pub snapshot_seq: Option<u64>,
+    pub replayed: u64,
+    pub last_seq: u64,
+    pub torn_tail_cut: Option<u64>,
+}
+
+fn lock_dir(dir: &Path, exclusive: bool) -> Result<File> {
+    let path = dir.join("LOCK");
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    let got = if exclusive {
+        f.try_lock()
+    } else {
+        f.try_lock_shared()
+    };
+    match got {
+        Ok(()) => Ok(f),
+        Err(_) => Err(Error::internal(format!(
+            "data directory {} is in use by a running ringrep node (stop it first, or point at another directory)",
+            dir.display()
+        ))),
+    }
+}
+
+impl Engine {
+    /// Opens (creating if needed) a data directory: loads the newest valid snapshot, then
+    /// replays the binlog after it. A torn binlog tail is cut back first.
+    pub fn open(dir: &Path, cfg: EngineConfig) -> Result<(Engine, OpenReport)> {
+        fs::create_dir_all(dir)?;
+        let dir_lock = lock_dir(dir, true)?;
+        let binlog_dir = dir.join("binlog");
+        let wopts = WriterOptions {
+            sync: cfg.sync,
+            segment_bytes: cfg.segment_bytes,
+            ..WriterOptions::new(cfg.server_id)
+        };
+        let (writer, recovered) = BinlogWriter::open(&binlog_dir, wopts)?;
+        let mut report = OpenReport {
+            torn_tail_cut: recovered.cut.map(|t| t.bytes),
+            ..Default::default()
+        };
+        let state = Self::recover_state(dir, &mut report)?;
+        if state.last_seq != recovered.last_seq {
+            return Err(Error::internal(format!(
+                "binlog ends at seq {} but replay reached {}: the binlog of {} is incomplete",
+                recovered.last_seq,
+                state.last_seq,
+                dir.display()
+            )));
+        }
+        report.last_seq = state.last_seq;
+        let engine = Engine {
+            shared: Arc::new(Shared {
+                dir: dir.to_path_buf(),
+                cfg,
+                state: RwLock::new(state),
+                locks: LockTable::default(),
+                binlog: Some(writer),
+                next_txn: AtomicU64::new(1),
+                since_snapshot: AtomicU64::new(report.replayed),
+                _dir_lock: dir_lock,
+            }),
+        };
+        let mut s = engine.session();
+        s.ensure_database("test")?;
+        Ok((engine, report))
+    }
+
+    /// Opens a data directory for reading only (the verifier): no binlog writer, a shared lock
+    /// that fails while a node holds the directory, and nothing written.
+    pub fn open_read_only(dir: &Path) -> Result<(Engine, OpenReport)> {
+        if !dir.join("binlog").is_dir() {
+            return Err(Error::internal(format!(
+                "{} is not a ringrep data directory (no binlog/)",
+                dir.display()
+            )));
+        }
+        let dir_lock = lock_dir(dir, false)?;
+        let mut report = OpenReport::default();
+        let state = Self::recover_state(dir, &mut report)?;
+        report.last_seq = state.last_seq;
+        let mut cfg = EngineConfig::new(1);
+        cfg.read_only = true;
+        Ok((
+            Engine {
+                shared: Arc::new(Shared {
+                    dir: dir.to_path_buf(),
+                    cfg,
+                    state: RwLock::new(state),
+                    locks: LockTable::default(),
+                    binlog: None,
+                    next_txn: AtomicU64::new(1),
+                    since_snapshot: AtomicU64::new(0),
+                    _dir_lock: dir_lock,
+                }),
+            },
+            report,
+        ))
+    }
+
+    fn recover_state(dir: &Path, report: &mut OpenReport) -> Result<State> {
+        let mut state = match snapshot::load_newest(dir)? {
+            Some(s) => {
+                report.snapshot_seq = Some(s.last_seq);
+                s
+            }
+            None => State {
+                next_table_id: 1,
+                ..Default::default()
+            },
+        };
+        let reader = BinlogReader::open(&dir.join("binlog"), ReaderOptions::default())?;
+        for item in reader {
+            let (_, record) = item?;
+            if let Record::Transaction(tx) = record {
+                if tx.seq <= state.last_seq {
+                    continue;
+                }
+                for ev in &tx.events {
+                    state.apply_event(ev)?;
+                }
+                state.last_seq = tx.seq;
+                report.replayed += 1;
+            }
+        }
+        Ok(state)
+    }
+
+    pub fn session(&self) -> Session {
+        Session::new(self.clone())
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.shared.cfg
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    pub fn binlog_dir(&self) -> PathBuf {
+        self.shared.dir.join("binlog")
+    }
+
+    pub fn notifier(&self) -> Option<Arc<binlog_format::Notifier>> {
+        self.shared.binlog.as_ref().map(|w| w.notifier())
+    }
+
+    pub fn now_us(&self) -> i64 {
+        self.shared.cfg.clock.now_us()
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.shared.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.shared.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The committed state, for reads that need a consistent view (the verifier).
+    pub fn with_state<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.read())
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.read().last_seq
+    }
+
+    pub fn table_def(&self, db: &str, name: &str) -> Option<TableDef> {
+        self.read().table(db, name).map(|t| t.def.clone())
+    }
+
+    pub fn databases(&self) -> Vec<String> {
+        self.read().databases.iter().cloned().collect()
+    }
+
+    pub fn tables(&self) -> Vec<TableDef> {
+        self.read().tables.values().map(|t| t.def.clone()).collect()
+    }
+
+    /// Commits a transaction's events: validates, appends the binlog record, applies, then
+    /// waits for durability per the sync policy. Returns the sequence number.
+    pub(crate) fn commit_events(
+        &self,
+        events: Vec<Event>,
+        origin: Option<binlog_format::Origin>,
+        validate: impl FnOnce(&State) -> Result<()>,
+    ) -> Result<u64> {
+        let writer = self
+            .shared
+            .binlog
+            .as_ref()
+            .ok_or_else(|| Error::internal("engine opened read-only"))?;
+        let (seq, lsn) = {
+            let mut st = self.write();
+            validate(&st)?;
+            let seq = st.last_seq + 1;
+            let tx = Transaction {
+                server_id: self.shared.cfg.server_id,
+                seq,
+                commit_time_us: self.now_us(),
+                origin,
+                events,
+            };
+            // Log first: if the append fails, the state has not changed.
+            let lsn = writer.append(&Record::Transaction(tx.clone()))?;
+            let mut scratch = None;
+            for ev in &tx.events {
+                if let Err(e) = st.apply_event(ev) {
+                    // The record is in the log, so the state must follow it; a failure here
+                    // is a bug in validation. Keep going so state and log stay equal.
+                    scratch.get_or_insert(e);
+                }
+            }
+            st.last_seq = seq;
+            if let Some(e) = scratch {
+                return Err(Error::internal(format!(
+                    "applying committed seq {seq}: {}",
+                    e.message
+                )));
+            }
+            (seq, lsn)
+        };
+        writer.commit(lsn)?;
+        let n = self.shared.since_snapshot.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.shared.cfg.snapshot_every > 0 && n >= self.shared.cfg.snapshot_every {
+            self.snapshot()?;
+        }
+        Ok(seq)
+    }
+
+    /// Writes a snapshot of the committed state (atomically), bounding recovery time.
+    pub fn snapshot(&self) -> Result<u64> {
+        let st = self.read().clone();
+        self.shared.since_snapshot.store(0, Ordering::Relaxed);
+        snapshot::write(&self.shared.dir, &st)?;
+        Ok(st.last_seq)
+    }
+
+    /// Makes everything committed durable (used at shutdown).
+    pub fn sync(&self) -> Result<()> {
+        if let Some(w) = &self.shared.binlog {
+            w.sync()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn next_txn_id(&self) -> u64 {
+        self.shared.next_txn.fetch_add(1, Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,1139 @@
+//! Sessions: one client's variables and transaction.
+//!
+//! A transaction's changes live in its overlay until commit, so other sessions read only
+//! committed rows (read committed). Each statement can be undone on its own: when one fails,
+//! the transaction is as it was before the statement. Commit validates unique indexes against
+//! what committed meanwhile, logs the transaction and applies it (see `Engine::commit_events`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use binlog_format::schema::{ColumnType, TableDef};
+use binlog_format::{Cause, DdlEvent, Event, Key, RowChange, RowEvent, Value};
+
+use super::table::HIDDEN_ROW_ID;
+use super::{Engine, LockKey, Row, State, Table, SYSTEM_TABLE_ID_BASE};
+use crate::error::{code, Error, Result};
+use crate::ring::Meta;
+use crate::types::{self, coerce, default_value, expiry_us, ttl_max, zero_value};
+
+/// Session variables that change what the engine does.
+#[derive(Debug, Clone)]
+pub struct SessionVars {
+    pub database: Option<String>,
+    /// `ndb_ring_buffer_show_meta`: reads return meta rows.
+    pub show_meta: bool,
+    /// `ttl_expired_rows_visible_in_delete`: a prefix DELETE also removes expired rows.
+    pub ttl_expired_visible_in_delete: bool,
+    /// `ndb_log_update_as_write`: UPDATE is logged as a full-row write (NDB's default).
+    pub log_update_as_write: bool,
+    pub autocommit: bool,
+    /// The applier privilege: direct writes to ring tables are allowed.
+    pub applier: bool,
+    /// Session time zone as seconds east of UTC.
+    pub tz_offset: i64,
+    /// `SET timestamp = N`: the session's NOW(), in epoch microseconds.
+    pub timestamp_us: Option<i64>,
+}
+
+impl Default for SessionVars {
+    fn default() -> Self {
+        SessionVars {
+            database: Some("test".into()),
+            show_meta: false,
+            ttl_expired_visible_in_delete: false,
+            log_update_as_write: true,
+            autocommit: true,
+            applier: false,
+            tz_offset: 0,
+            timestamp_us: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsertMode {
+    Insert,
+    /// INSERT IGNORE: a duplicate key skips the row with a warning on plain tables; on ring
+    /// tables the transaction fails at commit with error 125 (the spec).
+    Ignore,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UpdateOutcome {
+    pub matched: u64,
+    pub changed: u64,
+}
+
+#[derive(Debug)]
+struct Txn {
+    id: u64,
+    ops: Vec<Event>,
+    overlay: HashMap<u64, BTreeMap<Key, Option<Row>>>,
+    locks: Vec<LockKey>,
+    doomed: Option<Error>,
+    explicit: bool,
+}
+
+/// One entry of a statement's undo log: the overlay entry as it was before the statement.
+type Undo = (u64, Key, Option<Option<Row>>);
+
+pub struct Session {
+    engine: Engine,
+    pub vars: SessionVars,
+    txn: Option<Txn>,
+    undo: Vec<Undo>,
+    ops_mark: usize,
+    warnings: Vec<(u16, String)>,
+    /// Auto-increment counters handed out in this session, per table.
+    auto_inc: HashMap<u64, u64>,
+}
+
+fn slot_value(def: &TableDef, slot: u32) -> Value {
+    match def.ring.as_ref().map(|r| &def.columns[r.slot_column].ty) {
+        Some(ColumnType::Integer { unsigned: true, .. }) => Value::UInt(u64::from(slot)),
+        _ => Value::Int(i64::from(slot)),
+    }
+}
+
+fn dup_text(values: &[Value]) -> String {
+    values
+        .iter()
+        .map(types::text_of)
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+impl Session {
+    pub(crate) fn new(engine: Engine) -> Session {
+        Session {
+            engine,
+            vars: SessionVars::default(),
+            txn: None,
+            undo: Vec::new(),
+            ops_mark: 0,
+            warnings: Vec::new(),
+            auto_inc: HashMap::new(),
+        }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.txn.as_ref().is_some_and(|t| t.explicit)
+    }
+
+    pub fn take_warnings(&mut self) -> Vec<(u16, String)> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    pub fn warn(&mut self, code: u16, msg: impl Into<String>) {
+        self.warnings.push((code, msg.into()));
+    }
+
+    /// The session's current time: `SET timestamp` if given, else the engine clock.
+    pub fn now_us(&self) -> i64 {
+        self.vars
+            .timestamp_us
+            .unwrap_or_else(|| self.engine.now_us())
+    }
+
+    // ----- table lookup -------------------------------------------------------------
+
+    pub fn current_db(&self) -> Result<String> {
+        self.vars
+            .database
+            .clone()
+            .ok_or_else(|| Error::new(code::ER_NO_DB_ERROR, "3D000", "No database selected"))
+    }
+
+    /// The definition of `db.name` (the session's database when `db` is `None`).
+    pub fn table_def(&self, db: Option<&str>, name: &str) -> Result<TableDef> {
+        let db = match db {
+            Some(d) => d.to_string(),
+            None => self.current_db()?,
+        };
+        self.engine
+            .table_def(&db, name)
+            .ok_or_else(|| Error::no_such_table(&db, name))
+    }
+
+    // ----- transactions -------------------------------------------------------------
+
+    fn txn(&mut self) -> &mut Txn {
+        let engine = &self.engine;
+        self.txn.get_or_insert_with(|| Txn {
+            id: engine.next_txn_id(),
+            ops: Vec::new(),
+            overlay: HashMap::new(),
+            locks: Vec::new(),
+            doomed: None,
+            explicit: false,
+        })
+    }
+
+    /// BEGIN / START TRANSACTION: commits any open transaction first, as MySQL does.
+    pub fn begin(&mut self) -> Result<()> {
+        self.commit()?;
+        self.txn().explicit = true;
+        Ok(())
+    }
+
+    /// Commits the open transaction; returns its sequence number when it changed anything.
+    pub fn commit(&mut self) -> Result<Option<u64>> {
+        let Some(txn) = self.txn.take() else {
+            return Ok(None);
+        };
+        let result = match txn.doomed {
+            Some(e) => Err(e),
+            None if txn.ops.is_empty() => Ok(None),
+            None => {
+                let overlay = &txn.overlay;
+                let ops = txn.ops.clone();
+                self.engine
+                    .commit_events(txn.ops, None, |st| validate_uniques(st, &ops, overlay))
+                    .map(Some)
+            }
+        };
+        self.engine.shared.locks.release_all(txn.id, txn.locks);
+        self.undo.clear();
+        result
+    }
+
+    pub fn rollback(&mut self) {
+        if let Some(txn) = self.txn.take() {
+            self.engine.shared.locks.release_all(txn.id, txn.locks);
+        }
+        self.undo.clear();
+    }
+
+    /// Runs one statement: on error its changes are undone; in autocommit mode it commits.
+    pub fn statement<T>(&mut self, f: impl FnOnce(&mut Session) -> Result<T>) -> Result<T> {
+        let explicit = self.in_transaction();
+        self.undo.clear();
+        self.ops_mark = self.txn.as_ref().map_or(0, |t| t.ops.len());
+        match f(self) {
+            Ok(v) => {
+                if !explicit && self.vars.autocommit {
+                    if let Err(e) = self.commit() {
+                        return Err(e);
+                    }
+                } else if let Some(t) = self.txn.as_mut() {
+                    // With autocommit off, the first statement opens a transaction that lasts
+                    // until COMMIT or ROLLBACK.
+                    t.explicit = true;
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                self.undo_statement();
+                if !explicit && self.vars.autocommit {
+                    self.rollback();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn undo_statement(&mut self) {
+        let undo = std::mem::take(&mut self.undo);
+        if let Some(txn) = self.txn.as_mut() {
+            for (table, key, before) in undo.into_iter().rev() {
+                let m = txn.overlay.entry(table).or_default();
+                match before {
+                    Some(v) => {
+                        m.insert(key, v);
+                    }
+                    None => {
+                        m.remove(&key);
+                    }
+                }
+            }
+            txn.ops.truncate(self.ops_mark);
+        }
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.engine.config().read_only && !self.vars.applier {
+            return Err(Error::read_only());
+        }
+        Ok(())
+    }
+
+    fn lock(&mut self, key: LockKey) -> Result<()> {
+        let timeout = self.engine.config().lock_wait_timeout;
+        let engine = self.engine.clone();
+        let txn = self.txn();
+        if engine.shared.locks.acquire(txn.id, key.clone(), timeout)? {
+            txn.locks.push(key);
+        }
+        Ok(())
+    }
+
+    /// Records a change in the overlay (with undo) and in the transaction's events.
+    fn stage(&mut self, table: u64, key: Key, row: Option<Row>, event: Option<RowEvent>) {
+        let txn = self.txn();
+        let before = txn
+            .overlay
+            .entry(table)
+            .or_default()
+            .insert(key.clone(), row);
+        if let Some(ev) = event {
+            txn.ops.push(Event::Row(ev));
+        }
+        self.undo.push((table, key, before));
+    }
+
+    // ----- reads ----------------------------------------------------------------------
+
+    /// The stored row at `key` as this session sees it (meta and expired rows included).
+    pub fn get_row(&self, table: u64, key: &Key) -> Option<Row> {
+        if let Some(entry) = self
+            .txn
+            .as_ref()
+            .and_then(|t| t.overlay.get(&table))
+            .and_then(|m| m.get(key))
+        {
+            return entry.clone();
+        }
+        self.engine
+            .read()
+            .tables
+            .get(&table)
+            .and_then(|t| t.rows.get(key).cloned())
+    }
+
+    fn is_expired(&self, def: &TableDef, row: &[Value], now: i64) -> bool {
+        match &def.ttl {
+            Some(ttl) => row
+                .get(ttl.column)
+                .and_then(|v| expiry_us(v, ttl.seconds))
+                .is_some_and(|exp| exp <= now),
+            None => false,
+        }
+    }
+
+    /// Rows whose primary key starts with `prefix` (all rows for an empty prefix), in key
+    /// order, as this session sees them: meta rows only with `show_meta`, expired rows never.
+    pub fn scan(&self, def: &TableDef, prefix: &[Value]) -> Result<Vec<Row>> {
+        let rows = self.scan_raw(def.id, prefix)?;
+        let now = self.now_us();
+        let meta_visible = self.vars.show_meta;
+        Ok(rows
+            .into_iter()
+            .filter(|(k, r)| {
+                let is_meta = def.ring.is_some()
+                    && k.0
+                        .last()
+                        .is_some_and(|v| matches!(v, Value::Int(0) | Value::UInt(0)));
+                if is_meta {
+                    meta_visible
+                } else {
+                    !self.is_expired(def, r, now)
+                }
+            })
+            .map(|(_, r)| r)
+            .collect())
+    }
+
+    /// Every stored row under a key prefix, meta and expired rows included, with its key.
+    pub fn scan_raw(&self, table: u64, prefix: &[Value]) -> Result<Vec<(Key, Row)>> {
+        let st = self.engine.read();
+        let t = st
+            .tables
+            .get(&table)
+            .ok_or_else(|| Error::internal(format!("table id {table} vanished")))?;
+        let start = Key(prefix.to_vec());
+        let matches =
+            |k: &Key| k.0.len() >= prefix.len() && Key(k.0[..prefix.len()].to_vec()) == start;
+        let mut out: BTreeMap<Key, Row> = t
+            .rows
+            .range(start.clone()..)
+            .take_while(|(k, _)| matches(k))
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .collect();
+        drop(st);
+        if let Some(m) = self.txn.as_ref().and_then(|t| t.overlay.get(&table)) {
+            for (k, v) in m.range(start.clone()..).take_while(|(k, _)| matches(k)) {
+                match v {
+                    Some(r) => out.insert(k.clone(), r.clone()),
+                    None => out.remove(k),
+                };
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    // ----- uniqueness -----------------------------------------------------------------
+
+    /// Fails with 1062 when a unique value of `row` is held by another live row.
+    fn check_unique(&self, table: &Table, key: &Key, row: &[Value]) -> Result<()> {
+        let overlay = self.txn.as_ref().and_then(|t| t.overlay.get(&table.def.id));
+        for idx in table.unique_indexes() {
+            let Some(v) = table.unique_value(idx, row) else {
+                continue;
+            };
+            let dup = || {
+                Error::dup_entry(
+                    &dup_text(&v.0),
+                    &format!("{}.{}", table.def.name, table.def.indexes[idx].name),
+                )
+            };
+            if let Some(m) = overlay {
+                for (k, r) in m {
+                    if let Some(r) = r {
+                        if k != key
+                            && !table.is_meta_key(k)
+                            && table.unique_value(idx, r).as_ref() == Some(&v)
+                        {
+                            return Err(dup());
+                        }
+                    }
+                }
+            }
+            if let Some(holder) = table.unique_holder(idx, &v) {
+                let overridden = overlay.is_some_and(|m| m.contains_key(holder));
+                if holder != key && !overridden {
+                    return Err(dup());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ----- inserts --------------------------------------------------------------------
+
+    /// Builds a full row from explicit values (coerced) and defaults.
+    fn build_row(
+        &mut self,
+        def: &TableDef,
+        columns: &[usize],
+        values: Vec<Value>,
+        row_no: usize,
+        now: i64,
+    ) -> Result<Row> {
+        if values.len() != columns.len() {
+            return Err(Error::new(
+                code::ER_WRONG_VALUE_COUNT_ON_ROW,
+                "21S01",
+                format!("Column count doesn't match value count at row {row_no}"),
+            ));
+        }
+        let mut full: Vec<Option<Value>> = vec![None; def.columns.len()];
+        for (&c, v) in columns.iter().zip(values) {
+            let col = &def.columns[c];
+            let v = if col.auto_increment
+                && (v.is_null() || matches!(v, Value::Int(0) | Value::UInt(0)))
+            {
+                self.next_auto_inc(def, c)?
+            } else {
+                coerce(v, col, row_no, self.vars.tz_offset)?
+            };
+            full[c] = Some(v);
+        }
+        let ring_cols = def.ring.as_ref().map(|r| (r.slot_column, r.meta_column));
+        let mut row = Vec::with_capacity(def.columns.len());
+        for (i, slot) in full.into_iter().enumerate() {
+            let col = &def.columns[i];
+            let v = match slot {
+                Some(v) => v,
+                None if ring_cols.is_some_and(|(s, m)| s == i || m == i) => Value::Null,
+                None if col.name == HIDDEN_ROW_ID || col.auto_increment => {
+                    self.next_auto_inc(def, i)?
+                }
+                None => default_value(col, now, self.vars.tz_offset).ok_or_else(|| {
+                    Error::new(
+                        code::ER_NO_DEFAULT_FOR_FIELD,
+                        "HY000",
+                        format!("Field '{}' doesn't have a default value", col.name),
+                    )
+                })?,
+            };
+            row.push(v);
+        }
+        Ok(row)
+    }
+
+    fn next_auto_inc(&mut self, def: &TableDef, col: usize) -> Result<Value> {
+        let start = *self.auto_inc.entry(def.id).or_insert(0);
+        let mut max = start;
+        for (_, r) in self.scan_raw(def.id, &[])? {
+            let n = match r.get(col) {
+                Some(Value::Int(i)) => u64::try_from(*i).unwrap_or(0),
+                Some(Value::UInt(u)) => *u,
+                _ => 0,
+            };
+            max = max.max(n);
+        }
+        let next = max + 1;
+        self.auto_inc.insert(def.id, next);
+        Ok(match def.columns[col].ty {
+            ColumnType::Integer { unsigned: true, .. } => Value::UInt(next),
+            _ => Value::Int(next as i64),
+        })
+    }
+
+    /// INSERT of rows given as values for `columns`. Returns the rows inserted.
+    pub fn insert(
+        &mut self,
+        def: &TableDef,
+        columns: &[usize],
+        rows: Vec<Vec<Value>>,
+        mode: InsertMode,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        if let Some(ring) = &def.ring {
+            for &c in columns {
+                if c == ring.slot_column || c == ring.meta_column {
+                    return Err(Error::not_allowed(&format!(
+                        "Cannot specify {} column in INSERT on ring-buffer table",
+                        def.columns[c].name
+                    )));
+                }
+            }
+            return self.insert_ring(def, columns, rows, mode);
+        }
+        let now = self.now_us();
+        let mut inserted = 0;
+        for (i, values) in rows.into_iter().enumerate() {
+            let row = self.build_row(def, columns, values, i + 1, now)?;
+            let key = Key(def.key_of(&row));
+            self.lock((def.id, key.clone()))?;
+            let existing = self.get_row(def.id, &key);
+            let live = existing
+                .as_ref()
+                .is_some_and(|r| !self.is_expired(def, r, now));
+            let st = self.engine.read();
+            let table = st
+                .tables
+                .get(&def.id)
+                .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
+            let dup = if live {
+                Err(Error::dup_entry(
+                    &dup_text(&key.0),
+                    &format!("{}.PRIMARY", def.name),
+                ))
+            } else {
+                self.check_unique(table, &key, &row)
+            };
+            drop(st);
+            if let Err(e) = dup {
+                if mode == InsertMode::Ignore && e.code == code::ER_DUP_ENTRY {
+                    let msg = e.message.clone();
+                    self.warn(code::ER_DUP_ENTRY, msg);
+                    continue;
+                }
+                return Err(e);
+            }
+            let cause = if existing.is_some() {
+                Cause::Overwrite
+            } else {
+                Cause::Insert
+            };
+            self.stage(
+                def.id,
+                key,
+                Some(row.clone()),
+                Some(RowEvent {
+                    table_id: def.id,
+                    change: RowChange::Write { row },
+                    cause,
+                }),
+            );
+            inserted += 1;
+        }
+        Ok(inserted)
+    }
+
+    /// The ring protocol: each row takes its prefix's next slot; each prefix's meta row is
+    /// read once (after locking it) and written once, after the statement's rows.
+    fn insert_ring(
+        &mut self,
+        def: &TableDef,
+        columns: &[usize],
+        rows: Vec<Vec<Value>>,
+        mode: InsertMode,
+    ) -> Result<u64> {
+        let ring = def
+            .ring
+            .clone()
+            .ok_or_else(|| Error::internal("not a ring table"))?;
+        let prefix_cols = def.prefix_columns().to_vec();
+        let now = self.now_us();
+        let mut metas: Vec<(Vec<Value>, Meta)> = Vec::new();
+        let mut inserted = 0;
+        for (i, values) in rows.into_iter().enumerate() {
+            let mut row = self.build_row(def, columns, values, i + 1, now)?;
+            let prefix: Vec<Value> = prefix_cols.iter().map(|&c| row[c].clone()).collect();
+            let at = match metas.iter().position(|(p, _)| *p == prefix) {
+                Some(at) => at,
+                None => {
+                    let mut meta_key = prefix.clone();
+                    meta_key.push(slot_value(def, 0));
+                    let meta_key = Key(meta_key);
+                    self.lock((def.id, meta_key.clone()))?;
+                    let meta = self
+                        .get_row(def.id, &meta_key)
+                        .and_then(|r| match r.get(ring.meta_column) {
+                            Some(Value::Bytes(b)) => Meta::decode(b),
+                            _ => None,
+                        })
+                        .unwrap_or_else(Meta::empty);
+                    metas.push((prefix.clone(), meta));
+                    metas.len() - 1
+                }
+            };
+            let (slot, _) = metas[at].1.advance(ring.size);
+            row[ring.slot_column] = slot_value(def, slot);
+            row[ring.meta_column] = Value::Null;
+            let key = Key(def.key_of(&row));
+            self.lock((def.id, key.clone()))?;
+            let existing = self.get_row(def.id, &key);
+            let st = self.engine.read();
+            let table = st
+                .tables
+                .get(&def.id)
+                .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
+            let dup = self.check_unique(table, &key, &row);
+            drop(st);
+            if let Err(e) = dup {
+                if mode == InsertMode::Ignore && e.code == code::ER_DUP_ENTRY {
+                    self.txn().doomed = Some(Error::rolled_back_at_commit());
+                    continue;
+                }
+                return Err(e);
+            }
+            let cause = if existing.is_some() {
+                Cause::Overwrite
+            } else {
+                Cause::Insert
+            };
+            self.stage(
+                def.id,
+                key,
+                Some(row.clone()),
+                Some(RowEvent {
+                    table_id: def.id,
+                    change: RowChange::Write { row },
+                    cause,
+                }),
+            );
+            inserted += 1;
+        }
+        for (prefix, meta) in metas {
+            let row = meta_row(def, &prefix, &meta);
+            let key = Key(def.key_of(&row));
+            self.stage(
+                def.id,
+                key,
+                Some(row.clone()),
+                Some(RowEvent {
+                    table_id: def.id,
+                    change: RowChange::Write { row },
+                    cause: Cause::MetaUpdate,
+                }),
+            );
+        }
+        Ok(inserted)
+    }
+
+    // ----- updates ----------------------------------------------------------------------
+
+    /// UPDATE: `assigned` names the columns set; `compute` gives their new values for a
+    /// matching row (in the order of `assigned`). Ring tables refuse slot, meta and other key
+    /// columns, and meta rows are never seen.
+    pub fn update(
+        &mut self,
+        def: &TableDef,
+        assigned: &[usize],
+        filter: &mut dyn FnMut(&Row) -> Result<bool>,
+        compute: &mut dyn FnMut(&Row) -> Result<Vec<Value>>,
+        limit: Option<u64>,
+    ) -> Result<UpdateOutcome> {
+        self.check_writable()?;
+        if let Some(ring) = &def.ring {
+            for &c in assigned {
+                let name = &def.columns[c].name;
+                if c == ring.slot_column {
+                    return Err(Error::not_allowed(&format!(
+                        "Cannot update {name} on ring-buffer table"
+                    )));
+                }
+                if c == ring.meta_column {
+                    return Err(Error::not_allowed(&format!(
+                        "Cannot update {name} on ring-buffer table"
+                    )));
+                }
+                if def.primary_key.contains(&c) {
+                    return Err(Error::not_allowed(&format!(
+                        "Cannot update primary key column {name} on ring-buffer table"
+                    )));
+                }
+            }
+        }
+        let saved = self.vars.show_meta;
+        self.vars.show_meta = false;
+        let rows = self.scan(def, &[]);
+        self.vars.show_meta = saved;
+        let now = self.now_us();
+        let mut out = UpdateOutcome::default();
+        for old in rows? {
+            if limit.is_some_and(|l| out.matched >= l) {
+                break;
+            }
+            if !filter(&old)? {
+                continue;
+            }
+            out.matched += 1;
+            let old_key = Key(def.key_of(&old));
+            self.lock((def.id, old_key.clone()))?;
+            // Re-read after the lock: another transaction may have changed it meanwhile.
+            let Some(old) = self.get_row(def.id, &old_key) else {
+                continue;
+            };
+            let values = compute(&old)?;
+            let mut new = old.clone();
+            for (&c, v) in assigned.iter().zip(values) {
+                new[c] = coerce(
+                    v,
+                    &def.columns[c],
+                    out.matched as usize,
+                    self.vars.tz_offset,
+                )?;
+            }
+            if new == old {
+                continue;
+            }
+            for (i, col) in def.columns.iter().enumerate() {
+                if col.on_update_now && !assigned.contains(&i) {
+                    new[i] = default_value(
+                        &binlog_format::schema::ColumnDef {
+                            default: binlog_format::schema::ColumnDefault::CurrentTimestamp {
+                                fsp: fsp_of(&col.ty),
+                            },
+                            ..col.clone()
+                        },
+                        now,
+                        self.vars.tz_offset,
+                    )
+                    .unwrap_or(Value::Null);
+                }
+            }
+            let new_key = Key(def.key_of(&new));
+            if new_key != old_key {
+                self.lock((def.id, new_key.clone()))?;
+                if self.get_row(def.id, &new_key).is_some() {
+                    return Err(Error::dup_entry(
+                        &dup_text(&new_key.0),
+                        &format!("{}.PRIMARY", def.name),
+                    ));
+                }
+            }
+            {
+                let st = self.engine.read();
+                let table = st
+                    .tables
+                    .get(&def.id)
+                    .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
+                self.check_unique(table, &new_key, &new)?;
+            }
+            out.changed += 1;
+            if new_key != old_key {
+                self.stage(
+                    def.id,
+                    old_key.clone(),
+                    None,
+                    Some(RowEvent {
+                        table_id: def.id,
+                        change: RowChange::Delete {
+                            key: old_key.0.clone(),
+                        },
+                        cause: Cause::Update,
+                    }),
+                );
+                self.stage(
+                    def.id,
+                    new_key,
+                    Some(new.clone()),
+                    Some(RowEvent {
+                        table_id: def.id,
+                        change: RowChange::Write { row: new },
+                        cause: Cause::Update,
+                    }),
+                );
+            } else if self.vars.log_update_as_write {
+                self.stage(
+                    def.id,
+                    new_key,
+                    Some(new.clone()),
+                    Some(RowEvent {
+                        table_id: def.id,
+                        change: RowChange::Write { row: new },
+                        cause: Cause::Update,
+                    }),
+                );
+            } else {
+                let change = RowChange::Update {
+                    key: old_key.0.clone(),
+                    after: new.clone(),
+                    before: Some(old),
+                };
+                self.stage(
+                    def.id,
+                    new_key,
+                    Some(new),
+                    Some(RowEvent {
+                        table_id: def.id,
+                        change,
+                        cause: Cause::Update,
+                    }),
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    // ----- deletes ----------------------------------------------------------------------
+
+    /// DELETE of whole ring prefixes: each prefix's meta row is locked first, then its data
+    /// rows (live ones; expired ones too with `ttl_expired_rows_visible_in_delete`) and the
+    /// meta row are removed. Returns the data rows removed.
+    pub fn delete_prefixes(&mut self, def: &TableDef, prefixes: Vec<Vec<Value>>) -> Result<u64> {
+        self.check_writable()?;
+        if def.ring.is_none() {
+            return Err(Error::internal(
+                "delete_prefixes on a table that is not a ring",
+            ));
+        }
+        let now = self.now_us();
+        let mut seen: Vec<Vec<Value>> = Vec::new();
+        let mut deleted = 0;
+        for prefix in prefixes {
+            if seen.contains(&prefix) {
+                continue;
+            }
+            seen.push(prefix.clone());
+            let mut meta_key = prefix.clone();
+            meta_key.push(slot_value(def, 0));
+            let meta_key = Key(meta_key);
+            self.lock((def.id, meta_key.clone()))?;
+            for (key, row) in self.scan_raw(def.id, &prefix)? {
+                if key == meta_key {
+                    continue;
+                }
+                if self.is_expired(def, &row, now) && !self.vars.ttl_expired_visible_in_delete {
+                    continue;
+                }
+                self.lock((def.id, key.clone()))?;
+                self.stage(
+                    def.id,
+                    key.clone(),
+                    None,
+                    Some(RowEvent {
+                        table_id: def.id,
+                        change: RowChange::Delete { key: key.0 },
+                        cause: Cause::PrefixDelete,
+                    }),
+                );
+                deleted += 1;
+            }
+            if self.get_row(def.id, &meta_key).is_some() {
+                self.stage(
+                    def.id,
+                    meta_key.clone(),
+                    None,
+                    Some(RowEvent {
+                        table_id: def.id,
+                        change: RowChange::Delete { key: meta_key.0 },
+                        cause: Cause::PrefixDelete,
+                    }),
+                );
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// DELETE on a plain table: every visible row that matches, up to `limit`.
+    pub fn delete_where(
+        &mut self,
+        def: &TableDef,
+        filter: &mut dyn FnMut(&Row) -> Result<bool>,
+        limit: Option<u64>,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        if def.ring.is_some() {
+            return Err(Error::internal("delete_where on a ring table"));
+        }
+        let mut deleted = 0;
+        for row in self.scan(def, &[])? {
+            if limit.is_some_and(|l| deleted >= l) {
+                break;
+            }
+            if !filter(&row)? {
+                continue;
+            }
+            let key = Key(def.key_of(&row));
+            self.lock((def.id, key.clone()))?;
+            self.stage(
+                def.id,
+                key.clone(),
+                None,
+                Some(RowEvent {
+                    table_id: def.id,
+                    change: RowChange::Delete { key: key.0 },
+                    cause: Cause::Delete,
+                }),
+            );
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
+    // ----- DDL --------------------------------------------------------------------------
+
+    /// Runs DDL as its own transaction, after committing the open one (an implicit commit,
+    /// as in MySQL). `rows` are row events logged with it (the rows a copying ALTER keeps).
+    pub fn ddl(&mut self, ddl: DdlEvent, rows: Vec<Event>) -> Result<u64> {
+        self.check_writable()?;
+        self.commit()?;
+        let mut events = vec![Event::Ddl(ddl)];
+        events.extend(rows);
+        self.engine.commit_events(events, None, |_| Ok(()))
+    }
+
+    /// A fresh table id (system tables use their own range).
+    pub fn allocate_table_id(&self, system: bool) -> u64 {
+        let st = self.engine.read();
+        let base = if system { SYSTEM_TABLE_ID_BASE } else { 1 };
+        let max_used = st
+            .tables
+            .keys()
+            .copied()
+            .filter(|&id| (id >= SYSTEM_TABLE_ID_BASE) == system)
+            .max();
+        let next = max_used.map_or(base, |m| m + 1);
+        if system {
+            next
+        } else {
+            next.max(st.next_table_id)
+        }
+    }
+
+    pub fn ensure_database(&mut self, name: &str) -> Result<()> {
+        if self.engine.read().has_database(name) || self.engine.config().read_only {
+            return Ok(());
+        }
+        self.ddl(DdlEvent::CreateDatabase { name: name.into() }, vec![])?;
+        Ok(())
+    }
+
+    // ----- the applier's raw path ---------------------------------------------------------
+
+    fn check_privilege(&self, def: &TableDef) -> Result<()> {
+        if def.ring.is_some() && !self.vars.applier {
+            return Err(Error::direct_write());
+        }
+        Ok(())
+    }
+
+    /// Writes a full row directly (an upsert), bypassing the ring protocol. Ring tables
+    /// need the applier privilege (error 940 otherwise, nothing changed).
+    pub fn raw_write(&mut self, def: &TableDef, row: Row) -> Result<()> {
+        self.check_privilege(def)?;
+        if row.len() != def.columns.len() {
+            return Err(Error::parameter(&format!(
+                "row has {} values, table has {} columns",
+                row.len(),
+                def.columns.len()
+            )));
+        }
+        self.statement(|s| {
+            let key = Key(def.key_of(&row));
+            s.lock((def.id, key.clone()))?;
+            s.stage(
+                def.id,
+                key,
+                Some(row.clone()),
+                Some(RowEvent {
+                    table_id: def.id,
+                    change: RowChange::Write { row },
+                    cause: Cause::Insert,
+                }),
+            );
+            Ok(())
+        })
+    }
+
+    /// Deletes a row by primary key directly; deleting an absent row is not an error.
+    pub fn raw_delete(&mut self, def: &TableDef, key: Vec<Value>) -> Result<()> {
+        self.check_privilege(def)?;
+        self.statement(|s| {
+            let key = Key(key);
+            s.lock((def.id, key.clone()))?;
+            s.stage(
+                def.id,
+                key.clone(),
+                None,
+                Some(RowEvent {
+                    table_id: def.id,
+                    change: RowChange::Delete { key: key.0 },
+                    cause: Cause::Delete,
+                }),
+            );
+            Ok(())
+        })
+    }
+
+    /// Commits a replicated transaction's events as they are, with `extra` events (the apply
+    /// position) in the same commit, logged with `origin`. Needs the applier privilege.
+    pub fn apply_replicated(
+        &mut self,
+        events: Vec<Event>,
+        extra: Vec<Event>,
+        origin: binlog_format::Origin,
+    ) -> Result<u64> {
+        if !self.vars.applier {
+            return Err(Error::direct_write());
+        }
+        self.commit()?;
+        let mut all = events;
+        all.extend(extra);
+        self.engine.commit_events(all.clone(), Some(origin), |st| {
+            validate_replicated(st, &all)
+        })
+    }
+}
+
+fn fsp_of(ty: &ColumnType) -> u8 {
+    match ty {
+        ColumnType::Timestamp { fsp } | ColumnType::DateTime { fsp } => *fsp,
+        _ => 0,
+    }
+}
+
+/// The meta row of a prefix: key, slot 0, the 32 meta bytes, TTL column at its maximum,
+/// other nullable columns NULL and NOT NULL ones at their default (or zero).
+pub fn meta_row(def: &TableDef, prefix: &[Value], meta: &Meta) -> Row {
+    let ring = def.ring.as_ref();
+    let mut row: Row = def
+        .columns
+        .iter()
+        .map(|c| {
+            if c.nullable {
+                Value::Null
+            } else {
+                match &c.default {
+                    binlog_format::schema::ColumnDefault::Value(v) => v.clone(),
+                    _ => zero_value(&c.ty),
+                }
+            }
+        })
+        .collect();
+    for (&c, v) in def.prefix_columns().iter().zip(prefix) {
+        row[c] = v.clone();
+    }
+    if let Some(r) = ring {
+        row[r.slot_column] = slot_value(def, 0);
+        row[r.meta_column] = Value::Bytes(meta.encode());
+    }
+    if let Some(ttl) = &def.ttl {
+        row[ttl.column] = ttl_max(&def.columns[ttl.column].ty);
+    }
+    row
+}
+
+/// Commit-time check: a unique value written by this transaction must not be held, in what
+/// committed meanwhile, by a row this transaction did not touch.
+fn validate_uniques(
+    st: &State,
+    ops: &[Event],
+    overlay: &HashMap<u64, BTreeMap<Key, Option<Row>>>,
+) -> Result<()> {
+    for ev in ops {
+        let Event::Row(RowEvent {
+            table_id, change, ..
+        }) = ev
+        else {
+            continue;
+        };
+        let row = match change {
+            RowChange::Write { row } | RowChange::Update { after: row, .. } => row,
+            RowChange::Delete { .. } => continue,
+        };
+        let Some(table) = st.tables.get(table_id) else {
+            return Err(Error::new(
+                code::ER_NO_SUCH_TABLE,
+                "42S02",
+                "Table was dropped while the transaction was open",
+            ));
+        };
+        let key = table.key_of(row);
+        if table.is_meta_key(&key) {
+            continue;
+        }
+        // Only the final version of each row counts.
+        let current = overlay.get(table_id).and_then(|m| m.get(&key));
+        if current != Some(&Some(row.clone())) {
+            continue;
+        }
+        for idx in table.unique_indexes() {
+            let Some(v) = table.unique_value(idx, row) else {
+                continue;
+            };
+            if let Some(holder) = table.unique_holder(idx, &v) {
+                let touched = overlay
+                    .get(table_id)
+                    .is_some_and(|m| m.contains_key(holder));
+                if *holder != key && !touched {
+                    return Err(Error::dup_entry(
+                        &dup_text(&v.0),
+                        &format!("{}.{}", table.def.name, table.def.indexes[idx].name),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every row event of a replicated transaction names a table that exists (or is
+/// created earlier in it) with the right width, so applying cannot fail after logging.
+fn validate_replicated(st: &State, events: &[Event]) -> Result<()> {
+    let mut widths: HashMap<u64, usize> = st
+        .tables
+        .iter()
+        .map(|(id, t)| (*id, t.def.columns.len()))
+        .collect();
+    for ev in events {
+        match ev {
+            Event::Ddl(DdlEvent::CreateTable { table } | DdlEvent::AlterTable { table }) => {
+                widths.insert(table.id, table.columns.len());
+            }
+            Event::Ddl(DdlEvent::DropTable { table_id, .. }) => {
+                widths.remove(table_id);
+            }
+            Event::Ddl(_) => {}
+            Event::Row(r) => {
+                let width = widths.get(&r.table_id).ok_or_else(|| {
+                    Error::internal(format!(
+                        "replicated row for unknown table id {}",
+                        r.table_id
+                    ))
+                })?;
+                let ok = match &r.change {
+                    RowChange::Write { row } => row.len() == *width,
+                    RowChange::Update { after, .. } => after.len() == *width,
+                    RowChange::Delete { .. } => true,
+                };
+                if !ok {
+                    return Err(Error::internal(format!(
+                        "replicated row for table id {} has the wrong number of columns",
+                        r.table_id
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}

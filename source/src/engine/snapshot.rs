@@ -1,0 +1,111 @@
+//! Snapshots: the whole committed state at one sequence number, in `snapshots/`, written to a
+//! temporary file, synced and renamed, so a snapshot on disk is always whole. Recovery loads
+//! the newest one whose checksum holds and replays the binlog after its sequence number.
+//!
+//! File: one frame (see docs/format.md) whose payload is the bincode of [`SnapshotData`].
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use binlog_format::frame::{scan_frame, write_frame, FrameScan};
+use binlog_format::schema::TableDef;
+use serde::{Deserialize, Serialize};
+
+use super::{Row, State, Table};
+use crate::error::Result;
+
+#[derive(Serialize, Deserialize)]
+struct SnapshotData {
+    last_seq: u64,
+    next_table_id: u64,
+    databases: Vec<String>,
+    tables: Vec<(TableDef, Vec<Row>)>,
+}
+
+fn snapshot_dir(dir: &Path) -> PathBuf {
+    dir.join("snapshots")
+}
+
+fn name(seq: u64) -> String {
+    format!("snapshot.{seq:020}")
+}
+
+pub fn write(dir: &Path, st: &State) -> Result<()> {
+    let sdir = snapshot_dir(dir);
+    fs::create_dir_all(&sdir)?;
+    let data = SnapshotData {
+        last_seq: st.last_seq,
+        next_table_id: st.next_table_id,
+        databases: st.databases.iter().cloned().collect(),
+        tables: st
+            .tables
+            .values()
+            .map(|t| (t.def.clone(), t.rows.values().cloned().collect()))
+            .collect(),
+    };
+    let payload = binlog_format::codec::encode(&data)?;
+    let mut bytes = Vec::with_capacity(payload.len() + 8);
+    write_frame(&payload, &mut bytes);
+    let tmp = sdir.join(format!("{}.tmp", name(st.last_seq)));
+    fs::write(&tmp, &bytes)?;
+    fs::File::open(&tmp)?.sync_all()?;
+    fs::rename(&tmp, sdir.join(name(st.last_seq)))?;
+    fs::File::open(&sdir)?.sync_all()?;
+    // Keep the two newest; older ones only cost space.
+    let mut all = list(&sdir)?;
+    all.sort_unstable();
+    while all.len() > 2 {
+        let old = all.remove(0);
+        let _ = fs::remove_file(sdir.join(name(old)));
+    }
+    Ok(())
+}
+
+fn list(sdir: &Path) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    if !sdir.exists() {
+        return Ok(out);
+    }
+    for e in fs::read_dir(sdir)? {
+        let e = e?;
+        if let Some(seq) = e
+            .file_name()
+            .to_str()
+            .and_then(|n| n.strip_prefix("snapshot."))
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            out.push(seq);
+        }
+    }
+    Ok(out)
+}
+
+/// The newest snapshot that reads back whole, if any.
+pub fn load_newest(dir: &Path) -> Result<Option<State>> {
+    let sdir = snapshot_dir(dir);
+    let mut all = list(&sdir)?;
+    all.sort_unstable_by(|a, b| b.cmp(a));
+    for seq in all {
+        let bytes = fs::read(sdir.join(name(seq)))?;
+        let FrameScan::Frame { payload, len } = scan_frame(&bytes, u32::MAX) else {
+            continue;
+        };
+        if len != bytes.len() {
+            continue;
+        }
+        let Ok(data) = binlog_format::codec::decode::<SnapshotData>(payload) else {
+            continue;
+        };
+        let mut st = State {
+            next_table_id: data.next_table_id,
+            last_seq: data.last_seq,
+            ..Default::default()
+        };
+        st.databases = data.databases.into_iter().collect();
+        for (def, rows) in data.tables {
+            st.tables.insert(def.id, Table::with_rows(def, rows));
+        }
+        return Ok(Some(st));
+    }
+    Ok(None)
+}
