@@ -247,7 +247,7 @@ mod tests {
             murmur2(b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8"),
             -58897971
         );
-        assert_eq!(murmur2(&[b'a', b'b', b'c']), 479470107);
+        assert_eq!(murmur2(b"abc"), 479470107);
     }
 
     #[test]

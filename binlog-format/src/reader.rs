@@ -152,7 +152,7 @@ impl BinlogReader {
             let Some(cursor) = self.cursor.as_mut() else {
                 continue;
             };
-            match cursor.next()? {
+            match cursor.read_next()? {
                 Next::Record {
                     position, record, ..
                 } => {

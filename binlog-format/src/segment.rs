@@ -210,7 +210,7 @@ impl SegmentCursor {
     }
 
     /// The next record, or where the readable part of the segment ends for now.
-    pub fn next(&mut self) -> Result<Next> {
+    pub fn read_next(&mut self) -> Result<Next> {
         let mut refilled = false;
         loop {
             let position = Position {
@@ -218,7 +218,7 @@ impl SegmentCursor {
                 offset: self.offset(),
             };
             match scan_frame(&self.buf[self.pos..], self.max_frame) {
-                FrameScan::Frame { payload, .. } if payload.is_empty() => {
+                FrameScan::Frame { payload: [], .. } => {
                     // No record encodes to nothing; zeros here are an unwritten tail.
                     let rest = &self.buf[self.pos..];
                     return Ok(Next::Bad {

@@ -113,7 +113,7 @@ impl Tailer {
             let Some(cursor) = self.cursor.as_mut() else {
                 continue;
             };
-            let outcome = cursor.next()?;
+            let outcome = cursor.read_next()?;
             match outcome {
                 Next::Record {
                     position, record, ..
@@ -133,7 +133,7 @@ impl Tailer {
                         // is here now is all there will be.
                         if let Next::Record {
                             position, record, ..
-                        } = cursor.next()?
+                        } = cursor.read_next()?
                         {
                             if matches!(&record, Record::Transaction(tx) if tx.seq < self.start_seq)
                             {

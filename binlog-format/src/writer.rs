@@ -244,7 +244,7 @@ fn recover_last(dir: &Path, number: u64, opts: &WriterOptions) -> Result<(Recove
     let mut last_seq = cursor.prelude.first_seq - 1;
     let mut records = 0;
     let cut = loop {
-        match cursor.next()? {
+        match cursor.read_next()? {
             Next::Record {
                 position, record, ..
             } => {

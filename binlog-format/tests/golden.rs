@@ -271,7 +271,7 @@ fn golden_segment_decodes_and_reencodes_byte_for_byte() {
     let golden = std::fs::read(&path).expect("golden file tests/data/v1/binlog.000001");
     let mut cursor = SegmentCursor::open(&data_dir(), 1, DEFAULT_MAX_FRAME).expect("open golden");
     let mut decoded = Vec::new();
-    while let Next::Record { record, .. } = cursor.next().expect("next") {
+    while let Next::Record { record, .. } = cursor.read_next().expect("next") {
         decoded.push(record);
     }
     assert_eq!(cursor.header, header());

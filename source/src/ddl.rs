@@ -142,6 +142,10 @@ fn check_columns(def: &TableDef) -> Result<()> {
     Ok(())
 }
 
+/// Maps a stored row (and whether it is a meta row) into the new layout of a copying ALTER;
+/// `None` drops the row.
+pub type RowMapper<'a> = dyn FnMut(&[Value], bool) -> Result<Option<Vec<Value>>> + 'a;
+
 impl Session {
     /// CREATE TABLE of a prepared definition (see [`prepare_table`]); the id is assigned here.
     /// Returns false when the table exists and `if_not_exists` is set.
@@ -259,11 +263,7 @@ impl Session {
     /// A copying ALTER: the new definition (same id) and every stored row mapped into it by
     /// `map_row` (return `None` to drop a row, as for expired rows). Meta rows are kept, so
     /// rings continue where they were.
-    pub fn alter_table(
-        &mut self,
-        new_def: TableDef,
-        map_row: &mut dyn FnMut(&[Value], bool) -> Result<Option<Vec<Value>>>,
-    ) -> Result<()> {
+    pub fn alter_table(&mut self, new_def: TableDef, map_row: &mut RowMapper<'_>) -> Result<()> {
         let rows = self.scan_raw(new_def.id, &[])?;
         let old = self
             .engine()

@@ -265,7 +265,20 @@ impl Engine {
         let mut report = OpenReport::default();
         let state = Self::recover_state(dir, &mut report)?;
         report.last_seq = state.last_seq;
-        let mut cfg = EngineConfig::new(1);
+        // The server id is the one the binlog was written with.
+        let server_id = binlog_format::segment::list_segments(&dir.join("binlog"))?
+            .first()
+            .map(|&n| {
+                binlog_format::segment::SegmentCursor::open(
+                    &dir.join("binlog"),
+                    n,
+                    binlog_format::format::DEFAULT_MAX_FRAME,
+                )
+                .map(|c| c.prelude.server_id)
+            })
+            .transpose()?
+            .unwrap_or(1);
+        let mut cfg = EngineConfig::new(server_id);
         cfg.read_only = true;
         Ok((
             Engine {
@@ -373,6 +386,35 @@ impl Engine {
         origin: Option<binlog_format::Origin>,
         validate: impl FnOnce(&State) -> Result<()>,
     ) -> Result<u64> {
+        let (seq, lsn) = self.commit_events_nowait(events, origin, validate)?;
+        self.wait_durable(lsn)?;
+        Ok(seq)
+    }
+
+    /// Makes everything up to `lsn` (from a commit that did not wait) as durable as the sync
+    /// policy promises. Many commits can share one wait: that is the replica's group commit.
+    pub fn wait_durable(&self, lsn: u64) -> Result<()> {
+        let writer = self
+            .shared
+            .binlog
+            .as_ref()
+            .ok_or_else(|| Error::internal("engine opened read-only"))?;
+        writer.commit(lsn)?;
+        let n = self.shared.since_snapshot.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.shared.cfg.snapshot_every > 0 && n >= self.shared.cfg.snapshot_every {
+            self.snapshot()?;
+        }
+        Ok(())
+    }
+
+    /// Logs and applies a transaction without waiting for durability: the state shows it at
+    /// once; it is acknowledged only after [`Engine::wait_durable`] for the returned LSN.
+    pub(crate) fn commit_events_nowait(
+        &self,
+        events: Vec<Event>,
+        origin: Option<binlog_format::Origin>,
+        validate: impl FnOnce(&State) -> Result<()>,
+    ) -> Result<(u64, u64)> {
         let writer = self
             .shared
             .binlog
@@ -408,12 +450,7 @@ impl Engine {
             }
             (seq, lsn)
         };
-        writer.commit(lsn)?;
-        let n = self.shared.since_snapshot.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.shared.cfg.snapshot_every > 0 && n >= self.shared.cfg.snapshot_every {
-            self.snapshot()?;
-        }
-        Ok(seq)
+        Ok((seq, lsn))
     }
 
     /// Writes a snapshot of the committed state (atomically), bounding recovery time.

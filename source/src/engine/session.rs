@@ -216,9 +216,7 @@ impl Session {
         match f(self) {
             Ok(v) => {
                 if !explicit && self.vars.autocommit {
-                    if let Err(e) = self.commit() {
-                        return Err(e);
-                    }
+                    self.commit()?;
                 } else if let Some(t) = self.txn.as_mut() {
                     // With autocommit off, the first statement opens a transaction that lasts
                     // until COMMIT or ROLLBACK.
@@ -993,15 +991,30 @@ impl Session {
         extra: Vec<Event>,
         origin: binlog_format::Origin,
     ) -> Result<u64> {
+        let (seq, lsn) = self.apply_replicated_nowait(events, extra, origin)?;
+        self.engine.wait_durable(lsn)?;
+        Ok(seq)
+    }
+
+    /// As [`Session::apply_replicated`] without waiting: returns (seq, lsn) for a later
+    /// [`Engine::wait_durable`]. Rows and position are still one record, so a crash before
+    /// the sync loses both together.
+    pub fn apply_replicated_nowait(
+        &mut self,
+        events: Vec<Event>,
+        extra: Vec<Event>,
+        origin: binlog_format::Origin,
+    ) -> Result<(u64, u64)> {
         if !self.vars.applier {
             return Err(Error::direct_write());
         }
         self.commit()?;
         let mut all = events;
         all.extend(extra);
-        self.engine.commit_events(all.clone(), Some(origin), |st| {
-            validate_replicated(st, &all)
-        })
+        self.engine
+            .commit_events_nowait(all.clone(), Some(origin), |st| {
+                validate_replicated(st, &all)
+            })
     }
 }
 

@@ -101,8 +101,11 @@ pub fn create(s: &mut Session, def: TableDef) -> TableDef {
     s.table_def(Some("test"), &def.name).expect("created")
 }
 
+/// Table name with its stored rows.
+pub type TableDump = (String, Vec<(Key, Vec<Value>)>);
+
 /// Every stored row of every table, meta and expired rows included, by table name.
-pub fn dump(engine: &Engine) -> Vec<(String, Vec<(Key, Vec<Value>)>)> {
+pub fn dump(engine: &Engine) -> Vec<TableDump> {
     engine.with_state(|st| {
         st.tables
             .values()

@@ -1,0 +1,330 @@
+//! The applier: replays a primary's transactions on a replica engine through the privileged
+//! path, storing its position in `mysql.ringrep_apply_status` in the same commit as the rows.
+//!
+//! Exactly once: a transaction at or below the stored sequence is skipped; the next one must
+//! be exactly stored + 1, else the applier stops with the missing sequence. Rows and position
+//! are one binlog record on the replica, so a crash leaves both or neither.
+
+use std::time::Duration;
+
+use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, TableDef};
+use binlog_format::{Cause, Event, Key, Origin, Position, RowChange, RowEvent, Value};
+use ringrep_source::ddl::prepare_table;
+use ringrep_source::engine::SYSTEM_DB;
+use ringrep_source::{Engine, Session};
+
+use crate::error::{Error, Result};
+use crate::source::{EventSource, SourcedTx};
+
+pub const STATUS_TABLE: &str = "ringrep_apply_status";
+
+/// The stored position for one source server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppliedPosition {
+    pub server_id: u32,
+    pub last_seq: u64,
+    pub position: Position,
+    pub source_commit_us: i64,
+    pub applied_us: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApplyOutcome {
+    Applied {
+        seq: u64,
+    },
+    /// Already applied (a duplicate delivery): nothing changed.
+    Skipped {
+        seq: u64,
+    },
+}
+
+/// Lag samples (commit on the primary to commit on the replica), in microseconds.
+#[derive(Debug, Default, Clone)]
+pub struct LagStats {
+    samples: Vec<i64>,
+}
+
+impl LagStats {
+    pub fn record(&mut self, us: i64) {
+        self.samples.push(us.max(0));
+    }
+
+    pub fn count(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// The `p`-th percentile (0..=100) in microseconds.
+    pub fn percentile(&self, p: f64) -> Option<i64> {
+        if self.samples.is_empty() {
+            return None;
+        }
+        let mut s = self.samples.clone();
+        s.sort_unstable();
+        let idx = ((p / 100.0) * (s.len() - 1) as f64).round() as usize;
+        s.get(idx.min(s.len() - 1)).copied()
+    }
+}
+
+fn status_def() -> TableDef {
+    let col = |name: &str, ty, nullable| ColumnDef {
+        name: String::from(name),
+        ty,
+        nullable,
+        default: ColumnDefault::None,
+        on_update_now: false,
+        auto_increment: false,
+    };
+    let u = |w| ColumnType::Integer {
+        width: w,
+        unsigned: true,
+    };
+    let def = TableDef {
+        id: 0,
+        database: SYSTEM_DB.into(),
+        name: STATUS_TABLE.into(),
+        columns: vec![
+            col("server_id", u(IntWidth::Int), false),
+            col("last_seq", u(IntWidth::Big), false),
+            col("binlog_segment", u(IntWidth::Big), false),
+            col("binlog_offset", u(IntWidth::Big), false),
+            col(
+                "source_commit_us",
+                ColumnType::Integer {
+                    width: IntWidth::Big,
+                    unsigned: false,
+                },
+                false,
+            ),
+            col("applied_at", ColumnType::Timestamp { fsp: 6 }, false),
+        ],
+        primary_key: vec![0],
+        indexes: vec![],
+        ring: None,
+        ttl: None,
+        partitioning: None,
+        comment: None,
+    };
+    // A fixed definition; preparing it cannot fail.
+    prepare_table(def.clone(), None, false).unwrap_or(def)
+}
+
+pub struct Applier {
+    session: Session,
+    /// LSN of the last applied transaction not yet synced (group commit on the replica).
+    pending_lsn: Option<u64>,
+    status: TableDef,
+    pub lag: LagStats,
+    pub applied: u64,
+    pub skipped: u64,
+}
+
+impl Applier {
+    /// Prepares a replica engine: the applier privilege, and the status table (created in the
+    /// replica's own binlog the first time).
+    pub fn new(engine: &Engine) -> Result<Applier> {
+        let mut session = engine.session();
+        session.vars.applier = true;
+        session.vars.database = None;
+        if !engine.with_state(|st| st.has_database(SYSTEM_DB)) {
+            session.create_database(SYSTEM_DB, true)?;
+        }
+        let status = match engine.table_def(SYSTEM_DB, STATUS_TABLE) {
+            Some(d) => d,
+            None => {
+                session.create_table(status_def(), true)?;
+                engine
+                    .table_def(SYSTEM_DB, STATUS_TABLE)
+                    .ok_or_else(|| Error::Invalid("status table missing after create".into()))?
+            }
+        };
+        Ok(Applier {
+            session,
+            pending_lsn: None,
+            status,
+            lag: LagStats::default(),
+            applied: 0,
+            skipped: 0,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        self.session.engine()
+    }
+
+    /// The stored position for `server_id`, if this replica has applied anything from it.
+    pub fn position(&self, server_id: u32) -> Option<AppliedPosition> {
+        read_position(self.session.engine(), server_id)
+    }
+
+    /// Applies one transaction with its position and waits until it is durable, or skips it
+    /// when already applied.
+    pub fn apply(
+        &mut self,
+        tx: &binlog_format::Transaction,
+        position: Position,
+    ) -> Result<ApplyOutcome> {
+        let outcome = self.apply_nowait(tx, position)?;
+        self.flush()?;
+        Ok(outcome)
+    }
+
+    /// Makes every transaction applied so far durable (one sync for all of them).
+    pub fn flush(&mut self) -> Result<()> {
+        if let Some(lsn) = self.pending_lsn.take() {
+            self.session.engine().wait_durable(lsn)?;
+            crate::failpoint::hit("apply_after_sync");
+        }
+        Ok(())
+    }
+
+    /// Applies one transaction (visible at once) without waiting for durability; call
+    /// [`Applier::flush`] before acknowledging. Skips transactions already applied.
+    pub fn apply_nowait(
+        &mut self,
+        tx: &binlog_format::Transaction,
+        position: Position,
+    ) -> Result<ApplyOutcome> {
+        let last = self.position(tx.server_id).map_or(0, |p| p.last_seq);
+        if tx.seq <= last {
+            self.skipped += 1;
+            return Ok(ApplyOutcome::Skipped { seq: tx.seq });
+        }
+        if tx.seq != last + 1 {
+            return Err(Error::Gap {
+                server_id: tx.server_id,
+                missing: last + 1,
+                found: tx.seq,
+                position,
+            });
+        }
+        let now = self.session.engine().now_us();
+        let status_row = vec![
+            Value::UInt(u64::from(tx.server_id)),
+            Value::UInt(tx.seq),
+            Value::UInt(position.segment),
+            Value::UInt(position.offset),
+            Value::Int(tx.commit_time_us),
+            Value::Timestamp(now),
+        ];
+        let extra = vec![Event::Row(RowEvent {
+            table_id: self.status.id,
+            change: RowChange::Write { row: status_row },
+            cause: Cause::Update,
+        })];
+        crate::failpoint::hit("apply_before_commit");
+        let (_, lsn) = self.session.apply_replicated_nowait(
+            tx.events.clone(),
+            extra,
+            Origin {
+                server_id: tx.server_id,
+                seq: tx.seq,
+            },
+        )?;
+        self.pending_lsn = Some(lsn);
+        crate::failpoint::hit("apply_after_commit");
+        self.applied += 1;
+        self.lag
+            .record(self.session.engine().now_us() - tx.commit_time_us);
+        Ok(ApplyOutcome::Applied { seq: tx.seq })
+    }
+
+    /// Applies from `source` until `until_seq` is applied, or (with `exit_when_caught_up`)
+    /// until the source has nothing new for `idle`. `on_progress` is called after each
+    /// transaction. Returns the last applied sequence.
+    pub async fn run(
+        &mut self,
+        source: &mut dyn EventSource,
+        until_seq: Option<u64>,
+        exit_when_caught_up: bool,
+        idle: Duration,
+        on_progress: &mut (dyn FnMut(&Applier, &SourcedTx) + Send),
+        stop: &tokio::sync::watch::Receiver<bool>,
+    ) -> Result<u64> {
+        let mut last = 0;
+        let mut unsynced = 0usize;
+        loop {
+            if *stop.borrow() {
+                self.flush()?;
+                return Ok(last);
+            }
+            // Take what is ready without waiting; sync once the source runs dry.
+            let mut item = source.next(Duration::ZERO).await?;
+            if item.is_none() {
+                self.flush()?;
+                unsynced = 0;
+                item = source.next(idle).await?;
+            }
+            match item {
+                Some(item) => {
+                    if until_seq.is_some_and(|u| item.tx.seq > u) {
+                        self.flush()?;
+                        return Ok(last);
+                    }
+                    self.apply_nowait(&item.tx, item.position)?;
+                    unsynced += 1;
+                    if unsynced >= 1000 {
+                        self.flush()?;
+                        unsynced = 0;
+                    }
+                    last = item.tx.seq;
+                    on_progress(self, &item);
+                    if until_seq.is_some_and(|u| item.tx.seq >= u) {
+                        self.flush()?;
+                        return Ok(last);
+                    }
+                }
+                None if exit_when_caught_up => return Ok(last),
+                None => {}
+            }
+        }
+    }
+}
+
+/// Reads a replica's stored position for `server_id` (committed state).
+pub fn read_position(engine: &Engine, server_id: u32) -> Option<AppliedPosition> {
+    engine.with_state(|st| {
+        let t = st.table(SYSTEM_DB, STATUS_TABLE)?;
+        let row = t.rows.get(&Key(vec![Value::UInt(u64::from(server_id))]))?;
+        let u = |v: &Value| match v {
+            Value::UInt(u) => *u,
+            Value::Int(i) => *i as u64,
+            _ => 0,
+        };
+        let i = |v: &Value| match v {
+            Value::Int(i) => *i,
+            Value::Timestamp(t) => *t,
+            _ => 0,
+        };
+        Some(AppliedPosition {
+            server_id,
+            last_seq: u(&row[1]),
+            position: Position {
+                segment: u(&row[2]),
+                offset: u(&row[3]),
+            },
+            source_commit_us: i(&row[4]),
+            applied_us: i(&row[5]),
+        })
+    })
+}
+
+/// All stored positions of a replica.
+pub fn read_positions(engine: &Engine) -> Vec<AppliedPosition> {
+    let ids: Vec<u32> = engine.with_state(|st| {
+        st.table(SYSTEM_DB, STATUS_TABLE)
+            .map(|t| {
+                t.rows
+                    .keys()
+                    .filter_map(|k| match k.0.first() {
+                        Some(Value::UInt(u)) => u32::try_from(*u).ok(),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    ids.into_iter()
+        .filter_map(|id| read_position(engine, id))
+        .collect()
+}

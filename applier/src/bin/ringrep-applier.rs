@@ -1,0 +1,275 @@
+//! `ringrep-applier`: the replica node (`serve`), the verifier (`verify`) and `status`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use binlog_format::SyncPolicy;
+use clap::{Parser, Subcommand};
+use ringrep_applier::applier::read_positions;
+use ringrep_applier::verify::{verify, VerifyOptions};
+use ringrep_applier::{Applier, BinlogDirSource};
+use ringrep_source::{Engine, EngineConfig};
+
+#[derive(Parser)]
+#[command(
+    name = "ringrep-applier",
+    version,
+    about = "ringrep replica node, verifier and apply status"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a replica: follow a primary's binlog directory and apply it to DIR.
+    Serve {
+        /// The replica's data directory (created if missing).
+        #[arg(long)]
+        replica_dir: PathBuf,
+        /// The primary's binlog directory (DATA_DIR/binlog of the primary).
+        #[arg(long)]
+        source_binlog: PathBuf,
+        /// This replica's own server id, written into its binlog.
+        #[arg(long, default_value_t = 2)]
+        server_id: u32,
+        /// Stop after applying this sequence number.
+        #[arg(long)]
+        until_seq: Option<u64>,
+        /// Exit once everything the source has now is applied.
+        #[arg(long)]
+        exit_when_caught_up: bool,
+        /// Sync policy of the replica's binlog: commit, never, or milliseconds.
+        #[arg(long, default_value = "commit")]
+        sync: String,
+        /// Kafka brokers (not available yet: see issue 7).
+        #[arg(long)]
+        kafka_brokers: Option<String>,
+    },
+    /// Compare a primary and a replica. Exit 0 when converged, 1 when they differ, 2 on error.
+    Verify {
+        /// Primary: a data directory (mysql:// addresses arrive with the server).
+        #[arg(long)]
+        primary: String,
+        /// Replica: a data directory.
+        #[arg(long)]
+        replica: String,
+        /// One JSON report instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Require both sides to be at this sequence number.
+        #[arg(long)]
+        at_seq: Option<u64>,
+        /// Rows per checksum chunk.
+        #[arg(long, default_value_t = 1000)]
+        chunk_rows: usize,
+    },
+    /// Show a replica's stored apply positions.
+    Status {
+        #[arg(long)]
+        replica_dir: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Verify {
+            primary,
+            replica,
+            json,
+            at_seq,
+            chunk_rows,
+        } => match run_verify(&primary, &replica, json, at_seq, chunk_rows) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("ringrep-applier verify: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+        other => match run(other) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ringrep-applier: {e:#}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}
+
+fn data_dir(spec: &str) -> anyhow::Result<PathBuf> {
+    if spec.starts_with("mysql://") {
+        bail!("{spec}: mysql:// addresses need the MySQL-protocol server, which is not built yet (issue 6); give a data directory");
+    }
+    Ok(PathBuf::from(spec))
+}
+
+fn run_verify(
+    primary: &str,
+    replica: &str,
+    json: bool,
+    at_seq: Option<u64>,
+    chunk_rows: usize,
+) -> anyhow::Result<bool> {
+    let (p, _) = Engine::open_read_only(&data_dir(primary)?)
+        .with_context(|| format!("opening primary {primary}"))?;
+    let (r, _) = Engine::open_read_only(&data_dir(replica)?)
+        .with_context(|| format!("opening replica {replica}"))?;
+    let started = Instant::now();
+    let mut last_print = Instant::now();
+    let report = verify(
+        &p,
+        &r,
+        &VerifyOptions {
+            chunk_rows,
+            ..Default::default()
+        },
+        &mut |prog| {
+            if last_print.elapsed() > Duration::from_secs(1) {
+                eprintln!(
+                    "verifying: {}/{} tables, {} rows",
+                    prog.tables_done, prog.tables_total, prog.rows
+                );
+                last_print = Instant::now();
+            }
+        },
+    );
+    if let Some(n) = at_seq {
+        if report.primary_seq != n || report.replica_applied_seq != Some(n) {
+            bail!(
+                "--at-seq {n}: the primary is at seq {} and the replica applied {:?}; data directories at rest cannot be moved to another point",
+                report.primary_seq,
+                report.replica_applied_seq
+            );
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.text());
+        eprintln!(
+            "compared {} rows in {:.2?}",
+            report.rows_compared,
+            started.elapsed()
+        );
+    }
+    Ok(report.converged)
+}
+
+/// The server id a binlog directory was written with (from its first segment).
+fn source_server_id(dir: &Path) -> anyhow::Result<Option<u32>> {
+    if !dir.exists() {
+        return Ok(None);
+    }
+    let segs = binlog_format::segment::list_segments(dir)?;
+    match segs.first() {
+        None => Ok(None),
+        Some(&n) => Ok(Some(
+            binlog_format::segment::SegmentCursor::open(
+                dir,
+                n,
+                binlog_format::format::DEFAULT_MAX_FRAME,
+            )?
+            .prelude
+            .server_id,
+        )),
+    }
+}
+
+fn run(cmd: Command) -> anyhow::Result<()> {
+    match cmd {
+        Command::Serve {
+            replica_dir,
+            source_binlog,
+            server_id,
+            until_seq,
+            exit_when_caught_up,
+            sync,
+            kafka_brokers,
+        } => {
+            if kafka_brokers.is_some() {
+                bail!("--kafka-brokers: the Kafka source is not built yet (issue 7); use --source-binlog");
+            }
+            let mut cfg = EngineConfig::new(server_id);
+            cfg.sync = sync.parse::<SyncPolicy>()?;
+            cfg.read_only = true;
+            let (engine, report) = Engine::open(&replica_dir, cfg)
+                .with_context(|| format!("opening replica {}", replica_dir.display()))?;
+            eprintln!(
+                "replica {} open at its own seq {} (replayed {})",
+                replica_dir.display(),
+                report.last_seq,
+                report.replayed
+            );
+            let mut applier = Applier::new(&engine)?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            runtime.block_on(async move {
+                // Wait for the primary's first segment to learn its server id.
+                let source_id = loop {
+                    if let Some(id) = source_server_id(&source_binlog)? {
+                        break id;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                };
+                if source_id == server_id {
+                    bail!("the replica's --server-id {server_id} equals the primary's; give the replica its own id");
+                }
+                let from = applier.position(source_id).map_or(1, |p| p.last_seq + 1);
+                eprintln!("applying from server {source_id} at seq {from} ({})", source_binlog.display());
+                let mut source = BinlogDirSource::open(&source_binlog, from, None);
+                let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+                // SIGINT or SIGTERM: stop between transactions, then sync and exit cleanly.
+                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = term.recv() => {}
+                    }
+                    eprintln!("stopping after the current transaction");
+                    let _ = stop_tx.send(true);
+                });
+                let mut last_print = Instant::now();
+                let last = applier
+                    .run(&mut source, until_seq, exit_when_caught_up, Duration::from_millis(200), &mut |a, item| {
+                        if last_print.elapsed() >= Duration::from_secs(1) {
+                            eprintln!(
+                                "applied seq {} ({} applied, {} skipped), lag p50 {:.2} ms p99 {:.2} ms",
+                                item.tx.seq,
+                                a.applied,
+                                a.skipped,
+                                a.lag.percentile(50.0).unwrap_or(0) as f64 / 1000.0,
+                                a.lag.percentile(99.0).unwrap_or(0) as f64 / 1000.0
+                            );
+                            last_print = Instant::now();
+                        }
+                    }, &stop_rx)
+                    .await?;
+                applier.engine().sync()?;
+                eprintln!("stopped: last applied seq {last} ({} applied, {} skipped this run)", applier.applied, applier.skipped);
+                Ok(())
+            })
+        }
+        Command::Status { replica_dir } => {
+            let (engine, _) = Engine::open_read_only(&replica_dir)?;
+            println!("server_id\tlast_seq\tbinlog_position\tapplied_at");
+            for p in read_positions(&engine) {
+                println!(
+                    "{}\t{}\t{}\t{}",
+                    p.server_id,
+                    p.last_seq,
+                    p.position,
+                    binlog_format::value::format_timestamp(p.applied_us, 6)
+                );
+            }
+            Ok(())
+        }
+        Command::Verify { .. } => unreachable!("handled in main"),
+    }
+}

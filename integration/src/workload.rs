@@ -1,0 +1,118 @@
+//! The demo and benchmark workload: the spec's `user_events` ring table and inserts of one
+//! event for a user at a time.
+
+use binlog_format::schema::*;
+use binlog_format::{TableDef, Value};
+use ringrep_source::ddl::prepare_table;
+use ringrep_source::{InsertMode, Result, Session};
+
+/// The spec's `user_events` table: `MAX_ROWS_PER_PK=ring_size`, with `TTL=ttl@created_at`
+/// when `ttl_secs` is set.
+pub fn user_events(ring_size: u32, ttl_secs: Option<u32>) -> Result<TableDef> {
+    let col = |name: &str, ty, nullable, default| ColumnDef {
+        name: String::from(name),
+        ty,
+        nullable,
+        default,
+        on_update_now: false,
+        auto_increment: false,
+    };
+    let int = ColumnType::Integer {
+        width: IntWidth::Int,
+        unsigned: false,
+    };
+    let comment = match ttl_secs {
+        Some(t) => format!("NDB_TABLE=TTL={t}@created_at,MAX_ROWS_PER_PK={ring_size}"),
+        None => format!("NDB_TABLE=MAX_ROWS_PER_PK={ring_size}"),
+    };
+    let def = TableDef {
+        id: 0,
+        database: "test".into(),
+        name: "user_events".into(),
+        columns: vec![
+            col("user_id", int.clone(), false, ColumnDefault::None),
+            col("ring_idx", int, false, ColumnDefault::Value(Value::Int(0))),
+            col(
+                "ring_meta",
+                ColumnType::VarBinary { len: 64 },
+                true,
+                ColumnDefault::None,
+            ),
+            col(
+                "created_at",
+                ColumnType::Timestamp { fsp: 3 },
+                false,
+                ColumnDefault::CurrentTimestamp { fsp: 3 },
+            ),
+            col(
+                "event_type",
+                ColumnType::VarChar { len: 64 },
+                true,
+                ColumnDefault::None,
+            ),
+            col(
+                "payload",
+                ColumnType::VarChar { len: 256 },
+                true,
+                ColumnDefault::None,
+            ),
+        ],
+        primary_key: vec![0, 1],
+        indexes: match ttl_secs {
+            Some(_) => vec![IndexDef {
+                name: "ttl_index".into(),
+                kind: IndexKind::Secondary,
+                columns: vec![3],
+            }],
+            None => vec![],
+        },
+        ring: None,
+        ttl: None,
+        partitioning: Some(Partitioning {
+            linear: false,
+            columns: vec![0],
+            partitions: None,
+        }),
+        comment: Some(comment),
+    };
+    prepare_table(def, None, false)
+}
+
+const EVENT_TYPES: [&str; 4] = ["click", "view", "purchase", "search"];
+
+/// Inserts one event for `user` (autocommit, one transaction).
+pub fn insert_event(s: &mut Session, def: &TableDef, user: i64, n: u64) -> Result<u64> {
+    let payload = format!(
+        "{{\"n\":{n},\"product_id\":{},\"pad\":\"{}\"}}",
+        n % 997,
+        "x".repeat(100)
+    );
+    let row = vec![
+        Value::Int(user),
+        Value::Text(EVENT_TYPES[(n % 4) as usize].into()),
+        Value::Text(payload),
+    ];
+    s.statement(|s| s.insert(def, &[0, 4, 5], vec![row], InsertMode::Insert))
+}
+
+/// A small deterministic generator (SplitMix64), so runs replay from their seed.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
