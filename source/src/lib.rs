@@ -9,6 +9,7 @@ pub mod ddl;
 pub mod engine;
 pub mod error;
 pub mod ring;
+pub mod sql;
 pub mod types;
 
 pub use engine::{Engine, EngineConfig, InsertMode, OpenReport, Session, SessionVars};

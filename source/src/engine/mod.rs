@@ -215,9 +215,17 @@ impl Engine {
         fs::create_dir_all(dir)?;
         let dir_lock = lock_dir(dir, true)?;
         let binlog_dir = dir.join("binlog");
+        // A restored directory has a snapshot and no binlog yet: the binlog starts after it.
+        let first_seq = match snapshot::load_newest(dir)? {
+            Some(s) if !binlog_dir.join(binlog_format::segment::INDEX_FILE).exists() => {
+                s.last_seq + 1
+            }
+            _ => 1,
+        };
         let wopts = WriterOptions {
             sync: cfg.sync,
             segment_bytes: cfg.segment_bytes,
+            first_seq,
             ..WriterOptions::new(cfg.server_id)
         };
         let (writer, recovered) = BinlogWriter::open(&binlog_dir, wopts)?;
@@ -458,6 +466,31 @@ impl Engine {
         let st = self.read().clone();
         self.shared.since_snapshot.store(0, Ordering::Relaxed);
         snapshot::write(&self.shared.dir, &st)?;
+        Ok(st.last_seq)
+    }
+
+    /// Writes a backup of the committed state (data rows and meta rows) into `to`, which
+    /// `restore` turns into a new data directory whose rings continue where they were.
+    pub fn backup(&self, to: &Path) -> Result<u64> {
+        let st = self.read().clone();
+        fs::create_dir_all(to)?;
+        snapshot::write(to, &st)?;
+        Ok(st.last_seq)
+    }
+
+    /// Creates data directory `dir` from a backup made by [`Engine::backup`].
+    pub fn restore(backup: &Path, dir: &Path) -> Result<u64> {
+        let st = snapshot::load_newest(backup)?.ok_or_else(|| {
+            Error::internal(format!("{} holds no readable backup", backup.display()))
+        })?;
+        if dir.join("binlog").exists() {
+            return Err(Error::internal(format!(
+                "{} already holds a data directory; restore into a new one",
+                dir.display()
+            )));
+        }
+        fs::create_dir_all(dir)?;
+        snapshot::write(dir, &st)?;
         Ok(st.last_seq)
     }
 

@@ -83,6 +83,7 @@ pub struct Session {
     txn: Option<Txn>,
     undo: Vec<Undo>,
     ops_mark: usize,
+    stmt_explicit: bool,
     warnings: Vec<(u16, String)>,
     /// Auto-increment counters handed out in this session, per table.
     auto_inc: HashMap<u64, u64>,
@@ -111,6 +112,7 @@ impl Session {
             txn: None,
             undo: Vec::new(),
             ops_mark: 0,
+            stmt_explicit: false,
             warnings: Vec::new(),
             auto_inc: HashMap::new(),
         }
@@ -210,10 +212,23 @@ impl Session {
 
     /// Runs one statement: on error its changes are undone; in autocommit mode it commits.
     pub fn statement<T>(&mut self, f: impl FnOnce(&mut Session) -> Result<T>) -> Result<T> {
-        let explicit = self.in_transaction();
+        self.begin_statement();
+        let r = f(self);
+        self.end_statement(r)
+    }
+
+    /// Marks the start of a statement (for callers that cannot pass a closure).
+    pub fn begin_statement(&mut self) {
+        self.stmt_explicit = self.in_transaction();
         self.undo.clear();
         self.ops_mark = self.txn.as_ref().map_or(0, |t| t.ops.len());
-        match f(self) {
+    }
+
+    /// Ends a statement begun with [`Session::begin_statement`]: undoes it on error, commits
+    /// in autocommit mode.
+    pub fn end_statement<T>(&mut self, r: Result<T>) -> Result<T> {
+        let explicit = self.stmt_explicit;
+        match r {
             Ok(v) => {
                 if !explicit && self.vars.autocommit {
                     self.commit()?;

@@ -1,0 +1,442 @@
+//! Replaying mysqltest transcripts (`.result` files) against a fresh engine.
+//!
+//! A transcript is the statements as executed, each followed by exactly what the server
+//! printed: a result set (header line and tab-separated rows), `ERROR <sqlstate>: <message>`,
+//! `affected rows: N` / `info: ...` where info was on, `Warnings:` blocks. Lines starting with
+//! `#` are echoed comments. A unit is one statement with its output; the runner compares units
+//! one by one and counts those listed in a deviations file apart from failures.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use binlog_format::SyncPolicy;
+use ringrep_source::sql::{Outcome, SqlSession};
+use ringrep_source::{Engine, EngineConfig};
+use serde::Deserialize;
+
+/// First words that start a statement in a transcript (mysqltest echoes them as written; the
+/// suites write keywords in upper case).
+const STATEMENT_WORDS: &[&str] = &[
+    "SELECT",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "CREATE",
+    "DROP",
+    "ALTER",
+    "TRUNCATE",
+    "SET",
+    "SHOW",
+    "BEGIN",
+    "START",
+    "COMMIT",
+    "ROLLBACK",
+    "USE",
+    "REPLACE",
+    "LOAD",
+    "FLUSH",
+    "CALL",
+    "WITH",
+    "EXPLAIN",
+    "DESCRIBE",
+    "DESC",
+    "ANALYZE",
+    "OPTIMIZE",
+    "LOCK",
+    "UNLOCK",
+    "SAVEPOINT",
+    "RELEASE",
+    "DO",
+    "RENAME",
+    "XA",
+    "CHECK",
+    "REPAIR",
+    "HANDLER",
+    "PREPARE",
+    "EXECUTE",
+    "DEALLOCATE",
+];
+
+/// One statement of a transcript and what it printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    /// 1-based line of the statement's first line.
+    pub line: usize,
+    pub statement: String,
+    pub expected: Vec<String>,
+}
+
+fn starts_statement(line: &str) -> bool {
+    let word: String = line
+        .chars()
+        .take_while(|c| c.is_ascii_alphabetic() || *c == '_')
+        .collect();
+    STATEMENT_WORDS.contains(&word.as_str())
+        && line[word.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| c == ' ' || c == ';' || c == '(' || c == '\t')
+}
+
+/// Lines mysqltest prints for its own commands (not statements, not output).
+fn is_runner_line(line: &str) -> bool {
+    line.starts_with('#')
+        || line.starts_with("include/")
+        || (line.starts_with("[connection ") && line.ends_with(']'))
+}
+
+/// Splits a transcript into units.
+pub fn parse_transcript(text: &str) -> Vec<Unit> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut units = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if !starts_statement(line) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut stmt = String::new();
+        loop {
+            stmt.push_str(lines[i]);
+            if lines[i].trim_end().ends_with(';') || i + 1 >= lines.len() {
+                i += 1;
+                break;
+            }
+            stmt.push('\n');
+            i += 1;
+        }
+        let mut expected = Vec::new();
+        while i < lines.len() && !starts_statement(lines[i]) && !is_runner_line(lines[i]) {
+            expected.push(lines[i].to_string());
+            i += 1;
+        }
+        // A `Warnings:` block of a mysqltest include that follows a runner line is not ours.
+        units.push(Unit {
+            line: start + 1,
+            statement: stmt,
+            expected,
+        });
+    }
+    units
+}
+
+/// `--write_file $MYSQLTEST_VARDIR/tmp/x ... EOF` blocks of a `.test` script: the files its
+/// LOAD DATA statements read.
+pub fn write_file_blocks(test: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut lines = test.lines();
+    while let Some(l) = lines.next() {
+        let t = l.trim();
+        let Some(path) = t
+            .strip_prefix("--write_file")
+            .or_else(|| t.strip_prefix("write_file"))
+        else {
+            continue;
+        };
+        let path = path
+            .trim()
+            .trim_end_matches(';')
+            .trim()
+            .replace("$MYSQLTEST_VARDIR", "MYSQLTEST_VARDIR");
+        let mut content = String::new();
+        for c in lines.by_ref() {
+            if c.trim() == "EOF" {
+                break;
+            }
+            content.push_str(c);
+            content.push('\n');
+        }
+        out.push((path, content));
+    }
+    out
+}
+
+/// A statement the spec makes behave differently from a recording.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Deviation {
+    /// Transcript path relative to the conformance folder, e.g. `ndb_ring_buffer/r/create.result`.
+    pub file: String,
+    /// Line of the statement in the transcript.
+    pub line: usize,
+    /// The statement's first line, to catch a stale entry.
+    pub statement: String,
+    /// Why, citing the spec.
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct DeviationFile {
+    #[serde(default)]
+    deviation: Vec<Deviation>,
+}
+
+pub fn load_deviations(path: &Path) -> anyhow::Result<Vec<Deviation>> {
+    if !path.exists() {
+        return Ok(vec![]);
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let f: DeviationFile =
+        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    Ok(f.deviation)
+}
+
+/// One unit whose output differed.
+#[derive(Debug, Clone)]
+pub struct Mismatch {
+    pub line: usize,
+    pub statement: String,
+    pub expected: Vec<String>,
+    pub actual: Vec<String>,
+    /// Set when the unit is a listed deviation.
+    pub deviation: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RunReport {
+    pub passed: usize,
+    pub failed: usize,
+    pub deviations: usize,
+    pub mismatches: Vec<Mismatch>,
+    /// Deviation entries whose statement text no longer matches the transcript.
+    pub stale_deviations: Vec<String>,
+}
+
+impl RunReport {
+    pub fn total(&self) -> usize {
+        self.passed + self.failed + self.deviations
+    }
+
+    pub fn add(&mut self, other: RunReport) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+        self.deviations += other.deviations;
+        self.mismatches.extend(other.mismatches);
+        self.stale_deviations.extend(other.stale_deviations);
+    }
+}
+
+/// What a statement printed, as mysqltest would print it. `info` and `warnings` follow the
+/// expected output: they are runner switches (`--enable_info`), not server behaviour.
+pub fn render_outcome(
+    result: &Result<Outcome, ringrep_source::Error>,
+    info: bool,
+    warnings: &[(u16, String)],
+    show_warnings: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    match result {
+        Ok(Outcome::Rows { columns, rows }) => {
+            out.push(columns.join("\t"));
+            for r in rows {
+                out.push(
+                    r.iter()
+                        .map(|v| v.clone().unwrap_or_else(|| "NULL".into()))
+                        .collect::<Vec<_>>()
+                        .join("\t"),
+                );
+            }
+        }
+        Ok(Outcome::Affected { rows, info: text }) => {
+            if info {
+                out.push(format!("affected rows: {rows}"));
+                if let Some(t) = text {
+                    out.push(format!("info: {t}"));
+                }
+            }
+        }
+        Ok(Outcome::Ok) => {
+            if info {
+                out.push("affected rows: 0".into());
+            }
+        }
+        Err(e) => out.push(format!("ERROR {}: {}", e.sqlstate, e.message)),
+    }
+    if show_warnings && !warnings.is_empty() {
+        out.push("Warnings:".into());
+        for (c, m) in warnings {
+            let level = if *c == 1062 || *c == 1264 || *c == 1366 {
+                "Warning"
+            } else {
+                "Note"
+            };
+            out.push(format!("{level}\t{c}\t{m}"));
+        }
+    }
+    out
+}
+
+/// Options of one run.
+pub struct RunOptions<'a> {
+    /// Deviations of this transcript, by line.
+    pub deviations: HashMap<usize, &'a Deviation>,
+    /// Files the transcript's LOAD DATA statements read.
+    pub files: Vec<(String, String)>,
+}
+
+/// Replays `units` against a fresh engine in a temporary directory.
+pub fn run_units(
+    units: &[Unit],
+    opts: &RunOptions<'_>,
+) -> anyhow::Result<(RunReport, Vec<Vec<String>>)> {
+    let dir = tempfile::tempdir()?;
+    let mut cfg = EngineConfig::new(1);
+    cfg.sync = SyncPolicy::Never;
+    cfg.lock_wait_timeout = std::time::Duration::from_millis(200);
+    let (engine, _) = Engine::open(&dir.path().join("data"), cfg)?;
+    let load_dir = dir.path().join("files");
+    for (path, content) in &opts.files {
+        let p = load_dir.join(path);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&p, content)?;
+    }
+    let mut session = SqlSession::new(&engine);
+    session.load_dir = Some(load_dir);
+    let mut report = RunReport::default();
+    let mut actual_all = Vec::new();
+    for u in units {
+        let result = session.execute(&u.statement);
+        let warnings = session.session.take_warnings();
+        let info = u.expected.iter().any(|l| l.starts_with("affected rows: "));
+        let show_warnings = u.expected.iter().any(|l| l == "Warnings:");
+        let actual = render_outcome(&result, info, &warnings, show_warnings);
+        let dev = opts.deviations.get(&u.line);
+        if let Some(d) = dev {
+            let first = u.statement.lines().next().unwrap_or("");
+            if first.trim() != d.statement.trim() {
+                report.stale_deviations.push(format!(
+                    "{}:{}: listed as {:?}, transcript has {:?}",
+                    d.file, d.line, d.statement, first
+                ));
+            }
+        }
+        if actual == u.expected {
+            report.passed += 1;
+        } else {
+            match dev {
+                Some(_) => report.deviations += 1,
+                None => report.failed += 1,
+            }
+            report.mismatches.push(Mismatch {
+                line: u.line,
+                statement: u.statement.clone(),
+                expected: u.expected.clone(),
+                actual: actual.clone(),
+                deviation: dev.map(|d| d.reason.clone()),
+            });
+        }
+        actual_all.push(actual);
+    }
+    Ok((report, actual_all))
+}
+
+/// Runs one transcript file, with its deviations and its `.test` companion's files.
+pub fn run_file(
+    path: &Path,
+    rel_name: &str,
+    deviations: &[Deviation],
+) -> anyhow::Result<RunReport> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let units = parse_transcript(&text);
+    let test_path = companion_test(path);
+    let files = match test_path.and_then(|p| std::fs::read_to_string(p).ok()) {
+        Some(t) => write_file_blocks(&t),
+        None => vec![],
+    };
+    let devs = deviations
+        .iter()
+        .filter(|d| d.file == rel_name)
+        .map(|d| (d.line, d))
+        .collect();
+    let (report, _) = run_units(
+        &units,
+        &RunOptions {
+            deviations: devs,
+            files,
+        },
+    )?;
+    Ok(report)
+}
+
+/// `suite/r/x.result` -> `suite/t/x.test`.
+pub fn companion_test(result: &Path) -> Option<PathBuf> {
+    let name = result.file_stem()?.to_str()?;
+    let suite = result.parent()?.parent()?;
+    let p = suite.join("t").join(format!("{name}.test"));
+    p.exists().then_some(p)
+}
+
+/// Writes a transcript: each statement followed by what it printed now (comments kept).
+pub fn record(text: &str) -> anyhow::Result<String> {
+    let units = parse_transcript(text);
+    let (_, actual) = run_units(
+        &units,
+        &RunOptions {
+            deviations: HashMap::new(),
+            files: vec![],
+        },
+    )?;
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    let mut li = 0;
+    for (u, a) in units.iter().zip(actual) {
+        // Keep the comment lines before the statement.
+        while li + 1 < u.line {
+            if is_runner_line(lines[li]) {
+                out.push_str(lines[li]);
+                out.push('\n');
+            }
+            li += 1;
+        }
+        out.push_str(&u.statement);
+        out.push('\n');
+        for l in a {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        li = u.line - 1 + u.statement.lines().count() + u.expected.len();
+    }
+    while li < lines.len() {
+        if is_runner_line(lines[li]) {
+            out.push_str(lines[li]);
+            out.push('\n');
+        }
+        li += 1;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transcripts_split_into_units() {
+        let t = "#\n# Case\n#\nCREATE TABLE t (\na INT);\nSELECT a FROM t\nWHERE a = 1;\na\n1\nINSERT INTO t VALUES (1);\nERROR 23000: Duplicate\n";
+        let u = parse_transcript(t);
+        assert_eq!(u.len(), 3);
+        assert_eq!(u[0].statement, "CREATE TABLE t (\na INT);");
+        assert!(u[0].expected.is_empty());
+        assert_eq!(u[1].line, 6);
+        assert_eq!(u[1].expected, vec!["a", "1"]);
+        assert_eq!(u[2].expected, vec!["ERROR 23000: Duplicate"]);
+    }
+
+    #[test]
+    fn write_file_blocks_are_found() {
+        let t = "--write_file $MYSQLTEST_VARDIR/tmp/a.csv\n1,x\n2,y\nEOF\nSELECT 1;\n";
+        assert_eq!(
+            write_file_blocks(t),
+            vec![(
+                "MYSQLTEST_VARDIR/tmp/a.csv".to_string(),
+                "1,x\n2,y\n".to_string()
+            )]
+        );
+    }
+}

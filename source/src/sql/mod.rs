@@ -1,0 +1,277 @@
+//! The SQL front end: MySQL statements on sqlparser (MySQL dialect) over the engine.
+//!
+//! A few MySQL forms that sqlparser does not parse are handled here before it sees the text:
+//! double-quoted strings (MySQL's default treats them as strings), `PARTITION BY` after CREATE
+//! TABLE, the table-option clauses of ALTER TABLE (COMMENT, ENGINE, ALGORITHM, partitioning)
+//! and LOAD DATA.
+
+mod ddl;
+mod dml;
+pub mod expr;
+mod lexer;
+mod select;
+mod show;
+mod vars;
+
+use std::collections::HashMap;
+
+use binlog_format::Value;
+use sqlparser::ast::{ObjectName, Statement};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+
+use crate::engine::Session;
+use crate::error::{code, Error, Result};
+use crate::Engine;
+
+pub use lexer::split_statements;
+
+/// What one statement produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A result set: column names and rows of text (`None` is NULL).
+    Rows {
+        columns: Vec<String>,
+        rows: Vec<Vec<Option<String>>>,
+    },
+    /// A change: rows affected and MySQL's info line (`Records: 3  Duplicates: 0 ...`).
+    Affected { rows: u64, info: Option<String> },
+    /// Anything else (SET, BEGIN, ...).
+    Ok,
+}
+
+/// A client session speaking SQL.
+pub struct SqlSession {
+    pub session: Session,
+    pub user_vars: HashMap<String, Value>,
+    pub last_insert_id: u64,
+    /// Base directory for relative `LOAD DATA INFILE` paths.
+    pub load_dir: Option<std::path::PathBuf>,
+}
+
+pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
+    let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
+        let msg = e.to_string();
+        let detail = msg.strip_prefix("sql parser error: ").unwrap_or(&msg);
+        Error::syntax(format!("You have an error in your SQL syntax; {detail}"))
+    })?;
+    match stmts.len() {
+        1 => Ok(stmts.remove(0)),
+        0 => Err(Error::new(1065, "42000", "Query was empty")),
+        _ => Err(Error::syntax(
+            "You have an error in your SQL syntax; multi-statements are off",
+        )),
+    }
+}
+
+/// `db.name` or `name` into (db, name).
+pub(crate) fn split_name(name: &ObjectName) -> Result<(Option<String>, String)> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|p| {
+            p.as_ident()
+                .map(|i| i.value.clone())
+                .unwrap_or_else(|| p.to_string())
+        })
+        .collect();
+    match parts.as_slice() {
+        [t] => Ok((None, t.clone())),
+        [d, t] => Ok((Some(d.clone()), t.clone())),
+        _ => Err(Error::syntax(format!("bad table name {name}"))),
+    }
+}
+
+impl SqlSession {
+    pub fn new(engine: &Engine) -> SqlSession {
+        SqlSession {
+            session: engine.session(),
+            user_vars: HashMap::new(),
+            last_insert_id: 0,
+            load_dir: None,
+        }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        self.session.engine()
+    }
+
+    pub(crate) fn ctx(&self) -> expr::Ctx<'_> {
+        expr::Ctx {
+            now_us: self.session.now_us(),
+            tz: self.session.vars.tz_offset,
+            user_vars: &self.user_vars,
+            database: self.session.vars.database.as_deref(),
+            last_insert_id: self.last_insert_id,
+        }
+    }
+
+    /// Runs every statement of `sql` in order, each with its own outcome.
+    pub fn execute_all(&mut self, sql: &str) -> Vec<Result<Outcome>> {
+        split_statements(sql)
+            .into_iter()
+            .map(|s| self.execute(&s))
+            .collect()
+    }
+
+    /// Runs one statement. Bad SQL is an error, never a panic.
+    pub fn execute(&mut self, sql: &str) -> Result<Outcome> {
+        let text = lexer::normalize_quotes(sql.trim().trim_end_matches(';').trim());
+        if text.is_empty() {
+            return Err(Error::new(1065, "42000", "Query was empty"));
+        }
+        let first = lexer::first_words(&text, 3);
+        let w = |i: usize| first.get(i).map(String::as_str).unwrap_or("");
+        match (w(0), w(1)) {
+            ("ALTER", "TABLE") => return self.alter_table_text(&text),
+            ("LOAD", "DATA") => return self.load_data(&text),
+            ("CREATE", "TABLE") if lexer::find_top_level(&text, "PARTITION BY").is_some() => {
+                return self.create_table_text(&text)
+            }
+            ("CREATE", "PROCEDURE")
+            | ("CREATE", "FUNCTION")
+            | ("CALL", _)
+            | ("DROP", "PROCEDURE")
+            | ("DROP", "FUNCTION") => {
+                return Err(Error::unsupported("stored programs"));
+            }
+            ("FLUSH", _) => return Ok(Outcome::Ok),
+            ("SHOW", "WARNINGS") => return Ok(self.show_warnings()),
+            ("BEGIN", _) if first.len() == 1 => {
+                self.session.begin()?;
+                return Ok(Outcome::Ok);
+            }
+            _ => {}
+        }
+        let stmt = parse_one(&text)?;
+        self.dispatch(stmt, &text)
+    }
+
+    fn dispatch(&mut self, stmt: Statement, text: &str) -> Result<Outcome> {
+        match stmt {
+            Statement::Query(q) => self.query(&q, text),
+            Statement::Insert(ins) => self.insert(&ins),
+            Statement::Update(u) => self.update(&u),
+            Statement::Delete(d) => self.delete(&d),
+            Statement::CreateTable(ct) => self.create_table(&ct, None),
+            Statement::CreateDatabase {
+                db_name,
+                if_not_exists,
+                ..
+            } => {
+                let (_, name) = split_name(&db_name)?;
+                self.session.create_database(&name, if_not_exists)?;
+                Ok(Outcome::Affected {
+                    rows: 1,
+                    info: None,
+                })
+            }
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                ..
+            } => self.drop(object_type, if_exists, &names),
+            Statement::Truncate(t) => {
+                for target in &t.table_names {
+                    let (db, name) = split_name(&target.name)?;
+                    let def = self.session.table_def(db.as_deref(), &name)?;
+                    self.session.truncate(&def)?;
+                }
+                Ok(Outcome::Affected {
+                    rows: 0,
+                    info: None,
+                })
+            }
+            Statement::Use(u) => {
+                let name = match u {
+                    sqlparser::ast::Use::Object(n)
+                    | sqlparser::ast::Use::Database(n)
+                    | sqlparser::ast::Use::Schema(n) => split_name(&n)?.1,
+                    other => return Err(Error::unsupported(format!("{other}"))),
+                };
+                if !self.engine().with_state(|st| st.has_database(&name)) {
+                    return Err(Error::new(
+                        code::ER_BAD_DB_ERROR,
+                        "42000",
+                        format!("Unknown database '{name}'"),
+                    ));
+                }
+                self.session.vars.database = Some(name);
+                Ok(Outcome::Ok)
+            }
+            Statement::StartTransaction { .. } => {
+                self.session.begin()?;
+                Ok(Outcome::Ok)
+            }
+            Statement::Commit { .. } => {
+                let r = self.session.commit();
+                r?;
+                Ok(Outcome::Ok)
+            }
+            Statement::Rollback { .. } => {
+                self.session.rollback();
+                Ok(Outcome::Ok)
+            }
+            Statement::Set(set) => self.set(set),
+            Statement::ShowCreate { obj_type, obj_name } => self.show_create(obj_type, &obj_name),
+            Statement::ShowTables { .. } => self.show_tables(),
+            Statement::ShowDatabases { .. } => Ok(Outcome::Rows {
+                columns: vec!["Database".into()],
+                rows: self
+                    .engine()
+                    .databases()
+                    .into_iter()
+                    .map(|d| vec![Some(d)])
+                    .collect(),
+            }),
+            Statement::ShowVariables { filter, .. } => self.show_variables(filter.as_ref()),
+            other => Err(Error::unsupported(format!(
+                "{}",
+                first_keyword(&other.to_string())
+            ))),
+        }
+    }
+
+    fn show_warnings(&mut self) -> Outcome {
+        let rows = self
+            .session
+            .take_warnings()
+            .into_iter()
+            .map(|(c, m)| {
+                vec![
+                    Some(if c == code::ER_DUP_ENTRY || c == 1264 {
+                        "Warning".into()
+                    } else {
+                        "Note".into()
+                    }),
+                    Some(c.to_string()),
+                    Some(m),
+                ]
+            })
+            .collect();
+        Outcome::Rows {
+            columns: vec!["Level".into(), "Code".into(), "Message".into()],
+            rows,
+        }
+    }
+
+    /// Runs `f` as one statement: undone on error, committed when autocommit is on.
+    pub(crate) fn statement<T>(
+        &mut self,
+        f: impl FnOnce(&mut SqlSession) -> Result<T>,
+    ) -> Result<T> {
+        self.session.begin_statement();
+        let r = f(self);
+        self.session.end_statement(r)
+    }
+}
+
+fn first_keyword(s: &str) -> String {
+    s.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+}
+
+/// Formats an error as the `mysql` client does: `ERROR 1146 (42S02): Table 'x' doesn't exist`.
+pub fn client_error_line(e: &Error) -> String {
+    format!("ERROR {} ({}): {}", e.code, e.sqlstate, e.message)
+}

@@ -1,0 +1,791 @@
+//! SELECT on one table (or none): WHERE, GROUP BY with aggregates, HAVING, ORDER BY, DISTINCT,
+//! LIMIT. A WHERE that fixes the leading primary-key columns with `=` reads only that key
+//! range; everything else scans the table.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use binlog_format::schema::{ColumnType, TableDef};
+use binlog_format::{Key, Value};
+use sqlparser::ast::{
+    BinaryOperator, Distinct, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
+    FunctionArguments, GroupByExpr, LimitClause, OrderByKind, OrderBySort, Query, Select,
+    SelectItem, SetExpr, Spanned, TableFactor,
+};
+
+use super::expr::{compare, eval, is_aggregate, render, to_f64, truthy, ColumnRef, Scope};
+use super::{split_name, Outcome, SqlSession};
+use crate::engine::HIDDEN_ROW_ID;
+use crate::error::{code, Error, Result};
+
+/// A query's result before rendering.
+pub struct Rows {
+    pub columns: Vec<String>,
+    pub types: Vec<Option<ColumnType>>,
+    pub rows: Vec<Vec<Value>>,
+}
+
+/// The text of an AST node as the user wrote it (MySQL names result columns so).
+fn source_text(text: &str, node: &impl Spanned) -> Option<String> {
+    let span = node.span();
+    if span.start.line == 0 {
+        return None;
+    }
+    let offset = |line: u64, col: u64| -> Option<usize> {
+        let mut off = 0;
+        for (i, l) in text.split('\n').enumerate() {
+            if i as u64 + 1 == line {
+                let chars: usize = l
+                    .chars()
+                    .take(col.saturating_sub(1) as usize)
+                    .map(char::len_utf8)
+                    .sum();
+                return Some(off + chars);
+            }
+            off += l.len() + 1;
+        }
+        None
+    };
+    let (a, mut b) = (
+        offset(span.start.line, span.start.column)?,
+        offset(span.end.line, span.end.column)?,
+    );
+    // Function spans stop before their closing parenthesis (and `COUNT(*)` covers only the
+    // name): extend to where the parentheses balance.
+    let bytes = text.as_bytes();
+    let mut depth: i32 = text
+        .get(a..b)?
+        .bytes()
+        .map(|c| i32::from(c == b'(') - i32::from(c == b')'))
+        .sum();
+    let mut probe = b;
+    while probe < bytes.len() && bytes[probe] == b' ' {
+        probe += 1;
+    }
+    if depth == 0
+        && probe < bytes.len()
+        && bytes[probe] == b'('
+        && text
+            .get(a..b)?
+            .ends_with(|c: char| c.is_alphanumeric() || c == '_')
+    {
+        b = probe;
+    }
+    let mut quote = None;
+    while b < bytes.len()
+        && (depth > 0 || (b < bytes.len() && bytes[b] == b'(' && depth == 0 && b == probe))
+    {
+        let c = bytes[b];
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == b'\'' || c == b'"' => quote = Some(c),
+            None if c == b'(' => depth += 1,
+            None if c == b')' => depth -= 1,
+            None => {}
+        }
+        b += 1;
+        if depth == 0 {
+            break;
+        }
+    }
+    text.get(a..b)
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// Aggregate calls in an expression, by their text.
+fn collect_aggregates<'a>(e: &'a Expr, out: &mut Vec<&'a Function>) {
+    match e {
+        Expr::Function(f) if is_aggregate(&f.name.to_string()) => out.push(f),
+        Expr::Function(f) => {
+            if let FunctionArguments::List(l) = &f.args {
+                for a in &l.args {
+                    if let FunctionArg::Unnamed(FunctionArgExpr::Expr(x)) = a {
+                        collect_aggregates(x, out);
+                    }
+                }
+            }
+        }
+        Expr::BinaryOp { left, right, .. } => {
+            collect_aggregates(left, out);
+            collect_aggregates(right, out);
+        }
+        Expr::UnaryOp { expr, .. }
+        | Expr::Nested(expr)
+        | Expr::IsNull(expr)
+        | Expr::IsNotNull(expr)
+        | Expr::Cast { expr, .. } => collect_aggregates(expr, out),
+        Expr::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            if let Some(o) = operand {
+                collect_aggregates(o, out);
+            }
+            for w in conditions {
+                collect_aggregates(&w.condition, out);
+                collect_aggregates(&w.result, out);
+            }
+            if let Some(e) = else_result {
+                collect_aggregates(e, out);
+            }
+        }
+        Expr::Between {
+            expr, low, high, ..
+        } => {
+            collect_aggregates(expr, out);
+            collect_aggregates(low, out);
+            collect_aggregates(high, out);
+        }
+        _ => {}
+    }
+}
+
+/// Equality constraints `col = constant` among the top-level ANDs of a WHERE.
+pub(crate) fn equalities(e: &Expr, out: &mut Vec<(String, Expr)>) {
+    match e {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            equalities(left, out);
+            equalities(right, out);
+        }
+        Expr::Nested(inner) => equalities(inner, out),
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Eq,
+            right,
+        } => {
+            let col = |x: &Expr| match x {
+                Expr::Identifier(i) => Some(i.value.to_lowercase()),
+                Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.to_lowercase()),
+                _ => None,
+            };
+            let constant = |x: &Expr| matches!(x, Expr::Value(_));
+            if let (Some(c), true) = (col(left), constant(right)) {
+                out.push((c, (**right).clone()));
+            } else if let (Some(c), true) = (col(right), constant(left)) {
+                out.push((c, (**left).clone()));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The scope columns of a table (the hidden row id stays out of sight).
+pub(crate) fn table_columns(def: &TableDef, alias: Option<&str>) -> Vec<ColumnRef> {
+    let t = alias.unwrap_or(&def.name).to_lowercase();
+    def.columns
+        .iter()
+        .map(|c| ColumnRef {
+            table: if c.name == HIDDEN_ROW_ID {
+                String::new()
+            } else {
+                t.clone()
+            },
+            name: if c.name == HIDDEN_ROW_ID {
+                String::new()
+            } else {
+                c.name.to_lowercase()
+            },
+            ty: Some(c.ty.clone()),
+        })
+        .collect()
+}
+
+impl SqlSession {
+    pub(crate) fn query(&mut self, q: &Query, text: &str) -> Result<Outcome> {
+        let rows = self.run_query(q, text)?;
+        let tz = self.session.vars.tz_offset;
+        let rendered = rows
+            .rows
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .zip(&rows.types)
+                    .map(|(v, t)| render(v, t.as_ref(), tz))
+                    .collect()
+            })
+            .collect();
+        Ok(Outcome::Rows {
+            columns: rows.columns,
+            rows: rendered,
+        })
+    }
+
+    /// The visible rows of a table for a WHERE, narrowed by leading key equalities.
+    pub(crate) fn rows_for(
+        &self,
+        def: &TableDef,
+        columns: &[ColumnRef],
+        selection: Option<&Expr>,
+    ) -> Result<Vec<Vec<Value>>> {
+        let mut prefix = Vec::new();
+        if let Some(w) = selection {
+            let mut eqs = Vec::new();
+            equalities(w, &mut eqs);
+            let ctx = self.ctx();
+            for &pk in &def.primary_key {
+                let name = def.columns[pk].name.to_lowercase();
+                let Some((_, e)) = eqs.iter().find(|(c, _)| *c == name) else {
+                    break;
+                };
+                let v = eval(e, &Scope::empty(), &ctx)?;
+                // Only an exact value of the column's type can narrow the scan.
+                match crate::types::coerce(v.clone(), &def.columns[pk], 1, ctx.tz) {
+                    Ok(c) if compare(&c, &v, ctx.tz) == Some(Ordering::Equal) && !c.is_null() => {
+                        prefix.push(c)
+                    }
+                    _ => break,
+                }
+            }
+        }
+        let rows = self.session.scan(def, &prefix)?;
+        match selection {
+            None => Ok(rows),
+            Some(w) => {
+                let ctx = self.ctx();
+                let mut out = Vec::new();
+                for r in rows {
+                    let scope = Scope {
+                        columns,
+                        row: &r,
+                        aggregates: None,
+                        place: "where clause",
+                    };
+                    if truthy(&eval(w, &scope, &ctx)?) == Some(true) {
+                        out.push(r);
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    pub(crate) fn run_query(&mut self, q: &Query, text: &str) -> Result<Rows> {
+        let select: &Select = match q.body.as_ref() {
+            SetExpr::Select(s) => s,
+            SetExpr::Query(inner) => return self.run_query(inner, text),
+            _ => return Err(Error::unsupported("UNION, VALUES and other set operations")),
+        };
+        if select.from.len() > 1 || select.from.iter().any(|t| !t.joins.is_empty()) {
+            return Err(Error::unsupported("joins"));
+        }
+        let (def, columns) = match select.from.first().map(|t| &t.relation) {
+            None => (None, Vec::new()),
+            Some(TableFactor::Table { name, alias, .. }) => {
+                let (db, t) = split_name(name)?;
+                let def = self.session.table_def(db.as_deref(), &t)?;
+                let cols = table_columns(&def, alias.as_ref().map(|a| a.name.value.as_str()));
+                (Some(def), cols)
+            }
+            Some(other) => return Err(Error::unsupported(format!("FROM {other}"))),
+        };
+        let source_rows = match &def {
+            Some(d) => self.rows_for(d, &columns, select.selection.as_ref())?,
+            None => {
+                let ctx = self.ctx();
+                let keep = match &select.selection {
+                    Some(w) => truthy(&eval(w, &Scope::empty(), &ctx)?) == Some(true),
+                    None => true,
+                };
+                if keep {
+                    vec![vec![]]
+                } else {
+                    vec![]
+                }
+            }
+        };
+
+        // Projection: (header, expression or column slot, type).
+        enum Item<'a> {
+            Expr(&'a Expr),
+            Slot(usize),
+        }
+        let mut items: Vec<(String, Item<'_>, Option<ColumnType>)> = Vec::new();
+        let item_texts = select_list_texts(text).filter(|t| t.len() == select.projection.len());
+        for (n, item) in select.projection.iter().enumerate() {
+            match item {
+                SelectItem::UnnamedExpr(e) => {
+                    let header = match e {
+                        Expr::Value(v) => match &v.value {
+                            sqlparser::ast::Value::SingleQuotedString(s) => s.clone(),
+                            _ => item_texts
+                                .as_ref()
+                                .map(|t| t[n].clone())
+                                .or_else(|| source_text(text, e))
+                                .unwrap_or_else(|| e.to_string()),
+                        },
+                        _ => item_texts
+                            .as_ref()
+                            .map(|t| t[n].clone())
+                            .or_else(|| source_text(text, e))
+                            .unwrap_or_else(|| e.to_string()),
+                    };
+                    items.push((header, Item::Expr(e), self.expr_type(e, &columns)));
+                }
+                SelectItem::ExprWithAlias { expr, alias } => items.push((
+                    alias.value.clone(),
+                    Item::Expr(expr),
+                    self.expr_type(expr, &columns),
+                )),
+                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                    let Some(d) = &def else {
+                        return Err(Error::new(1096, "HY000", "No tables used"));
+                    };
+                    for (i, c) in d.columns.iter().enumerate() {
+                        if c.name != HIDDEN_ROW_ID {
+                            items.push((c.name.clone(), Item::Slot(i), Some(c.ty.clone())));
+                        }
+                    }
+                }
+                other => return Err(Error::unsupported(format!("select item {other}"))),
+            }
+        }
+
+        let mut aggs: Vec<&Function> = Vec::new();
+        for (_, it, _) in &items {
+            if let Item::Expr(e) = it {
+                collect_aggregates(e, &mut aggs);
+            }
+        }
+        if let Some(h) = &select.having {
+            collect_aggregates(h, &mut aggs);
+        }
+        let order_exprs: Vec<(&Expr, bool)> = match q.order_by.as_ref().map(|o| &o.kind) {
+            Some(OrderByKind::Expressions(v)) => v
+                .iter()
+                .map(|o| (&o.expr, matches!(o.options.sort, Some(OrderBySort::Desc))))
+                .collect(),
+            Some(OrderByKind::All(_)) => return Err(Error::unsupported("ORDER BY ALL")),
+            None => vec![],
+        };
+        for (e, _) in &order_exprs {
+            collect_aggregates(e, &mut aggs);
+        }
+        let group_by: Vec<&Expr> = match &select.group_by {
+            GroupByExpr::Expressions(v, _) => v.iter().collect(),
+            GroupByExpr::All(_) => return Err(Error::unsupported("GROUP BY ALL")),
+        };
+        let ctx = self.ctx();
+        let grouped = !group_by.is_empty() || !aggs.is_empty();
+
+        // Each output row: (projected values, values for ORDER BY).
+        let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
+        let aliases: HashMap<String, usize> = items
+            .iter()
+            .enumerate()
+            .map(|(i, (h, _, _))| (h.to_lowercase(), i))
+            .collect();
+        let emit = |row: &[Value],
+                    agg: Option<&HashMap<String, Value>>,
+                    out: &mut Vec<(Vec<Value>, Vec<Value>)>|
+         -> Result<()> {
+            let scope = Scope {
+                columns: &columns,
+                row,
+                aggregates: agg,
+                place: "field list",
+            };
+            let mut vals = Vec::with_capacity(items.len());
+            for (_, it, _) in &items {
+                vals.push(match it {
+                    Item::Expr(e) => eval(e, &scope, &ctx)?,
+                    Item::Slot(i) => row[*i].clone(),
+                });
+            }
+            if let Some(h) = &select.having {
+                let hscope = Scope {
+                    columns: &columns,
+                    row,
+                    aggregates: agg,
+                    place: "having clause",
+                };
+                let hv = match eval(h, &hscope, &ctx) {
+                    Err(e) if e.code == code::ER_BAD_FIELD_ERROR => {
+                        // HAVING may name select aliases.
+                        let alias_cols: Vec<ColumnRef> = items
+                            .iter()
+                            .map(|(h, _, _)| ColumnRef {
+                                table: String::new(),
+                                name: h.to_lowercase(),
+                                ty: None,
+                            })
+                            .collect();
+                        eval(
+                            h,
+                            &Scope {
+                                columns: &alias_cols,
+                                row: &vals,
+                                aggregates: agg,
+                                place: "having clause",
+                            },
+                            &ctx,
+                        )?
+                    }
+                    other => other?,
+                };
+                if truthy(&hv) != Some(true) {
+                    return Ok(());
+                }
+            }
+            let scope = Scope {
+                columns: &columns,
+                row,
+                aggregates: agg,
+                place: "order clause",
+            };
+            let mut keys = Vec::with_capacity(order_exprs.len());
+            for (e, _) in &order_exprs {
+                let by_alias = match e {
+                    Expr::Identifier(i) => aliases
+                        .get(&i.value.to_lowercase())
+                        .copied()
+                        .filter(|_| super::expr::resolve(&scope, None, &i.value).is_err()),
+                    Expr::Value(v) => match &v.value {
+                        sqlparser::ast::Value::Number(n, _) => n
+                            .parse::<usize>()
+                            .ok()
+                            .filter(|&p| p >= 1 && p <= vals.len())
+                            .map(|p| p - 1),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                keys.push(match by_alias {
+                    Some(i) => vals[i].clone(),
+                    None => eval(e, &scope, &ctx)?,
+                });
+            }
+            out.push((vals, keys));
+            Ok(())
+        };
+
+        if grouped {
+            let mut groups: Vec<(Key, Vec<Vec<Value>>)> = Vec::new();
+            let mut index: HashMap<Key, usize> = HashMap::new();
+            for r in source_rows {
+                let scope = Scope {
+                    columns: &columns,
+                    row: &r,
+                    aggregates: None,
+                    place: "group statement",
+                };
+                let key = Key(group_by
+                    .iter()
+                    .map(|g| eval(g, &scope, &ctx))
+                    .collect::<Result<_>>()?);
+                match index.get(&key) {
+                    Some(&i) => groups[i].1.push(r),
+                    None => {
+                        index.insert(key.clone(), groups.len());
+                        groups.push((key, vec![r]));
+                    }
+                }
+            }
+            if groups.is_empty() && group_by.is_empty() {
+                groups.push((Key(vec![]), vec![]));
+            }
+            for (_, rows) in &groups {
+                let mut values = HashMap::new();
+                for f in &aggs {
+                    values.insert(f.to_string(), aggregate(f, rows, &columns, &ctx)?);
+                }
+                let empty = vec![Value::Null; columns.len()];
+                let rep = rows.first().unwrap_or(&empty);
+                emit(rep, Some(&values), &mut out)?;
+            }
+        } else {
+            for r in &source_rows {
+                emit(r, None, &mut out)?;
+            }
+        }
+
+        if matches!(select.distinct, Some(Distinct::Distinct)) {
+            let mut seen: Vec<Vec<Value>> = Vec::new();
+            out.retain(|(v, _)| {
+                if seen.iter().any(|s| {
+                    s.iter().zip(v).all(|(a, b)| {
+                        compare(a, b, ctx.tz) == Some(Ordering::Equal)
+                            || (a.is_null() && b.is_null())
+                    })
+                }) {
+                    false
+                } else {
+                    seen.push(v.clone());
+                    true
+                }
+            });
+        }
+        if !order_exprs.is_empty() {
+            let desc: Vec<bool> = order_exprs.iter().map(|(_, d)| *d).collect();
+            out.sort_by(|a, b| {
+                for (i, d) in desc.iter().enumerate() {
+                    let o = match (a.1[i].is_null(), b.1[i].is_null()) {
+                        (true, true) => Ordering::Equal,
+                        (true, false) => Ordering::Less,
+                        (false, true) => Ordering::Greater,
+                        _ => compare(&a.1[i], &b.1[i], ctx.tz).unwrap_or(Ordering::Equal),
+                    };
+                    let o = if *d { o.reverse() } else { o };
+                    if o != Ordering::Equal {
+                        return o;
+                    }
+                }
+                Ordering::Equal
+            });
+        }
+        let (limit, offset) = match &q.limit_clause {
+            None => (None, 0),
+            Some(LimitClause::LimitOffset { limit, offset, .. }) => (
+                limit
+                    .as_ref()
+                    .map(|l| eval(l, &Scope::empty(), &ctx))
+                    .transpose()?
+                    .and_then(|v| to_f64(&v))
+                    .map(|f| f as usize),
+                offset
+                    .as_ref()
+                    .map(|o| eval(&o.value, &Scope::empty(), &ctx))
+                    .transpose()?
+                    .and_then(|v| to_f64(&v))
+                    .map_or(0, |f| f as usize),
+            ),
+            Some(LimitClause::OffsetCommaLimit { offset, limit }) => (
+                to_f64(&eval(limit, &Scope::empty(), &ctx)?).map(|f| f as usize),
+                to_f64(&eval(offset, &Scope::empty(), &ctx)?).map_or(0, |f| f as usize),
+            ),
+        };
+        let rows: Vec<Vec<Value>> = out
+            .into_iter()
+            .skip(offset)
+            .take(limit.unwrap_or(usize::MAX))
+            .map(|(v, _)| v)
+            .collect();
+        Ok(Rows {
+            columns: items.iter().map(|(h, _, _)| h.clone()).collect(),
+            types: items.into_iter().map(|(_, _, t)| t).collect(),
+            rows,
+        })
+    }
+
+    /// The column type behind an expression that is a bare column reference.
+    fn expr_type(&self, e: &Expr, columns: &[ColumnRef]) -> Option<ColumnType> {
+        let scope = Scope {
+            columns,
+            row: &[],
+            aggregates: None,
+            place: "field list",
+        };
+        match e {
+            Expr::Identifier(i) => super::expr::resolve(&scope, None, &i.value)
+                .ok()
+                .and_then(|s| columns[s].ty.clone()),
+            Expr::CompoundIdentifier(p) if p.len() >= 2 => {
+                super::expr::resolve(&scope, Some(&p[p.len() - 2].value), &p[p.len() - 1].value)
+                    .ok()
+                    .and_then(|s| columns[s].ty.clone())
+            }
+            Expr::Function(f)
+                if matches!(
+                    f.name.to_string().to_ascii_uppercase().as_str(),
+                    "MIN" | "MAX"
+                ) =>
+            {
+                match &f.args {
+                    FunctionArguments::List(l) => match l.args.first() {
+                        Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(x))) => {
+                            self.expr_type(x, columns)
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+fn aggregate(
+    f: &Function,
+    rows: &[Vec<Value>],
+    columns: &[ColumnRef],
+    ctx: &super::expr::Ctx<'_>,
+) -> Result<Value> {
+    let name = f.name.to_string().to_ascii_uppercase();
+    let FunctionArguments::List(list) = &f.args else {
+        return Err(Error::syntax(format!("{name} needs an argument")));
+    };
+    let distinct = matches!(
+        list.duplicate_treatment,
+        Some(sqlparser::ast::DuplicateTreatment::Distinct)
+    );
+    let arg = list.args.first();
+    let star = matches!(arg, Some(FunctionArg::Unnamed(FunctionArgExpr::Wildcard)));
+    if name == "COUNT" && star {
+        return Ok(Value::Int(rows.len() as i64));
+    }
+    let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(e))) = arg else {
+        return Err(Error::syntax(format!("{name} needs an expression")));
+    };
+    let mut vals = Vec::new();
+    for r in rows {
+        let v = eval(
+            e,
+            &Scope {
+                columns,
+                row: r,
+                aggregates: None,
+                place: "field list",
+            },
+            ctx,
+        )?;
+        if !v.is_null() {
+            vals.push(v);
+        }
+    }
+    if distinct {
+        let mut uniq: Vec<Value> = Vec::new();
+        for v in vals {
+            if !uniq
+                .iter()
+                .any(|u| compare(u, &v, ctx.tz) == Some(Ordering::Equal))
+            {
+                uniq.push(v);
+            }
+        }
+        vals = uniq;
+    }
+    Ok(match name.as_str() {
+        "COUNT" => Value::Int(vals.len() as i64),
+        "SUM" | "AVG" => {
+            if vals.is_empty() {
+                return Ok(Value::Null);
+            }
+            let all_int = vals
+                .iter()
+                .all(|v| matches!(v, Value::Int(_) | Value::UInt(_)));
+            if all_int {
+                let sum: i128 = vals
+                    .iter()
+                    .map(|v| match v {
+                        Value::Int(i) => i128::from(*i),
+                        Value::UInt(u) => i128::from(*u),
+                        _ => 0,
+                    })
+                    .sum();
+                if name == "SUM" {
+                    Value::Decimal(sum.to_string())
+                } else {
+                    Value::Decimal(format!("{:.4}", sum as f64 / vals.len() as f64))
+                }
+            } else {
+                let sum: f64 = vals.iter().filter_map(to_f64).sum();
+                let decimal = vals.iter().any(|v| matches!(v, Value::Decimal(_)));
+                let r = if name == "SUM" {
+                    sum
+                } else {
+                    sum / vals.len() as f64
+                };
+                if decimal {
+                    let scale = vals
+                        .iter()
+                        .map(|v| match v {
+                            Value::Decimal(s) => s.split_once('.').map_or(0, |(_, f)| f.len()),
+                            _ => 0,
+                        })
+                        .max()
+                        .unwrap_or(0)
+                        + if name == "AVG" { 4 } else { 0 };
+                    Value::Decimal(format!("{r:.scale$}"))
+                } else {
+                    Value::Double(r)
+                }
+            }
+        }
+        "MIN" | "MAX" => {
+            let mut best: Option<Value> = None;
+            for v in vals {
+                best = Some(match best {
+                    None => v,
+                    Some(b) => {
+                        let o = compare(&v, &b, ctx.tz);
+                        if (name == "MIN" && o == Some(Ordering::Less))
+                            || (name == "MAX" && o == Some(Ordering::Greater))
+                        {
+                            v
+                        } else {
+                            b
+                        }
+                    }
+                });
+            }
+            best.unwrap_or(Value::Null)
+        }
+        "GROUP_CONCAT" => {
+            let sep = list
+                .clauses
+                .iter()
+                .find_map(|c| match c {
+                    FunctionArgumentClause::Separator(s) => {
+                        Some(s.to_string().trim_matches('\'').to_string())
+                    }
+                    _ => None,
+                })
+                .unwrap_or_else(|| ",".into());
+            if vals.is_empty() {
+                Value::Null
+            } else {
+                Value::Text(
+                    vals.iter()
+                        .map(|v| render(v, None, ctx.tz).unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join(&sep),
+                )
+            }
+        }
+        _ => return Err(Error::unsupported(format!("aggregate {name}"))),
+    })
+}
+
+/// The text of each select item of the outermost SELECT in `text`, as written.
+fn select_list_texts(text: &str) -> Option<Vec<String>> {
+    let upper = text.trim_start().to_ascii_uppercase();
+    if !upper.starts_with("SELECT") {
+        return None;
+    }
+    let body = &text.trim_start()[6..];
+    let end = [
+        "FROM",
+        "WHERE",
+        "GROUP BY",
+        "HAVING",
+        "ORDER BY",
+        "LIMIT",
+        "INTO",
+        "FOR UPDATE",
+        "LOCK IN",
+    ]
+    .iter()
+    .filter_map(|k| super::lexer::find_top_level(body, k))
+    .min()
+    .unwrap_or(body.len());
+    let mut list = body[..end].trim();
+    for modifier in ["DISTINCT ", "ALL ", "SQL_NO_CACHE ", "STRAIGHT_JOIN "] {
+        if list.len() >= modifier.len() && list[..modifier.len()].eq_ignore_ascii_case(modifier) {
+            list = list[modifier.len()..].trim_start();
+        }
+    }
+    Some(
+        super::lexer::split_top_level_commas(list)
+            .into_iter()
+            .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect(),
+    )
+}
