@@ -127,6 +127,12 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
     }
     let pct = 100.0 * (total.passed as f64) / (total.total().max(1) as f64);
     println!("total: {} statements, {:.1}% pass", total.total(), pct);
+    let kinds: Vec<String> = total
+        .by_kind
+        .iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
+    println!("deviations: {} ({})", total.deviations, kinds.join(", "));
     println!(
         "{} passed, {} failed, {} deviations",
         total.passed, total.failed, total.deviations

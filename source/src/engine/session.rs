@@ -811,7 +811,7 @@ impl Session {
 
     /// DELETE of whole ring prefixes: each prefix's meta row is locked first, then its data
     /// rows (live ones; expired ones too with `ttl_expired_rows_visible_in_delete`) and the
-    /// meta row are removed. Returns the data rows removed.
+    /// meta row are removed. Returns the rows removed, the meta row included (as RonDB counts).
     pub fn delete_prefixes(&mut self, def: &TableDef, prefixes: Vec<Vec<Value>>) -> Result<u64> {
         self.check_writable()?;
         if def.ring.is_none() {
@@ -862,6 +862,8 @@ impl Session {
                         cause: Cause::PrefixDelete,
                     }),
                 );
+                // RonDB counts the meta row among the affected rows.
+                deleted += 1;
             }
         }
         Ok(deleted)

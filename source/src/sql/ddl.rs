@@ -383,7 +383,11 @@ impl SqlSession {
                     IndexKind::Secondary
                 };
                 let index_name = match c {
-                    TableConstraint::Unique(u) => u.name.as_ref().map(|n| n.value.clone()),
+                    TableConstraint::Unique(u) => u
+                        .index_name
+                        .as_ref()
+                        .or(u.name.as_ref())
+                        .map(|n| n.value.clone()),
                     TableConstraint::Index(i) => i.name.as_ref().map(|n| n.value.clone()),
                     _ => None,
                 }
@@ -508,16 +512,27 @@ impl SqlSession {
         let mut renames: Vec<(String, String)> = Vec::new();
         let mut dropped: Vec<String> = Vec::new();
         let mut added: Vec<usize> = Vec::new();
+        // A copying ALTER rewrites rows and drops expired ones; an in-place one (comment,
+        // indexes, renames) keeps every stored row.
+        let mut copying = false;
         for clause in split_top_level_commas(&after[name_end..]) {
             let upper = clause.to_ascii_uppercase();
-            let words: Vec<&str> = upper.split_whitespace().collect();
+            // Words are identifiers: `COMMENT='x'` and `ALGORITHM=INPLACE` start with their keyword.
+            let words: Vec<&str> = upper
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .collect();
             let value_after_eq = |c: &str| {
                 c.split_once('=')
                     .map(|(_, v)| v.trim().to_string())
                     .unwrap_or_else(|| c.split_whitespace().nth(1).unwrap_or("").to_string())
             };
             match words.first().copied().unwrap_or("") {
-                "ALGORITHM" => algorithm_inplace = value_after_eq(&upper).trim() == "INPLACE",
+                "ALGORITHM" => {
+                    let alg = value_after_eq(&upper);
+                    algorithm_inplace = alg.trim() == "INPLACE";
+                    copying |= alg.trim() == "COPY";
+                }
                 "LOCK" => {}
                 "ENGINE" => {}
                 "COMMENT" => {
@@ -545,9 +560,11 @@ impl SqlSession {
                         partitions: spec.partitions,
                     });
                     partition_change = Some("repartition");
+                    copying = true;
                 }
                 "ADD" if words.get(1) == Some(&"PARTITION") => {
                     partition_change = Some("Can't add partition to ring buffer table");
+                    copying = true;
                     if let Some(p) = new.partitioning.as_mut() {
                         let n: Option<u32> = words
                             .iter()
@@ -558,7 +575,8 @@ impl SqlSession {
                     }
                 }
                 "REORGANIZE" | "COALESCE" => {
-                    partition_change = Some("Can't reorganize partitions of ring buffer table")
+                    partition_change = Some("Can't reorganize partitions of ring buffer table");
+                    copying = true;
                 }
                 _ => {
                     let stmt = parse_one(&format!("ALTER TABLE {name_text} {clause}"))?;
@@ -566,6 +584,14 @@ impl SqlSession {
                         return Err(Error::syntax("expected ALTER TABLE"));
                     };
                     for op in at.operations {
+                        use sqlparser::ast::AlterTableOperation as Op;
+                        copying |= matches!(
+                            op,
+                            Op::AddColumn { .. }
+                                | Op::DropColumn { .. }
+                                | Op::ModifyColumn { .. }
+                                | Op::ChangeColumn { .. }
+                        );
                         self.alter_operation(&mut new, op, &mut renames, &mut dropped, &mut added)?;
                     }
                 }
@@ -581,6 +607,7 @@ impl SqlSession {
                     Error::create_option(what)
                 }
             };
+            // An option the new comment leaves out stays as it was; only `=off` disables.
             match (&old.ring, &opts.ring) {
                 (None, Some(RingSpec::On { .. })) => {
                     return Err(inplace_err(
@@ -595,21 +622,25 @@ impl SqlSession {
                         "Cannot change ring buffer size; use DROP+CREATE to resize",
                     ))
                 }
-                (Some(_), None) => {
-                    return Err(Error::create_option("Cannot disable ring buffer via ALTER"))
-                }
                 _ => {}
             }
             if old.ring.is_some() {
                 let had_ttl = old.ttl.is_some();
-                let wants_ttl = matches!(opts.ttl, Some(TtlSpec::On { .. }));
+                let wants_ttl = match opts.ttl {
+                    Some(TtlSpec::On { .. }) => true,
+                    Some(TtlSpec::Off) => false,
+                    None => had_ttl,
+                };
                 if had_ttl != wants_ttl {
                     return Err(inplace_err(
                         "Cannot enable/disable TTL on a ring table; use DROP+CREATE",
                     ));
                 }
             }
-            new.comment = Some(c.clone());
+            let keeps_old = (old.ring.is_some() && opts.ring.is_none())
+                || (old.ttl.is_some() && opts.ttl.is_none());
+            let _ = keeps_old;
+            new.comment = Some(merge_comment(old.comment.as_deref().unwrap_or(""), c));
         }
         if let Some(why) = partition_change {
             if new.ring.is_some() && algorithm_inplace && why != "repartition" {
@@ -686,7 +717,7 @@ impl SqlSession {
         let ttl_old = old.ttl.clone();
         let new_def = prepared.clone();
         let mut map = |row: &[Value], is_meta: bool| -> Result<Option<Vec<Value>>> {
-            if !is_meta {
+            if !is_meta && copying {
                 if let Some(t) = &ttl_old {
                     if row
                         .get(t.column)
@@ -853,7 +884,11 @@ impl SqlSession {
                     return Ok(());
                 }
                 let name = match &constraint {
-                    TableConstraint::Unique(u) => u.name.as_ref().map(|n| n.value.clone()),
+                    TableConstraint::Unique(u) => u
+                        .index_name
+                        .as_ref()
+                        .or(u.name.as_ref())
+                        .map(|n| n.value.clone()),
                     TableConstraint::Index(i) => i.name.as_ref().map(|n| n.value.clone()),
                     _ => None,
                 }
@@ -885,6 +920,43 @@ impl SqlSession {
         }
         Ok(())
     }
+}
+
+/// The comment after an ALTER ... COMMENT: the old options merged with the new ones (a new
+/// value wins; an option the new comment leaves out stays), printed as RonDB prints them:
+/// other options first, then TTL, then MAX_ROWS_PER_PK.
+fn merge_comment(old: &str, new: &str) -> String {
+    let items = |c: &str| -> Vec<String> {
+        c.find("NDB_TABLE=").map_or(vec![], |i| {
+            c[i + 10..]
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+    };
+    let key = |item: &str| {
+        let k = item.split('=').next().unwrap_or("").to_ascii_uppercase();
+        if k == "RING_BUFFER" {
+            "MAX_ROWS_PER_PK".to_string()
+        } else {
+            k
+        }
+    };
+    let mut merged: Vec<String> = items(old);
+    for n in items(new) {
+        match merged.iter().position(|o| key(o) == key(&n)) {
+            Some(i) => merged[i] = n,
+            None => merged.push(n),
+        }
+    }
+    let rank = |i: &String| match key(i).as_str() {
+        "TTL" => 1,
+        "MAX_ROWS_PER_PK" => 2,
+        _ => 0,
+    };
+    merged.sort_by_key(rank);
+    format!("NDB_TABLE={}", merged.join(","))
 }
 
 fn shift_positions(def: &mut TableDef, at: usize) {

@@ -219,6 +219,24 @@ impl SqlSession {
                     .ok_or_else(|| Error::bad_field(&col, "field list"))?,
             );
         }
+        if let (Some(r), Some(w)) = (&def.ring, &u.selection) {
+            // Meta rows cannot be updated (the spec); a WHERE that names slot 0 asks to.
+            let mut eqs = Vec::new();
+            super::select::equalities(w, &mut eqs);
+            let slot = def.columns[r.slot_column].name.to_lowercase();
+            let names_meta = eqs.iter().any(|(c, e)| {
+                *c == slot
+                    && eval(e, &Scope::empty(), &self.ctx())
+                        .ok()
+                        .and_then(|v| super::expr::to_f64(&v))
+                        == Some(0.0)
+            });
+            if names_meta {
+                return Err(Error::not_allowed(
+                    "Cannot update meta row on ring-buffer table",
+                ));
+            }
+        }
         let limit = match &u.limit {
             Some(l) => {
                 super::expr::to_f64(&eval(l, &Scope::empty(), &self.ctx())?).map(|f| f as u64)
@@ -233,6 +251,7 @@ impl SqlSession {
             let user_vars = s.user_vars.clone();
             let db = s.session.vars.database.clone();
             let ctx = super::expr::Ctx {
+                sql: None,
                 now_us: ctx_now,
                 tz,
                 user_vars: &user_vars,
@@ -329,6 +348,7 @@ impl SqlSession {
             let user_vars = s.user_vars.clone();
             let db = s.session.vars.database.clone();
             let ctx = super::expr::Ctx {
+                sql: None,
                 now_us: s.session.now_us(),
                 tz: s.session.vars.tz_offset,
                 user_vars: &user_vars,

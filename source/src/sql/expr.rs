@@ -46,6 +46,8 @@ impl Scope<'_> {
 
 /// Session-wide inputs of evaluation.
 pub struct Ctx<'a> {
+    /// The session, for scalar subqueries.
+    pub sql: Option<&'a super::SqlSession>,
     pub now_us: i64,
     pub tz: i64,
     pub user_vars: &'a HashMap<String, Value>,
@@ -714,6 +716,28 @@ pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
             };
             Ok(Value::Text(s.iter().skip(start).take(len).collect()))
         }
+        Expr::Subquery(q) => {
+            let sql = ctx
+                .sql
+                .ok_or_else(|| Error::unsupported("subqueries here"))?;
+            let rows = sql.run_query(q, &q.to_string())?;
+            if rows.columns.len() != 1 {
+                return Err(Error::new(
+                    code::ER_OPERAND_COLUMNS,
+                    "21000",
+                    "Operand should contain 1 column(s)",
+                ));
+            }
+            match rows.rows.len() {
+                0 => Ok(Value::Null),
+                1 => Ok(rows.rows[0][0].clone()),
+                _ => Err(Error::new(
+                    code::ER_SUBQUERY_NO_1_ROW,
+                    "21000",
+                    "Subquery returns more than 1 row",
+                )),
+            }
+        }
         Expr::Interval(_) => Err(Error::syntax(
             "INTERVAL is only allowed with date arithmetic",
         )),
@@ -836,6 +860,15 @@ fn eval_function(f: &Function, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value
             Value::UInt(u) => Value::Text(format!("{u:X}")),
             other => Value::Text(hex(crate::types::text_of(&other).as_bytes())),
         },
+        "SHA1" | "SHA" => match arg(0) {
+            Value::Null => Value::Null,
+            Value::Bytes(b) => Value::Text(sha1_smol::Sha1::from(&b).digest().to_string()),
+            v => Value::Text(
+                sha1_smol::Sha1::from(render(&v, None, ctx.tz).unwrap_or_default().as_bytes())
+                    .digest()
+                    .to_string(),
+            ),
+        },
         "UNHEX" => match arg(0) {
             Value::Null => Value::Null,
             v => unhex(&crate::types::text_of(&v))
@@ -845,6 +878,18 @@ fn eval_function(f: &Function, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value
         "CONCAT" => {
             if any_null {
                 Value::Null
+            } else if args.iter().any(|v| matches!(v, Value::Bytes(_))) {
+                // A binary argument makes the result a binary string.
+                let mut out = Vec::new();
+                for v in &args {
+                    match v {
+                        Value::Bytes(b) => out.extend_from_slice(b),
+                        other => out.extend_from_slice(
+                            render(other, None, ctx.tz).unwrap_or_default().as_bytes(),
+                        ),
+                    }
+                }
+                Value::Bytes(out)
             } else {
                 Value::Text(
                     args.iter()
@@ -894,7 +939,11 @@ fn eval_function(f: &Function, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value
             if any_null {
                 Value::Null
             } else {
-                Value::Text(text(0).repeat(to_f64(&arg(1)).unwrap_or(0.0).max(0.0) as usize))
+                let n = to_f64(&arg(1)).unwrap_or(0.0).max(0.0) as usize;
+                match arg(0) {
+                    Value::Bytes(b) => Value::Bytes(b.repeat(n)),
+                    _ => Value::Text(text(0).repeat(n)),
+                }
             }
         }
         "LEFT" => {

@@ -203,6 +203,63 @@ pub fn split_top_level_commas(s: &str) -> Vec<String> {
     out
 }
 
+/// A value as SQL literal text.
+pub fn literal_text(v: &binlog_format::Value) -> String {
+    use binlog_format::Value;
+    match v {
+        Value::Null => "NULL".into(),
+        Value::Int(_) | Value::UInt(_) | Value::Decimal(_) | Value::Double(_) | Value::Float(_) => {
+            v.to_string()
+        }
+        Value::Bytes(b) => format!(
+            "X'{}'",
+            b.iter().map(|x| format!("{x:02X}")).collect::<String>()
+        ),
+        other => format!(
+            "'{}'",
+            crate::types::text_of(other)
+                .replace('\\', "\\\\")
+                .replace('\'', "''")
+        ),
+    }
+}
+
+/// Replaces each `?` outside quotes with the next value as a literal.
+pub fn bind_placeholders(sql: &str, values: &[binlog_format::Value]) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut quote: Option<char> = None;
+    let mut next = values.iter();
+    let mut chars = sql.chars();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                out.push(c);
+                if c == '\\' {
+                    if let Some(n) = chars.next() {
+                        out.push(n);
+                    }
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '\'' | '"' | '`' => {
+                    quote = Some(c);
+                    out.push(c);
+                }
+                '?' => out.push_str(
+                    &next
+                        .next()
+                        .map(literal_text)
+                        .unwrap_or_else(|| "NULL".into()),
+                ),
+                _ => out.push(c),
+            },
+        }
+    }
+    out
+}
+
 /// Reads a quoted string literal at the start of `s`: (content, rest).
 pub fn take_string(s: &str) -> Option<(String, &str)> {
     let s = s.trim_start();

@@ -47,6 +47,8 @@ pub struct SqlSession {
     pub last_insert_id: u64,
     /// Base directory for relative `LOAD DATA INFILE` paths.
     pub load_dir: Option<std::path::PathBuf>,
+    /// PREPAREd statements by name.
+    prepared: HashMap<String, String>,
 }
 
 pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
@@ -89,6 +91,7 @@ impl SqlSession {
             user_vars: HashMap::new(),
             last_insert_id: 0,
             load_dir: None,
+            prepared: HashMap::new(),
         }
     }
 
@@ -98,6 +101,7 @@ impl SqlSession {
 
     pub(crate) fn ctx(&self) -> expr::Ctx<'_> {
         expr::Ctx {
+            sql: Some(self),
             now_us: self.session.now_us(),
             tz: self.session.vars.tz_offset,
             user_vars: &self.user_vars,
@@ -136,6 +140,45 @@ impl SqlSession {
                 return Err(Error::unsupported("stored programs"));
             }
             ("FLUSH", _) => return Ok(Outcome::Ok),
+            ("PREPARE", _) => return self.prepare(&text),
+            ("EXECUTE", _) => return self.execute_prepared(&text),
+            ("DEALLOCATE", "PREPARE") | ("DROP", "PREPARE") => {
+                let name = w(2).to_lowercase();
+                return match self.prepared.remove(&name) {
+                    Some(_) => Ok(Outcome::Ok),
+                    None => Err(Error::new(1243, "HY000", format!("Unknown prepared statement handler ({name}) given to DEALLOCATE PREPARE"))),
+                };
+            }
+            ("RENAME", "TABLE") => return self.rename_tables(&text),
+            ("OPTIMIZE", "TABLE") | ("ANALYZE", "TABLE") => {
+                let op = w(0).to_lowercase();
+                let names = text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..]
+                    .to_string();
+                let mut rows = Vec::new();
+                for n in lexer::split_top_level_commas(&names) {
+                    let n = n.replace('`', "");
+                    let (db, t) = match n.split_once('.') {
+                        Some((d, t)) => (Some(d.to_string()), t.to_string()),
+                        None => (None, n.clone()),
+                    };
+                    let def = self.session.table_def(db.as_deref(), &t)?;
+                    rows.push(vec![
+                        Some(def.qualified_name()),
+                        Some(op.clone()),
+                        Some("status".into()),
+                        Some("OK".into()),
+                    ]);
+                }
+                return Ok(Outcome::Rows {
+                    columns: vec![
+                        "Table".into(),
+                        "Op".into(),
+                        "Msg_type".into(),
+                        "Msg_text".into(),
+                    ],
+                    rows,
+                });
+            }
             ("SHOW", "WARNINGS") => return Ok(self.show_warnings()),
             ("BEGIN", _) if first.len() == 1 => {
                 self.session.begin()?;
@@ -226,10 +269,7 @@ impl SqlSession {
                     .collect(),
             }),
             Statement::ShowVariables { filter, .. } => self.show_variables(filter.as_ref()),
-            other => Err(Error::unsupported(format!(
-                "{}",
-                first_keyword(&other.to_string())
-            ))),
+            other => Err(Error::unsupported(first_keyword(&other.to_string()))),
         }
     }
 
@@ -254,6 +294,114 @@ impl SqlSession {
             columns: vec!["Level".into(), "Code".into(), "Message".into()],
             rows,
         }
+    }
+
+    /// `PREPARE name FROM 'text'` (or `FROM @variable`).
+    fn prepare(&mut self, text: &str) -> Result<Outcome> {
+        let upper = text.to_ascii_uppercase();
+        let from = lexer::find_top_level(text, "FROM")
+            .ok_or_else(|| Error::syntax("PREPARE needs FROM"))?;
+        let name = text[7..from].trim().trim_matches('`').to_lowercase();
+        let source = text[from + 4..].trim();
+        let body = if let Some(var) = source.strip_prefix('@') {
+            crate::types::text_of(
+                self.user_vars
+                    .get(&var.to_lowercase())
+                    .unwrap_or(&Value::Null),
+            )
+        } else {
+            lexer::take_string(source).map(|(s, _)| s).ok_or_else(|| {
+                Error::syntax(format!(
+                    "You have an error in your SQL syntax near '{}'",
+                    &upper[from..]
+                ))
+            })?
+        };
+        // Parse now, so a bad statement fails at PREPARE as in MySQL.
+        let probe = lexer::normalize_quotes(&lexer::bind_placeholders(
+            &body,
+            &vec![Value::Null; body.matches('?').count()],
+        ));
+        let first = lexer::first_words(&probe, 2);
+        if !(first.first().is_some_and(|w| w == "ALTER" || w == "LOAD")) {
+            parse_one(&probe)?;
+        }
+        self.prepared.insert(name, body);
+        Ok(Outcome::Ok)
+    }
+
+    /// `EXECUTE name [USING @a, @b, ...]`: binds the variables to the `?` placeholders.
+    fn execute_prepared(&mut self, text: &str) -> Result<Outcome> {
+        let rest = text[7..].trim();
+        let (name, using) = match lexer::find_top_level(rest, "USING") {
+            Some(i) => (rest[..i].trim(), Some(rest[i + 5..].trim())),
+            None => (rest, None),
+        };
+        let name = name.trim_matches('`').to_lowercase();
+        let body = self.prepared.get(&name).cloned().ok_or_else(|| {
+            Error::new(
+                1243,
+                "HY000",
+                format!("Unknown prepared statement handler ({name}) given to EXECUTE"),
+            )
+        })?;
+        let mut values = Vec::new();
+        for v in using.map(lexer::split_top_level_commas).unwrap_or_default() {
+            let var = v
+                .trim()
+                .strip_prefix('@')
+                .ok_or_else(|| Error::syntax("EXECUTE ... USING takes user variables"))?;
+            values.push(
+                self.user_vars
+                    .get(&var.to_lowercase())
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            );
+        }
+        if values.len() != body.matches('?').count() {
+            return Err(Error::new(1210, "HY000", "Incorrect arguments to EXECUTE"));
+        }
+        self.execute(&lexer::bind_placeholders(&body, &values))
+    }
+
+    /// `RENAME TABLE a TO b [, c TO d]`.
+    fn rename_tables(&mut self, text: &str) -> Result<Outcome> {
+        let list = &text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..];
+        for pair in lexer::split_top_level_commas(list) {
+            let upper = pair.to_ascii_uppercase();
+            let to = lexer::find_top_level(&pair, "TO")
+                .ok_or_else(|| Error::syntax("RENAME TABLE needs TO"))?;
+            let _ = upper;
+            let split = |s: &str| {
+                let s = s.trim().replace('`', "");
+                match s.split_once('.') {
+                    Some((d, t)) => (Some(d.to_string()), t.to_string()),
+                    None => (None, s),
+                }
+            };
+            let (sdb, sname) = split(&pair[..to]);
+            let (ddb, dname) = split(&pair[to + 2..]);
+            let mut def = self.session.table_def(sdb.as_deref(), &sname)?;
+            let target_db = match ddb {
+                Some(d) => d,
+                None => self.session.current_db()?,
+            };
+            if self.engine().table_def(&target_db, &dname).is_some() {
+                return Err(Error::new(
+                    code::ER_TABLE_EXISTS_ERROR,
+                    "42S01",
+                    format!("Table '{dname}' already exists"),
+                ));
+            }
+            def.database = target_db;
+            def.name = dname;
+            self.session
+                .alter_table(def, &mut |row, _| Ok(Some(row.to_vec())))?;
+        }
+        Ok(Outcome::Affected {
+            rows: 0,
+            info: None,
+        })
     }
 
     /// Runs `f` as one statement: undone on error, committed when autocommit is on.

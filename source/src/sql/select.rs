@@ -267,7 +267,7 @@ impl SqlSession {
         }
     }
 
-    pub(crate) fn run_query(&mut self, q: &Query, text: &str) -> Result<Rows> {
+    pub(crate) fn run_query(&self, q: &Query, text: &str) -> Result<Rows> {
         let select: &Select = match q.body.as_ref() {
             SetExpr::Select(s) => s,
             SetExpr::Query(inner) => return self.run_query(inner, text),
@@ -280,6 +280,37 @@ impl SqlSession {
             None => (None, Vec::new()),
             Some(TableFactor::Table { name, alias, .. }) => {
                 let (db, t) = split_name(name)?;
+                if db
+                    .as_deref()
+                    .is_some_and(|d| d.eq_ignore_ascii_case("ndbinfo"))
+                    && t.eq_ignore_ascii_case("memory_per_fragment")
+                {
+                    let (vdef, rows) = super::show::memory_per_fragment(self.engine());
+                    let cols = table_columns(&vdef, alias.as_ref().map(|a| a.name.value.as_str()));
+                    let ctx = self.ctx();
+                    let mut kept = Vec::new();
+                    for r in rows {
+                        let keep = match &select.selection {
+                            Some(w) => {
+                                truthy(&eval(
+                                    w,
+                                    &Scope {
+                                        columns: &cols,
+                                        row: &r,
+                                        aggregates: None,
+                                        place: "where clause",
+                                    },
+                                    &ctx,
+                                )?) == Some(true)
+                            }
+                            None => true,
+                        };
+                        if keep {
+                            kept.push(r);
+                        }
+                    }
+                    return self.finish_select(q, text, select, Some(vdef), cols, kept);
+                }
                 let def = self.session.table_def(db.as_deref(), &t)?;
                 let cols = table_columns(&def, alias.as_ref().map(|a| a.name.value.as_str()));
                 (Some(def), cols)
@@ -302,6 +333,19 @@ impl SqlSession {
             }
         };
 
+        self.finish_select(q, text, select, def, columns, source_rows)
+    }
+
+    /// Projection, grouping, ordering and limits over the rows a query's FROM and WHERE gave.
+    fn finish_select(
+        &self,
+        q: &Query,
+        text: &str,
+        select: &Select,
+        def: Option<TableDef>,
+        columns: Vec<ColumnRef>,
+        source_rows: Vec<Vec<Value>>,
+    ) -> Result<Rows> {
         // Projection: (header, expression or column slot, type).
         enum Item<'a> {
             Expr(&'a Expr),

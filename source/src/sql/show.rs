@@ -94,6 +94,55 @@ pub fn show_create_table(def: &TableDef) -> String {
     out
 }
 
+/// `ndbinfo.memory_per_fragment` as ringrep can answer it: one row per table with the rows it
+/// stores (meta rows and expired rows not purged yet included) as `fixed_elem_count`.
+pub fn memory_per_fragment(engine: &crate::Engine) -> (TableDef, Vec<Vec<Value>>) {
+    use binlog_format::schema::{ColumnDef, IntWidth};
+    let col = |name: &str, ty| ColumnDef {
+        name: name.into(),
+        ty,
+        nullable: false,
+        default: ColumnDefault::None,
+        on_update_now: false,
+        auto_increment: false,
+    };
+    let big = ColumnType::Integer {
+        width: IntWidth::Big,
+        unsigned: true,
+    };
+    let def = TableDef {
+        id: 0,
+        database: "ndbinfo".into(),
+        name: "memory_per_fragment".into(),
+        columns: vec![
+            col("fq_name", ColumnType::VarChar { len: 512 }),
+            col("table_id", big.clone()),
+            col("fragment_num", big.clone()),
+            col("fixed_elem_count", big),
+        ],
+        primary_key: vec![0],
+        indexes: vec![],
+        ring: None,
+        ttl: None,
+        partitioning: None,
+        comment: None,
+    };
+    let rows = engine.with_state(|st| {
+        st.tables
+            .values()
+            .map(|t| {
+                vec![
+                    Value::Text(format!("{}/def/{}", t.def.database, t.def.name)),
+                    Value::UInt(t.def.id),
+                    Value::UInt(0),
+                    Value::UInt(t.rows.len() as u64),
+                ]
+            })
+            .collect()
+    });
+    (def, rows)
+}
+
 impl SqlSession {
     pub(crate) fn show_create(
         &mut self,
