@@ -222,6 +222,10 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     bail!("the replica's --server-id {server_id} equals the primary's; give the replica its own id");
                 }
                 let from = applier.position(source_id).map_or(1, |p| p.last_seq + 1);
+                if until_seq.is_some_and(|u| from > u) {
+                    eprintln!("already applied seq {} from server {source_id}; nothing to do", from - 1);
+                    return Ok(());
+                }
                 eprintln!("applying from server {source_id} at seq {from} ({})", source_binlog.display());
                 let mut source = BinlogDirSource::open(&source_binlog, from, None);
                 let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -1,0 +1,267 @@
+//! The replication scenarios of RonDB's ndb_rpl_ring_buffer test, as tests of our own: SQL on
+//! a primary, the applier replaying its binlog on a replica, and the same reads on both sides.
+
+use std::time::Duration;
+
+use binlog_format::SyncPolicy;
+use ringrep_applier::verify::{verify, VerifyOptions};
+use ringrep_applier::{Applier, BinlogDirSource};
+use ringrep_source::sql::{Outcome, SqlSession};
+use ringrep_source::{Engine, EngineConfig};
+
+struct Pair {
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+    primary: Engine,
+    replica: Engine,
+    applier: Applier,
+    source: BinlogDirSource,
+    p: SqlSession,
+    r: SqlSession,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let (pd, rd) = (
+            tempfile::tempdir().expect("tempdir"),
+            tempfile::tempdir().expect("tempdir"),
+        );
+        let mut pc = EngineConfig::new(1);
+        pc.sync = SyncPolicy::Never;
+        let mut rc = EngineConfig::new(2);
+        rc.sync = SyncPolicy::Never;
+        rc.read_only = true;
+        let primary = Engine::open(pd.path(), pc).expect("primary").0;
+        let replica = Engine::open(rd.path(), rc).expect("replica").0;
+        let applier = Applier::new(&replica).expect("applier");
+        let source = BinlogDirSource::open(&primary.binlog_dir(), 1, primary.notifier());
+        let (p, r) = (SqlSession::new(&primary), SqlSession::new(&replica));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        Pair {
+            _dirs: (pd, rd),
+            primary,
+            replica,
+            applier,
+            source,
+            p,
+            r,
+            rt,
+        }
+    }
+
+    /// Runs statements on the primary (each must succeed).
+    fn on_primary(&mut self, sql: &str) {
+        for (stmt, res) in ringrep_source::sql::split_statements(sql)
+            .iter()
+            .zip(self.p.execute_all(sql))
+        {
+            if let Err(e) = res {
+                panic!("primary: {stmt}: {e}");
+            }
+        }
+    }
+
+    /// Applies everything the primary committed so far.
+    fn sync(&mut self) {
+        let target = self.primary.last_seq();
+        if ringrep_applier::applier::read_position(&self.replica, 1).map_or(0, |p| p.last_seq)
+            >= target
+        {
+            return;
+        }
+        let (_tx, stop) = tokio::sync::watch::channel(false);
+        let (applier, source) = (&mut self.applier, &mut self.source);
+        let applied = self
+            .rt
+            .block_on(async {
+                applier
+                    .run(
+                        source,
+                        Some(target),
+                        false,
+                        Duration::from_secs(5),
+                        &mut |_, _| {},
+                        &stop,
+                    )
+                    .await
+            })
+            .expect("apply");
+        assert_eq!(
+            applied.max(
+                ringrep_applier::applier::read_position(&self.replica, 1).map_or(0, |p| p.last_seq)
+            ),
+            target
+        );
+    }
+
+    fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
+        match s.execute(sql) {
+            Ok(Outcome::Rows { rows, .. }) => rows,
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+
+    /// The same SELECT on both sides after syncing; returns the replica's rows.
+    fn same(&mut self, sql: &str) -> Vec<Vec<Option<String>>> {
+        self.sync();
+        let p = Self::rows(&mut self.p, sql);
+        let r = Self::rows(&mut self.r, sql);
+        assert_eq!(p, r, "primary and replica differ for {sql}");
+        r
+    }
+
+    fn converged(&mut self) {
+        self.sync();
+        let report = verify(
+            &self.primary,
+            &self.replica,
+            &VerifyOptions::default(),
+            &mut |_| {},
+        );
+        assert!(report.converged, "{}", report.text());
+    }
+}
+
+fn text(rows: &[Vec<Option<String>>]) -> Vec<String> {
+    rows.iter()
+        .map(|r| {
+            r.iter()
+                .map(|v| v.clone().unwrap_or_else(|| "NULL".into()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+const RB: &str = "CREATE TABLE test.rb (client_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), event_data VARCHAR(100), PRIMARY KEY (client_id, ring_idx)) ENGINE=NDB COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'";
+
+#[test]
+fn ddl_inserts_wraps_prefixes_and_meta_rows_replicate() {
+    let mut t = Pair::new();
+    t.on_primary(RB);
+    let show = t.same("SHOW CREATE TABLE test.rb");
+    assert!(show[0][1]
+        .as_deref()
+        .is_some_and(|s| s.contains("MAX_ROWS_PER_PK=4")));
+    t.on_primary("INSERT INTO test.rb (client_id, event_data) VALUES (1, 'ev_A'); INSERT INTO test.rb (client_id, event_data) VALUES (1, 'ev_B'); INSERT INTO test.rb (client_id, event_data) VALUES (1, 'ev_C')");
+    assert_eq!(text(&t.same("SELECT client_id, ring_idx, event_data FROM test.rb WHERE client_id = 1 ORDER BY ring_idx")), ["1 1 ev_A", "1 2 ev_B", "1 3 ev_C"]);
+    // Wrapping: overwrites arrive as row writes.
+    t.on_primary("INSERT INTO test.rb (client_id, event_data) VALUES (1, 'ev_D'); INSERT INTO test.rb (client_id, event_data) VALUES (1, 'ev_E'); INSERT INTO test.rb (client_id, event_data) VALUES (1, 'ev_F')");
+    assert_eq!(text(&t.same("SELECT client_id, ring_idx, event_data FROM test.rb WHERE client_id = 1 ORDER BY ring_idx")), ["1 1 ev_E", "1 2 ev_F", "1 3 ev_C", "1 4 ev_D"]);
+    // Several prefixes and a bulk insert.
+    t.on_primary("INSERT INTO test.rb (client_id, event_data) VALUES (2, 'a'), (3, 'b'), (2, 'c'), (2, 'd'), (2, 'e'), (2, 'f')");
+    assert_eq!(text(&t.same("SELECT client_id, ring_idx, event_data FROM test.rb WHERE client_id IN (2, 3) ORDER BY client_id, ring_idx")), ["2 1 f", "2 2 c", "2 3 d", "2 4 e", "3 1 b"]);
+    // Meta rows on the replica equal the primary's.
+    t.on_primary("SET ndb_ring_buffer_show_meta = ON");
+    t.r.execute("SET ndb_ring_buffer_show_meta = ON")
+        .expect("set");
+    assert_eq!(
+        text(&t.same(
+            "SELECT client_id, HEX(ring_meta) FROM test.rb WHERE ring_idx = 0 ORDER BY client_id"
+        )),
+        [
+            "1 0100000003000000040000000000000006000000000000000000000000000000",
+            "2 0100000002000000040000000000000005000000000000000000000000000000",
+            "3 0100000002000000010000000000000001000000000000000000000000000000",
+        ]
+    );
+    t.converged();
+}
+
+#[test]
+fn updates_deletes_truncate_and_reinserts_replicate() {
+    let mut t = Pair::new();
+    t.on_primary(RB);
+    t.on_primary("INSERT INTO test.rb (client_id, event_data) VALUES (1, 'a'), (1, 'b'), (2, 'c')");
+    // UPDATE as a write (the default) and as an update event.
+    t.on_primary("UPDATE test.rb SET event_data = 'upd' WHERE client_id = 1 AND ring_idx = 2");
+    t.on_primary("SET ndb_log_update_as_write = OFF; UPDATE test.rb SET event_data = 'upd2' WHERE client_id = 2; SET ndb_log_update_as_write = ON");
+    assert_eq!(
+        text(&t.same(
+            "SELECT client_id, ring_idx, event_data FROM test.rb ORDER BY client_id, ring_idx"
+        )),
+        ["1 1 a", "1 2 upd", "2 1 upd2"]
+    );
+    // A prefix delete removes the meta row too; the next insert starts a new ring at slot 1.
+    t.on_primary("DELETE FROM test.rb WHERE client_id = 1");
+    t.on_primary("INSERT INTO test.rb (client_id, event_data) VALUES (1, 'fresh')");
+    assert_eq!(
+        text(&t.same("SELECT client_id, ring_idx, event_data FROM test.rb WHERE client_id = 1")),
+        ["1 1 fresh"]
+    );
+    // TRUNCATE, then re-insert after truncate.
+    t.on_primary("TRUNCATE TABLE test.rb");
+    assert!(t.same("SELECT * FROM test.rb").is_empty());
+    t.on_primary("INSERT INTO test.rb (client_id, event_data) VALUES (5, 'after_truncate')");
+    assert_eq!(
+        text(&t.same("SELECT client_id, ring_idx, event_data FROM test.rb")),
+        ["5 1 after_truncate"]
+    );
+    t.converged();
+}
+
+#[test]
+fn a_replica_that_lost_a_row_first_still_converges_through_overwrites() {
+    let mut t = Pair::new();
+    t.on_primary("CREATE TABLE test.rb_uaw (client_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), val VARCHAR(50), PRIMARY KEY (client_id, ring_idx)) ENGINE=NDB COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=1'");
+    t.on_primary("INSERT INTO test.rb_uaw (client_id, val) VALUES (1, 'first')");
+    t.sync();
+    // The replica removes the row on its own (as its TTL purge would).
+    let def = t.replica.table_def("test", "rb_uaw").expect("table");
+    let mut local = t.replica.session();
+    local.vars.applier = true;
+    local
+        .raw_delete(
+            &def,
+            vec![binlog_format::Value::Int(1), binlog_format::Value::Int(1)],
+        )
+        .expect("local delete");
+    // The primary overwrites the slot with log_update_as_write off: still a row write, so the
+    // replica gets the row back and the meta row moves on.
+    t.on_primary("SET ndb_log_update_as_write = OFF; INSERT INTO test.rb_uaw (client_id, val) VALUES (1, 'wrap_2')");
+    t.on_primary("SET ndb_ring_buffer_show_meta = ON");
+    t.r.execute("SET ndb_ring_buffer_show_meta = ON")
+        .expect("set");
+    assert_eq!(
+        text(&t.same(
+            "SELECT client_id, ring_idx, val, HEX(ring_meta) FROM test.rb_uaw ORDER BY ring_idx"
+        )),
+        [
+            "1 0 NULL 0100000001000000010000000000000002000000000000000000000000000000",
+            "1 1 wrap_2 NULL",
+        ]
+    );
+    // Deleting a row the replica no longer has is not an error either.
+    local
+        .raw_delete(
+            &def,
+            vec![binlog_format::Value::Int(1), binlog_format::Value::Int(1)],
+        )
+        .expect("local delete");
+    t.on_primary("DELETE FROM test.rb_uaw WHERE client_id = 1");
+    t.converged();
+}
+
+#[test]
+fn the_replica_refuses_sql_writes() {
+    let mut t = Pair::new();
+    t.on_primary(RB);
+    t.sync();
+    let err =
+        t.r.execute("INSERT INTO test.rb (client_id, event_data) VALUES (1, 'x')")
+            .expect_err("read only");
+    assert_eq!((err.code, err.sqlstate), (1290, "HY000"));
+    let err =
+        t.r.execute("CREATE TABLE test.t2 (a INT PRIMARY KEY)")
+            .expect_err("read only");
+    assert_eq!(err.code, 1290);
+    // Its apply status is readable with SQL.
+    let rows = Pair::rows(
+        &mut t.r,
+        "SELECT server_id, last_seq FROM mysql.ringrep_apply_status",
+    );
+    assert_eq!(text(&rows), [format!("1 {}", t.primary.last_seq())]);
+}
