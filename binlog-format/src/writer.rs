@@ -436,7 +436,20 @@ impl BinlogWriter {
     /// Buffers one record and returns its LSN; a transaction must carry the next sequence
     /// number. Nothing is durable until [`BinlogWriter::commit`] says so.
     pub fn append(&self, record: &Record) -> Result<u64> {
-        let payload = codec::encode(record)?;
+        // Encode outside the lock into a buffer this thread reuses, so concurrent appends
+        // only serialise on the copy.
+        thread_local! {
+            static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        SCRATCH.with(|cell| {
+            let mut payload = cell.borrow_mut();
+            payload.clear();
+            codec::encode_into(record, &mut payload)?;
+            self.append_encoded(record, &payload)
+        })
+    }
+
+    fn append_encoded(&self, record: &Record, payload: &[u8]) -> Result<u64> {
         if payload.len() > self.inner.opts.max_frame as usize {
             return Err(Error::Invalid(format!(
                 "record of {} bytes exceeds the maximum frame of {} bytes",
@@ -462,7 +475,7 @@ impl BinlogWriter {
         if st.segment_records > 0 && st.segment_len + len > self.inner.opts.segment_bytes {
             self.inner.rotate(&mut st)?;
         }
-        write_frame(&payload, &mut st.buf);
+        write_frame(payload, &mut st.buf);
         st.segment_len += len;
         st.segment_records += 1;
         st.appended += len;

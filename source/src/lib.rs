@@ -11,6 +11,7 @@ pub mod error;
 pub mod ring;
 pub mod sql;
 pub mod types;
+pub mod writer;
 
 pub use engine::{Engine, EngineConfig, InsertMode, OpenReport, Session, SessionVars};
 pub use error::{Error, Result};

@@ -118,6 +118,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         for r in rows {
                             writeln!(out, "{}", r.iter().map(field).collect::<Vec<_>>().join("\t"))?;
                         }
+                        // Each result reaches a pipe as soon as it exists.
+                        out.flush()?;
                     }
                     Ok(_) => {}
                     Err(e) => {

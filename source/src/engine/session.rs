@@ -505,7 +505,7 @@ impl Session {
                     )));
                 }
             }
-            return self.insert_ring(def, columns, rows, mode);
+            return self.insert_ring(def, columns, rows, mode, false);
         }
         let now = self.now_us();
         let mut inserted = 0;
@@ -567,6 +567,7 @@ impl Session {
         columns: &[usize],
         rows: Vec<Vec<Value>>,
         mode: InsertMode,
+        keep_unset: bool,
     ) -> Result<u64> {
         let ring = def
             .ring
@@ -603,6 +604,21 @@ impl Session {
             let key = Key(def.key_of(&row));
             self.lock((def.id, key.clone()))?;
             let existing = self.get_row(def.id, &key);
+            if keep_unset {
+                // The native writer's overwrite is an update of the slot: columns the row
+                // leaves out keep the overwritten row's values (the spec, NDB API).
+                if let Some(old) = &existing {
+                    for (c, v) in row.iter_mut().enumerate() {
+                        if !columns.contains(&c)
+                            && c != ring.slot_column
+                            && c != ring.meta_column
+                            && !def.prefix_columns().contains(&c)
+                        {
+                            *v = old[c].clone();
+                        }
+                    }
+                }
+            }
             let st = self.engine.read();
             let table = st
                 .tables
@@ -649,6 +665,89 @@ impl Session {
             );
         }
         Ok(inserted)
+    }
+
+    /// The native writer's batch insert into a ring (see `RingWriter`): rows of `columns`,
+    /// columns left out keep the overwritten row's values.
+    pub fn insert_native(
+        &mut self,
+        def: &TableDef,
+        columns: &[usize],
+        rows: Vec<Vec<Value>>,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        self.insert_ring(def, columns, rows, InsertMode::Insert, true)
+    }
+
+    /// Deletes up to `max_n` of the oldest rows of one prefix: the `count` slots before the
+    /// next slot, oldest first. The meta count drops by the rows deleted; later inserts fill
+    /// the freed slots in order. Returns how many were deleted.
+    pub fn delete_oldest(&mut self, def: &TableDef, prefix: &[Value], max_n: u32) -> Result<u32> {
+        self.check_writable()?;
+        let ring = def
+            .ring
+            .clone()
+            .ok_or_else(|| Error::parameter("not a ring buffer table"))?;
+        if def.ttl.is_some() {
+            return Err(Error::new(
+                code::NDB_DELETE_OLDEST_TTL,
+                "HY000",
+                "deleteOldest is not supported on a ring buffer table with TTL",
+            ));
+        }
+        if prefix.len() != def.prefix_columns().len() {
+            return Err(Error::parameter(
+                "the prefix must give every primary-key column but the slot",
+            ));
+        }
+        let mut meta_key = prefix.to_vec();
+        meta_key.push(slot_value(def, 0));
+        let meta_key = Key(meta_key);
+        self.lock((def.id, meta_key.clone()))?;
+        let Some(meta_row_now) = self.get_row(def.id, &meta_key) else {
+            return Ok(0);
+        };
+        let Some(mut meta) = (match meta_row_now.get(ring.meta_column) {
+            Some(Value::Bytes(b)) => Meta::decode(b),
+            _ => None,
+        }) else {
+            return Err(Error::internal("meta row without a readable meta column"));
+        };
+        let size = ring.size;
+        let n = max_n.min(meta.count);
+        let oldest = (meta.next_slot - 1 + size - meta.count) % size + 1;
+        for k in 0..n {
+            let slot = (oldest - 1 + k) % size + 1;
+            let mut key = prefix.to_vec();
+            key.push(slot_value(def, slot));
+            let key = Key(key);
+            self.lock((def.id, key.clone()))?;
+            if self.get_row(def.id, &key).is_some() {
+                self.stage(
+                    def.id,
+                    key.clone(),
+                    None,
+                    Some(RowEvent {
+                        table_id: def.id,
+                        change: RowChange::Delete { key: key.0 },
+                        cause: Cause::DeleteOldest,
+                    }),
+                );
+            }
+        }
+        meta.count -= n;
+        let row = meta_row(def, prefix, &meta);
+        self.stage(
+            def.id,
+            meta_key,
+            Some(row.clone()),
+            Some(RowEvent {
+                table_id: def.id,
+                change: RowChange::Write { row },
+                cause: Cause::MetaUpdate,
+            }),
+        );
+        Ok(n)
     }
 
     // ----- updates ----------------------------------------------------------------------

@@ -1,0 +1,162 @@
+//! The native batch writer, the spec's NdbRingBufferWriter: rows queued with `add_row` are
+//! sent in batches of consecutive rows with one prefix, each batch reading the prefix's meta
+//! row once and writing it once; `flush` sends the last batch. A row that overwrites an
+//! occupied slot updates it: columns the row does not set keep the old row's values, so set
+//! every column whose value matters (on a TTL ring every column must be set, error 4359).
+//! After any error the writer refuses further use; roll back and make a new one.
+
+use binlog_format::schema::TableDef;
+use binlog_format::Value;
+
+use crate::engine::Session;
+use crate::error::{code, Error, Result};
+
+pub struct RingWriter<'s> {
+    session: &'s mut Session,
+    def: TableDef,
+    columns: Option<Vec<usize>>,
+    batch: Vec<Vec<Value>>,
+    batch_prefix: Option<Vec<Value>>,
+    failed: Option<Error>,
+    written: u64,
+}
+
+impl<'s> RingWriter<'s> {
+    /// A writer for `table` in `session`'s transaction; error 4118 when it is not a ring.
+    pub fn new(session: &'s mut Session, table: &TableDef) -> Result<RingWriter<'s>> {
+        if table.ring.is_none() {
+            return Err(Error::parameter("table is not a ring buffer table"));
+        }
+        Ok(RingWriter {
+            session,
+            def: table.clone(),
+            columns: None,
+            batch: Vec::new(),
+            batch_prefix: None,
+            failed: None,
+            written: 0,
+        })
+    }
+
+    fn fail(&mut self, e: Error) -> Error {
+        self.failed = Some(e.clone());
+        e
+    }
+
+    fn usable(&self) -> Result<()> {
+        match &self.failed {
+            Some(e) => Err(Error::new(
+                code::NDB_PARAMETER_ERROR,
+                "HY000",
+                format!(
+                    "Parameter error in API call: writer failed earlier ({})",
+                    e.message
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Queues one row given as (column position, value) pairs: the user columns it sets (never
+    /// the slot or meta column). Rows are sent when the prefix changes and at `flush`.
+    pub fn add_row(&mut self, values: &[(usize, Value)]) -> Result<()> {
+        self.usable()?;
+        let ring = self
+            .def
+            .ring
+            .clone()
+            .ok_or_else(|| Error::parameter("not a ring"))?;
+        let mut cols: Vec<usize> = values.iter().map(|(c, _)| *c).collect();
+        if cols
+            .iter()
+            .any(|&c| c == ring.slot_column || c == ring.meta_column || c >= self.def.columns.len())
+        {
+            return Err(self.fail(Error::parameter(
+                "the mask may not include the slot or meta column",
+            )));
+        }
+        if self.def.prefix_columns().iter().any(|c| !cols.contains(c)) {
+            return Err(self.fail(Error::parameter(
+                "the row must set every primary-key prefix column",
+            )));
+        }
+        if self.def.ttl.is_some() {
+            let all = (0..self.def.columns.len())
+                .filter(|&c| c != ring.slot_column && c != ring.meta_column)
+                .all(|c| cols.contains(&c));
+            if !all {
+                return Err(self.fail(Error::new(
+                    code::NDB_TTL_MUST_SET_ALL,
+                    "HY000",
+                    "Inserts on a ring buffer table with TTL must set every column",
+                )));
+            }
+        }
+        cols.sort_unstable();
+        let mut row_values: Vec<(usize, Value)> = values.to_vec();
+        row_values.sort_by_key(|(c, _)| *c);
+        let prefix: Vec<Value> = self
+            .def
+            .prefix_columns()
+            .iter()
+            .map(|c| {
+                row_values
+                    .iter()
+                    .find(|(rc, _)| rc == c)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or(Value::Null)
+            })
+            .collect();
+        // A new prefix or another mask sends the batch so far.
+        if self.batch_prefix.as_ref().is_some_and(|p| *p != prefix)
+            || self.columns.as_ref().is_some_and(|c| *c != cols)
+        {
+            self.send()?;
+        }
+        self.batch_prefix = Some(prefix);
+        self.columns = Some(cols);
+        self.batch
+            .push(row_values.into_iter().map(|(_, v)| v).collect());
+        Ok(())
+    }
+
+    fn send(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let rows = std::mem::take(&mut self.batch);
+        let cols = self.columns.clone().unwrap_or_default();
+        let def = self.def.clone();
+        self.session.begin_statement();
+        let r = self.session.insert_native(&def, &cols, rows);
+        match self.session.end_statement(r) {
+            Ok(n) => {
+                self.written += n;
+                Ok(())
+            }
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    /// Sends the last batch and its meta row update. Must be called before commit.
+    pub fn flush(&mut self) -> Result<u64> {
+        self.usable()?;
+        self.send()?;
+        Ok(self.written)
+    }
+
+    /// Deletes up to `max_n` of the oldest rows of one prefix; error 4358 on a TTL ring.
+    pub fn delete_oldest(&mut self, prefix: &[Value], max_n: u32) -> Result<u32> {
+        self.usable()?;
+        self.send()?;
+        let def = self.def.clone();
+        self.session.begin_statement();
+        let r = self.session.delete_oldest(&def, prefix, max_n);
+        match self.session.end_statement(r) {
+            Ok(n) => Ok(n),
+            // 4358 leaves the transaction unchanged and the writer usable (the spec).
+            Err(e) if e.code == code::NDB_DELETE_OLDEST_TTL => Err(e),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+}
