@@ -97,6 +97,9 @@ fn append_benches(c: &mut Criterion) {
         )
         .expect("writer");
         let mut rec = rec.clone();
+        if let Record::Transaction(tx) = &mut rec {
+            tx.seq = 0;
+        }
         b.iter(|| {
             for _ in 0..1000 {
                 if let Record::Transaction(tx) = &mut rec {

@@ -81,6 +81,7 @@ impl Value {
 
     /// A total order: NULL first, numbers by value, floats by `total_cmp`, decimals by value,
     /// strings and bytes bytewise. Used for primary keys and for the verifier's key order.
+    #[inline]
     pub fn total_cmp(&self, other: &Value) -> Ordering {
         use Value::*;
         match (self, other) {
@@ -195,6 +196,7 @@ impl PartialOrd for Key {
 }
 
 impl Ord for Key {
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         for (a, b) in self.0.iter().zip(other.0.iter()) {
             let o = a.total_cmp(b);

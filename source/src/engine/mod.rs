@@ -392,7 +392,7 @@ impl Engine {
         &self,
         events: Vec<Event>,
         origin: Option<binlog_format::Origin>,
-        validate: impl FnOnce(&State) -> Result<()>,
+        validate: impl FnOnce(&State, &[Event]) -> Result<()>,
     ) -> Result<u64> {
         let (seq, lsn) = self.commit_events_nowait(events, origin, validate)?;
         self.wait_durable(lsn)?;
@@ -421,7 +421,7 @@ impl Engine {
         &self,
         events: Vec<Event>,
         origin: Option<binlog_format::Origin>,
-        validate: impl FnOnce(&State) -> Result<()>,
+        validate: impl FnOnce(&State, &[Event]) -> Result<()>,
     ) -> Result<(u64, u64)> {
         let writer = self
             .shared
@@ -430,7 +430,7 @@ impl Engine {
             .ok_or_else(|| Error::internal("engine opened read-only"))?;
         let (seq, lsn) = {
             let mut st = self.write();
-            validate(&st)?;
+            validate(&st, &events)?;
             let seq = st.last_seq + 1;
             let tx = Transaction {
                 server_id: self.shared.cfg.server_id,
@@ -440,7 +440,11 @@ impl Engine {
                 events,
             };
             // Log first: if the append fails, the state has not changed.
-            let lsn = writer.append(&Record::Transaction(tx.clone()))?;
+            let record = Record::Transaction(tx);
+            let lsn = writer.append(&record)?;
+            let Record::Transaction(tx) = &record else {
+                unreachable!("built above")
+            };
             let mut scratch = None;
             for ev in &tx.events {
                 if let Err(e) = st.apply_event(ev) {

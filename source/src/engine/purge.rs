@@ -100,7 +100,7 @@ impl Engine {
         };
         let n = still_expired.len();
         if n > 0 {
-            self.commit_events(still_expired, None, |_| Ok(()))?;
+            self.commit_events(still_expired, None, |_, _| Ok(()))?;
         }
         Ok(n)
     }

@@ -192,9 +192,8 @@ impl Session {
             None if txn.ops.is_empty() => Ok(None),
             None => {
                 let overlay = &txn.overlay;
-                let ops = txn.ops.clone();
                 self.engine
-                    .commit_events(txn.ops, None, |st| validate_uniques(st, &ops, overlay))
+                    .commit_events(txn.ops, None, |st, ops| validate_uniques(st, ops, overlay))
                     .map(Some)
             }
         };
@@ -1013,7 +1012,7 @@ impl Session {
         self.commit()?;
         let mut events = vec![Event::Ddl(ddl)];
         events.extend(rows);
-        self.engine.commit_events(events, None, |_| Ok(()))
+        self.engine.commit_events(events, None, |_, _| Ok(()))
     }
 
     /// A fresh table id (system tables use their own range).
@@ -1128,9 +1127,7 @@ impl Session {
         let mut all = events;
         all.extend(extra);
         self.engine
-            .commit_events_nowait(all.clone(), Some(origin), |st| {
-                validate_replicated(st, &all)
-            })
+            .commit_events_nowait(all, Some(origin), |st, all| validate_replicated(st, all))
     }
 }
 
@@ -1197,13 +1194,16 @@ fn validate_uniques(
                 "Table was dropped while the transaction was open",
             ));
         };
+        if table.unique_indexes().next().is_none() {
+            continue;
+        }
         let key = table.key_of(row);
         if table.is_meta_key(&key) {
             continue;
         }
         // Only the final version of each row counts.
         let current = overlay.get(table_id).and_then(|m| m.get(&key));
-        if current != Some(&Some(row.clone())) {
+        if !matches!(current, Some(Some(r)) if r == row) {
             continue;
         }
         for idx in table.unique_indexes() {

@@ -1,0 +1,390 @@
+//! `ringrep-bench`: end-to-end benchmark runs whose figures go in BENCHMARKS.md. Every run
+//! prints what it measured and how; none asserts anything.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, TableDef};
+use binlog_format::{SyncPolicy, Value};
+use clap::{Parser, Subcommand};
+use integration::workload::Rng;
+use ringrep_applier::verify::{verify, VerifyOptions};
+use ringrep_applier::{Applier, BinlogDirSource};
+use ringrep_source::ddl::prepare_table;
+use ringrep_source::writer::RingWriter;
+use ringrep_source::{Engine, EngineConfig, InsertMode};
+
+#[derive(Parser)]
+#[command(
+    name = "ringrep-bench",
+    about = "ringrep end-to-end benchmarks (figures for BENCHMARKS.md)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The disk's own fsync rate (what durable commits are bounded by).
+    Fsync {
+        #[arg(long, default_value_t = 2)]
+        seconds: u64,
+    },
+    /// Ring inserts of 150-byte rows into PREFIXES rings of size 64 through the native batch
+    /// writer (one transaction per batch of BATCH rows).
+    EngineBatch {
+        #[arg(long, default_value_t = 10_000)]
+        prefixes: u64,
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+        #[arg(long, default_value_t = 1000)]
+        batch: u64,
+    },
+    /// Single-row autocommit inserts from WRITERS threads with a durable group commit.
+    EngineAutocommit {
+        #[arg(long, default_value_t = 64)]
+        writers: usize,
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        #[arg(long, default_value = "commit")]
+        sync: String,
+    },
+    /// A backlog of TXS ring-insert transactions applied by a replica (durable commits).
+    Catchup {
+        #[arg(long, default_value_t = 200_000)]
+        txs: u64,
+    },
+    /// Replica lag at a steady insert rate, through the binlog directory (same process).
+    Lag {
+        #[arg(long, default_value_t = 2000)]
+        rate: u64,
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+    },
+    /// The verifier comparing two equal engines of ROWS rows.
+    Verify {
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+    },
+}
+
+fn table() -> TableDef {
+    let col = |name: &str, ty, nullable, default| ColumnDef {
+        name: String::from(name),
+        ty,
+        nullable,
+        default,
+        on_update_now: false,
+        auto_increment: false,
+    };
+    let int = ColumnType::Integer {
+        width: IntWidth::Int,
+        unsigned: false,
+    };
+    let def = TableDef {
+        id: 0,
+        database: "test".into(),
+        name: "bench".into(),
+        columns: vec![
+            col("user_id", int.clone(), false, ColumnDefault::None),
+            col("ring_idx", int, false, ColumnDefault::Value(Value::Int(0))),
+            col(
+                "ring_meta",
+                ColumnType::VarBinary { len: 64 },
+                true,
+                ColumnDefault::None,
+            ),
+            col(
+                "payload",
+                ColumnType::VarChar { len: 200 },
+                true,
+                ColumnDefault::None,
+            ),
+        ],
+        primary_key: vec![0, 1],
+        indexes: vec![],
+        ring: None,
+        ttl: None,
+        partitioning: None,
+        comment: Some("NDB_TABLE=MAX_ROWS_PER_PK=64".into()),
+    };
+    prepare_table(def, None, false).unwrap_or_else(|e| panic!("bench table: {e}"))
+}
+
+fn open(
+    dir: &Path,
+    id: u32,
+    sync: SyncPolicy,
+    read_only: bool,
+) -> anyhow::Result<(Engine, TableDef)> {
+    let mut cfg = EngineConfig::new(id);
+    cfg.sync = sync;
+    cfg.read_only = read_only;
+    cfg.snapshot_every = 0;
+    let (engine, _) = Engine::open(dir, cfg)?;
+    if !read_only {
+        engine.session().create_table(table(), true)?;
+    }
+    let def = engine.table_def("test", "bench").unwrap_or_else(table);
+    Ok((engine, def))
+}
+
+fn payload(n: u64) -> Value {
+    Value::Text(format!("{n:020}{}", "p".repeat(130)))
+}
+
+fn fsync_rate(seconds: u64) -> anyhow::Result<f64> {
+    use std::io::Write;
+    let dir = tempfile::tempdir()?;
+    let mut f = std::fs::File::create(dir.path().join("f"))?;
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < Duration::from_secs(seconds) {
+        f.write_all(&[0u8; 200])?;
+        f.sync_data()?;
+        n += 1;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let tmp = tempfile::tempdir()?;
+    match cli.command {
+        Command::Fsync { seconds } => println!(
+            "fsync: {:.0} fsyncs/s (200-byte appends, fdatasync each)",
+            fsync_rate(seconds)?
+        ),
+        Command::EngineBatch {
+            prefixes,
+            rows,
+            batch,
+        } => {
+            let (engine, def) = open(tmp.path(), 1, SyncPolicy::Never, false)?;
+            let mut s = engine.session();
+            let mut rng = Rng::new(7);
+            let start = Instant::now();
+            let mut done = 0;
+            while done < rows {
+                s.begin()?;
+                let mut w = RingWriter::new(&mut s, &def)?;
+                let n = batch.min(rows - done);
+                // Consecutive rows of one prefix form one batch, as an application sending
+                // events per entity would.
+                let user = rng.below(prefixes) as i64;
+                for i in 0..n {
+                    let u = if i % 8 == 0 {
+                        rng.below(prefixes) as i64
+                    } else {
+                        user
+                    };
+                    w.add_row(&[(0, Value::Int(u)), (3, payload(done + i))])?;
+                }
+                w.flush()?;
+                s.commit()?;
+                done += n;
+            }
+            let secs = start.elapsed().as_secs_f64();
+            let (stored, encoded): (u64, u64) = engine.with_state(|st| {
+                st.table("test", "bench").map_or((0, 0), |t| {
+                    (
+                        t.rows.len() as u64,
+                        t.rows
+                            .values()
+                            .map(|r| binlog_format::codec::encoded_len(r).unwrap_or(0) as u64)
+                            .sum(),
+                    )
+                })
+            });
+            println!("engine-batch: {rows} rows into {prefixes} rings of 64 in {secs:.2} s = {:.0} rows/s ({} rows per transaction)", rows as f64 / secs, batch);
+            println!(
+                "stored {stored} rows, {:.0} encoded bytes per row on average",
+                encoded as f64 / stored.max(1) as f64
+            );
+        }
+        Command::EngineAutocommit {
+            writers,
+            seconds,
+            sync,
+        } => {
+            let (engine, def) = open(tmp.path(), 1, sync.parse()?, false)?;
+            let stop = Arc::new(AtomicBool::new(false));
+            let commits = Arc::new(AtomicU64::new(0));
+            let handles: Vec<_> = (0..writers)
+                .map(|w| {
+                    let (engine, def, stop, commits) = (
+                        engine.clone(),
+                        def.clone(),
+                        Arc::clone(&stop),
+                        Arc::clone(&commits),
+                    );
+                    std::thread::spawn(move || -> anyhow::Result<()> {
+                        let mut s = engine.session();
+                        let mut rng = Rng::new(w as u64);
+                        let mut n = 0;
+                        while !stop.load(Ordering::Relaxed) {
+                            let row = vec![Value::Int(rng.below(10_000) as i64), payload(n)];
+                            match s.statement(|s| {
+                                s.insert(&def, &[0, 3], vec![row], InsertMode::Insert)
+                            }) {
+                                Ok(_) => {
+                                    commits.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Err(e) if e.is_retriable() => {}
+                                Err(e) => return Err(e.into()),
+                            }
+                            n += 1;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            let start = Instant::now();
+            std::thread::sleep(Duration::from_secs(seconds));
+            stop.store(true, Ordering::Relaxed);
+            for h in handles {
+                h.join().map_err(|_| anyhow::anyhow!("writer panicked"))??;
+            }
+            let secs = start.elapsed().as_secs_f64();
+            println!(
+                "engine-autocommit: {writers} writers, sync={sync}: {:.0} commits/s",
+                commits.load(Ordering::Relaxed) as f64 / secs
+            );
+        }
+        Command::Catchup { txs } => {
+            let (primary, def) = open(&tmp.path().join("p"), 1, SyncPolicy::Never, false)?;
+            let mut s = primary.session();
+            let start = Instant::now();
+            for n in 0..txs {
+                s.statement(|s| {
+                    s.insert(
+                        &def,
+                        &[0, 3],
+                        vec![vec![Value::Int((n % 10_000) as i64), payload(n)]],
+                        InsertMode::Insert,
+                    )
+                })?;
+            }
+            let write_secs = start.elapsed().as_secs_f64();
+            primary.sync()?;
+            let (replica, _) = open(&tmp.path().join("r"), 2, SyncPolicy::EveryCommit, true)?;
+            let mut applier = Applier::new(&replica)?;
+            let mut source = BinlogDirSource::open(&primary.binlog_dir(), 1, None);
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let (_tx, stop) = tokio::sync::watch::channel(false);
+            let start = Instant::now();
+            let last = rt.block_on(applier.run(
+                &mut source,
+                Some(primary.last_seq()),
+                false,
+                Duration::from_secs(5),
+                &mut |_, _| {},
+                &stop,
+            ))?;
+            let secs = start.elapsed().as_secs_f64();
+            println!("catchup: primary wrote {txs} single-writer autocommit transactions (sync never) at {:.0} tx/s", txs as f64 / write_secs);
+            println!("catchup: replica applied {last} transactions (durable, group commit) at {:.0} tx/s", last as f64 / secs);
+        }
+        Command::Lag { rate, seconds } => {
+            let (primary, def) = open(&tmp.path().join("p"), 1, SyncPolicy::EveryCommit, false)?;
+            let (replica, _) = open(&tmp.path().join("r"), 2, SyncPolicy::EveryCommit, true)?;
+            let mut applier = Applier::new(&replica)?;
+            let mut source = BinlogDirSource::open(&primary.binlog_dir(), 1, primary.notifier());
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()?;
+            let (stop_tx, stop) = tokio::sync::watch::channel(false);
+            let task = rt.spawn(async move {
+                let r = applier
+                    .run(
+                        &mut source,
+                        None,
+                        false,
+                        Duration::from_millis(20),
+                        &mut |_, _| {},
+                        &stop,
+                    )
+                    .await;
+                (applier, r)
+            });
+            let mut s = primary.session();
+            let start = Instant::now();
+            let total = rate * seconds;
+            for n in 0..total {
+                let due = start + Duration::from_secs_f64(n as f64 / rate as f64);
+                if let Some(w) = due.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(w);
+                }
+                s.statement(|s| {
+                    s.insert(
+                        &def,
+                        &[0, 3],
+                        vec![vec![Value::Int((n % 10_000) as i64), payload(n)]],
+                        InsertMode::Insert,
+                    )
+                })?;
+            }
+            while ringrep_applier::applier::read_position(&replica, 1).map_or(0, |p| p.last_seq)
+                < primary.last_seq()
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = stop_tx.send(true);
+            let (applier, r) = rt.block_on(task)?;
+            r?;
+            let ms = |v: Option<i64>| v.map_or(0.0, |us| us as f64 / 1000.0);
+            println!(
+                "lag: {rate} inserts/s for {seconds} s, durable on both sides: p50 {:.2} ms, p99 {:.2} ms over {} transactions",
+                ms(applier.lag.percentile(50.0)),
+                ms(applier.lag.percentile(99.0)),
+                applier.lag.count()
+            );
+        }
+        Command::Verify { rows } => {
+            let (a, def) = open(&tmp.path().join("a"), 1, SyncPolicy::Never, false)?;
+            let mut s = a.session();
+            let mut done = 0;
+            while done < rows {
+                s.begin()?;
+                let mut w = RingWriter::new(&mut s, &def)?;
+                for i in 0..10_000.min(rows - done) {
+                    w.add_row(&[
+                        (0, Value::Int(((done + i) / 64) as i64)),
+                        (3, payload(done + i)),
+                    ])?;
+                }
+                w.flush()?;
+                s.commit()?;
+                done += 10_000.min(rows - done);
+            }
+            a.sync()?;
+            drop(s);
+            drop(a);
+            // Copy the data directory: the copy is an exact replica.
+            let copy = tmp.path().join("b");
+            std::fs::create_dir_all(copy.join("binlog"))?;
+            for e in std::fs::read_dir(tmp.path().join("a/binlog"))? {
+                let e = e?;
+                std::fs::copy(e.path(), copy.join("binlog").join(e.file_name()))?;
+            }
+            let (p, _) = Engine::open_read_only(&tmp.path().join("a"))?;
+            let (r, _) = Engine::open_read_only(&copy)?;
+            let start = Instant::now();
+            let report = verify(&p, &r, &VerifyOptions::default(), &mut |_| {});
+            let secs = start.elapsed().as_secs_f64();
+            println!(
+                "verify: {} rows compared in {secs:.2} s = {:.0} rows/s, converged: {}",
+                report.rows_compared,
+                report.rows_compared as f64 / secs,
+                report.converged
+            );
+        }
+    }
+    Ok(())
+}
