@@ -265,3 +265,24 @@ fn the_replica_refuses_sql_writes() {
     );
     assert_eq!(text(&rows), [format!("1 {}", t.primary.last_seq())]);
 }
+
+#[test]
+fn a_replica_directory_stays_read_only_whoever_opens_it() {
+    let rd = tempfile::tempdir().expect("tempdir");
+    {
+        let mut rc = EngineConfig::new(2);
+        rc.read_only = true;
+        let replica = Engine::open(rd.path(), rc).expect("replica").0;
+        Applier::new(&replica).expect("applier");
+    }
+    // Reopened with a writable configuration (as `ringrep-source sql` would), it still
+    // refuses client writes: it is a replica.
+    let replica = Engine::open(rd.path(), EngineConfig::new(2))
+        .expect("reopen")
+        .0;
+    assert!(replica.config().read_only);
+    let err = SqlSession::new(&replica)
+        .execute("CREATE DATABASE x")
+        .expect_err("read only");
+    assert_eq!(err.code, 1290);
+}

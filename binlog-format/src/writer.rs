@@ -240,6 +240,15 @@ fn write_index(dir: &Path) -> Result<()> {
 /// Scans the last segment: its schema, last sequence, and where whole records end.
 fn recover_last(dir: &Path, number: u64, opts: &WriterOptions) -> Result<(Recovered, u64)> {
     let mut cursor = SegmentCursor::open(dir, number, opts.max_frame)?;
+    if cursor.prelude.server_id != opts.server_id {
+        return Err(Error::Invalid(format!(
+            "{} was written by server id {}, not {}; open it with server id {}",
+            dir.display(),
+            cursor.prelude.server_id,
+            opts.server_id,
+            cursor.prelude.server_id
+        )));
+    }
     let mut schema = Schema::from_header(&cursor.header.databases, &cursor.header.tables);
     let mut last_seq = cursor.prelude.first_seq - 1;
     let mut records = 0;

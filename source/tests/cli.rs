@@ -129,3 +129,16 @@ fn backup_and_restore_continue_every_ring() {
     ]);
     assert!(!out.status.success());
 }
+
+#[test]
+fn a_data_directory_keeps_its_server_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, _, err) = sql(dir.path(), &["-e", "CREATE DATABASE d1"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = sql(
+        dir.path(),
+        &["--server-id", "7", "-e", "CREATE DATABASE d2"],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("written by server id 1, not 7"), "{err}");
+}

@@ -243,6 +243,12 @@ impl Engine {
             )));
         }
         report.last_seq = state.last_seq;
+        // A replica's data directory (it holds the apply status) is read-only to clients
+        // whoever opens it; only the applier writes there.
+        let mut cfg = cfg;
+        if state.table(SYSTEM_DB, "ringrep_apply_status").is_some() {
+            cfg.read_only = true;
+        }
         let engine = Engine {
             shared: Arc::new(Shared {
                 dir: dir.to_path_buf(),

@@ -1127,7 +1127,7 @@ impl Session {
         let mut all = events;
         all.extend(extra);
         self.engine
-            .commit_events_nowait(all, Some(origin), |st, all| validate_replicated(st, all))
+            .commit_events_nowait(all, Some(origin), validate_replicated)
     }
 }
 
