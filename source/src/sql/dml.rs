@@ -9,7 +9,7 @@ use sqlparser::ast::{
     TableFactor, TableObject, Update,
 };
 
-use super::expr::{compare, eval, truthy, Scope};
+use super::expr::{compare, eval, Scope};
 use super::lexer::{find_top_level, split_top_level_commas, take_string};
 use super::select::table_columns;
 use super::{split_name, Outcome, SqlSession};
@@ -246,32 +246,10 @@ impl SqlSession {
         let selection = u.selection.clone();
         let exprs: Vec<Expr> = u.assignments.iter().map(|a| a.value.clone()).collect();
         let outcome = self.statement(|s| {
-            let ctx_now = s.session.now_us();
-            let tz = s.session.vars.tz_offset;
-            let user_vars = s.user_vars.clone();
-            let db = s.session.vars.database.clone();
-            let ctx = super::expr::Ctx {
-                sql: None,
-                now_us: ctx_now,
-                tz,
-                user_vars: &user_vars,
-                database: db.as_deref(),
-                last_insert_id: s.last_insert_id,
-            };
-            let mut filter = |row: &Vec<Value>| -> Result<bool> {
-                match &selection {
-                    None => Ok(true),
-                    Some(w) => Ok(truthy(&eval(
-                        w,
-                        &Scope {
-                            columns: &columns,
-                            row,
-                            aggregates: None,
-                            place: "where clause",
-                        },
-                        &ctx,
-                    )?) == Some(true)),
-                }
+            let owned = s.owned_ctx();
+            let ctx = owned.ctx();
+            let mut filter = |row: &Vec<Value>| {
+                super::select::row_matches(selection.as_ref(), &columns, row, &ctx)
             };
             let mut compute = |row: &Vec<Value>| -> Result<Vec<Value>> {
                 exprs
@@ -345,30 +323,10 @@ impl SqlSession {
         };
         let selection = d.selection.clone();
         let deleted = self.statement(|s| {
-            let user_vars = s.user_vars.clone();
-            let db = s.session.vars.database.clone();
-            let ctx = super::expr::Ctx {
-                sql: None,
-                now_us: s.session.now_us(),
-                tz: s.session.vars.tz_offset,
-                user_vars: &user_vars,
-                database: db.as_deref(),
-                last_insert_id: s.last_insert_id,
-            };
-            let mut filter = |row: &Vec<Value>| -> Result<bool> {
-                match &selection {
-                    None => Ok(true),
-                    Some(w) => Ok(truthy(&eval(
-                        w,
-                        &Scope {
-                            columns: &columns,
-                            row,
-                            aggregates: None,
-                            place: "where clause",
-                        },
-                        &ctx,
-                    )?) == Some(true)),
-                }
+            let owned = s.owned_ctx();
+            let ctx = owned.ctx();
+            let mut filter = |row: &Vec<Value>| {
+                super::select::row_matches(selection.as_ref(), &columns, row, &ctx)
             };
             s.session.delete_where(&def, &mut filter, limit)
         })?;

@@ -40,6 +40,28 @@ pub enum Outcome {
     Ok,
 }
 
+/// An owned copy of what expressions see (see [`SqlSession::owned_ctx`]).
+pub(crate) struct OwnedCtx {
+    now_us: i64,
+    tz: i64,
+    user_vars: HashMap<String, Value>,
+    database: Option<String>,
+    last_insert_id: u64,
+}
+
+impl OwnedCtx {
+    pub(crate) fn ctx(&self) -> expr::Ctx<'_> {
+        expr::Ctx {
+            sql: None,
+            now_us: self.now_us,
+            tz: self.tz,
+            user_vars: &self.user_vars,
+            database: self.database.as_deref(),
+            last_insert_id: self.last_insert_id,
+        }
+    }
+}
+
 /// A client session speaking SQL.
 pub struct SqlSession {
     pub session: Session,
@@ -106,6 +128,17 @@ impl SqlSession {
             tz: self.session.vars.tz_offset,
             user_vars: &self.user_vars,
             database: self.session.vars.database.as_deref(),
+            last_insert_id: self.last_insert_id,
+        }
+    }
+
+    /// The inputs of evaluation as owned values, for closures that also borrow the session.
+    pub(crate) fn owned_ctx(&self) -> OwnedCtx {
+        OwnedCtx {
+            now_us: self.session.now_us(),
+            tz: self.session.vars.tz_offset,
+            user_vars: self.user_vars.clone(),
+            database: self.session.vars.database.clone(),
             last_insert_id: self.last_insert_id,
         }
     }

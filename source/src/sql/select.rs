@@ -198,6 +198,28 @@ pub(crate) fn table_columns(def: &TableDef, alias: Option<&str>) -> Vec<ColumnRe
         .collect()
 }
 
+/// Whether a row satisfies a WHERE clause (no clause: every row).
+pub(crate) fn row_matches(
+    selection: Option<&Expr>,
+    columns: &[ColumnRef],
+    row: &[Value],
+    ctx: &super::expr::Ctx<'_>,
+) -> Result<bool> {
+    match selection {
+        None => Ok(true),
+        Some(w) => Ok(truthy(&eval(
+            w,
+            &Scope {
+                columns,
+                row,
+                aggregates: None,
+                place: "where clause",
+            },
+            ctx,
+        )?) == Some(true)),
+    }
+}
+
 impl SqlSession {
     pub(crate) fn query(&mut self, q: &Query, text: &str) -> Result<Outcome> {
         let rows = self.run_query(q, text)?;
