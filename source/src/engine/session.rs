@@ -297,6 +297,20 @@ impl Session {
         self.undo.push((table, key, before));
     }
 
+    /// Stages a full-row write (an upsert) and its binlog event.
+    fn stage_write(&mut self, table: u64, key: Key, row: Row, cause: Cause) {
+        self.stage(
+            table,
+            key,
+            Some(row.clone()),
+            Some(RowEvent {
+                table_id: table,
+                change: RowChange::Write { row },
+                cause,
+            }),
+        );
+    }
+
     // ----- reads ----------------------------------------------------------------------
 
     /// The stored row at `key` as this session sees it (meta and expired rows included).
@@ -543,16 +557,7 @@ impl Session {
             } else {
                 Cause::Insert
             };
-            self.stage(
-                def.id,
-                key,
-                Some(row.clone()),
-                Some(RowEvent {
-                    table_id: def.id,
-                    change: RowChange::Write { row },
-                    cause,
-                }),
-            );
+            self.stage_write(def.id, key, row, cause);
             inserted += 1;
         }
         Ok(inserted)
@@ -637,31 +642,13 @@ impl Session {
             } else {
                 Cause::Insert
             };
-            self.stage(
-                def.id,
-                key,
-                Some(row.clone()),
-                Some(RowEvent {
-                    table_id: def.id,
-                    change: RowChange::Write { row },
-                    cause,
-                }),
-            );
+            self.stage_write(def.id, key, row, cause);
             inserted += 1;
         }
         for (prefix, meta) in metas {
             let row = meta_row(def, &prefix, &meta);
             let key = Key(def.key_of(&row));
-            self.stage(
-                def.id,
-                key,
-                Some(row.clone()),
-                Some(RowEvent {
-                    table_id: def.id,
-                    change: RowChange::Write { row },
-                    cause: Cause::MetaUpdate,
-                }),
-            );
+            self.stage_write(def.id, key, row, Cause::MetaUpdate);
         }
         Ok(inserted)
     }
@@ -736,16 +723,7 @@ impl Session {
         }
         meta.count -= n;
         let row = meta_row(def, prefix, &meta);
-        self.stage(
-            def.id,
-            meta_key,
-            Some(row.clone()),
-            Some(RowEvent {
-                table_id: def.id,
-                change: RowChange::Write { row },
-                cause: Cause::MetaUpdate,
-            }),
-        );
+        self.stage_write(def.id, meta_key, row, Cause::MetaUpdate);
         Ok(n)
     }
 
@@ -863,27 +841,9 @@ impl Session {
                         cause: Cause::Update,
                     }),
                 );
-                self.stage(
-                    def.id,
-                    new_key,
-                    Some(new.clone()),
-                    Some(RowEvent {
-                        table_id: def.id,
-                        change: RowChange::Write { row: new },
-                        cause: Cause::Update,
-                    }),
-                );
+                self.stage_write(def.id, new_key, new, Cause::Update);
             } else if self.vars.log_update_as_write {
-                self.stage(
-                    def.id,
-                    new_key,
-                    Some(new.clone()),
-                    Some(RowEvent {
-                        table_id: def.id,
-                        change: RowChange::Write { row: new },
-                        cause: Cause::Update,
-                    }),
-                );
+                self.stage_write(def.id, new_key, new, Cause::Update);
             } else {
                 let change = RowChange::Update {
                     key: old_key.0.clone(),
