@@ -82,8 +82,136 @@ fn row_event() -> impl Strategy<Value = RowEvent> {
     })
 }
 
+fn column_type() -> impl Strategy<Value = ColumnType> {
+    use binlog_format::schema::{IntWidth, LobSize};
+    let width = prop_oneof![
+        Just(IntWidth::Tiny),
+        Just(IntWidth::Small),
+        Just(IntWidth::Medium),
+        Just(IntWidth::Int),
+        Just(IntWidth::Big)
+    ];
+    let lob = prop_oneof![
+        Just(LobSize::Tiny),
+        Just(LobSize::Normal),
+        Just(LobSize::Medium),
+        Just(LobSize::Long)
+    ];
+    prop_oneof![
+        (width, any::<bool>())
+            .prop_map(|(width, unsigned)| ColumnType::Integer { width, unsigned }),
+        (1u8..65, 0u8..30).prop_map(|(precision, scale)| ColumnType::Decimal { precision, scale }),
+        Just(ColumnType::Float),
+        Just(ColumnType::Double),
+        any::<u32>().prop_map(|len| ColumnType::Char { len }),
+        any::<u32>().prop_map(|len| ColumnType::VarChar { len }),
+        any::<u32>().prop_map(|len| ColumnType::Binary { len }),
+        any::<u32>().prop_map(|len| ColumnType::VarBinary { len }),
+        lob.clone().prop_map(|size| ColumnType::Text { size }),
+        lob.prop_map(|size| ColumnType::Blob { size }),
+        Just(ColumnType::Json),
+        Just(ColumnType::Date),
+        (0u8..7).prop_map(|fsp| ColumnType::DateTime { fsp }),
+        (0u8..7).prop_map(|fsp| ColumnType::Timestamp { fsp }),
+    ]
+}
+
+fn table_def() -> impl Strategy<Value = TableDef> {
+    use binlog_format::schema::*;
+    let default = prop_oneof![
+        Just(ColumnDefault::None),
+        value().prop_map(ColumnDefault::Value),
+        (0u8..7).prop_map(|fsp| ColumnDefault::CurrentTimestamp { fsp })
+    ];
+    let column = (
+        "[a-z_]{1,12}",
+        column_type(),
+        any::<bool>(),
+        default,
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(name, ty, nullable, default, on_update_now, auto_increment)| ColumnDef {
+                name,
+                ty,
+                nullable,
+                default,
+                on_update_now,
+                auto_increment,
+            },
+        );
+    let index = ("[a-z_]{1,10}", any::<bool>(), vec(0usize..20, 1..4)).prop_map(
+        |(name, unique, columns)| IndexDef {
+            name,
+            kind: if unique {
+                IndexKind::Unique
+            } else {
+                IndexKind::Secondary
+            },
+            columns,
+        },
+    );
+    (
+        any::<u64>(),
+        ("[a-z]{1,8}", "[a-z_]{1,16}"),
+        vec(column, 1..8),
+        vec(0usize..8, 0..4),
+        vec(index, 0..3),
+        proptest::option::of((any::<u32>(), 0usize..8, 0usize..8).prop_map(
+            |(size, slot_column, meta_column)| RingOptions {
+                size,
+                slot_column,
+                meta_column,
+            },
+        )),
+        proptest::option::of(
+            (any::<u32>(), 0usize..8).prop_map(|(seconds, column)| TtlOptions { seconds, column }),
+        ),
+        proptest::option::of(
+            (
+                any::<bool>(),
+                vec(0usize..8, 0..3),
+                proptest::option::of(any::<u32>()),
+            )
+                .prop_map(|(linear, columns, partitions)| Partitioning {
+                    linear,
+                    columns,
+                    partitions,
+                }),
+        ),
+        proptest::option::of(".{0,40}"),
+    )
+        .prop_map(
+            |(
+                id,
+                (database, name),
+                columns,
+                primary_key,
+                indexes,
+                ring,
+                ttl,
+                partitioning,
+                comment,
+            )| TableDef {
+                id,
+                database,
+                name,
+                columns,
+                primary_key,
+                indexes,
+                ring,
+                ttl,
+                partitioning,
+                comment,
+            },
+        )
+}
+
 fn ddl_event() -> impl Strategy<Value = DdlEvent> {
     prop_oneof![
+        table_def().prop_map(|table| DdlEvent::CreateTable { table }),
+        table_def().prop_map(|table| DdlEvent::AlterTable { table }),
         "[a-z]{1,10}".prop_map(|name| DdlEvent::CreateDatabase { name }),
         "[a-z]{1,10}".prop_map(|name| DdlEvent::DropDatabase { name }),
         (any::<u64>(), "[a-z]{1,8}", "[a-z]{1,8}").prop_map(|(table_id, database, name)| {
@@ -131,6 +259,14 @@ fn record() -> impl Strategy<Value = Record> {
 }
 
 proptest! {
+    #[test]
+    fn segment_headers_round_trip(server_id in any::<u32>(), first_seq in any::<u64>(), created_us in any::<i64>(), databases in vec("[a-z]{1,8}", 0..4), tables in vec(table_def(), 0..4)) {
+        let h = SegmentHeader { server_id, first_seq, created_us, databases, tables };
+        let bytes = codec::encode(&h).expect("encode");
+        prop_assert_eq!(codec::encoded_len(&h).expect("len"), bytes.len());
+        prop_assert_eq!(codec::decode::<SegmentHeader>(&bytes).expect("decode"), h);
+    }
+
     #[test]
     fn values_round_trip(v in value()) {
         let bytes = codec::encode(&v).expect("encode");
