@@ -155,7 +155,10 @@ struct Inner {
     dir: PathBuf,
     opts: WriterOptions,
     state: Mutex<State>,
-    sync_lock: Mutex<()>,
+    /// True while a leader's fsync is in flight; followers wait on `synced` instead of
+    /// queueing on a mutex one by one.
+    syncing: Mutex<bool>,
+    synced: Condvar,
     durable: AtomicU64,
     notifier: Arc<Notifier>,
     stop: AtomicBool,
@@ -384,7 +387,8 @@ impl BinlogWriter {
             dir: dir.to_path_buf(),
             opts,
             state: Mutex::new(state),
-            sync_lock: Mutex::new(()),
+            syncing: Mutex::new(false),
+            synced: Condvar::new(),
             durable: AtomicU64::new(0),
             notifier: Arc::new(Notifier::default()),
             stop: AtomicBool::new(false),
@@ -556,10 +560,28 @@ impl Inner {
         if self.durable.load(Ordering::Acquire) >= lsn {
             return Ok(());
         }
-        let _leader = lock(&self.sync_lock);
-        if self.durable.load(Ordering::Acquire) >= lsn {
-            return Ok(());
+        let mut syncing = lock(&self.syncing);
+        loop {
+            if self.durable.load(Ordering::Acquire) >= lsn {
+                return Ok(());
+            }
+            if !*syncing {
+                break;
+            }
+            // Another thread's fsync is in flight: wait for it, then look again; it may
+            // already cover this commit.
+            syncing = self.synced.wait(syncing).unwrap_or_else(|p| p.into_inner());
         }
+        // This thread leads: it fsyncs everything appended so far.
+        *syncing = true;
+        drop(syncing);
+        let result = self.lead_sync();
+        *lock(&self.syncing) = false;
+        self.synced.notify_all();
+        result
+    }
+
+    fn lead_sync(&self) -> Result<()> {
         let (file, target, segment) = {
             let mut st = lock(&self.state);
             self.write_out(&mut st)?;

@@ -15,8 +15,16 @@ use crate::error::{Error, Result};
 pub type LockKey = (u64, Key);
 
 #[derive(Debug, Default)]
+struct Owners {
+    held: HashMap<LockKey, u64>,
+    /// Sessions waiting for any lock: releases only wake sleepers when there are some, so
+    /// the common case (nobody waiting) costs no wake-ups.
+    waiters: usize,
+}
+
+#[derive(Debug, Default)]
 pub struct LockTable {
-    owners: Mutex<HashMap<LockKey, u64>>,
+    owners: Mutex<Owners>,
     released: Condvar,
 }
 
@@ -27,9 +35,9 @@ impl LockTable {
         let deadline = Instant::now() + timeout;
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            match owners.get(&key) {
+            match owners.held.get(&key) {
                 None => {
-                    owners.insert(key, txn);
+                    owners.held.insert(key, txn);
                     return Ok(true);
                 }
                 Some(&o) if o == txn => return Ok(false),
@@ -38,11 +46,13 @@ impl LockTable {
                     if now >= deadline {
                         return Err(Error::lock_wait_timeout());
                     }
+                    owners.waiters += 1;
                     owners = self
                         .released
                         .wait_timeout(owners, deadline - now)
                         .unwrap_or_else(|p| p.into_inner())
                         .0;
+                    owners.waiters -= 1;
                 }
             }
         }
@@ -51,9 +61,9 @@ impl LockTable {
     /// Locks `key` only if nobody holds it (the purge skips locked rows).
     pub fn try_acquire(&self, txn: u64, key: LockKey) -> bool {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        match owners.get(&key) {
+        match owners.held.get(&key) {
             None => {
-                owners.insert(key, txn);
+                owners.held.insert(key, txn);
                 true
             }
             Some(&o) => o == txn,
@@ -63,16 +73,23 @@ impl LockTable {
     pub fn release_all(&self, txn: u64, keys: impl IntoIterator<Item = LockKey>) {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         for k in keys {
-            if owners.get(&k) == Some(&txn) {
-                owners.remove(&k);
+            if owners.held.get(&k) == Some(&txn) {
+                owners.held.remove(&k);
             }
         }
+        let wake = owners.waiters > 0;
         drop(owners);
-        self.released.notify_all();
+        if wake {
+            self.released.notify_all();
+        }
     }
 
     pub fn held(&self) -> usize {
-        self.owners.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .held
+            .len()
     }
 }
 
