@@ -136,6 +136,18 @@ fn payload(n: u64) -> Value {
     Value::Text(format!("{n:020}{}", "p".repeat(130)))
 }
 
+/// Resident memory of this process in bytes (Linux), for memory-per-row figures.
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * 4096)
+}
+
 fn fsync_rate(seconds: u64) -> anyhow::Result<f64> {
     use std::io::Write;
     let dir = tempfile::tempdir()?;
@@ -163,6 +175,7 @@ fn main() -> anyhow::Result<()> {
             rows,
             batch,
         } => {
+            let rss_before = rss_bytes();
             let (engine, def) = open(tmp.path(), 1, SyncPolicy::Never, false)?;
             let mut s = engine.session();
             let mut rng = Rng::new(7);
@@ -200,9 +213,12 @@ fn main() -> anyhow::Result<()> {
                 })
             });
             println!("engine-batch: {rows} rows into {prefixes} rings of 64 in {secs:.2} s = {:.0} rows/s ({} rows per transaction)", rows as f64 / secs, batch);
+            let grown = rss_bytes().saturating_sub(rss_before);
             println!(
-                "stored {stored} rows, {:.0} encoded bytes per row on average",
-                encoded as f64 / stored.max(1) as f64
+                "stored {stored} rows, {:.0} encoded bytes per row; resident memory grew {:.0} bytes per stored row ({:.2} x encoded)",
+                encoded as f64 / stored.max(1) as f64,
+                grown as f64 / stored.max(1) as f64,
+                grown as f64 / encoded.max(1) as f64
             );
         }
         Command::EngineAutocommit {
