@@ -253,3 +253,53 @@ fn the_verifier_names_every_injected_difference() {
         .expect("other table");
     assert!(other.converged(), "untouched tables still agree");
 }
+
+#[tokio::test]
+async fn a_corrupt_record_stops_the_applier_with_its_position_and_applies_nothing_after_it() {
+    let clock = ManualClock::new(T0);
+    let pdir = tempfile::tempdir().expect("tempdir");
+    let rdir = tempfile::tempdir().expect("tempdir");
+    let primary = primary_with_workload(pdir.path(), &clock);
+    primary.sync().expect("sync");
+    let txs = transactions(pdir.path());
+    drop(primary);
+    // Flip a byte inside the 10th transaction's frame.
+    let (bad_pos, bad_tx) = (txs[9].0, txs[9].1.seq);
+    let seg = pdir
+        .path()
+        .join("binlog")
+        .join(binlog_format::segment::segment_name(bad_pos.segment));
+    let mut bytes = std::fs::read(&seg).expect("read");
+    bytes[bad_pos.offset as usize + 12] ^= 0x55;
+    std::fs::write(&seg, bytes).expect("write");
+
+    let replica = replica(rdir.path(), &clock);
+    let mut applier = Applier::new(&replica).expect("applier");
+    let mut source = BinlogDirSource::open(&pdir.path().join("binlog"), 1, None);
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    let err = applier
+        .run(
+            &mut source,
+            None,
+            true,
+            Duration::from_millis(100),
+            &mut |_, _| {},
+            &stop,
+        )
+        .await
+        .expect_err("corruption stops the applier");
+    // The message names the segment and byte offset, as an operator reads it.
+    assert!(err.to_string().contains(&bad_pos.to_string()), "{err}");
+    match err {
+        Error::Binlog(binlog_format::Error::Corruption { position, .. }) => {
+            assert_eq!(position, bad_pos)
+        }
+        other => panic!("expected corruption at {bad_pos}, got {other}"),
+    }
+    let applied = ringrep_applier::applier::read_position(&replica, 1).map_or(0, |p| p.last_seq);
+    assert_eq!(
+        applied,
+        bad_tx - 1,
+        "everything before the corrupt record, nothing from it on"
+    );
+}
