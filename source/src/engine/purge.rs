@@ -26,22 +26,17 @@ impl Engine {
         let candidates: Vec<(u64, Key)> = {
             let st = self.read();
             let mut out = Vec::new();
-            'tables: for t in st.tables.values() {
-                let Some(ttl) = &t.def.ttl else { continue };
-                for (k, r) in &t.rows {
-                    if t.is_meta_key(k) {
-                        continue;
-                    }
-                    let expired = r
-                        .get(ttl.column)
-                        .and_then(|v| expiry_us(v, ttl.seconds))
-                        .is_some_and(|e| e <= now);
-                    if expired {
-                        out.push((t.def.id, k.clone()));
-                        if out.len() >= batch {
-                            break 'tables;
-                        }
-                    }
+            for t in st.tables.values() {
+                if t.def.ttl.is_none() {
+                    continue;
+                }
+                out.extend(
+                    t.expired_keys(now, batch - out.len())
+                        .into_iter()
+                        .map(|k| (t.def.id, k)),
+                );
+                if out.len() >= batch {
+                    break;
                 }
             }
             out

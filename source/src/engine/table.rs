@@ -17,6 +17,10 @@ pub struct Table {
     pub rows: BTreeMap<Key, Row>,
     /// For each unique index of `def.indexes` (by position): unique value -> primary key.
     uniques: Vec<(usize, BTreeMap<Key, Key>)>,
+    /// On a TTL table with an index whose first column is the TTL column (the spec's
+    /// `ttl_index`): (expiry in epoch microseconds, primary key) of every data row that can
+    /// expire, so the purge reads only expired rows instead of scanning the table.
+    ttl_index: Option<std::collections::BTreeSet<(i64, Key)>>,
 }
 
 impl Table {
@@ -28,10 +32,20 @@ impl Table {
             .filter(|(_, i)| i.kind == IndexKind::Unique)
             .map(|(n, _)| (n, BTreeMap::new()))
             .collect();
+        let ttl_index = def
+            .ttl
+            .as_ref()
+            .filter(|t| {
+                def.indexes
+                    .iter()
+                    .any(|i| i.columns.first() == Some(&t.column))
+            })
+            .map(|_| std::collections::BTreeSet::new());
         Table {
             def,
             rows: BTreeMap::new(),
             uniques,
+            ttl_index,
         }
     }
 
@@ -95,6 +109,11 @@ impl Table {
                     self.uniques[u].1.insert(v, key.clone());
                 }
             }
+            if let Some(e) = self.expiry(&row) {
+                if let Some(ix) = self.ttl_index.as_mut() {
+                    ix.insert((e, key.clone()));
+                }
+            }
         }
         self.rows.insert(key, row);
         old
@@ -102,6 +121,11 @@ impl Table {
 
     pub fn remove(&mut self, key: &Key) -> Option<Row> {
         let old = self.rows.remove(key)?;
+        if let Some(e) = self.expiry(&old) {
+            if let Some(ix) = self.ttl_index.as_mut() {
+                ix.remove(&(e, key.clone()));
+            }
+        }
         for u in 0..self.uniques.len() {
             let idx = self.uniques[u].0;
             if let Some(v) = self.unique_value(idx, &old) {
@@ -113,8 +137,42 @@ impl Table {
         Some(old)
     }
 
+    /// When a data row expires (`None`: no TTL, or a NULL TTL value: never).
+    fn expiry(&self, row: &[Value]) -> Option<i64> {
+        let ttl = self.def.ttl.as_ref()?;
+        crate::types::expiry_us(row.get(ttl.column)?, ttl.seconds)
+    }
+
+    /// Up to `limit` data rows expired at `now`: from the TTL index when the table has one,
+    /// else by scanning the table.
+    pub fn expired_keys(&self, now: i64, limit: usize) -> Vec<Key> {
+        match &self.ttl_index {
+            Some(ix) => ix
+                .iter()
+                .take_while(|(e, _)| *e <= now)
+                .take(limit)
+                .map(|(_, k)| k.clone())
+                .collect(),
+            None => self
+                .rows
+                .iter()
+                .filter(|(k, r)| !self.is_meta_key(k) && self.expiry(r).is_some_and(|e| e <= now))
+                .take(limit)
+                .map(|(k, _)| k.clone())
+                .collect(),
+        }
+    }
+
+    /// Whether purges read the TTL index (true) or scan the table.
+    pub fn has_ttl_index(&self) -> bool {
+        self.ttl_index.is_some()
+    }
+
     pub fn clear(&mut self) {
         self.rows.clear();
+        if let Some(ix) = self.ttl_index.as_mut() {
+            ix.clear();
+        }
         for (_, m) in &mut self.uniques {
             m.clear();
         }
