@@ -162,6 +162,9 @@ pub enum ColumnDefault {
     Value(Value),
     /// `DEFAULT CURRENT_TIMESTAMP(fsp)`.
     CurrentTimestamp { fsp: u8 },
+    /// A generated column, `AS (expr) VIRTUAL|STORED`: the SQL layer computes its value from
+    /// the row on every insert and update, and rows carry the computed value.
+    Generated { expr: String, stored: bool },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

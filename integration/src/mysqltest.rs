@@ -211,7 +211,8 @@ pub struct RunReport {
     /// Listed deviations by kind.
     pub by_kind: std::collections::BTreeMap<String, usize>,
     pub mismatches: Vec<Mismatch>,
-    /// Deviation entries whose statement text no longer matches the transcript.
+    /// Deviation entries whose statement text no longer matches the transcript, or whose
+    /// statement now passes (the entry is obsolete).
     pub stale_deviations: Vec<String>,
 }
 
@@ -331,6 +332,12 @@ pub fn run_units(
         }
         if actual == u.expected {
             report.passed += 1;
+            if let Some(d) = dev {
+                report.stale_deviations.push(format!(
+                    "{}:{}: listed as a deviation but passes now; remove the entry",
+                    d.file, d.line
+                ));
+            }
         } else {
             match dev {
                 Some(d) => {

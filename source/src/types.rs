@@ -416,8 +416,8 @@ pub fn default_value(col: &ColumnDef, now_us: i64, tz: TzOffset) -> Option<Value
                 _ => Value::Timestamp(us),
             })
         }
-        ColumnDefault::None if col.nullable => Some(Value::Null),
-        ColumnDefault::None => None,
+        ColumnDefault::None | ColumnDefault::Generated { .. } if col.nullable => Some(Value::Null),
+        ColumnDefault::None | ColumnDefault::Generated { .. } => None,
     }
 }
 

@@ -121,6 +121,7 @@ fn column_def(
     let mut nullable = true;
     let mut explicit_null = false;
     let mut default_expr: Option<&Expr> = None;
+    let mut generated: Option<ColumnDefault> = None;
     let mut on_update_now = false;
     let mut auto_increment = false;
     let mut primary = false;
@@ -131,6 +132,19 @@ fn column_def(
             ColumnOption::Null => explicit_null = true,
             ColumnOption::Default(e) => default_expr = Some(e),
             ColumnOption::OnUpdate(e) => on_update_now = current_timestamp_fsp(e).is_some(),
+            ColumnOption::Generated {
+                generation_expr: Some(e),
+                generation_expr_mode,
+                ..
+            } => {
+                generated = Some(ColumnDefault::Generated {
+                    expr: e.to_string(),
+                    stored: matches!(
+                        generation_expr_mode,
+                        Some(sqlparser::ast::GeneratedExpressionMode::Stored)
+                    ),
+                });
+            }
             other => {
                 let s = other.to_string().to_ascii_uppercase();
                 if s.contains("AUTO_INCREMENT") {
@@ -199,6 +213,16 @@ fn column_def(
                 col.default = ColumnDefault::Value(v);
             }
         }
+    }
+    if let Some(g) = generated {
+        if default_expr.is_some() {
+            return Err(Error::new(
+                code::ER_WRONG_ARGUMENTS,
+                "HY000",
+                format!("A generated column cannot have a DEFAULT ('{}')", col.name),
+            ));
+        }
+        col.default = g;
     }
     Ok((col, primary, unique))
 }

@@ -139,6 +139,7 @@ impl SqlSession {
         if seen.windows(2).any(|w| w[0] == w[1]) {
             return Err(Error::new(1110, "42000", "Column specified twice"));
         }
+        self.fill_generated(&def, &mut columns, &mut rows)?;
         let n = rows.len() as u64;
         let mode = if ins.ignore {
             InsertMode::Ignore
@@ -245,6 +246,15 @@ impl SqlSession {
         };
         let selection = u.selection.clone();
         let exprs: Vec<Expr> = u.assignments.iter().map(|a| a.value.clone()).collect();
+        let gens = generated_columns(&def)?;
+        for (g, _) in &gens {
+            if assigned.contains(g) {
+                return Err(generated_value_error(&def, *g));
+            }
+        }
+        let user_assigned = assigned.clone();
+        let mut assigned = assigned;
+        assigned.extend(gens.iter().map(|(g, _)| *g));
         let outcome = self.statement(|s| {
             let owned = s.owned_ctx();
             let ctx = owned.ctx();
@@ -252,7 +262,7 @@ impl SqlSession {
                 super::select::row_matches(selection.as_ref(), &columns, row, &ctx)
             };
             let mut compute = |row: &Vec<Value>| -> Result<Vec<Value>> {
-                exprs
+                let mut vals: Vec<Value> = exprs
                     .iter()
                     .map(|e| {
                         eval(
@@ -266,7 +276,29 @@ impl SqlSession {
                             &ctx,
                         )
                     })
-                    .collect()
+                    .collect::<Result<_>>()?;
+                if !gens.is_empty() {
+                    // Generated columns follow the row they are computed from.
+                    let mut new = row.clone();
+                    for (&c, v) in user_assigned.iter().zip(&vals) {
+                        new[c] = v.clone();
+                    }
+                    for (g, e) in &gens {
+                        let v = eval(
+                            e,
+                            &Scope {
+                                columns: &columns,
+                                row: &new,
+                                aggregates: None,
+                                place: "field list",
+                            },
+                            &ctx,
+                        )?;
+                        new[*g] = v.clone();
+                        vals.push(v);
+                    }
+                }
+                Ok(vals)
             };
             s.session
                 .update(&def, &assigned, &mut filter, &mut compute, limit)
@@ -590,6 +622,9 @@ impl SqlSession {
                 .collect();
             rows.push(row);
         }
+        let mut columns = columns;
+        let mut rows = rows;
+        self.fill_generated(&def, &mut columns, &mut rows)?;
         let n = rows.len() as u64;
         let mode = if ignore {
             InsertMode::Ignore
@@ -604,6 +639,88 @@ impl SqlSession {
                 n - inserted
             )),
         })
+    }
+}
+
+/// The generated columns of a table with their expressions.
+fn generated_columns(def: &TableDef) -> Result<Vec<(usize, Expr)>> {
+    def.columns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| match &c.default {
+            binlog_format::schema::ColumnDefault::Generated { expr, .. } => Some((i, expr)),
+            _ => None,
+        })
+        .map(|(i, text)| {
+            let e = sqlparser::parser::Parser::new(&sqlparser::dialect::MySqlDialect {})
+                .try_with_sql(text)
+                .and_then(|mut p| p.parse_expr())
+                .map_err(|e| {
+                    Error::internal(format!("generated column expression {text:?}: {e}"))
+                })?;
+            Ok((i, e))
+        })
+        .collect()
+}
+
+fn generated_value_error(def: &TableDef, col: usize) -> Error {
+    Error::new(
+        3105,
+        "HY000",
+        format!(
+            "The value specified for generated column '{}' in table '{}' is not allowed.",
+            def.columns[col].name, def.name
+        ),
+    )
+}
+
+impl SqlSession {
+    /// Adds the values of generated columns to rows given for `columns`, computed from the
+    /// row (defaults included); naming a generated column is an error, as in MySQL.
+    fn fill_generated(
+        &self,
+        def: &TableDef,
+        columns: &mut Vec<usize>,
+        rows: &mut [Vec<Value>],
+    ) -> Result<()> {
+        let gens = generated_columns(def)?;
+        if gens.is_empty() {
+            return Ok(());
+        }
+        if let Some((g, _)) = gens.iter().find(|(g, _)| columns.contains(g)) {
+            return Err(generated_value_error(def, *g));
+        }
+        let scope_columns = table_columns(def, None);
+        let ctx = self.ctx();
+        for row in rows.iter_mut() {
+            let mut full: Vec<Value> = def
+                .columns
+                .iter()
+                .map(|c| match c.default {
+                    binlog_format::schema::ColumnDefault::Generated { .. } => Value::Null,
+                    _ => default_value(c, ctx.now_us, ctx.tz).unwrap_or(Value::Null),
+                })
+                .collect();
+            for (&c, v) in columns.iter().zip(row.iter()) {
+                full[c] = v.clone();
+            }
+            for (g, e) in &gens {
+                let v = eval(
+                    e,
+                    &Scope {
+                        columns: &scope_columns,
+                        row: &full,
+                        aggregates: None,
+                        place: "field list",
+                    },
+                    &ctx,
+                )?;
+                full[*g] = v.clone();
+                row.push(v);
+            }
+        }
+        columns.extend(gens.iter().map(|(g, _)| *g));
+        Ok(())
     }
 }
 

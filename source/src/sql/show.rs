@@ -37,6 +37,10 @@ pub fn show_create_table(def: &TableDef) -> String {
             ColumnDefault::CurrentTimestamp { fsp } => {
                 l.push_str(&format!(" DEFAULT CURRENT_TIMESTAMP({fsp})"))
             }
+            ColumnDefault::Generated { expr, stored } => l.push_str(&format!(
+                " GENERATED ALWAYS AS ({expr}) {}",
+                if *stored { "STORED" } else { "VIRTUAL" }
+            )),
             ColumnDefault::None if c.nullable && !c.ty.is_lob() => l.push_str(" DEFAULT NULL"),
             ColumnDefault::None => {}
         }
