@@ -253,7 +253,6 @@ impl SqlSession {
             }
         }
         let user_assigned = assigned.clone();
-        let mut assigned = assigned;
         assigned.extend(gens.iter().map(|(g, _)| *g));
         let outcome = self.statement(|s| {
             let owned = s.owned_ctx();
@@ -623,7 +622,6 @@ impl SqlSession {
             rows.push(row);
         }
         let mut columns = columns;
-        let mut rows = rows;
         self.fill_generated(&def, &mut columns, &mut rows)?;
         let n = rows.len() as u64;
         let mode = if ignore {
