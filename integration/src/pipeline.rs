@@ -184,6 +184,13 @@ pub fn run_demo(opts: &DemoOptions) -> anyhow::Result<DemoSummary> {
         w.join()
             .map_err(|_| anyhow::anyhow!("a writer thread panicked"))??;
     }
+    if opts.progress {
+        eprintln!(
+            "  {total}/{total} inserts (100%), primary seq {}, replica applied {}",
+            primary.last_seq(),
+            applied_seq.load(Ordering::Acquire)
+        );
+    }
     let seconds = started.elapsed().as_secs_f64();
     purging.store(false, Ordering::Release);
     purger

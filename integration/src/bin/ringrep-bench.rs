@@ -6,13 +6,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, TableDef};
+use binlog_format::schema::TableDef;
 use binlog_format::{SyncPolicy, Value};
 use clap::{Parser, Subcommand};
 use integration::workload::Rng;
 use ringrep_applier::verify::{verify, VerifyOptions};
 use ringrep_applier::{Applier, BinlogDirSource};
-use ringrep_source::ddl::prepare_table;
 use ringrep_source::writer::RingWriter;
 use ringrep_source::{Engine, EngineConfig, InsertMode};
 
@@ -71,48 +70,13 @@ enum Command {
     },
 }
 
+/// The spec's `user_events` table with rings of 64 (payload in column 5).
 fn table() -> TableDef {
-    let col = |name: &str, ty, nullable, default| ColumnDef {
-        name: String::from(name),
-        ty,
-        nullable,
-        default,
-        on_update_now: false,
-        auto_increment: false,
-    };
-    let int = ColumnType::Integer {
-        width: IntWidth::Int,
-        unsigned: false,
-    };
-    let def = TableDef {
-        id: 0,
-        database: "test".into(),
-        name: "bench".into(),
-        columns: vec![
-            col("user_id", int.clone(), false, ColumnDefault::None),
-            col("ring_idx", int, false, ColumnDefault::Value(Value::Int(0))),
-            col(
-                "ring_meta",
-                ColumnType::VarBinary { len: 64 },
-                true,
-                ColumnDefault::None,
-            ),
-            col(
-                "payload",
-                ColumnType::VarChar { len: 200 },
-                true,
-                ColumnDefault::None,
-            ),
-        ],
-        primary_key: vec![0, 1],
-        indexes: vec![],
-        ring: None,
-        ttl: None,
-        partitioning: None,
-        comment: Some("NDB_TABLE=MAX_ROWS_PER_PK=64".into()),
-    };
-    prepare_table(def, None, false).unwrap_or_else(|e| panic!("bench table: {e}"))
+    integration::workload::user_events(64, None).unwrap_or_else(|e| panic!("bench table: {e}"))
 }
+
+/// Position of the payload column in [`table`].
+const PAYLOAD: usize = 5;
 
 fn open(
     dir: &Path,
@@ -128,7 +92,9 @@ fn open(
     if !read_only {
         engine.session().create_table(table(), true)?;
     }
-    let def = engine.table_def("test", "bench").unwrap_or_else(table);
+    let def = engine
+        .table_def("test", "user_events")
+        .unwrap_or_else(table);
     Ok((engine, def))
 }
 
@@ -194,7 +160,7 @@ fn main() -> anyhow::Result<()> {
                     } else {
                         user
                     };
-                    w.add_row(&[(0, Value::Int(u)), (3, payload(done + i))])?;
+                    w.add_row(&[(0, Value::Int(u)), (PAYLOAD, payload(done + i))])?;
                 }
                 w.flush()?;
                 s.commit()?;
@@ -202,7 +168,7 @@ fn main() -> anyhow::Result<()> {
             }
             let secs = start.elapsed().as_secs_f64();
             let (stored, encoded): (u64, u64) = engine.with_state(|st| {
-                st.table("test", "bench").map_or((0, 0), |t| {
+                st.table("test", "user_events").map_or((0, 0), |t| {
                     (
                         t.rows.len() as u64,
                         t.rows
@@ -244,7 +210,7 @@ fn main() -> anyhow::Result<()> {
                         while !stop.load(Ordering::Relaxed) {
                             let row = vec![Value::Int(rng.below(10_000) as i64), payload(n)];
                             match s.statement(|s| {
-                                s.insert(&def, &[0, 3], vec![row], InsertMode::Insert)
+                                s.insert(&def, &[0, PAYLOAD], vec![row], InsertMode::Insert)
                             }) {
                                 Ok(_) => {
                                     commits.fetch_add(1, Ordering::Relaxed);
@@ -278,7 +244,7 @@ fn main() -> anyhow::Result<()> {
                 s.statement(|s| {
                     s.insert(
                         &def,
-                        &[0, 3],
+                        &[0, PAYLOAD],
                         vec![vec![Value::Int((n % 10_000) as i64), payload(n)]],
                         InsertMode::Insert,
                     )
@@ -340,7 +306,7 @@ fn main() -> anyhow::Result<()> {
                 s.statement(|s| {
                     s.insert(
                         &def,
-                        &[0, 3],
+                        &[0, PAYLOAD],
                         vec![vec![Value::Int((n % 10_000) as i64), payload(n)]],
                         InsertMode::Insert,
                     )
@@ -372,7 +338,7 @@ fn main() -> anyhow::Result<()> {
                 for i in 0..10_000.min(rows - done) {
                     w.add_row(&[
                         (0, Value::Int(((done + i) / 64) as i64)),
-                        (3, payload(done + i)),
+                        (PAYLOAD, payload(done + i)),
                     ])?;
                 }
                 w.flush()?;

@@ -297,6 +297,16 @@ impl Session {
         self.undo.push((table, key, before));
     }
 
+    /// Stages a row delete and its binlog event.
+    fn stage_delete(&mut self, table: u64, key: Key, cause: Cause) {
+        let event = RowEvent {
+            table_id: table,
+            change: RowChange::Delete { key: key.0.clone() },
+            cause,
+        };
+        self.stage(table, key, None, Some(event));
+    }
+
     /// Stages a full-row write (an upsert) and its binlog event.
     fn stage_write(&mut self, table: u64, key: Key, row: Row, cause: Cause) {
         self.stage(
@@ -709,16 +719,7 @@ impl Session {
             let key = Key(key);
             self.lock((def.id, key.clone()))?;
             if self.get_row(def.id, &key).is_some() {
-                self.stage(
-                    def.id,
-                    key.clone(),
-                    None,
-                    Some(RowEvent {
-                        table_id: def.id,
-                        change: RowChange::Delete { key: key.0 },
-                        cause: Cause::DeleteOldest,
-                    }),
-                );
+                self.stage_delete(def.id, key, Cause::DeleteOldest);
             }
         }
         meta.count -= n;
@@ -897,29 +898,11 @@ impl Session {
                     continue;
                 }
                 self.lock((def.id, key.clone()))?;
-                self.stage(
-                    def.id,
-                    key.clone(),
-                    None,
-                    Some(RowEvent {
-                        table_id: def.id,
-                        change: RowChange::Delete { key: key.0 },
-                        cause: Cause::PrefixDelete,
-                    }),
-                );
+                self.stage_delete(def.id, key, Cause::PrefixDelete);
                 deleted += 1;
             }
             if self.get_row(def.id, &meta_key).is_some() {
-                self.stage(
-                    def.id,
-                    meta_key.clone(),
-                    None,
-                    Some(RowEvent {
-                        table_id: def.id,
-                        change: RowChange::Delete { key: meta_key.0 },
-                        cause: Cause::PrefixDelete,
-                    }),
-                );
+                self.stage_delete(def.id, meta_key, Cause::PrefixDelete);
                 // RonDB counts the meta row among the affected rows.
                 deleted += 1;
             }
@@ -948,16 +931,7 @@ impl Session {
             }
             let key = Key(def.key_of(&row));
             self.lock((def.id, key.clone()))?;
-            self.stage(
-                def.id,
-                key.clone(),
-                None,
-                Some(RowEvent {
-                    table_id: def.id,
-                    change: RowChange::Delete { key: key.0 },
-                    cause: Cause::Delete,
-                }),
-            );
+            self.stage_delete(def.id, key, Cause::Delete);
             deleted += 1;
         }
         Ok(deleted)
