@@ -29,6 +29,28 @@ fn transactions(dir: &std::path::Path) -> Vec<(binlog_format::Position, Transact
         .collect()
 }
 
+/// Runs the applier until the source has nothing more.
+async fn run_to_end(applier: &mut Applier, source: &mut BinlogDirSource) -> Result<u64, Error> {
+    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
+    applier
+        .run(
+            source,
+            None,
+            true,
+            Duration::from_millis(100),
+            &mut |_, _| {},
+            &stop,
+        )
+        .await
+}
+
+/// Applies every transaction of a primary's binlog, one by one.
+fn apply_all(applier: &mut Applier, primary_dir: &std::path::Path) {
+    for (pos, tx) in transactions(primary_dir) {
+        applier.apply(&tx, pos).expect("apply");
+    }
+}
+
 /// A primary with a ring table, a TTL ring with a unique index, some wraps, an update, a
 /// prefix delete, expiry and a purge.
 fn primary_with_workload(dir: &std::path::Path, clock: &ManualClock) -> Engine {
@@ -73,18 +95,7 @@ async fn replica_converges_and_duplicates_change_nothing() {
     let replica = replica(rdir.path(), &clock);
     let mut applier = Applier::new(&replica).expect("applier");
     let mut source = BinlogDirSource::open(&primary.binlog_dir(), 1, primary.notifier());
-    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
-    let last = applier
-        .run(
-            &mut source,
-            None,
-            true,
-            Duration::from_millis(100),
-            &mut |_, _| {},
-            &stop,
-        )
-        .await
-        .expect("run");
+    let last = run_to_end(&mut applier, &mut source).await.expect("run");
     assert_eq!(last, primary.last_seq());
     let report = verify(&primary, &replica, &VerifyOptions::default(), &mut |_| {});
     assert!(report.converged, "{}", report.text());
@@ -134,9 +145,7 @@ fn the_replica_refuses_client_writes_and_raw_writes_need_the_privilege() {
     let primary = primary_with_workload(pdir.path(), &clock);
     let replica = replica(rdir.path(), &clock);
     let mut applier = Applier::new(&replica).expect("applier");
-    for (pos, tx) in transactions(pdir.path()) {
-        applier.apply(&tx, pos).expect("apply");
-    }
+    apply_all(&mut applier, pdir.path());
     let def = replica.table_def("test", "events").expect("table");
     let mut client = replica.session();
     let err = client
@@ -179,9 +188,7 @@ fn the_verifier_names_every_injected_difference() {
     let primary = primary_with_workload(pdir.path(), &clock);
     let replica = replica(rdir.path(), &clock);
     let mut applier = Applier::new(&replica).expect("applier");
-    for (pos, tx) in transactions(pdir.path()) {
-        applier.apply(&tx, pos).expect("apply");
-    }
+    apply_all(&mut applier, pdir.path());
     let opts = VerifyOptions {
         chunk_rows: 2,
         ..Default::default()
@@ -276,16 +283,7 @@ async fn a_corrupt_record_stops_the_applier_with_its_position_and_applies_nothin
     let replica = replica(rdir.path(), &clock);
     let mut applier = Applier::new(&replica).expect("applier");
     let mut source = BinlogDirSource::open(&pdir.path().join("binlog"), 1, None);
-    let (_stop_tx, stop) = tokio::sync::watch::channel(false);
-    let err = applier
-        .run(
-            &mut source,
-            None,
-            true,
-            Duration::from_millis(100),
-            &mut |_, _| {},
-            &stop,
-        )
+    let err = run_to_end(&mut applier, &mut source)
         .await
         .expect_err("corruption stops the applier");
     // The message names the segment and byte offset, as an operator reads it.
