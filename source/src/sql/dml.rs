@@ -61,9 +61,12 @@ impl SqlSession {
                     "INSERT ON DUPLICATE KEY UPDATE is not allowed on ring-buffer tables",
                 ));
             }
-        } else if ins.on.is_some() {
-            return Err(Error::unsupported("INSERT ... ON DUPLICATE KEY UPDATE"));
         }
+        let odku: Option<Vec<sqlparser::ast::Assignment>> = match &ins.on {
+            None => None,
+            Some(sqlparser::ast::OnInsert::DuplicateKeyUpdate(a)) => Some(a.clone()),
+            Some(other) => return Err(Error::unsupported(format!("INSERT ... {other}"))),
+        };
         let mut names: Vec<String> = ins
             .columns
             .iter()
@@ -149,6 +152,9 @@ impl SqlSession {
         let replace = ins.replace_into;
         let def2 = def.clone();
         let inserted = self.statement(move |s| {
+            if let Some(assignments) = &odku {
+                return s.insert_or_update(&def2, &columns, rows, assignments);
+            }
             if replace {
                 // REPLACE on a plain table: remove rows with the same key first.
                 for r in &rows {
@@ -178,7 +184,7 @@ impl SqlSession {
         let info = (n > 1).then(|| {
             format!(
                 "Records: {n}  Duplicates: {}  Warnings: {warnings}",
-                n - inserted
+                n.saturating_sub(inserted)
             )
         });
         Ok(Outcome::Affected {
@@ -634,9 +640,105 @@ impl SqlSession {
             rows: inserted,
             info: Some(format!(
                 "Records: {n}  Deleted: 0  Skipped: {}  Warnings: 0",
-                n - inserted
+                n.saturating_sub(inserted)
             )),
         })
+    }
+}
+
+impl SqlSession {
+    /// INSERT ... ON DUPLICATE KEY UPDATE on a plain table: each row is inserted, or, when its
+    /// primary key or a unique value is taken, the row holding it gets the assignments
+    /// (`VALUES(col)` is the value the INSERT tried). Affected rows count as MySQL counts them:
+    /// 1 per insert, 2 per row changed.
+    fn insert_or_update(
+        &mut self,
+        def: &TableDef,
+        columns: &[usize],
+        rows: Vec<Vec<Value>>,
+        assignments: &[sqlparser::ast::Assignment],
+    ) -> Result<u64> {
+        let mut assigned = Vec::new();
+        for a in assignments {
+            let AssignmentTarget::ColumnName(c) = &a.target else {
+                return Err(Error::unsupported("tuple assignment"));
+            };
+            let col =
+                c.0.last()
+                    .map(|p| p.to_string().trim_matches('`').to_string())
+                    .unwrap_or_default();
+            assigned.push(
+                def.column_index(&col)
+                    .ok_or_else(|| Error::bad_field(&col, "field list"))?,
+            );
+        }
+        let exprs: Vec<Expr> = assignments.iter().map(|a| a.value.clone()).collect();
+        let scope_columns = table_columns(def, None);
+        let tz = self.session.vars.tz_offset;
+        let mut affected = 0;
+        for (n, row) in rows.into_iter().enumerate() {
+            match self
+                .session
+                .insert(def, columns, vec![row.clone()], InsertMode::Insert)
+            {
+                Ok(k) => affected += k,
+                Err(e) if e.code == code::ER_DUP_ENTRY => {
+                    let mut full = vec![Value::Null; def.columns.len()];
+                    let mut inserted = std::collections::HashMap::new();
+                    for (&c, v) in columns.iter().zip(&row) {
+                        let cv = coerce(v.clone(), &def.columns[c], n + 1, tz)?;
+                        inserted.insert(def.columns[c].name.to_lowercase(), cv.clone());
+                        full[c] = cv;
+                    }
+                    let same = |cols: &[usize], row: &[Value]| {
+                        cols.iter().all(|&c| {
+                            !full[c].is_null()
+                                && compare(&row[c], &full[c], tz) == Some(Ordering::Equal)
+                        })
+                    };
+                    let uniques: Vec<Vec<usize>> = def
+                        .indexes
+                        .iter()
+                        .filter(|i| i.kind == binlog_format::schema::IndexKind::Unique)
+                        .map(|i| i.columns.clone())
+                        .collect();
+                    let owned = self.owned_ctx();
+                    let ctx = super::expr::Ctx {
+                        inserted: Some(&inserted),
+                        ..owned.ctx()
+                    };
+                    let out =
+                        self.session.update(
+                            def,
+                            &assigned,
+                            &mut |r| {
+                                Ok(same(&def.primary_key, r) || uniques.iter().any(|u| same(u, r)))
+                            },
+                            &mut |r| {
+                                exprs
+                                    .iter()
+                                    .map(|e| {
+                                        eval(
+                                            e,
+                                            &Scope {
+                                                columns: &scope_columns,
+                                                row: r,
+                                                aggregates: None,
+                                                place: "field list",
+                                            },
+                                            &ctx,
+                                        )
+                                    })
+                                    .collect()
+                            },
+                            Some(1),
+                        )?;
+                    affected += 2 * out.changed;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(affected)
     }
 }
 

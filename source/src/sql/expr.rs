@@ -53,6 +53,9 @@ pub struct Ctx<'a> {
     pub user_vars: &'a HashMap<String, Value>,
     pub database: Option<&'a str>,
     pub last_insert_id: u64,
+    /// The row an INSERT ... ON DUPLICATE KEY UPDATE tried to insert, by lower-case column
+    /// name, for `VALUES(col)`.
+    pub inserted: Option<&'a HashMap<String, Value>>,
 }
 
 pub fn is_aggregate(name: &str) -> bool {
@@ -808,6 +811,22 @@ fn eval_function(f: &Function, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value
                     "Invalid use of group function",
                 )
             });
+    }
+    // VALUES(col) names a column of the row being inserted, not of the row in scope.
+    if name == "VALUES" {
+        let args = arg_exprs(f)?;
+        let col = match args.first() {
+            Some(Expr::Identifier(i)) => i.value.to_lowercase(),
+            Some(Expr::CompoundIdentifier(p)) => {
+                p.last().map(|i| i.value.to_lowercase()).unwrap_or_default()
+            }
+            _ => return Err(Error::syntax("VALUES() takes a column name")),
+        };
+        return Ok(ctx
+            .inserted
+            .and_then(|m| m.get(&col))
+            .cloned()
+            .unwrap_or(Value::Null));
     }
     // Date arithmetic takes an INTERVAL argument, which is not a value.
     if matches!(

@@ -58,6 +58,7 @@ impl OwnedCtx {
             user_vars: &self.user_vars,
             database: self.database.as_deref(),
             last_insert_id: self.last_insert_id,
+            inserted: None,
         }
     }
 }
@@ -129,6 +130,7 @@ impl SqlSession {
             user_vars: &self.user_vars,
             database: self.session.vars.database.as_deref(),
             last_insert_id: self.last_insert_id,
+            inserted: None,
         }
     }
 
@@ -292,6 +294,14 @@ impl SqlSession {
             Statement::Set(set) => self.set(set),
             Statement::ShowCreate { obj_type, obj_name } => self.show_create(obj_type, &obj_name),
             Statement::ShowTables { .. } => self.show_tables(),
+            Statement::ExplainTable { table_name, .. } => self.describe(&table_name),
+            Statement::ShowColumns { show_options, .. } => {
+                let name = show_options
+                    .show_in
+                    .and_then(|i| i.parent_name)
+                    .ok_or_else(|| Error::syntax("SHOW COLUMNS needs FROM table"))?;
+                self.describe(&name)
+            }
             Statement::ShowDatabases { .. } => Ok(Outcome::Rows {
                 columns: vec!["Database".into()],
                 rows: self

@@ -147,7 +147,80 @@ pub fn memory_per_fragment(engine: &crate::Engine) -> (TableDef, Vec<Vec<Value>>
     (def, rows)
 }
 
+/// DESCRIBE / SHOW COLUMNS rows: Field, Type, Null, Key, Default, Extra (MySQL 8's format).
+pub fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
+    let first_of = |kind: IndexKind, c: usize| {
+        def.indexes
+            .iter()
+            .any(|i| i.kind == kind && i.columns.first() == Some(&c))
+    };
+    def.columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.name != HIDDEN_ROW_ID)
+        .map(|(i, c)| {
+            let key = if def.primary_key.contains(&i) {
+                "PRI"
+            } else if first_of(IndexKind::Unique, i) {
+                "UNI"
+            } else if first_of(IndexKind::Secondary, i) {
+                "MUL"
+            } else {
+                ""
+            };
+            let (default, mut extra) = match &c.default {
+                ColumnDefault::Value(Value::Null) | ColumnDefault::None => (None, String::new()),
+                ColumnDefault::Value(v) => (render(v, Some(&c.ty), 0), String::new()),
+                ColumnDefault::CurrentTimestamp { fsp: 0 } => (
+                    Some("CURRENT_TIMESTAMP".to_string()),
+                    "DEFAULT_GENERATED".to_string(),
+                ),
+                ColumnDefault::CurrentTimestamp { fsp } => (
+                    Some(format!("CURRENT_TIMESTAMP({fsp})")),
+                    "DEFAULT_GENERATED".to_string(),
+                ),
+                ColumnDefault::Generated { stored, .. } => (
+                    None,
+                    if *stored {
+                        "STORED GENERATED".to_string()
+                    } else {
+                        "VIRTUAL GENERATED".to_string()
+                    },
+                ),
+            };
+            if c.auto_increment {
+                extra = "auto_increment".into();
+            }
+            if c.on_update_now {
+                extra = format!("{extra} on update CURRENT_TIMESTAMP")
+                    .trim()
+                    .to_string();
+            }
+            vec![
+                Some(c.name.clone()),
+                Some(c.ty.sql()),
+                Some(if c.nullable { "YES" } else { "NO" }.into()),
+                Some(key.into()),
+                default,
+                Some(extra),
+            ]
+        })
+        .collect()
+}
+
 impl SqlSession {
+    pub(crate) fn describe(&mut self, name: &ObjectName) -> Result<Outcome> {
+        let (db, t) = split_name(name)?;
+        let def = self.session.table_def(db.as_deref(), &t)?;
+        Ok(Outcome::Rows {
+            columns: ["Field", "Type", "Null", "Key", "Default", "Extra"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            rows: describe_rows(&def),
+        })
+    }
+
     pub(crate) fn show_create(
         &mut self,
         kind: ShowCreateObject,
