@@ -43,8 +43,9 @@ pub enum Value {
     /// DECIMAL, as its canonical decimal text (`-12.50` for DECIMAL(p,2)), so that no precision
     /// is lost and every language can parse it. Index 5.
     Decimal(String),
-    /// BINARY, VARBINARY, BLOB. Index 6.
-    Bytes(Vec<u8>),
+    /// BINARY, VARBINARY, BLOB. Index 6. (Read and written as one byte string, not byte by
+    /// byte; the bytes on disk are the same: length, then the bytes.)
+    Bytes(#[serde(with = "serde_bytes")] Vec<u8>),
     /// CHAR, VARCHAR, TEXT (UTF-8). Index 7.
     Text(String),
     /// DATE. Index 8.
