@@ -179,6 +179,14 @@ impl Error {
         )
     }
 
+    pub fn deadlock() -> Error {
+        Error::new(
+            code::ER_LOCK_DEADLOCK,
+            "40001",
+            "Deadlock found when trying to get lock; try restarting transaction",
+        )
+    }
+
     pub fn rolled_back_at_commit() -> Error {
         Error::new(
             code::ER_HA_ERROR_DURING_COMMIT,

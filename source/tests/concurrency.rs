@@ -105,3 +105,78 @@ fn concurrent_inserts_keep_every_ring_exact() {
         assert_eq!(m.next_slot, (inserted.len() % 5) as u32 + 1);
     }
 }
+
+/// Two transactions that each hold one prefix and then ask for the other's: exactly one is
+/// chosen as the deadlock victim (1213, whole transaction rolled back, at once rather than
+/// after the lock wait timeout), the other goes on and commits both of its rows.
+#[test]
+fn crossed_prefix_locks_are_a_deadlock_with_one_victim() {
+    use ringrep_source::error::code;
+    use ringrep_source::sql::{Outcome, SqlSession};
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = ManualClock::new(T0);
+    let mut cfg = config(&clock);
+    // Long enough that a 1205 here would mean the cycle was not detected.
+    cfg.lock_wait_timeout = Duration::from_secs(30);
+    let (engine, _) = ringrep_source::Engine::open(dir.path(), cfg).expect("open");
+    let mut setup = SqlSession::new(&engine);
+    setup
+        .execute("CREATE DATABASE d")
+        .and_then(|_| setup.execute("USE d"))
+        .and_then(|_| {
+            setup.execute(
+                "CREATE TABLE r (p INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
+                 ring_meta VARBINARY(64), who VARCHAR(8), PRIMARY KEY (p, ring_idx)) \
+                 ENGINE=NDB COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'",
+            )
+        })
+        .expect("setup");
+
+    let start = |who: &'static str, first: i64| {
+        let mut s = SqlSession::new(&engine);
+        for sql in [
+            "USE d".to_string(),
+            "BEGIN".to_string(),
+            format!("INSERT INTO r (p, who) VALUES ({first}, '{who}')"),
+        ] {
+            s.execute(&sql).expect("first insert");
+        }
+        s
+    };
+    let mut a = start("a", 1);
+    let mut b = start("b", 2);
+    // Each now asks for the prefix the other holds.
+    let second = |mut s: SqlSession, who: &'static str, other: i64| {
+        std::thread::spawn(move || {
+            let r = s.execute(&format!("INSERT INTO r (p, who) VALUES ({other}, '{who}')"));
+            (s, r)
+        })
+    };
+    let ta = second(a, "a", 2);
+    let tb = second(b, "b", 1);
+    let (sa, ra) = ta.join().expect("a");
+    let (sb, rb) = tb.join().expect("b");
+    (a, b) = (sa, sb);
+    let (winner, mut ws, victim_err) = match (ra, rb) {
+        (Ok(_), Err(e)) => ("a", a, e),
+        (Err(e), Ok(_)) => ("b", b, e),
+        other => panic!("expected exactly one deadlock victim, got {other:?}"),
+    };
+    assert_eq!(victim_err.code, code::ER_LOCK_DEADLOCK, "{victim_err}");
+    ws.execute("COMMIT").expect("winner commits");
+    let rows = match setup
+        .execute("SELECT p, who FROM r ORDER BY p")
+        .expect("select")
+    {
+        Outcome::Rows { rows, .. } => rows,
+        other => panic!("{other:?}"),
+    };
+    let w = Some(winner.to_string());
+    assert_eq!(
+        rows,
+        vec![vec![Some("1".into()), w.clone()], vec![Some("2".into()), w]],
+        "only the winner's rows remain"
+    );
+}

@@ -1,8 +1,10 @@
 //! Row locks held until a transaction ends. A ring insert locks its prefix's meta row (so
 //! inserts into one prefix run one after another, different prefixes in parallel) and the slot
 //! it writes; UPDATE and the TTL purge lock the rows they change; a prefix DELETE locks the meta
-//! row before the data rows. A wait that outlasts the timeout fails with MySQL's retriable
-//! error 1205 instead of hanging; deadlocks resolve the same way.
+//! row before the data rows. A wait that would close a cycle of waiting transactions fails at
+//! once with MySQL's deadlock error 1213 (the session then rolls its transaction back, which
+//! frees the others); any other wait that outlasts the timeout fails with the retriable error
+//! 1205 instead of hanging.
 
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
@@ -17,9 +19,32 @@ pub type LockKey = (u64, Key);
 #[derive(Debug, Default)]
 struct Owners {
     held: HashMap<LockKey, u64>,
+    /// The lock each waiting transaction is blocked on. Keyed by lock rather than by holder so
+    /// the wait-for graph always reflects who holds that lock now.
+    waiting_on: HashMap<u64, LockKey>,
     /// Sessions waiting for any lock: releases only wake sleepers when there are some, so
     /// the common case (nobody waiting) costs no wake-ups.
     waiters: usize,
+}
+
+impl Owners {
+    /// Whether `txn` waiting for `holder` would close a cycle: follows what `holder` waits
+    /// for, and what that lock's holder waits for, back to `txn`.
+    fn closes_cycle(&self, txn: u64, holder: u64) -> bool {
+        let mut cur = holder;
+        // Each step visits a different waiting transaction unless there is a cycle not
+        // through `txn` (its members will detect it themselves), so this bounds the walk.
+        for _ in 0..=self.waiting_on.len() {
+            if cur == txn {
+                return true;
+            }
+            match self.waiting_on.get(&cur).and_then(|k| self.held.get(k)) {
+                Some(&next) => cur = next,
+                None => return false,
+            }
+        }
+        false
+    }
 }
 
 #[derive(Debug, Default)]
@@ -37,15 +62,25 @@ impl LockTable {
         loop {
             match owners.held.get(&key) {
                 None => {
+                    owners.waiting_on.remove(&txn);
                     owners.held.insert(key, txn);
                     return Ok(true);
                 }
-                Some(&o) if o == txn => return Ok(false),
-                Some(_) => {
+                Some(&o) if o == txn => {
+                    owners.waiting_on.remove(&txn);
+                    return Ok(false);
+                }
+                Some(&holder) => {
+                    if owners.closes_cycle(txn, holder) {
+                        owners.waiting_on.remove(&txn);
+                        return Err(Error::deadlock());
+                    }
                     let now = Instant::now();
                     if now >= deadline {
+                        owners.waiting_on.remove(&txn);
                         return Err(Error::lock_wait_timeout());
                     }
+                    owners.waiting_on.insert(txn, key.clone());
                     owners.waiters += 1;
                     owners = self
                         .released
@@ -116,5 +151,40 @@ mod tests {
         assert!(t
             .acquire(2, k, Duration::from_millis(10))
             .expect("released"));
+    }
+
+    #[test]
+    fn a_wait_that_closes_a_cycle_fails_at_once_with_1213() {
+        use std::sync::Arc;
+        let t = Arc::new(LockTable::default());
+        let a = (1, Key(vec![Value::Int(1)]));
+        let b = (1, Key(vec![Value::Int(2)]));
+        assert!(t.acquire(1, a.clone(), Duration::ZERO).expect("a"));
+        assert!(t.acquire(2, b.clone(), Duration::ZERO).expect("b"));
+        // Transaction 1 waits for b (held by 2) on another thread...
+        let waiter = {
+            let (t, b) = (t.clone(), b.clone());
+            std::thread::spawn(move || t.acquire(1, b, Duration::from_secs(60)))
+        };
+        while t
+            .owners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .waiting_on
+            .is_empty()
+        {
+            std::thread::yield_now();
+        }
+        // ...so transaction 2 waiting for a would wait forever: it is refused straight away,
+        // long before its own 60 s timeout.
+        let e = t
+            .acquire(2, a.clone(), Duration::from_secs(60))
+            .expect_err("deadlock");
+        assert_eq!(e.code, crate::error::code::ER_LOCK_DEADLOCK);
+        assert!(e.is_retriable());
+        // Once the victim rolls back, the other transaction gets its lock.
+        t.release_all(2, [b]);
+        assert!(waiter.join().expect("thread").expect("lock after rollback"));
+        assert_eq!(t.held(), 2);
     }
 }

@@ -240,7 +240,9 @@ impl Session {
             }
             Err(e) => {
                 self.undo_statement();
-                if !explicit && self.vars.autocommit {
+                // A deadlock victim loses its whole transaction, as in MySQL: keeping its
+                // locks would leave the other side of the cycle waiting.
+                if (!explicit && self.vars.autocommit) || e.code == code::ER_LOCK_DEADLOCK {
                     self.rollback();
                 }
                 Err(e)
