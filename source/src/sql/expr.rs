@@ -9,7 +9,7 @@ use binlog_format::schema::ColumnType;
 use binlog_format::value::{format_datetime, DateTime, Value};
 use sqlparser::ast::{
     BinaryOperator, CastKind, DataType, DateTimeField, Expr, Function, FunctionArg,
-    FunctionArgExpr, FunctionArguments, InTarget, UnaryOperator, Value as SqlValue,
+    FunctionArgExpr, FunctionArguments, InTarget, Query, UnaryOperator, Value as SqlValue,
 };
 
 use crate::error::{code, Error, Result};
@@ -596,15 +596,23 @@ pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
             ..
         } => {
             let v = eval(expr, scope, ctx)?;
-            let InTarget::List(list) = target else {
-                return Err(Error::unsupported("IN with a subquery"));
+            let candidates = match target {
+                InTarget::List(list) => list
+                    .iter()
+                    .map(|item| eval(item, scope, ctx))
+                    .collect::<Result<Vec<_>>>()?,
+                InTarget::Subquery(q) => subquery(q, ctx)?
+                    .rows
+                    .iter()
+                    .map(|row| row[0].clone())
+                    .collect(),
+                other => return Err(Error::unsupported(format!("IN {other}"))),
             };
             if v.is_null() {
                 return Ok(Value::Null);
             }
             let mut saw_null = false;
-            for item in list {
-                let x = eval(item, scope, ctx)?;
+            for x in candidates {
                 match compare(&v, &x, ctx.tz) {
                     Some(Ordering::Equal) => return Ok(Value::Int(i64::from(!negated))),
                     None => saw_null = true,
@@ -720,17 +728,7 @@ pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
             Ok(Value::Text(s.iter().skip(start).take(len).collect()))
         }
         Expr::Subquery(q) => {
-            let sql = ctx
-                .sql
-                .ok_or_else(|| Error::unsupported("subqueries here"))?;
-            let rows = sql.run_query(q, &q.to_string())?;
-            if rows.columns.len() != 1 {
-                return Err(Error::new(
-                    code::ER_OPERAND_COLUMNS,
-                    "21000",
-                    "Operand should contain 1 column(s)",
-                ));
-            }
+            let rows = subquery(q, ctx)?;
             match rows.rows.len() {
                 0 => Ok(Value::Null),
                 1 => Ok(rows.rows[0][0].clone()),
@@ -740,6 +738,16 @@ pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
                     "Subquery returns more than 1 row",
                 )),
             }
+        }
+        Expr::Exists {
+            subquery: q,
+            negated,
+        } => {
+            let sql = ctx.sql.ok_or_else(|| {
+                Error::unsupported("subqueries in UPDATE, DELETE or ON DUPLICATE KEY UPDATE")
+            })?;
+            let found = !sql.run_subquery(q)?.rows.is_empty();
+            Ok(Value::Int(i64::from(found != *negated)))
         }
         Expr::Interval(_) => Err(Error::syntax(
             "INTERVAL is only allowed with date arithmetic",
@@ -752,6 +760,24 @@ pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
         )),
         other => Err(Error::unsupported(format!("expression {other}"))),
     }
+}
+
+/// Runs an uncorrelated subquery that must yield one column (scalar and IN subqueries). A
+/// reference to an outer column fails inside it as an unknown column, rather than being
+/// evaluated against the wrong row.
+fn subquery(q: &Query, ctx: &Ctx<'_>) -> Result<std::sync::Arc<super::select::Rows>> {
+    let sql = ctx.sql.ok_or_else(|| {
+        Error::unsupported("subqueries in UPDATE, DELETE or ON DUPLICATE KEY UPDATE")
+    })?;
+    let rows = sql.run_subquery(q)?;
+    if rows.columns.len() != 1 {
+        return Err(Error::new(
+            code::ER_OPERAND_COLUMNS,
+            "21000",
+            "Operand should contain 1 column(s)",
+        ));
+    }
+    Ok(rows)
 }
 
 fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {

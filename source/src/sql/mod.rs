@@ -72,6 +72,9 @@ pub struct SqlSession {
     pub load_dir: Option<std::path::PathBuf>,
     /// PREPAREd statements by name.
     prepared: HashMap<String, String>,
+    /// Results of the uncorrelated subqueries of the running statement, by their text: a
+    /// subquery in a WHERE clause would otherwise run once per outer row.
+    subqueries: std::sync::Mutex<HashMap<String, std::sync::Arc<select::Rows>>>,
 }
 
 pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
@@ -115,6 +118,7 @@ impl SqlSession {
             last_insert_id: 0,
             load_dir: None,
             prepared: HashMap::new(),
+            subqueries: Default::default(),
         }
     }
 
@@ -156,6 +160,10 @@ impl SqlSession {
     /// Runs one statement. Bad SQL is an error, never a panic.
     pub fn execute(&mut self, sql: &str) -> Result<Outcome> {
         let text = lexer::normalize_quotes(sql.trim().trim_end_matches(';').trim());
+        self.subqueries
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         if text.is_empty() {
             return Err(Error::new(1065, "42000", "Query was empty"));
         }

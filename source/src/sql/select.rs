@@ -289,6 +289,28 @@ impl SqlSession {
         }
     }
 
+    /// Runs a subquery once per statement: later evaluations (one per outer row) reuse the
+    /// result, which cannot change while the statement reads.
+    pub(crate) fn run_subquery(&self, q: &Query) -> Result<std::sync::Arc<Rows>> {
+        let text = q.to_string();
+        let cached = self
+            .subqueries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&text)
+            .cloned();
+        if let Some(rows) = cached {
+            return Ok(rows);
+        }
+        // Not holding the lock while running: the subquery may have subqueries of its own.
+        let rows = std::sync::Arc::new(self.run_query(q, &text)?);
+        self.subqueries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(text, rows.clone());
+        Ok(rows)
+    }
+
     pub(crate) fn run_query(&self, q: &Query, text: &str) -> Result<Rows> {
         let select: &Select = match q.body.as_ref() {
             SetExpr::Select(s) => s,
