@@ -8,6 +8,7 @@
 mod ddl;
 mod dml;
 pub mod expr;
+mod join;
 mod lexer;
 mod select;
 mod show;

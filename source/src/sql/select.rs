@@ -1,6 +1,6 @@
-//! SELECT on one table (or none): WHERE, GROUP BY with aggregates, HAVING, ORDER BY, DISTINCT,
-//! LIMIT. A WHERE that fixes the leading primary-key columns with `=` reads only that key
-//! range; everything else scans the table.
+//! SELECT: WHERE, GROUP BY with aggregates, HAVING, ORDER BY, DISTINCT, LIMIT over one table,
+//! none, or the joined tables of `join`. On one table, a WHERE that fixes the leading
+//! primary-key columns with `=` reads only that key range; everything else scans the table.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -10,13 +10,29 @@ use binlog_format::{Key, Value};
 use sqlparser::ast::{
     BinaryOperator, Distinct, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
     FunctionArguments, GroupByExpr, LimitClause, OrderByKind, OrderBySort, Query, Select,
-    SelectItem, SetExpr, Spanned, TableFactor,
+    SelectItem, SelectItemQualifiedWildcardKind, SetExpr, Spanned, TableFactor,
 };
 
 use super::expr::{compare, eval, is_aggregate, render, to_f64, truthy, ColumnRef, Scope};
+use super::join::FromTable;
 use super::{split_name, Outcome, SqlSession};
 use crate::engine::HIDDEN_ROW_ID;
 use crate::error::{code, Error, Result};
+
+/// A select-list entry: an expression, or a column copied from the source row.
+enum Item<'a> {
+    Expr(&'a Expr),
+    Slot(usize),
+}
+
+/// The entries `*` stands for: a table's visible columns, in order, under their own names.
+fn push_columns(items: &mut Vec<(String, Item<'_>, Option<ColumnType>)>, t: &FromTable) {
+    for (i, c) in t.def.columns.iter().enumerate() {
+        if c.name != HIDDEN_ROW_ID {
+            items.push((c.name.clone(), Item::Slot(t.offset + i), Some(c.ty.clone())));
+        }
+    }
+}
 
 /// A query's result before rendering.
 pub struct Rows {
@@ -318,7 +334,15 @@ impl SqlSession {
             _ => return Err(Error::unsupported("UNION, VALUES and other set operations")),
         };
         if select.from.len() > 1 || select.from.iter().any(|t| !t.joins.is_empty()) {
-            return Err(Error::unsupported("joins"));
+            let joined = self.joined_rows(&select.from)?;
+            let ctx = self.ctx();
+            let mut kept = Vec::new();
+            for r in joined.rows {
+                if row_matches(select.selection.as_ref(), &joined.columns, &r, &ctx)? {
+                    kept.push(r);
+                }
+            }
+            return self.finish_select(q, text, select, joined.tables, joined.columns, kept);
         }
         let (def, columns) = match select.from.first().map(|t| &t.relation) {
             None => (None, Vec::new()),
@@ -353,7 +377,12 @@ impl SqlSession {
                             kept.push(r);
                         }
                     }
-                    return self.finish_select(q, text, select, Some(vdef), cols, kept);
+                    let from = vec![FromTable {
+                        alias: String::new(),
+                        def: vdef,
+                        offset: 0,
+                    }];
+                    return self.finish_select(q, text, select, from, cols, kept);
                 }
                 let def = self.session.table_def(db.as_deref(), &t)?;
                 let cols = table_columns(&def, alias.as_ref().map(|a| a.name.value.as_str()));
@@ -377,7 +406,19 @@ impl SqlSession {
             }
         };
 
-        self.finish_select(q, text, select, def, columns, source_rows)
+        let from = def
+            .into_iter()
+            .map(|def| FromTable {
+                alias: columns
+                    .iter()
+                    .find(|c| !c.table.is_empty())
+                    .map(|c| c.table.clone())
+                    .unwrap_or_default(),
+                def,
+                offset: 0,
+            })
+            .collect();
+        self.finish_select(q, text, select, from, columns, source_rows)
     }
 
     /// Projection, grouping, ordering and limits over the rows a query's FROM and WHERE gave.
@@ -386,15 +427,11 @@ impl SqlSession {
         q: &Query,
         text: &str,
         select: &Select,
-        def: Option<TableDef>,
+        from: Vec<FromTable>,
         columns: Vec<ColumnRef>,
         source_rows: Vec<Vec<Value>>,
     ) -> Result<Rows> {
         // Projection: (header, expression or column slot, type).
-        enum Item<'a> {
-            Expr(&'a Expr),
-            Slot(usize),
-        }
         let mut items: Vec<(String, Item<'_>, Option<ColumnType>)> = Vec::new();
         let item_texts = select_list_texts(text).filter(|t| t.len() == select.projection.len());
         for (n, item) in select.projection.iter().enumerate() {
@@ -409,6 +446,10 @@ impl SqlSession {
                                 .or_else(|| source_text(text, e))
                                 .unwrap_or_else(|| e.to_string()),
                         },
+                        // MySQL names a qualified column by the column alone.
+                        Expr::CompoundIdentifier(parts) if !parts.is_empty() => {
+                            parts[parts.len() - 1].value.clone()
+                        }
                         _ => item_texts
                             .as_ref()
                             .map(|t| t[n].clone())
@@ -422,15 +463,35 @@ impl SqlSession {
                     Item::Expr(expr),
                     self.expr_type(expr, &columns),
                 )),
-                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
-                    let Some(d) = &def else {
+                SelectItem::Wildcard(_) => {
+                    if from.is_empty() {
                         return Err(Error::new(1096, "HY000", "No tables used"));
-                    };
-                    for (i, c) in d.columns.iter().enumerate() {
-                        if c.name != HIDDEN_ROW_ID {
-                            items.push((c.name.clone(), Item::Slot(i), Some(c.ty.clone())));
-                        }
                     }
+                    for t in &from {
+                        push_columns(&mut items, t);
+                    }
+                }
+                SelectItem::QualifiedWildcard(
+                    SelectItemQualifiedWildcardKind::ObjectName(n),
+                    _,
+                ) => {
+                    let (_, name) = split_name(n)?;
+                    let name_l = name.to_lowercase();
+                    // One table: its real name works too, as in `SELECT t.* FROM t`.
+                    let t = from
+                        .iter()
+                        .find(|t| {
+                            t.alias == name_l
+                                || (from.len() == 1 && t.def.name.eq_ignore_ascii_case(&name))
+                        })
+                        .ok_or_else(|| {
+                            Error::new(
+                                code::ER_BAD_TABLE_ERROR,
+                                "42S02",
+                                format!("Unknown table '{name}'"),
+                            )
+                        })?;
+                    push_columns(&mut items, t);
                 }
                 other => return Err(Error::unsupported(format!("select item {other}"))),
             }

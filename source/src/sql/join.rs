@@ -1,0 +1,140 @@
+//! FROM clauses naming several tables: comma and CROSS joins, INNER JOIN ... ON and
+//! LEFT [OUTER] JOIN ... ON, evaluated as nested loops over each table's visible rows. ON
+//! conditions filter as each table is added, so only matching combinations are kept.
+
+use binlog_format::schema::TableDef;
+use binlog_format::Value;
+use sqlparser::ast::{Expr, JoinConstraint, JoinOperator, TableFactor, TableWithJoins};
+
+use super::expr::{eval, truthy, ColumnRef, Scope};
+use super::select::table_columns;
+use super::{split_name, SqlSession};
+use crate::error::{Error, Result};
+
+/// A table of a FROM clause: the name queries qualify it with (lower case), its definition,
+/// and where its columns start in a combined row.
+pub(crate) struct FromTable {
+    pub alias: String,
+    pub def: TableDef,
+    pub offset: usize,
+}
+
+/// The tables, scope columns and combined rows of a FROM clause (WHERE not yet applied).
+pub(crate) struct Joined {
+    pub tables: Vec<FromTable>,
+    pub columns: Vec<ColumnRef>,
+    pub rows: Vec<Vec<Value>>,
+}
+
+enum Kind<'a> {
+    Inner(Option<&'a Expr>),
+    Left(&'a Expr),
+}
+
+fn on(c: &JoinConstraint) -> Result<Option<&Expr>> {
+    match c {
+        JoinConstraint::On(e) => Ok(Some(e)),
+        JoinConstraint::None => Ok(None),
+        JoinConstraint::Using(_) | JoinConstraint::UsingAlias(..) => {
+            Err(Error::unsupported("JOIN ... USING"))
+        }
+        JoinConstraint::Natural => Err(Error::unsupported("NATURAL JOIN")),
+    }
+}
+
+fn kind(op: &JoinOperator) -> Result<Kind<'_>> {
+    match op {
+        JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) => {
+            Ok(Kind::Inner(on(c)?))
+        }
+        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => match on(c)? {
+            Some(e) => Ok(Kind::Left(e)),
+            None => Err(Error::syntax(
+                "You have an error in your SQL syntax; LEFT JOIN needs an ON condition",
+            )),
+        },
+        JoinOperator::Right(_) | JoinOperator::RightOuter(_) => {
+            Err(Error::unsupported("RIGHT JOIN (write it as a LEFT JOIN)"))
+        }
+        other => Err(Error::unsupported(format!("join {other:?}"))),
+    }
+}
+
+impl SqlSession {
+    pub(crate) fn joined_rows(&self, from: &[TableWithJoins]) -> Result<Joined> {
+        let mut j = Joined {
+            tables: Vec::new(),
+            columns: Vec::new(),
+            rows: vec![Vec::new()],
+        };
+        for twj in from {
+            // A comma between tables is a cross join.
+            self.join_table(&mut j, &twj.relation, Kind::Inner(None))?;
+            for join in &twj.joins {
+                self.join_table(&mut j, &join.relation, kind(&join.join_operator)?)?;
+            }
+        }
+        Ok(j)
+    }
+
+    fn join_table(&self, j: &mut Joined, relation: &TableFactor, kind: Kind<'_>) -> Result<()> {
+        let TableFactor::Table { name, alias, .. } = relation else {
+            return Err(Error::unsupported(format!("FROM {relation}")));
+        };
+        let (db, t) = split_name(name)?;
+        let def = self.session.table_def(db.as_deref(), &t)?;
+        let shown = alias.as_ref().map_or(t.as_str(), |a| a.name.value.as_str());
+        let alias_l = shown.to_lowercase();
+        if j.tables.iter().any(|x| x.alias == alias_l) {
+            return Err(Error::new(
+                1066,
+                "42000",
+                format!("Not unique table/alias: '{shown}'"),
+            ));
+        }
+        let right = self.session.scan(&def, &[])?;
+        let width = def.columns.len();
+        j.columns.extend(table_columns(
+            &def,
+            alias.as_ref().map(|a| a.name.value.as_str()),
+        ));
+        j.tables.push(FromTable {
+            alias: alias_l,
+            offset: j.columns.len() - width,
+            def,
+        });
+        let ctx = self.ctx();
+        let mut out = Vec::new();
+        for left in std::mem::take(&mut j.rows) {
+            let mut matched = false;
+            for r in &right {
+                let mut row = Vec::with_capacity(left.len() + width);
+                row.extend_from_slice(&left);
+                row.extend_from_slice(r);
+                let keep = match &kind {
+                    Kind::Inner(None) => true,
+                    Kind::Inner(Some(on)) | Kind::Left(on) => {
+                        let scope = Scope {
+                            columns: &j.columns,
+                            row: &row,
+                            aggregates: None,
+                            place: "on clause",
+                        };
+                        truthy(&eval(on, &scope, &ctx)?) == Some(true)
+                    }
+                };
+                if keep {
+                    matched = true;
+                    out.push(row);
+                }
+            }
+            if !matched && matches!(kind, Kind::Left(_)) {
+                let mut row = left;
+                row.resize(row.len() + width, Value::Null);
+                out.push(row);
+            }
+        }
+        j.rows = out;
+        Ok(())
+    }
+}
