@@ -68,6 +68,8 @@ pub struct Unit {
 }
 
 fn starts_statement(line: &str) -> bool {
+    // A parenthesised first operand of a UNION starts a statement too.
+    let line = line.trim_start_matches('(');
     let word: String = line
         .chars()
         .take_while(|c| c.is_ascii_alphabetic() || *c == '_')

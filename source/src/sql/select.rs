@@ -10,7 +10,8 @@ use binlog_format::{Key, Value};
 use sqlparser::ast::{
     BinaryOperator, Distinct, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
     FunctionArguments, GroupByExpr, LimitClause, OrderByKind, OrderBySort, Query, Select,
-    SelectItem, SelectItemQualifiedWildcardKind, SetExpr, Spanned, TableFactor,
+    SelectItem, SelectItemQualifiedWildcardKind, SetExpr, SetOperator, SetQuantifier, Spanned,
+    TableFactor,
 };
 
 use super::expr::{compare, eval, is_aggregate, render, to_f64, truthy, ColumnRef, Scope};
@@ -32,6 +33,68 @@ fn push_columns(items: &mut Vec<(String, Item<'_>, Option<ColumnType>)>, t: &Fro
             items.push((c.name.clone(), Item::Slot(t.offset + i), Some(c.ty.clone())));
         }
     }
+}
+
+/// Drops rows equal to an earlier one (DISTINCT, UNION); NULLs count as equal here.
+fn dedupe(out: &mut Vec<(Vec<Value>, Vec<Value>)>, tz: i64) {
+    let mut seen: Vec<Vec<Value>> = Vec::new();
+    out.retain(|(v, _)| {
+        if seen.iter().any(|s| {
+            s.iter().zip(v).all(|(a, b)| {
+                compare(a, b, tz) == Some(Ordering::Equal) || (a.is_null() && b.is_null())
+            })
+        }) {
+            false
+        } else {
+            seen.push(v.clone());
+            true
+        }
+    });
+}
+
+/// Sorts rows by their ORDER BY keys (NULLs first, as MySQL does); a stable sort, so ties
+/// keep their order.
+fn sort_keyed(out: &mut [(Vec<Value>, Vec<Value>)], desc: &[bool], tz: i64) {
+    if desc.is_empty() {
+        return;
+    }
+    out.sort_by(|a, b| {
+        for (i, d) in desc.iter().enumerate() {
+            let o = match (a.1[i].is_null(), b.1[i].is_null()) {
+                (true, true) => Ordering::Equal,
+                (true, false) => Ordering::Less,
+                (false, true) => Ordering::Greater,
+                _ => compare(&a.1[i], &b.1[i], tz).unwrap_or(Ordering::Equal),
+            };
+            let o = if *d { o.reverse() } else { o };
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        Ordering::Equal
+    });
+}
+
+/// A query's LIMIT and OFFSET.
+fn limits(q: &Query, ctx: &super::expr::Ctx<'_>) -> Result<(Option<usize>, usize)> {
+    let n = |e: &Expr| -> Result<Option<usize>> {
+        Ok(to_f64(&eval(e, &Scope::empty(), ctx)?).map(|f| f as usize))
+    };
+    Ok(match &q.limit_clause {
+        None => (None, 0),
+        Some(LimitClause::LimitOffset { limit, offset, .. }) => (
+            limit.as_ref().map(n).transpose()?.flatten(),
+            offset
+                .as_ref()
+                .map(|o| n(&o.value))
+                .transpose()?
+                .flatten()
+                .unwrap_or(0),
+        ),
+        Some(LimitClause::OffsetCommaLimit { offset, limit }) => {
+            (n(limit)?, n(offset)?.unwrap_or(0))
+        }
+    })
 }
 
 /// A query's result before rendering.
@@ -331,7 +394,8 @@ impl SqlSession {
         let select: &Select = match q.body.as_ref() {
             SetExpr::Select(s) => s,
             SetExpr::Query(inner) => return self.run_query(inner, text),
-            _ => return Err(Error::unsupported("UNION, VALUES and other set operations")),
+            SetExpr::SetOperation { .. } => return self.union_query(q, text),
+            _ => return Err(Error::unsupported("VALUES and TABLE as queries")),
         };
         if select.from.len() > 1 || select.from.iter().any(|t| !t.joins.is_empty()) {
             let joined = self.joined_rows(&select.from)?;
@@ -419,6 +483,117 @@ impl SqlSession {
             })
             .collect();
         self.finish_select(q, text, select, from, columns, source_rows)
+    }
+
+    /// UNION [ALL | DISTINCT] of SELECTs, then the query's ORDER BY (over the result's
+    /// column names or positions) and LIMIT. Column names and types come from the first SELECT.
+    fn union_query(&self, q: &Query, text: &str) -> Result<Rows> {
+        let mut result = self.set_rows(q, &q.body, text)?;
+        let columns: Vec<ColumnRef> = result
+            .columns
+            .iter()
+            .map(|c| ColumnRef {
+                table: String::new(),
+                name: c.to_lowercase(),
+                ty: None,
+            })
+            .collect();
+        let ctx = self.ctx();
+        let order: Vec<(&Expr, bool)> = match q.order_by.as_ref().map(|o| &o.kind) {
+            Some(OrderByKind::Expressions(v)) => v
+                .iter()
+                .map(|o| (&o.expr, matches!(o.options.sort, Some(OrderBySort::Desc))))
+                .collect(),
+            Some(OrderByKind::All(_)) => return Err(Error::unsupported("ORDER BY ALL")),
+            None => vec![],
+        };
+        let mut keyed = Vec::with_capacity(result.rows.len());
+        for row in std::mem::take(&mut result.rows) {
+            let scope = Scope {
+                columns: &columns,
+                row: &row,
+                aggregates: None,
+                place: "order clause",
+            };
+            let mut keys = Vec::with_capacity(order.len());
+            for (e, _) in &order {
+                let position = match e {
+                    Expr::Value(v) => match &v.value {
+                        sqlparser::ast::Value::Number(n, _) => n.parse::<usize>().ok(),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                keys.push(match position {
+                    Some(p) if p >= 1 && p <= row.len() => row[p - 1].clone(),
+                    Some(p) => return Err(Error::bad_field(&p.to_string(), "order clause")),
+                    None => eval(e, &scope, &ctx)?,
+                });
+            }
+            keyed.push((row, keys));
+        }
+        let desc: Vec<bool> = order.iter().map(|(_, d)| *d).collect();
+        sort_keyed(&mut keyed, &desc, ctx.tz);
+        let (limit, offset) = limits(q, &ctx)?;
+        result.rows = keyed
+            .into_iter()
+            .skip(offset)
+            .take(limit.unwrap_or(usize::MAX))
+            .map(|(v, _)| v)
+            .collect();
+        Ok(result)
+    }
+
+    /// The rows of one operand of a set operation, unsorted and unlimited.
+    fn set_rows(&self, q: &Query, body: &SetExpr, text: &str) -> Result<Rows> {
+        match body {
+            SetExpr::Select(_) => {
+                let plain = Query {
+                    body: Box::new(body.clone()),
+                    order_by: None,
+                    limit_clause: None,
+                    ..q.clone()
+                };
+                self.run_query(&plain, text)
+            }
+            // A parenthesised operand keeps its own ORDER BY and LIMIT.
+            SetExpr::Query(inner) => self.run_query(inner, text),
+            SetExpr::SetOperation {
+                op: SetOperator::Union,
+                set_quantifier,
+                left,
+                right,
+            } => {
+                let mut l = self.set_rows(q, left, text)?;
+                let r = self.set_rows(q, right, text)?;
+                if l.columns.len() != r.columns.len() {
+                    return Err(Error::new(
+                        1222,
+                        "21000",
+                        "The used SELECT statements have a different number of columns",
+                    ));
+                }
+                for (lt, rt) in l.types.iter_mut().zip(&r.types) {
+                    if lt != rt {
+                        *lt = None;
+                    }
+                }
+                l.rows.extend(r.rows);
+                match set_quantifier {
+                    SetQuantifier::All => {}
+                    SetQuantifier::Distinct | SetQuantifier::None => {
+                        let mut keyed: Vec<(Vec<Value>, Vec<Value>)> =
+                            l.rows.into_iter().map(|r| (r, Vec::new())).collect();
+                        dedupe(&mut keyed, self.session.vars.tz_offset);
+                        l.rows = keyed.into_iter().map(|(r, _)| r).collect();
+                    }
+                    other => return Err(Error::unsupported(format!("UNION {other}"))),
+                }
+                Ok(l)
+            }
+            SetExpr::SetOperation { op, .. } => Err(Error::unsupported(op.to_string())),
+            _ => Err(Error::unsupported("VALUES and TABLE as queries")),
+        }
     }
 
     /// Projection, grouping, ordering and limits over the rows a query's FROM and WHERE gave.
@@ -656,60 +831,11 @@ impl SqlSession {
         }
 
         if matches!(select.distinct, Some(Distinct::Distinct)) {
-            let mut seen: Vec<Vec<Value>> = Vec::new();
-            out.retain(|(v, _)| {
-                if seen.iter().any(|s| {
-                    s.iter().zip(v).all(|(a, b)| {
-                        compare(a, b, ctx.tz) == Some(Ordering::Equal)
-                            || (a.is_null() && b.is_null())
-                    })
-                }) {
-                    false
-                } else {
-                    seen.push(v.clone());
-                    true
-                }
-            });
+            dedupe(&mut out, ctx.tz);
         }
-        if !order_exprs.is_empty() {
-            let desc: Vec<bool> = order_exprs.iter().map(|(_, d)| *d).collect();
-            out.sort_by(|a, b| {
-                for (i, d) in desc.iter().enumerate() {
-                    let o = match (a.1[i].is_null(), b.1[i].is_null()) {
-                        (true, true) => Ordering::Equal,
-                        (true, false) => Ordering::Less,
-                        (false, true) => Ordering::Greater,
-                        _ => compare(&a.1[i], &b.1[i], ctx.tz).unwrap_or(Ordering::Equal),
-                    };
-                    let o = if *d { o.reverse() } else { o };
-                    if o != Ordering::Equal {
-                        return o;
-                    }
-                }
-                Ordering::Equal
-            });
-        }
-        let (limit, offset) = match &q.limit_clause {
-            None => (None, 0),
-            Some(LimitClause::LimitOffset { limit, offset, .. }) => (
-                limit
-                    .as_ref()
-                    .map(|l| eval(l, &Scope::empty(), &ctx))
-                    .transpose()?
-                    .and_then(|v| to_f64(&v))
-                    .map(|f| f as usize),
-                offset
-                    .as_ref()
-                    .map(|o| eval(&o.value, &Scope::empty(), &ctx))
-                    .transpose()?
-                    .and_then(|v| to_f64(&v))
-                    .map_or(0, |f| f as usize),
-            ),
-            Some(LimitClause::OffsetCommaLimit { offset, limit }) => (
-                to_f64(&eval(limit, &Scope::empty(), &ctx)?).map(|f| f as usize),
-                to_f64(&eval(offset, &Scope::empty(), &ctx)?).map_or(0, |f| f as usize),
-            ),
-        };
+        let desc: Vec<bool> = order_exprs.iter().map(|(_, d)| *d).collect();
+        sort_keyed(&mut out, &desc, ctx.tz);
+        let (limit, offset) = limits(q, &ctx)?;
         let rows: Vec<Vec<Value>> = out
             .into_iter()
             .skip(offset)
@@ -920,6 +1046,9 @@ fn select_list_texts(text: &str) -> Option<Vec<String>> {
         "INTO",
         "FOR UPDATE",
         "LOCK IN",
+        "UNION",
+        "EXCEPT",
+        "INTERSECT",
     ]
     .iter()
     .filter_map(|k| super::lexer::find_top_level(body, k))
