@@ -1,5 +1,5 @@
 //! FROM clauses naming several tables: comma and CROSS joins, INNER JOIN ... ON and
-//! LEFT [OUTER] JOIN ... ON, evaluated as nested loops over each table's visible rows. ON
+//! LEFT / RIGHT [OUTER] JOIN ... ON, evaluated as nested loops over each table's visible rows. ON
 //! conditions filter as each table is added, so only matching combinations are kept.
 
 use binlog_format::schema::TableDef;
@@ -28,7 +28,10 @@ pub(crate) struct Joined {
 
 enum Kind<'a> {
     Inner(Option<&'a Expr>),
+    /// Every row of the tables so far, with NULLs where the new table has no match.
     Left(&'a Expr),
+    /// Every row of the new table, with NULLs where the tables so far have no match.
+    Right(&'a Expr),
 }
 
 fn on(c: &JoinConstraint) -> Result<Option<&Expr>> {
@@ -53,9 +56,12 @@ fn kind(op: &JoinOperator) -> Result<Kind<'_>> {
                 "You have an error in your SQL syntax; LEFT JOIN needs an ON condition",
             )),
         },
-        JoinOperator::Right(_) | JoinOperator::RightOuter(_) => {
-            Err(Error::unsupported("RIGHT JOIN (write it as a LEFT JOIN)"))
-        }
+        JoinOperator::Right(c) | JoinOperator::RightOuter(c) => match on(c)? {
+            Some(e) => Ok(Kind::Right(e)),
+            None => Err(Error::syntax(
+                "You have an error in your SQL syntax; RIGHT JOIN needs an ON condition",
+            )),
+        },
         other => Err(Error::unsupported(format!("join {other:?}"))),
     }
 }
@@ -104,16 +110,18 @@ impl SqlSession {
             def,
         });
         let ctx = self.ctx();
+        let left_width = j.columns.len() - width;
         let mut out = Vec::new();
+        let mut right_matched = vec![false; right.len()];
         for left in std::mem::take(&mut j.rows) {
             let mut matched = false;
-            for r in &right {
+            for (ri, r) in right.iter().enumerate() {
                 let mut row = Vec::with_capacity(left.len() + width);
                 row.extend_from_slice(&left);
                 row.extend_from_slice(r);
                 let keep = match &kind {
                     Kind::Inner(None) => true,
-                    Kind::Inner(Some(on)) | Kind::Left(on) => {
+                    Kind::Inner(Some(on)) | Kind::Left(on) | Kind::Right(on) => {
                         let scope = Scope {
                             columns: &j.columns,
                             row: &row,
@@ -125,12 +133,20 @@ impl SqlSession {
                 };
                 if keep {
                     matched = true;
+                    right_matched[ri] = true;
                     out.push(row);
                 }
             }
             if !matched && matches!(kind, Kind::Left(_)) {
                 let mut row = left;
                 row.resize(row.len() + width, Value::Null);
+                out.push(row);
+            }
+        }
+        if matches!(kind, Kind::Right(_)) {
+            for (r, _) in right.into_iter().zip(right_matched).filter(|(_, m)| !m) {
+                let mut row = vec![Value::Null; left_width];
+                row.extend(r);
                 out.push(row);
             }
         }
