@@ -2,21 +2,41 @@
 //! LEFT / RIGHT [OUTER] JOIN ... ON, evaluated as nested loops over each table's visible rows. ON
 //! conditions filter as each table is added, so only matching combinations are kept.
 
-use binlog_format::schema::TableDef;
+use binlog_format::schema::{ColumnType, TableDef};
 use binlog_format::Value;
 use sqlparser::ast::{Expr, JoinConstraint, JoinOperator, TableFactor, TableWithJoins};
 
 use super::expr::{eval, truthy, ColumnRef, Scope};
 use super::select::table_columns;
 use super::{split_name, SqlSession};
+use crate::engine::HIDDEN_ROW_ID;
 use crate::error::{Error, Result};
 
-/// A table of a FROM clause: the name queries qualify it with (lower case), its definition,
-/// and where its columns start in a combined row.
+/// A table of a FROM clause: the name queries qualify it with (lower case), its own name,
+/// where its columns start in a combined row, and the columns `*` stands for (position in
+/// the table, name, type).
 pub(crate) struct FromTable {
     pub alias: String,
-    pub def: TableDef,
+    pub name: String,
     pub offset: usize,
+    pub star: Vec<(usize, String, Option<ColumnType>)>,
+}
+
+impl FromTable {
+    pub fn of_def(alias: String, def: &TableDef, offset: usize) -> FromTable {
+        FromTable {
+            alias,
+            name: def.name.clone(),
+            offset,
+            star: def
+                .columns
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.name != HIDDEN_ROW_ID)
+                .map(|(i, c)| (i, c.name.clone(), Some(c.ty.clone())))
+                .collect(),
+        }
+    }
 }
 
 /// The tables, scope columns and combined rows of a FROM clause (WHERE not yet applied).
@@ -84,31 +104,67 @@ impl SqlSession {
     }
 
     fn join_table(&self, j: &mut Joined, relation: &TableFactor, kind: Kind<'_>) -> Result<()> {
-        let TableFactor::Table { name, alias, .. } = relation else {
-            return Err(Error::unsupported(format!("FROM {relation}")));
+        let (shown, right, table) = match relation {
+            TableFactor::Table { name, alias, .. } => {
+                let (db, t) = split_name(name)?;
+                let def = self.session.table_def(db.as_deref(), &t)?;
+                let shown = alias.as_ref().map_or(t, |a| a.name.value.clone());
+                let alias_l = shown.to_lowercase();
+                let rows = self.session.scan(&def, &[])?;
+                let cols = table_columns(&def, Some(&alias_l));
+                let table = FromTable::of_def(alias_l, &def, j.columns.len());
+                (shown, rows, (table, cols))
+            }
+            TableFactor::Derived {
+                subquery, alias, ..
+            } => {
+                let Some(alias) = alias else {
+                    return Err(Error::new(
+                        1248,
+                        "42000",
+                        "Every derived table must have its own alias",
+                    ));
+                };
+                let shown = alias.name.value.clone();
+                let alias_l = shown.to_lowercase();
+                let rows = self.run_query(subquery, &subquery.to_string())?;
+                let cols = rows
+                    .columns
+                    .iter()
+                    .zip(&rows.types)
+                    .map(|(c, ty)| ColumnRef {
+                        table: alias_l.clone(),
+                        name: c.to_lowercase(),
+                        ty: ty.clone(),
+                    })
+                    .collect();
+                let table = FromTable {
+                    alias: alias_l,
+                    name: shown.clone(),
+                    offset: j.columns.len(),
+                    star: rows
+                        .columns
+                        .iter()
+                        .zip(&rows.types)
+                        .enumerate()
+                        .map(|(i, (c, ty))| (i, c.clone(), ty.clone()))
+                        .collect(),
+                };
+                (shown, rows.rows, (table, cols))
+            }
+            other => return Err(Error::unsupported(format!("FROM {other}"))),
         };
-        let (db, t) = split_name(name)?;
-        let def = self.session.table_def(db.as_deref(), &t)?;
-        let shown = alias.as_ref().map_or(t.as_str(), |a| a.name.value.as_str());
-        let alias_l = shown.to_lowercase();
-        if j.tables.iter().any(|x| x.alias == alias_l) {
+        let (table, cols) = table;
+        if j.tables.iter().any(|x| x.alias == table.alias) {
             return Err(Error::new(
                 1066,
                 "42000",
                 format!("Not unique table/alias: '{shown}'"),
             ));
         }
-        let right = self.session.scan(&def, &[])?;
-        let width = def.columns.len();
-        j.columns.extend(table_columns(
-            &def,
-            alias.as_ref().map(|a| a.name.value.as_str()),
-        ));
-        j.tables.push(FromTable {
-            alias: alias_l,
-            offset: j.columns.len() - width,
-            def,
-        });
+        let width = cols.len();
+        j.columns.extend(cols);
+        j.tables.push(table);
         let ctx = self.ctx();
         let left_width = j.columns.len() - width;
         let mut out = Vec::new();

@@ -28,10 +28,8 @@ enum Item<'a> {
 
 /// The entries `*` stands for: a table's visible columns, in order, under their own names.
 fn push_columns(items: &mut Vec<(String, Item<'_>, Option<ColumnType>)>, t: &FromTable) {
-    for (i, c) in t.def.columns.iter().enumerate() {
-        if c.name != HIDDEN_ROW_ID {
-            items.push((c.name.clone(), Item::Slot(t.offset + i), Some(c.ty.clone())));
-        }
+    for (i, name, ty) in &t.star {
+        items.push((name.clone(), Item::Slot(t.offset + i), ty.clone()));
     }
 }
 
@@ -397,7 +395,12 @@ impl SqlSession {
             SetExpr::SetOperation { .. } => return self.union_query(q, text),
             _ => return Err(Error::unsupported("VALUES and TABLE as queries")),
         };
-        if select.from.len() > 1 || select.from.iter().any(|t| !t.joins.is_empty()) {
+        if select.from.len() > 1
+            || select
+                .from
+                .iter()
+                .any(|t| !t.joins.is_empty() || matches!(t.relation, TableFactor::Derived { .. }))
+        {
             let joined = self.joined_rows(&select.from)?;
             let ctx = self.ctx();
             let mut kept = Vec::new();
@@ -441,11 +444,7 @@ impl SqlSession {
                             kept.push(r);
                         }
                     }
-                    let from = vec![FromTable {
-                        alias: String::new(),
-                        def: vdef,
-                        offset: 0,
-                    }];
+                    let from = vec![FromTable::of_def(String::new(), &vdef, 0)];
                     return self.finish_select(q, text, select, from, cols, kept);
                 }
                 let def = self.session.table_def(db.as_deref(), &t)?;
@@ -471,15 +470,14 @@ impl SqlSession {
         };
 
         let from = def
-            .into_iter()
-            .map(|def| FromTable {
-                alias: columns
+            .iter()
+            .map(|def| {
+                let alias = columns
                     .iter()
                     .find(|c| !c.table.is_empty())
                     .map(|c| c.table.clone())
-                    .unwrap_or_default(),
-                def,
-                offset: 0,
+                    .unwrap_or_default();
+                FromTable::of_def(alias, def, 0)
             })
             .collect();
         self.finish_select(q, text, select, from, columns, source_rows)
@@ -657,7 +655,7 @@ impl SqlSession {
                         .iter()
                         .find(|t| {
                             t.alias == name_l
-                                || (from.len() == 1 && t.def.name.eq_ignore_ascii_case(&name))
+                                || (from.len() == 1 && t.name.eq_ignore_ascii_case(&name))
                         })
                         .ok_or_else(|| {
                             Error::new(
