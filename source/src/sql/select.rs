@@ -33,15 +33,18 @@ fn push_columns(items: &mut Vec<(String, Item<'_>, Option<ColumnType>)>, t: &Fro
     }
 }
 
+/// Whether two result rows are the same for DISTINCT and set operations (NULL equals NULL).
+fn same_row(a: &[Value], b: &[Value], tz: i64) -> bool {
+    a.iter()
+        .zip(b)
+        .all(|(a, b)| compare(a, b, tz) == Some(Ordering::Equal) || (a.is_null() && b.is_null()))
+}
+
 /// Drops rows equal to an earlier one (DISTINCT, UNION); NULLs count as equal here.
 fn dedupe(out: &mut Vec<(Vec<Value>, Vec<Value>)>, tz: i64) {
     let mut seen: Vec<Vec<Value>> = Vec::new();
     out.retain(|(v, _)| {
-        if seen.iter().any(|s| {
-            s.iter().zip(v).all(|(a, b)| {
-                compare(a, b, tz) == Some(Ordering::Equal) || (a.is_null() && b.is_null())
-            })
-        }) {
+        if seen.iter().any(|s| same_row(s, v, tz)) {
             false
         } else {
             seen.push(v.clone());
@@ -557,11 +560,16 @@ impl SqlSession {
             // A parenthesised operand keeps its own ORDER BY and LIMIT.
             SetExpr::Query(inner) => self.run_query(inner, text),
             SetExpr::SetOperation {
-                op: SetOperator::Union,
+                op,
                 set_quantifier,
                 left,
                 right,
             } => {
+                let all = match set_quantifier {
+                    SetQuantifier::All => true,
+                    SetQuantifier::Distinct | SetQuantifier::None => false,
+                    other => return Err(Error::unsupported(format!("{op} {other}"))),
+                };
                 let mut l = self.set_rows(q, left, text)?;
                 let r = self.set_rows(q, right, text)?;
                 if l.columns.len() != r.columns.len() {
@@ -576,20 +584,38 @@ impl SqlSession {
                         *lt = None;
                     }
                 }
-                l.rows.extend(r.rows);
-                match set_quantifier {
-                    SetQuantifier::All => {}
-                    SetQuantifier::Distinct | SetQuantifier::None => {
-                        let mut keyed: Vec<(Vec<Value>, Vec<Value>)> =
-                            l.rows.into_iter().map(|r| (r, Vec::new())).collect();
-                        dedupe(&mut keyed, self.session.vars.tz_offset);
-                        l.rows = keyed.into_iter().map(|(r, _)| r).collect();
+                let tz = self.session.vars.tz_offset;
+                match op {
+                    SetOperator::Union => l.rows.extend(r.rows),
+                    SetOperator::Except | SetOperator::Minus | SetOperator::Intersect => {
+                        // Each row of the right side cancels (EXCEPT) or admits (INTERSECT)
+                        // one equal row of the left; DISTINCT dedupes afterwards.
+                        let keep_found = matches!(op, SetOperator::Intersect);
+                        let mut unused: Vec<Option<Vec<Value>>> =
+                            r.rows.into_iter().map(Some).collect();
+                        l.rows.retain(|row| {
+                            let found = unused
+                                .iter_mut()
+                                .find(|u| u.as_ref().is_some_and(|u| same_row(u, row, tz)));
+                            if let Some(slot) = found {
+                                if all {
+                                    *slot = None;
+                                }
+                                keep_found
+                            } else {
+                                !keep_found
+                            }
+                        });
                     }
-                    other => return Err(Error::unsupported(format!("UNION {other}"))),
+                }
+                if !all {
+                    let mut keyed: Vec<(Vec<Value>, Vec<Value>)> =
+                        l.rows.into_iter().map(|r| (r, Vec::new())).collect();
+                    dedupe(&mut keyed, tz);
+                    l.rows = keyed.into_iter().map(|(r, _)| r).collect();
                 }
                 Ok(l)
             }
-            SetExpr::SetOperation { op, .. } => Err(Error::unsupported(op.to_string())),
             _ => Err(Error::unsupported("VALUES and TABLE as queries")),
         }
     }
