@@ -10,6 +10,7 @@ mod dml;
 pub mod expr;
 mod join;
 mod lexer;
+mod rowset;
 mod select;
 mod show;
 mod vars;

@@ -16,6 +16,7 @@ use sqlparser::ast::{
 
 use super::expr::{compare, eval, is_aggregate, render, to_f64, truthy, ColumnRef, Scope};
 use super::join::FromTable;
+use super::rowset::{dedupe, filter_by};
 use super::{split_name, Outcome, SqlSession};
 use crate::engine::HIDDEN_ROW_ID;
 use crate::error::{code, Error, Result};
@@ -31,26 +32,6 @@ fn push_columns(items: &mut Vec<(String, Item<'_>, Option<ColumnType>)>, t: &Fro
     for (i, name, ty) in &t.star {
         items.push((name.clone(), Item::Slot(t.offset + i), ty.clone()));
     }
-}
-
-/// Whether two result rows are the same for DISTINCT and set operations (NULL equals NULL).
-fn same_row(a: &[Value], b: &[Value], tz: i64) -> bool {
-    a.iter()
-        .zip(b)
-        .all(|(a, b)| compare(a, b, tz) == Some(Ordering::Equal) || (a.is_null() && b.is_null()))
-}
-
-/// Drops rows equal to an earlier one (DISTINCT, UNION); NULLs count as equal here.
-fn dedupe(out: &mut Vec<(Vec<Value>, Vec<Value>)>, tz: i64) {
-    let mut seen: Vec<Vec<Value>> = Vec::new();
-    out.retain(|(v, _)| {
-        if seen.iter().any(|s| same_row(s, v, tz)) {
-            false
-        } else {
-            seen.push(v.clone());
-            true
-        }
-    });
 }
 
 /// Sorts rows by their ORDER BY keys (NULLs first, as MySQL does); a stable sort, so ties
@@ -588,31 +569,12 @@ impl SqlSession {
                 match op {
                     SetOperator::Union => l.rows.extend(r.rows),
                     SetOperator::Except | SetOperator::Minus | SetOperator::Intersect => {
-                        // Each row of the right side cancels (EXCEPT) or admits (INTERSECT)
-                        // one equal row of the left; DISTINCT dedupes afterwards.
                         let keep_found = matches!(op, SetOperator::Intersect);
-                        let mut unused: Vec<Option<Vec<Value>>> =
-                            r.rows.into_iter().map(Some).collect();
-                        l.rows.retain(|row| {
-                            let found = unused
-                                .iter_mut()
-                                .find(|u| u.as_ref().is_some_and(|u| same_row(u, row, tz)));
-                            if let Some(slot) = found {
-                                if all {
-                                    *slot = None;
-                                }
-                                keep_found
-                            } else {
-                                !keep_found
-                            }
-                        });
+                        filter_by(&mut l.rows, r.rows, keep_found, all, tz);
                     }
                 }
                 if !all {
-                    let mut keyed: Vec<(Vec<Value>, Vec<Value>)> =
-                        l.rows.into_iter().map(|r| (r, Vec::new())).collect();
-                    dedupe(&mut keyed, tz);
-                    l.rows = keyed.into_iter().map(|(r, _)| r).collect();
+                    dedupe(&mut l.rows, |r| r.as_slice(), tz);
                 }
                 Ok(l)
             }
@@ -855,7 +817,7 @@ impl SqlSession {
         }
 
         if matches!(select.distinct, Some(Distinct::Distinct)) {
-            dedupe(&mut out, ctx.tz);
+            dedupe(&mut out, |(v, _)| v.as_slice(), ctx.tz);
         }
         let desc: Vec<bool> = order_exprs.iter().map(|(_, d)| *d).collect();
         sort_keyed(&mut out, &desc, ctx.tz);
