@@ -385,7 +385,7 @@ impl SqlSession {
                 .iter()
                 .any(|t| !t.joins.is_empty() || matches!(t.relation, TableFactor::Derived { .. }))
         {
-            let joined = self.joined_rows(&select.from)?;
+            let joined = self.joined_rows(&select.from, select.selection.as_ref())?;
             let ctx = self.ctx();
             let mut kept = Vec::new();
             for r in joined.rows {
