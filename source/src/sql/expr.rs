@@ -21,6 +21,9 @@ pub struct ColumnRef {
     pub table: String,
     pub name: String,
     pub ty: Option<ColumnType>,
+    /// Reachable only as `table.name`: the second copy of a JOIN ... USING column, whose
+    /// bare name means the joined (coalesced) column.
+    pub qualified_only: bool,
 }
 
 /// What an expression can see.
@@ -259,7 +262,11 @@ pub fn resolve(scope: &Scope<'_>, table: Option<&str>, name: &str) -> Result<usi
     let table_l = table.map(str::to_lowercase);
     let mut found = None;
     for (i, c) in scope.columns.iter().enumerate() {
-        if c.name == name_l && table_l.as_ref().is_none_or(|t| *t == c.table) {
+        let visible = match &table_l {
+            Some(t) => *t == c.table,
+            None => !c.qualified_only,
+        };
+        if c.name == name_l && visible {
             if found.is_some() {
                 return Err(Error::new(
                     code::ER_NON_UNIQ_ERROR,

@@ -1,5 +1,5 @@
-//! FROM clauses naming several tables: comma and CROSS joins, INNER JOIN ... ON and
-//! LEFT / RIGHT [OUTER] JOIN ... ON, evaluated as nested loops over each table's visible rows,
+//! FROM clauses naming several tables: comma and CROSS joins, INNER and LEFT / RIGHT [OUTER]
+//! JOIN with ON, USING or NATURAL, evaluated as nested loops over each table's visible rows,
 //! or through a hash index when ON (for comma and CROSS joins, a term of the WHERE) equates
 //! integer columns of the two sides. Conditions filter as each table is added, so only
 //! matching combinations are kept.
@@ -9,7 +9,7 @@ use binlog_format::Value;
 use std::collections::HashMap;
 
 use sqlparser::ast::{
-    BinaryOperator, Expr, JoinConstraint, JoinOperator, TableFactor, TableWithJoins,
+    BinaryOperator, Expr, Ident, JoinConstraint, JoinOperator, TableFactor, TableWithJoins,
 };
 
 use super::expr::{eval, resolve, truthy, ColumnRef, Scope};
@@ -49,47 +49,57 @@ impl FromTable {
 pub(crate) struct Joined {
     pub tables: Vec<FromTable>,
     pub columns: Vec<ColumnRef>,
+    /// What `*` stands for: (slot, name, type).
+    pub star: Vec<(usize, String, Option<ColumnType>)>,
     pub rows: Vec<Vec<Value>>,
 }
 
-enum Kind<'a> {
-    Inner(Option<&'a Expr>),
-    /// Every row of the tables so far, with NULLs where the new table has no match.
-    Left(&'a Expr),
-    /// Every row of the new table, with NULLs where the tables so far have no match.
-    Right(&'a Expr),
+/// Which rows without a partner survive, padded with NULLs.
+#[derive(Clone, Copy, PartialEq)]
+enum Outer {
+    No,
+    /// Every row of the tables so far.
+    Left,
+    /// Every row of the new table.
+    Right,
 }
 
-fn on(c: &JoinConstraint) -> Result<Option<&Expr>> {
-    match c {
-        JoinConstraint::On(e) => Ok(Some(e)),
-        JoinConstraint::None => Ok(None),
-        JoinConstraint::Using(_) | JoinConstraint::UsingAlias(..) => {
-            Err(Error::unsupported("JOIN ... USING"))
-        }
-        JoinConstraint::Natural => Err(Error::unsupported("NATURAL JOIN")),
-    }
+enum Cond {
+    None,
+    On(Box<Expr>),
+    /// Equal values in these columns of both sides, which are then one column.
+    Using(Vec<String>),
+    /// USING every column name both sides have.
+    Natural,
 }
 
-fn kind(op: &JoinOperator) -> Result<Kind<'_>> {
-    match op {
+fn spec(op: &JoinOperator) -> Result<(Outer, Cond)> {
+    let (outer, c) = match op {
         JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) => {
-            Ok(Kind::Inner(on(c)?))
+            (Outer::No, c)
         }
-        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => match on(c)? {
-            Some(e) => Ok(Kind::Left(e)),
-            None => Err(Error::syntax(
-                "You have an error in your SQL syntax; LEFT JOIN needs an ON condition",
-            )),
-        },
-        JoinOperator::Right(c) | JoinOperator::RightOuter(c) => match on(c)? {
-            Some(e) => Ok(Kind::Right(e)),
-            None => Err(Error::syntax(
-                "You have an error in your SQL syntax; RIGHT JOIN needs an ON condition",
-            )),
-        },
-        other => Err(Error::unsupported(format!("join {other:?}"))),
-    }
+        JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (Outer::Left, c),
+        JoinOperator::Right(c) | JoinOperator::RightOuter(c) => (Outer::Right, c),
+        other => return Err(Error::unsupported(format!("join {other:?}"))),
+    };
+    let cond = match c {
+        JoinConstraint::On(e) => Cond::On(Box::new(e.clone())),
+        JoinConstraint::Using(names) => Cond::Using(
+            names
+                .iter()
+                .map(|n| split_name(n).map(|(_, c)| c))
+                .collect::<Result<_>>()?,
+        ),
+        JoinConstraint::UsingAlias(..) => return Err(Error::unsupported("JOIN ... USING ... AS")),
+        JoinConstraint::Natural => Cond::Natural,
+        JoinConstraint::None if outer != Outer::No => {
+            return Err(Error::syntax(
+                "You have an error in your SQL syntax; an outer join needs ON or USING",
+            ))
+        }
+        JoinConstraint::None => Cond::None,
+    };
+    Ok((outer, cond))
 }
 
 /// For `ON x = y` between an integer column of the tables so far and an integer column of
@@ -156,6 +166,8 @@ fn int_key(v: &Value) -> Option<i128> {
     }
 }
 
+type StarCol = (usize, String, Option<ColumnType>);
+
 impl SqlSession {
     /// The joined rows of `from`. `selection` (the WHERE, still applied afterwards by the
     /// caller) lends its `x = y` conjuncts to comma and CROSS joins, so `FROM a, b WHERE
@@ -172,13 +184,14 @@ impl SqlSession {
         let mut j = Joined {
             tables: Vec::new(),
             columns: Vec::new(),
+            star: Vec::new(),
             rows: vec![Vec::new()],
         };
         for twj in from {
             // A comma between tables is a cross join.
-            self.join_table(&mut j, &twj.relation, Kind::Inner(None), &conj)?;
+            self.join_table(&mut j, &twj.relation, (Outer::No, Cond::None), &conj)?;
             for join in &twj.joins {
-                self.join_table(&mut j, &join.relation, kind(&join.join_operator)?, &conj)?;
+                self.join_table(&mut j, &join.relation, spec(&join.join_operator)?, &conj)?;
             }
         }
         Ok(j)
@@ -188,7 +201,7 @@ impl SqlSession {
         &self,
         j: &mut Joined,
         relation: &TableFactor,
-        kind: Kind<'_>,
+        (outer, cond): (Outer, Cond),
         where_conjuncts: &[&Expr],
     ) -> Result<()> {
         let (shown, right, table) = match relation {
@@ -223,6 +236,7 @@ impl SqlSession {
                         table: alias_l.clone(),
                         name: c.to_lowercase(),
                         ty: ty.clone(),
+                        qualified_only: false,
                     })
                     .collect();
                 let table = FromTable {
@@ -250,26 +264,112 @@ impl SqlSession {
             ));
         }
         let width = cols.len();
+        let left_width = j.columns.len();
+        let new_star: Vec<StarCol> = table
+            .star
+            .iter()
+            .map(|(i, n, t)| (table.offset + i, n.clone(), t.clone()))
+            .collect();
         j.columns.extend(cols);
+        let right_alias = table.alias.clone();
         j.tables.push(table);
-        let ctx = self.ctx();
-        let left_width = j.columns.len() - width;
-        let mut out = Vec::new();
-        let mut right_matched = vec![false; right.len()];
-        let on = match &kind {
+
+        let names = match &cond {
+            Cond::Using(names) => names.clone(),
+            Cond::Natural => j
+                .star
+                .iter()
+                .filter(|(s, ..)| !j.columns[*s].qualified_only)
+                .map(|(_, n, _)| n.clone())
+                .filter(|n| new_star.iter().any(|(_, m, _)| m.eq_ignore_ascii_case(n)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        // USING pairs: (slot on the left, slot in the new table), and the equivalent ON.
+        let mut pairs = Vec::new();
+        let mut using_on: Option<Expr> = None;
+        for name in &names {
+            let left_scope = Scope {
+                columns: &j.columns[..left_width],
+                row: &[],
+                aggregates: None,
+                place: "from clause",
+            };
+            let ls = resolve(&left_scope, None, name)?;
+            let rs = j.columns[left_width..]
+                .iter()
+                .position(|c| !c.name.is_empty() && c.name == name.to_lowercase())
+                .ok_or_else(|| Error::bad_field(name, "from clause"))?;
+            let col = |table: &str| {
+                Expr::CompoundIdentifier(vec![Ident::new(table), Ident::new(name.clone())])
+            };
+            let eq = Expr::BinaryOp {
+                left: Box::new(col(&j.columns[ls].table)),
+                op: BinaryOperator::Eq,
+                right: Box::new(col(&right_alias)),
+            };
+            using_on = Some(match using_on {
+                None => eq,
+                Some(prev) => Expr::BinaryOp {
+                    left: Box::new(prev),
+                    op: BinaryOperator::And,
+                    right: Box::new(eq),
+                },
+            });
+            pairs.push((ls, left_width + rs));
+        }
+        let on: Option<Expr> = match cond {
+            Cond::On(e) => Some(*e),
+            Cond::Using(_) | Cond::Natural => using_on,
             // Filtering an inner join early by a WHERE equality gives the same result: the
             // rows it drops would fail the WHERE anyway, and an equality is never true on
             // the NULLs a later outer join pads with.
-            Kind::Inner(None) => where_conjuncts
+            Cond::None => where_conjuncts
                 .iter()
-                .copied()
-                .find(|e| integer_equi_join(e, &j.columns, left_width).is_some()),
-            Kind::Inner(on) => *on,
-            Kind::Left(on) | Kind::Right(on) => Some(*on),
+                .find(|e| integer_equi_join(e, &j.columns, left_width).is_some())
+                .map(|e| (*e).clone()),
         };
+        // The joined column is the side whose rows all survive: the left one, except in a
+        // RIGHT JOIN. The other copy is only reachable qualified, and `*` shows the joined
+        // columns first, then the rest of each side.
+        let mut star: Vec<StarCol> = Vec::new();
+        let mut dropped = Vec::new();
+        for &(ls, rs) in &pairs {
+            let (keep, drop) = if outer == Outer::Right {
+                (rs, ls)
+            } else {
+                (ls, rs)
+            };
+            j.columns[drop].qualified_only = true;
+            dropped.extend([ls, rs]);
+            if let Some(c) = j.star.iter().chain(&new_star).find(|(s, ..)| *s == keep) {
+                star.push(c.clone());
+            }
+        }
+        let left_rest = j
+            .star
+            .iter()
+            .filter(|(s, ..)| !dropped.contains(s))
+            .cloned();
+        let right_rest = new_star
+            .iter()
+            .filter(|(s, ..)| !dropped.contains(s))
+            .cloned();
+        if outer == Outer::Right && !pairs.is_empty() {
+            star.extend(right_rest.chain(left_rest));
+        } else {
+            star.extend(left_rest.chain(right_rest));
+        }
+        j.star = star;
+
+        let ctx = self.ctx();
+        let mut out = Vec::new();
+        let mut right_matched = vec![false; right.len()];
         // `ON a.x = b.y` on integer columns: only rows with equal keys can match, so look
         // them up instead of trying every pair. The full condition is still evaluated.
-        let equi = on.and_then(|e| integer_equi_join(e, &j.columns, left_width));
+        let equi = on
+            .as_ref()
+            .and_then(|e| integer_equi_join(e, &j.columns, left_width));
         let mut index: HashMap<i128, Vec<usize>> = HashMap::new();
         if let Some((_, rs)) = equi {
             for (ri, r) in right.iter().enumerate() {
@@ -296,7 +396,7 @@ impl SqlSession {
                 let mut row = Vec::with_capacity(left.len() + width);
                 row.extend_from_slice(&left);
                 row.extend_from_slice(r);
-                let keep = match on {
+                let keep = match &on {
                     None => true,
                     Some(on) => {
                         let scope = Scope {
@@ -314,13 +414,13 @@ impl SqlSession {
                     out.push(row);
                 }
             }
-            if !matched && matches!(kind, Kind::Left(_)) {
+            if !matched && outer == Outer::Left {
                 let mut row = left;
                 row.resize(row.len() + width, Value::Null);
                 out.push(row);
             }
         }
-        if matches!(kind, Kind::Right(_)) {
+        if outer == Outer::Right {
             for (r, _) in right.into_iter().zip(right_matched).filter(|(_, m)| !m) {
                 let mut row = vec![Value::Null; left_width];
                 row.extend(r);

@@ -21,6 +21,13 @@ use super::{split_name, Outcome, SqlSession};
 use crate::engine::HIDDEN_ROW_ID;
 use crate::error::{code, Error, Result};
 
+/// The FROM side of a SELECT: its tables, and what `*` stands for when that is not every
+/// table's columns in order (after JOIN ... USING, joined columns come first, once).
+struct SelectFrom {
+    tables: Vec<FromTable>,
+    star: Option<Vec<(usize, String, Option<ColumnType>)>>,
+}
+
 /// A select-list entry: an expression, or a column copied from the source row.
 enum Item<'a> {
     Expr(&'a Expr),
@@ -255,6 +262,7 @@ pub(crate) fn table_columns(def: &TableDef, alias: Option<&str>) -> Vec<ColumnRe
                 c.name.to_lowercase()
             },
             ty: Some(c.ty.clone()),
+            qualified_only: false,
         })
         .collect()
 }
@@ -393,7 +401,11 @@ impl SqlSession {
                     kept.push(r);
                 }
             }
-            return self.finish_select(q, text, select, joined.tables, joined.columns, kept);
+            let from = SelectFrom {
+                tables: joined.tables,
+                star: Some(joined.star),
+            };
+            return self.finish_select(q, text, select, from, joined.columns, kept);
         }
         let (def, columns) = match select.from.first().map(|t| &t.relation) {
             None => (None, Vec::new()),
@@ -429,6 +441,10 @@ impl SqlSession {
                         }
                     }
                     let from = vec![FromTable::of_def(String::new(), &vdef, 0)];
+                    let from = SelectFrom {
+                        tables: from,
+                        star: None,
+                    };
                     return self.finish_select(q, text, select, from, cols, kept);
                 }
                 let def = self.session.table_def(db.as_deref(), &t)?;
@@ -464,6 +480,10 @@ impl SqlSession {
                 FromTable::of_def(alias, def, 0)
             })
             .collect();
+        let from = SelectFrom {
+            tables: from,
+            star: None,
+        };
         self.finish_select(q, text, select, from, columns, source_rows)
     }
 
@@ -478,6 +498,7 @@ impl SqlSession {
                 table: String::new(),
                 name: c.to_lowercase(),
                 ty: None,
+                qualified_only: false,
             })
             .collect();
         let ctx = self.ctx();
@@ -588,10 +609,11 @@ impl SqlSession {
         q: &Query,
         text: &str,
         select: &Select,
-        from: Vec<FromTable>,
+        from: SelectFrom,
         columns: Vec<ColumnRef>,
         source_rows: Vec<Vec<Value>>,
     ) -> Result<Rows> {
+        let SelectFrom { tables: from, star } = from;
         // Projection: (header, expression or column slot, type).
         let mut items: Vec<(String, Item<'_>, Option<ColumnType>)> = Vec::new();
         let item_texts = select_list_texts(text).filter(|t| t.len() == select.projection.len());
@@ -628,8 +650,16 @@ impl SqlSession {
                     if from.is_empty() {
                         return Err(Error::new(1096, "HY000", "No tables used"));
                     }
-                    for t in &from {
-                        push_columns(&mut items, t);
+                    match &star {
+                        Some(star) => items.extend(
+                            star.iter()
+                                .map(|(s, n, t)| (n.clone(), Item::Slot(*s), t.clone())),
+                        ),
+                        None => {
+                            for t in &from {
+                                push_columns(&mut items, t);
+                            }
+                        }
                     }
                 }
                 SelectItem::QualifiedWildcard(
@@ -725,6 +755,7 @@ impl SqlSession {
                                 table: String::new(),
                                 name: h.to_lowercase(),
                                 ty: None,
+                                qualified_only: false,
                             })
                             .collect();
                         eval(
