@@ -261,6 +261,7 @@ impl SqlSession {
         let user_assigned = assigned.clone();
         assigned.extend(gens.iter().map(|(g, _)| *g));
         let outcome = self.statement(|s| {
+            s.prefetch_subqueries(&def, selection.iter().chain(&exprs))?;
             let owned = s.owned_ctx();
             let ctx = owned.ctx();
             let mut filter = |row: &Vec<Value>| {
@@ -360,6 +361,7 @@ impl SqlSession {
         };
         let selection = d.selection.clone();
         let deleted = self.statement(|s| {
+            s.prefetch_subqueries(&def, selection.iter())?;
             let owned = s.owned_ctx();
             let ctx = owned.ctx();
             let mut filter = |row: &Vec<Value>| {

@@ -49,8 +49,11 @@ impl Scope<'_> {
 
 /// Session-wide inputs of evaluation.
 pub struct Ctx<'a> {
-    /// The session, for scalar subqueries.
+    /// The session, for subqueries.
     pub sql: Option<&'a super::SqlSession>,
+    /// Where the session is busy changing rows: the statement's subqueries, run beforehand
+    /// (see `SqlSession::prefetch_subqueries`), by their text.
+    pub prefetched: Option<&'a HashMap<String, std::sync::Arc<super::select::Rows>>>,
     pub now_us: i64,
     pub tz: i64,
     pub user_vars: &'a HashMap<String, Value>,
@@ -750,10 +753,7 @@ pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
             subquery: q,
             negated,
         } => {
-            let sql = ctx.sql.ok_or_else(|| {
-                Error::unsupported("subqueries in UPDATE, DELETE or ON DUPLICATE KEY UPDATE")
-            })?;
-            let found = !sql.run_subquery(q)?.rows.is_empty();
+            let found = !run_subquery(q, ctx)?.rows.is_empty();
             Ok(Value::Int(i64::from(found != *negated)))
         }
         Expr::Interval(_) => Err(Error::syntax(
@@ -769,14 +769,21 @@ pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
     }
 }
 
+/// A subquery's rows: run now, or, inside a change, as run before it.
+fn run_subquery(q: &Query, ctx: &Ctx<'_>) -> Result<std::sync::Arc<super::select::Rows>> {
+    if let Some(sql) = ctx.sql {
+        return sql.run_subquery(q);
+    }
+    ctx.prefetched
+        .and_then(|p| p.get(&q.to_string()).cloned())
+        .ok_or_else(|| Error::unsupported("subqueries in ON DUPLICATE KEY UPDATE"))
+}
+
 /// Runs an uncorrelated subquery that must yield one column (scalar and IN subqueries). A
 /// reference to an outer column fails inside it as an unknown column, rather than being
 /// evaluated against the wrong row.
 fn subquery(q: &Query, ctx: &Ctx<'_>) -> Result<std::sync::Arc<super::select::Rows>> {
-    let sql = ctx.sql.ok_or_else(|| {
-        Error::unsupported("subqueries in UPDATE, DELETE or ON DUPLICATE KEY UPDATE")
-    })?;
-    let rows = sql.run_subquery(q)?;
+    let rows = run_subquery(q, ctx)?;
     if rows.columns.len() != 1 {
         return Err(Error::new(
             code::ER_OPERAND_COLUMNS,

@@ -49,12 +49,15 @@ pub(crate) struct OwnedCtx {
     user_vars: HashMap<String, Value>,
     database: Option<String>,
     last_insert_id: u64,
+    /// The statement's subqueries, run before it started changing rows.
+    subqueries: HashMap<String, std::sync::Arc<select::Rows>>,
 }
 
 impl OwnedCtx {
     pub(crate) fn ctx(&self) -> expr::Ctx<'_> {
         expr::Ctx {
             sql: None,
+            prefetched: Some(&self.subqueries),
             now_us: self.now_us,
             tz: self.tz,
             user_vars: &self.user_vars,
@@ -131,6 +134,7 @@ impl SqlSession {
     pub(crate) fn ctx(&self) -> expr::Ctx<'_> {
         expr::Ctx {
             sql: Some(self),
+            prefetched: None,
             now_us: self.session.now_us(),
             tz: self.session.vars.tz_offset,
             user_vars: &self.user_vars,
@@ -148,6 +152,11 @@ impl SqlSession {
             user_vars: self.user_vars.clone(),
             database: self.session.vars.database.clone(),
             last_insert_id: self.last_insert_id,
+            subqueries: self
+                .subqueries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         }
     }
 

@@ -358,6 +358,70 @@ impl SqlSession {
         }
     }
 
+    /// Runs the subqueries of an UPDATE, DELETE or ON DUPLICATE KEY UPDATE before it changes
+    /// anything, so that evaluation inside the change finds them. As in MySQL, a subquery
+    /// may not read the table being changed (error 1093).
+    pub(crate) fn prefetch_subqueries<'e>(
+        &self,
+        target: &TableDef,
+        exprs: impl IntoIterator<Item = &'e Expr>,
+    ) -> Result<()> {
+        use sqlparser::ast::{visit_expressions, visit_relations, InTarget};
+        use std::ops::ControlFlow;
+        let current = self.session.vars.database.clone().unwrap_or_default();
+        let mut done: Vec<String> = Vec::new();
+        for e in exprs {
+            let flow = visit_expressions(e, |e| {
+                let q = match e {
+                    Expr::Subquery(q) | Expr::Exists { subquery: q, .. } => q,
+                    Expr::In {
+                        target: InTarget::Subquery(q),
+                        ..
+                    } => q,
+                    _ => return ControlFlow::Continue(()),
+                };
+                let text = q.to_string();
+                // A subquery inside one already run was run with it.
+                if done.iter().any(|d| d.contains(&text)) {
+                    return ControlFlow::Continue(());
+                }
+                let reads_target = visit_relations(q.as_ref(), |name| match split_name(name) {
+                    Ok((db, t))
+                        if t.eq_ignore_ascii_case(&target.name)
+                            && db
+                                .as_deref()
+                                .unwrap_or(&current)
+                                .eq_ignore_ascii_case(&target.database) =>
+                    {
+                        ControlFlow::Break(())
+                    }
+                    _ => ControlFlow::Continue(()),
+                });
+                if reads_target.is_break() {
+                    return ControlFlow::Break(Error::new(
+                        1093,
+                        "HY000",
+                        format!(
+                            "You can't specify target table '{}' for update in FROM clause",
+                            target.name
+                        ),
+                    ));
+                }
+                match self.run_subquery(q) {
+                    Ok(_) => {
+                        done.push(text);
+                        ControlFlow::Continue(())
+                    }
+                    Err(err) => ControlFlow::Break(err),
+                }
+            });
+            if let ControlFlow::Break(err) = flow {
+                return Err(err);
+            }
+        }
+        Ok(())
+    }
+
     /// Runs a subquery once per statement: later evaluations (one per outer row) reuse the
     /// result, which cannot change while the statement reads.
     pub(crate) fn run_subquery(&self, q: &Query) -> Result<std::sync::Arc<Rows>> {
