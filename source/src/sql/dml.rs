@@ -675,6 +675,7 @@ impl SqlSession {
             );
         }
         let exprs: Vec<Expr> = assignments.iter().map(|a| a.value.clone()).collect();
+        self.prefetch_subqueries(def, exprs.iter())?;
         let scope_columns = table_columns(def, None);
         let tz = self.session.vars.tz_offset;
         let mut affected = 0;

@@ -776,7 +776,7 @@ fn run_subquery(q: &Query, ctx: &Ctx<'_>) -> Result<std::sync::Arc<super::select
     }
     ctx.prefetched
         .and_then(|p| p.get(&q.to_string()).cloned())
-        .ok_or_else(|| Error::unsupported("subqueries in ON DUPLICATE KEY UPDATE"))
+        .ok_or_else(|| Error::internal("a subquery was not run before the change that uses it"))
 }
 
 /// Runs an uncorrelated subquery that must yield one column (scalar and IN subqueries). A
