@@ -37,6 +37,27 @@ fn is_default_keyword(e: &Expr) -> bool {
     matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"))
 }
 
+/// The columns `SET col = ...` assignments write, by position in the table.
+fn assigned_columns(
+    def: &TableDef,
+    assignments: &[sqlparser::ast::Assignment],
+) -> Result<Vec<usize>> {
+    assignments
+        .iter()
+        .map(|a| {
+            let AssignmentTarget::ColumnName(c) = &a.target else {
+                return Err(Error::unsupported("tuple assignment"));
+            };
+            let col =
+                c.0.last()
+                    .map(|p| p.to_string().trim_matches('`').to_string())
+                    .unwrap_or_default();
+            def.column_index(&col)
+                .ok_or_else(|| Error::bad_field(&col, "field list"))
+        })
+        .collect()
+}
+
 impl SqlSession {
     fn table_of(&self, table: &TableObject) -> Result<TableDef> {
         match table {
@@ -212,20 +233,7 @@ impl SqlSession {
         let (db, t) = split_name(name)?;
         let def = self.session.table_def(db.as_deref(), &t)?;
         let columns = table_columns(&def, alias.as_ref().map(|a| a.name.value.as_str()));
-        let mut assigned = Vec::new();
-        for a in &u.assignments {
-            let AssignmentTarget::ColumnName(c) = &a.target else {
-                return Err(Error::unsupported("tuple assignment"));
-            };
-            let col =
-                c.0.last()
-                    .map(|p| p.to_string().trim_matches('`').to_string())
-                    .unwrap_or_default();
-            assigned.push(
-                def.column_index(&col)
-                    .ok_or_else(|| Error::bad_field(&col, "field list"))?,
-            );
-        }
+        let mut assigned = assigned_columns(&def, &u.assignments)?;
         if let (Some(r), Some(w)) = (&def.ring, &u.selection) {
             // Meta rows cannot be updated (the spec); a WHERE that names slot 0 asks to.
             let mut eqs = Vec::new();
@@ -387,21 +395,7 @@ impl SqlSession {
         };
         let prefix_cols = def.prefix_columns().to_vec();
         let mut terms = Vec::new();
-        fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
-            match e {
-                Expr::BinaryOp {
-                    left,
-                    op: BinaryOperator::And,
-                    right,
-                } => {
-                    conjuncts(left, out);
-                    conjuncts(right, out);
-                }
-                Expr::Nested(inner) => conjuncts(inner, out),
-                other => out.push(other),
-            }
-        }
-        conjuncts(w, &mut terms);
+        super::select::conjuncts(w, &mut terms);
         // Any column outside the prefix anywhere in the WHERE is the second error.
         let mut referenced = Vec::new();
         collect_columns(w, &mut referenced);
@@ -660,20 +654,7 @@ impl SqlSession {
         rows: Vec<Vec<Value>>,
         assignments: &[sqlparser::ast::Assignment],
     ) -> Result<u64> {
-        let mut assigned = Vec::new();
-        for a in assignments {
-            let AssignmentTarget::ColumnName(c) = &a.target else {
-                return Err(Error::unsupported("tuple assignment"));
-            };
-            let col =
-                c.0.last()
-                    .map(|p| p.to_string().trim_matches('`').to_string())
-                    .unwrap_or_default();
-            assigned.push(
-                def.column_index(&col)
-                    .ok_or_else(|| Error::bad_field(&col, "field list"))?,
-            );
-        }
+        let assigned = assigned_columns(def, assignments)?;
         let exprs: Vec<Expr> = assignments.iter().map(|a| a.value.clone()).collect();
         self.prefetch_subqueries(def, exprs.iter())?;
         let scope_columns = table_columns(def, None);

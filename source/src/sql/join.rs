@@ -13,7 +13,7 @@ use sqlparser::ast::{
 };
 
 use super::expr::{eval, resolve, truthy, ColumnRef, Scope};
-use super::select::table_columns;
+use super::select::{conjuncts, table_columns};
 use super::{split_name, SqlSession};
 use crate::engine::HIDDEN_ROW_ID;
 use crate::error::{Error, Result};
@@ -138,22 +138,6 @@ fn integer_equi_join(
         (true, false) => Some((a, b - left_width)),
         (false, true) => Some((b, a - left_width)),
         _ => None,
-    }
-}
-
-/// The top-level AND terms of a condition.
-fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
-    match e {
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::And,
-            right,
-        } => {
-            conjuncts(left, out);
-            conjuncts(right, out);
-        }
-        Expr::Nested(inner) => conjuncts(inner, out),
-        other => out.push(other),
     }
 }
 

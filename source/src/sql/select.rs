@@ -212,36 +212,45 @@ fn collect_aggregates<'a>(e: &'a Expr, out: &mut Vec<&'a Function>) {
     }
 }
 
-/// Equality constraints `col = constant` among the top-level ANDs of a WHERE.
-pub(crate) fn equalities(e: &Expr, out: &mut Vec<(String, Expr)>) {
+/// The top-level AND terms of a condition (parentheses looked through).
+pub(crate) fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     match e {
         Expr::BinaryOp {
             left,
             op: BinaryOperator::And,
             right,
         } => {
-            equalities(left, out);
-            equalities(right, out);
+            conjuncts(left, out);
+            conjuncts(right, out);
         }
-        Expr::Nested(inner) => equalities(inner, out),
-        Expr::BinaryOp {
+        Expr::Nested(inner) => conjuncts(inner, out),
+        other => out.push(other),
+    }
+}
+
+/// Equality constraints `col = constant` among the top-level ANDs of a WHERE.
+pub(crate) fn equalities(e: &Expr, out: &mut Vec<(String, Expr)>) {
+    let col = |x: &Expr| match x {
+        Expr::Identifier(i) => Some(i.value.to_lowercase()),
+        Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.to_lowercase()),
+        _ => None,
+    };
+    let constant = |x: &Expr| matches!(x, Expr::Value(_));
+    let mut terms = Vec::new();
+    conjuncts(e, &mut terms);
+    for term in terms {
+        if let Expr::BinaryOp {
             left,
             op: BinaryOperator::Eq,
             right,
-        } => {
-            let col = |x: &Expr| match x {
-                Expr::Identifier(i) => Some(i.value.to_lowercase()),
-                Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.to_lowercase()),
-                _ => None,
-            };
-            let constant = |x: &Expr| matches!(x, Expr::Value(_));
+        } = term
+        {
             if let (Some(c), true) = (col(left), constant(right)) {
                 out.push((c, (**right).clone()));
             } else if let (Some(c), true) = (col(right), constant(left)) {
                 out.push((c, (**left).clone()));
             }
         }
-        _ => {}
     }
 }
 
@@ -286,6 +295,37 @@ pub(crate) fn row_matches(
             },
             ctx,
         )?) == Some(true)),
+    }
+}
+
+/// The rows that satisfy a WHERE clause, in order (no clause: all of them).
+fn keep_matching(
+    selection: Option<&Expr>,
+    columns: &[ColumnRef],
+    rows: Vec<Vec<Value>>,
+    ctx: &super::expr::Ctx<'_>,
+) -> Result<Vec<Vec<Value>>> {
+    if selection.is_none() {
+        return Ok(rows);
+    }
+    let mut kept = Vec::with_capacity(rows.len());
+    for r in rows {
+        if row_matches(selection, columns, &r, ctx)? {
+            kept.push(r);
+        }
+    }
+    Ok(kept)
+}
+
+/// A query's ORDER BY terms: expression and whether descending.
+fn order_terms(q: &Query) -> Result<Vec<(&Expr, bool)>> {
+    match q.order_by.as_ref().map(|o| &o.kind) {
+        Some(OrderByKind::Expressions(v)) => Ok(v
+            .iter()
+            .map(|o| (&o.expr, matches!(o.options.sort, Some(OrderBySort::Desc))))
+            .collect()),
+        Some(OrderByKind::All(_)) => Err(Error::unsupported("ORDER BY ALL")),
+        None => Ok(vec![]),
     }
 }
 
@@ -337,25 +377,7 @@ impl SqlSession {
             }
         }
         let rows = self.session.scan(def, &prefix)?;
-        match selection {
-            None => Ok(rows),
-            Some(w) => {
-                let ctx = self.ctx();
-                let mut out = Vec::new();
-                for r in rows {
-                    let scope = Scope {
-                        columns,
-                        row: &r,
-                        aggregates: None,
-                        place: "where clause",
-                    };
-                    if truthy(&eval(w, &scope, &ctx)?) == Some(true) {
-                        out.push(r);
-                    }
-                }
-                Ok(out)
-            }
-        }
+        keep_matching(selection, columns, rows, &self.ctx())
     }
 
     /// Runs the subqueries of an UPDATE, DELETE or ON DUPLICATE KEY UPDATE before it changes
@@ -458,13 +480,12 @@ impl SqlSession {
                 .any(|t| !t.joins.is_empty() || matches!(t.relation, TableFactor::Derived { .. }))
         {
             let joined = self.joined_rows(&select.from, select.selection.as_ref())?;
-            let ctx = self.ctx();
-            let mut kept = Vec::new();
-            for r in joined.rows {
-                if row_matches(select.selection.as_ref(), &joined.columns, &r, &ctx)? {
-                    kept.push(r);
-                }
-            }
+            let kept = keep_matching(
+                select.selection.as_ref(),
+                &joined.columns,
+                joined.rows,
+                &self.ctx(),
+            )?;
             let from = SelectFrom {
                 tables: joined.tables,
                 star: Some(joined.star),
@@ -482,28 +503,7 @@ impl SqlSession {
                 {
                     let (vdef, rows) = super::show::memory_per_fragment(self.engine());
                     let cols = table_columns(&vdef, alias.as_ref().map(|a| a.name.value.as_str()));
-                    let ctx = self.ctx();
-                    let mut kept = Vec::new();
-                    for r in rows {
-                        let keep = match &select.selection {
-                            Some(w) => {
-                                truthy(&eval(
-                                    w,
-                                    &Scope {
-                                        columns: &cols,
-                                        row: &r,
-                                        aggregates: None,
-                                        place: "where clause",
-                                    },
-                                    &ctx,
-                                )?) == Some(true)
-                            }
-                            None => true,
-                        };
-                        if keep {
-                            kept.push(r);
-                        }
-                    }
+                    let kept = keep_matching(select.selection.as_ref(), &cols, rows, &self.ctx())?;
                     let from = vec![FromTable::of_def(String::new(), &vdef, 0)];
                     let from = SelectFrom {
                         tables: from,
@@ -566,14 +566,7 @@ impl SqlSession {
             })
             .collect();
         let ctx = self.ctx();
-        let order: Vec<(&Expr, bool)> = match q.order_by.as_ref().map(|o| &o.kind) {
-            Some(OrderByKind::Expressions(v)) => v
-                .iter()
-                .map(|o| (&o.expr, matches!(o.options.sort, Some(OrderBySort::Desc))))
-                .collect(),
-            Some(OrderByKind::All(_)) => return Err(Error::unsupported("ORDER BY ALL")),
-            None => vec![],
-        };
+        let order = order_terms(q)?;
         let mut keyed = Vec::with_capacity(result.rows.len());
         for row in std::mem::take(&mut result.rows) {
             let scope = Scope {
@@ -761,14 +754,7 @@ impl SqlSession {
         if let Some(h) = &select.having {
             collect_aggregates(h, &mut aggs);
         }
-        let order_exprs: Vec<(&Expr, bool)> = match q.order_by.as_ref().map(|o| &o.kind) {
-            Some(OrderByKind::Expressions(v)) => v
-                .iter()
-                .map(|o| (&o.expr, matches!(o.options.sort, Some(OrderBySort::Desc))))
-                .collect(),
-            Some(OrderByKind::All(_)) => return Err(Error::unsupported("ORDER BY ALL")),
-            None => vec![],
-        };
+        let order_exprs = order_terms(q)?;
         for (e, _) in &order_exprs {
             collect_aggregates(e, &mut aggs);
         }
