@@ -99,7 +99,7 @@ impl Pair {
 
     fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
         match s.execute(sql) {
-            Ok(Outcome::Rows { rows, .. }) => rows,
+            Ok(Outcome::Rows(rs)) => rs.text_rows(),
             other => panic!("{sql}: {other:?}"),
         }
     }

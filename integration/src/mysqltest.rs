@@ -245,9 +245,9 @@ pub fn render_outcome(
 ) -> Vec<String> {
     let mut out = Vec::new();
     match result {
-        Ok(Outcome::Rows { columns, rows }) => {
-            out.push(columns.join("\t"));
-            for r in rows {
+        Ok(Outcome::Rows(rs)) => {
+            out.push(rs.columns.join("\t"));
+            for r in rs.text_rows() {
                 // A value with line breaks (SHOW CREATE TABLE) prints over several lines.
                 let line = r
                     .iter()

@@ -9,6 +9,7 @@ pub mod ddl;
 pub mod engine;
 pub mod error;
 pub mod ring;
+pub mod server;
 pub mod sql;
 pub mod types;
 pub mod writer;

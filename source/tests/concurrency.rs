@@ -170,7 +170,7 @@ fn crossed_prefix_locks_are_a_deadlock_with_one_victim() {
         .execute("SELECT p, who FROM r ORDER BY p")
         .expect("select")
     {
-        Outcome::Rows { rows, .. } => rows,
+        Outcome::Rows(rs) => rs.text_rows(),
         other => panic!("{other:?}"),
     };
     let w = Some(winner.to_string());

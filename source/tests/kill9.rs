@@ -65,7 +65,8 @@ fn acknowledged_commits_survive_sigkill_and_rings_continue() {
     assert!(report.last_seq >= acked.len() as u64);
     let mut s = SqlSession::new(&engine);
     let present: Vec<u64> = match s.execute("SELECT v FROM r").expect("select") {
-        Outcome::Rows { rows, .. } => rows
+        Outcome::Rows(rs) => rs
+            .text_rows()
             .into_iter()
             .filter_map(|r| r[0].as_deref().and_then(|v| v.parse().ok()))
             .collect(),
@@ -88,8 +89,8 @@ fn acknowledged_commits_survive_sigkill_and_rings_continue() {
             ))
             .expect("select")
         {
-            Outcome::Rows { rows, .. } => assert_eq!(
-                rows[0][0].as_deref(),
+            Outcome::Rows(rs) => assert_eq!(
+                rs.text_rows()[0][0].as_deref(),
                 Some((n + 1).to_string().as_str()),
                 "prefix {prefix}"
             ),

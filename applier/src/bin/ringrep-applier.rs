@@ -10,6 +10,8 @@ use clap::{Parser, Subcommand};
 use ringrep_applier::applier::read_positions;
 use ringrep_applier::verify::{verify, VerifyOptions};
 use ringrep_applier::{Applier, BinlogDirSource};
+use ringrep_source::server::config::FileConfig;
+use ringrep_source::server::{ServeArgs, Server, ServerSettings};
 use ringrep_source::{Engine, EngineConfig};
 
 #[derive(Parser)]
@@ -48,6 +50,10 @@ enum Command {
         /// Kafka brokers (not available yet: see issue 7).
         #[arg(long)]
         kafka_brokers: Option<String>,
+        /// Serve clients over the MySQL protocol (read-only) when --listen (or `listen` in the
+        /// config file) is given; 127.0.0.1:3307 is the usual replica address.
+        #[command(flatten)]
+        server: ServeArgs,
     },
     /// Compare a primary and a replica. Exit 0 when converged, 1 when they differ, 2 on error.
     Verify {
@@ -190,7 +196,16 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             exit_when_caught_up,
             sync,
             kafka_brokers,
+            server,
         } => {
+            let file = match &server.config {
+                Some(path) => FileConfig::load(path).map_err(anyhow::Error::msg)?,
+                None => FileConfig::default(),
+            };
+            let listen = server.listen.is_some() || file.listen.is_some();
+            let settings =
+                ServerSettings::resolve(&server, &file, ServerSettings::DEFAULT_REPLICA_LISTEN)
+                    .map_err(anyhow::Error::msg)?;
             if kafka_brokers.is_some() {
                 bail!("--kafka-brokers: the Kafka source is not built yet (issue 7); use --source-binlog");
             }
@@ -229,8 +244,20 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 eprintln!("applying from server {source_id} at seq {from} ({})", source_binlog.display());
                 let mut source = BinlogDirSource::open(&source_binlog, from, None);
                 let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+                let server = if listen {
+                    let server = Server::bind(applier.engine().clone(), &settings).await?;
+                    // Tests and scripts read the address from this line.
+                    eprintln!("replica listening on {} (read-only)", server.local_addr()?);
+                    let mut stopped = stop_rx.clone();
+                    Some(tokio::spawn(server.run(async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    })))
+                } else {
+                    None
+                };
                 // SIGINT or SIGTERM: stop between transactions, then sync and exit cleanly.
                 let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+                let stop_tx_for_server = stop_tx.clone();
                 tokio::spawn(async move {
                     tokio::select! {
                         _ = tokio::signal::ctrl_c() => {}
@@ -255,6 +282,11 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                         }
                     }, &stop_rx)
                     .await?;
+                if let Some(server) = server {
+                    // Also when the applier stopped on its own (--until-seq, caught up, error).
+                    let _ = stop_tx_for_server.send(true);
+                    server.await??;
+                }
                 applier.engine().sync()?;
                 eprintln!("stopped: last applied seq {last} ({} applied, {} skipped this run)", applier.applied, applier.skipped);
                 Ok(())

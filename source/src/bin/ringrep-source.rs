@@ -1,5 +1,5 @@
-//! `ringrep-source`: SQL against a data directory, backup and restore. The server (`serve`)
-//! and the Kafka relay (`relay`) are not built yet.
+//! `ringrep-source`: the primary node (`serve`), SQL against a data directory, backup and
+//! restore. The Kafka relay (`relay`) is not built yet.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use binlog_format::SyncPolicy;
 use clap::{Parser, Subcommand};
+use ringrep_source::server::config::FileConfig;
+use ringrep_source::server::{ServeArgs, Server, ServerSettings};
 use ringrep_source::sql::{client_error_line, Outcome, SqlSession};
 use ringrep_source::{Engine, EngineConfig};
 
@@ -15,7 +17,7 @@ use ringrep_source::{Engine, EngineConfig};
 #[command(
     name = "ringrep-source",
     version,
-    about = "ringrep primary: SQL, backup and restore"
+    about = "ringrep primary: the MySQL-protocol server, SQL, backup and restore"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -58,10 +60,20 @@ enum Command {
         #[arg(long)]
         data_dir: PathBuf,
     },
-    /// The MySQL-protocol server (not built yet: issue 6).
+    /// Run the primary: the MySQL-protocol server over a data directory. Stops cleanly on
+    /// SIGTERM or Ctrl-C (open transactions rolled back, binlog synced).
     Serve {
-        #[arg(long)]
-        data_dir: PathBuf,
+        /// The data directory (created if missing) [config: data_dir].
+        #[arg(long, env = "RINGREP_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// This node's server id, written into its binlog (default 1) [config: server_id].
+        #[arg(long, env = "RINGREP_SERVER_ID")]
+        server_id: Option<u32>,
+        /// Binlog sync policy: commit, never, or milliseconds (default commit) [config: sync].
+        #[arg(long, env = "RINGREP_SYNC")]
+        sync: Option<String>,
+        #[command(flatten)]
+        server: ServeArgs,
     },
     /// The Kafka relay (not built yet: issue 7).
     Relay {
@@ -94,10 +106,18 @@ fn field(v: &Option<String>) -> String {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Sql { data_dir, execute, force, server_id, sync, file } => {
+        Command::Sql {
+            data_dir,
+            execute,
+            force,
+            server_id,
+            sync,
+            file,
+        } => {
             let script = match (execute, file) {
                 (Some(e), _) => e,
-                (None, Some(f)) => std::fs::read_to_string(&f).with_context(|| format!("reading {}", f.display()))?,
+                (None, Some(f)) => std::fs::read_to_string(&f)
+                    .with_context(|| format!("reading {}", f.display()))?,
                 (None, None) => {
                     let mut s = String::new();
                     std::io::stdin().read_to_string(&mut s)?;
@@ -106,17 +126,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let mut cfg = EngineConfig::new(server_id);
             cfg.sync = sync.parse::<SyncPolicy>()?;
-            let (engine, _) = Engine::open(&data_dir, cfg).with_context(|| format!("opening {}", data_dir.display()))?;
+            let (engine, _) = Engine::open(&data_dir, cfg)
+                .with_context(|| format!("opening {}", data_dir.display()))?;
             let mut session = SqlSession::new(&engine);
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());
             let mut failed = false;
             for stmt in ringrep_source::sql::split_statements(&script) {
                 match session.execute(&stmt) {
-                    Ok(Outcome::Rows { columns, rows }) => {
-                        writeln!(out, "{}", columns.join("\t"))?;
-                        for r in rows {
-                            writeln!(out, "{}", r.iter().map(field).collect::<Vec<_>>().join("\t"))?;
+                    Ok(Outcome::Rows(rs)) => {
+                        writeln!(out, "{}", rs.columns.join("\t"))?;
+                        for r in rs.text_rows() {
+                            writeln!(
+                                out,
+                                "{}",
+                                r.iter().map(field).collect::<Vec<_>>().join("\t")
+                            )?;
                         }
                         // Each result reaches a pipe as soon as it exists.
                         out.flush()?;
@@ -134,20 +159,89 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             session.session.rollback();
             out.flush()?;
-            Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            Ok(if failed {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Command::Backup { data_dir, to } => {
-            let (engine, _) = Engine::open(&data_dir, EngineConfig::new(1)).with_context(|| format!("opening {}", data_dir.display()))?;
+            let (engine, _) = Engine::open(&data_dir, EngineConfig::new(1))
+                .with_context(|| format!("opening {}", data_dir.display()))?;
             let seq = engine.backup(&to)?;
-            println!("backup of {} at seq {seq} written to {}", data_dir.display(), to.display());
+            println!(
+                "backup of {} at seq {seq} written to {}",
+                data_dir.display(),
+                to.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Restore { from, data_dir } => {
             let seq = Engine::restore(&from, &data_dir)?;
-            println!("restored {} into {} (state at seq {seq}; its binlog continues at {})", from.display(), data_dir.display(), seq + 1);
+            println!(
+                "restored {} into {} (state at seq {seq}; its binlog continues at {})",
+                from.display(),
+                data_dir.display(),
+                seq + 1
+            );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve { .. } => anyhow::bail!("serve: the MySQL-protocol server is not built yet (issue 6); use `ringrep-source sql` or ringrep-demo"),
+        Command::Serve {
+            data_dir,
+            server_id,
+            sync,
+            server,
+        } => serve(data_dir, server_id, sync, server),
         Command::Relay { .. } => anyhow::bail!("relay: the Kafka relay is not built yet (issue 7)"),
     }
+}
+
+fn serve(
+    data_dir: Option<PathBuf>,
+    server_id: Option<u32>,
+    sync: Option<String>,
+    args: ServeArgs,
+) -> anyhow::Result<ExitCode> {
+    ringrep_source::server::init_logging();
+    let file = match &args.config {
+        Some(path) => FileConfig::load(path).map_err(anyhow::Error::msg)?,
+        None => FileConfig::default(),
+    };
+    let settings = ServerSettings::resolve(&args, &file, ServerSettings::DEFAULT_PRIMARY_LISTEN)
+        .map_err(anyhow::Error::msg)?;
+    let data_dir = data_dir
+        .or(file.data_dir.clone())
+        .context("--data-dir (or data_dir in the config file) is required")?;
+    let mut cfg = EngineConfig::new(server_id.or(file.server_id).unwrap_or(1));
+    cfg.sync = sync
+        .or(file.sync.clone())
+        .as_deref()
+        .unwrap_or("commit")
+        .parse::<SyncPolicy>()?;
+    let (engine, report) =
+        Engine::open(&data_dir, cfg).with_context(|| format!("opening {}", data_dir.display()))?;
+    tracing::info!(
+        "primary {} open at seq {} (server id {}, replayed {})",
+        data_dir.display(),
+        report.last_seq,
+        engine.config().server_id,
+        report.replayed
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let server = Server::bind(engine.clone(), &settings).await?;
+        tracing::info!("listening on {}", server.local_addr()?);
+        let purge = ringrep_source::server::spawn_ttl_purge(engine.clone());
+        let report = server.run(ringrep_source::server::stop_signal()).await?;
+        purge.abort();
+        tracing::info!(
+            "stopped: {} connection(s) served, {} closed at shutdown; binlog synced at seq {}",
+            report.connections_accepted,
+            report.connections_closed_at_shutdown,
+            engine.last_seq()
+        );
+        Ok(ExitCode::SUCCESS)
+    })
 }

@@ -104,6 +104,13 @@ fn dup_text(values: &[Value]) -> String {
         .join("-")
 }
 
+/// A session that goes away (a client disconnects) takes its open transaction with it.
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.rollback();
+    }
+}
+
 impl Session {
     pub(crate) fn new(engine: Engine) -> Session {
         Session {
@@ -124,6 +131,10 @@ impl Session {
 
     pub fn in_transaction(&self) -> bool {
         self.txn.as_ref().is_some_and(|t| t.explicit)
+    }
+
+    pub fn warning_count(&self) -> usize {
+        self.warnings.len()
     }
 
     pub fn take_warnings(&mut self) -> Vec<(u16, String)> {

@@ -476,12 +476,25 @@ pub fn like(text: &str, pattern: &str, escape: char) -> bool {
     go(&t, &p, escape)
 }
 
+/// `@@name` (the scope prefix already removed).
+fn system_variable(name: &str, ctx: &Ctx<'_>) -> Result<Value> {
+    match ctx.sql {
+        Some(sql) => sql.system_variable(name),
+        None => Err(Error::unsupported(format!(
+            "@@{name} in a statement that changes rows"
+        ))),
+    }
+}
+
 /// Evaluates an expression.
 pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
     match e {
         Expr::Value(v) => literal(&v.value),
         Expr::Identifier(id) => {
             if let Some(var) = id.value.strip_prefix('@') {
+                if let Some(sys) = var.strip_prefix('@').filter(|_| id.quote_style.is_none()) {
+                    return system_variable(sys, ctx);
+                }
                 if id.quote_style.is_none() {
                     return Ok(ctx
                         .user_vars
@@ -495,6 +508,10 @@ pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
         }
         Expr::CompoundIdentifier(parts) => {
             let n = parts.len();
+            // @@session.name, @@global.name
+            if n == 2 && parts[0].value.starts_with("@@") && parts[0].quote_style.is_none() {
+                return system_variable(&parts[1].value, ctx);
+            }
             if n >= 2 {
                 let i = resolve(scope, Some(&parts[n - 2].value), &parts[n - 1].value)?;
                 Ok(scope.row[i].clone())

@@ -423,7 +423,7 @@ mod tests {
 
     fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
         match s.execute(sql) {
-            Ok(Outcome::Rows { rows, .. }) => rows,
+            Ok(Outcome::Rows(rs)) => rs.text_rows(),
             other => panic!("{sql}: {other:?}"),
         }
     }

@@ -224,39 +224,52 @@ pub fn literal_text(v: &binlog_format::Value) -> String {
     }
 }
 
-/// Replaces each `?` outside quotes with the next value as a literal.
-pub fn bind_placeholders(sql: &str, values: &[binlog_format::Value]) -> String {
-    let mut out = String::with_capacity(sql.len());
+/// Byte offsets of the `?` placeholders outside quotes.
+fn placeholders(sql: &str) -> Vec<usize> {
+    let mut at = Vec::new();
     let mut quote: Option<char> = None;
-    let mut next = values.iter();
-    let mut chars = sql.chars();
-    while let Some(c) = chars.next() {
+    let mut chars = sql.char_indices();
+    while let Some((i, c)) = chars.next() {
         match quote {
             Some(q) => {
-                out.push(c);
                 if c == '\\' {
-                    if let Some(n) = chars.next() {
-                        out.push(n);
-                    }
+                    chars.next();
                 } else if c == q {
                     quote = None;
                 }
             }
             None => match c {
-                '\'' | '"' | '`' => {
-                    quote = Some(c);
-                    out.push(c);
-                }
-                '?' => out.push_str(
-                    &next
-                        .next()
-                        .map(literal_text)
-                        .unwrap_or_else(|| "NULL".into()),
-                ),
-                _ => out.push(c),
+                '\'' | '"' | '`' => quote = Some(c),
+                '?' => at.push(i),
+                _ => {}
             },
         }
     }
+    at
+}
+
+/// How many `?` placeholders a statement has.
+pub fn count_placeholders(sql: &str) -> usize {
+    placeholders(sql).len()
+}
+
+/// Replaces each `?` outside quotes with the next value as a literal (NULL when values run
+/// out).
+pub fn bind_placeholders(sql: &str, values: &[binlog_format::Value]) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut last = 0;
+    let mut next = values.iter();
+    for at in placeholders(sql) {
+        out.push_str(&sql[last..at]);
+        out.push_str(
+            &next
+                .next()
+                .map(literal_text)
+                .unwrap_or_else(|| "NULL".into()),
+        );
+        last = at + 1;
+    }
+    out.push_str(&sql[last..]);
     out
 }
 

@@ -10,6 +10,7 @@ mod dml;
 pub mod expr;
 mod join;
 mod lexer;
+mod result;
 mod rowset;
 mod select;
 mod show;
@@ -26,16 +27,14 @@ use crate::engine::Session;
 use crate::error::{code, Error, Result};
 use crate::Engine;
 
-pub use lexer::split_statements;
+pub use lexer::{bind_placeholders, count_placeholders, split_statements};
+pub use result::ResultSet;
 
 /// What one statement produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    /// A result set: column names and rows of text (`None` is NULL).
-    Rows {
-        columns: Vec<String>,
-        rows: Vec<Vec<Option<String>>>,
-    },
+    /// A result set.
+    Rows(ResultSet),
     /// A change: rows affected and MySQL's info line (`Records: 3  Duplicates: 0 ...`).
     Affected { rows: u64, info: Option<String> },
     /// Anything else (SET, BEGIN, ...).
@@ -223,15 +222,10 @@ impl SqlSession {
                         Some("OK".into()),
                     ]);
                 }
-                return Ok(Outcome::Rows {
-                    columns: vec![
-                        "Table".into(),
-                        "Op".into(),
-                        "Msg_type".into(),
-                        "Msg_text".into(),
-                    ],
+                return Ok(Outcome::text(
+                    &["Table", "Op", "Msg_type", "Msg_text"],
                     rows,
-                });
+                ));
             }
             ("SHOW", "WARNINGS") => return Ok(self.show_warnings()),
             ("BEGIN", _) if first.len() == 1 => {
@@ -321,15 +315,14 @@ impl SqlSession {
                     .ok_or_else(|| Error::syntax("SHOW COLUMNS needs FROM table"))?;
                 self.describe(&name)
             }
-            Statement::ShowDatabases { .. } => Ok(Outcome::Rows {
-                columns: vec!["Database".into()],
-                rows: self
-                    .engine()
+            Statement::ShowDatabases { .. } => Ok(Outcome::text(
+                &["Database"],
+                self.engine()
                     .databases()
                     .into_iter()
                     .map(|d| vec![Some(d)])
                     .collect(),
-            }),
+            )),
             Statement::ShowVariables { filter, .. } => self.show_variables(filter.as_ref()),
             other => Err(Error::unsupported(first_keyword(&other.to_string()))),
         }
@@ -352,10 +345,7 @@ impl SqlSession {
                 ]
             })
             .collect();
-        Outcome::Rows {
-            columns: vec!["Level".into(), "Code".into(), "Message".into()],
-            rows,
-        }
+        Outcome::text(&["Level", "Code", "Message"], rows)
     }
 
     /// `PREPARE name FROM 'text'` (or `FROM @variable`).
@@ -420,7 +410,7 @@ impl SqlSession {
                     .unwrap_or(Value::Null),
             );
         }
-        if values.len() != body.matches('?').count() {
+        if values.len() != lexer::count_placeholders(&body) {
             return Err(Error::new(1210, "HY000", "Incorrect arguments to EXECUTE"));
         }
         self.execute(&lexer::bind_placeholders(&body, &values))

@@ -17,7 +17,7 @@ use sqlparser::ast::{
 use super::expr::{compare, eval, is_aggregate, render, to_f64, truthy, ColumnRef, Scope};
 use super::join::FromTable;
 use super::rowset::{dedupe, filter_by};
-use super::{split_name, Outcome, SqlSession};
+use super::{split_name, Outcome, ResultSet, SqlSession};
 use crate::engine::HIDDEN_ROW_ID;
 use crate::error::{code, Error, Result};
 
@@ -332,21 +332,12 @@ fn order_terms(q: &Query) -> Result<Vec<(&Expr, bool)>> {
 impl SqlSession {
     pub(crate) fn query(&mut self, q: &Query, text: &str) -> Result<Outcome> {
         let rows = self.run_query(q, text)?;
-        let tz = self.session.vars.tz_offset;
-        let rendered = rows
-            .rows
-            .iter()
-            .map(|r| {
-                r.iter()
-                    .zip(&rows.types)
-                    .map(|(v, t)| render(v, t.as_ref(), tz))
-                    .collect()
-            })
-            .collect();
-        Ok(Outcome::Rows {
+        Ok(Outcome::Rows(ResultSet {
             columns: rows.columns,
-            rows: rendered,
-        })
+            types: rows.types,
+            rows: rows.rows,
+            tz: self.session.vars.tz_offset,
+        }))
     }
 
     /// The visible rows of a table for a WHERE, narrowed by leading key equalities.

@@ -212,13 +212,10 @@ impl SqlSession {
     pub(crate) fn describe(&mut self, name: &ObjectName) -> Result<Outcome> {
         let (db, t) = split_name(name)?;
         let def = self.session.table_def(db.as_deref(), &t)?;
-        Ok(Outcome::Rows {
-            columns: ["Field", "Type", "Null", "Key", "Default", "Extra"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
-            rows: describe_rows(&def),
-        })
+        Ok(Outcome::text(
+            &["Field", "Type", "Null", "Key", "Default", "Extra"],
+            describe_rows(&def),
+        ))
     }
 
     pub(crate) fn show_create(
@@ -230,10 +227,10 @@ impl SqlSession {
             ShowCreateObject::Table => {
                 let (db, t) = split_name(name)?;
                 let def = self.session.table_def(db.as_deref(), &t)?;
-                Ok(Outcome::Rows {
-                    columns: vec!["Table".into(), "Create Table".into()],
-                    rows: vec![vec![Some(def.name.clone()), Some(show_create_table(&def))]],
-                })
+                Ok(Outcome::text(
+                    &["Table", "Create Table"],
+                    vec![vec![Some(def.name.clone()), Some(show_create_table(&def))]],
+                ))
             }
             other => Err(Error::unsupported(format!("SHOW CREATE {other}"))),
         }
@@ -249,10 +246,10 @@ impl SqlSession {
             .map(|t| t.name)
             .collect();
         names.sort();
-        Ok(Outcome::Rows {
-            columns: vec![format!("Tables_in_{db}")],
-            rows: names.into_iter().map(|n| vec![Some(n)]).collect(),
-        })
+        Ok(Outcome::text(
+            &[&format!("Tables_in_{db}")],
+            names.into_iter().map(|n| vec![Some(n)]).collect(),
+        ))
     }
 
     pub(crate) fn show_variables(
@@ -268,9 +265,6 @@ impl SqlSession {
             })
             .map(|(n, v)| vec![Some(n), Some(v)])
             .collect();
-        Ok(Outcome::Rows {
-            columns: vec!["Variable_name".into(), "Value".into()],
-            rows,
-        })
+        Ok(Outcome::text(&["Variable_name", "Value"], rows))
     }
 }

@@ -182,6 +182,50 @@ impl SqlSession {
         Ok(())
     }
 
+    /// `SELECT @@name`: the session's variables, and the server's as clients and drivers
+    /// ask for them on connect (a MySQL 8.0 server's values where ringrep has no say).
+    pub(crate) fn system_variable(&self, name: &str) -> Result<Value> {
+        let lower = name.to_lowercase();
+        let lower = lower
+            .strip_prefix("session.")
+            .or_else(|| lower.strip_prefix("global."))
+            .unwrap_or(&lower);
+        let text = |s: &str| Ok(Value::Text(s.to_string()));
+        match lower {
+            "max_allowed_packet" => Ok(Value::Int(64 << 20)),
+            "wait_timeout" | "interactive_timeout" => Ok(Value::Int(28800)),
+            "net_write_timeout" => Ok(Value::Int(60)),
+            "lower_case_table_names" => Ok(Value::Int(0)),
+            "version" => text(&format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))),
+            "version_comment" => text("ringrep ring buffer tables"),
+            "socket" => Ok(Value::Null),
+            "character_set_client"
+            | "character_set_connection"
+            | "character_set_results"
+            | "character_set_server"
+            | "character_set_database" => text("utf8mb4"),
+            "collation_connection" | "collation_server" | "collation_database" => {
+                text("utf8mb4_general_ci")
+            }
+            "transaction_isolation" | "tx_isolation" => text("READ-COMMITTED"),
+            "sql_mode" => text("STRICT_TRANS_TABLES"),
+            "system_time_zone" => text("UTC"),
+            "license" => text("Apache-2.0"),
+            "session_track_gtids" => text("OFF"),
+            "sql_select_limit" => Ok(Value::UInt(u64::MAX)),
+            _ => match self.variables().into_iter().find(|(n, _)| n == lower) {
+                Some((_, v)) if v == "ON" => Ok(Value::Int(1)),
+                Some((_, v)) if v == "OFF" => Ok(Value::Int(0)),
+                Some((_, v)) => Ok(v.parse::<i64>().map(Value::Int).unwrap_or(Value::Text(v))),
+                None => Err(Error::new(
+                    code::ER_UNKNOWN_SYSTEM_VARIABLE,
+                    "HY000",
+                    format!("Unknown system variable '{lower}'"),
+                )),
+            },
+        }
+    }
+
     /// Session variables as SHOW VARIABLES lists them.
     pub(crate) fn variables(&self) -> Vec<(String, String)> {
         let v = &self.session.vars;

@@ -1,0 +1,165 @@
+//! Server settings from flags, environment variables and a TOML file, in that order of
+//! precedence, over documented defaults (docs/operations.md).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::Accounts;
+
+/// The server flags both nodes take.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ServeArgs {
+    /// Address to listen on (default 127.0.0.1:3306 for a primary, 127.0.0.1:3307 for a
+    /// replica; port 0 picks a free port).
+    #[arg(long, env = "RINGREP_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Password of the `root` account. Without one, root has no password and the server
+    /// listens on loopback only.
+    #[arg(long, env = "RINGREP_ROOT_PASSWORD", hide_env_values = true)]
+    pub root_password: Option<String>,
+    /// Most client connections at once (default 151, as MySQL); one more gets error 1040.
+    #[arg(long, env = "RINGREP_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// A TOML configuration file (see docs/operations.md).
+    #[arg(long, env = "RINGREP_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// The TOML file. Every key is optional; flags and environment variables win over it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<SocketAddr>,
+    pub server_id: Option<u32>,
+    /// Binlog sync policy: "commit", "never" or a number of milliseconds.
+    pub sync: Option<String>,
+    pub max_connections: Option<usize>,
+    pub root_password: Option<String>,
+    /// More accounts: `[[users]]` tables with `name` and `password`.
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    #[serde(default)]
+    pub password: String,
+}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> Result<FileConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("reading config {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("config {}: {e}", path.display()))
+    }
+}
+
+/// What the server runs with.
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    pub listen: SocketAddr,
+    pub accounts: Accounts,
+    pub max_connections: usize,
+}
+
+pub const DEFAULT_MAX_CONNECTIONS: usize = 151;
+
+impl ServerSettings {
+    pub const DEFAULT_PRIMARY_LISTEN: SocketAddr =
+        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 3306);
+    pub const DEFAULT_REPLICA_LISTEN: SocketAddr =
+        SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 3307);
+
+    /// Loopback on `port`, root without a password: for tests and the demo.
+    pub fn local(port: u16) -> ServerSettings {
+        let mut accounts = Accounts::default();
+        accounts.add("root", "");
+        ServerSettings {
+            listen: SocketAddr::from(([127, 0, 0, 1], port)),
+            accounts,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+
+    /// Flags (and their environment variables) over the file over the defaults.
+    pub fn resolve(
+        args: &ServeArgs,
+        file: &FileConfig,
+        default_listen: SocketAddr,
+    ) -> Result<ServerSettings, String> {
+        let mut accounts = Accounts::default();
+        for u in &file.users {
+            if u.name.is_empty() {
+                return Err("config: a [[users]] entry has an empty name".into());
+            }
+            if u.name == "root" {
+                return Err("config: set root's password with root_password, not [[users]]".into());
+            }
+            accounts.add(&u.name, &u.password);
+        }
+        let root = args
+            .root_password
+            .as_deref()
+            .or(file.root_password.as_deref())
+            .unwrap_or("");
+        accounts.add("root", root);
+        let max_connections = args
+            .max_connections
+            .or(file.max_connections)
+            .unwrap_or(DEFAULT_MAX_CONNECTIONS);
+        if max_connections == 0 {
+            return Err("max_connections must be at least 1".into());
+        }
+        Ok(ServerSettings {
+            listen: args.listen.or(file.listen).unwrap_or(default_listen),
+            accounts,
+            max_connections,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_the_file_and_the_file_over_defaults() {
+        let file: FileConfig = toml::from_str(
+            "listen = \"127.0.0.1:4000\"\nmax_connections = 5\nroot_password = \"f\"\n[[users]]\nname = \"app\"\npassword = \"p\"\n",
+        )
+        .expect("toml");
+        let default = SocketAddr::from(([127, 0, 0, 1], 3306));
+        let s = ServerSettings::resolve(&ServeArgs::default(), &file, default).expect("resolve");
+        assert_eq!(s.listen.port(), 4000);
+        assert_eq!(s.max_connections, 5);
+        assert!(!s.accounts.passwordless("root"));
+        let args = ServeArgs {
+            listen: Some(SocketAddr::from(([127, 0, 0, 1], 5000))),
+            max_connections: Some(9),
+            ..Default::default()
+        };
+        let s = ServerSettings::resolve(&args, &file, default).expect("resolve");
+        assert_eq!((s.listen.port(), s.max_connections), (5000, 9));
+        let s = ServerSettings::resolve(&ServeArgs::default(), &FileConfig::default(), default)
+            .expect("resolve");
+        assert_eq!(s.listen, default);
+        assert!(s.accounts.passwordless("root"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_errors() {
+        assert!(toml::from_str::<FileConfig>("lisen = \"x\"").is_err());
+        assert!(toml::from_str::<FileConfig>("listen = \"nowhere\"").is_err());
+        let zero = FileConfig {
+            max_connections: Some(0),
+            ..Default::default()
+        };
+        let d = SocketAddr::from(([127, 0, 0, 1], 1));
+        assert!(ServerSettings::resolve(&ServeArgs::default(), &zero, d).is_err());
+    }
+}

@@ -1,0 +1,67 @@
+//! A statement's result set: names, declared types and values, rendered as text on demand
+//! (the mysql client's view) or typed for the wire (the server's view).
+
+use binlog_format::schema::ColumnType;
+use binlog_format::Value;
+
+use super::expr::render;
+use super::Outcome;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultSet {
+    pub columns: Vec<String>,
+    /// The table column type behind each result column, where there is one (`None` for
+    /// expressions and for SHOW output).
+    pub types: Vec<Option<ColumnType>>,
+    pub rows: Vec<Vec<Value>>,
+    /// The session's time zone offset in seconds when the rows were read: TIMESTAMP values are
+    /// UTC and print in it.
+    pub tz: i64,
+}
+
+impl ResultSet {
+    /// A result made of text (SHOW and other server-made answers).
+    pub fn text(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> ResultSet {
+        ResultSet {
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            types: vec![None; columns.len()],
+            rows: rows
+                .into_iter()
+                .map(|r| {
+                    r.into_iter()
+                        .map(|v| v.map_or(Value::Null, Value::Text))
+                        .collect()
+                })
+                .collect(),
+            tz: 0,
+        }
+    }
+
+    /// One value as the mysql client prints it (`None` is NULL).
+    pub fn cell_text(&self, value: &Value, column: usize) -> Option<String> {
+        render(
+            value,
+            self.types.get(column).and_then(Option::as_ref),
+            self.tz,
+        )
+    }
+
+    /// Every row as text, as the mysql client prints it.
+    pub fn text_rows(&self) -> Vec<Vec<Option<String>>> {
+        self.rows
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .enumerate()
+                    .map(|(i, v)| self.cell_text(v, i))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+impl Outcome {
+    pub(crate) fn text(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> Outcome {
+        Outcome::Rows(ResultSet::text(columns, rows))
+    }
+}

@@ -1,0 +1,386 @@
+//! The primary node as clients see it: `ringrep-source serve` as a process, driven with the
+//! mysql_async driver and the `mariadb` command-line client.
+
+mod node;
+
+use mysql_async::prelude::*;
+use mysql_async::{Row, Value};
+use node::{code, connect, opts, runtime, start_primary, terminate};
+
+const USER_EVENTS: &str = "CREATE TABLE user_events (
+  user_id INT NOT NULL,
+  ring_idx INT NOT NULL DEFAULT 0,
+  ring_meta VARBINARY(64),
+  created_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  event_type VARCHAR(64),
+  payload VARCHAR(256),
+  PRIMARY KEY (user_id, ring_idx)
+) ENGINE=NDB COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'";
+
+#[test]
+fn spec_examples_through_the_mysql_async_driver() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut c = connect(node.addr, Some("test")).await;
+        c.query_drop(USER_EVENTS).await.expect("create");
+        // Text protocol: a multi-row insert reports its rows.
+        c.query_drop(
+            "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'A'), (1, 'click', 'B'), (1, 'click', 'C')",
+        )
+        .await
+        .expect("insert");
+        assert_eq!(c.affected_rows(), 3);
+        // Prepared statements with parameters: D and E overwrite A and B.
+        for p in ["D", "E"] {
+            c.exec_drop(
+                "INSERT INTO user_events (user_id, event_type, payload) VALUES (?, ?, ?)",
+                (1, "click", p),
+            )
+            .await
+            .expect("prepared insert");
+        }
+        let rows: Vec<(i32, i32, String)> = c
+            .query("SELECT user_id, ring_idx, payload FROM user_events WHERE user_id = 1 ORDER BY ring_idx")
+            .await
+            .expect("select");
+        assert_eq!(
+            rows,
+            vec![(1, 1, "D".into()), (1, 2, "E".into()), (1, 3, "C".into())]
+        );
+        // The binary protocol gives the same rows.
+        let rows: Vec<(i32, String)> = c
+            .exec(
+                "SELECT ring_idx, payload FROM user_events WHERE user_id = ? ORDER BY ring_idx",
+                (1,),
+            )
+            .await
+            .expect("prepared select");
+        assert_eq!(rows, vec![(1, "D".into()), (2, "E".into()), (3, "C".into())]);
+        // Column types arrive as MySQL's: a TIMESTAMP is a date value, a count an integer.
+        for binary in [false, true] {
+            let sql = "SELECT created_at, COUNT(*) FROM user_events WHERE user_id = 1 GROUP BY user_id";
+            let row: Row = if binary {
+                c.exec_first(sql, ()).await.expect("exec").expect("row")
+            } else {
+                c.query_first(sql).await.expect("query").expect("row")
+            };
+            let cols = row.columns_ref();
+            assert_eq!(cols[0].column_type(), mysql_async::consts::ColumnType::MYSQL_TYPE_TIMESTAMP);
+            assert_eq!(cols[1].column_type(), mysql_async::consts::ColumnType::MYSQL_TYPE_LONGLONG);
+            let created: mysql_async::Value = row.get(0).expect("created_at");
+            match (binary, &created) {
+                (true, Value::Date(y, ..)) => assert!(*y >= 2024),
+                (false, Value::Bytes(b)) => assert_eq!(b.len(), "2026-01-01 00:00:00.000".len()),
+                other => panic!("created_at came as {other:?}"),
+            }
+            assert_eq!(row.get::<i64, _>(1), Some(3));
+        }
+        // The meta row, shown on request: 5 inserts, next slot 3, 3 occupied.
+        c.query_drop("SET ndb_ring_buffer_show_meta = ON").await.expect("set");
+        let meta: Vec<u8> = c
+            .query_first("SELECT ring_meta FROM user_events WHERE user_id = 1 AND ring_idx = 0")
+            .await
+            .expect("meta")
+            .expect("meta row");
+        assert_eq!(meta.len(), 32);
+        assert_eq!(u16::from_le_bytes([meta[0], meta[1]]), 1);
+        assert_eq!(u32::from_le_bytes(meta[4..8].try_into().expect("4")), 3);
+        assert_eq!(u32::from_le_bytes(meta[8..12].try_into().expect("4")), 3);
+        assert_eq!(u64::from_le_bytes(meta[16..24].try_into().expect("8")), 5);
+        c.query_drop("SET ndb_ring_buffer_show_meta = OFF").await.expect("set");
+        // Errors carry MySQL's code, and bad input changes nothing.
+        let e = c
+            .query_drop("INSERT INTO user_events (user_id, ring_idx, payload) VALUES (1, 2, 'x')")
+            .await
+            .expect_err("ring_idx in INSERT");
+        assert_eq!(code(&e), 1031);
+        let e = c.query_drop("SELECT * FROM nope").await.expect_err("no table");
+        assert_eq!(code(&e), 1146);
+        let e = c.exec_drop("SELEC ?", (1,)).await.expect_err("syntax");
+        assert_eq!(code(&e), 1064);
+        // Multi-statements are off.
+        let e = c.query_drop("SELECT 1; SELECT 2").await.expect_err("multi");
+        assert_eq!(code(&e), 1064);
+        let n: i64 = c
+            .query_first("SELECT COUNT(*) FROM user_events")
+            .await
+            .expect("count")
+            .expect("row");
+        assert_eq!(n, 3);
+        c.disconnect().await.expect("disconnect");
+    });
+}
+
+#[test]
+fn sessions_have_their_own_variables_and_transactions() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut a = connect(node.addr, Some("test")).await;
+        let mut b = connect(node.addr, Some("test")).await;
+        a.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+            .await
+            .expect("create");
+        a.query_drop("SET @x = 41").await.expect("set");
+        let bx: Option<i64> = b.query_first("SELECT @x").await.expect("select").flatten();
+        assert_eq!(bx, None, "user variables are per connection");
+        a.query_drop("BEGIN").await.expect("begin");
+        a.query_drop("INSERT INTO t VALUES (1, 1)")
+            .await
+            .expect("insert");
+        let seen: i64 = b
+            .query_first("SELECT COUNT(*) FROM t")
+            .await
+            .expect("count")
+            .expect("row");
+        assert_eq!(seen, 0, "an open transaction is not visible to others");
+        a.query_drop("COMMIT").await.expect("commit");
+        let seen: i64 = b
+            .query_first("SELECT COUNT(*) FROM t")
+            .await
+            .expect("count")
+            .expect("row");
+        assert_eq!(seen, 1);
+        // A client that goes away with an open transaction loses it.
+        a.query_drop("BEGIN").await.expect("begin");
+        a.query_drop("INSERT INTO t VALUES (2, 2)")
+            .await
+            .expect("insert");
+        drop(a);
+        b.query_drop("SET innodb_lock_wait_timeout = 5").await.ok();
+        // The row lock is released: b can write the same key.
+        b.query_drop("INSERT INTO t VALUES (2, 20)")
+            .await
+            .expect("insert after disconnect");
+        let v: i64 = b
+            .query_first("SELECT v FROM t WHERE id = 2")
+            .await
+            .expect("v")
+            .expect("row");
+        assert_eq!(v, 20);
+    });
+}
+
+#[test]
+fn passwords_are_checked_on_every_connection() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &["--root-password", "s3cret"]);
+    runtime().block_on(async {
+        for _ in 0..3 {
+            let e = mysql_async::Conn::new(opts(node.addr, "root", Some("wrong"), None))
+                .await
+                .expect_err("wrong password");
+            assert!(matches!(code(&e), 1045 | 1698), "{e}");
+            let e = mysql_async::Conn::new(opts(node.addr, "root", None, None))
+                .await
+                .expect_err("no password");
+            assert!(matches!(code(&e), 1045 | 1698), "{e}");
+            let e = mysql_async::Conn::new(opts(node.addr, "nobody", Some("s3cret"), None))
+                .await
+                .expect_err("unknown user");
+            assert!(matches!(code(&e), 1045 | 1698), "{e}");
+            let mut c = mysql_async::Conn::new(opts(node.addr, "root", Some("s3cret"), None))
+                .await
+                .expect("right password");
+            let one: i64 = c
+                .query_first("SELECT 1")
+                .await
+                .expect("select")
+                .expect("row");
+            assert_eq!(one, 1);
+        }
+    });
+}
+
+#[test]
+fn accounts_from_the_config_file_and_the_environment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = dir.path().join("ringrep.toml");
+    std::fs::write(
+        &cfg,
+        "max_connections = 2\n[[users]]\nname = \"app\"\npassword = \"apppw\"\n",
+    )
+    .expect("config");
+    let data = dir.path().join("data");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
+    cmd.arg("serve")
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("--config")
+        .arg(&cfg)
+        .args(["--listen", "127.0.0.1:0"]);
+    let mut node = node::start(cmd, "listening on ");
+    runtime().block_on(async {
+        let mut app = mysql_async::Conn::new(opts(node.addr, "app", Some("apppw"), None))
+            .await
+            .expect("app account");
+        let _root = connect(node.addr, None).await;
+        // max_connections = 2: the third is refused with MySQL's error 1040.
+        let e = mysql_async::Conn::new(opts(node.addr, "root", None, None))
+            .await
+            .expect_err("third connection");
+        assert!(
+            e.to_string().contains("1040") || e.to_string().contains("Too many"),
+            "{e}"
+        );
+        app.query_drop("SELECT 1").await.expect("still served");
+    });
+    assert!(terminate(&mut node).success());
+    // The root password from the environment.
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
+    cmd.arg("serve")
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--listen", "127.0.0.1:0"])
+        .env("RINGREP_ROOT_PASSWORD", "envpw");
+    let node = node::start(cmd, "listening on ");
+    runtime().block_on(async {
+        mysql_async::Conn::new(opts(node.addr, "root", None, None))
+            .await
+            .expect_err("root needs the password from the environment");
+        mysql_async::Conn::new(opts(node.addr, "root", Some("envpw"), None))
+            .await
+            .expect("password from RINGREP_ROOT_PASSWORD");
+    });
+}
+
+#[test]
+fn no_root_password_means_loopback_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // The server refuses before it binds, so nothing listens beyond loopback.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ringrep-source"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--listen", "0.0.0.0:0"])
+        .env_remove("RINGREP_ROOT_PASSWORD")
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no root password"), "{err}");
+}
+
+/// Clients write continuously; SIGTERM stops the node; every acknowledged insert is there
+/// after a restart, and the restart is clean.
+#[test]
+fn sigterm_under_load_loses_no_acknowledged_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut node = start_primary(dir.path(), &[]);
+    let addr = node.addr;
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = connect(addr, Some("test")).await;
+        c.query_drop("CREATE TABLE ev (k INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT NOT NULL, PRIMARY KEY (k, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=1000000'")
+            .await
+            .expect("create");
+    });
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            rt.spawn(async move {
+                let mut acked = Vec::new();
+                let Ok(mut c) =
+                    mysql_async::Conn::new(opts(addr, "root", None, Some("test"))).await
+                else {
+                    return acked;
+                };
+                for i in 0.. {
+                    let v = w * 1_000_000 + i;
+                    match c
+                        .exec_drop("INSERT INTO ev (k, v) VALUES (?, ?)", (w, v))
+                        .await
+                    {
+                        Ok(()) => acked.push(v),
+                        Err(_) => break,
+                    }
+                }
+                acked
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    let status = terminate(&mut node);
+    assert!(status.success(), "clean exit on SIGTERM: {status}");
+    let acked: Vec<i64> = rt.block_on(async {
+        let mut all = Vec::new();
+        for w in writers {
+            all.extend(w.await.expect("writer"));
+        }
+        all
+    });
+    assert!(!acked.is_empty(), "the writers got some inserts in");
+    let node = start_primary(dir.path(), &[]);
+    let restarted = node.log.try_iter().collect::<Vec<_>>().join("\n");
+    assert!(
+        !restarted.contains("torn"),
+        "restart after SIGTERM is clean: {restarted}"
+    );
+    rt.block_on(async {
+        let mut c = connect(node.addr, Some("test")).await;
+        let present: Vec<i64> = c.query("SELECT v FROM ev").await.expect("select");
+        let present: std::collections::HashSet<i64> = present.into_iter().collect();
+        let lost: Vec<_> = acked.iter().filter(|v| !present.contains(v)).collect();
+        assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+    });
+}
+
+/// The `mariadb` command-line client runs the spec's examples and reads them back.
+#[test]
+fn the_mariadb_command_line_client() {
+    let client = ["mariadb", "mysql"].into_iter().find(|c| {
+        std::process::Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    let Some(client) = client else {
+        if std::env::var_os("CI").is_some() {
+            panic!("CI must install the mariadb client (.ci/run)");
+        }
+        eprintln!("skipped: no mariadb or mysql client installed");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    let run = |sql: &str| {
+        let out = std::process::Command::new(client)
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-P",
+                &node.addr.port().to_string(),
+                "-u",
+                "root",
+                "--batch",
+                "test",
+                "-e",
+                sql,
+            ])
+            .output()
+            .expect("run client");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, _, err) = run(&format!(
+        "{USER_EVENTS}; INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'A'), (1, 'purchase', 'B'), (2, 'click', 'C'); INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'D'), (1, 'click', 'E');"
+    ));
+    assert!(ok, "{err}");
+    let (ok, out, err) = run(
+        "SELECT user_id, ring_idx, event_type, payload FROM user_events ORDER BY user_id, ring_idx",
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        out,
+        "user_id\tring_idx\tevent_type\tpayload\n1\t1\tclick\tE\n1\t2\tpurchase\tB\n1\t3\tclick\tD\n2\t1\tclick\tC\n"
+    );
+    let (ok, _, err) = run("UPDATE user_events SET ring_idx = 5 WHERE user_id = 1");
+    assert!(!ok);
+    assert!(
+        err.contains("ERROR 1031") && err.contains("Cannot update ring_idx"),
+        "{err}"
+    );
+}
