@@ -18,6 +18,9 @@ pub enum Error {
     },
     #[error("source: {0}")]
     Source(String),
+    /// A `mysql://` side of the verifier could not be read.
+    #[error("{0}")]
+    Remote(String),
     #[error("{0}")]
     Invalid(String),
 }
@@ -29,7 +32,7 @@ impl Error {
             Error::Engine(e) => e.is_retriable(),
             Error::Binlog(e) => e.is_retriable(),
             Error::Source(_) => true,
-            Error::Gap { .. } | Error::Invalid(_) => false,
+            Error::Gap { .. } | Error::Invalid(_) | Error::Remote(_) => false,
         }
     }
 }

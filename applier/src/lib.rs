@@ -7,6 +7,7 @@
 pub mod applier;
 pub mod error;
 pub mod failpoint;
+pub mod remote;
 pub mod source;
 pub mod verify;
 

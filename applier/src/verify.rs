@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use binlog_format::schema::TableDef;
+use binlog_format::schema::{ColumnDefault, TableDef};
 use binlog_format::{Key, Value};
 use ringrep_source::engine::{Row, State, SYSTEM_DB};
 use ringrep_source::Engine;
@@ -19,6 +19,9 @@ pub struct VerifyOptions {
     pub chunk_rows: usize,
     /// Most differences listed per table (all are counted).
     pub max_listed: usize,
+    /// Compare table definitions without their internal table ids (a side read over the
+    /// MySQL protocol does not have them).
+    pub ignore_table_ids: bool,
 }
 
 impl Default for VerifyOptions {
@@ -26,6 +29,7 @@ impl Default for VerifyOptions {
         VerifyOptions {
             chunk_rows: 1000,
             max_listed: 100,
+            ignore_table_ids: false,
         }
     }
 }
@@ -131,12 +135,31 @@ pub fn verify(
     opts: &VerifyOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Report {
-    let primary_seq = primary.last_seq();
     let server_id = primary.config().server_id;
     let replica_applied_seq = crate::applier::read_positions(replica)
         .into_iter()
         .find(|p| p.server_id == server_id)
         .map(|p| p.last_seq);
+    verify_with(
+        primary,
+        replica,
+        primary.last_seq(),
+        replica_applied_seq,
+        opts,
+        progress,
+    )
+}
+
+/// [`verify`] with the positions given: the primary's last sequence number and what the
+/// replica says it applied of it (for engines that hold a copy read from elsewhere).
+pub fn verify_with(
+    primary: &Engine,
+    replica: &Engine,
+    primary_seq: u64,
+    replica_applied_seq: Option<u64>,
+    opts: &VerifyOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Report {
     let mut report = Report {
         primary_seq,
         replica_applied_seq,
@@ -195,8 +218,17 @@ fn compare_table(
         replica_rows: rt.rows.len() as u64,
         ..Default::default()
     };
-    if pt.def != rt.def {
-        rep.definition = Some(describe_def_diff(&pt.def, &rt.def));
+    let same_def = if opts.ignore_table_ids {
+        as_sql_shows(&pt.def) == as_sql_shows(&rt.def)
+    } else {
+        pt.def == rt.def
+    };
+    if !same_def {
+        rep.definition = Some(if opts.ignore_table_ids {
+            describe_def_diff(&as_sql_shows(&pt.def), &as_sql_shows(&rt.def))
+        } else {
+            describe_def_diff(&pt.def, &rt.def)
+        });
         return rep;
     }
     let prows: Vec<(&Key, &Row)> = pt.rows.iter().collect();
@@ -309,11 +341,33 @@ fn drill_down(
     }
 }
 
+/// A definition as far as `SHOW CREATE TABLE` tells it: no table id, and a nullable column
+/// without a default is the same as one with `DEFAULT NULL`.
+fn as_sql_shows(def: &TableDef) -> TableDef {
+    let mut d = def.clone();
+    d.id = 0;
+    for c in &mut d.columns {
+        if c.nullable && c.default == ColumnDefault::Value(Value::Null) {
+            c.default = ColumnDefault::None;
+        }
+    }
+    d
+}
+
 fn describe_def_diff(p: &TableDef, r: &TableDef) -> String {
     if p.columns != r.columns {
         let pc: Vec<&str> = p.columns.iter().map(|c| c.name.as_str()).collect();
         let rc: Vec<&str> = r.columns.iter().map(|c| c.name.as_str()).collect();
-        return format!("columns differ: primary {pc:?}, replica {rc:?}");
+        if pc != rc {
+            return format!("columns differ: primary {pc:?}, replica {rc:?}");
+        }
+        // Same names: name the first column whose definition differs, and how.
+        if let Some((a, b)) = p.columns.iter().zip(&r.columns).find(|(a, b)| a != b) {
+            return format!(
+                "column {} differs: primary {:?}, replica {:?}",
+                a.name, a, b
+            );
+        }
     }
     if p.ring != r.ring {
         return format!(

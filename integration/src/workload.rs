@@ -78,18 +78,46 @@ pub fn user_events(ring_size: u32, ttl_secs: Option<u32>) -> Result<TableDef> {
     prepare_table(def, None, false)
 }
 
+/// The same table as CREATE TABLE text, as a client sends it.
+pub fn user_events_sql(ring_size: u32, ttl_secs: Option<u32>) -> String {
+    let comment = match ttl_secs {
+        Some(t) => format!("NDB_TABLE=TTL={t}@created_at,MAX_ROWS_PER_PK={ring_size}"),
+        None => format!("NDB_TABLE=MAX_ROWS_PER_PK={ring_size}"),
+    };
+    let ttl_index = if ttl_secs.is_some() {
+        ",\n  KEY ttl_index (created_at)"
+    } else {
+        ""
+    };
+    format!(
+        "CREATE TABLE test.user_events (\n  user_id INT NOT NULL,\n  ring_idx INT NOT NULL DEFAULT 0,\n  ring_meta VARBINARY(64),\n  created_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),\n  event_type VARCHAR(64),\n  payload VARCHAR(256),\n  PRIMARY KEY (user_id, ring_idx){ttl_index}\n) ENGINE=NDB COMMENT='{comment}' PARTITION BY KEY(user_id)"
+    )
+}
+
+/// The insert every demo writer sends (prepared), with [`event_values`].
+pub const INSERT_EVENT_SQL: &str =
+    "INSERT INTO test.user_events (user_id, event_type, payload) VALUES (?, ?, ?)";
+
+/// Event type and payload of the `n`-th event.
+pub fn event_values(n: u64) -> (&'static str, String) {
+    (
+        EVENT_TYPES[(n % 4) as usize],
+        format!(
+            "{{\"n\":{n},\"product_id\":{},\"pad\":\"{}\"}}",
+            n % 997,
+            "x".repeat(100)
+        ),
+    )
+}
+
 const EVENT_TYPES: [&str; 4] = ["click", "view", "purchase", "search"];
 
 /// Inserts one event for `user` (autocommit, one transaction).
 pub fn insert_event(s: &mut Session, def: &TableDef, user: i64, n: u64) -> Result<u64> {
-    let payload = format!(
-        "{{\"n\":{n},\"product_id\":{},\"pad\":\"{}\"}}",
-        n % 997,
-        "x".repeat(100)
-    );
+    let (event_type, payload) = event_values(n);
     let row = vec![
         Value::Int(user),
-        Value::Text(EVENT_TYPES[(n % 4) as usize].into()),
+        Value::Text(event_type.into()),
         Value::Text(payload),
     ];
     s.statement(|s| s.insert(def, &[0, 4, 5], vec![row], InsertMode::Insert))

@@ -1,5 +1,6 @@
 //! The README's main job, run as a user would: the `ringrep-demo` binary with a small
-//! workload (TTL included) must report convergence and exit 0.
+//! workload (TTL included) sent through the primary's MySQL protocol must report convergence,
+//! show the replica serving the same rows to a client, and exit 0.
 
 use std::process::Command;
 
@@ -50,6 +51,22 @@ fn demo_runs_the_pipeline_and_reports_convergence() {
     assert!(overwrites + purges >= 320, "{stdout}");
     assert!(overwrites > 0, "{stdout}");
     assert!(stderr.contains("inserts ("), "progress is shown: {stderr}");
+    assert!(
+        stdout.contains("primary serving MySQL on 127.0.0.1:"),
+        "{stdout}"
+    );
+    // Clients of the primary and of the replica count the same rows.
+    let seen = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("clients see:"))
+        .unwrap_or_else(|| panic!("no clients line in\n{stdout}"));
+    let counts: Vec<u64> = seen
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(counts.len(), 2, "{seen}");
+    assert_eq!(counts[0], counts[1], "{seen}");
+    assert_eq!(counts[0], figure("rows on primary:"), "{stdout}");
     // --data-dir keeps both data directories.
     assert!(dir.path().join("primary/binlog/binlog.000001").exists());
     assert!(dir.path().join("replica/binlog/binlog.000001").exists());

@@ -5,7 +5,22 @@ mod node;
 
 use mysql_async::prelude::*;
 use mysql_async::{Row, Value};
-use node::{code, connect, opts, runtime, start_primary, terminate};
+use std::path::Path;
+use std::process::Command;
+
+use node::{code, connect, opts, runtime, terminate, Node};
+
+/// Starts `ringrep-source serve` on a free loopback port and waits until it listens.
+fn start_primary(data_dir: &Path, extra: &[&str]) -> Node {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
+    cmd.arg("serve")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(extra)
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    node::start(cmd, "listening on ")
+}
 
 const USER_EVENTS: &str = "CREATE TABLE user_events (
   user_id INT NOT NULL,

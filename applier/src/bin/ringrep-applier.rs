@@ -8,7 +8,8 @@ use anyhow::{bail, Context};
 use binlog_format::SyncPolicy;
 use clap::{Parser, Subcommand};
 use ringrep_applier::applier::read_positions;
-use ringrep_applier::verify::{verify, VerifyOptions};
+use ringrep_applier::remote::{self, Side};
+use ringrep_applier::verify::{verify_with, VerifyOptions};
 use ringrep_applier::{Applier, BinlogDirSource};
 use ringrep_source::server::config::FileConfig;
 use ringrep_source::server::{ServeArgs, Server, ServerSettings};
@@ -57,10 +58,10 @@ enum Command {
     },
     /// Compare a primary and a replica. Exit 0 when converged, 1 when they differ, 2 on error.
     Verify {
-        /// Primary: a data directory (mysql:// addresses arrive with the server).
+        /// Primary: a data directory, or mysql://user:password@host:port of a running node.
         #[arg(long)]
         primary: String,
-        /// Replica: a data directory.
+        /// Replica: a data directory, or mysql://user:password@host:port.
         #[arg(long)]
         replica: String,
         /// One JSON report instead of text.
@@ -107,11 +108,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn data_dir(spec: &str) -> anyhow::Result<PathBuf> {
-    if spec.starts_with("mysql://") {
-        bail!("{spec}: mysql:// addresses need the MySQL-protocol server, which is not built yet (issue 6); give a data directory");
+fn open_side(spec: &str, role: &str) -> anyhow::Result<Side> {
+    if remote::is_url(spec) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        eprintln!("reading the {role} over the MySQL protocol");
+        runtime
+            .block_on(remote::snapshot(spec, 5))
+            .with_context(|| format!("reading the {role}"))
+    } else {
+        remote::open_dir(Path::new(spec)).with_context(|| format!("opening {role} {spec}"))
     }
-    Ok(PathBuf::from(spec))
 }
 
 fn run_verify(
@@ -121,17 +129,19 @@ fn run_verify(
     at_seq: Option<u64>,
     chunk_rows: usize,
 ) -> anyhow::Result<bool> {
-    let (p, _) = Engine::open_read_only(&data_dir(primary)?)
-        .with_context(|| format!("opening primary {primary}"))?;
-    let (r, _) = Engine::open_read_only(&data_dir(replica)?)
-        .with_context(|| format!("opening replica {replica}"))?;
+    let p = open_side(primary, "primary")?;
+    let r = open_side(replica, "replica")?;
+    let replica_applied = r.applied_from(p.server_id);
     let started = Instant::now();
     let mut last_print = Instant::now();
-    let report = verify(
-        &p,
-        &r,
+    let report = verify_with(
+        &p.engine,
+        &r.engine,
+        p.last_seq,
+        replica_applied,
         &VerifyOptions {
             chunk_rows,
+            ignore_table_ids: p.is_remote() || r.is_remote(),
             ..Default::default()
         },
         &mut |prog| {

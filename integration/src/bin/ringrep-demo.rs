@@ -1,10 +1,11 @@
 //! `ringrep-demo`: the whole pipeline on one machine with embedded defaults.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use integration::pipeline::{run_demo, DemoOptions};
+use integration::pipeline::{run_demo_with, DemoOptions, Endpoints};
 
 #[derive(Parser)]
 #[command(
@@ -40,6 +41,15 @@ struct Cli {
     /// Keep the data directories here instead of a temporary directory.
     #[arg(long)]
     data_dir: Option<PathBuf>,
+    /// Where the primary serves the MySQL protocol (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    primary_listen: SocketAddr,
+    /// Where the replica serves reads.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    replica_listen: SocketAddr,
+    /// After the summary, keep both nodes serving until Ctrl-C, to look around with a client.
+    #[arg(long)]
+    keep_serving: bool,
 }
 
 fn main() -> ExitCode {
@@ -71,6 +81,8 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         sync: cli.sync.parse()?,
         data_dir: data_dir.clone(),
         progress: true,
+        primary_listen: cli.primary_listen,
+        replica_listen: cli.replica_listen,
     };
     println!(
         "ringrep demo: primary and replica in {}",
@@ -85,7 +97,27 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         opts.writers,
         cli.sync
     );
-    let summary = run_demo(&opts)?;
+    let mut on_listen = |e: &Endpoints| {
+        println!(
+            "primary serving MySQL on {}, replica (read-only) on {}",
+            e.primary, e.replica
+        );
+        if cli.keep_serving {
+            println!(
+                "  try: mariadb -h {} -P {} -u root test -e 'SELECT * FROM user_events LIMIT 5'",
+                e.replica.ip(),
+                e.replica.port()
+            );
+        }
+    };
+    let keep: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> =
+        cli.keep_serving.then(|| {
+            Box::pin(async {
+                println!("workload done and replica caught up; serving until Ctrl-C");
+                let _ = tokio::signal::ctrl_c().await;
+            }) as _
+        });
+    let summary = run_demo_with(&opts, &mut on_listen, keep)?;
     print!("{}", summary.report.text());
     print!("{}", summary.text());
     if cli.data_dir.is_some() {

@@ -213,6 +213,8 @@ impl SqlSession {
             "license" => text("Apache-2.0"),
             "session_track_gtids" => text("OFF"),
             "sql_select_limit" => Ok(Value::UInt(u64::MAX)),
+            // The last sequence number in this node's binlog (for the verifier).
+            "ringrep_last_seq" => Ok(Value::UInt(self.engine().last_seq())),
             _ => match self.variables().into_iter().find(|(n, _)| n == lower) {
                 Some((_, v)) if v == "ON" => Ok(Value::Int(1)),
                 Some((_, v)) if v == "OFF" => Ok(Value::Int(0)),

@@ -1,9 +1,9 @@
-//! Starting `ringrep-source serve` as a real process and talking to it with mysql_async.
+//! Starting nodes (`ringrep-source serve`, `ringrep-applier serve --listen`) as real processes
+//! and talking to them with mysql_async.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -23,18 +23,6 @@ impl Drop for Node {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Starts `ringrep-source serve` on a free loopback port and waits until it listens.
-pub fn start_primary(data_dir: &Path, extra: &[&str]) -> Node {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
-    cmd.arg("serve")
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(["--listen", "127.0.0.1:0"])
-        .args(extra)
-        .env_remove("RINGREP_ROOT_PASSWORD");
-    start(cmd, "listening on ")
 }
 
 /// Runs `cmd` with stderr captured and waits for the line containing `marker` followed by an
