@@ -399,3 +399,74 @@ fn the_mariadb_command_line_client() {
         "{err}"
     );
 }
+
+/// With --tls-cert and --tls-key, a client that verifies the server's certificate against its
+/// CA connects over TLS; plain connections still work; passwords are still checked. A server
+/// without TLS refuses a client that insists on it.
+#[test]
+fn tls_when_configured() {
+    let tls = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tls");
+    let (cert, key) = (tls.join("server.crt"), tls.join("server.key"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(
+        &dir.path().join("a"),
+        &[
+            "--tls-cert",
+            cert.to_str().expect("utf-8"),
+            "--tls-key",
+            key.to_str().expect("utf-8"),
+            "--root-password",
+            "pw",
+        ],
+    );
+    let ssl = || mysql_async::SslOpts::default().with_root_certs(vec![tls.join("ca.crt").into()]);
+    runtime().block_on(async {
+        let mut c =
+            mysql_async::Conn::new(opts(node.addr, "root", Some("pw"), None).ssl_opts(ssl()))
+                .await
+                .expect("TLS connection");
+        let one: i64 = c
+            .query_first("SELECT 1")
+            .await
+            .expect("select")
+            .expect("row");
+        assert_eq!(one, 1);
+        let e = mysql_async::Conn::new(opts(node.addr, "root", Some("nope"), None).ssl_opts(ssl()))
+            .await
+            .expect_err("wrong password over TLS");
+        assert!(matches!(code(&e), 1045 | 1698), "{e}");
+        let mut plain = mysql_async::Conn::new(opts(node.addr, "root", Some("pw"), None))
+            .await
+            .expect("plain connection");
+        plain.query_drop("SELECT 1").await.expect("plain select");
+    });
+    let plain_node = start_primary(&dir.path().join("b"), &[]);
+    runtime().block_on(async {
+        mysql_async::Conn::new(opts(plain_node.addr, "root", None, None).ssl_opts(ssl()))
+            .await
+            .expect_err("no TLS offered");
+    });
+    // A certificate without its key is a startup error, not a silent plain server.
+    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-source"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path().join("c"))
+        .args(["--listen", "127.0.0.1:0", "--tls-cert"])
+        .arg(&cert)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-source"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path().join("c"))
+        .args(["--listen", "127.0.0.1:0", "--tls-cert"])
+        .arg(&key)
+        .arg("--tls-key")
+        .arg(&key)
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no certificate"), "{err}");
+}

@@ -3,8 +3,10 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
+use tokio_rustls::rustls::ServerConfig;
 
 use super::Accounts;
 
@@ -25,6 +27,12 @@ pub struct ServeArgs {
     /// A TOML configuration file (see docs/operations.md).
     #[arg(long, env = "RINGREP_CONFIG")]
     pub config: Option<PathBuf>,
+    /// PEM certificate chain for TLS; with --tls-key, clients may connect with TLS.
+    #[arg(long, env = "RINGREP_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "RINGREP_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// The TOML file. Every key is optional; flags and environment variables win over it.
@@ -38,6 +46,9 @@ pub struct FileConfig {
     pub sync: Option<String>,
     pub max_connections: Option<usize>,
     pub root_password: Option<String>,
+    /// PEM certificate chain and private key: clients may then connect with TLS.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
     /// More accounts: `[[users]]` tables with `name` and `password`.
     #[serde(default)]
     pub users: Vec<UserConfig>,
@@ -60,11 +71,45 @@ impl FileConfig {
 }
 
 /// What the server runs with.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ServerSettings {
     pub listen: SocketAddr,
     pub accounts: Accounts,
     pub max_connections: usize,
+    /// Offered to clients that ask for TLS.
+    pub tls: Option<Arc<ServerConfig>>,
+}
+
+impl std::fmt::Debug for ServerSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerSettings")
+            .field("listen", &self.listen)
+            .field("max_connections", &self.max_connections)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A rustls server configuration from PEM files.
+pub fn load_tls(cert: &Path, key: &Path) -> Result<ServerConfig, String> {
+    let open = |p: &Path| {
+        std::fs::File::open(p)
+            .map(std::io::BufReader::new)
+            .map_err(|e| format!("TLS: reading {}: {e}", p.display()))
+    };
+    let certs = rustls_pemfile::certs(&mut open(cert)?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("TLS: {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("TLS: no certificate in {}", cert.display()));
+    }
+    let key_der = rustls_pemfile::private_key(&mut open(key)?)
+        .map_err(|e| format!("TLS: {}: {e}", key.display()))?
+        .ok_or_else(|| format!("TLS: no private key in {}", key.display()))?;
+    ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key_der)
+        .map_err(|e| format!("TLS: {} and {}: {e}", cert.display(), key.display()))
 }
 
 pub const DEFAULT_MAX_CONNECTIONS: usize = 151;
@@ -83,6 +128,7 @@ impl ServerSettings {
             listen: SocketAddr::from(([127, 0, 0, 1], port)),
             accounts,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            tls: None,
         }
     }
 
@@ -115,10 +161,19 @@ impl ServerSettings {
         if max_connections == 0 {
             return Err("max_connections must be at least 1".into());
         }
+        let tls = match (
+            args.tls_cert.as_ref().or(file.tls_cert.as_ref()),
+            args.tls_key.as_ref().or(file.tls_key.as_ref()),
+        ) {
+            (Some(c), Some(k)) => Some(Arc::new(load_tls(c, k)?)),
+            (None, None) => None,
+            _ => return Err("TLS needs both a certificate and a key (tls_cert, tls_key)".into()),
+        };
         Ok(ServerSettings {
             listen: args.listen.or(file.listen).unwrap_or(default_listen),
             accounts,
             max_connections,
+            tls,
         })
     }
 }

@@ -34,6 +34,7 @@ pub(crate) struct Shared {
     /// Open connections (for the limit).
     connections: AtomicUsize,
     max_connections: usize,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     /// One clone per statement running on the blocking pool: shutdown waits for them.
     busy: Arc<()>,
 }
@@ -80,6 +81,7 @@ impl Server {
                 accounts: settings.accounts.clone(),
                 connections: AtomicUsize::new(0),
                 max_connections: settings.max_connections,
+                tls: settings.tls.clone(),
                 busy: Arc::new(()),
             }),
             next_id: AtomicU32::new(1),
@@ -156,9 +158,34 @@ async fn serve_connection(shared: Arc<Shared>, stream: TcpStream, peer: SocketAd
         }
     };
     tracing::debug!(connection = id, %peer, "connected");
-    let conn = conn::Conn::new(shared, id, salt);
-    let (r, w) = stream.into_split();
-    match AsyncMysqlIntermediary::run_on(conn, r, w).await {
+    let tls = shared.tls.clone();
+    let mut conn = conn::Conn::new(shared, id, salt);
+    let (mut r, mut w) = stream.into_split();
+    let result = match tls {
+        None => AsyncMysqlIntermediary::run_on(conn, r, w).await,
+        Some(tls) => {
+            // The greeting offers TLS; the client's answer says whether it switches.
+            match AsyncMysqlIntermediary::init_before_ssl(
+                &mut conn,
+                &mut r,
+                &mut w,
+                &Some(tls.clone()),
+            )
+            .await
+            {
+                Ok((true, init)) => {
+                    tracing::debug!(connection = id, "TLS");
+                    opensrv_mysql::secure_run_with_options(conn, w, Default::default(), tls, init)
+                        .await
+                }
+                Ok((false, init)) => {
+                    opensrv_mysql::plain_run_with_options(conn, w, Default::default(), init).await
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match result {
         Ok(()) => tracing::debug!(connection = id, "closed"),
         Err(e) => tracing::debug!(connection = id, "closed: {e}"),
     }
