@@ -13,8 +13,9 @@ use super::Accounts;
 /// The server flags both nodes take.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ServeArgs {
-    /// Address to listen on (default 127.0.0.1:3306 for a primary, 127.0.0.1:3307 for a
-    /// replica; port 0 picks a free port).
+    /// Address to listen on (a primary's default is 127.0.0.1:3306; a replica serves clients
+    /// only when this is given, 127.0.0.1:3307 being the usual choice; port 0 picks a free
+    /// port).
     #[arg(long, env = "RINGREP_LISTEN")]
     pub listen: Option<SocketAddr>,
     /// Password of the `root` account. Without one, root has no password and the server
