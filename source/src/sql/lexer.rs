@@ -61,9 +61,30 @@ pub fn split_statements(sql: &str) -> Vec<String> {
 pub fn normalize_quotes(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut quote: Option<char> = None;
+    // Inside MySQL's executable comment `/*!50100 ... */`, whose text MySQL runs as SQL (SHOW
+    // CREATE TABLE prints PARTITION BY so, and dumps are full of them).
+    let mut executable = false;
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
         match quote {
+            None if c == '/' && chars.peek() == Some(&'*') && !executable => {
+                chars.next();
+                if chars.peek() == Some(&'!') {
+                    chars.next();
+                    while chars.peek().is_some_and(char::is_ascii_digit) {
+                        chars.next();
+                    }
+                    executable = true;
+                    out.push(' ');
+                } else {
+                    out.push_str("/*");
+                }
+            }
+            None if c == '*' && executable && chars.peek() == Some(&'/') => {
+                chars.next();
+                executable = false;
+                out.push(' ');
+            }
             None => {
                 if c == '"' {
                     quote = Some('"');
@@ -320,6 +341,16 @@ mod tests {
     fn double_quotes_become_single() {
         assert_eq!(normalize_quotes(r#"COMMENT="it's""#), "COMMENT='it''s'");
         assert_eq!(normalize_quotes(r#"'say "hi"'"#), r#"'say "hi"'"#);
+    }
+
+    #[test]
+    fn executable_comments_are_sql_and_plain_comments_stay() {
+        assert_eq!(
+            normalize_quotes("CREATE TABLE t (a INT)\n/*!50100 PARTITION BY KEY (a) */"),
+            "CREATE TABLE t (a INT)\n  PARTITION BY KEY (a)  "
+        );
+        assert_eq!(normalize_quotes("SELECT /* x */ 1"), "SELECT /* x */ 1");
+        assert_eq!(normalize_quotes("SELECT '/*!1 */'"), "SELECT '/*!1 */'");
     }
 
     #[test]
