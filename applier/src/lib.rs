@@ -7,11 +7,13 @@
 pub mod applier;
 pub mod error;
 pub mod failpoint;
+pub mod kafka;
 pub mod remote;
 pub mod source;
 pub mod verify;
 
 pub use applier::{AppliedPosition, Applier, ApplyOutcome};
 pub use error::{Error, Result};
+pub use kafka::KafkaSource;
 pub use source::{BinlogDirSource, EventSource, SourcedTx};
 pub use verify::{verify, Report, VerifyOptions};

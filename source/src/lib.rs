@@ -8,6 +8,7 @@ pub mod clock;
 pub mod ddl;
 pub mod engine;
 pub mod error;
+pub mod relay;
 pub mod ring;
 pub mod server;
 pub mod sql;

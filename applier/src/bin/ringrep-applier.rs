@@ -10,7 +10,8 @@ use clap::{Parser, Subcommand};
 use ringrep_applier::applier::read_positions;
 use ringrep_applier::remote::{self, Side};
 use ringrep_applier::verify::{verify_with, VerifyOptions};
-use ringrep_applier::{Applier, BinlogDirSource};
+use ringrep_applier::{Applier, BinlogDirSource, EventSource, KafkaSource};
+use ringrep_source::relay::KafkaArgs;
 use ringrep_source::server::config::FileConfig;
 use ringrep_source::server::{ServeArgs, Server, ServerSettings};
 use ringrep_source::{Engine, EngineConfig};
@@ -26,16 +27,23 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
-    /// Run a replica: follow a primary's binlog directory and apply it to DIR.
+    /// Run a replica: follow a primary's binlog directory, or its replication topic in Kafka,
+    /// and apply it to DIR.
     Serve {
         /// The replica's data directory (created if missing).
         #[arg(long)]
         replica_dir: PathBuf,
         /// The primary's binlog directory (DATA_DIR/binlog of the primary).
-        #[arg(long)]
-        source_binlog: PathBuf,
+        #[arg(
+            long,
+            required_unless_present = "kafka_brokers",
+            conflicts_with = "kafka_brokers"
+        )]
+        source_binlog: Option<PathBuf>,
         /// This replica's own server id, written into its binlog.
         #[arg(long, default_value_t = 2)]
         server_id: u32,
@@ -48,9 +56,16 @@ enum Command {
         /// Sync policy of the replica's binlog: commit, never, or milliseconds.
         #[arg(long, default_value = "commit")]
         sync: String,
-        /// Kafka brokers (not available yet: see issue 7).
-        #[arg(long)]
+        /// Read the primary's replication topic from these Kafka brokers instead of a binlog
+        /// directory.
+        #[arg(long, env = "RINGREP_KAFKA_BROKERS")]
         kafka_brokers: Option<String>,
+        /// Topic prefix the relay used (`<prefix>.replication`).
+        #[arg(long, env = "RINGREP_KAFKA_TOPIC_PREFIX", default_value = binlog_format::kafka::DEFAULT_TOPIC_PREFIX)]
+        kafka_topic_prefix: String,
+        /// A librdkafka client setting, KEY=VALUE, repeatable (SASL, TLS).
+        #[arg(long = "kafka-option", value_name = "KEY=VALUE")]
+        kafka_options: Vec<String>,
         /// Serve clients over the MySQL protocol (read-only) when --listen (or `listen` in the
         /// config file) is given; 127.0.0.1:3307 is the usual replica address.
         #[command(flatten)]
@@ -206,8 +221,21 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             exit_when_caught_up,
             sync,
             kafka_brokers,
+            kafka_topic_prefix,
+            kafka_options,
             server,
         } => {
+            ringrep_source::server::init_logging();
+            // A reader: the topic-creation settings do not apply.
+            let kafka = KafkaArgs {
+                kafka_brokers,
+                kafka_topic_prefix,
+                kafka_options,
+                kafka_partitions: 1,
+                kafka_replication_factor: 1,
+                kafka_tombstones: false,
+            };
+            let kafka = kafka.settings()?;
             let file = match &server.config {
                 Some(path) => FileConfig::load(path).map_err(anyhow::Error::msg)?,
                 None => FileConfig::default(),
@@ -216,9 +244,6 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             let settings =
                 ServerSettings::resolve(&server, &file, ServerSettings::DEFAULT_REPLICA_LISTEN)
                     .map_err(anyhow::Error::msg)?;
-            if kafka_brokers.is_some() {
-                bail!("--kafka-brokers: the Kafka source is not built yet (issue 7); use --source-binlog");
-            }
             let mut cfg = EngineConfig::new(server_id);
             cfg.sync = sync.parse::<SyncPolicy>()?;
             cfg.read_only = true;
@@ -236,9 +261,21 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 .enable_all()
                 .build()?;
             runtime.block_on(async move {
-                // Wait for the primary's first segment to learn its server id.
+                // Wait for the primary's first segment (or first Kafka record) to learn its
+                // server id.
                 let source_id = loop {
-                    if let Some(id) = source_server_id(&source_binlog)? {
+                    let found = match (&kafka, &source_binlog) {
+                        (Some(k), _) => {
+                            let k = k.clone();
+                            tokio::task::spawn_blocking(move || {
+                                KafkaSource::server_id(&k, Duration::from_secs(1))
+                            })
+                            .await??
+                        }
+                        (None, Some(dir)) => source_server_id(dir)?,
+                        (None, None) => bail!("give --source-binlog or --kafka-brokers"),
+                    };
+                    if let Some(id) = found {
                         break id;
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -251,8 +288,18 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     eprintln!("already applied seq {} from server {source_id}; nothing to do", from - 1);
                     return Ok(());
                 }
-                eprintln!("applying from server {source_id} at seq {from} ({})", source_binlog.display());
-                let mut source = BinlogDirSource::open(&source_binlog, from, None);
+                let mut source: Box<dyn EventSource> = match (&kafka, &source_binlog) {
+                    (Some(k), _) => {
+                        let k = k.clone();
+                        Box::new(
+                            tokio::task::spawn_blocking(move || KafkaSource::open(&k, from))
+                                .await??,
+                        )
+                    }
+                    (None, Some(dir)) => Box::new(BinlogDirSource::open(dir, from, None)),
+                    (None, None) => bail!("give --source-binlog or --kafka-brokers"),
+                };
+                eprintln!("applying from server {source_id} at seq {from} ({})", source.describe());
                 let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
                 let server = if listen {
                     let server = Server::bind(applier.engine().clone(), &settings).await?;
@@ -278,7 +325,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 });
                 let mut last_print = Instant::now();
                 let last = applier
-                    .run(&mut source, until_seq, exit_when_caught_up, Duration::from_millis(200), &mut |a, item| {
+                    .run(source.as_mut(), until_seq, exit_when_caught_up, Duration::from_millis(200), &mut |a, item| {
                         if last_print.elapsed() >= Duration::from_secs(1) {
                             eprintln!(
                                 "applied seq {} ({} applied, {} skipped), lag p50 {:.2} ms p99 {:.2} ms",

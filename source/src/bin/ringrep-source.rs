@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use binlog_format::SyncPolicy;
 use clap::{Parser, Subcommand};
+use ringrep_source::relay::{KafkaArgs, Relay, RelayStats};
 use ringrep_source::server::config::FileConfig;
 use ringrep_source::server::{ServeArgs, Server, ServerSettings};
 use ringrep_source::sql::{client_error_line, Outcome, SqlSession};
@@ -74,11 +75,25 @@ enum Command {
         sync: Option<String>,
         #[command(flatten)]
         server: ServeArgs,
+        /// With --kafka-brokers, the node also relays its binlog to Kafka.
+        #[command(flatten)]
+        kafka: KafkaArgs,
     },
-    /// The Kafka relay (not built yet: issue 7).
+    /// Relay a primary's binlog to Kafka (docs/kafka.md), on its own; the primary may be
+    /// running. Resumes after the last transaction in the replication topic.
     Relay {
+        /// The primary's data directory (its binlog/ is read).
+        #[arg(
+            long,
+            conflicts_with = "binlog_dir",
+            required_unless_present = "binlog_dir"
+        )]
+        data_dir: Option<PathBuf>,
+        /// The binlog directory itself.
         #[arg(long)]
-        data_dir: PathBuf,
+        binlog_dir: Option<PathBuf>,
+        #[command(flatten)]
+        kafka: KafkaArgs,
     },
 }
 
@@ -191,8 +206,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             server_id,
             sync,
             server,
-        } => serve(data_dir, server_id, sync, server),
-        Command::Relay { .. } => anyhow::bail!("relay: the Kafka relay is not built yet (issue 7)"),
+            kafka,
+        } => serve(data_dir, server_id, sync, server, kafka),
+        Command::Relay {
+            data_dir,
+            binlog_dir,
+            kafka,
+        } => relay(data_dir, binlog_dir, kafka),
     }
 }
 
@@ -201,8 +221,10 @@ fn serve(
     server_id: Option<u32>,
     sync: Option<String>,
     args: ServeArgs,
+    kafka: KafkaArgs,
 ) -> anyhow::Result<ExitCode> {
     ringrep_source::server::init_logging();
+    let kafka = kafka.settings()?;
     let file = match &args.config {
         Some(path) => FileConfig::load(path).map_err(anyhow::Error::msg)?,
         None => FileConfig::default(),
@@ -234,14 +256,100 @@ fn serve(
         let server = Server::bind(engine.clone(), &settings).await?;
         tracing::info!("listening on {}", server.local_addr()?);
         let purge = ringrep_source::server::spawn_ttl_purge(engine.clone());
+        let (stop_relay, relay_stop) = tokio::sync::watch::channel(false);
+        let relay = kafka.map(|k| {
+            tracing::info!("relaying to Kafka at {} (topic prefix {})", k.brokers, k.topic_prefix);
+            let relay = Relay::new(k, &engine.binlog_dir(), engine.notifier());
+            let stats = relay.stats.clone();
+            tokio::spawn(log_progress(stats, relay_stop.clone()));
+            tokio::spawn(async move {
+                let r = relay.run(relay_stop).await;
+                // A relay that stops leaves the node serving: say so loudly.
+                if let Err(e) = &r {
+                    tracing::error!("the Kafka relay stopped: {e}; the node keeps serving; restart it or run `ringrep-source relay`");
+                }
+                r
+            })
+        });
         let report = server.run(ringrep_source::server::stop_signal()).await?;
         purge.abort();
+        if let Some(relay) = relay {
+            let _ = stop_relay.send(true);
+            match relay.await {
+                Ok(Ok(seq)) => tracing::info!("relay stopped: Kafka acknowledged up to seq {seq}"),
+                Ok(Err(_)) => {}
+                Err(e) => tracing::error!("relay task: {e}"),
+            }
+        }
         tracing::info!(
             "stopped: {} connection(s) served, {} closed at shutdown; binlog synced at seq {}",
             report.connections_accepted,
             report.connections_closed_at_shutdown,
             engine.last_seq()
         );
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// One line a second while the relay runs.
+async fn log_progress(
+    stats: std::sync::Arc<RelayStats>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use std::sync::atomic::Ordering;
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    let mut last = 0;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let n = stats.transactions.load(Ordering::Relaxed);
+        if n != last {
+            tracing::info!(
+                "relay: acknowledged up to seq {}, {} transactions and {} change records produced ({}/s)",
+                stats.acked_seq.load(Ordering::Relaxed),
+                n,
+                stats.change_records.load(Ordering::Relaxed),
+                n - last
+            );
+            last = n;
+        }
+    }
+}
+
+fn relay(
+    data_dir: Option<PathBuf>,
+    binlog_dir: Option<PathBuf>,
+    kafka: KafkaArgs,
+) -> anyhow::Result<ExitCode> {
+    ringrep_source::server::init_logging();
+    let settings = kafka.settings()?.context("--kafka-brokers is required")?;
+    let dir = match (binlog_dir, data_dir) {
+        (Some(b), _) => b,
+        (None, Some(d)) => d.join("binlog"),
+        (None, None) => anyhow::bail!("give --data-dir or --binlog-dir"),
+    };
+    tracing::info!(
+        "relaying {} to Kafka at {} (topic prefix {})",
+        dir.display(),
+        settings.brokers,
+        settings.topic_prefix
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let relay = Relay::new(settings, &dir, None);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(log_progress(relay.stats.clone(), stop_rx.clone()));
+        tokio::spawn(async move {
+            ringrep_source::server::stop_signal().await;
+            let _ = stop_tx.send(true);
+        });
+        let seq = relay.run(stop_rx).await?;
+        tracing::info!("relay stopped: Kafka acknowledged up to seq {seq}");
         Ok(ExitCode::SUCCESS)
     })
 }

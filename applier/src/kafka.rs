@@ -1,0 +1,201 @@
+//! The applier's Kafka source: the replication topic (`<prefix>.replication`, partition 0),
+//! read with a manual assignment from the offset that holds the replica's next sequence
+//! number. The offset is found from the sequence numbers in the records (a binary search over
+//! the partition), never from consumer-group offsets, so the replica's own stored position is
+//! the only position there is. librdkafka reconnects by itself when brokers restart.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use binlog_format::kafka::{decode_replication_value, replication_topic};
+use binlog_format::Position;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::{Offset, TopicPartitionList};
+use ringrep_source::relay::{seq_header, KafkaSettings};
+
+use crate::error::{Error, Result};
+use crate::source::{EventSource, SourcedTx};
+
+fn source_error(what: impl std::fmt::Display) -> Error {
+    Error::Source(format!("kafka: {what}"))
+}
+
+/// A replication topic followed from a sequence number.
+pub struct KafkaSource {
+    consumer: Arc<BaseConsumer>,
+    topic: String,
+    brokers: String,
+    /// The next sequence number wanted; records below it are skipped.
+    next_seq: u64,
+}
+
+/// How long one probe of the binary search waits for its record.
+const PROBE_WAIT: Duration = Duration::from_secs(30);
+
+impl KafkaSource {
+    /// Opens the replication topic at the record with sequence `from_seq` (or the end, when
+    /// the topic does not reach it yet). Blocking: call from a blocking context.
+    pub fn open(settings: &KafkaSettings, from_seq: u64) -> Result<KafkaSource> {
+        let topic = replication_topic(&settings.topic_prefix);
+        let consumer: BaseConsumer = settings
+            .client_config()
+            .set("group.id", "ringrep-applier")
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .create()
+            .map_err(|e| source_error(format!("consumer: {e}")))?;
+        let source = KafkaSource {
+            consumer: Arc::new(consumer),
+            topic,
+            brokers: settings.brokers.clone(),
+            next_seq: from_seq,
+        };
+        let offset = source.offset_of(from_seq)?;
+        source.assign(offset)?;
+        Ok(source)
+    }
+
+    /// The server id of the stream in the topic, waiting up to `wait` for a first record.
+    pub fn server_id(settings: &KafkaSettings, wait: Duration) -> Result<Option<u32>> {
+        let probe = KafkaSource::open(settings, 1)?;
+        let (low, _) = probe.watermarks()?;
+        probe.assign(low)?;
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            if let Some((server, _)) = probe.read_one(Duration::from_millis(200))?.map(|x| x.1) {
+                return Ok(Some(server));
+            }
+        }
+        Ok(None)
+    }
+
+    fn watermarks(&self) -> Result<(i64, i64)> {
+        self.consumer
+            .fetch_watermarks(&self.topic, 0, Duration::from_secs(30))
+            .map_err(|e| source_error(format!("watermarks of {}: {e}", self.topic)))
+    }
+
+    fn assign(&self, offset: i64) -> Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, 0, Offset::Offset(offset))
+            .map_err(source_error)?;
+        self.consumer.assign(&tpl).map_err(source_error)
+    }
+
+    /// The next record: (offset, (server id, seq), value).
+    #[allow(clippy::type_complexity)]
+    fn read_one(&self, wait: Duration) -> Result<Option<(i64, (u32, u64), Vec<u8>)>> {
+        match self.consumer.poll(wait) {
+            None => Ok(None),
+            Some(Err(e)) => Err(source_error(format!("reading {}: {e}", self.topic))),
+            Some(Ok(m)) => {
+                let ids = seq_header(&m).ok_or_else(|| {
+                    source_error(format!(
+                        "{} offset {} has no ringrep.seq/ringrep.server_id headers",
+                        self.topic,
+                        m.offset()
+                    ))
+                })?;
+                Ok(Some((
+                    m.offset(),
+                    ids,
+                    m.payload().unwrap_or_default().to_vec(),
+                )))
+            }
+        }
+    }
+
+    /// The sequence number at `offset`.
+    fn seq_at(&self, offset: i64) -> Result<u64> {
+        self.assign(offset)?;
+        let deadline = Instant::now() + PROBE_WAIT;
+        loop {
+            if let Some((at, (_, seq), _)) = self.read_one(Duration::from_millis(200))? {
+                if at == offset {
+                    return Ok(seq);
+                }
+                continue;
+            }
+            if Instant::now() > deadline {
+                return Err(source_error(format!(
+                    "{} offset {offset} did not arrive within {PROBE_WAIT:?}",
+                    self.topic
+                )));
+            }
+        }
+    }
+
+    /// The first offset whose sequence number is at least `seq` (the high watermark when the
+    /// topic has none yet). Sequence numbers rise with offsets, so a binary search finds it.
+    fn offset_of(&self, seq: u64) -> Result<i64> {
+        let (mut lo, high) = self.watermarks()?;
+        if lo >= high || self.seq_at(high - 1)? < seq {
+            return Ok(high.max(lo));
+        }
+        let mut hi = high - 1;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.seq_at(mid)? < seq {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+}
+
+#[async_trait]
+impl EventSource for KafkaSource {
+    async fn next(&mut self, timeout: Duration) -> Result<Option<SourcedTx>> {
+        let consumer = self.consumer.clone();
+        let topic = self.topic.clone();
+        let next = self.next_seq;
+        let got = tokio::task::spawn_blocking(move || -> Result<Option<SourcedTx>> {
+            let deadline = Instant::now() + timeout;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let m = match consumer.poll(left) {
+                    None => return Ok(None),
+                    Some(Err(e)) => {
+                        // Broker hiccups surface here; librdkafka reconnects by itself.
+                        tracing::warn!("kafka: {topic}: {e}");
+                        if Instant::now() >= deadline {
+                            return Ok(None);
+                        }
+                        continue;
+                    }
+                    Some(Ok(m)) => m,
+                };
+                let offset = m.offset();
+                let value = m.payload().ok_or_else(|| {
+                    source_error(format!("{topic} offset {offset}: a record without a value"))
+                })?;
+                let tx = decode_replication_value(value)
+                    .map_err(|e| source_error(format!("{topic} offset {offset}: {e}")))?;
+                if tx.seq < next {
+                    continue;
+                }
+                return Ok(Some(SourcedTx {
+                    tx,
+                    position: Position {
+                        segment: 0,
+                        offset: offset as u64,
+                    },
+                }));
+            }
+        })
+        .await
+        .map_err(|e| source_error(format!("reader task: {e}")))??;
+        if let Some(t) = &got {
+            self.next_seq = t.tx.seq + 1;
+        }
+        Ok(got)
+    }
+
+    fn describe(&self) -> String {
+        format!("Kafka topic {} at {}", self.topic, self.brokers)
+    }
+}

@@ -1,0 +1,204 @@
+//! The Kafka relay against a broker: the one named by RINGREP_KAFKA_BROKERS (CI starts one),
+//! else librdkafka's in-process mock cluster (whose brokers listen on loopback, so a relay
+//! process can reach them too). The replication topic must hold every sequence number exactly
+//! once, in order, whatever happens to the relay or the brokers.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use binlog_format::SyncPolicy;
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use ringrep_source::relay::{replication_seqs, KafkaSettings, Relay};
+use ringrep_source::sql::SqlSession;
+use ringrep_source::{Engine, EngineConfig};
+
+/// A broker for one test: the external one, or a fresh mock cluster of three brokers.
+struct Broker {
+    mock: Option<MockCluster<'static, DefaultProducerContext>>,
+    servers: String,
+}
+
+fn broker() -> Broker {
+    match std::env::var("RINGREP_KAFKA_BROKERS") {
+        Ok(servers) if !servers.is_empty() => Broker {
+            mock: None,
+            servers,
+        },
+        _ => {
+            let mock = MockCluster::new(3).expect("mock cluster");
+            let servers = mock.bootstrap_servers();
+            Broker {
+                mock: Some(mock),
+                servers,
+            }
+        }
+    }
+}
+
+/// Settings with a topic prefix of its own, so tests sharing a broker never meet.
+fn settings(broker: &Broker, name: &str) -> KafkaSettings {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let prefix = format!("t{}-{name}-{nanos}", std::process::id());
+    if let Some(m) = &broker.mock {
+        m.create_topic(&format!("{prefix}.replication"), 1, 3)
+            .expect("create topic");
+        m.create_topic(&format!("{prefix}.test.ev"), 4, 3)
+            .expect("create topic");
+    }
+    KafkaSettings {
+        brokers: broker.servers.clone(),
+        topic_prefix: prefix,
+        partitions: 4,
+        replication_factor: 1,
+        tombstones: true,
+        options: vec![],
+    }
+}
+
+fn primary(dir: &std::path::Path) -> Engine {
+    let mut cfg = EngineConfig::new(1);
+    cfg.sync = SyncPolicy::Never;
+    let (engine, _) = Engine::open(dir, cfg).expect("open");
+    let mut s = SqlSession::new(&engine);
+    s.execute("CREATE TABLE test.ev (k INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT, PRIMARY KEY (k, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
+        .expect("create");
+    engine
+}
+
+fn write(engine: &Engine, from: u64, n: u64) {
+    let mut s = SqlSession::new(engine);
+    for i in from..from + n {
+        s.execute(&format!(
+            "INSERT INTO test.ev (k, v) VALUES ({}, {i})",
+            i % 7
+        ))
+        .expect("insert");
+    }
+}
+
+fn assert_exactly_once(settings: &KafkaSettings, last: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let seqs = replication_seqs(settings).expect("read the replication topic");
+        if seqs.len() as u64 >= last || Instant::now() > deadline {
+            let want: Vec<(u32, u64)> = (1..=last).map(|s| (1, s)).collect();
+            assert_eq!(seqs.len(), want.len(), "records in the replication topic");
+            assert_eq!(seqs, want, "every seq once, in order");
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The relay as a process, killed with SIGKILL at random moments while the primary writes,
+/// and restarted each time: nothing lost, nothing twice.
+#[test]
+fn relay_killed_with_sigkill_resumes_without_loss_or_duplicates() {
+    let broker = broker();
+    let settings = settings(&broker, "kill");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = primary(dir.path());
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_ringrep-source"))
+            .arg("relay")
+            .arg("--binlog-dir")
+            .arg(engine.binlog_dir())
+            .args(["--kafka-brokers", &settings.brokers])
+            .args(["--kafka-topic-prefix", &settings.topic_prefix])
+            .args(["--kafka-partitions", "4"])
+            .env("RINGREP_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start relay")
+    };
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(7);
+    eprintln!("seed {seed}");
+    let mut rng = seed;
+    let mut next = 0;
+    for round in 0..4 {
+        let mut relay = spawn();
+        write(&engine, next, 150);
+        next += 150;
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        std::thread::sleep(Duration::from_millis(100 + (rng >> 33) % 400));
+        if round < 3 {
+            relay.kill().expect("SIGKILL");
+        } else {
+            // The last one runs until the topic has everything, then stops cleanly.
+            assert_exactly_once(&settings, engine.last_seq());
+            let pid = relay.id().to_string();
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .expect("kill");
+        }
+        let status = relay.wait().expect("wait");
+        if round == 3 {
+            assert!(status.success(), "clean stop on SIGTERM: {status}");
+        }
+    }
+    assert_exactly_once(&settings, engine.last_seq());
+}
+
+/// Produce errors, a broker down for a while: the relay rides them out.
+#[test]
+fn relay_rides_out_broker_errors_and_outages() {
+    let broker = broker();
+    let Some(mock) = &broker.mock else {
+        eprintln!("fault injection needs the mock cluster; skipped against RINGREP_KAFKA_BROKERS");
+        return;
+    };
+    let settings = settings(&broker, "faults");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = primary(dir.path());
+    let rt = runtime();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let relay = Relay::new(settings.clone(), &engine.binlog_dir(), engine.notifier());
+    let stats = relay.stats.clone();
+    let task = rt.spawn(relay.run(stop_rx));
+    write(&engine, 0, 100);
+    // Retriable produce errors: librdkafka retries them; the idempotent producer keeps order.
+    mock.request_errors(
+        RDKafkaApiKey::Produce,
+        &[
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+        ],
+    );
+    write(&engine, 100, 100);
+    // A broker goes away and comes back.
+    mock.broker_down(1).expect("down");
+    write(&engine, 200, 100);
+    std::thread::sleep(Duration::from_millis(500));
+    mock.broker_up(1).expect("up");
+    write(&engine, 300, 100);
+    let last = engine.last_seq();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stats.acked_seq.load(std::sync::atomic::Ordering::Acquire) < last {
+        assert!(Instant::now() < deadline, "relay stalled");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = stop_tx.send(true);
+    let acked = rt.block_on(task).expect("join").expect("relay");
+    assert_eq!(acked, last);
+    assert_exactly_once(&settings, last);
+}
