@@ -203,4 +203,45 @@ fn primary_relay_broker_applier_replica_converge() {
             }
         }
     }
+
+    // The same topic through another client in another language, written from the docs.
+    python_consumer_agrees(&settings.brokers, &topic);
+}
+
+/// Runs `kafka_consumer.py` (confluent-kafka) on the change topic; CI installs it, elsewhere
+/// the check is skipped with a message when Python or the package is missing.
+fn python_consumer_agrees(brokers: &str, topic: &str) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kafka_consumer.py");
+    let usable = std::process::Command::new("python3")
+        .args(["-c", "import confluent_kafka"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !usable {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install python3 with confluent-kafka (.ci/run)"
+        );
+        eprintln!("skipped the confluent-kafka consumer: python3 with confluent_kafka not found");
+        return;
+    }
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["--brokers", brokers, "--topic", topic])
+        .args([
+            "--prefix-columns",
+            "user_id",
+            "--database",
+            "test",
+            "--table",
+            "user_events",
+        ])
+        .output()
+        .expect("run the python consumer");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(report.contains("\"write/overwrite\""), "{report}");
 }
