@@ -145,18 +145,26 @@ pub fn last_relayed(settings: &KafkaSettings) -> Result<Option<(u32, u64)>> {
         .assign(&tpl)
         .map_err(|e| kafka_error("assign", e))?;
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last = None;
+    let mut last: Option<(u32, u64)> = None;
+    let mut reached_end = false;
+    let mut idle_since = Instant::now();
     loop {
-        match consumer.poll(Duration::from_millis(200)) {
+        match consumer.poll(Duration::from_millis(300)) {
             Some(Ok(m)) => {
+                idle_since = Instant::now();
                 if let Some(found) = seq_header(&m) {
-                    last = Some(found);
+                    last = Some(last.map_or(found, |l| if found.1 > l.1 { found } else { l }));
                 }
-                if m.offset() >= high - 1 {
-                    return Ok(last);
-                }
+                reached_end |= m.offset() >= high - 1;
             }
             Some(Err(e)) => return Err(kafka_error(&format!("reading {topic}"), e)),
+            // Past the high watermark and nothing more: that was the tail. (Reading on until
+            // the partition is quiet also copes with brokers whose offsets are not one per
+            // record.)
+            None if reached_end => return Ok(last),
+            None if last.is_some() && idle_since.elapsed() > Duration::from_secs(3) => {
+                return Ok(last)
+            }
             None => {}
         }
         if Instant::now() > deadline {
