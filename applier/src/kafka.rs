@@ -8,12 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use binlog_format::kafka::{decode_replication_value, replication_topic};
+use binlog_format::kafka::decode_replication_value;
 use binlog_format::Position;
-use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::{Offset, TopicPartitionList};
-use ringrep_source::relay::{seq_header, KafkaSettings};
+use ringrep_source::relay::{seq_header, KafkaSettings, ReplicationReader};
 
 use crate::error::{Error, Result};
 use crate::source::{EventSource, SourcedTx};
@@ -24,8 +22,7 @@ fn source_error(what: impl std::fmt::Display) -> Error {
 
 /// A replication topic followed from a sequence number.
 pub struct KafkaSource {
-    consumer: Arc<BaseConsumer>,
-    topic: String,
+    reader: Arc<ReplicationReader>,
     brokers: String,
     /// The next sequence number wanted; records below it are skipped.
     next_seq: u64,
@@ -35,23 +32,20 @@ pub struct KafkaSource {
 const PROBE_WAIT: Duration = Duration::from_secs(30);
 
 impl KafkaSource {
+    fn connect(settings: &KafkaSettings, from_seq: u64) -> Result<KafkaSource> {
+        Ok(KafkaSource {
+            reader: Arc::new(
+                ReplicationReader::open(settings, "ringrep-applier").map_err(source_error)?,
+            ),
+            brokers: settings.brokers.clone(),
+            next_seq: from_seq,
+        })
+    }
+
     /// Opens the replication topic at the record with sequence `from_seq` (or the end, when
     /// the topic does not reach it yet). Blocking: call from a blocking context.
     pub fn open(settings: &KafkaSettings, from_seq: u64) -> Result<KafkaSource> {
-        let topic = replication_topic(&settings.topic_prefix);
-        let consumer: BaseConsumer = settings
-            .client_config()
-            .set("group.id", "ringrep-applier")
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .create()
-            .map_err(|e| source_error(format!("consumer: {e}")))?;
-        let source = KafkaSource {
-            consumer: Arc::new(consumer),
-            topic,
-            brokers: settings.brokers.clone(),
-            next_seq: from_seq,
-        };
+        let source = KafkaSource::connect(settings, from_seq)?;
         let offset = source.offset_of(from_seq)?;
         source.assign(offset)?;
         Ok(source)
@@ -59,7 +53,7 @@ impl KafkaSource {
 
     /// The server id of the stream in the topic, waiting up to `wait` for a first record.
     pub fn server_id(settings: &KafkaSettings, wait: Duration) -> Result<Option<u32>> {
-        let probe = KafkaSource::open(settings, 1)?;
+        let probe = KafkaSource::connect(settings, 1)?;
         let (low, _) = probe.watermarks()?;
         probe.assign(low)?;
         let deadline = Instant::now() + wait;
@@ -72,29 +66,24 @@ impl KafkaSource {
     }
 
     fn watermarks(&self) -> Result<(i64, i64)> {
-        self.consumer
-            .fetch_watermarks(&self.topic, 0, Duration::from_secs(30))
-            .map_err(|e| source_error(format!("watermarks of {}: {e}", self.topic)))
+        self.reader.watermarks().map_err(source_error)
     }
 
     fn assign(&self, offset: i64) -> Result<()> {
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&self.topic, 0, Offset::Offset(offset))
-            .map_err(source_error)?;
-        self.consumer.assign(&tpl).map_err(source_error)
+        self.reader.assign(offset).map_err(source_error)
     }
 
     /// The next record: (offset, (server id, seq), value).
     #[allow(clippy::type_complexity)]
     fn read_one(&self, wait: Duration) -> Result<Option<(i64, (u32, u64), Vec<u8>)>> {
-        match self.consumer.poll(wait) {
+        match self.reader.consumer.poll(wait) {
             None => Ok(None),
-            Some(Err(e)) => Err(source_error(format!("reading {}: {e}", self.topic))),
+            Some(Err(e)) => Err(source_error(format!("reading {}: {e}", self.reader.topic))),
             Some(Ok(m)) => {
                 let ids = seq_header(&m).ok_or_else(|| {
                     source_error(format!(
                         "{} offset {} has no ringrep.seq/ringrep.server_id headers",
-                        self.topic,
+                        self.reader.topic,
                         m.offset()
                     ))
                 })?;
@@ -121,7 +110,7 @@ impl KafkaSource {
             if Instant::now() > deadline {
                 return Err(source_error(format!(
                     "{} offset {offset} did not arrive within {PROBE_WAIT:?}",
-                    self.topic
+                    self.reader.topic
                 )));
             }
         }
@@ -150,14 +139,14 @@ impl KafkaSource {
 #[async_trait]
 impl EventSource for KafkaSource {
     async fn next(&mut self, timeout: Duration) -> Result<Option<SourcedTx>> {
-        let consumer = self.consumer.clone();
-        let topic = self.topic.clone();
+        let reader = self.reader.clone();
         let next = self.next_seq;
         let got = tokio::task::spawn_blocking(move || -> Result<Option<SourcedTx>> {
             let deadline = Instant::now() + timeout;
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
-                let m = match consumer.poll(left) {
+                let topic = &reader.topic;
+                let m = match reader.consumer.poll(left) {
                     None => return Ok(None),
                     Some(Err(e)) => {
                         // Broker hiccups surface here; librdkafka reconnects by itself.
@@ -196,6 +185,6 @@ impl EventSource for KafkaSource {
     }
 
     fn describe(&self) -> String {
-        format!("Kafka topic {} at {}", self.topic, self.brokers)
+        format!("Kafka topic {} at {}", self.reader.topic, self.brokers)
     }
 }

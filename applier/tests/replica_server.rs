@@ -10,65 +10,29 @@ use std::time::{Duration, Instant};
 
 use binlog_format::SyncPolicy;
 use mysql_async::prelude::*;
-use node::{code, connect, runtime, terminate};
+use node::{code, connect, runtime, terminate, USER_EVENTS};
 use ringrep_source::server::{Server, ServerSettings};
 use ringrep_source::{Engine, EngineConfig};
 
 /// The spec's examples (`rondb-ring-buffer-tables.md`) with MAX_ROWS_PER_PK=3.
-const SPEC_EXAMPLES: &[&str] = &[
-    "CREATE TABLE user_events (
-  user_id INT NOT NULL,
-  ring_idx INT NOT NULL DEFAULT 0,
-  ring_meta VARBINARY(64),
-  created_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
-  event_type VARCHAR(64),
-  payload VARCHAR(256),
-  PRIMARY KEY (user_id, ring_idx)
-) ENGINE=NDB COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3' PARTITION BY KEY(user_id)",
-    "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'A')",
-    "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'B'), (1, 'click', 'C'), (2, 'click', 'X')",
-    "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'D')",
-    "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'E')",
-    "DELETE FROM user_events WHERE user_id = 2",
-];
+fn spec_examples() -> Vec<String> {
+    vec![
+        format!("{USER_EVENTS} PARTITION BY KEY(user_id)"),
+        "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'A')".into(),
+        "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'B'), (1, 'click', 'C'), (2, 'click', 'X')".into(),
+        "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'D')".into(),
+        "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'E')".into(),
+        "DELETE FROM user_events WHERE user_id = 2".into(),
+    ]
+}
 
-/// A statement through the `mariadb` (or `mysql`) command-line client in batch mode: its
-/// output, or `None` when no client is installed (outside CI only).
+/// A statement through the command-line client: its output, or `None` without a client
+/// (outside CI only).
 fn cli(addr: std::net::SocketAddr, sql: &str) -> Option<String> {
-    let client = ["mariadb", "mysql"].into_iter().find(|c| {
-        Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    let Some(client) = client else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install the mariadb client (.ci/run)"
-        );
-        eprintln!("skipped the command-line client check: no mariadb or mysql client");
-        return None;
-    };
-    let out = Command::new(client)
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-P",
-            &addr.port().to_string(),
-            "-u",
-            "root",
-            "--batch",
-            "-e",
-            sql,
-        ])
-        .output()
-        .expect("run client");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    let client = node::mysql_client()?;
+    let (ok, out, err) = node::run_client(client, addr, None, sql);
+    assert!(ok, "{err}");
+    Some(out)
 }
 
 /// `ringrep-applier verify`: exit code and standard output.
@@ -193,8 +157,8 @@ fn a_replica_serves_reads_refuses_writes_and_shows_its_position() {
     // The spec's examples on the primary, read back from the replica with the mariadb client.
     rt.block_on(async {
         let mut p = connect(paddr, Some("test")).await;
-        for sql in SPEC_EXAMPLES {
-            p.query_drop(*sql)
+        for sql in spec_examples() {
+            p.query_drop(&sql)
                 .await
                 .unwrap_or_else(|e| panic!("{sql}: {e}"));
         }

@@ -59,6 +59,22 @@ pub fn list_segments(dir: &Path) -> Result<Vec<u64>> {
     Ok(numbers)
 }
 
+/// The server id a binlog directory was written by (from its first segment's prelude), or
+/// `None` while the directory has no segment yet.
+pub fn directory_server_id(dir: &Path) -> Result<Option<u32>> {
+    if !dir.exists() {
+        return Ok(None);
+    }
+    match list_segments(dir)?.first() {
+        None => Ok(None),
+        Some(&n) => Ok(Some(
+            SegmentCursor::open(dir, n, crate::format::DEFAULT_MAX_FRAME)?
+                .prelude
+                .server_id,
+        )),
+    }
+}
+
 /// What a cursor found next.
 #[derive(Debug)]
 pub enum Next {

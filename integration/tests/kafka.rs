@@ -2,6 +2,9 @@
 //! read as any consumer would, checked against docs/kafka.md. The broker is the one named by
 //! RINGREP_KAFKA_BROKERS (CI starts one), else librdkafka's in-process mock cluster.
 
+#[path = "../../source/tests/broker/mod.rs"]
+mod broker;
+
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -9,12 +12,10 @@ use binlog_format::kafka::partition_for;
 use binlog_format::SyncPolicy;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::mocking::MockCluster;
-use rdkafka::producer::DefaultProducerContext;
 use rdkafka::{Offset, TopicPartitionList};
 use ringrep_applier::verify::{verify, VerifyOptions};
 use ringrep_applier::{Applier, KafkaSource};
-use ringrep_source::relay::{KafkaSettings, Relay};
+use ringrep_source::relay::Relay;
 use ringrep_source::sql::SqlSession;
 use ringrep_source::{Engine, EngineConfig};
 use serde_json::Value as Json;
@@ -23,37 +24,9 @@ const PARTITIONS: i32 = 4;
 
 #[test]
 fn primary_relay_broker_applier_replica_converge() {
-    let external = std::env::var("RINGREP_KAFKA_BROKERS")
-        .ok()
-        .filter(|s| !s.is_empty());
-    let mock = match external {
-        Some(_) => None,
-        None => Some(MockCluster::<DefaultProducerContext>::new(3).expect("mock cluster")),
-    };
-    let brokers = external.unwrap_or_else(|| {
-        mock.as_ref()
-            .map(|m| m.bootstrap_servers())
-            .unwrap_or_default()
-    });
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let prefix = format!("e2e{}-{nanos}", std::process::id());
-    if let Some(m) = &mock {
-        m.create_topic(&format!("{prefix}.replication"), 1, 3)
-            .expect("topic");
-        m.create_topic(&format!("{prefix}.test.user_events"), PARTITIONS, 3)
-            .expect("topic");
-    }
-    let settings = KafkaSettings {
-        brokers,
-        topic_prefix: prefix.clone(),
-        partitions: PARTITIONS,
-        replication_factor: 1,
-        tombstones: true,
-        options: vec![],
-    };
+    let broker = broker::broker();
+    let settings = broker.settings("e2e", &["test.user_events"], PARTITIONS);
+    let prefix = settings.topic_prefix.clone();
     let dir = tempfile::tempdir().expect("tempdir");
     let open = |name: &str, id: u32, read_only: bool| {
         let mut cfg = EngineConfig::new(id);

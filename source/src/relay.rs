@@ -121,29 +121,58 @@ pub struct RelayStats {
     pub change_records: AtomicU64,
 }
 
+/// A consumer of the replication topic's one partition, with a manual assignment and no
+/// committed offsets (the relay, the applier's Kafka source and checks all read it so).
+pub struct ReplicationReader {
+    pub consumer: BaseConsumer,
+    pub topic: String,
+}
+
+impl ReplicationReader {
+    /// `group` only names the client to the broker: nothing is ever committed.
+    pub fn open(settings: &KafkaSettings, group: &str) -> Result<ReplicationReader> {
+        let consumer = settings
+            .client_config()
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .create()
+            .map_err(|e| kafka_error("consumer", e))?;
+        Ok(ReplicationReader {
+            consumer,
+            topic: kafka::replication_topic(&settings.topic_prefix),
+        })
+    }
+
+    /// (low, high) watermarks of partition 0.
+    pub fn watermarks(&self) -> Result<(i64, i64)> {
+        self.consumer
+            .fetch_watermarks(&self.topic, 0, Duration::from_secs(30))
+            .map_err(|e| kafka_error(&format!("watermarks of {}", self.topic), e))
+    }
+
+    /// Reads on from `offset`.
+    pub fn assign(&self, offset: i64) -> Result<()> {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.topic, 0, Offset::Offset(offset))
+            .map_err(|e| kafka_error("assign", e))?;
+        self.consumer
+            .assign(&tpl)
+            .map_err(|e| kafka_error("assign", e))
+    }
+}
+
 /// The last transaction in the replication topic: (server id, seq), or `None` when empty.
 pub fn last_relayed(settings: &KafkaSettings) -> Result<Option<(u32, u64)>> {
-    let topic = kafka::replication_topic(&settings.topic_prefix);
-    let consumer: BaseConsumer = settings
-        .client_config()
-        .set("group.id", "ringrep-relay")
-        .set("enable.auto.commit", "false")
-        .create()
-        .map_err(|e| kafka_error("consumer", e))?;
-    let (low, high) = consumer
-        .fetch_watermarks(&topic, 0, Duration::from_secs(30))
-        .map_err(|e| kafka_error(&format!("watermarks of {topic}"), e))?;
+    let reader = ReplicationReader::open(settings, "ringrep-relay")?;
+    let (consumer, topic) = (&reader.consumer, &reader.topic);
+    let (low, high) = reader.watermarks()?;
     if high <= low {
         return Ok(None);
     }
     // The last few offsets, in case the tail holds records that are not transactions.
     let from = (high - 16).max(low);
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(&topic, 0, Offset::Offset(from))
-        .map_err(|e| kafka_error("assign", e))?;
-    consumer
-        .assign(&tpl)
-        .map_err(|e| kafka_error("assign", e))?;
+    reader.assign(from)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last: Option<(u32, u64)> = None;
     let mut reached_end = false;
@@ -315,7 +344,7 @@ impl Relay {
             let dir = self.binlog_dir.clone();
             tokio::task::spawn_blocking(move || -> Result<u64> {
                 let last = last_relayed(&s)?;
-                let server = binlog_server_id(&dir)?;
+                let server = binlog_format::segment::directory_server_id(&dir)?;
                 if let (Some((topic_server, seq)), Some(ours)) = (last, server) {
                     if topic_server != ours {
                         return Err(kafka_error(
@@ -587,44 +616,17 @@ fn settle(
     }
 }
 
-/// The server id of a binlog directory (from its first segment), if it has one.
-fn binlog_server_id(dir: &Path) -> Result<Option<u32>> {
-    if !dir.exists() {
-        return Ok(None);
-    }
-    match list_segments(dir)?.first() {
-        None => Ok(None),
-        Some(&n) => Ok(Some(
-            SegmentCursor::open(dir, n, binlog_format::format::DEFAULT_MAX_FRAME)?
-                .prelude
-                .server_id,
-        )),
-    }
-}
-
 /// Every record of the replication topic as (server id, seq), in offset order: what a consumer
 /// of the topic sees (for checks and tests). Reads until the high watermark seen at the start.
 pub fn replication_seqs(settings: &KafkaSettings) -> Result<Vec<(u32, u64)>> {
-    let topic = kafka::replication_topic(&settings.topic_prefix);
-    let consumer: BaseConsumer = settings
-        .client_config()
-        .set("group.id", "ringrep-check")
-        .set("enable.auto.commit", "false")
-        .create()
-        .map_err(|e| kafka_error("consumer", e))?;
-    let (low, high) = consumer
-        .fetch_watermarks(&topic, 0, Duration::from_secs(30))
-        .map_err(|e| kafka_error(&format!("watermarks of {topic}"), e))?;
+    let reader = ReplicationReader::open(settings, "ringrep-check")?;
+    let (consumer, topic) = (&reader.consumer, &reader.topic);
+    let (low, high) = reader.watermarks()?;
     let mut out = Vec::new();
     if high <= low {
         return Ok(out);
     }
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(&topic, 0, Offset::Offset(low))
-        .map_err(|e| kafka_error("assign", e))?;
-    consumer
-        .assign(&tpl)
-        .map_err(|e| kafka_error("assign", e))?;
+    reader.assign(low)?;
     let mut deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match consumer.poll(Duration::from_millis(200)) {
@@ -632,7 +634,7 @@ pub fn replication_seqs(settings: &KafkaSettings) -> Result<Vec<(u32, u64)>> {
                 deadline = Instant::now() + Duration::from_secs(30);
                 let ids = seq_header(&m).ok_or_else(|| {
                     kafka_error(
-                        &topic,
+                        topic,
                         format!("offset {} has no sequence headers", m.offset()),
                     )
                 })?;
@@ -644,7 +646,7 @@ pub fn replication_seqs(settings: &KafkaSettings) -> Result<Vec<(u32, u64)>> {
             Some(Err(e)) => return Err(kafka_error(&format!("reading {topic}"), e)),
             None if Instant::now() > deadline => {
                 return Err(kafka_error(
-                    &topic,
+                    topic,
                     format!("stalled at {} of {high} records", out.len()),
                 ))
             }

@@ -6,58 +6,17 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod broker;
+
 use binlog_format::SyncPolicy;
-use rdkafka::mocking::MockCluster;
-use rdkafka::producer::DefaultProducerContext;
+use broker::{broker, Broker};
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
 use ringrep_source::relay::{replication_seqs, KafkaSettings, Relay};
 use ringrep_source::sql::SqlSession;
 use ringrep_source::{Engine, EngineConfig};
 
-/// A broker for one test: the external one, or a fresh mock cluster of three brokers.
-struct Broker {
-    mock: Option<MockCluster<'static, DefaultProducerContext>>,
-    servers: String,
-}
-
-fn broker() -> Broker {
-    match std::env::var("RINGREP_KAFKA_BROKERS") {
-        Ok(servers) if !servers.is_empty() => Broker {
-            mock: None,
-            servers,
-        },
-        _ => {
-            let mock = MockCluster::new(3).expect("mock cluster");
-            let servers = mock.bootstrap_servers();
-            Broker {
-                mock: Some(mock),
-                servers,
-            }
-        }
-    }
-}
-
-/// Settings with a topic prefix of its own, so tests sharing a broker never meet.
 fn settings(broker: &Broker, name: &str) -> KafkaSettings {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let prefix = format!("t{}-{name}-{nanos}", std::process::id());
-    if let Some(m) = &broker.mock {
-        m.create_topic(&format!("{prefix}.replication"), 1, 3)
-            .expect("create topic");
-        m.create_topic(&format!("{prefix}.test.ev"), 4, 3)
-            .expect("create topic");
-    }
-    KafkaSettings {
-        brokers: broker.servers.clone(),
-        topic_prefix: prefix,
-        partitions: 4,
-        replication_factor: 1,
-        tombstones: true,
-        options: vec![],
-    }
+    broker.settings(name, &["test.ev"], 4)
 }
 
 fn primary(dir: &std::path::Path) -> Engine {

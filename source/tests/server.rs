@@ -8,7 +8,7 @@ use mysql_async::{Row, Value};
 use std::path::Path;
 use std::process::Command;
 
-use node::{code, connect, opts, runtime, terminate, Node};
+use node::{code, connect, opts, runtime, terminate, Node, USER_EVENTS};
 
 /// Starts `ringrep-source serve` on a free loopback port and waits until it listens.
 fn start_primary(data_dir: &Path, extra: &[&str]) -> Node {
@@ -21,16 +21,6 @@ fn start_primary(data_dir: &Path, extra: &[&str]) -> Node {
         .env_remove("RINGREP_ROOT_PASSWORD");
     node::start(cmd, "listening on ")
 }
-
-const USER_EVENTS: &str = "CREATE TABLE user_events (
-  user_id INT NOT NULL,
-  ring_idx INT NOT NULL DEFAULT 0,
-  ring_meta VARBINARY(64),
-  created_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
-  event_type VARCHAR(64),
-  payload VARCHAR(256),
-  PRIMARY KEY (user_id, ring_idx)
-) ENGINE=NDB COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'";
 
 #[test]
 fn spec_examples_through_the_mysql_async_driver() {
@@ -343,43 +333,12 @@ fn sigterm_under_load_loses_no_acknowledged_commit() {
 /// The `mariadb` command-line client runs the spec's examples and reads them back.
 #[test]
 fn the_mariadb_command_line_client() {
-    let client = ["mariadb", "mysql"].into_iter().find(|c| {
-        std::process::Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    let Some(client) = client else {
-        if std::env::var_os("CI").is_some() {
-            panic!("CI must install the mariadb client (.ci/run)");
-        }
-        eprintln!("skipped: no mariadb or mysql client installed");
+    let Some(client) = node::mysql_client() else {
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
     let node = start_primary(dir.path(), &[]);
-    let run = |sql: &str| {
-        let out = std::process::Command::new(client)
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-P",
-                &node.addr.port().to_string(),
-                "-u",
-                "root",
-                "--batch",
-                "test",
-                "-e",
-                sql,
-            ])
-            .output()
-            .expect("run client");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let run = |sql: &str| node::run_client(client, node.addr, Some("test"), sql);
     let (ok, _, err) = run(&format!(
         "{USER_EVENTS}; INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'A'), (1, 'purchase', 'B'), (2, 'click', 'C'); INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'D'), (1, 'click', 'E');"
     ));

@@ -191,26 +191,6 @@ fn run_verify(
     Ok(report.converged)
 }
 
-/// The server id a binlog directory was written with (from its first segment).
-fn source_server_id(dir: &Path) -> anyhow::Result<Option<u32>> {
-    if !dir.exists() {
-        return Ok(None);
-    }
-    let segs = binlog_format::segment::list_segments(dir)?;
-    match segs.first() {
-        None => Ok(None),
-        Some(&n) => Ok(Some(
-            binlog_format::segment::SegmentCursor::open(
-                dir,
-                n,
-                binlog_format::format::DEFAULT_MAX_FRAME,
-            )?
-            .prelude
-            .server_id,
-        )),
-    }
-}
-
 fn run(cmd: Command) -> anyhow::Result<()> {
     match cmd {
         Command::Serve {
@@ -236,10 +216,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 kafka_tombstones: false,
             };
             let kafka = kafka.settings()?;
-            let file = match &server.config {
-                Some(path) => FileConfig::load(path).map_err(anyhow::Error::msg)?,
-                None => FileConfig::default(),
-            };
+            let file = FileConfig::for_args(&server).map_err(anyhow::Error::msg)?;
             let listen = server.listen.is_some() || file.listen.is_some();
             let settings =
                 ServerSettings::resolve(&server, &file, ServerSettings::DEFAULT_REPLICA_LISTEN)
@@ -272,7 +249,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                             })
                             .await??
                         }
-                        (None, Some(dir)) => source_server_id(dir)?,
+                        (None, Some(dir)) => binlog_format::segment::directory_server_id(dir)?,
                         (None, None) => bail!("give --source-binlog or --kafka-brokers"),
                     };
                     if let Some(id) = found {

@@ -225,10 +225,7 @@ fn serve(
 ) -> anyhow::Result<ExitCode> {
     ringrep_source::server::init_logging();
     let kafka = kafka.settings()?;
-    let file = match &args.config {
-        Some(path) => FileConfig::load(path).map_err(anyhow::Error::msg)?,
-        None => FileConfig::default(),
-    };
+    let file = FileConfig::for_args(&args).map_err(anyhow::Error::msg)?;
     let settings = ServerSettings::resolve(&args, &file, ServerSettings::DEFAULT_PRIMARY_LISTEN)
         .map_err(anyhow::Error::msg)?;
     let data_dir = data_dir

@@ -64,6 +64,13 @@ pub struct UserConfig {
 }
 
 impl FileConfig {
+    /// The file `--config` names, or an empty configuration without one.
+    pub fn for_args(args: &ServeArgs) -> Result<FileConfig, String> {
+        args.config
+            .as_deref()
+            .map_or_else(|| Ok(FileConfig::default()), FileConfig::load)
+    }
+
     pub fn load(path: &Path) -> Result<FileConfig, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("reading config {}: {e}", path.display()))?;

@@ -106,3 +106,54 @@ pub fn terminate(node: &mut Node) -> std::process::ExitStatus {
     assert!(ok.success());
     node.child.wait().expect("wait")
 }
+
+/// The `mariadb` (or `mysql`) command-line client, or `None` when neither is installed, which
+/// CI does not allow (`.ci/run` installs it).
+pub fn mysql_client() -> Option<&'static str> {
+    let client = ["mariadb", "mysql"].into_iter().find(|c| {
+        Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if client.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install the mariadb client (.ci/run)"
+        );
+        eprintln!("skipped the command-line client check: no mariadb or mysql client");
+    }
+    client
+}
+
+/// Statements through `client` in batch mode as root: (succeeded, stdout, stderr).
+pub fn run_client(
+    client: &str,
+    addr: SocketAddr,
+    db: Option<&str>,
+    sql: &str,
+) -> (bool, String, String) {
+    let port = addr.port().to_string();
+    let out = Command::new(client)
+        .args(["-h", "127.0.0.1", "-P", &port, "-u", "root", "--batch"])
+        .args(db)
+        .args(["-e", sql])
+        .output()
+        .expect("run client");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The spec's `user_events` table with MAX_ROWS_PER_PK=3.
+pub const USER_EVENTS: &str = "CREATE TABLE user_events (
+  user_id INT NOT NULL,
+  ring_idx INT NOT NULL DEFAULT 0,
+  ring_meta VARBINARY(64),
+  created_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+  event_type VARCHAR(64),
+  payload VARCHAR(256),
+  PRIMARY KEY (user_id, ring_idx)
+) ENGINE=NDB COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'";
