@@ -335,7 +335,7 @@ impl Relay {
 
     /// Relays until `stop` turns true, then waits for every produced record to be
     /// acknowledged. Returns the last acknowledged sequence number.
-    pub async fn run(self, mut stop: tokio::sync::watch::Receiver<bool>) -> Result<u64> {
+    pub async fn run(self, stop: tokio::sync::watch::Receiver<bool>) -> Result<u64> {
         let settings = self.settings.clone();
         let topic = kafka::replication_topic(&settings.topic_prefix);
         ensure_topic(&settings, &topic, 1).await?;
@@ -497,9 +497,6 @@ impl Relay {
             }
             // Settle what the broker already acknowledged, without waiting.
             while settle_ready(&mut inflight, &self.stats).await? {}
-            if stop.has_changed().unwrap_or(true) && *stop.borrow_and_update() {
-                break;
-            }
         }
         while !inflight.is_empty() {
             settle_front(&mut inflight, &self.stats).await?;
