@@ -106,6 +106,48 @@ fn concurrent_inserts_keep_every_ring_exact() {
     }
 }
 
+/// Automatic snapshots triggered by many committers at once: one is written at a time, no
+/// commit reports an error for them (each is durable before its snapshot is tried), and a
+/// restart from the newest snapshot gives back every ring.
+#[test]
+fn automatic_snapshots_under_concurrent_commits_fail_no_commit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = ManualClock::new(T0);
+    let mut cfg = config(&clock);
+    cfg.snapshot_every = 7;
+    let (engine, _) = ringrep_source::Engine::open(dir.path(), cfg.clone()).expect("open");
+    let def = create(&mut engine.session(), ring_table("snapped", 4, None, false));
+    let handles: Vec<_> = (0..8)
+        .map(|t| {
+            let (engine, def) = (engine.clone(), def.clone());
+            std::thread::spawn(move || {
+                let mut s = engine.session();
+                for i in 0..60 {
+                    let row = vec![Value::Int(t), Value::Text(format!("t{t}-{i}"))];
+                    s.statement(|s| s.insert(&def, &[0, 4], vec![row], InsertMode::Insert))
+                        .unwrap_or_else(|e| panic!("insert {i} of thread {t} failed: {e}"));
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("writer thread");
+    }
+    let mut s = engine.session();
+    let before: Vec<_> = (0..8)
+        .map(|t| s.scan(&def, &[Value::Int(t)]).expect("scan"))
+        .collect();
+    drop(s);
+    drop(engine);
+    let (engine, report) = ringrep_source::Engine::open(dir.path(), cfg).expect("reopen");
+    assert!(report.snapshot_seq.is_some(), "a snapshot was written");
+    let mut s = engine.session();
+    for (t, rows) in before.iter().enumerate() {
+        assert_eq!(&s.scan(&def, &[Value::Int(t as i64)]).expect("scan"), rows);
+        assert_eq!(rows.len(), 4, "ring of thread {t} full");
+    }
+}
+
 /// Two transactions that each hold one prefix and then ask for the other's: exactly one is
 /// chosen as the deadlock victim (1213, whole transaction rolled back, at once rather than
 /// after the lock wait timeout), the other goes on and commits both of its rows.

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use binlog_format::schema::TableDef;
@@ -168,6 +168,8 @@ pub(crate) struct Shared {
     pub binlog: Option<BinlogWriter>,
     pub next_txn: AtomicU64,
     pub since_snapshot: AtomicU64,
+    /// Held while a snapshot is written: one at a time (they share a temporary file name).
+    pub snapshot_lock: Mutex<()>,
     /// Held for the life of the engine: a second engine on the same directory is refused.
     _dir_lock: File,
 }
@@ -258,6 +260,7 @@ impl Engine {
                 binlog: Some(writer),
                 next_txn: AtomicU64::new(1),
                 since_snapshot: AtomicU64::new(report.replayed),
+                snapshot_lock: Mutex::new(()),
                 _dir_lock: dir_lock,
             }),
         };
@@ -304,6 +307,7 @@ impl Engine {
                     binlog: None,
                     next_txn: AtomicU64::new(1),
                     since_snapshot: AtomicU64::new(0),
+                    snapshot_lock: Mutex::new(()),
                     _dir_lock: dir_lock,
                 }),
             },
@@ -414,9 +418,19 @@ impl Engine {
             .as_ref()
             .ok_or_else(|| Error::internal("engine opened read-only"))?;
         writer.commit(lsn)?;
+        let every = self.shared.cfg.snapshot_every;
         let n = self.shared.since_snapshot.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.shared.cfg.snapshot_every > 0 && n >= self.shared.cfg.snapshot_every {
-            self.snapshot()?;
+        if every > 0 && n >= every {
+            // Committers that find a snapshot being written go on without one. The commit is
+            // already durable, so a failed snapshot must not fail it: recovery then replays
+            // more binlog, and the next snapshot is tried after `every` more commits.
+            if let Ok(_writing) = self.shared.snapshot_lock.try_lock() {
+                if self.shared.since_snapshot.load(Ordering::Relaxed) >= every {
+                    if let Err(e) = self.snapshot_locked() {
+                        tracing::warn!("automatic snapshot failed (commit unaffected): {e}");
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -473,6 +487,16 @@ impl Engine {
 
     /// Writes a snapshot of the committed state (atomically), bounding recovery time.
     pub fn snapshot(&self) -> Result<u64> {
+        let _writing = self
+            .shared
+            .snapshot_lock
+            .lock()
+            .map_err(|_| Error::internal("a snapshot writer panicked"))?;
+        self.snapshot_locked()
+    }
+
+    /// [`Engine::snapshot`] with `snapshot_lock` held.
+    fn snapshot_locked(&self) -> Result<u64> {
         let st = self.read().clone();
         self.shared.since_snapshot.store(0, Ordering::Relaxed);
         snapshot::write(&self.shared.dir, &st)?;
