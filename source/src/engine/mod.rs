@@ -168,10 +168,20 @@ pub(crate) struct Shared {
     pub binlog: Option<BinlogWriter>,
     pub next_txn: AtomicU64,
     pub since_snapshot: AtomicU64,
-    /// Held while a snapshot is written: one at a time (they share a temporary file name).
-    pub snapshot_lock: Mutex<()>,
+    /// The background writer of the last automatic snapshot. One snapshot is written at a
+    /// time (they share a temporary file name); dropping the engine waits for it.
+    pub snapshot_writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Held for the life of the engine: a second engine on the same directory is refused.
     _dir_lock: File,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // The directory lock is released after this: no snapshot may still be writing then.
+        if let Some(h) = self.snapshot_writer.get_mut().ok().and_then(Option::take) {
+            let _ = h.join();
+        }
+    }
 }
 
 /// A handle on an open engine; cheap to clone and share between threads.
@@ -260,7 +270,7 @@ impl Engine {
                 binlog: Some(writer),
                 next_txn: AtomicU64::new(1),
                 since_snapshot: AtomicU64::new(report.replayed),
-                snapshot_lock: Mutex::new(()),
+                snapshot_writer: Mutex::new(None),
                 _dir_lock: dir_lock,
             }),
         };
@@ -307,7 +317,7 @@ impl Engine {
                     binlog: None,
                     next_txn: AtomicU64::new(1),
                     since_snapshot: AtomicU64::new(0),
-                    snapshot_lock: Mutex::new(()),
+                    snapshot_writer: Mutex::new(None),
                     _dir_lock: dir_lock,
                 }),
             },
@@ -421,16 +431,7 @@ impl Engine {
         let every = self.shared.cfg.snapshot_every;
         let n = self.shared.since_snapshot.fetch_add(1, Ordering::Relaxed) + 1;
         if every > 0 && n >= every {
-            // Committers that find a snapshot being written go on without one. The commit is
-            // already durable, so a failed snapshot must not fail it: recovery then replays
-            // more binlog, and the next snapshot is tried after `every` more commits.
-            if let Ok(_writing) = self.shared.snapshot_lock.try_lock() {
-                if self.shared.since_snapshot.load(Ordering::Relaxed) >= every {
-                    if let Err(e) = self.snapshot_locked() {
-                        tracing::warn!("automatic snapshot failed (commit unaffected): {e}");
-                    }
-                }
-            }
+            self.snapshot_in_background(every);
         }
         Ok(())
     }
@@ -487,20 +488,55 @@ impl Engine {
 
     /// Writes a snapshot of the committed state (atomically), bounding recovery time.
     pub fn snapshot(&self) -> Result<u64> {
-        let _writing = self
+        let mut writer = self
             .shared
-            .snapshot_lock
+            .snapshot_writer
             .lock()
             .map_err(|_| Error::internal("a snapshot writer panicked"))?;
-        self.snapshot_locked()
-    }
-
-    /// [`Engine::snapshot`] with `snapshot_lock` held.
-    fn snapshot_locked(&self) -> Result<u64> {
+        if let Some(h) = writer.take() {
+            let _ = h.join();
+        }
         let st = self.read().clone();
         self.shared.since_snapshot.store(0, Ordering::Relaxed);
         snapshot::write(&self.shared.dir, &st)?;
         Ok(st.last_seq)
+    }
+
+    /// The automatic snapshot after `every` commits. Only the copy of the state is taken here;
+    /// encoding and writing it run on a thread of their own, so that neither the committer
+    /// that crossed the threshold nor a replica's applier stalls for them. Committers that
+    /// find a snapshot still being written go on without one. The commit that triggered it is
+    /// already durable, so a failed snapshot is only logged: recovery then replays more binlog.
+    fn snapshot_in_background(&self, every: u64) {
+        let Ok(mut writer) = self.shared.snapshot_writer.try_lock() else {
+            return;
+        };
+        if writer.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        if self.shared.since_snapshot.load(Ordering::Relaxed) < every {
+            return;
+        }
+        if let Some(h) = writer.take() {
+            let _ = h.join();
+        }
+        let st = self.read().clone();
+        self.shared.since_snapshot.store(0, Ordering::Relaxed);
+        let dir = self.shared.dir.clone();
+        let spawned = std::thread::Builder::new()
+            .name("snapshot".into())
+            .spawn(move || {
+                if let Err(e) = snapshot::write(&dir, &st) {
+                    tracing::warn!(
+                        "automatic snapshot at seq {} failed (commits unaffected): {e}",
+                        st.last_seq
+                    );
+                }
+            });
+        match spawned {
+            Ok(h) => *writer = Some(h),
+            Err(e) => tracing::warn!("automatic snapshot not started: {e}"),
+        }
     }
 
     /// Writes a backup of the committed state (data rows and meta rows) into `to`, which
