@@ -133,7 +133,7 @@ fn automatic_snapshots_under_concurrent_commits_fail_no_commit() {
     for h in handles {
         h.join().expect("writer thread");
     }
-    let mut s = engine.session();
+    let s = engine.session();
     let before: Vec<_> = (0..8)
         .map(|t| s.scan(&def, &[Value::Int(t)]).expect("scan"))
         .collect();
@@ -141,7 +141,7 @@ fn automatic_snapshots_under_concurrent_commits_fail_no_commit() {
     drop(engine);
     let (engine, report) = ringrep_source::Engine::open(dir.path(), cfg).expect("reopen");
     assert!(report.snapshot_seq.is_some(), "a snapshot was written");
-    let mut s = engine.session();
+    let s = engine.session();
     for (t, rows) in before.iter().enumerate() {
         assert_eq!(&s.scan(&def, &[Value::Int(t as i64)]).expect("scan"), rows);
         assert_eq!(rows.len(), 4, "ring of thread {t} full");

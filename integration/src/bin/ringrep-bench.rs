@@ -63,11 +63,53 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         seconds: u64,
     },
+    /// Workload RB-1 side by side against MariaDB and Redis, each with a replica (start the
+    /// peers first: integration/bench/peers.sh). Prints Markdown tables for BENCHMARKS.md.
+    Peers(Box<PeersArgs>),
     /// The verifier comparing two equal engines of ROWS rows.
     Verify {
         #[arg(long, default_value_t = 1_000_000)]
         rows: u64,
     },
+}
+
+#[derive(clap::Args)]
+struct PeersArgs {
+    /// Systems to run, comma-separated: ringrep, mariadb, redis-always, redis-everysec.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "ringrep,mariadb,redis-always,redis-everysec"
+    )]
+    systems: Vec<integration::peers::SystemKind>,
+    /// Concurrent client counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    clients: Vec<usize>,
+    #[arg(long, default_value_t = 10_000)]
+    prefixes: u64,
+    /// Seconds of warm-up before each measured interval.
+    #[arg(long, default_value_t = 3)]
+    warmup: u64,
+    /// Seconds measured per system and client count.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Seconds the replica is paused to build the catch-up backlog.
+    #[arg(long, default_value_t = 5)]
+    backlog: u64,
+    /// Data directory for ringrep's nodes and the fsync probe: the disk the peers use.
+    #[arg(long)]
+    dir: std::path::PathBuf,
+    #[arg(long, default_value = "127.0.0.1:23306")]
+    mariadb_primary: std::net::SocketAddr,
+    #[arg(long, default_value = "127.0.0.1:23307")]
+    mariadb_replica: std::net::SocketAddr,
+    #[arg(long, default_value = "127.0.0.1:26379")]
+    redis_primary: std::net::SocketAddr,
+    #[arg(long, default_value = "127.0.0.1:26380")]
+    redis_replica: std::net::SocketAddr,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
 }
 
 /// The spec's `user_events` table with rings of 64 (payload in column 5).
@@ -132,6 +174,40 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let tmp = tempfile::tempdir()?;
     match cli.command {
+        Command::Peers(args) => {
+            let PeersArgs {
+                systems,
+                clients,
+                prefixes,
+                warmup,
+                seconds,
+                backlog,
+                dir,
+                mariadb_primary,
+                mariadb_replica,
+                redis_primary,
+                redis_replica,
+                json,
+            } = *args;
+            let exe = std::env::current_exe()?;
+            let opts = integration::peers::PeersOptions {
+                systems,
+                clients,
+                warmup: Duration::from_secs(warmup),
+                measure: Duration::from_secs(seconds),
+                backlog: Duration::from_secs(backlog),
+                prefixes,
+                dir,
+                bin_dir: exe.parent().map(Path::to_path_buf).unwrap_or_default(),
+                mariadb: (mariadb_primary, mariadb_replica),
+                redis: (redis_primary, redis_replica),
+            };
+            let report = integration::peers::run(&opts, &mut |line| eprintln!("{line}"))?;
+            println!("{}", integration::peers::markdown(&report));
+            if let Some(path) = json {
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+            }
+        }
         Command::Fsync { seconds } => println!(
             "fsync: {:.0} fsyncs/s (200-byte appends, fdatasync each)",
             fsync_rate(seconds)?
