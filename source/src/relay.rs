@@ -146,9 +146,27 @@ impl ReplicationReader {
 
     /// (low, high) watermarks of partition 0.
     pub fn watermarks(&self) -> Result<(i64, i64)> {
-        self.consumer
-            .fetch_watermarks(&self.topic, 0, Duration::from_secs(30))
-            .map_err(|e| kafka_error(&format!("watermarks of {}", self.topic), e))
+        // A partition without a leader for a moment (an election, a broker restarting)
+        // answers with a transient error: ask again until the time is up.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match self
+                .consumer
+                .fetch_watermarks(&self.topic, 0, Duration::from_secs(10))
+            {
+                Ok(w) => return Ok(w),
+                Err(e) if Instant::now() < deadline && !refused(&e) => {
+                    tracing::warn!("watermarks of {}: {e}; asking again", self.topic);
+                    std::thread::sleep(Duration::from_millis(250));
+                    // The client keeps the partition's last known state in its metadata
+                    // cache (refreshed every few minutes); ask the cluster afresh.
+                    let _ = self
+                        .consumer
+                        .fetch_metadata(Some(&self.topic), Duration::from_secs(5));
+                }
+                Err(e) => return Err(kafka_error(&format!("watermarks of {}", self.topic), e)),
+            }
+        }
     }
 
     /// Reads on from `offset`.
@@ -160,6 +178,20 @@ impl ReplicationReader {
             .assign(&tpl)
             .map_err(|e| kafka_error("assign", e))
     }
+}
+
+/// Errors that asking again cannot mend: the broker refused who we are or what we asked.
+fn refused(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::Authentication
+                | RDKafkaErrorCode::SaslAuthenticationFailed
+                | RDKafkaErrorCode::TopicAuthorizationFailed
+                | RDKafkaErrorCode::ClusterAuthorizationFailed
+                | RDKafkaErrorCode::GroupAuthorizationFailed
+        )
+    )
 }
 
 /// The last transaction in the replication topic: (server id, seq), or `None` when empty.

@@ -117,11 +117,13 @@ fn relay_killed_with_sigkill_resumes_without_loss_or_duplicates() {
     assert_exactly_once(&settings, engine.last_seq());
 }
 
-/// Retriable produce errors and slow brokers: the relay rides them out. (A broker taken down
-/// and up again on the mock cluster stalled deliveries past a minute in some runs; that case
-/// is open, see the closing note of issue 7.)
+/// Broker trouble of every kind the mock cluster can stage, while the primary writes:
+/// retriable produce errors, slow brokers, partition leaders moving between brokers, the
+/// replication partition without a leader, the leader's broker down and up again. Depending on
+/// timing these hit the relay's startup (reading the topic's tail) or its producing; either
+/// way it rides them out, and the topic ends up with every seq exactly once.
 #[test]
-fn relay_rides_out_produce_errors_and_slow_brokers() {
+fn relay_rides_out_broker_faults() {
     let broker = broker();
     let Some(mock) = &broker.mock else {
         eprintln!("fault injection needs the mock cluster; skipped against RINGREP_KAFKA_BROKERS");
@@ -162,10 +164,44 @@ fn relay_rides_out_produce_errors_and_slow_brokers() {
         mock.broker_round_trip_time(b, Duration::ZERO).expect("rtt");
     }
     write(&engine, 300, 100);
+    // Leader changes: every partition moves to another broker, twice, while writes go on;
+    // then the replication partition has no leader at all for a moment.
+    let replication = format!("{}.replication", settings.topic_prefix);
+    let change = format!("{}.test.ev", settings.topic_prefix);
+    for (round, leader) in [2, 3].into_iter().enumerate() {
+        mock.partition_leader(&replication, 0, Some(leader))
+            .expect("move leader");
+        for p in 0..4 {
+            mock.partition_leader(&change, p, Some(leader))
+                .expect("move leader");
+        }
+        write(&engine, 400 + 100 * round as u64, 100);
+    }
+    mock.partition_leader(&replication, 0, None)
+        .expect("no leader");
+    write(&engine, 600, 50);
+    std::thread::sleep(Duration::from_millis(300));
+    mock.partition_leader(&replication, 0, Some(1))
+        .expect("leader back");
+    write(&engine, 650, 50);
+    // The leader's broker goes down and comes back.
+    mock.broker_down(1).expect("broker down");
+    write(&engine, 700, 50);
+    std::thread::sleep(Duration::from_secs(1));
+    mock.broker_up(1).expect("broker up");
+    write(&engine, 750, 50);
     let last = engine.last_seq();
     let deadline = Instant::now() + Duration::from_secs(60);
     while stats.acked_seq.load(std::sync::atomic::Ordering::Acquire) < last {
-        assert!(Instant::now() < deadline, "relay stalled");
+        if task.is_finished() {
+            let r = rt.block_on(task).expect("join");
+            panic!("relay ended early: {r:?}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "relay stalled: acknowledged up to seq {} of {last}",
+            stats.acked_seq.load(std::sync::atomic::Ordering::Acquire)
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let _ = stop_tx.send(true);
