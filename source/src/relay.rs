@@ -131,8 +131,14 @@ pub struct ReplicationReader {
 impl ReplicationReader {
     /// `group` only names the client to the broker: nothing is ever committed.
     pub fn open(settings: &KafkaSettings, group: &str) -> Result<ReplicationReader> {
-        let consumer = settings
-            .client_config()
+        let mut config = settings.client_config();
+        // A replica follows the stream live: a broker that holds a fetch until its wait runs
+        // out (librdkafka's default is 500 ms) would add that to the lag of a lone commit.
+        // `--kafka-option fetch.wait.max.ms=...` overrides it.
+        if config.get("fetch.wait.max.ms").is_none() {
+            config.set("fetch.wait.max.ms", "10");
+        }
+        let consumer = config
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
@@ -427,7 +433,13 @@ impl Relay {
                 let mut err = None;
                 let deadline = Instant::now() + Duration::from_millis(100);
                 while out.len() < 512 {
-                    let left = deadline.saturating_duration_since(Instant::now());
+                    // Wait only for the first record; after it, take what is already there,
+                    // so that a lone commit is relayed at once rather than after the wait.
+                    let left = if out.is_empty() {
+                        deadline.saturating_duration_since(Instant::now())
+                    } else {
+                        Duration::ZERO
+                    };
                     match t.next_timeout(left) {
                         Ok(Some((pos, rec))) => {
                             let header = t.header().and_then(|h| {

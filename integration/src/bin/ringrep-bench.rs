@@ -66,6 +66,19 @@ enum Command {
     /// Workload RB-1 side by side against MariaDB and Redis, each with a replica (start the
     /// peers first: integration/bench/peers.sh). Prints Markdown tables for BENCHMARKS.md.
     Peers(Box<PeersArgs>),
+    /// The relay's throughput to a broker (a backlog of TXS ring inserts relayed from scratch),
+    /// then lag from a primary's commit to a replica fed through Kafka at RATE inserts/s.
+    /// Without --brokers, librdkafka's in-process mock cluster stands in for the broker.
+    Kafka {
+        #[arg(long)]
+        brokers: Option<String>,
+        #[arg(long, default_value_t = 100_000)]
+        txs: u64,
+        #[arg(long, default_value_t = 2000)]
+        rate: u64,
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+    },
     /// The verifier comparing two equal engines of ROWS rows.
     Verify {
         #[arg(long, default_value_t = 1_000_000)]
@@ -208,6 +221,12 @@ fn main() -> anyhow::Result<()> {
                 std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
             }
         }
+        Command::Kafka {
+            brokers,
+            txs,
+            rate,
+            seconds,
+        } => kafka_bench(tmp.path(), brokers, txs, rate, seconds)?,
         Command::Fsync { seconds } => println!(
             "fsync: {:.0} fsyncs/s (200-byte appends, fdatasync each)",
             fsync_rate(seconds)?
@@ -444,5 +463,171 @@ fn main() -> anyhow::Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Settings for one phase of the Kafka benchmark, its topics created up front on the mock
+/// cluster (which has no CreateTopics).
+fn kafka_settings(
+    brokers: &str,
+    mock: Option<
+        &rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext>,
+    >,
+    phase: &str,
+) -> anyhow::Result<ringrep_source::relay::KafkaSettings> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos();
+    let prefix = format!("bench-{phase}-{nanos}");
+    if let Some(m) = mock {
+        m.create_topic(&format!("{prefix}.replication"), 1, 1)?;
+        m.create_topic(&format!("{prefix}.test.user_events"), 6, 1)?;
+    }
+    Ok(ringrep_source::relay::KafkaSettings {
+        brokers: brokers.to_string(),
+        topic_prefix: prefix,
+        partitions: 6,
+        replication_factor: 1,
+        tombstones: false,
+        options: vec![],
+    })
+}
+
+fn kafka_bench(
+    tmp: &Path,
+    brokers: Option<String>,
+    txs: u64,
+    rate: u64,
+    seconds: u64,
+) -> anyhow::Result<()> {
+    use ringrep_source::relay::Relay;
+    let mock = match &brokers {
+        Some(_) => None,
+        None => Some(rdkafka::mocking::MockCluster::new(1)?),
+    };
+    let servers = match (&brokers, &mock) {
+        (Some(b), _) => b.clone(),
+        (None, Some(m)) => m.bootstrap_servers(),
+        (None, None) => unreachable!("one of the two is set"),
+    };
+    let broker_name = if mock.is_some() {
+        "librdkafka mock cluster (in process)"
+    } else {
+        servers.as_str()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+
+    // Throughput: a backlog relayed from scratch.
+    let (primary, def) = open(&tmp.join("p1"), 1, SyncPolicy::Never, false)?;
+    let mut s = primary.session();
+    for n in 0..txs {
+        s.statement(|s| {
+            s.insert(
+                &def,
+                &[0, PAYLOAD],
+                vec![vec![Value::Int((n % 10_000) as i64), payload(n)]],
+                InsertMode::Insert,
+            )
+        })?;
+    }
+    primary.sync()?;
+    let last = primary.last_seq();
+    let settings = kafka_settings(&servers, mock.as_ref(), "throughput")?;
+    let relay = Relay::new(settings, &primary.binlog_dir(), None);
+    let stats = relay.stats.clone();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let start = Instant::now();
+    let task = rt.spawn(relay.run(stop_rx));
+    while stats.acked_seq.load(Ordering::Acquire) < last {
+        if task.is_finished() {
+            rt.block_on(task)??;
+            anyhow::bail!("the relay stopped before relaying seq {last}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let _ = stop_tx.send(true);
+    rt.block_on(task)??;
+    let (t, c) = (
+        stats.transactions.load(Ordering::Relaxed),
+        stats.change_records.load(Ordering::Relaxed),
+    );
+    println!("kafka: broker {broker_name}");
+    println!(
+        "relay throughput: {t} transactions and {c} change records in {secs:.2} s = {:.0} tx/s, {:.0} records/s (startup and topic lookups included)",
+        t as f64 / secs,
+        (t + c) as f64 / secs
+    );
+    drop(s);
+
+    // Lag: primary -> relay -> broker -> Kafka source -> replica, durable on both sides.
+    let (primary, def) = open(&tmp.join("p2"), 1, SyncPolicy::EveryCommit, false)?;
+    let (replica, _) = open(&tmp.join("r2"), 2, SyncPolicy::EveryCommit, true)?;
+    let settings = kafka_settings(&servers, mock.as_ref(), "lag")?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let relay = rt.spawn(
+        Relay::new(settings.clone(), &primary.binlog_dir(), primary.notifier())
+            .run(stop_rx.clone()),
+    );
+    let mut applier = Applier::new(&replica)?;
+    let k = settings.clone();
+    let mut source = rt.block_on(async {
+        tokio::task::spawn_blocking(move || ringrep_applier::KafkaSource::open(&k, 1)).await
+    })??;
+    let applier_task = rt.spawn(async move {
+        let r = applier
+            .run(
+                &mut source,
+                None,
+                false,
+                Duration::from_millis(20),
+                &mut |_, _| {},
+                &stop_rx,
+            )
+            .await;
+        (applier, r)
+    });
+    let mut s = primary.session();
+    let start = Instant::now();
+    for n in 0..rate * seconds {
+        let due = start + Duration::from_secs_f64(n as f64 / rate as f64);
+        if let Some(w) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(w);
+        }
+        s.statement(|s| {
+            s.insert(
+                &def,
+                &[0, PAYLOAD],
+                vec![vec![Value::Int((n % 10_000) as i64), payload(n)]],
+                InsertMode::Insert,
+            )
+        })?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while ringrep_applier::applier::read_position(&replica, 1).map_or(0, |p| p.last_seq)
+        < primary.last_seq()
+    {
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the replica did not catch up within 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = stop_tx.send(true);
+    let (applier, r) = rt.block_on(applier_task)?;
+    r?;
+    rt.block_on(relay)??;
+    let report = verify(&primary, &replica, &VerifyOptions::default(), &mut |_| {});
+    let ms = |v: Option<i64>| v.map_or(0.0, |us| us as f64 / 1000.0);
+    println!(
+        "lag through Kafka: {rate} inserts/s for {seconds} s, durable on both sides: p50 {:.2} ms, p99 {:.2} ms over {} transactions; converged: {}",
+        ms(applier.lag.percentile(50.0)),
+        ms(applier.lag.percentile(99.0)),
+        applier.lag.count(),
+        report.converged
+    );
     Ok(())
 }
