@@ -370,51 +370,20 @@ fn main() -> anyhow::Result<()> {
         Command::Lag { rate, seconds } => {
             let (primary, def) = open(&tmp.path().join("p"), 1, SyncPolicy::EveryCommit, false)?;
             let (replica, _) = open(&tmp.path().join("r"), 2, SyncPolicy::EveryCommit, true)?;
-            let mut applier = Applier::new(&replica)?;
-            let mut source = BinlogDirSource::open(&primary.binlog_dir(), 1, primary.notifier());
+            let source = BinlogDirSource::open(&primary.binlog_dir(), 1, primary.notifier());
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
                 .enable_all()
                 .build()?;
-            let (stop_tx, stop) = tokio::sync::watch::channel(false);
-            let task = rt.spawn(async move {
-                let r = applier
-                    .run(
-                        &mut source,
-                        None,
-                        false,
-                        Duration::from_millis(20),
-                        &mut |_, _| {},
-                        &stop,
-                    )
-                    .await;
-                (applier, r)
-            });
-            let mut s = primary.session();
-            let start = Instant::now();
-            let total = rate * seconds;
-            for n in 0..total {
-                let due = start + Duration::from_secs_f64(n as f64 / rate as f64);
-                if let Some(w) = due.checked_duration_since(Instant::now()) {
-                    std::thread::sleep(w);
-                }
-                s.statement(|s| {
-                    s.insert(
-                        &def,
-                        &[0, PAYLOAD],
-                        vec![vec![Value::Int((n % 10_000) as i64), payload(n)]],
-                        InsertMode::Insert,
-                    )
-                })?;
-            }
-            while ringrep_applier::applier::read_position(&replica, 1).map_or(0, |p| p.last_seq)
-                < primary.last_seq()
-            {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            let _ = stop_tx.send(true);
-            let (applier, r) = rt.block_on(task)?;
-            r?;
+            let applier = steady_rate(
+                &rt,
+                &primary,
+                &def,
+                &replica,
+                Box::new(source),
+                rate,
+                seconds,
+            )?;
             let ms = |v: Option<i64>| v.map_or(0.0, |us| us as f64 / 1000.0);
             println!(
                 "lag: {rate} inserts/s for {seconds} s, durable on both sides: p50 {:.2} ms, p99 {:.2} ms over {} transactions",
@@ -569,23 +538,58 @@ fn kafka_bench(
     let settings = kafka_settings(&servers, mock.as_ref(), "lag")?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let relay = rt.spawn(
-        Relay::new(settings.clone(), &primary.binlog_dir(), primary.notifier())
-            .run(stop_rx.clone()),
+        Relay::new(settings.clone(), &primary.binlog_dir(), primary.notifier()).run(stop_rx),
     );
-    let mut applier = Applier::new(&replica)?;
     let k = settings.clone();
-    let mut source = rt.block_on(async {
+    let source = rt.block_on(async {
         tokio::task::spawn_blocking(move || ringrep_applier::KafkaSource::open(&k, 1)).await
     })??;
-    let applier_task = rt.spawn(async move {
+    let applier = steady_rate(
+        &rt,
+        &primary,
+        &def,
+        &replica,
+        Box::new(source),
+        rate,
+        seconds,
+    )?;
+    let _ = stop_tx.send(true);
+    rt.block_on(relay)??;
+    let report = verify(&primary, &replica, &VerifyOptions::default(), &mut |_| {});
+    let ms = |v: Option<i64>| v.map_or(0.0, |us| us as f64 / 1000.0);
+    println!(
+        "lag through Kafka: {rate} inserts/s for {seconds} s, durable on both sides: p50 {:.2} ms, p99 {:.2} ms over {} transactions; converged: {}",
+        ms(applier.lag.percentile(50.0)),
+        ms(applier.lag.percentile(99.0)),
+        applier.lag.count(),
+        report.converged
+    );
+    Ok(())
+}
+
+/// Ring inserts into `primary` at `rate` per second for `seconds`, applied to `replica` from
+/// `source` as they come; returns the applier (with its lag figures) once the replica holds
+/// the primary's last transaction.
+fn steady_rate(
+    rt: &tokio::runtime::Runtime,
+    primary: &Engine,
+    def: &TableDef,
+    replica: &Engine,
+    mut source: Box<dyn ringrep_applier::EventSource>,
+    rate: u64,
+    seconds: u64,
+) -> anyhow::Result<Applier> {
+    let mut applier = Applier::new(replica)?;
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let task = rt.spawn(async move {
         let r = applier
             .run(
-                &mut source,
+                source.as_mut(),
                 None,
                 false,
                 Duration::from_millis(20),
                 &mut |_, _| {},
-                &stop_rx,
+                &stop,
             )
             .await;
         (applier, r)
@@ -599,7 +603,7 @@ fn kafka_bench(
         }
         s.statement(|s| {
             s.insert(
-                &def,
+                def,
                 &[0, PAYLOAD],
                 vec![vec![Value::Int((n % 10_000) as i64), payload(n)]],
                 InsertMode::Insert,
@@ -607,7 +611,7 @@ fn kafka_bench(
         })?;
     }
     let deadline = Instant::now() + Duration::from_secs(120);
-    while ringrep_applier::applier::read_position(&replica, 1).map_or(0, |p| p.last_seq)
+    while ringrep_applier::applier::read_position(replica, 1).map_or(0, |p| p.last_seq)
         < primary.last_seq()
     {
         anyhow::ensure!(
@@ -617,17 +621,7 @@ fn kafka_bench(
         std::thread::sleep(Duration::from_millis(5));
     }
     let _ = stop_tx.send(true);
-    let (applier, r) = rt.block_on(applier_task)?;
+    let (applier, r) = rt.block_on(task)?;
     r?;
-    rt.block_on(relay)??;
-    let report = verify(&primary, &replica, &VerifyOptions::default(), &mut |_| {});
-    let ms = |v: Option<i64>| v.map_or(0.0, |us| us as f64 / 1000.0);
-    println!(
-        "lag through Kafka: {rate} inserts/s for {seconds} s, durable on both sides: p50 {:.2} ms, p99 {:.2} ms over {} transactions; converged: {}",
-        ms(applier.lag.percentile(50.0)),
-        ms(applier.lag.percentile(99.0)),
-        applier.lag.count(),
-        report.converged
-    );
-    Ok(())
+    Ok(applier)
 }
