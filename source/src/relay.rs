@@ -669,6 +669,7 @@ pub fn replication_seqs(settings: &KafkaSettings) -> Result<Vec<(u32, u64)>> {
     }
     reader.assign(low)?;
     let mut deadline = Instant::now() + Duration::from_secs(30);
+    let mut reached_end = false;
     loop {
         match consumer.poll(Duration::from_millis(200)) {
             Some(Ok(m)) => {
@@ -680,11 +681,12 @@ pub fn replication_seqs(settings: &KafkaSettings) -> Result<Vec<(u32, u64)>> {
                     )
                 })?;
                 out.push(ids);
-                if m.offset() >= high - 1 {
-                    return Ok(out);
-                }
+                reached_end |= m.offset() >= high - 1;
             }
             Some(Err(e)) => return Err(kafka_error(&format!("reading {topic}"), e)),
+            // Past the high watermark and quiet: the end. (Reading on until quiet also copes
+            // with brokers whose watermark counts batches rather than records.)
+            None if reached_end => return Ok(out),
             None if Instant::now() > deadline => {
                 return Err(kafka_error(
                     topic,

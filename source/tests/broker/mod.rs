@@ -17,14 +17,18 @@ pub fn broker() -> Broker {
             mock: None,
             servers,
         },
-        _ => {
-            let mock = MockCluster::new(3).expect("mock cluster");
-            let servers = mock.bootstrap_servers();
-            Broker {
-                mock: Some(mock),
-                servers,
-            }
-        }
+        _ => mock(),
+    }
+}
+
+/// A fresh in-process mock cluster of three brokers, whatever RINGREP_KAFKA_BROKERS says:
+/// for tests that stage broker faults, which only the mock can.
+pub fn mock() -> Broker {
+    let mock = MockCluster::new(3).expect("mock cluster");
+    let servers = mock.bootstrap_servers();
+    Broker {
+        mock: Some(mock),
+        servers,
     }
 }
 
