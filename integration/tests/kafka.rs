@@ -1,6 +1,6 @@
 //! Primary, relay, broker, Kafka source, replica, verifier: converged. Then the change topic
 //! read as any consumer would, checked against docs/kafka.md. The broker is the one named by
-//! RINGREP_KAFKA_BROKERS (CI starts one), else librdkafka's in-process mock cluster.
+//! RINGREP_TEST_KAFKA_BROKERS (CI starts one), else librdkafka's in-process mock cluster.
 
 #[path = "../../source/tests/broker/mod.rs"]
 mod broker;

@@ -1,4 +1,4 @@
-//! The Kafka relay against a broker: the one named by RINGREP_KAFKA_BROKERS (CI starts one),
+//! The Kafka relay against a broker: the one named by RINGREP_TEST_KAFKA_BROKERS (CI starts one),
 //! else librdkafka's in-process mock cluster (whose brokers listen on loopback, so a relay
 //! process can reach them too). The replication topic must hold every sequence number exactly
 //! once, in order, whatever happens to the relay or the brokers.
@@ -125,7 +125,7 @@ fn relay_killed_with_sigkill_resumes_without_loss_or_duplicates() {
 #[test]
 fn relay_rides_out_broker_faults() {
     // Faults can only be staged on the mock cluster, so this test uses one even when
-    // RINGREP_KAFKA_BROKERS names a real broker.
+    // RINGREP_TEST_KAFKA_BROKERS names a real broker.
     let broker = broker::mock();
     let Some(mock) = &broker.mock else {
         unreachable!("broker::mock() always has a mock cluster")

@@ -1,4 +1,4 @@
-//! The Kafka broker of a test: the one RINGREP_KAFKA_BROKERS names, else a fresh in-process
+//! The Kafka broker of a test: the one RINGREP_TEST_KAFKA_BROKERS names, else a fresh in-process
 //! mock cluster of three brokers (listening on loopback, so relay processes reach it too).
 #![allow(dead_code)]
 
@@ -12,7 +12,7 @@ pub struct Broker {
 }
 
 pub fn broker() -> Broker {
-    match std::env::var("RINGREP_KAFKA_BROKERS") {
+    match std::env::var("RINGREP_TEST_KAFKA_BROKERS") {
         Ok(servers) if !servers.is_empty() => Broker {
             mock: None,
             servers,
@@ -21,7 +21,7 @@ pub fn broker() -> Broker {
     }
 }
 
-/// A fresh in-process mock cluster of three brokers, whatever RINGREP_KAFKA_BROKERS says:
+/// A fresh in-process mock cluster of three brokers, whatever RINGREP_TEST_KAFKA_BROKERS says:
 /// for tests that stage broker faults, which only the mock can.
 pub fn mock() -> Broker {
     let mock = MockCluster::new(3).expect("mock cluster");
