@@ -13,6 +13,7 @@
 #   integration/bench/peers.sh stop DIR     # stop what `start DIR` started
 #
 # DIR must be on the disk being measured (not tmpfs): durable commits are bounded by its fsync.
+# A full run writes several GB there (Redis's AOF grows with every write): keep 10 GB free.
 set -euo pipefail
 
 MARIADB_PRIMARY_PORT=23306

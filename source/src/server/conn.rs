@@ -17,7 +17,7 @@ use tokio::io::AsyncWrite;
 use super::wire::{self, Cell};
 use super::Shared;
 use crate::error::Error;
-use crate::sql::{bind_placeholders, count_placeholders, Outcome, SqlSession};
+use crate::sql::{count_placeholders, Outcome, SqlSession};
 
 pub(super) struct Conn {
     shared: Arc<Shared>,
@@ -48,6 +48,16 @@ impl Conn {
 
     /// Runs one statement on the blocking pool.
     async fn run(&mut self, text: String) -> Result<(Outcome, OkResponse), Error> {
+        self.run_with(text, None).await
+    }
+
+    /// Runs one statement on the blocking pool; with `params`, `text` is a prepared statement
+    /// and they fill its placeholders.
+    async fn run_with(
+        &mut self,
+        text: String,
+        params: Option<Vec<binlog_format::Value>>,
+    ) -> Result<(Outcome, OkResponse), Error> {
         let mut sql = self
             .sql
             .take()
@@ -55,7 +65,10 @@ impl Conn {
         let busy = self.shared.busy.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let _busy = busy;
-            let r = sql.execute(&text);
+            let r = match &params {
+                Some(values) => sql.execute_bound(&text, values),
+                None => sql.execute(&text),
+            };
             (sql, r)
         })
         .await;
@@ -202,7 +215,7 @@ impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Conn {
             let e = Error::new(1210, "HY000", "Incorrect arguments to mysqld_stmt_execute");
             return reply(Err(e), results).await;
         }
-        let outcome = self.run(bind_placeholders(&text, &values)).await;
+        let outcome = self.run_with(text, Some(values)).await;
         reply(outcome, results).await
     }
 

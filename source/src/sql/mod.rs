@@ -5,6 +5,7 @@
 //! TABLE, the table-option clauses of ALTER TABLE (COMMENT, ENGINE, ALGORITHM, partitioning)
 //! and LOAD DATA.
 
+mod bound;
 mod ddl;
 mod dml;
 pub mod expr;
@@ -76,6 +77,8 @@ pub struct SqlSession {
     pub load_dir: Option<std::path::PathBuf>,
     /// PREPAREd statements by name.
     prepared: HashMap<String, String>,
+    /// Protocol-prepared statement texts, parsed (see `bound`).
+    parsed: HashMap<String, Option<Statement>>,
     /// Results of the uncorrelated subqueries of the running statement, by their text: a
     /// subquery in a WHERE clause would otherwise run once per outer row.
     subqueries: std::sync::Mutex<HashMap<String, std::sync::Arc<select::Rows>>>,
@@ -122,6 +125,7 @@ impl SqlSession {
             last_insert_id: 0,
             load_dir: None,
             prepared: HashMap::new(),
+            parsed: HashMap::new(),
             subqueries: Default::default(),
         }
     }
