@@ -196,7 +196,7 @@ pub fn fsync_rate(dir: &Path, time: Duration) -> anyhow::Result<f64> {
 }
 
 /// The 150-byte payload of operation `n`.
-fn payload(n: u64) -> String {
+pub fn payload(n: u64) -> String {
     format!("{n:020}{}", "p".repeat(130))
 }
 
@@ -293,12 +293,9 @@ impl Target {
     }
 
     async fn stop(&mut self) -> anyhow::Result<()> {
-        for c in &mut self.children {
+        for c in &self.children {
             // SIGTERM: both nodes shut down cleanly (binlog synced).
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(c.id().to_string())
-                .status();
+            let _ = signal(c.id(), "TERM");
         }
         for mut c in self.children.drain(..) {
             c.wait()?;
@@ -306,29 +303,42 @@ impl Target {
         Ok(())
     }
 
+    /// A client connection to `addr` (ringrep's or MariaDB's) as this system's user.
+    async fn sql(&self, addr: SocketAddr) -> anyhow::Result<mysql_async::Conn> {
+        let (user, password) = login(self.kind);
+        mysql_connect(addr, user, password).await
+    }
+
+    /// A client connection to `addr` with `sql` prepared on it.
+    async fn prepared(&self, addr: SocketAddr, sql: &str) -> anyhow::Result<Conn> {
+        let mut c = self.sql(addr).await?;
+        let st = c.prep(sql).await?;
+        Ok(Conn::Sql(c, st))
+    }
+
     /// A connection to the primary, ready to write.
     async fn writer(&self) -> anyhow::Result<Conn> {
         match self.kind {
             SystemKind::Ringrep => {
-                let mut c = mysql_connect(self.primary, "root", None).await?;
-                let st = c
-                    .prep("INSERT INTO test.rb1 (prefix, payload) VALUES (?, ?)")
-                    .await?;
-                Ok(Conn::Sql(c, st))
+                self.prepared(
+                    self.primary,
+                    "INSERT INTO test.rb1 (prefix, payload) VALUES (?, ?)",
+                )
+                .await
             }
+            // The seed recipe's oldest-sequence UPDATE, one ring per prefix. The unique index
+            // (prefix, sequence_no) finds the oldest slot; a writer that waited for another's
+            // lock on that slot moves on to the next oldest.
             SystemKind::Mariadb => {
-                let mut c = mysql_connect(self.primary, "bench", Some("bench")).await?;
-                // The seed recipe's oldest-sequence UPDATE, one ring per prefix. The unique
-                // index (prefix, sequence_no) finds the oldest slot; a writer that waited for
-                // another's lock on that slot moves on to the next oldest.
-                let st = c
-                    .prep(format!(
+                self.prepared(
+                    self.primary,
+                    &format!(
                         "UPDATE bench.rb SET payload = ?, written_at = NOW(6), \
                          sequence_no = sequence_no + {RING} WHERE prefix = ? \
                          ORDER BY sequence_no LIMIT 1"
-                    ))
-                    .await?;
-                Ok(Conn::Sql(c, st))
+                    ),
+                )
+                .await
             }
             _ => Ok(Conn::Redis(redis_connect(self.primary).await?)),
         }
@@ -336,23 +346,41 @@ impl Target {
 
     /// A connection to the replica, ready to look for a payload.
     async fn reader(&self) -> anyhow::Result<Conn> {
-        match self.kind {
-            SystemKind::Ringrep => {
-                let mut c = mysql_connect(self.replica, "root", None).await?;
-                let st = c
-                    .prep("SELECT COUNT(*) FROM test.rb1 WHERE prefix = ? AND payload = ?")
-                    .await?;
-                Ok(Conn::Sql(c, st))
-            }
-            SystemKind::Mariadb => {
-                let mut c = mysql_connect(self.replica, "bench", Some("bench")).await?;
-                let st = c
-                    .prep("SELECT COUNT(*) FROM bench.rb WHERE prefix = ? AND payload = ?")
-                    .await?;
-                Ok(Conn::Sql(c, st))
-            }
-            _ => Ok(Conn::Redis(redis_connect(self.replica).await?)),
+        let table = match self.kind {
+            SystemKind::Ringrep => "test.rb1",
+            SystemKind::Mariadb => "bench.rb",
+            _ => return Ok(Conn::Redis(redis_connect(self.replica).await?)),
+        };
+        self.prepared(
+            self.replica,
+            &format!("SELECT COUNT(*) FROM {table} WHERE prefix = ? AND payload = ?"),
+        )
+        .await
+    }
+
+    /// Runs `setup` on the primary, then fills rings `0..rings` with multi-row inserts (16
+    /// rings per statement, from 4 connections): `head` and one `row(prefix, slot)` per slot.
+    async fn fill_sql(
+        &self,
+        setup: &[&str],
+        rings: u64,
+        head: &'static str,
+        row: fn(u64, u64) -> String,
+    ) -> anyhow::Result<()> {
+        let mut c = self.sql(self.primary).await?;
+        for stmt in setup {
+            c.query_drop(*stmt).await?;
         }
+        let (addr, (user, password)) = (self.primary, login(self.kind));
+        fill_parallel(rings, 16, |from, to| async move {
+            let rows: Vec<String> = (from..to)
+                .flat_map(|p| (0..RING).map(move |i| row(p, i)))
+                .collect();
+            let mut c = mysql_connect(addr, user, password).await?;
+            c.query_drop(format!("{head}{}", rows.join(","))).await?;
+            anyhow::Ok(())
+        })
+        .await
     }
 
     /// Creates the table (or clears the keys) and fills every ring, probe prefix included.
@@ -360,68 +388,37 @@ impl Target {
         let all = prefixes + 1;
         match self.kind {
             SystemKind::Ringrep => {
-                let mut c = mysql_connect(self.primary, "root", None).await?;
-                c.query_drop(format!(
+                let create = format!(
                     "CREATE TABLE test.rb1 (\n  prefix INT NOT NULL,\n  ring_idx INT NOT NULL DEFAULT 0,\n  \
                      ring_meta VARBINARY(32),\n  written_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),\n  \
                      payload VARCHAR(255),\n  PRIMARY KEY (prefix, ring_idx)\n) ENGINE=NDB \
                      COMMENT='NDB_TABLE=MAX_ROWS_PER_PK={RING}' PARTITION BY KEY(prefix)"
-                ))
-                .await?;
-                // Multi-row inserts, 16 rings per statement, from 4 connections.
-                fill_parallel(all, 16, |from, to| {
-                    let addr = self.primary;
-                    async move {
-                        let mut c = mysql_connect(addr, "root", None).await?;
-                        let mut sql =
-                            String::from("INSERT INTO test.rb1 (prefix, payload) VALUES ");
-                        for p in from..to {
-                            for i in 0..RING {
-                                if p > from || i > 0 {
-                                    sql.push(',');
-                                }
-                                sql.push_str(&format!("({p},'{}')", payload(i)));
-                            }
-                        }
-                        c.query_drop(sql).await?;
-                        anyhow::Ok(())
-                    }
-                })
-                .await?;
-            }
-            SystemKind::Mariadb => {
-                let mut c = mysql_connect(self.primary, "bench", Some("bench")).await?;
-                c.query_drop("DROP DATABASE IF EXISTS bench").await?;
-                c.query_drop("CREATE DATABASE bench").await?;
-                c.query_drop(
-                    "CREATE TABLE bench.rb (\n  prefix INT UNSIGNED NOT NULL,\n  \
-                     slot_id TINYINT UNSIGNED NOT NULL,\n  sequence_no BIGINT UNSIGNED NOT NULL,\n  \
-                     payload VARCHAR(255) NULL,\n  written_at TIMESTAMP(6) NULL,\n  \
-                     PRIMARY KEY (prefix, slot_id),\n  UNIQUE KEY uq_rb_sequence (prefix, sequence_no)\n\
-                     ) ENGINE=InnoDB",
+                );
+                self.fill_sql(
+                    &[&create],
+                    all,
+                    "INSERT INTO test.rb1 (prefix, payload) VALUES ",
+                    |p, i| format!("({p},'{}')", payload(i)),
                 )
                 .await?;
-                // The recipe preallocates every slot; here each holds a full-size payload so
-                // that the table starts at its steady-state size.
-                fill_parallel(all, 16, |from, to| {
-                    let addr = self.primary;
-                    async move {
-                        let mut c = mysql_connect(addr, "bench", Some("bench")).await?;
-                        let mut sql = String::from(
-                            "INSERT INTO bench.rb (prefix, slot_id, sequence_no, payload, written_at) VALUES ",
-                        );
-                        for p in from..to {
-                            for i in 0..RING {
-                                if p > from || i > 0 {
-                                    sql.push(',');
-                                }
-                                sql.push_str(&format!("({p},{i},{i},'{}',NOW(6))", payload(i)));
-                            }
-                        }
-                        c.query_drop(sql).await?;
-                        anyhow::Ok(())
-                    }
-                })
+            }
+            // The recipe preallocates every slot; here each holds a full-size payload so that
+            // the table starts at its steady-state size.
+            SystemKind::Mariadb => {
+                self.fill_sql(
+                    &[
+                        "DROP DATABASE IF EXISTS bench",
+                        "CREATE DATABASE bench",
+                        "CREATE TABLE bench.rb (\n  prefix INT UNSIGNED NOT NULL,\n  \
+                         slot_id TINYINT UNSIGNED NOT NULL,\n  sequence_no BIGINT UNSIGNED NOT NULL,\n  \
+                         payload VARCHAR(255) NULL,\n  written_at TIMESTAMP(6) NULL,\n  \
+                         PRIMARY KEY (prefix, slot_id),\n  UNIQUE KEY uq_rb_sequence (prefix, sequence_no)\n\
+                         ) ENGINE=InnoDB",
+                    ],
+                    all,
+                    "INSERT INTO bench.rb (prefix, slot_id, sequence_no, payload, written_at) VALUES ",
+                    |p, i| format!("({p},{i},{i},'{}',NOW(6))", payload(i)),
+                )
                 .await?;
             }
             SystemKind::RedisAlways | SystemKind::RedisEverysec => {
@@ -590,7 +587,7 @@ impl Target {
             SystemKind::Mariadb => {
                 let mut sums = Vec::new();
                 for addr in [self.primary, self.replica] {
-                    let mut c = mysql_connect(addr, "bench", Some("bench")).await?;
+                    let mut c = self.sql(addr).await?;
                     let s: Option<String> = c
                         .query_first("SELECT CAST(SUM(sequence_no) AS CHAR) FROM bench.rb")
                         .await?;
@@ -804,6 +801,15 @@ fn retriable(e: &anyhow::Error) -> bool {
     )
 }
 
+/// The account the benchmark uses on a MySQL-protocol system: ringrep's passwordless
+/// loopback root, or the `bench` user that `peers.sh` creates on MariaDB.
+fn login(kind: SystemKind) -> (&'static str, Option<&'static str>) {
+    match kind {
+        SystemKind::Ringrep => ("root", None),
+        _ => ("bench", Some("bench")),
+    }
+}
+
 async fn mysql_connect(
     addr: SocketAddr,
     user: &str,
@@ -832,7 +838,8 @@ async fn redis_connect(addr: SocketAddr) -> anyhow::Result<redis::aio::Multiplex
 
 /// The process id of the MariaDB server at `addr`, from its pid file.
 async fn mariadb_pid(addr: SocketAddr) -> anyhow::Result<u32> {
-    let mut c = mysql_connect(addr, "bench", Some("bench")).await?;
+    let (user, password) = login(SystemKind::Mariadb);
+    let mut c = mysql_connect(addr, user, password).await?;
     let file: Option<String> = c.query_first("SELECT @@pid_file").await?;
     let file = file.ok_or_else(|| anyhow!("MariaDB at {addr} has no pid file"))?;
     let pid = std::fs::read_to_string(&file).with_context(|| format!("reading {file}"))?;

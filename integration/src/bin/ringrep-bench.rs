@@ -154,7 +154,7 @@ fn open(
 }
 
 fn payload(n: u64) -> Value {
-    Value::Text(format!("{n:020}{}", "p".repeat(130)))
+    Value::Text(integration::peers::payload(n))
 }
 
 /// Resident memory of this process in bytes (Linux), for memory-per-row figures.
@@ -167,20 +167,6 @@ fn rss_bytes() -> u64 {
                 .and_then(|p| p.parse::<u64>().ok())
         })
         .map_or(0, |pages| pages * 4096)
-}
-
-fn fsync_rate(seconds: u64) -> anyhow::Result<f64> {
-    use std::io::Write;
-    let dir = tempfile::tempdir()?;
-    let mut f = std::fs::File::create(dir.path().join("f"))?;
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < Duration::from_secs(seconds) {
-        f.write_all(&[0u8; 200])?;
-        f.sync_data()?;
-        n += 1;
-    }
-    Ok(n as f64 / start.elapsed().as_secs_f64())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -229,7 +215,7 @@ fn main() -> anyhow::Result<()> {
         } => kafka_bench(tmp.path(), brokers, txs, rate, seconds)?,
         Command::Fsync { seconds } => println!(
             "fsync: {:.0} fsyncs/s (200-byte appends, fdatasync each)",
-            fsync_rate(seconds)?
+            integration::peers::fsync_rate(tmp.path(), Duration::from_secs(seconds))?
         ),
         Command::EngineBatch {
             prefixes,

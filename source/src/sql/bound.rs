@@ -10,7 +10,7 @@ use sqlparser::ast::{visit_expressions, visit_expressions_mut, Expr, Statement};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
-use super::{lexer, parse_one, Outcome, SqlSession};
+use super::{lexer, normalized, parse_one, Outcome, SqlSession};
 use crate::error::{Error, Result};
 
 /// Distinct statement texts kept parsed per session; more than this starts the cache afresh.
@@ -34,10 +34,7 @@ impl SqlSession {
             return self.execute(&lexer::bind_placeholders(sql, values));
         };
         let stmt = bind(stmt, values)?;
-        self.subqueries
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.forget_subqueries();
         self.dispatch(stmt, sql)
     }
 }
@@ -45,7 +42,7 @@ impl SqlSession {
 /// The parsed form of `sql` when it is an INSERT, UPDATE or DELETE whose every placeholder is
 /// a value in the parsed statement; `None` sends it down the text path.
 fn template(sql: &str) -> Option<Statement> {
-    let text = lexer::normalize_quotes(sql.trim().trim_end_matches(';').trim());
+    let text = normalized(sql);
     let stmt = parse_one(&text).ok()?;
     if !matches!(
         stmt,

@@ -84,6 +84,11 @@ pub struct SqlSession {
     subqueries: std::sync::Mutex<HashMap<String, std::sync::Arc<select::Rows>>>,
 }
 
+/// A statement's text as the parser is given it: trimmed, no trailing `;`, quotes normalized.
+pub(crate) fn normalized(sql: &str) -> String {
+    lexer::normalize_quotes(sql.trim().trim_end_matches(';').trim())
+}
+
 pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
     let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
         let msg = e.to_string();
@@ -130,6 +135,14 @@ impl SqlSession {
         }
     }
 
+    /// Drops the subquery results of the previous statement (each statement starts afresh).
+    fn forget_subqueries(&mut self) {
+        self.subqueries
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
     pub fn engine(&self) -> &Engine {
         self.session.engine()
     }
@@ -173,11 +186,8 @@ impl SqlSession {
 
     /// Runs one statement. Bad SQL is an error, never a panic.
     pub fn execute(&mut self, sql: &str) -> Result<Outcome> {
-        let text = lexer::normalize_quotes(sql.trim().trim_end_matches(';').trim());
-        self.subqueries
-            .get_mut()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        let text = normalized(sql);
+        self.forget_subqueries();
         if text.is_empty() {
             return Err(Error::new(1065, "42000", "Query was empty"));
         }
