@@ -21,6 +21,25 @@ pub fn write_frame(payload: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(payload);
 }
 
+/// Appends one frame whose payload `encode` writes in place, so the payload is not copied.
+pub fn write_frame_with<E>(
+    out: &mut Vec<u8>,
+    encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    let start = out.len();
+    out.extend_from_slice(&[0; FRAME_HEADER_LEN]);
+    if let Err(e) = encode(out) {
+        out.truncate(start);
+        return Err(e);
+    }
+    let payload = &out[start + FRAME_HEADER_LEN..];
+    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+    let crc = crc32c::crc32c(payload);
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    Ok(())
+}
+
 /// The total size of a frame around `payload_len` bytes.
 pub fn framed_len(payload_len: usize) -> usize {
     FRAME_HEADER_LEN + payload_len

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::value::Value;
 
 /// Size class of TEXT and BLOB columns (TINY, plain, MEDIUM, LONG).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode,
+)]
 pub enum LobSize {
     Tiny,
     Normal,
@@ -37,7 +39,9 @@ impl LobSize {
 }
 
 /// Width of an integer column.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode,
+)]
 pub enum IntWidth {
     Tiny,
     Small,
@@ -79,7 +83,7 @@ impl IntWidth {
 }
 
 /// The SQL type of a column.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum ColumnType {
     Integer { width: IntWidth, unsigned: bool },
     Decimal { precision: u8, scale: u8 },
@@ -154,7 +158,7 @@ impl ColumnType {
 }
 
 /// What a column holds when an INSERT does not name it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum ColumnDefault {
     /// No DEFAULT clause: NULL for nullable columns, an error for NOT NULL ones in strict mode.
     None,
@@ -167,7 +171,7 @@ pub enum ColumnDefault {
     Generated { expr: String, stored: bool },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct ColumnDef {
     pub name: String,
     pub ty: ColumnType,
@@ -178,13 +182,15 @@ pub struct ColumnDef {
     pub auto_increment: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode,
+)]
 pub enum IndexKind {
     Unique,
     Secondary,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct IndexDef {
     pub name: String,
     pub kind: IndexKind,
@@ -193,7 +199,7 @@ pub struct IndexDef {
 }
 
 /// `MAX_ROWS_PER_PK=size@slot_column@meta_column`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct RingOptions {
     pub size: u32,
     /// Position of the slot column (the last primary-key column).
@@ -203,13 +209,13 @@ pub struct RingOptions {
 }
 
 /// `TTL=seconds@column`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct TtlOptions {
     pub seconds: u32,
     pub column: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct Partitioning {
     pub linear: bool,
     /// Column positions of `PARTITION BY [LINEAR] KEY(...)`; empty means the primary key.
@@ -219,7 +225,7 @@ pub struct Partitioning {
 
 /// A table's definition. `id` is stable for the life of the table (ALTER keeps it; DROP and
 /// CREATE give a new one).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct TableDef {
     pub id: u64,
     pub database: String,

@@ -10,7 +10,20 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 /// A calendar date as MySQL's DATE stores it (no time zone).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    bincode::Encode,
+    bincode::Decode,
+)]
 pub struct Date {
     pub year: u16,
     pub month: u8,
@@ -18,7 +31,20 @@ pub struct Date {
 }
 
 /// A wall-clock date and time with microseconds, as MySQL's DATETIME(6) stores it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    bincode::Encode,
+    bincode::Decode,
+)]
 pub struct DateTime {
     pub date: Date,
     pub hour: u8,
@@ -28,7 +54,7 @@ pub struct DateTime {
 }
 
 /// One column value.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum Value {
     /// SQL NULL. Index 0.
     Null,
@@ -153,7 +179,7 @@ fn split_decimal(s: &str) -> (bool, &str, &str) {
 
 /// A primary key (or any tuple of values) with the total order of [`Value::total_cmp`].
 /// Equality and hashing follow that order, so `Int(5)` and `UInt(5)` are the same key.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct Key(pub Vec<Value>);
 
 impl PartialEq for Key {

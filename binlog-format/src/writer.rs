@@ -21,7 +21,7 @@ use crate::events::{Event, Record, SegmentHeader};
 use crate::format::{
     FormatVersion, Prelude, DEFAULT_MAX_FRAME, DEFAULT_SEGMENT_BYTES, PRELUDE_LEN,
 };
-use crate::frame::{framed_len, write_frame};
+use crate::frame::{write_frame, write_frame_with};
 use crate::reader::{RecoveryMode, TornTail};
 use crate::schema::Schema;
 use crate::segment::{list_segments, segment_name, Next, SegmentCursor, INDEX_FILE};
@@ -455,19 +455,21 @@ impl BinlogWriter {
             static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         SCRATCH.with(|cell| {
-            let mut payload = cell.borrow_mut();
-            payload.clear();
-            codec::encode_into(record, &mut payload)?;
-            self.append_encoded(record, &payload)
+            let mut frame = cell.borrow_mut();
+            frame.clear();
+            write_frame_with(&mut frame, |buf| codec::encode_into(record, buf))?;
+            self.append_framed(record, &frame)
         })
     }
 
-    fn append_encoded(&self, record: &Record, payload: &[u8]) -> Result<u64> {
-        if payload.len() > self.inner.opts.max_frame as usize {
+    /// Appends one whole frame (header, checksum and payload already computed, outside the
+    /// lock) holding `record`.
+    fn append_framed(&self, record: &Record, frame: &[u8]) -> Result<u64> {
+        let payload_len = frame.len() - crate::format::FRAME_HEADER_LEN;
+        if payload_len > self.inner.opts.max_frame as usize {
             return Err(Error::Invalid(format!(
                 "record of {} bytes exceeds the maximum frame of {} bytes",
-                payload.len(),
-                self.inner.opts.max_frame
+                payload_len, self.inner.opts.max_frame
             )));
         }
         let mut st = lock(&self.inner.state);
@@ -484,11 +486,11 @@ impl BinlogWriter {
                 )));
             }
         }
-        let len = framed_len(payload.len()) as u64;
+        let len = frame.len() as u64;
         if st.segment_records > 0 && st.segment_len + len > self.inner.opts.segment_bytes {
             self.inner.rotate(&mut st)?;
         }
-        write_frame(payload, &mut st.buf);
+        st.buf.extend_from_slice(frame);
         st.segment_len += len;
         st.segment_records += 1;
         st.appended += len;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::schema::TableDef;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum DdlEvent {
     CreateDatabase {
         name: String,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::{Heartbeat, Transaction};
 use crate::schema::TableDef;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum Record {
     Transaction(Transaction),
     Heartbeat(Heartbeat),
@@ -25,7 +25,7 @@ impl Record {
 }
 
 /// The first frame of every segment: enough schema to read the segment on its own.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct SegmentHeader {
     pub server_id: u32,
     /// The sequence number the first transaction of this segment will have.

@@ -10,7 +10,18 @@ use crate::value::Value;
 
 /// Why a row event was logged. Consumers use it to tell an overwrite from a first insert and a
 /// TTL purge from a user delete; appliers ignore it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    bincode::Encode,
+    bincode::Decode,
+)]
 pub enum Cause {
     /// 0: a new row into an empty slot or a plain table.
     Insert,
@@ -49,7 +60,7 @@ impl Cause {
 }
 
 /// The change to one row.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum RowChange {
     /// The full row in table column order; applied as an upsert.
     Write { row: Vec<Value> },
@@ -64,7 +75,7 @@ pub enum RowChange {
     Delete { key: Vec<Value> },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct RowEvent {
     pub table_id: u64,
     pub change: RowChange,

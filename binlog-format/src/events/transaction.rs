@@ -9,19 +9,21 @@ use serde::{Deserialize, Serialize};
 use super::{DdlEvent, RowEvent};
 
 /// Where a re-logged transaction first committed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode,
+)]
 pub struct Origin {
     pub server_id: u32,
     pub seq: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum Event {
     Row(RowEvent),
     Ddl(DdlEvent),
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct Transaction {
     /// The server that wrote this record.
     pub server_id: u32,

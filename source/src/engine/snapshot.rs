@@ -9,12 +9,11 @@ use std::path::{Path, PathBuf};
 
 use binlog_format::frame::{scan_frame, write_frame, FrameScan};
 use binlog_format::schema::TableDef;
-use serde::{Deserialize, Serialize};
 
 use super::{Row, State, Table};
 use crate::error::Result;
 
-#[derive(Serialize, Deserialize)]
+#[derive(bincode::Encode, bincode::Decode)]
 struct SnapshotData {
     last_seq: u64,
     next_table_id: u64,
