@@ -285,7 +285,7 @@ impl Applier {
 pub fn read_position(engine: &Engine, server_id: u32) -> Option<AppliedPosition> {
     engine.with_state(|st| {
         let t = st.table(SYSTEM_DB, STATUS_TABLE)?;
-        let row = t.rows.get(&Key(vec![Value::UInt(u64::from(server_id))]))?;
+        let row = t.get(&Key(vec![Value::UInt(u64::from(server_id))]))?;
         let u = |v: &Value| match v {
             Value::UInt(u) => *u,
             Value::Int(i) => *i as u64,
@@ -314,9 +314,8 @@ pub fn read_positions(engine: &Engine) -> Vec<AppliedPosition> {
     let ids: Vec<u32> = engine.with_state(|st| {
         st.table(SYSTEM_DB, STATUS_TABLE)
             .map(|t| {
-                t.rows
-                    .keys()
-                    .filter_map(|k| match k.0.first() {
+                t.iter()
+                    .filter_map(|(k, _)| match k.0.first() {
                         Some(Value::UInt(u)) => u32::try_from(*u).ok(),
                         _ => None,
                     })

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 
 use binlog_format::schema::{ColumnDefault, TableDef};
 use binlog_format::{Key, Value};
-use ringrep_source::engine::{Row, State, SYSTEM_DB};
+use std::ops::Bound;
+
+use ringrep_source::engine::{Row, State, StoredRow, SYSTEM_DB};
 use ringrep_source::Engine;
 use serde::Serialize;
 
@@ -102,15 +104,11 @@ fn key_text(def: &TableDef, key: &Key) -> String {
     format!("({})", parts.join(", "))
 }
 
-fn digest(rows: &[(&Key, &Row)]) -> (usize, u32) {
-    let mut crc = 0u32;
-    let mut buf = Vec::with_capacity(256);
-    for (_, r) in rows {
-        buf.clear();
-        // Encoding a row of values cannot fail.
-        let _ = binlog_format::codec::encode_into(r, &mut buf);
-        crc = crc32c::crc32c_append(crc, &buf);
-    }
+/// Row count and a CRC32C over the rows' encodings, as stored (no decoding).
+fn digest(rows: &[StoredRow<'_>]) -> (usize, u32) {
+    let crc = rows
+        .iter()
+        .fold(0u32, |crc, r| crc32c::crc32c_append(crc, r.encoded()));
     (rows.len(), crc)
 }
 
@@ -178,16 +176,16 @@ pub fn verify_with(
                     (Some(pt), Some(rt)) => compare_table(pt, rt, opts),
                     (Some(pt), None) => TableReport {
                         table: pt.def.qualified_name(),
-                        primary_rows: pt.rows.len() as u64,
+                        primary_rows: pt.len() as u64,
                         definition: Some("table missing on the replica".into()),
-                        missing: pt.rows.len() as u64,
+                        missing: pt.len() as u64,
                         ..Default::default()
                     },
                     (None, Some(rt)) => TableReport {
                         table: rt.def.qualified_name(),
-                        replica_rows: rt.rows.len() as u64,
+                        replica_rows: rt.len() as u64,
                         definition: Some("table exists only on the replica".into()),
-                        extra: rt.rows.len() as u64,
+                        extra: rt.len() as u64,
                         ..Default::default()
                     },
                     (None, None) => continue,
@@ -214,8 +212,8 @@ fn compare_table(
     let def = &pt.def;
     let mut rep = TableReport {
         table: def.qualified_name(),
-        primary_rows: pt.rows.len() as u64,
-        replica_rows: rt.rows.len() as u64,
+        primary_rows: pt.len() as u64,
+        replica_rows: rt.len() as u64,
         ..Default::default()
     };
     let same_def = if opts.ignore_table_ids {
@@ -231,45 +229,50 @@ fn compare_table(
         });
         return rep;
     }
-    let prows: Vec<(&Key, &Row)> = pt.rows.iter().collect();
     let chunk = opts.chunk_rows.max(1);
-    let mut start = 0;
-    let mut lower: Option<&Key> = None;
+    let mut prows = pt.stored().peekable();
+    let mut lower: Option<&[u8]> = None;
     loop {
-        let end = (start + chunk).min(prows.len());
-        let last_chunk = end == prows.len();
-        let pchunk = &prows[start..end];
-        let upper: Option<&Key> = if last_chunk {
+        let pchunk: Vec<StoredRow<'_>> = prows.by_ref().take(chunk).collect();
+        let last_chunk = prows.peek().is_none();
+        let upper: Option<&[u8]> = if last_chunk {
             None
         } else {
-            pchunk.last().map(|(k, _)| *k)
+            pchunk.last().map(StoredRow::key_bytes)
         };
         // The replica rows in (lower, upper], or everything after `lower` for the last chunk.
-        let rchunk: Vec<(&Key, &Row)> = rt
-            .rows
-            .range::<Key, _>((
-                lower.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded),
-                upper.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Included),
-            ))
+        // Both sides store keys as the same order-preserving bytes, so the bounds carry over.
+        let rchunk: Vec<StoredRow<'_>> = rt
+            .stored_range(
+                lower.map_or(Bound::Unbounded, Bound::Excluded),
+                upper.map_or(Bound::Unbounded, Bound::Included),
+            )
             .collect();
         rep.chunks += 1;
-        if digest(pchunk) != digest(&rchunk) {
+        if digest(&pchunk) != digest(&rchunk) {
             rep.chunks_differ += 1;
-            drill_down(def, pchunk, &rchunk, &mut rep, opts);
+            let decoded = |rows: &[StoredRow<'_>]| -> Vec<(Key, Row)> {
+                rows.iter()
+                    .map(|r| {
+                        let row = r.row();
+                        (Key(def.key_of(&row)), row)
+                    })
+                    .collect()
+            };
+            drill_down(def, &decoded(&pchunk), &decoded(&rchunk), &mut rep, opts);
         }
         if last_chunk {
             break;
         }
         lower = upper;
-        start = end;
     }
     rep
 }
 
 fn drill_down(
     def: &TableDef,
-    p: &[(&Key, &Row)],
-    r: &[(&Key, &Row)],
+    p: &[(Key, Row)],
+    r: &[(Key, Row)],
     rep: &mut TableReport,
     opts: &VerifyOptions,
 ) {
@@ -298,7 +301,7 @@ fn drill_down(
                 push(
                     rep,
                     Difference::Missing {
-                        key: key_text(def, p[i].0),
+                        key: key_text(def, &p[i].0),
                     },
                 );
                 i += 1;
@@ -308,14 +311,14 @@ fn drill_down(
                 push(
                     rep,
                     Difference::Extra {
-                        key: key_text(def, r[j].0),
+                        key: key_text(def, &r[j].0),
                     },
                 );
                 j += 1;
             }
             std::cmp::Ordering::Equal => {
-                let (k, pr) = p[i];
-                let rr = r[j].1;
+                let (k, pr) = &p[i];
+                let rr = &r[j].1;
                 if pr != rr {
                     let columns = def
                         .columns

@@ -143,8 +143,8 @@ fn cmp_i64_u64(a: i64, b: u64) -> Ordering {
 
 /// Compares two canonical decimal strings by numeric value without floating point.
 fn cmp_decimal_text(a: &str, b: &str) -> Ordering {
-    let (na, ia, fa) = split_decimal(a);
-    let (nb, ib, fb) = split_decimal(b);
+    let (na, ia, fa) = decimal_parts(a);
+    let (nb, ib, fb) = decimal_parts(b);
     let zero_a = ia.is_empty() && fa.is_empty();
     let zero_b = ib.is_empty() && fb.is_empty();
     let neg_a = na && !zero_a;
@@ -166,9 +166,9 @@ fn cmp_decimal_text(a: &str, b: &str) -> Ordering {
     }
 }
 
-/// Splits a decimal text into (negative, integer digits without leading zeros, fraction digits
-/// without trailing zeros).
-fn split_decimal(s: &str) -> (bool, &str, &str) {
+/// A canonical decimal text as (negative, integer digits without leading zeros, fraction
+/// digits without trailing zeros). Zero has both parts empty, whatever its sign.
+pub fn decimal_parts(s: &str) -> (bool, &str, &str) {
     let (neg, rest) = match s.strip_prefix('-') {
         Some(r) => (true, r),
         None => (false, s.strip_prefix('+').unwrap_or(s)),
@@ -201,7 +201,7 @@ impl std::hash::Hash for Key {
                 Value::Float(f) => (2u8, f64::from(*f).to_bits()).hash(h),
                 Value::Double(f) => (2u8, f.to_bits()).hash(h),
                 Value::Decimal(d) => {
-                    let (neg, int, frac) = split_decimal(d);
+                    let (neg, int, frac) = decimal_parts(d);
                     let zero = int.is_empty() && frac.is_empty();
                     (3u8, neg && !zero, int, frac).hash(h)
                 }

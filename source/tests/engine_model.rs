@@ -304,8 +304,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         .values()
                         .filter(|t| t.def.ttl.is_some())
                         .map(|t| {
-                            t.rows
-                                .iter()
+                            t.iter()
                                 .filter(|(k, r)| !t.is_meta_key(k) && matches!(r[3], Value::Timestamp(ts) if ts + TTL_SECS * 1_000_000 <= now))
                                 .count()
                         })

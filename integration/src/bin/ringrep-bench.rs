@@ -251,11 +251,8 @@ fn main() -> anyhow::Result<()> {
             let (stored, encoded): (u64, u64) = engine.with_state(|st| {
                 st.table("test", "user_events").map_or((0, 0), |t| {
                     (
-                        t.rows.len() as u64,
-                        t.rows
-                            .values()
-                            .map(|r| binlog_format::codec::encoded_len(r).unwrap_or(0) as u64)
-                            .sum(),
+                        t.len() as u64,
+                        t.stored().map(|r| r.encoded().len() as u64).sum(),
                     )
                 })
             });

@@ -5,6 +5,7 @@
 //! That one function is what makes the replay invariant hold: the binlog replayed from the
 //! start gives exactly the state the commits produced, meta rows included.
 
+mod keybytes;
 mod locks;
 mod purge;
 mod session;
@@ -27,7 +28,7 @@ use binlog_format::{
 pub use locks::{LockKey, LockTable};
 pub use purge::{PurgeRound, MAX_BATCH, MIN_BATCH};
 pub use session::{InsertMode, Session, SessionVars, UpdateOutcome};
-pub use table::{Row, Table, HIDDEN_ROW_ID};
+pub use table::{Row, StoredRow, Table, HIDDEN_ROW_ID};
 
 use crate::clock::{Clock, SystemClock};
 use crate::error::{Error, Result};
@@ -103,12 +104,12 @@ impl State {
                 match &r.change {
                     RowChange::Write { row } => {
                         check_width(table, row)?;
-                        table.put(row.clone());
+                        table.put(row);
                     }
                     RowChange::Update { key, after, .. } => {
                         check_width(table, after)?;
                         table.remove(&Key(key.clone()));
-                        table.put(after.clone());
+                        table.put(after);
                     }
                     RowChange::Delete { key } => {
                         table.remove(&Key(key.clone()));

@@ -85,10 +85,8 @@ impl Engine {
                         return false;
                     };
                     let Some(ttl) = &t.def.ttl else { return false };
-                    t.rows
-                        .get(&Key(key.clone()))
-                        .and_then(|r| r.get(ttl.column))
-                        .and_then(|v| expiry_us(v, ttl.seconds))
+                    t.get(&Key(key.clone()))
+                        .and_then(|r| r.get(ttl.column).and_then(|v| expiry_us(v, ttl.seconds)))
                         .is_some_and(|e| e <= now)
                 })
                 .collect()

@@ -350,7 +350,7 @@ impl Session {
             .read()
             .tables
             .get(&table)
-            .and_then(|t| t.rows.get(key).cloned())
+            .and_then(|t| t.get(key))
     }
 
     fn is_expired(&self, def: &TableDef, row: &[Value], now: i64) -> bool {
@@ -393,16 +393,11 @@ impl Session {
             .tables
             .get(&table)
             .ok_or_else(|| Error::internal(format!("table id {table} vanished")))?;
+        let mut out: BTreeMap<Key, Row> = t.prefix(prefix).collect();
+        drop(st);
         let start = Key(prefix.to_vec());
         let matches =
             |k: &Key| k.0.len() >= prefix.len() && Key(k.0[..prefix.len()].to_vec()) == start;
-        let mut out: BTreeMap<Key, Row> = t
-            .rows
-            .range(start.clone()..)
-            .take_while(|(k, _)| matches(k))
-            .map(|(k, r)| (k.clone(), r.clone()))
-            .collect();
-        drop(st);
         if let Some(m) = self.txn.as_ref().and_then(|t| t.overlay.get(&table)) {
             for (k, v) in m.range(start.clone()..).take_while(|(k, _)| matches(k)) {
                 match v {

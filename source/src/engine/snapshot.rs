@@ -13,12 +13,38 @@ use binlog_format::schema::TableDef;
 use super::{Row, State, Table};
 use crate::error::Result;
 
-#[derive(bincode::Encode, bincode::Decode)]
+#[derive(bincode::Decode)]
 struct SnapshotData {
     last_seq: u64,
     next_table_id: u64,
     databases: Vec<String>,
     tables: Vec<(TableDef, Vec<Row>)>,
+}
+
+/// The same bytes as [`SnapshotData`], written from the tables as they are stored.
+#[derive(bincode::Encode)]
+struct SnapshotOut<'a> {
+    last_seq: u64,
+    next_table_id: u64,
+    databases: Vec<&'a str>,
+    tables: Vec<(&'a TableDef, StoredRows<'a>)>,
+}
+
+/// Encodes like a `Vec<Row>` by copying each row's stored encoding, without decoding it.
+struct StoredRows<'a>(&'a Table);
+
+impl bincode::Encode for StoredRows<'_> {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        e: &mut E,
+    ) -> std::result::Result<(), bincode::error::EncodeError> {
+        use bincode::enc::write::Writer;
+        (self.0.len() as u64).encode(e)?;
+        for r in self.0.stored() {
+            e.writer().write(r.encoded())?;
+        }
+        Ok(())
+    }
 }
 
 fn snapshot_dir(dir: &Path) -> PathBuf {
@@ -32,14 +58,14 @@ fn name(seq: u64) -> String {
 pub fn write(dir: &Path, st: &State) -> Result<()> {
     let sdir = snapshot_dir(dir);
     fs::create_dir_all(&sdir)?;
-    let data = SnapshotData {
+    let data = SnapshotOut {
         last_seq: st.last_seq,
         next_table_id: st.next_table_id,
-        databases: st.databases.iter().cloned().collect(),
+        databases: st.databases.iter().map(String::as_str).collect(),
         tables: st
             .tables
             .values()
-            .map(|t| (t.def.clone(), t.rows.values().cloned().collect()))
+            .map(|t| (&t.def, StoredRows(t)))
             .collect(),
     };
     let payload = binlog_format::codec::encode(&data)?;

@@ -1,26 +1,168 @@
 //! One table's stored rows and unique indexes. Meta rows of ring tables are stored like any
 //! row (slot 0); hiding them is the reader's job.
+//!
+//! Rows are kept compact, because the ring tables hold millions of them: each row is one
+//! allocation holding its primary key as order-preserving bytes ([`super::keybytes`]) and the
+//! row in its binlog encoding, in a B-tree ordered by the key bytes. Readers get decoded
+//! copies; the verifier and snapshots can use the encoded bytes as they are.
 
-use std::collections::BTreeMap;
+use std::borrow::Borrow;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::ops::Bound;
 
 use binlog_format::schema::{IndexKind, TableDef};
 use binlog_format::{Key, Value};
+
+use super::keybytes;
 
 pub type Row = Vec<Value>;
 
 /// Name of the hidden primary-key column that tables declared without a primary key get.
 pub const HIDDEN_ROW_ID: &str = "__ringrep_row_id";
 
-#[derive(Debug, Clone)]
+/// One stored row: the key's length (LEB128), the key's bytes, then the row's encoding.
+/// Ordered, compared and looked up by the key bytes alone.
+#[derive(Clone)]
+struct Stored(Box<[u8]>);
+
+impl Stored {
+    fn new(key: &[u8], row: &[Value]) -> Stored {
+        thread_local! {
+            static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+        }
+        SCRATCH.with(|cell| {
+            let mut enc = cell.borrow_mut();
+            enc.clear();
+            // A row of values always encodes: bincode fails only on writer errors, and this
+            // writer is a Vec.
+            let _ = binlog_format::codec::encode_into(&row, &mut enc);
+            let mut len = [0u8; 5];
+            let n = leb128(key.len(), &mut len);
+            let mut out = Vec::with_capacity(n + key.len() + enc.len());
+            out.extend_from_slice(&len[..n]);
+            out.extend_from_slice(key);
+            out.extend_from_slice(&enc);
+            Stored(out.into_boxed_slice())
+        })
+    }
+
+    #[inline]
+    fn split(&self) -> (&[u8], &[u8]) {
+        // Keys under 128 bytes (nearly all) have a one-byte length.
+        if let Some(&b) = self.0.first() {
+            if b < 0x80 {
+                return self.0[1..].split_at(usize::from(b).min(self.0.len() - 1));
+            }
+        }
+        let (mut len, mut shift, mut i) = (0usize, 0, 0);
+        while let Some(&b) = self.0.get(i) {
+            len |= usize::from(b & 0x7f) << shift;
+            shift += 7;
+            i += 1;
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        self.0[i..].split_at(len.min(self.0.len() - i))
+    }
+
+    fn view(&self) -> StoredRow<'_> {
+        let (key, row) = self.split();
+        StoredRow { key, row }
+    }
+}
+
+fn leb128(mut n: usize, out: &mut [u8; 5]) -> usize {
+    let mut i = 0;
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 || i == 4 {
+            out[i] = b;
+            return i + 1;
+        }
+        out[i] = b | 0x80;
+        i += 1;
+    }
+}
+
+impl PartialEq for Stored {
+    fn eq(&self, other: &Self) -> bool {
+        self.split().0 == other.split().0
+    }
+}
+
+impl Eq for Stored {}
+
+impl PartialOrd for Stored {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Stored {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.split().0.cmp(other.split().0)
+    }
+}
+
+impl Borrow<[u8]> for Stored {
+    fn borrow(&self) -> &[u8] {
+        self.split().0
+    }
+}
+
+/// A stored row as it sits in the table, without decoding it.
+#[derive(Clone, Copy)]
+pub struct StoredRow<'a> {
+    key: &'a [u8],
+    row: &'a [u8],
+}
+
+impl<'a> StoredRow<'a> {
+    /// The primary key as order-preserving bytes (see [`super::keybytes`]): equal keys have
+    /// equal bytes, and the bytes sort like the keys.
+    pub fn key_bytes(&self) -> &'a [u8] {
+        self.key
+    }
+
+    /// The row's binlog encoding (a `Vec<Value>`, docs/format.md).
+    pub fn encoded(&self) -> &'a [u8] {
+        self.row
+    }
+
+    /// The decoded row.
+    pub fn row(&self) -> Row {
+        decode_row(self.row)
+    }
+}
+
+fn decode_row(bytes: &[u8]) -> Row {
+    // The bytes were encoded from a row by `Stored::new` in this process, so they decode; a
+    // failure here is memory corruption, not bad input.
+    binlog_format::codec::decode(bytes).expect("a stored row decodes")
+}
+
+#[derive(Clone)]
 pub struct Table {
     pub def: TableDef,
-    pub rows: BTreeMap<Key, Row>,
+    rows: BTreeSet<Stored>,
     /// For each unique index of `def.indexes` (by position): unique value -> primary key.
-    uniques: Vec<(usize, BTreeMap<Key, Key>)>,
+    uniques: Vec<(usize, std::collections::BTreeMap<Key, Key>)>,
     /// On a TTL table with an index whose first column is the TTL column (the spec's
     /// `ttl_index`): (expiry in epoch microseconds, primary key) of every data row that can
     /// expire, so the purge reads only expired rows instead of scanning the table.
-    ttl_index: Option<std::collections::BTreeSet<(i64, Key)>>,
+    ttl_index: Option<BTreeSet<(i64, Key)>>,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("def", &self.def)
+            .field("rows", &self.rows.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Table {
@@ -30,7 +172,7 @@ impl Table {
             .iter()
             .enumerate()
             .filter(|(_, i)| i.kind == IndexKind::Unique)
-            .map(|(n, _)| (n, BTreeMap::new()))
+            .map(|(n, _)| (n, std::collections::BTreeMap::new()))
             .collect();
         let ttl_index = def
             .ttl
@@ -40,10 +182,10 @@ impl Table {
                     .iter()
                     .any(|i| i.columns.first() == Some(&t.column))
             })
-            .map(|_| std::collections::BTreeSet::new());
+            .map(|_| BTreeSet::new());
         Table {
             def,
-            rows: BTreeMap::new(),
+            rows: BTreeSet::new(),
             uniques,
             ttl_index,
         }
@@ -53,9 +195,65 @@ impl Table {
     pub fn with_rows(def: TableDef, rows: impl IntoIterator<Item = Row>) -> Table {
         let mut t = Table::new(def);
         for r in rows {
-            t.put(r);
+            t.put(&r);
         }
         t
+    }
+
+    /// Number of stored rows, meta and expired rows included.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The stored row under a primary key.
+    pub fn get(&self, key: &Key) -> Option<Row> {
+        self.rows
+            .get(keybytes::of_key(key).as_slice())
+            .map(|s| s.view().row())
+    }
+
+    pub fn contains(&self, key: &Key) -> bool {
+        self.rows.contains(keybytes::of_key(key).as_slice())
+    }
+
+    /// Every stored row with its key, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (Key, Row)> + '_ {
+        self.rows.iter().map(|s| {
+            let row = s.view().row();
+            (self.key_of(&row), row)
+        })
+    }
+
+    /// Every stored row, encoded, in key order.
+    pub fn stored(&self) -> impl Iterator<Item = StoredRow<'_>> + '_ {
+        self.rows.iter().map(Stored::view)
+    }
+
+    /// The stored rows whose key bytes lie within the bounds, encoded, in key order.
+    pub fn stored_range<'a>(
+        &'a self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> impl Iterator<Item = StoredRow<'a>> + 'a {
+        self.rows.range::<[u8], _>((lower, upper)).map(Stored::view)
+    }
+
+    /// The rows whose primary key starts with `prefix` (every row for an empty prefix), with
+    /// their keys, in key order.
+    pub fn prefix(&self, prefix: &[Value]) -> impl Iterator<Item = (Key, Row)> + '_ {
+        let start = keybytes::encode(prefix);
+        self.rows
+            .range::<[u8], _>((Bound::Included(start.as_slice()), Bound::Unbounded))
+            .map(Stored::view)
+            .take_while(move |s| s.key.starts_with(&start))
+            .map(|s| {
+                let row = s.row();
+                (self.key_of(&row), row)
+            })
     }
 
     pub fn key_of(&self, row: &[Value]) -> Key {
@@ -98,29 +296,48 @@ impl Table {
             .and_then(|(_, m)| m.get(value))
     }
 
-    /// Upserts a full row, keeping the unique indexes current. Returns the old row.
-    pub fn put(&mut self, row: Row) -> Option<Row> {
-        let key = self.key_of(&row);
-        let old = self.remove(&key);
+    /// Upserts a full row, keeping the unique indexes current.
+    pub fn put(&mut self, row: &[Value]) {
+        let key = self.key_of(row);
+        let bytes = keybytes::of_key(&key);
+        if self.has_secondary() {
+            self.remove_encoded(&bytes);
+        }
         if !self.is_meta_key(&key) {
             for u in 0..self.uniques.len() {
                 let idx = self.uniques[u].0;
-                if let Some(v) = self.unique_value(idx, &row) {
+                if let Some(v) = self.unique_value(idx, row) {
                     self.uniques[u].1.insert(v, key.clone());
                 }
             }
-            if let Some(e) = self.expiry(&row) {
+            if let Some(e) = self.expiry(row) {
                 if let Some(ix) = self.ttl_index.as_mut() {
-                    ix.insert((e, key.clone()));
+                    ix.insert((e, key));
                 }
             }
         }
-        self.rows.insert(key, row);
-        old
+        self.rows.replace(Stored::new(&bytes, row));
     }
 
-    pub fn remove(&mut self, key: &Key) -> Option<Row> {
-        let old = self.rows.remove(key)?;
+    /// Removes the row under a primary key; whether there was one.
+    pub fn remove(&mut self, key: &Key) -> bool {
+        self.remove_encoded(&keybytes::of_key(key))
+    }
+
+    /// Whether rows carry entries elsewhere (unique or TTL index) that follow them.
+    fn has_secondary(&self) -> bool {
+        !self.uniques.is_empty() || self.ttl_index.is_some()
+    }
+
+    fn remove_encoded(&mut self, bytes: &[u8]) -> bool {
+        let Some(old) = self.rows.take(bytes) else {
+            return false;
+        };
+        if !self.has_secondary() {
+            return true;
+        }
+        let old = old.view().row();
+        let key = self.key_of(&old);
         if let Some(e) = self.expiry(&old) {
             if let Some(ix) = self.ttl_index.as_mut() {
                 ix.remove(&(e, key.clone()));
@@ -129,12 +346,12 @@ impl Table {
         for u in 0..self.uniques.len() {
             let idx = self.uniques[u].0;
             if let Some(v) = self.unique_value(idx, &old) {
-                if self.uniques[u].1.get(&v) == Some(key) {
+                if self.uniques[u].1.get(&v) == Some(&key) {
                     self.uniques[u].1.remove(&v);
                 }
             }
         }
-        Some(old)
+        true
     }
 
     /// When a data row expires (`None`: no TTL, or a NULL TTL value: never).
@@ -154,11 +371,10 @@ impl Table {
                 .map(|(_, k)| k.clone())
                 .collect(),
             None => self
-                .rows
                 .iter()
                 .filter(|(k, r)| !self.is_meta_key(k) && self.expiry(r).is_some_and(|e| e <= now))
                 .take(limit)
-                .map(|(k, _)| k.clone())
+                .map(|(k, _)| k)
                 .collect(),
         }
     }

@@ -139,7 +139,7 @@ pub fn memory_per_fragment(engine: &crate::Engine) -> (TableDef, Vec<Vec<Value>>
                     Value::Text(format!("{}/def/{}", t.def.database, t.def.name)),
                     Value::UInt(t.def.id),
                     Value::UInt(0),
-                    Value::UInt(t.rows.len() as u64),
+                    Value::UInt(t.len() as u64),
                 ]
             })
             .collect()

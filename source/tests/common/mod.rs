@@ -110,12 +110,7 @@ pub fn dump(engine: &Engine) -> Vec<TableDump> {
         st.tables
             .values()
             .filter(|t| t.def.database != "mysql")
-            .map(|t| {
-                (
-                    t.def.qualified_name(),
-                    t.rows.iter().map(|(k, r)| (k.clone(), r.clone())).collect(),
-                )
-            })
+            .map(|t| (t.def.qualified_name(), t.iter().collect()))
             .collect()
     })
 }
