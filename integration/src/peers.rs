@@ -197,7 +197,14 @@ pub fn fsync_rate(dir: &Path, time: Duration) -> anyhow::Result<f64> {
 
 /// The 150-byte payload of operation `n`.
 pub fn payload(n: u64) -> String {
-    format!("{n:020}{}", "p".repeat(130))
+    use std::fmt::Write;
+    // Built in one allocation: the engine benchmarks spent 9% of their time here with
+    // `format!` and `repeat`.
+    const FILL: &str = "pppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppp";
+    let mut s = String::with_capacity(20 + FILL.len());
+    let _ = write!(s, "{n:020}");
+    s.push_str(FILL);
+    s
 }
 
 /// A system under test: how to reach its primary and replica, and their processes.
@@ -1007,6 +1014,7 @@ mod tests {
     fn payloads_are_150_bytes() {
         assert_eq!(payload(0).len(), 150);
         assert_eq!(payload(u64::MAX).len(), 150);
+        assert_eq!(payload(7), format!("{:020}{}", 7, "p".repeat(130)));
     }
 
     #[test]
