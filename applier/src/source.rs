@@ -1,6 +1,7 @@
 //! Where transactions come from. Every source gives transactions of one primary in sequence
 //! order, each with its position, and can start at any sequence number.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +35,16 @@ pub trait EventSource: Send {
 pub struct BinlogDirSource {
     dir: PathBuf,
     tailer: Option<Tailer>,
+    /// Transactions read ahead, given out before reading more.
+    ready: VecDeque<SourcedTx>,
+    /// An error met while reading ahead, given out once `ready` is empty.
+    failed: Option<Error>,
 }
+
+/// Most transactions one trip to the blocking reader takes when they are there already.
+/// Reading the tailer blocks, so it runs on tokio's blocking threads, and the hop there and
+/// back cost more than applying a small transaction; a backlog is read in batches instead.
+const READ_AHEAD: usize = 256;
 
 impl BinlogDirSource {
     /// Follows `dir` from sequence `from_seq`. With `notifier` (same process as the writer)
@@ -47,6 +57,8 @@ impl BinlogDirSource {
         BinlogDirSource {
             dir: dir.to_path_buf(),
             tailer: Some(tailer),
+            ready: VecDeque::new(),
+            failed: None,
         }
     }
 }
@@ -54,31 +66,56 @@ impl BinlogDirSource {
 #[async_trait]
 impl EventSource for BinlogDirSource {
     async fn next(&mut self, timeout: Duration) -> Result<Option<SourcedTx>> {
+        if let Some(tx) = self.ready.pop_front() {
+            return Ok(Some(tx));
+        }
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         let mut tailer = self
             .tailer
             .take()
             .ok_or_else(|| Error::Source("binlog source failed earlier".into()))?;
-        // The tailer blocks; run it off the async threads.
-        let (tailer, result) = tokio::task::spawn_blocking(move || {
+        // The tailer blocks; run it off the async threads. It waits up to `timeout` for the
+        // first transaction, then takes whatever else is already there, up to READ_AHEAD.
+        let (tailer, got, error) = tokio::task::spawn_blocking(move || {
             let deadline = std::time::Instant::now() + timeout;
+            let mut got = VecDeque::new();
             loop {
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let left = if got.is_empty() {
+                    deadline.saturating_duration_since(std::time::Instant::now())
+                } else {
+                    Duration::ZERO
+                };
                 match tailer.next_timeout(left) {
                     Ok(Some((position, Record::Transaction(tx)))) => {
-                        return (tailer, Ok(Some(SourcedTx { tx, position })))
+                        got.push_back(SourcedTx { tx, position });
+                        if got.len() >= READ_AHEAD {
+                            return (tailer, got, None);
+                        }
                     }
                     Ok(Some((_, Record::Heartbeat(_)))) => continue,
-                    Ok(None) => return (tailer, Ok(None)),
-                    Err(e) => return (tailer, Err(Error::from(e))),
+                    Ok(None) => return (tailer, got, None),
+                    Err(e) => return (tailer, got, Some(Error::from(e))),
                 }
             }
         })
         .await
         .map_err(|e| Error::Source(format!("binlog reader task: {e}")))?;
-        if result.is_ok() {
-            self.tailer = Some(tailer);
+        self.ready = got;
+        match error {
+            // The transactions before a bad record are whole: they go first, the error after
+            // them, and nothing after it (the tailer is not kept).
+            Some(e) => self.failed = Some(e),
+            None => self.tailer = Some(tailer),
         }
-        result
+        match self.ready.pop_front() {
+            Some(tx) => Ok(Some(tx)),
+            None => match self.failed.take() {
+                Some(e) => Err(e),
+                None => Ok(None),
+            },
+        }
     }
 
     fn describe(&self) -> String {
