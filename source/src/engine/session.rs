@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use binlog_format::schema::{ColumnType, TableDef};
+use binlog_format::schema::{ColumnType, IndexKind, TableDef};
 use binlog_format::{Cause, DdlEvent, Event, Key, RowChange, RowEvent, Value};
 
 use super::table::HIDDEN_ROW_ID;
@@ -412,6 +412,22 @@ impl Session {
     // ----- uniqueness -----------------------------------------------------------------
 
     /// Fails with 1062 when a unique value of `row` is held by another live row.
+    /// [`Session::check_unique`] against the committed table. A table without unique
+    /// indexes skips the engine's read lock: with many concurrent committers each extra
+    /// acquisition is a chance to park behind a commit. (Commit checks uniqueness again
+    /// under the write lock, so a concurrent ALTER adding an index is still caught.)
+    fn check_unique_committed(&self, def: &TableDef, key: &Key, row: &[Value]) -> Result<()> {
+        if !def.indexes.iter().any(|i| i.kind == IndexKind::Unique) {
+            return Ok(());
+        }
+        let st = self.engine.read();
+        let table = st
+            .tables
+            .get(&def.id)
+            .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
+        self.check_unique(table, key, row)
+    }
+
     fn check_unique(&self, table: &Table, key: &Key, row: &[Value]) -> Result<()> {
         let overlay = self.txn.as_ref().and_then(|t| t.overlay.get(&table.def.id));
         for idx in table.unique_indexes() {
@@ -548,20 +564,14 @@ impl Session {
             let live = existing
                 .as_ref()
                 .is_some_and(|r| !self.is_expired(def, r, now));
-            let st = self.engine.read();
-            let table = st
-                .tables
-                .get(&def.id)
-                .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
             let dup = if live {
                 Err(Error::dup_entry(
                     &dup_text(&key.0),
                     &format!("{}.PRIMARY", def.name),
                 ))
             } else {
-                self.check_unique(table, &key, &row)
+                self.check_unique_committed(def, &key, &row)
             };
-            drop(st);
             if let Err(e) = dup {
                 if mode == InsertMode::Ignore && e.code == code::ER_DUP_ENTRY {
                     let msg = e.message.clone();
@@ -641,13 +651,7 @@ impl Session {
                     }
                 }
             }
-            let st = self.engine.read();
-            let table = st
-                .tables
-                .get(&def.id)
-                .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
-            let dup = self.check_unique(table, &key, &row);
-            drop(st);
+            let dup = self.check_unique_committed(def, &key, &row);
             if let Err(e) = dup {
                 if mode == InsertMode::Ignore && e.code == code::ER_DUP_ENTRY {
                     self.txn().doomed = Some(Error::rolled_back_at_commit());
