@@ -12,6 +12,10 @@
 use bincode::config::{Configuration, LittleEndian, Varint};
 use bincode::{Decode, Encode};
 
+/// Payload sizes that get a decoding budget of 64 times their size (see [`decode`]).
+const SMALL: usize = 64 << 10;
+const MEDIUM: usize = 2 << 20;
+
 use crate::error::{Error, Result};
 
 /// The configuration every payload of format version 1 is encoded with.
@@ -50,9 +54,28 @@ pub fn encoded_len<T: Encode>(value: &T) -> Result<usize> {
 
 /// Decodes a value that must fill `bytes` exactly: leftover bytes mean the payload is not what
 /// the frame says it is, so they are an error, not something to skip.
+///
+/// bincode allocates what a length prefix announces before reading the elements, so a crafted
+/// length (a record produced to the replication topic by someone else, a damaged file whose
+/// checksum was recomputed) could make it try to allocate exabytes, and a failed allocation
+/// aborts the process. The decoder is therefore given a budget: 64 times the payload, which
+/// no real payload reaches (the largest in-memory size per encoded byte is a `Value`'s 32
+/// bytes for a one-byte NULL). Payloads over 2 MiB are local files (snapshots, very large
+/// transactions) read without a budget: Kafka's default record limit is 1 MB.
 pub fn decode<T: Decode<()>>(bytes: &[u8]) -> Result<T> {
-    let (value, used) = bincode::decode_from_slice::<T, _>(bytes, CONFIG)
-        .map_err(|e| Error::Decode(e.to_string()))?;
+    let decoded = if bytes.len() <= SMALL {
+        bincode::decode_from_slice::<T, _>(bytes, CONFIG.with_limit::<{ 64 * SMALL }>())
+    } else if bytes.len() <= MEDIUM {
+        bincode::decode_from_slice::<T, _>(bytes, CONFIG.with_limit::<{ 64 * MEDIUM }>())
+    } else {
+        bincode::decode_from_slice::<T, _>(bytes, CONFIG)
+    };
+    let (value, used) = decoded.map_err(|e| match e {
+        bincode::error::DecodeError::LimitExceeded => {
+            Error::Decode("a length prefix exceeds what the payload can hold".into())
+        }
+        e => Error::Decode(e.to_string()),
+    })?;
     if used != bytes.len() {
         return Err(Error::Decode(format!(
             "{} leftover bytes after a {}-byte payload",
@@ -72,6 +95,39 @@ mod tests {
         let mut bytes = encode(&7u32).expect("encode");
         bytes.push(0);
         assert!(matches!(decode::<u32>(&bytes), Err(Error::Decode(_))));
+    }
+
+    /// Lengths far beyond the payload are refused without allocating them (the process
+    /// would abort otherwise), by the fast decoder's limit and by the serde path.
+    #[test]
+    fn huge_length_prefixes_are_errors_not_aborts() {
+        let huge = [253, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f];
+        // Text, Bytes and a list of values claiming about 2^60 elements.
+        for prefix in [&[7u8][..], &[6u8][..], &[][..]] {
+            let mut bytes = prefix.to_vec();
+            bytes.extend_from_slice(&huge);
+            bytes.push(0);
+            if prefix.is_empty() {
+                assert!(decode::<Vec<crate::Value>>(&bytes).is_err());
+            } else {
+                assert!(decode::<crate::Value>(&bytes).is_err());
+            }
+        }
+        // A large payload (the middle budget) with a crafted length inside.
+        let mut bytes = vec![7u8];
+        bytes.extend_from_slice(&huge);
+        bytes.resize(SMALL + 10, 0);
+        assert!(decode::<crate::Value>(&bytes).is_err());
+    }
+
+    /// Payloads of every budget class decode, the largest without a budget.
+    #[test]
+    fn payloads_of_every_size_decode() {
+        for n in [10, SMALL, MEDIUM, MEDIUM + 1] {
+            let v = vec![crate::Value::Bytes(vec![7; n]), crate::Value::Null];
+            let bytes = encode(&v).expect("encode");
+            assert_eq!(decode::<Vec<crate::Value>>(&bytes).expect("decode"), v);
+        }
     }
 
     #[test]
