@@ -78,7 +78,7 @@ pub struct SqlSession {
     /// PREPAREd statements by name.
     prepared: HashMap<String, String>,
     /// Protocol-prepared statement texts, parsed (see `bound`).
-    parsed: HashMap<String, Option<Statement>>,
+    parsed: HashMap<String, Option<std::sync::Arc<bound::Template>>>,
     /// Results of the uncorrelated subqueries of the running statement, by their text: a
     /// subquery in a WHERE clause would otherwise run once per outer row.
     subqueries: std::sync::Mutex<HashMap<String, std::sync::Arc<select::Rows>>>,
