@@ -7,11 +7,10 @@
 //! its read lock, so each side is one consistent point.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use binlog_format::schema::{ColumnDefault, TableDef};
 use binlog_format::{Key, Value};
-use std::ops::Bound;
-
 use ringrep_source::engine::{Row, State, StoredRow, SYSTEM_DB};
 use ringrep_source::Engine;
 use serde::Serialize;

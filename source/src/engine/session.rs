@@ -411,7 +411,6 @@ impl Session {
 
     // ----- uniqueness -----------------------------------------------------------------
 
-    /// Fails with 1062 when a unique value of `row` is held by another live row.
     /// [`Session::check_unique`] against the committed table. A table without unique
     /// indexes skips the engine's read lock: with many concurrent committers each extra
     /// acquisition is a chance to park behind a commit. (Commit checks uniqueness again
@@ -428,6 +427,7 @@ impl Session {
         self.check_unique(table, key, row)
     }
 
+    /// Fails with 1062 when a unique value of `row` is held by another live row.
     fn check_unique(&self, table: &Table, key: &Key, row: &[Value]) -> Result<()> {
         let overlay = self.txn.as_ref().and_then(|t| t.overlay.get(&table.def.id));
         for idx in table.unique_indexes() {
