@@ -62,6 +62,17 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// A child process killed when dropped, so that a failed assertion does not leave a relay
+/// retrying against a broker that is gone.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The relay as a process, killed with SIGKILL at random moments while the primary writes,
 /// and restarted each time: nothing lost, nothing twice.
 #[test]
@@ -91,7 +102,7 @@ fn relay_killed_with_sigkill_resumes_without_loss_or_duplicates() {
     let mut rng = seed;
     let mut next = 0;
     for round in 0..4 {
-        let mut relay = spawn();
+        let mut relay = Reaped(spawn());
         write(&engine, next, 150);
         next += 150;
         rng = rng
@@ -99,17 +110,17 @@ fn relay_killed_with_sigkill_resumes_without_loss_or_duplicates() {
             .wrapping_add(1442695040888963407);
         std::thread::sleep(Duration::from_millis(100 + (rng >> 33) % 400));
         if round < 3 {
-            relay.kill().expect("SIGKILL");
+            relay.0.kill().expect("SIGKILL");
         } else {
             // The last one runs until the topic has everything, then stops cleanly.
             assert_exactly_once(&settings, engine.last_seq());
-            let pid = relay.id().to_string();
+            let pid = relay.0.id().to_string();
             Command::new("kill")
                 .args(["-TERM", &pid])
                 .status()
                 .expect("kill");
         }
-        let status = relay.wait().expect("wait");
+        let status = relay.0.wait().expect("wait");
         if round == 3 {
             assert!(status.success(), "clean stop on SIGTERM: {status}");
         }
