@@ -222,3 +222,65 @@ fn crossed_prefix_locks_are_a_deadlock_with_one_victim() {
         "only the winner's rows remain"
     );
 }
+
+/// Sessions that defer durability (as the server's connections do) commit on blocking
+/// threads and await durability on a tokio runtime: every waiter returns, nothing is lost, and
+/// the binlog holds every commit.
+#[test]
+fn deferred_commits_all_become_durable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = ManualClock::new(T0);
+    let mut cfg = config(&clock);
+    cfg.sync = binlog_format::SyncPolicy::EveryCommit;
+    let engine = ringrep_source::Engine::open(dir.path(), cfg)
+        .expect("open")
+        .0;
+    let def = create(&mut engine.session(), ring_table("d", 1000, None, false));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (tasks, per_task) = (32i64, 40);
+    rt.block_on(async {
+        let handles: Vec<_> = (0..tasks)
+            .map(|t| {
+                let (engine, def) = (engine.clone(), def.clone());
+                tokio::spawn(async move {
+                    let mut session = engine.session();
+                    session.defer_durability = true;
+                    for i in 0..per_task {
+                        let def = def.clone();
+                        let (back, lsn) = tokio::task::spawn_blocking(move || {
+                            let row = vec![Value::Int(t), Value::Text(format!("t{t}-{i}"))];
+                            session
+                                .statement(|s| {
+                                    s.insert(&def, &[0, 4], vec![row], InsertMode::Insert)
+                                })
+                                .expect("insert");
+                            let lsn = session.take_pending_lsn();
+                            (session, lsn)
+                        })
+                        .await
+                        .expect("join");
+                        session = back;
+                        let lsn = lsn.expect("a deferred commit leaves an LSN to wait for");
+                        engine.wait_durable_async(lsn).await.expect("durable");
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.await.expect("task");
+        }
+    });
+    let rows = engine.with_state(|st| st.tables.get(&def.id).map_or(0, |t| t.len()));
+    // Every prefix's rows and its meta row.
+    assert_eq!(rows, (tasks * (per_task + 1)) as usize);
+    drop(engine);
+    let transactions = BinlogReader::open(&dir.path().join("binlog"), ReaderOptions::default())
+        .expect("reader")
+        .filter(|r| matches!(r, Ok((_, Record::Transaction(tx))) if tx.events.iter().all(|e| matches!(e, Event::Row(_)))))
+        .count();
+    assert_eq!(transactions, (tasks * per_task) as usize);
+}

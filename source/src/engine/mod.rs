@@ -5,6 +5,7 @@
 //! That one function is what makes the replay invariant hold: the binlog replayed from the
 //! start gives exactly the state the commits produced, meta rows included.
 
+mod durable;
 mod keybytes;
 mod locks;
 mod purge;
@@ -172,6 +173,8 @@ pub(crate) struct Shared {
     /// The background writer of the last automatic snapshot. One snapshot is written at a
     /// time (they share a temporary file name); dropping the engine waits for it.
     pub snapshot_writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Durability for sessions that defer it (the server's connections).
+    pub durability: durable::AsyncDurability,
     /// Held for the life of the engine: a second engine on the same directory is refused.
     _dir_lock: File,
 }
@@ -272,6 +275,7 @@ impl Engine {
                 next_txn: AtomicU64::new(1),
                 since_snapshot: AtomicU64::new(report.replayed),
                 snapshot_writer: Mutex::new(None),
+                durability: durable::AsyncDurability::default(),
                 _dir_lock: dir_lock,
             }),
         };
@@ -319,6 +323,7 @@ impl Engine {
                     next_txn: AtomicU64::new(1),
                     since_snapshot: AtomicU64::new(0),
                     snapshot_writer: Mutex::new(None),
+                    durability: durable::AsyncDurability::default(),
                     _dir_lock: dir_lock,
                 }),
             },
@@ -429,12 +434,17 @@ impl Engine {
             .as_ref()
             .ok_or_else(|| Error::internal("engine opened read-only"))?;
         writer.commit(lsn)?;
+        self.count_durable_commit();
+        Ok(())
+    }
+
+    /// Counts a durable commit towards the next automatic snapshot.
+    fn count_durable_commit(&self) {
         let every = self.shared.cfg.snapshot_every;
         let n = self.shared.since_snapshot.fetch_add(1, Ordering::Relaxed) + 1;
         if every > 0 && n >= every {
             self.snapshot_in_background(every);
         }
-        Ok(())
     }
 
     /// Logs and applies a transaction without waiting for durability: the state shows it at

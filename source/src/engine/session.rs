@@ -87,6 +87,12 @@ pub struct Session {
     warnings: Vec<(u16, String)>,
     /// Auto-increment counters handed out in this session, per table.
     auto_inc: HashMap<u64, u64>,
+    /// Commits return once logged and applied, without waiting for the disk; the caller
+    /// takes [`Session::take_pending_lsn`] and awaits [`Engine::wait_durable_async`] before
+    /// acknowledging anything (the server's connections do).
+    pub defer_durability: bool,
+    /// The highest LSN committed since the last `take_pending_lsn`, when deferring.
+    pending_lsn: Option<u64>,
 }
 
 fn slot_value(def: &TableDef, slot: u32) -> Value {
@@ -122,7 +128,15 @@ impl Session {
             stmt_explicit: false,
             warnings: Vec::new(),
             auto_inc: HashMap::new(),
+            defer_durability: false,
+            pending_lsn: None,
         }
+    }
+
+    /// The LSN the commits since the last call must reach before they are acknowledged
+    /// (only when deferring durability).
+    pub fn take_pending_lsn(&mut self) -> Option<u64> {
+        self.pending_lsn.take()
     }
 
     pub fn engine(&self) -> &Engine {
@@ -201,6 +215,16 @@ impl Session {
         let result = match txn.doomed {
             Some(e) => Err(e),
             None if txn.ops.is_empty() => Ok(None),
+            None if self.defer_durability => {
+                let overlay = &txn.overlay;
+                let committed = self.engine.commit_events_nowait(txn.ops, None, |st, ops| {
+                    validate_uniques(st, ops, overlay)
+                });
+                committed.map(|(seq, lsn)| {
+                    self.pending_lsn = Some(self.pending_lsn.map_or(lsn, |p| p.max(lsn)));
+                    Some(seq)
+                })
+            }
             None => {
                 let overlay = &txn.overlay;
                 self.engine

@@ -1,7 +1,9 @@
 //! One client connection: a SQL session behind the MySQL protocol.
 //!
 //! Statements run on tokio's blocking pool (the engine waits on row locks), one at a time per
-//! connection, in the order the client sends them.
+//! connection, in the order the client sends them. Their commits are awaited here, on the
+//! connection's task, until durable (`Engine::wait_durable_async`); only then is the client
+//! answered.
 
 use std::collections::HashMap;
 use std::io;
@@ -34,7 +36,10 @@ pub(super) struct Conn {
 
 impl Conn {
     pub(super) fn new(shared: Arc<Shared>, id: u32, salt: [u8; 20]) -> Conn {
-        let sql = SqlSession::new(&shared.engine);
+        let mut sql = SqlSession::new(&shared.engine);
+        // Commits return once logged; `run_with` awaits their durability before replying, so
+        // no thread sleeps in the group commit per statement.
+        sql.session.defer_durability = true;
         Conn {
             shared,
             id,
@@ -63,16 +68,27 @@ impl Conn {
             .take()
             .ok_or_else(|| Error::internal("the session was lost by an earlier failure"))?;
         let busy = self.shared.busy.clone();
+        // Held until the reply is ready, durability wait included: shutdown waits for it.
+        let _busy = self.shared.busy.clone();
         let joined = tokio::task::spawn_blocking(move || {
             let _busy = busy;
             let r = match &params {
                 Some(values) => sql.execute_bound(&text, values),
                 None => sql.execute(&text),
             };
-            (sql, r)
+            let pending = sql.session.take_pending_lsn();
+            (sql, r, pending)
         })
         .await;
-        let (sql, r) = joined.map_err(|e| Error::internal(format!("statement failed: {e}")))?;
+        let (sql, mut r, pending) =
+            joined.map_err(|e| Error::internal(format!("statement failed: {e}")))?;
+        // Nothing is acknowledged before what it committed is durable. (Also after an error:
+        // an earlier statement of the same text may have committed.)
+        if let Some(lsn) = pending {
+            if let Err(e) = self.shared.engine.wait_durable_async(lsn).await {
+                r = Err(e);
+            }
+        }
         let mut status = StatusFlags::empty();
         if sql.session.vars.autocommit {
             status |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
