@@ -85,6 +85,20 @@ impl Engine {
     /// Fsyncs for the waiters until nobody asks for more.
     fn lead_syncs(&self) {
         let d = &self.shared.durability;
+        // Should this task panic, the waiters hear of it instead of waiting forever for a
+        // task that is gone.
+        struct OnPanic<'a>(&'a AsyncDurability);
+        impl Drop for OnPanic<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0
+                        .durable
+                        .send_replace(Durable::Failed("the fsync task panicked".into()));
+                    self.0.in_flight.store(false, Ordering::SeqCst);
+                }
+            }
+        }
+        let _on_panic = OnPanic(d);
         loop {
             let target = d.requested.load(Ordering::SeqCst);
             let synced = match self.shared.binlog.as_ref() {
