@@ -377,6 +377,23 @@ impl Session {
             .and_then(|t| t.get(key))
     }
 
+    /// Whether a row is stored at `key` as this session sees it, without reading it.
+    fn row_exists(&self, table: u64, key: &Key) -> bool {
+        if let Some(entry) = self
+            .txn
+            .as_ref()
+            .and_then(|t| t.overlay.get(&table))
+            .and_then(|m| m.get(key))
+        {
+            return entry.is_some();
+        }
+        self.engine
+            .read()
+            .tables
+            .get(&table)
+            .is_some_and(|t| t.contains(key))
+    }
+
     fn is_expired(&self, def: &TableDef, row: &[Value], now: i64) -> bool {
         match &def.ttl {
             Some(ttl) => row
@@ -659,7 +676,14 @@ impl Session {
             row[ring.meta_column] = Value::Null;
             let key = Key(def.key_of(&row));
             self.lock((def.id, key.clone()))?;
-            let existing = self.get_row(def.id, &key);
+            // Whether the slot is taken is all an SQL insert needs; only the native writer
+            // reads the old row (rows are stored encoded, so reading one decodes it).
+            let existing = if keep_unset {
+                self.get_row(def.id, &key)
+            } else {
+                None
+            };
+            let overwrite = existing.is_some() || (!keep_unset && self.row_exists(def.id, &key));
             if keep_unset {
                 // The native writer's overwrite is an update of the slot: columns the row
                 // leaves out keep the overwritten row's values (the spec, NDB API).
@@ -683,7 +707,7 @@ impl Session {
                 }
                 return Err(e);
             }
-            let cause = if existing.is_some() {
+            let cause = if overwrite {
                 Cause::Overwrite
             } else {
                 Cause::Insert
