@@ -362,36 +362,38 @@ impl Session {
 
     /// The stored row at `key` as this session sees it (meta and expired rows included).
     pub fn get_row(&self, table: u64, key: &Key) -> Option<Row> {
-        if let Some(entry) = self
-            .txn
-            .as_ref()
-            .and_then(|t| t.overlay.get(&table))
-            .and_then(|m| m.get(key))
-        {
-            return entry.clone();
-        }
-        self.engine
-            .read()
-            .tables
-            .get(&table)
-            .and_then(|t| t.get(key))
+        self.seen(table, key, |t| t.get(key), Option::clone)
     }
 
     /// Whether a row is stored at `key` as this session sees it, without reading it.
     fn row_exists(&self, table: u64, key: &Key) -> bool {
+        self.seen(table, key, |t| t.contains(key), Option::is_some)
+    }
+
+    /// What this session sees at `key`: from its transaction's own writes (`staged`, given
+    /// the staged row or `None` for a staged delete) when it has any there, else from the
+    /// committed table (`committed`).
+    fn seen<T: Default>(
+        &self,
+        table: u64,
+        key: &Key,
+        committed: impl FnOnce(&Table) -> T,
+        staged: impl FnOnce(&Option<Row>) -> T,
+    ) -> T {
         if let Some(entry) = self
             .txn
             .as_ref()
             .and_then(|t| t.overlay.get(&table))
             .and_then(|m| m.get(key))
         {
-            return entry.is_some();
+            return staged(entry);
         }
         self.engine
             .read()
             .tables
             .get(&table)
-            .is_some_and(|t| t.contains(key))
+            .map(committed)
+            .unwrap_or_default()
     }
 
     fn is_expired(&self, def: &TableDef, row: &[Value], now: i64) -> bool {
