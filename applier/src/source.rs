@@ -63,14 +63,21 @@ impl BinlogDirSource {
     }
 }
 
+impl BinlogDirSource {
+    /// The next transaction read ahead, else the error met while reading ahead, if any.
+    fn take_ready(&mut self) -> Option<Result<Option<SourcedTx>>> {
+        match self.ready.pop_front() {
+            Some(tx) => Some(Ok(Some(tx))),
+            None => self.failed.take().map(Err),
+        }
+    }
+}
+
 #[async_trait]
 impl EventSource for BinlogDirSource {
     async fn next(&mut self, timeout: Duration) -> Result<Option<SourcedTx>> {
-        if let Some(tx) = self.ready.pop_front() {
-            return Ok(Some(tx));
-        }
-        if let Some(e) = self.failed.take() {
-            return Err(e);
+        if let Some(given) = self.take_ready() {
+            return given;
         }
         let mut tailer = self
             .tailer
@@ -109,13 +116,7 @@ impl EventSource for BinlogDirSource {
             Some(e) => self.failed = Some(e),
             None => self.tailer = Some(tailer),
         }
-        match self.ready.pop_front() {
-            Some(tx) => Ok(Some(tx)),
-            None => match self.failed.take() {
-                Some(e) => Err(e),
-                None => Ok(None),
-            },
-        }
+        self.take_ready().unwrap_or(Ok(None))
     }
 
     fn describe(&self) -> String {

@@ -250,15 +250,9 @@ fn compare_table(
         rep.chunks += 1;
         if digest(&pchunk) != digest(&rchunk) {
             rep.chunks_differ += 1;
-            let decoded = |rows: &[StoredRow<'_>]| -> Vec<(Key, Row)> {
-                rows.iter()
-                    .map(|r| {
-                        let row = r.row();
-                        (Key(def.key_of(&row)), row)
-                    })
-                    .collect()
-            };
-            drill_down(def, &decoded(&pchunk), &decoded(&rchunk), &mut rep, opts);
+            let p: Vec<(Key, Row)> = pchunk.iter().map(|r| pt.keyed(*r)).collect();
+            let r: Vec<(Key, Row)> = rchunk.iter().map(|r| rt.keyed(*r)).collect();
+            drill_down(def, &p, &r, &mut rep, opts);
         }
         if last_chunk {
             break;

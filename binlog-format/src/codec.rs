@@ -98,7 +98,7 @@ mod tests {
     }
 
     /// Lengths far beyond the payload are refused without allocating them (the process
-    /// would abort otherwise), by the fast decoder's limit and by the serde path.
+    /// would abort otherwise), in the small and the middle budget class.
     #[test]
     fn huge_length_prefixes_are_errors_not_aborts() {
         let huge = [253, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f];

@@ -15,10 +15,11 @@ pub enum FrameScan<'a> {
 
 /// Appends one frame around `payload`.
 pub fn write_frame(payload: &[u8], out: &mut Vec<u8>) {
-    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
-    out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-    out.extend_from_slice(payload);
+    let copied: Result<(), std::convert::Infallible> = write_frame_with(out, |buf| {
+        buf.extend_from_slice(payload);
+        Ok(())
+    });
+    let Ok(()) = copied;
 }
 
 /// Appends one frame whose payload `encode` writes in place, so the payload is not copied.
@@ -38,11 +39,6 @@ pub fn write_frame_with<E>(
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
     Ok(())
-}
-
-/// The total size of a frame around `payload_len` bytes.
-pub fn framed_len(payload_len: usize) -> usize {
-    FRAME_HEADER_LEN + payload_len
 }
 
 /// Looks at the frame starting at `buf[0]`. A length above `max` is refused from the header
@@ -89,7 +85,7 @@ mod tests {
     fn frame_round_trip_and_truncation() {
         let mut buf = Vec::new();
         write_frame(b"hello", &mut buf);
-        assert_eq!(buf.len(), framed_len(5));
+        assert_eq!(buf.len(), FRAME_HEADER_LEN + 5);
         assert_eq!(
             scan_frame(&buf, 100),
             FrameScan::Frame {

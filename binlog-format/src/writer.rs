@@ -601,20 +601,28 @@ impl Inner {
         // This thread leads: it writes out everything appended so far and fsyncs it. Writing
         // out under the round's lock lets followers know what the fsync will cover.
         let generation = round.generation;
-        let result = self
-            .write_out_for_sync()
-            .and_then(|(file, target, segment)| {
+        let result = match self.write_out_for_sync() {
+            Ok((file, target, segment)) => {
                 round.in_flight = Some(target);
                 drop(round);
                 // The fsync runs without any lock: appends continue meanwhile, and the next
                 // leader covers them.
-                if let Err(e) = file.sync_data() {
-                    lock(&self.state).poisoned = Some(e.to_string());
-                    return Err(Error::io(self.dir.join(segment_name(segment)), e));
+                match file.sync_data() {
+                    Ok(()) => {
+                        self.durable.fetch_max(target, Ordering::AcqRel);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        lock(&self.state).poisoned = Some(e.to_string());
+                        Err(Error::io(self.dir.join(segment_name(segment)), e))
+                    }
                 }
-                self.durable.fetch_max(target, Ordering::AcqRel);
-                Ok(())
-            });
+            }
+            Err(e) => {
+                drop(round);
+                Err(e)
+            }
+        };
         // Whatever happened, the round ends here and the waiters hear of it: those this
         // fsync covered return (or, after a failure, try again themselves), and one of those
         // waiting for the next generation leads it.

@@ -680,12 +680,13 @@ impl Session {
             self.lock((def.id, key.clone()))?;
             // Whether the slot is taken is all an SQL insert needs; only the native writer
             // reads the old row (rows are stored encoded, so reading one decodes it).
-            let existing = if keep_unset {
-                self.get_row(def.id, &key)
+            let (existing, overwrite) = if keep_unset {
+                let old = self.get_row(def.id, &key);
+                let taken = old.is_some();
+                (old, taken)
             } else {
-                None
+                (None, self.row_exists(def.id, &key))
             };
-            let overwrite = existing.is_some() || (!keep_unset && self.row_exists(def.id, &key));
             if keep_unset {
                 // The native writer's overwrite is an update of the slot: columns the row
                 // leaves out keep the overwritten row's values (the spec, NDB API).

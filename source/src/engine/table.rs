@@ -222,10 +222,13 @@ impl Table {
 
     /// Every stored row with its key, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (Key, Row)> + '_ {
-        self.rows.iter().map(|s| {
-            let row = s.view().row();
-            (self.key_of(&row), row)
-        })
+        self.rows.iter().map(|s| self.keyed(s.view()))
+    }
+
+    /// A stored row decoded, with its key.
+    pub fn keyed(&self, stored: StoredRow<'_>) -> (Key, Row) {
+        let row = stored.row();
+        (self.key_of(&row), row)
     }
 
     /// Every stored row, encoded, in key order.
@@ -250,10 +253,7 @@ impl Table {
             .range::<[u8], _>((Bound::Included(start.as_slice()), Bound::Unbounded))
             .map(Stored::view)
             .take_while(move |s| s.key.starts_with(&start))
-            .map(|s| {
-                let row = s.row();
-                (self.key_of(&row), row)
-            })
+            .map(|s| self.keyed(s))
     }
 
     pub fn key_of(&self, row: &[Value]) -> Key {

@@ -93,12 +93,12 @@ fn placeholder_positions(stmt: &Statement) -> Vec<(u64, u64)> {
 /// The template's statement with its placeholders replaced by `values`.
 fn bind(template: &Template, values: &[Value]) -> Result<Statement> {
     let mut stmt = template.stmt.clone();
-    let rank = &template.parameter;
     let mut visited = 0;
     let mut failed = None;
     let _ = visit_expressions_mut(&mut stmt, |e| {
         if is_placeholder(e) {
-            let value = rank
+            let value = template
+                .parameter
                 .get(visited)
                 .and_then(|&r| values.get(r))
                 .unwrap_or(&Value::Null);
