@@ -547,6 +547,11 @@ impl BinlogWriter {
         self.inner.write_out(&mut st)
     }
 
+    /// The LSN up to which everything appended is fsynced (with sync policy every commit).
+    pub fn durable_lsn(&self) -> u64 {
+        self.inner.durable.load(Ordering::Acquire)
+    }
+
     /// Writes and fsyncs everything appended so far.
     pub fn sync(&self) -> Result<()> {
         let target = lock(&self.inner.state).appended;

@@ -42,7 +42,10 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         batch: u64,
     },
-    /// Single-row autocommit inserts from WRITERS threads with a durable group commit.
+    /// Single-row autocommit inserts from WRITERS concurrent writers with a durable group
+    /// commit. Each writer is a task that awaits its commit's durability (the server's path)
+    /// on a runtime of THREADS worker threads, or with `--committers threads` a thread that
+    /// sleeps in the group commit.
     EngineAutocommit {
         #[arg(long, default_value_t = 64)]
         writers: usize,
@@ -50,6 +53,11 @@ enum Command {
         seconds: u64,
         #[arg(long, default_value = "commit")]
         sync: String,
+        #[arg(long, value_enum, default_value = "tasks")]
+        committers: Committers,
+        /// Worker threads of the runtime the tasks run on (`--committers tasks`).
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
     },
     /// A backlog of TXS ring-insert transactions applied by a replica (durable commits).
     Catchup {
@@ -84,6 +92,15 @@ enum Command {
         #[arg(long, default_value_t = 1_000_000)]
         rows: u64,
     },
+}
+
+/// How `engine-autocommit`'s writers wait for their commits to become durable.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Committers {
+    /// Tasks on a small runtime, each awaiting `Engine::wait_durable_async` (the server's path).
+    Tasks,
+    /// One thread per writer, sleeping in the group commit (`Session::commit`).
+    Threads,
 }
 
 #[derive(clap::Args)]
@@ -269,6 +286,21 @@ fn main() -> anyhow::Result<()> {
             writers,
             seconds,
             sync,
+            committers: Committers::Tasks,
+            threads,
+        } => {
+            let (engine, def) = open(tmp.path(), 1, sync.parse()?, false)?;
+            let rate = autocommit_tasks(engine, def, writers, threads, seconds)?;
+            println!(
+                "engine-autocommit: {writers} writer tasks on {threads} threads, sync={sync}: {rate:.0} commits/s"
+            );
+        }
+        Command::EngineAutocommit {
+            writers,
+            seconds,
+            sync,
+            committers: Committers::Threads,
+            ..
         } => {
             let (engine, def) = open(tmp.path(), 1, sync.parse()?, false)?;
             let stop = Arc::new(AtomicBool::new(false));
@@ -310,7 +342,7 @@ fn main() -> anyhow::Result<()> {
             }
             let secs = start.elapsed().as_secs_f64();
             println!(
-                "engine-autocommit: {writers} writers, sync={sync}: {:.0} commits/s",
+                "engine-autocommit: {writers} writer threads, sync={sync}: {:.0} commits/s",
                 commits.load(Ordering::Relaxed) as f64 / secs
             );
         }
@@ -420,6 +452,76 @@ fn main() -> anyhow::Result<()> {
 
 /// Settings for one phase of the Kafka benchmark, its topics created up front on the mock
 /// cluster (which has no CreateTopics).
+/// Runs `writers` autocommit tasks for `seconds` and returns commits/s. A commit counts once
+/// it is durable: the task awaits `wait_durable_async` before its next insert, as a server
+/// connection awaits it before replying.
+fn autocommit_tasks(
+    engine: Engine,
+    def: TableDef,
+    writers: usize,
+    threads: usize,
+    seconds: u64,
+) -> anyhow::Result<f64> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let stop = Arc::new(AtomicBool::new(false));
+        let commits = Arc::new(AtomicU64::new(0));
+        let tasks: Vec<_> = (0..writers)
+            .map(|w| {
+                let (engine, def, stop, commits) = (
+                    engine.clone(),
+                    def.clone(),
+                    Arc::clone(&stop),
+                    Arc::clone(&commits),
+                );
+                tokio::spawn(async move {
+                    let mut s = engine.session();
+                    s.defer_durability = true;
+                    let mut rng = Rng::new(w as u64);
+                    let mut n = 0;
+                    while !stop.load(Ordering::Relaxed) {
+                        let row = vec![Value::Int(rng.below(10_000) as i64), payload(n)];
+                        n += 1;
+                        let r = s.statement(|s| {
+                            s.insert(&def, &[0, PAYLOAD], vec![row], InsertMode::Insert)
+                        });
+                        match r {
+                            Ok(_) => {
+                                let lsn = s.take_pending_lsn().ok_or_else(|| {
+                                    anyhow::anyhow!("an autocommit insert left nothing to sync")
+                                })?;
+                                engine.wait_durable_async(lsn).await?;
+                                commits.fetch_add(1, Ordering::Relaxed);
+                                // Without an fsync to await (sync policy other than every
+                                // commit) the task would otherwise never let the others run.
+                                tokio::task::consume_budget().await;
+                            }
+                            // Lock waits end in a retriable error; let the holder run.
+                            Err(e) if e.is_retriable() => tokio::task::yield_now().await,
+                            Err(e) => return Err(anyhow::Error::from(e)),
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let start = Instant::now();
+        // A thread of its own keeps time: the runtime's timer needs an idle worker.
+        let timer = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(seconds));
+            timer.store(true, Ordering::Relaxed);
+        });
+        for t in tasks {
+            t.await??;
+        }
+        Ok(commits.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64())
+    })
+}
+
 fn kafka_settings(
     brokers: &str,
     mock: Option<

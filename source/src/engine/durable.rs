@@ -102,22 +102,30 @@ impl Engine {
         loop {
             let target = d.requested.load(Ordering::SeqCst);
             let synced = match self.shared.binlog.as_ref() {
-                // `commit` fsyncs everything appended so far, which includes `target`.
-                Some(w) => w.commit(target).map_err(Error::from),
+                // `commit` fsyncs everything appended so far, which includes `target` and
+                // often commits appended since: publishing what the writer made durable
+                // spares those a round.
+                Some(w) => w
+                    .commit(target)
+                    .map(|()| w.durable_lsn().max(target))
+                    .map_err(Error::from),
                 None => Err(Error::internal("engine opened read-only")),
             };
-            if let Err(e) = synced {
-                d.durable.send_replace(Durable::Failed(e.message));
-                d.in_flight.store(false, Ordering::SeqCst);
-                return;
-            }
+            let synced = match synced {
+                Ok(at) => at,
+                Err(e) => {
+                    d.durable.send_replace(Durable::Failed(e.message));
+                    d.in_flight.store(false, Ordering::SeqCst);
+                    return;
+                }
+            };
             d.durable.send_modify(|s| {
                 if let Durable::UpTo(at) = s {
-                    *at = (*at).max(target);
+                    *at = (*at).max(synced);
                 }
             });
             d.in_flight.store(false, Ordering::SeqCst);
-            if d.requested.load(Ordering::SeqCst) <= target {
+            if d.requested.load(Ordering::SeqCst) <= synced {
                 return;
             }
             // More was asked for meanwhile: go on, unless a new waiter already took over.
