@@ -16,12 +16,17 @@ use crate::error::{Error, Result};
 
 pub type LockKey = (u64, Key);
 
+/// Every row write takes and releases a lock, so hashing is on the hot path: foldhash is a
+/// few times faster than the standard SipHash, and still seeded per table against keys
+/// chosen to collide.
+type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 #[derive(Debug, Default)]
 struct Owners {
-    held: HashMap<LockKey, u64>,
+    held: Map<LockKey, u64>,
     /// The lock each waiting transaction is blocked on. Keyed by lock rather than by holder so
     /// the wait-for graph always reflects who holds that lock now.
-    waiting_on: HashMap<u64, LockKey>,
+    waiting_on: Map<u64, LockKey>,
     /// Sessions waiting for any lock: releases only wake sleepers when there are some, so
     /// the common case (nobody waiting) costs no wake-ups.
     waiters: usize,
@@ -57,7 +62,8 @@ impl LockTable {
     /// Locks `key` for `txn`, waiting up to `timeout`. Returns true when newly taken (false
     /// when `txn` already held it).
     pub fn acquire(&self, txn: u64, key: LockKey, timeout: Duration) -> Result<bool> {
-        let deadline = Instant::now() + timeout;
+        // Only a wait needs the clock (most locks are free).
+        let mut deadline = None;
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             match owners.held.get(&key) {
@@ -76,6 +82,7 @@ impl LockTable {
                         return Err(Error::deadlock());
                     }
                     let now = Instant::now();
+                    let deadline = *deadline.get_or_insert(now + timeout);
                     if now >= deadline {
                         owners.waiting_on.remove(&txn);
                         return Err(Error::lock_wait_timeout());
