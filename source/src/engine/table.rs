@@ -21,41 +21,28 @@ pub type Row = Vec<Value>;
 /// Name of the hidden primary-key column that tables declared without a primary key get.
 pub const HIDDEN_ROW_ID: &str = "__ringrep_row_id";
 
-/// One stored row: the key's length (LEB128), the key's bytes, then the row's encoding.
-/// Ordered, compared and looked up by the key bytes alone.
+/// One stored row, ordered, compared and looked up by its key bytes alone.
 ///
-/// `head` repeats the key's first 8 bytes inline, so that most comparisons in the B-tree end
+/// `head` holds the key's first 7 bytes inline, so that most comparisons in the B-tree end
 /// without reading the row's allocation: a lookup in a table of a million rows otherwise
-/// takes a cache miss at every comparison. Small integer keys (a ring's prefix and slot)
-/// fit in 8 bytes whole.
+/// takes a cache miss at every comparison. Keys of up to 7 bytes (small integer keys, such
+/// as a ring's prefix and slot) live in `head` whole, its last byte giving their length,
+/// and `bytes` is the row's encoding alone; longer keys have `LONG` there, and `bytes` holds
+/// the key's length (LEB128), the key and then the row's encoding.
 #[derive(Clone)]
 struct Stored {
-    head: u64,
+    head: [u8; 8],
     bytes: Box<[u8]>,
 }
 
-/// The first 8 bytes of key bytes, zero-padded, as a number that orders like them: when two
-/// heads differ, the keys compare as their heads do; when equal, the whole keys decide.
-#[inline]
-fn head_of(key: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = key.len().min(8);
-    b[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(b)
-}
+/// `head[7]` of a key longer than what `head` holds.
+const LONG: u8 = 0xff;
+const INLINE: usize = 7;
 
 impl Stored {
     /// A key alone, to look rows up by.
     fn probe(key: &[u8]) -> Stored {
-        let mut len = [0u8; 5];
-        let n = leb128(key.len(), &mut len);
-        let mut out = Vec::with_capacity(n + key.len());
-        out.extend_from_slice(&len[..n]);
-        out.extend_from_slice(key);
-        Stored {
-            head: head_of(key),
-            bytes: out.into_boxed_slice(),
-        }
+        Stored::with_row(key, &[])
     }
 
     fn new(key: &[u8], row: &[Value]) -> Stored {
@@ -68,21 +55,47 @@ impl Stored {
             // A row of values always encodes: bincode fails only on writer errors, and this
             // writer is a Vec.
             let _ = binlog_format::codec::encode_into(&row, &mut enc);
-            let mut len = [0u8; 5];
-            let n = leb128(key.len(), &mut len);
-            let mut out = Vec::with_capacity(n + key.len() + enc.len());
-            out.extend_from_slice(&len[..n]);
-            out.extend_from_slice(key);
-            out.extend_from_slice(&enc);
-            Stored {
-                head: head_of(key),
-                bytes: out.into_boxed_slice(),
-            }
+            Stored::with_row(key, &enc)
         })
+    }
+
+    fn with_row(key: &[u8], row: &[u8]) -> Stored {
+        let mut head = [0u8; 8];
+        let n = key.len().min(INLINE);
+        head[..n].copy_from_slice(&key[..n]);
+        if key.len() <= INLINE {
+            head[INLINE] = key.len() as u8;
+            return Stored {
+                head,
+                bytes: row.into(),
+            };
+        }
+        head[INLINE] = LONG;
+        let mut len = [0u8; 5];
+        let n = leb128(key.len(), &mut len);
+        let mut out = Vec::with_capacity(n + key.len() + row.len());
+        out.extend_from_slice(&len[..n]);
+        out.extend_from_slice(key);
+        out.extend_from_slice(row);
+        Stored {
+            head,
+            bytes: out.into_boxed_slice(),
+        }
+    }
+
+    /// The key's first 7 bytes, zero-padded, as a number that orders like them: when two
+    /// differ, the keys compare as they do; when equal, the whole keys decide.
+    #[inline]
+    fn lead(&self) -> u64 {
+        u64::from_be_bytes(self.head) >> 8
     }
 
     #[inline]
     fn split(&self) -> (&[u8], &[u8]) {
+        let inline = usize::from(self.head[INLINE]);
+        if inline <= INLINE {
+            return (&self.head[..inline], &self.bytes);
+        }
         // Keys under 128 bytes (nearly all) have a one-byte length.
         let bytes = &self.bytes;
         if let Some(&b) = bytes.first() {
@@ -124,7 +137,8 @@ fn leb128(mut n: usize, out: &mut [u8; 5]) -> usize {
 
 impl PartialEq for Stored {
     fn eq(&self, other: &Self) -> bool {
-        self.head == other.head && self.split().0 == other.split().0
+        self.head == other.head
+            && (self.head[INLINE] as usize <= INLINE || self.split().0 == other.split().0)
     }
 }
 
@@ -138,8 +152,8 @@ impl PartialOrd for Stored {
 
 impl Ord for Stored {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.head
-            .cmp(&other.head)
+        self.lead()
+            .cmp(&other.lead())
             .then_with(|| self.split().0.cmp(other.split().0))
     }
 }
@@ -447,13 +461,15 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(3000))]
 
         /// The inline head only short-cuts comparisons: stored rows order and match exactly
-        /// as their key bytes do.
+        /// as their key bytes do, whether the key fits in the head or not.
         #[test]
         fn stored_rows_order_like_their_key_bytes(a in key_bytes(), b in key_bytes()) {
             let (sa, sb) = (Stored::new(&a, &[Value::Int(1)]), Stored::probe(&b));
             prop_assert_eq!(sa.cmp(&sb), a.cmp(&b));
             prop_assert_eq!(sa == sb, a == b);
             prop_assert_eq!(sa.view().key_bytes(), a.as_slice());
+            prop_assert_eq!(sa.view().row(), vec![Value::Int(1)]);
+            prop_assert_eq!(sb.view().key_bytes(), b.as_slice());
         }
     }
 
