@@ -125,10 +125,9 @@ impl<'s> RingWriter<'s> {
             return Ok(());
         }
         let rows = std::mem::take(&mut self.batch);
-        let cols = self.columns.clone().unwrap_or_default();
-        let def = self.def.clone();
+        let cols = self.columns.as_deref().unwrap_or_default();
         self.session.begin_statement();
-        let r = self.session.insert_native(&def, &cols, rows);
+        let r = self.session.insert_native(&self.def, cols, rows);
         match self.session.end_statement(r) {
             Ok(n) => {
                 self.written += n;
@@ -149,9 +148,8 @@ impl<'s> RingWriter<'s> {
     pub fn delete_oldest(&mut self, prefix: &[Value], max_n: u32) -> Result<u32> {
         self.usable()?;
         self.send()?;
-        let def = self.def.clone();
         self.session.begin_statement();
-        let r = self.session.delete_oldest(&def, prefix, max_n);
+        let r = self.session.delete_oldest(&self.def, prefix, max_n);
         match self.session.end_statement(r) {
             Ok(n) => Ok(n),
             // 4358 leaves the transaction unchanged and the writer usable (the spec).
