@@ -88,6 +88,23 @@ pub fn of_key(key: &Key) -> Vec<u8> {
     encode(&key.0)
 }
 
+/// Calls `f` with the encoding of a key given as its values, built in a buffer of this
+/// thread's rather than a new allocation (every row lookup and write encodes a key). `f`
+/// must not call `with_key` itself.
+pub fn with_key<'v, T>(values: impl Iterator<Item = &'v Value>, f: impl FnOnce(&[u8]) -> T) -> T {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|cell| {
+        let mut out = cell.borrow_mut();
+        out.clear();
+        for v in values {
+            push_value(v, &mut out);
+        }
+        f(&out)
+    })
+}
+
 /// Integers of both signs by numeric value, in as few bytes as the value needs: a length class
 /// byte, then the significant bytes big endian. Non-negative values have classes 0x80 + n
 /// (more bytes, larger value); negative ones 0x7f - n, where n counts the significant bytes

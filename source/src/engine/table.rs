@@ -262,13 +262,13 @@ impl Table {
 
     /// The stored row under a primary key.
     pub fn get(&self, key: &Key) -> Option<Row> {
-        self.rows
-            .get(&Stored::probe(&keybytes::of_key(key)))
-            .map(|s| s.view().row())
+        keybytes::with_key(key.0.iter(), |k| {
+            self.rows.get(&Stored::probe(k)).map(|s| s.view().row())
+        })
     }
 
     pub fn contains(&self, key: &Key) -> bool {
-        self.rows.contains(&Stored::probe(&keybytes::of_key(key)))
+        keybytes::with_key(key.0.iter(), |k| self.rows.contains(&Stored::probe(k)))
     }
 
     /// Every stored row with its key, in key order.
@@ -349,6 +349,17 @@ impl Table {
 
     /// Upserts a full row, keeping the unique indexes current.
     pub fn put(&mut self, row: &[Value]) {
+        if !self.has_secondary() {
+            // Nothing else follows the row: its key is needed only as bytes.
+            let pk = self
+                .def
+                .primary_key
+                .iter()
+                .map(|&i| row.get(i).unwrap_or(&Value::Null));
+            let stored = keybytes::with_key(pk, |k| Stored::new(k, row));
+            self.rows.replace(stored);
+            return;
+        }
         let key = self.key_of(row);
         let bytes = keybytes::of_key(&key);
         if self.has_secondary() {
