@@ -311,6 +311,14 @@ impl Table {
         Key(self.def.key_of(row))
     }
 
+    /// Whether a full row is a ring meta row (slot 0).
+    fn is_meta_row(&self, row: &[Value]) -> bool {
+        self.def
+            .ring
+            .as_ref()
+            .is_some_and(|r| matches!(row.get(r.slot_column), Some(Value::Int(0) | Value::UInt(0))))
+    }
+
     /// Whether a primary key is a ring meta row (slot 0).
     pub fn is_meta_key(&self, key: &Key) -> bool {
         self.def.ring.is_some()
@@ -432,11 +440,14 @@ impl Table {
                 .take(limit)
                 .map(|(_, k)| k.clone())
                 .collect(),
+            // Without the index every row is read; only the expired ones build their key.
             None => self
+                .rows
                 .iter()
-                .filter(|(k, r)| !self.is_meta_key(k) && self.expiry(r).is_some_and(|e| e <= now))
+                .map(|s| s.view().row())
+                .filter(|r| !self.is_meta_row(r) && self.expiry(r).is_some_and(|e| e <= now))
                 .take(limit)
-                .map(|(k, _)| k)
+                .map(|r| self.key_of(&r))
                 .collect(),
         }
     }
