@@ -13,7 +13,7 @@ use integration::workload::Rng;
 use ringrep_applier::verify::{verify, VerifyOptions};
 use ringrep_applier::{Applier, BinlogDirSource};
 use ringrep_source::writer::RingWriter;
-use ringrep_source::{Engine, EngineConfig, InsertMode};
+use ringrep_source::{Engine, EngineConfig, InsertMode, Session};
 
 #[derive(Parser)]
 #[command(
@@ -303,32 +303,23 @@ fn main() -> anyhow::Result<()> {
             ..
         } => {
             let (engine, def) = open(tmp.path(), 1, sync.parse()?, false)?;
-            let stop = Arc::new(AtomicBool::new(false));
-            let commits = Arc::new(AtomicU64::new(0));
+            let shared = Writers::new(engine, def);
             let handles: Vec<_> = (0..writers)
                 .map(|w| {
-                    let (engine, def, stop, commits) = (
-                        engine.clone(),
-                        def.clone(),
-                        Arc::clone(&stop),
-                        Arc::clone(&commits),
-                    );
+                    let shared = shared.clone();
                     std::thread::spawn(move || -> anyhow::Result<()> {
-                        let mut s = engine.session();
+                        let mut s = shared.engine.session();
                         let mut rng = Rng::new(w as u64);
                         let mut n = 0;
-                        while !stop.load(Ordering::Relaxed) {
-                            let row = vec![Value::Int(rng.below(10_000) as i64), payload(n)];
-                            match s.statement(|s| {
-                                s.insert(&def, &[0, PAYLOAD], vec![row], InsertMode::Insert)
-                            }) {
+                        while !shared.stop.load(Ordering::Relaxed) {
+                            n += 1;
+                            match shared.insert(&mut s, &mut rng, n) {
                                 Ok(_) => {
-                                    commits.fetch_add(1, Ordering::Relaxed);
+                                    shared.commits.fetch_add(1, Ordering::Relaxed);
                                 }
                                 Err(e) if e.is_retriable() => {}
                                 Err(e) => return Err(e.into()),
                             }
-                            n += 1;
                         }
                         Ok(())
                     })
@@ -336,14 +327,14 @@ fn main() -> anyhow::Result<()> {
                 .collect();
             let start = Instant::now();
             std::thread::sleep(Duration::from_secs(seconds));
-            stop.store(true, Ordering::Relaxed);
+            shared.stop.store(true, Ordering::Relaxed);
             for h in handles {
                 h.join().map_err(|_| anyhow::anyhow!("writer panicked"))??;
             }
             let secs = start.elapsed().as_secs_f64();
             println!(
                 "engine-autocommit: {writers} writer threads, sync={sync}: {:.0} commits/s",
-                commits.load(Ordering::Relaxed) as f64 / secs
+                shared.commits.load(Ordering::Relaxed) as f64 / secs
             );
         }
         Command::Catchup { txs } => {
@@ -452,6 +443,32 @@ fn main() -> anyhow::Result<()> {
 
 /// Settings for one phase of the Kafka benchmark, its topics created up front on the mock
 /// cluster (which has no CreateTopics).
+/// What the autocommit writers share.
+#[derive(Clone)]
+struct Writers {
+    engine: Engine,
+    def: TableDef,
+    stop: Arc<AtomicBool>,
+    commits: Arc<AtomicU64>,
+}
+
+impl Writers {
+    fn new(engine: Engine, def: TableDef) -> Writers {
+        Writers {
+            engine,
+            def,
+            stop: Arc::new(AtomicBool::new(false)),
+            commits: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// One single-row autocommit insert into one of 10,000 prefixes.
+    fn insert(&self, s: &mut Session, rng: &mut Rng, n: u64) -> ringrep_source::Result<u64> {
+        let row = vec![Value::Int(rng.below(10_000) as i64), payload(n)];
+        s.statement(|s| s.insert(&self.def, &[0, PAYLOAD], vec![row], InsertMode::Insert))
+    }
+}
+
 /// Runs `writers` autocommit tasks for `seconds` and returns commits/s. A commit counts once
 /// it is durable: the task awaits `wait_durable_async` before its next insert, as a server
 /// connection awaits it before replying.
@@ -466,35 +483,25 @@ fn autocommit_tasks(
         .worker_threads(threads.max(1))
         .enable_all()
         .build()?;
+    let shared = Writers::new(engine, def);
     rt.block_on(async move {
-        let stop = Arc::new(AtomicBool::new(false));
-        let commits = Arc::new(AtomicU64::new(0));
         let tasks: Vec<_> = (0..writers)
             .map(|w| {
-                let (engine, def, stop, commits) = (
-                    engine.clone(),
-                    def.clone(),
-                    Arc::clone(&stop),
-                    Arc::clone(&commits),
-                );
+                let shared = shared.clone();
                 tokio::spawn(async move {
-                    let mut s = engine.session();
+                    let mut s = shared.engine.session();
                     s.defer_durability = true;
                     let mut rng = Rng::new(w as u64);
                     let mut n = 0;
-                    while !stop.load(Ordering::Relaxed) {
-                        let row = vec![Value::Int(rng.below(10_000) as i64), payload(n)];
+                    while !shared.stop.load(Ordering::Relaxed) {
                         n += 1;
-                        let r = s.statement(|s| {
-                            s.insert(&def, &[0, PAYLOAD], vec![row], InsertMode::Insert)
-                        });
-                        match r {
+                        match shared.insert(&mut s, &mut rng, n) {
                             Ok(_) => {
                                 let lsn = s.take_pending_lsn().ok_or_else(|| {
                                     anyhow::anyhow!("an autocommit insert left nothing to sync")
                                 })?;
-                                engine.wait_durable_async(lsn).await?;
-                                commits.fetch_add(1, Ordering::Relaxed);
+                                shared.engine.wait_durable_async(lsn).await?;
+                                shared.commits.fetch_add(1, Ordering::Relaxed);
                                 // Without an fsync to await (sync policy other than every
                                 // commit) the task would otherwise never let the others run.
                                 tokio::task::consume_budget().await;
@@ -510,7 +517,7 @@ fn autocommit_tasks(
             .collect();
         let start = Instant::now();
         // A thread of its own keeps time: the runtime's timer needs an idle worker.
-        let timer = Arc::clone(&stop);
+        let timer = Arc::clone(&shared.stop);
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_secs(seconds));
             timer.store(true, Ordering::Relaxed);
@@ -518,7 +525,7 @@ fn autocommit_tasks(
         for t in tasks {
             t.await??;
         }
-        Ok(commits.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64())
+        Ok(shared.commits.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64())
     })
 }
 
