@@ -17,8 +17,8 @@ use crate::error::{Error, Result};
 pub type LockKey = (u64, Key);
 
 /// Every row write takes and releases a lock, so hashing is on the hot path: foldhash is a
-/// few times faster than the standard SipHash, and still seeded per table against keys
-/// chosen to collide.
+/// few times faster than the standard SipHash, and its random seed (per map) still makes
+/// keys chosen to collide hard to find (it is minimally DoS-resistant, not cryptographic).
 type Map<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 #[derive(Debug, Default)]

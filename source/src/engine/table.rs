@@ -317,9 +317,8 @@ impl Table {
         }
         let key = self.key_of(row);
         let bytes = keybytes::of_key(&key);
-        if self.has_secondary() {
-            self.remove_encoded(&bytes);
-        }
+        // The old row's index entries go first.
+        self.remove_encoded(&bytes);
         if !self.is_meta_key(&key) {
             for u in 0..self.uniques.len() {
                 let idx = self.uniques[u].0;
