@@ -507,15 +507,16 @@ impl Engine {
         if let Some(h) = writer.take() {
             let _ = h.join();
         }
-        let st = self.read().clone();
+        let snap = snapshot::encode(&self.read())?;
         self.shared.since_snapshot.store(0, Ordering::Relaxed);
-        snapshot::write(&self.shared.dir, &st)?;
-        Ok(st.last_seq)
+        snapshot::write_encoded(&self.shared.dir, &snap)?;
+        Ok(snap.seq)
     }
 
-    /// The automatic snapshot after `every` commits. Only the copy of the state is taken here;
-    /// encoding and writing it run on a thread of their own, so that neither the committer
-    /// that crossed the threshold nor a replica's applier stalls for them. Committers that
+    /// The automatic snapshot after `every` commits. Only the state's encoding is taken here
+    /// (under the read lock: a copy of each row's stored bytes into one buffer); writing and
+    /// syncing it run on a thread of their own, so that neither the committer that crossed
+    /// the threshold nor a replica's applier waits for the disk. Committers that
     /// find a snapshot still being written go on without one. The commit that triggered it is
     /// already durable, so a failed snapshot is only logged: recovery then replays more binlog.
     fn snapshot_in_background(&self, every: u64) {
@@ -531,16 +532,23 @@ impl Engine {
         if let Some(h) = writer.take() {
             let _ = h.join();
         }
-        let st = self.read().clone();
+        let encoded = snapshot::encode(&self.read());
         self.shared.since_snapshot.store(0, Ordering::Relaxed);
+        let snap = match encoded {
+            Ok(snap) => snap,
+            Err(e) => {
+                tracing::warn!("automatic snapshot not taken (commits unaffected): {e}");
+                return;
+            }
+        };
         let dir = self.shared.dir.clone();
         let spawned = std::thread::Builder::new()
             .name("snapshot".into())
             .spawn(move || {
-                if let Err(e) = snapshot::write(&dir, &st) {
+                if let Err(e) = snapshot::write_encoded(&dir, &snap) {
                     tracing::warn!(
                         "automatic snapshot at seq {} failed (commits unaffected): {e}",
-                        st.last_seq
+                        snap.seq
                     );
                 }
             });
@@ -553,10 +561,10 @@ impl Engine {
     /// Writes a backup of the committed state (data rows and meta rows) into `to`, which
     /// `restore` turns into a new data directory whose rings continue where they were.
     pub fn backup(&self, to: &Path) -> Result<u64> {
-        let st = self.read().clone();
+        let snap = snapshot::encode(&self.read())?;
         fs::create_dir_all(to)?;
-        snapshot::write(to, &st)?;
-        Ok(st.last_seq)
+        snapshot::write_encoded(to, &snap)?;
+        Ok(snap.seq)
     }
 
     /// Creates data directory `dir` from a backup made by [`Engine::backup`].
