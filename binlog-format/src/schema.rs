@@ -250,10 +250,14 @@ impl TableDef {
 
     /// The primary-key values of a full row.
     pub fn key_of(&self, row: &[Value]) -> Vec<Value> {
+        self.key_refs(row).cloned().collect()
+    }
+
+    /// The primary-key values of a full row, borrowed (NULL for a column the row lacks).
+    pub fn key_refs<'r>(&self, row: &'r [Value]) -> impl Iterator<Item = &'r Value> + use<'_, 'r> {
         self.primary_key
             .iter()
-            .map(|&i| row.get(i).cloned().unwrap_or(Value::Null))
-            .collect()
+            .map(|&i| row.get(i).unwrap_or(&Value::Null))
     }
 
     /// Positions of the prefix columns: the primary key without its last column on a ring

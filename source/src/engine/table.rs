@@ -306,12 +306,7 @@ impl Table {
     pub fn put(&mut self, row: &[Value]) {
         if !self.has_secondary() {
             // Nothing else follows the row: its key is needed only as bytes.
-            let pk = self
-                .def
-                .primary_key
-                .iter()
-                .map(|&i| row.get(i).unwrap_or(&Value::Null));
-            let stored = keybytes::with_key(pk, |k| Stored::new(k, row));
+            let stored = keybytes::with_key(self.def.key_refs(row), |k| Stored::new(k, row));
             self.rows.replace(stored);
             return;
         }
