@@ -51,7 +51,7 @@ fn ring_insert(seq: u64) -> Record {
 fn codec_benches(c: &mut Criterion) {
     let rec = ring_insert(1);
     let mut framed = Vec::new();
-    write_frame(&codec::encode(&rec).expect("encode"), &mut framed);
+    write_frame(&codec::encode(&rec).expect("encode"), &mut framed).expect("frame");
     let mut g = c.benchmark_group("ring_insert_tx");
     g.throughput(Throughput::Elements(1));
     let mut buf = Vec::with_capacity(4096);
@@ -77,7 +77,7 @@ fn append_benches(c: &mut Criterion) {
     let rec = ring_insert(1);
     let size = {
         let mut v = Vec::new();
-        write_frame(&codec::encode(&rec).expect("encode"), &mut v);
+        write_frame(&codec::encode(&rec).expect("encode"), &mut v).expect("frame");
         v.len() as u64
     };
     let mut g = c.benchmark_group("append");

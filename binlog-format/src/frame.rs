@@ -1,5 +1,6 @@
 //! Frames: `length: u32 LE`, `crc32c: u32 LE`, payload.
 
+use crate::error::{Error, Result};
 use crate::format::FRAME_HEADER_LEN;
 
 /// What is at an offset of a buffer.
@@ -13,20 +14,21 @@ pub enum FrameScan<'a> {
     Corrupt { reason: String, complete: bool },
 }
 
-/// Appends one frame around `payload`.
-pub fn write_frame(payload: &[u8], out: &mut Vec<u8>) {
-    let copied: Result<(), std::convert::Infallible> = write_frame_with(out, |buf| {
+/// Appends one frame around `payload`; see [`write_frame_with`].
+pub fn write_frame(payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    write_frame_with(out, |buf| {
         buf.extend_from_slice(payload);
         Ok(())
-    });
-    let Ok(()) = copied;
+    })
 }
 
 /// Appends one frame whose payload `encode` writes in place, so the payload is not copied.
-pub fn write_frame_with<E>(
+/// A payload longer than the length field can say (4 GiB) is refused and nothing is
+/// appended: a frame with a cut-off length would never read back.
+pub fn write_frame_with(
     out: &mut Vec<u8>,
-    encode: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
-) -> Result<(), E> {
+    encode: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+) -> Result<()> {
     let start = out.len();
     out.extend_from_slice(&[0; FRAME_HEADER_LEN]);
     if let Err(e) = encode(out) {
@@ -34,7 +36,14 @@ pub fn write_frame_with<E>(
         return Err(e);
     }
     let payload = &out[start + FRAME_HEADER_LEN..];
-    let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
+    let Ok(len) = u32::try_from(payload.len()) else {
+        let n = payload.len();
+        out.truncate(start);
+        return Err(Error::Encode(format!(
+            "a payload of {n} bytes exceeds what a frame can hold ({} bytes)",
+            u32::MAX
+        )));
+    };
     let crc = crc32c::crc32c(payload);
     out[start..start + 4].copy_from_slice(&len.to_le_bytes());
     out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
@@ -84,7 +93,7 @@ mod tests {
     #[test]
     fn frame_round_trip_and_truncation() {
         let mut buf = Vec::new();
-        write_frame(b"hello", &mut buf);
+        write_frame(b"hello", &mut buf).expect("frame");
         assert_eq!(buf.len(), FRAME_HEADER_LEN + 5);
         assert_eq!(
             scan_frame(&buf, 100),
@@ -123,7 +132,7 @@ mod tests {
     #[test]
     fn flipped_payload_byte_is_detected() {
         let mut buf = Vec::new();
-        write_frame(b"hello world", &mut buf);
+        write_frame(b"hello world", &mut buf).expect("frame");
         buf[10] ^= 0x40;
         assert!(matches!(
             scan_frame(&buf, 100),

@@ -42,7 +42,7 @@ pub struct KafkaRecord {
 pub fn replication_record(prefix: &str, tx: &Transaction) -> Result<KafkaRecord> {
     let payload = crate::codec::encode(&Record::Transaction(tx.clone()))?;
     let mut value = Vec::with_capacity(payload.len() + 8);
-    write_frame(&payload, &mut value);
+    write_frame(&payload, &mut value)?;
     Ok(KafkaRecord {
         topic: replication_topic(prefix),
         partition: Some(0),

@@ -220,7 +220,7 @@ fn create_segment(
     }
     .encode()
     .to_vec();
-    write_frame(&codec::encode(&header)?, &mut bytes);
+    write_frame(&codec::encode(&header)?, &mut bytes)?;
     let path = dir.join(segment_name(number));
     let tmp = dir.join(format!("{}.tmp", segment_name(number)));
     let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;

@@ -253,9 +253,9 @@ fn encode_segment(header: &SegmentHeader, records: &[Record]) -> Vec<u8> {
     }
     .encode()
     .to_vec();
-    write_frame(&codec::encode(header).expect("encode header"), &mut out);
+    write_frame(&codec::encode(header).expect("encode header"), &mut out).expect("frame");
     for r in records {
-        write_frame(&codec::encode(r).expect("encode record"), &mut out);
+        write_frame(&codec::encode(r).expect("encode record"), &mut out).expect("frame");
     }
     out
 }

@@ -292,7 +292,7 @@ proptest! {
         let payload = codec::encode(&r).expect("encode");
         prop_assert_eq!(codec::encoded_len(&r).expect("len"), payload.len());
         let mut framed = Vec::new();
-        write_frame(&payload, &mut framed);
+        write_frame(&payload, &mut framed).expect("frame");
         match scan_frame(&framed, u32::MAX) {
             FrameScan::Frame { payload: p, len } => {
                 prop_assert_eq!(len, framed.len());

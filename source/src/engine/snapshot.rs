@@ -7,12 +7,11 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use binlog_format::format::FRAME_HEADER_LEN;
 use binlog_format::frame::{scan_frame, write_frame_with, FrameScan};
 use binlog_format::schema::TableDef;
 
 use super::{Row, State, Table};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 #[derive(bincode::Decode)]
 struct SnapshotData {
@@ -65,7 +64,8 @@ pub struct Encoded {
 
 /// Encodes the committed state as a snapshot file. This is the only part that needs the
 /// state: it copies each row's stored encoding into one buffer, which is cheaper than cloning
-/// the state (an allocation per row, and as many frees later).
+/// the state (an allocation per row, and as many frees later). A state over 4 GiB encoded
+/// does not fit the file's one frame and is refused (recovery then replays the binlog).
 pub fn encode(st: &State) -> Result<Encoded> {
     let data = SnapshotOut {
         last_seq: st.last_seq,
@@ -79,15 +79,6 @@ pub fn encode(st: &State) -> Result<Encoded> {
     };
     let mut bytes = Vec::new();
     write_frame_with(&mut bytes, |p| binlog_format::codec::encode_into(&data, p))?;
-    let payload = bytes.len() - FRAME_HEADER_LEN;
-    if u32::try_from(payload).is_err() {
-        // A frame's length field could not hold it, and the file would not load back.
-        return Err(Error::internal(format!(
-            "the state is too large for a snapshot ({payload} bytes; a frame holds at most \
-             {} bytes): recovery replays the binlog instead",
-            u32::MAX
-        )));
-    }
     Ok(Encoded {
         seq: st.last_seq,
         bytes,
