@@ -61,9 +61,7 @@ impl BinlogDirSource {
             failed: None,
         }
     }
-}
 
-impl BinlogDirSource {
     /// The next transaction read ahead, else the error met while reading ahead, if any.
     fn take_ready(&mut self) -> Option<Result<Option<SourcedTx>>> {
         match self.ready.pop_front() {
