@@ -17,6 +17,7 @@ const SMALL: usize = 64 << 10;
 const MEDIUM: usize = 2 << 20;
 
 use crate::error::{Error, Result};
+use crate::{Record, Value};
 
 /// The configuration every payload of format version 1 is encoded with.
 pub const CONFIG: Configuration<LittleEndian, Varint> = bincode::config::standard();
@@ -84,6 +85,23 @@ pub fn decode<T: Decode<()>>(bytes: &[u8]) -> Result<T> {
         )));
     }
     Ok(value)
+}
+
+/// Decodes a record: transactions of row events through [`crate::fast_decode`], anything
+/// else (and anything malformed, for bincode's error) through [`decode`]. Same results.
+pub fn decode_record(bytes: &[u8]) -> Result<Record> {
+    match crate::fast_decode::record(bytes) {
+        Some(record) => Ok(record),
+        None => decode(bytes),
+    }
+}
+
+/// Decodes a row (`Vec<Value>`, how the engine stores rows) like [`decode_record`] does.
+pub fn decode_row(bytes: &[u8]) -> Result<Vec<Value>> {
+    match crate::fast_decode::row(bytes) {
+        Some(row) => Ok(row),
+        None => decode(bytes),
+    }
 }
 
 #[cfg(test)]

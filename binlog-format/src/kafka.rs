@@ -67,7 +67,7 @@ pub fn decode_replication_value(value: &[u8]) -> Result<Transaction> {
     };
     match crate::frame::scan_frame(value, crate::format::DEFAULT_MAX_FRAME) {
         crate::frame::FrameScan::Frame { payload, len } if len == value.len() => {
-            match crate::codec::decode::<Record>(payload)? {
+            match crate::codec::decode_record(payload)? {
                 Record::Transaction(tx) => Ok(tx),
                 Record::Heartbeat(_) => Err(corrupt("heartbeat on the replication topic".into())),
             }

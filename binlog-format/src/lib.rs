@@ -6,13 +6,15 @@
 //!
 //! - [`value`] and [`schema`]: column values and table definitions as data.
 //! - [`events`]: transactions, row and DDL events, heartbeats, segment headers.
-//! - [`codec`]: the one bincode 2 configuration; [`frame`]: length + CRC32C frames.
+//! - [`codec`]: the one bincode 2 configuration (and a faster decoder for transactions of row
+//!   events and rows, checked against it); [`frame`]: length + CRC32C frames.
 //! - [`segment`], [`reader`], [`writer`], [`tailer`]: files on disk.
 //! - [`kafka`]: how records are laid out on Kafka topics.
 
 pub mod codec;
 pub mod error;
 pub mod events;
+mod fast_decode;
 pub mod format;
 pub mod frame;
 pub mod inspect;

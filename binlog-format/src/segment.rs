@@ -245,10 +245,11 @@ impl SegmentCursor {
                     });
                 }
                 FrameScan::Frame { payload, len } => {
-                    let record: Record = codec::decode(payload).map_err(|e| Error::Corruption {
-                        position,
-                        reason: e.to_string(),
-                    })?;
+                    let record: Record =
+                        codec::decode_record(payload).map_err(|e| Error::Corruption {
+                            position,
+                            reason: e.to_string(),
+                        })?;
                     self.pos += len;
                     return Ok(Next::Record {
                         position,

@@ -141,7 +141,7 @@ impl<'a> StoredRow<'a> {
 fn decode_row(bytes: &[u8]) -> Row {
     // The bytes were encoded from a row by `Stored::new` in this process, so they decode; a
     // failure here is memory corruption, not bad input.
-    binlog_format::codec::decode(bytes).expect("a stored row decodes")
+    binlog_format::codec::decode_row(bytes).expect("a stored row decodes")
 }
 
 #[derive(Clone)]
