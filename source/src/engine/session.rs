@@ -64,18 +64,35 @@ pub struct UpdateOutcome {
     pub changed: u64,
 }
 
+/// A transaction's view of its own changes: per table, each key it wrote or deleted and the
+/// index in its events of the last change there. The row itself is read from that event, so
+/// staging a row does not copy it.
+type Overlay = HashMap<u64, BTreeMap<Key, usize>>;
+
+/// The row an event leaves at its key: the written row or the after image; `None` for a
+/// delete.
+fn staged_row(ops: &[Event], at: usize) -> Option<&Row> {
+    match ops.get(at) {
+        Some(Event::Row(RowEvent {
+            change: RowChange::Write { row } | RowChange::Update { after: row, .. },
+            ..
+        })) => Some(row),
+        _ => None,
+    }
+}
+
 #[derive(Debug)]
 struct Txn {
     id: u64,
     ops: Vec<Event>,
-    overlay: HashMap<u64, BTreeMap<Key, Option<Row>>>,
+    overlay: Overlay,
     locks: Vec<LockKey>,
     doomed: Option<Error>,
     explicit: bool,
 }
 
 /// One entry of a statement's undo log: the overlay entry as it was before the statement.
-type Undo = (u64, Key, Option<Option<Row>>);
+type Undo = (u64, Key, Option<usize>);
 
 pub struct Session {
     engine: Engine,
@@ -320,17 +337,18 @@ impl Session {
         Ok(())
     }
 
-    /// Records a change in the overlay (with undo) and in the transaction's events.
-    fn stage(&mut self, table: u64, key: Key, row: Option<Row>, event: Option<RowEvent>) {
+    /// Records a change to the row at `key` in the transaction's events and its overlay
+    /// (with undo).
+    fn stage(&mut self, key: Key, event: RowEvent) {
+        let table = event.table_id;
         let txn = self.txn();
+        let at = txn.ops.len();
+        txn.ops.push(Event::Row(event));
         let before = txn
             .overlay
             .entry(table)
             .or_default()
-            .insert(key.clone(), row);
-        if let Some(ev) = event {
-            txn.ops.push(Event::Row(ev));
-        }
+            .insert(key.clone(), at);
         self.undo.push((table, key, before));
     }
 
@@ -341,20 +359,18 @@ impl Session {
             change: RowChange::Delete { key: key.0.clone() },
             cause,
         };
-        self.stage(table, key, None, Some(event));
+        self.stage(key, event);
     }
 
     /// Stages a full-row write (an upsert) and its binlog event.
     fn stage_write(&mut self, table: u64, key: Key, row: Row, cause: Cause) {
         self.stage(
-            table,
             key,
-            Some(row.clone()),
-            Some(RowEvent {
+            RowEvent {
                 table_id: table,
                 change: RowChange::Write { row },
                 cause,
-            }),
+            },
         );
     }
 
@@ -362,12 +378,12 @@ impl Session {
 
     /// The stored row at `key` as this session sees it (meta and expired rows included).
     pub fn get_row(&self, table: u64, key: &Key) -> Option<Row> {
-        self.seen(table, key, |t| t.get(key), Option::clone)
+        self.seen(table, key, |t| t.get(key), |r| r.cloned())
     }
 
     /// Whether a row is stored at `key` as this session sees it, without reading it.
     fn row_exists(&self, table: u64, key: &Key) -> bool {
-        self.seen(table, key, |t| t.contains(key), Option::is_some)
+        self.seen(table, key, |t| t.contains(key), |r| r.is_some())
     }
 
     /// What this session sees at `key`: from its transaction's own writes (`staged`, given
@@ -378,15 +394,12 @@ impl Session {
         table: u64,
         key: &Key,
         committed: impl FnOnce(&Table) -> T,
-        staged: impl FnOnce(&Option<Row>) -> T,
+        staged: impl FnOnce(Option<&Row>) -> T,
     ) -> T {
-        if let Some(entry) = self
-            .txn
-            .as_ref()
-            .and_then(|t| t.overlay.get(&table))
-            .and_then(|m| m.get(key))
-        {
-            return staged(entry);
+        if let Some(txn) = &self.txn {
+            if let Some(&at) = txn.overlay.get(&table).and_then(|m| m.get(key)) {
+                return staged(staged_row(&txn.ops, at));
+            }
         }
         self.engine
             .read()
@@ -441,12 +454,14 @@ impl Session {
         let start = Key(prefix.to_vec());
         let matches =
             |k: &Key| k.0.len() >= prefix.len() && Key(k.0[..prefix.len()].to_vec()) == start;
-        if let Some(m) = self.txn.as_ref().and_then(|t| t.overlay.get(&table)) {
-            for (k, v) in m.range(start.clone()..).take_while(|(k, _)| matches(k)) {
-                match v {
-                    Some(r) => out.insert(k.clone(), r.clone()),
-                    None => out.remove(k),
-                };
+        if let Some(txn) = &self.txn {
+            if let Some(m) = txn.overlay.get(&table) {
+                for (k, &at) in m.range(start.clone()..).take_while(|(k, _)| matches(k)) {
+                    match staged_row(&txn.ops, at) {
+                        Some(r) => out.insert(k.clone(), r.clone()),
+                        None => out.remove(k),
+                    };
+                }
             }
         }
         Ok(out.into_iter().collect())
@@ -472,6 +487,7 @@ impl Session {
 
     /// Fails with 1062 when a unique value of `row` is held by another live row.
     fn check_unique(&self, table: &Table, key: &Key, row: &[Value]) -> Result<()> {
+        let ops = self.txn.as_ref().map_or(&[][..], |t| &t.ops[..]);
         let overlay = self.txn.as_ref().and_then(|t| t.overlay.get(&table.def.id));
         for idx in table.unique_indexes() {
             let Some(v) = table.unique_value(idx, row) else {
@@ -484,8 +500,8 @@ impl Session {
                 )
             };
             if let Some(m) = overlay {
-                for (k, r) in m {
-                    if let Some(r) = r {
+                for (k, &at) in m {
+                    if let Some(r) = staged_row(ops, at) {
                         if k != key
                             && !table.is_meta_key(k)
                             && table.unique_value(idx, r).as_ref() == Some(&v)
@@ -893,36 +909,23 @@ impl Session {
             }
             out.changed += 1;
             if new_key != old_key {
-                self.stage(
-                    def.id,
-                    old_key.clone(),
-                    None,
-                    Some(RowEvent {
-                        table_id: def.id,
-                        change: RowChange::Delete {
-                            key: old_key.0.clone(),
-                        },
-                        cause: Cause::Update,
-                    }),
-                );
+                self.stage_delete(def.id, old_key, Cause::Update);
                 self.stage_write(def.id, new_key, new, Cause::Update);
             } else if self.vars.log_update_as_write {
                 self.stage_write(def.id, new_key, new, Cause::Update);
             } else {
                 let change = RowChange::Update {
-                    key: old_key.0.clone(),
-                    after: new.clone(),
+                    key: old_key.0,
+                    after: new,
                     before: Some(old),
                 };
                 self.stage(
-                    def.id,
                     new_key,
-                    Some(new),
-                    Some(RowEvent {
+                    RowEvent {
                         table_id: def.id,
                         change,
                         cause: Cause::Update,
-                    }),
+                    },
                 );
             }
         }
@@ -1061,16 +1064,7 @@ impl Session {
         self.statement(|s| {
             let key = Key(def.key_of(&row));
             s.lock((def.id, key.clone()))?;
-            s.stage(
-                def.id,
-                key,
-                Some(row.clone()),
-                Some(RowEvent {
-                    table_id: def.id,
-                    change: RowChange::Write { row },
-                    cause: Cause::Insert,
-                }),
-            );
+            s.stage_write(def.id, key, row, Cause::Insert);
             Ok(())
         })
     }
@@ -1081,16 +1075,7 @@ impl Session {
         self.statement(|s| {
             let key = Key(key);
             s.lock((def.id, key.clone()))?;
-            s.stage(
-                def.id,
-                key.clone(),
-                None,
-                Some(RowEvent {
-                    table_id: def.id,
-                    change: RowChange::Delete { key: key.0 },
-                    cause: Cause::Delete,
-                }),
-            );
+            s.stage_delete(def.id, key, Cause::Delete);
             Ok(())
         })
     }
@@ -1168,12 +1153,8 @@ pub fn meta_row(def: &TableDef, prefix: &[Value], meta: &Meta) -> Row {
 
 /// Commit-time check: a unique value written by this transaction must not be held, in what
 /// committed meanwhile, by a row this transaction did not touch.
-fn validate_uniques(
-    st: &State,
-    ops: &[Event],
-    overlay: &HashMap<u64, BTreeMap<Key, Option<Row>>>,
-) -> Result<()> {
-    for ev in ops {
+fn validate_uniques(st: &State, ops: &[Event], overlay: &Overlay) -> Result<()> {
+    for (at, ev) in ops.iter().enumerate() {
         let Event::Row(RowEvent {
             table_id, change, ..
         }) = ev
@@ -1199,8 +1180,7 @@ fn validate_uniques(
             continue;
         }
         // Only the final version of each row counts.
-        let current = overlay.get(table_id).and_then(|m| m.get(&key));
-        if !matches!(current, Some(Some(r)) if r == row) {
+        if overlay.get(table_id).and_then(|m| m.get(&key)) != Some(&at) {
             continue;
         }
         for idx in table.unique_indexes() {
