@@ -231,8 +231,10 @@ impl Engine {
         fs::create_dir_all(dir)?;
         let dir_lock = lock_dir(dir, true)?;
         let binlog_dir = dir.join("binlog");
+        // Loaded once: a large state takes a while to read.
+        let snap = snapshot::load_newest(dir)?;
         // A restored directory has a snapshot and no binlog yet: the binlog starts after it.
-        let first_seq = match snapshot::load_newest(dir)? {
+        let first_seq = match &snap {
             Some(s) if !binlog_dir.join(binlog_format::segment::INDEX_FILE).exists() => {
                 s.last_seq + 1
             }
@@ -249,7 +251,7 @@ impl Engine {
             torn_tail_cut: recovered.cut.map(|t| t.bytes),
             ..Default::default()
         };
-        let state = Self::recover_state(dir, &mut report)?;
+        let state = Self::recover_state(dir, snap, &mut report)?;
         if state.last_seq != recovered.last_seq {
             return Err(Error::internal(format!(
                 "binlog ends at seq {} but replay reached {}: the binlog of {} is incomplete",
@@ -295,7 +297,7 @@ impl Engine {
         }
         let dir_lock = lock_dir(dir, false)?;
         let mut report = OpenReport::default();
-        let state = Self::recover_state(dir, &mut report)?;
+        let state = Self::recover_state(dir, snapshot::load_newest(dir)?, &mut report)?;
         report.last_seq = state.last_seq;
         // The server id is the one the binlog was written with.
         let server_id = binlog_format::segment::list_segments(&dir.join("binlog"))?
@@ -331,8 +333,10 @@ impl Engine {
         ))
     }
 
-    fn recover_state(dir: &Path, report: &mut OpenReport) -> Result<State> {
-        let mut state = match snapshot::load_newest(dir)? {
+    /// The state at the end of the binlog: `snap` (the newest snapshot) plus the binlog after
+    /// it.
+    fn recover_state(dir: &Path, snap: Option<State>, report: &mut OpenReport) -> Result<State> {
+        let mut state = match snap {
             Some(s) => {
                 report.snapshot_seq = Some(s.last_seq);
                 s
