@@ -41,6 +41,10 @@ enum Command {
         rows: u64,
         #[arg(long, default_value_t = 1000)]
         batch: u64,
+        /// Writer threads, each with its own session and its own share of the prefixes
+        /// (prefix modulo WRITERS) and of the rows.
+        #[arg(long, default_value_t = 1)]
+        writers: u64,
     },
     /// Single-row autocommit inserts from WRITERS concurrent writers with a durable group
     /// commit. Each writer is a task that awaits its commit's durability (the server's path)
@@ -170,6 +174,39 @@ fn open(
     Ok((engine, def))
 }
 
+/// One native writer of `engine-batch`: `rows` rows into prefixes `first`, `first + step`,
+/// ... (`prefixes` of them), one transaction per `batch` rows.
+fn batch_writer(
+    engine: &Engine,
+    def: &TableDef,
+    first: u64,
+    step: u64,
+    prefixes: u64,
+    rows: u64,
+    batch: u64,
+) -> anyhow::Result<()> {
+    let mut s = engine.session();
+    let mut rng = Rng::new(7 + first);
+    let prefix = |rng: &mut Rng| (first + rng.below(prefixes.max(1)) * step) as i64;
+    let mut done = 0;
+    while done < rows {
+        s.begin()?;
+        let mut w = RingWriter::new(&mut s, def)?;
+        let n = batch.min(rows - done);
+        // Consecutive rows of one prefix form one batch, as an application sending events
+        // per entity would.
+        let user = prefix(&mut rng);
+        for i in 0..n {
+            let u = if i % 8 == 0 { prefix(&mut rng) } else { user };
+            w.add_row(&[(0, Value::Int(u)), (PAYLOAD, payload(done + i))])?;
+        }
+        w.flush()?;
+        s.commit()?;
+        done += n;
+    }
+    Ok(())
+}
+
 fn payload(n: u64) -> Value {
     Value::Text(integration::peers::payload(n))
 }
@@ -238,32 +275,29 @@ fn main() -> anyhow::Result<()> {
             prefixes,
             rows,
             batch,
+            writers,
         } => {
             let rss_before = rss_bytes();
             let (engine, def) = open(tmp.path(), 1, SyncPolicy::Never, false)?;
-            let mut s = engine.session();
-            let mut rng = Rng::new(7);
+            let writers = writers.clamp(1, prefixes.max(1));
             let start = Instant::now();
-            let mut done = 0;
-            while done < rows {
-                s.begin()?;
-                let mut w = RingWriter::new(&mut s, &def)?;
-                let n = batch.min(rows - done);
-                // Consecutive rows of one prefix form one batch, as an application sending
-                // events per entity would.
-                let user = rng.below(prefixes) as i64;
-                for i in 0..n {
-                    let u = if i % 8 == 0 {
-                        rng.below(prefixes) as i64
-                    } else {
-                        user
-                    };
-                    w.add_row(&[(0, Value::Int(u)), (PAYLOAD, payload(done + i))])?;
+            std::thread::scope(|scope| -> anyhow::Result<()> {
+                let handles: Vec<_> = (0..writers)
+                    .map(|w| {
+                        let (engine, def) = (&engine, &def);
+                        // Rows split as evenly as they go; prefixes w, w + WRITERS, ...
+                        let share = rows / writers + u64::from(w < rows % writers);
+                        let mine = prefixes / writers + u64::from(w < prefixes % writers);
+                        scope.spawn(move || {
+                            batch_writer(engine, def, w, writers, mine, share, batch)
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    h.join().map_err(|_| anyhow::anyhow!("writer panicked"))??;
                 }
-                w.flush()?;
-                s.commit()?;
-                done += n;
-            }
+                Ok(())
+            })?;
             let secs = start.elapsed().as_secs_f64();
             let (stored, encoded): (u64, u64) = engine.with_state(|st| {
                 st.table("test", "user_events").map_or((0, 0), |t| {
@@ -273,7 +307,7 @@ fn main() -> anyhow::Result<()> {
                     )
                 })
             });
-            println!("engine-batch: {rows} rows into {prefixes} rings of 64 in {secs:.2} s = {:.0} rows/s ({} rows per transaction)", rows as f64 / secs, batch);
+            println!("engine-batch: {rows} rows into {prefixes} rings of 64 in {secs:.2} s = {:.0} rows/s ({} rows per transaction, {writers} writers)", rows as f64 / secs, batch);
             let grown = rss_bytes().saturating_sub(rss_before);
             println!(
                 "stored {stored} rows, {:.0} encoded bytes per row; resident memory grew {:.0} bytes per stored row ({:.2} x encoded)",
