@@ -17,7 +17,7 @@ const SMALL: usize = 64 << 10;
 const MEDIUM: usize = 2 << 20;
 
 use crate::error::{Error, Result};
-use crate::{Record, Value};
+use crate::{Record, Transaction, Value};
 
 /// The configuration every payload of format version 1 is encoded with.
 pub const CONFIG: Configuration<LittleEndian, Varint> = bincode::config::standard();
@@ -87,10 +87,34 @@ pub fn decode<T: Decode<()>>(bytes: &[u8]) -> Result<T> {
     Ok(value)
 }
 
-/// Decodes a record: transactions of row events through [`crate::fast_decode`], anything
+/// Appends a record's encoding to `buf`: the same bytes as [`encode_into`], transactions of row
+/// events written by [`crate::fast_codec`].
+pub fn encode_record_into(record: &Record, buf: &mut Vec<u8>) -> Result<()> {
+    match record {
+        Record::Transaction(tx) => encode_transaction_record_into(tx, buf),
+        Record::Heartbeat(_) => encode_into(record, buf),
+    }
+}
+
+/// Appends the encoding of `Record::Transaction(tx)` without building the record.
+pub fn encode_transaction_record_into(tx: &Transaction, buf: &mut Vec<u8>) -> Result<()> {
+    if crate::fast_codec::put_transaction_record(buf, tx) {
+        return Ok(());
+    }
+    // The variant index of `Record::Transaction`, then the transaction.
+    buf.push(0);
+    encode_into(tx, buf)
+}
+
+/// Appends a row's encoding (`Vec<Value>`) to `buf`, like [`encode_record_into`].
+pub fn encode_row_into(row: &[Value], buf: &mut Vec<u8>) {
+    crate::fast_codec::put_row(buf, row);
+}
+
+/// Decodes a record: transactions of row events through [`crate::fast_codec`], anything
 /// else (and anything malformed, for bincode's error) through [`decode`]. Same results.
 pub fn decode_record(bytes: &[u8]) -> Result<Record> {
-    match crate::fast_decode::record(bytes) {
+    match crate::fast_codec::record(bytes) {
         Some(record) => Ok(record),
         None => decode(bytes),
     }
@@ -98,7 +122,7 @@ pub fn decode_record(bytes: &[u8]) -> Result<Record> {
 
 /// Decodes a row (`Vec<Value>`, how the engine stores rows) like [`decode_record`] does.
 pub fn decode_row(bytes: &[u8]) -> Result<Vec<Value>> {
-    match crate::fast_decode::row(bytes) {
+    match crate::fast_codec::row(bytes) {
         Some(row) => Ok(row),
         None => decode(bytes),
     }

@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value as Json};
 use crate::error::{Position, Result};
 use crate::events::{Record, RowChange, RowEvent, Transaction};
 use crate::format::FormatVersion;
-use crate::frame::write_frame;
+use crate::frame::write_frame_with;
 use crate::schema::TableDef;
 use crate::value::{format_datetime, DateTime, Value};
 
@@ -40,9 +40,10 @@ pub struct KafkaRecord {
 
 /// The replication-topic record of one transaction.
 pub fn replication_record(prefix: &str, tx: &Transaction) -> Result<KafkaRecord> {
-    let payload = crate::codec::encode(&Record::Transaction(tx.clone()))?;
-    let mut value = Vec::with_capacity(payload.len() + 8);
-    write_frame(&payload, &mut value)?;
+    let mut value = Vec::new();
+    write_frame_with(&mut value, |p| {
+        crate::codec::encode_transaction_record_into(tx, p)
+    })?;
     Ok(KafkaRecord {
         topic: replication_topic(prefix),
         partition: Some(0),

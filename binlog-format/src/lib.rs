@@ -14,7 +14,7 @@
 pub mod codec;
 pub mod error;
 pub mod events;
-mod fast_decode;
+mod fast_codec;
 pub mod format;
 pub mod frame;
 pub mod inspect;

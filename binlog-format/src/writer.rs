@@ -474,7 +474,7 @@ impl BinlogWriter {
         SCRATCH.with(|cell| {
             let mut frame = cell.borrow_mut();
             frame.clear();
-            write_frame_with(&mut frame, |buf| codec::encode_into(record, buf))?;
+            write_frame_with(&mut frame, |buf| codec::encode_record_into(record, buf))?;
             self.append_framed(record, &frame)
         })
     }

@@ -309,6 +309,21 @@ fn same_outcome<T: bincode::Encode>(
 }
 
 proptest! {
+    /// `encode_record_into` and `encode_row_into` (the fast encoder, with bincode as fallback)
+    /// write exactly bincode's bytes.
+    #[test]
+    fn fast_encoder_writes_what_bincode_writes(
+        r in prop_oneof![record(), row_record()],
+        row in vec(value(), 0..6),
+    ) {
+        let mut fast = vec![9u8];
+        codec::encode_record_into(&r, &mut fast).expect("encode");
+        prop_assert_eq!(&fast[1..], &codec::encode(&r).expect("encode")[..]);
+        let mut fast = vec![9u8];
+        codec::encode_row_into(&row, &mut fast);
+        prop_assert_eq!(&fast[1..], &codec::encode(&row).expect("encode")[..]);
+    }
+
     /// `decode_record` and `decode_row` (the fast decoder, with bincode as fallback) give what
     /// bincode gives, for intact payloads and for damaged ones.
     #[test]

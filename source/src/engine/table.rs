@@ -34,9 +34,7 @@ impl Stored {
         SCRATCH.with(|cell| {
             let mut enc = cell.borrow_mut();
             enc.clear();
-            // A row of values always encodes: bincode fails only on writer errors, and this
-            // writer is a Vec.
-            let _ = binlog_format::codec::encode_into(&row, &mut enc);
+            binlog_format::codec::encode_row_into(row, &mut enc);
             let mut len = [0u8; 5];
             let n = leb128(key.len(), &mut len);
             let mut out = Vec::with_capacity(n + key.len() + enc.len());
