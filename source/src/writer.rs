@@ -61,60 +61,65 @@ impl<'s> RingWriter<'s> {
     /// the slot or meta column). Rows are sent when the prefix changes and at `flush`.
     pub fn add_row(&mut self, values: &[(usize, Value)]) -> Result<()> {
         self.usable()?;
-        let ring = self
-            .def
-            .ring
-            .clone()
-            .ok_or_else(|| Error::parameter("not a ring"))?;
-        let mut cols: Vec<usize> = values.iter().map(|(c, _)| *c).collect();
-        if cols
+        let (slot, meta) = match &self.def.ring {
+            Some(r) => (r.slot_column, r.meta_column),
+            None => return Err(Error::parameter("not a ring")),
+        };
+        let width = self.def.columns.len();
+        let sets = |c: usize| values.iter().any(|(vc, _)| *vc == c);
+        if values
             .iter()
-            .any(|&c| c == ring.slot_column || c == ring.meta_column || c >= self.def.columns.len())
+            .any(|&(c, _)| c == slot || c == meta || c >= width)
         {
             return Err(self.fail(Error::parameter(
                 "the mask may not include the slot or meta column",
             )));
         }
-        if self.def.prefix_columns().iter().any(|c| !cols.contains(c)) {
+        if !self.def.prefix_columns().iter().all(|&c| sets(c)) {
             return Err(self.fail(Error::parameter(
                 "the row must set every primary-key prefix column",
             )));
         }
-        if self.def.ttl.is_some() {
-            let all = (0..self.def.columns.len())
-                .filter(|&c| c != ring.slot_column && c != ring.meta_column)
-                .all(|c| cols.contains(&c));
-            if !all {
-                return Err(self.fail(Error::new(
-                    code::NDB_TTL_MUST_SET_ALL,
-                    "HY000",
-                    "Inserts on a ring buffer table with TTL must set every column",
-                )));
-            }
+        if self.def.ttl.is_some() && !(0..width).all(|c| c == slot || c == meta || sets(c)) {
+            return Err(self.fail(Error::new(
+                code::NDB_TTL_MUST_SET_ALL,
+                "HY000",
+                "Inserts on a ring buffer table with TTL must set every column",
+            )));
         }
-        cols.sort_unstable();
         let mut row_values: Vec<(usize, Value)> = values.to_vec();
         row_values.sort_by_key(|(c, _)| *c);
-        let prefix: Vec<Value> = self
-            .def
-            .prefix_columns()
-            .iter()
-            .map(|c| {
-                row_values
-                    .iter()
-                    .find(|(rc, _)| rc == c)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or(Value::Null)
-            })
-            .collect();
-        // A new prefix or another mask sends the batch so far.
-        if self.batch_prefix.as_ref().is_some_and(|p| *p != prefix)
-            || self.columns.as_ref().is_some_and(|c| *c != cols)
+        let value_of = |c: usize| {
+            row_values
+                .iter()
+                .find(|(rc, _)| *rc == c)
+                .map_or(&Value::Null, |(_, v)| v)
+        };
+        // A new prefix or another mask sends the batch so far. (Compared in place: most rows
+        // continue the batch.)
+        let same_prefix = self.batch_prefix.as_ref().is_some_and(|p| {
+            let cols = self.def.prefix_columns();
+            cols.len() == p.len() && cols.iter().zip(p).all(|(&c, v)| value_of(c) == v)
+        });
+        let same_columns = self.columns.as_ref().is_some_and(|c| {
+            c.len() == row_values.len() && c.iter().zip(&row_values).all(|(a, (b, _))| a == b)
+        });
+        if (self.batch_prefix.is_some() && !same_prefix)
+            || (self.columns.is_some() && !same_columns)
         {
             self.send()?;
         }
-        self.batch_prefix = Some(prefix);
-        self.columns = Some(cols);
+        if !same_prefix {
+            let prefix = self
+                .def
+                .prefix_columns()
+                .iter()
+                .map(|&c| value_of(c).clone());
+            self.batch_prefix = Some(prefix.collect());
+        }
+        if !same_columns {
+            self.columns = Some(row_values.iter().map(|(c, _)| *c).collect());
+        }
         self.batch
             .push(row_values.into_iter().map(|(_, v)| v).collect());
         Ok(())

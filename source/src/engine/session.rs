@@ -119,6 +119,19 @@ fn slot_value(def: &TableDef, slot: u32) -> Value {
     }
 }
 
+/// The session's open transaction, opened if there is none. (A function of the two fields,
+/// so that callers can still use the engine handle while holding the transaction.)
+fn open_txn<'a>(txn: &'a mut Option<Txn>, engine: &Engine) -> &'a mut Txn {
+    txn.get_or_insert_with(|| Txn {
+        id: engine.next_txn_id(),
+        ops: Vec::new(),
+        overlay: HashMap::new(),
+        locks: Vec::new(),
+        doomed: None,
+        explicit: false,
+    })
+}
+
 fn dup_text(values: &[Value]) -> String {
     values
         .iter()
@@ -206,15 +219,7 @@ impl Session {
     // ----- transactions -------------------------------------------------------------
 
     fn txn(&mut self) -> &mut Txn {
-        let engine = &self.engine;
-        self.txn.get_or_insert_with(|| Txn {
-            id: engine.next_txn_id(),
-            ops: Vec::new(),
-            overlay: HashMap::new(),
-            locks: Vec::new(),
-            doomed: None,
-            explicit: false,
-        })
+        open_txn(&mut self.txn, &self.engine)
     }
 
     /// BEGIN / START TRANSACTION: commits any open transaction first, as MySQL does.
@@ -329,9 +334,13 @@ impl Session {
 
     fn lock(&mut self, key: LockKey) -> Result<()> {
         let timeout = self.engine.config().lock_wait_timeout;
-        let engine = self.engine.clone();
-        let txn = self.txn();
-        if engine.shared.locks.acquire(txn.id, key.clone(), timeout)? {
+        let txn = open_txn(&mut self.txn, &self.engine);
+        if self
+            .engine
+            .shared
+            .locks
+            .acquire(txn.id, key.clone(), timeout)?
+        {
             txn.locks.push(key);
         }
         Ok(())
@@ -670,10 +679,11 @@ impl Session {
         let mut inserted = 0;
         for (i, values) in rows.into_iter().enumerate() {
             let mut row = self.build_row(def, columns, values, i + 1, now)?;
-            let prefix: Vec<Value> = prefix_cols.iter().map(|&c| row[c].clone()).collect();
-            let at = match metas.iter().position(|(p, _)| *p == prefix) {
+            let same_prefix = |p: &[Value]| prefix_cols.iter().zip(p).all(|(&c, v)| row[c] == *v);
+            let at = match metas.iter().position(|(p, _)| same_prefix(p)) {
                 Some(at) => at,
                 None => {
+                    let prefix: Vec<Value> = prefix_cols.iter().map(|&c| row[c].clone()).collect();
                     let mut meta_key = prefix.clone();
                     meta_key.push(slot_value(def, 0));
                     let meta_key = Key(meta_key);
@@ -685,7 +695,7 @@ impl Session {
                             _ => None,
                         })
                         .unwrap_or_else(Meta::empty);
-                    metas.push((prefix.clone(), meta));
+                    metas.push((prefix, meta));
                     metas.len() - 1
                 }
             };
