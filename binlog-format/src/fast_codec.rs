@@ -260,54 +260,39 @@ fn put_date(out: &mut Vec<u8>, d: &Date) {
     out.push(d.day);
 }
 
-fn put_value(out: &mut Vec<u8>, v: &Value) {
+/// A value's variant index (`docs/format.md`).
+fn tag(v: &Value) -> u8 {
     match v {
-        Value::Null => out.push(0),
-        Value::Int(i) => {
-            out.push(1);
-            put_i64(out, *i);
-        }
-        Value::UInt(u) => {
-            out.push(2);
-            put_varint(out, *u);
-        }
-        Value::Float(f) => {
-            out.push(3);
-            out.extend_from_slice(&f.to_le_bytes());
-        }
-        Value::Double(f) => {
-            out.push(4);
-            out.extend_from_slice(&f.to_le_bytes());
-        }
-        Value::Decimal(s) => {
-            out.push(5);
-            put_bytes(out, s.as_bytes());
-        }
-        Value::Bytes(b) => {
-            out.push(6);
-            put_bytes(out, b);
-        }
-        Value::Text(s) => {
-            out.push(7);
-            put_bytes(out, s.as_bytes());
-        }
-        Value::Date(d) => {
-            out.push(8);
-            put_date(out, d);
-        }
+        Value::Null => 0,
+        Value::Int(_) => 1,
+        Value::UInt(_) => 2,
+        Value::Float(_) => 3,
+        Value::Double(_) => 4,
+        Value::Decimal(_) => 5,
+        Value::Bytes(_) => 6,
+        Value::Text(_) => 7,
+        Value::Date(_) => 8,
+        Value::DateTime(_) => 9,
+        Value::Timestamp(_) => 10,
+        Value::Json(_) => 11,
+    }
+}
+
+fn put_value(out: &mut Vec<u8>, v: &Value) {
+    out.push(tag(v));
+    match v {
+        Value::Null => {}
+        Value::Int(i) | Value::Timestamp(i) => put_i64(out, *i),
+        Value::UInt(u) => put_varint(out, *u),
+        Value::Float(f) => out.extend_from_slice(&f.to_le_bytes()),
+        Value::Double(f) => out.extend_from_slice(&f.to_le_bytes()),
+        Value::Decimal(s) | Value::Text(s) | Value::Json(s) => put_bytes(out, s.as_bytes()),
+        Value::Bytes(b) => put_bytes(out, b),
+        Value::Date(d) => put_date(out, d),
         Value::DateTime(dt) => {
-            out.push(9);
             put_date(out, &dt.date);
             out.extend_from_slice(&[dt.hour, dt.minute, dt.second]);
             put_varint(out, u64::from(dt.micros));
-        }
-        Value::Timestamp(t) => {
-            out.push(10);
-            put_i64(out, *t);
-        }
-        Value::Json(s) => {
-            out.push(11);
-            put_bytes(out, s.as_bytes());
         }
     }
 }

@@ -350,25 +350,20 @@ fn state(last_seq: u64, next_table_id: u64, databases: Vec<String>, tables: Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Engine, EngineConfig};
-    use crate::sql::SqlSession;
 
     /// A state with a ring table (meta rows included), a plain table and an empty table.
     fn sample_state() -> State {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (engine, _) = Engine::open(dir.path(), EngineConfig::new(1)).expect("open");
-        let mut s = SqlSession::new(&engine);
-        for sql in [
-            "CREATE DATABASE d",
-            "USE d",
-            "CREATE TABLE r (u INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
+        let (engine, mut s) = crate::sql::test_session(
+            dir.path(),
+            &[
+                "CREATE TABLE r (u INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
              ring_meta VARBINARY(64), v VARCHAR(40), PRIMARY KEY (u, ring_idx)) \
              COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'",
-            "CREATE TABLE p (id INT PRIMARY KEY, v TEXT)",
-            "CREATE TABLE e (id INT PRIMARY KEY)",
-        ] {
-            s.execute(sql).expect(sql);
-        }
+                "CREATE TABLE p (id INT PRIMARY KEY, v TEXT)",
+                "CREATE TABLE e (id INT PRIMARY KEY)",
+            ],
+        );
         for i in 0..40 {
             s.execute(&format!(
                 "INSERT INTO r (u, v) VALUES ({}, 'row {i}')",

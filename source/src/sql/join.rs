@@ -419,7 +419,6 @@ impl SqlSession {
 #[cfg(test)]
 mod tests {
     use super::super::{Outcome, SqlSession};
-    use crate::{Engine, EngineConfig};
 
     fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
         match s.execute(sql) {
@@ -434,16 +433,13 @@ mod tests {
     #[test]
     fn hashed_equi_joins_match_the_nested_loop() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (engine, _) = Engine::open(dir.path(), EngineConfig::new(1)).expect("open");
-        let mut s = SqlSession::new(&engine);
-        for sql in [
-            "CREATE DATABASE d",
-            "USE d",
-            "CREATE TABLE a (id INT PRIMARY KEY, k INT)",
-            "CREATE TABLE b (id INT PRIMARY KEY, k BIGINT UNSIGNED)",
-        ] {
-            s.execute(sql).expect(sql);
-        }
+        let (_engine, mut s) = crate::sql::test_session(
+            dir.path(),
+            &[
+                "CREATE TABLE a (id INT PRIMARY KEY, k INT)",
+                "CREATE TABLE b (id INT PRIMARY KEY, k BIGINT UNSIGNED)",
+            ],
+        );
         // A small linear congruential sequence: keys repeat, some are NULL, some only on
         // one side.
         let mut x: u64 = 7;

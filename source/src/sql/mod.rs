@@ -489,3 +489,14 @@ fn first_keyword(s: &str) -> String {
 pub fn client_error_line(e: &Error) -> String {
     format!("ERROR {} ({}): {}", e.code, e.sqlstate, e.message)
 }
+
+/// For tests: an engine in `dir` and a session on it in database `d`, after `statements`.
+#[cfg(test)]
+pub(crate) fn test_session(dir: &std::path::Path, statements: &[&str]) -> (Engine, SqlSession) {
+    let (engine, _) = Engine::open(dir, crate::EngineConfig::new(1)).expect("open");
+    let mut s = SqlSession::new(&engine);
+    for sql in ["CREATE DATABASE d", "USE d"].iter().chain(statements) {
+        s.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+    (engine, s)
+}
