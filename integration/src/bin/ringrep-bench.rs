@@ -46,6 +46,13 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         writers: u64,
     },
+    /// How long a writer waits while a snapshot is taken: an exact one (the state's lock held
+    /// throughout, as for a backup) against a live one (held a frame of rows at a time, as
+    /// for automatic snapshots), after loading ROWS batched inserts.
+    SnapshotPause {
+        #[arg(long, default_value_t = 3_000_000)]
+        rows: u64,
+    },
     /// Single-row autocommit inserts from WRITERS concurrent writers with a durable group
     /// commit. Each writer is a task that awaits its commit's durability (the server's path)
     /// on a runtime of THREADS worker threads, or with `--committers threads` a thread that
@@ -172,6 +179,62 @@ fn open(
         .table_def("test", "user_events")
         .unwrap_or_else(table);
     Ok((engine, def))
+}
+
+/// `snapshot-pause`: one autocommit writer records its longest commit while nothing else
+/// runs, during an exact snapshot and during a live one.
+fn snapshot_pause(dir: &Path, rows: u64) -> anyhow::Result<()> {
+    let (engine, def) = open(dir, 1, SyncPolicy::Never, false)?;
+    batch_writer(&engine, &def, 0, 1, 10_000, rows, 1000)?;
+    let stored = engine.with_state(|st| st.table("test", "user_events").map_or(0, |t| t.len()));
+    // Longest commit in microseconds per phase: idle, exact snapshot, live snapshot.
+    let phase = AtomicU64::new(0);
+    let longest: [AtomicU64; 3] = Default::default();
+    let stop = AtomicBool::new(false);
+    let shared = Writers::new(engine.clone(), def);
+    let mut took = [Duration::ZERO; 2];
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let writer = scope.spawn(|| -> anyhow::Result<()> {
+            let mut s = shared.engine.session();
+            let mut rng = Rng::new(3);
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let start = Instant::now();
+                shared.insert(&mut s, &mut rng, n)?;
+                let us = start.elapsed().as_micros() as u64;
+                longest[phase.load(Ordering::Relaxed) as usize].fetch_max(us, Ordering::Relaxed);
+            }
+            Ok(())
+        });
+        for (i, live) in [false, true].into_iter().enumerate() {
+            std::thread::sleep(Duration::from_millis(300));
+            phase.store(i as u64 + 1, Ordering::Relaxed);
+            let start = Instant::now();
+            if live {
+                engine.snapshot_live()?;
+            } else {
+                engine.snapshot()?;
+            }
+            took[i] = start.elapsed();
+            phase.store(0, Ordering::Relaxed);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        stop.store(true, Ordering::Relaxed);
+        writer
+            .join()
+            .map_err(|_| anyhow::anyhow!("writer panicked"))?
+    })?;
+    let ms = |us: &AtomicU64| us.load(Ordering::Relaxed) as f64 / 1000.0;
+    println!(
+        "snapshot-pause: {stored} stored rows; longest commit idle {:.1} ms; exact snapshot {:.0} ms, longest commit during it {:.1} ms; live snapshot {:.0} ms, longest commit during it {:.1} ms",
+        ms(&longest[0]),
+        took[0].as_secs_f64() * 1000.0,
+        ms(&longest[1]),
+        took[1].as_secs_f64() * 1000.0,
+        ms(&longest[2]),
+    );
+    Ok(())
 }
 
 /// One native writer of `engine-batch`: `rows` rows into prefixes `first`, `first + step`,
@@ -323,6 +386,7 @@ fn main() -> anyhow::Result<()> {
                 grown as f64 / encoded.max(1) as f64
             );
         }
+        Command::SnapshotPause { rows } => snapshot_pause(tmp.path(), rows)?,
         Command::EngineAutocommit {
             writers,
             seconds,

@@ -165,7 +165,8 @@ fn check_width(table: &Table, row: &[binlog_format::Value]) -> Result<()> {
 pub(crate) struct Shared {
     pub dir: PathBuf,
     pub cfg: EngineConfig,
-    pub state: RwLock<State>,
+    /// Shared with a live snapshot's thread, which reads it a frame at a time.
+    pub state: Arc<RwLock<State>>,
     pub locks: LockTable,
     pub binlog: Option<BinlogWriter>,
     pub next_txn: AtomicU64,
@@ -236,7 +237,15 @@ impl Engine {
         // A restored directory has a snapshot and no binlog yet: the binlog starts after it.
         let first_seq = match &snap {
             Some(s) if !binlog_dir.join(binlog_format::segment::INDEX_FILE).exists() => {
-                s.last_seq + 1
+                if !s.exact {
+                    return Err(Error::internal(format!(
+                        "{} has no binlog, and its newest snapshot (seq {}) was taken while \
+                         writing: it is only whole with the binlog after it",
+                        dir.display(),
+                        s.state.last_seq
+                    )));
+                }
+                s.state.last_seq + 1
             }
             _ => 1,
         };
@@ -271,7 +280,7 @@ impl Engine {
             shared: Arc::new(Shared {
                 dir: dir.to_path_buf(),
                 cfg,
-                state: RwLock::new(state),
+                state: Arc::new(RwLock::new(state)),
                 locks: LockTable::default(),
                 binlog: Some(writer),
                 next_txn: AtomicU64::new(1),
@@ -319,7 +328,7 @@ impl Engine {
                 shared: Arc::new(Shared {
                     dir: dir.to_path_buf(),
                     cfg,
-                    state: RwLock::new(state),
+                    state: Arc::new(RwLock::new(state)),
                     locks: LockTable::default(),
                     binlog: None,
                     next_txn: AtomicU64::new(1),
@@ -335,11 +344,15 @@ impl Engine {
 
     /// The state at the end of the binlog: `snap` (the newest snapshot) plus the binlog after
     /// it.
-    fn recover_state(dir: &Path, snap: Option<State>, report: &mut OpenReport) -> Result<State> {
+    fn recover_state(
+        dir: &Path,
+        snap: Option<snapshot::Loaded>,
+        report: &mut OpenReport,
+    ) -> Result<State> {
         let mut state = match snap {
             Some(s) => {
-                report.snapshot_seq = Some(s.last_seq);
-                s
+                report.snapshot_seq = Some(s.state.last_seq);
+                s.state
             }
             None => State {
                 next_table_id: 1,
@@ -517,12 +530,30 @@ impl Engine {
         Ok(snap.seq)
     }
 
-    /// The automatic snapshot after `every` commits. Only the state's encoding is taken here
-    /// (under the read lock: a copy of each row's stored bytes into one buffer); writing and
-    /// syncing it run on a thread of their own, so that neither the committer that crossed
-    /// the threshold nor a replica's applier waits for the disk. Committers that
-    /// find a snapshot still being written go on without one. The commit that triggered it is
-    /// already durable, so a failed snapshot is only logged: recovery then replays more binlog.
+    /// Writes a live snapshot (the kind automatic snapshots are): rows are copied a frame at
+    /// a time, so writers wait for a frame's copy at most, not for the whole state's. It is
+    /// only good with the binlog after its sequence number, which recovery always replays;
+    /// use [`Engine::backup`] for a copy to restore from.
+    pub fn snapshot_live(&self) -> Result<u64> {
+        let mut writer = self
+            .shared
+            .snapshot_writer
+            .lock()
+            .map_err(|_| Error::internal("a snapshot writer panicked"))?;
+        if let Some(h) = writer.take() {
+            let _ = h.join();
+        }
+        self.shared.since_snapshot.store(0, Ordering::Relaxed);
+        let snap = snapshot::encode_live(&self.shared.state)?;
+        snapshot::write_encoded(&self.shared.dir, &snap)?;
+        Ok(snap.seq)
+    }
+
+    /// The automatic snapshot after `every` commits, taken on a thread of its own while
+    /// writers go on: it copies the rows a frame at a time under the read lock (a live
+    /// snapshot, see `snapshot`), then writes and syncs the file. Committers that find a
+    /// snapshot still in progress go on without one. The commit that triggered it is already
+    /// durable, so a failed snapshot is only logged: recovery then replays more binlog.
     fn snapshot_in_background(&self, every: u64) {
         let Ok(mut writer) = self.shared.snapshot_writer.try_lock() else {
             return;
@@ -536,24 +567,16 @@ impl Engine {
         if let Some(h) = writer.take() {
             let _ = h.join();
         }
-        let encoded = snapshot::encode(&self.read());
         self.shared.since_snapshot.store(0, Ordering::Relaxed);
-        let snap = match encoded {
-            Ok(snap) => snap,
-            Err(e) => {
-                tracing::warn!("automatic snapshot not taken (commits unaffected): {e}");
-                return;
-            }
-        };
         let dir = self.shared.dir.clone();
+        let state = Arc::clone(&self.shared.state);
         let spawned = std::thread::Builder::new()
             .name("snapshot".into())
             .spawn(move || {
-                if let Err(e) = snapshot::write_encoded(&dir, &snap) {
-                    tracing::warn!(
-                        "automatic snapshot at seq {} failed (commits unaffected): {e}",
-                        snap.seq
-                    );
+                let written = snapshot::encode_live(&state)
+                    .and_then(|snap| snapshot::write_encoded(&dir, &snap));
+                if let Err(e) = written {
+                    tracing::warn!("automatic snapshot failed (commits unaffected): {e}");
                 }
             });
         match spawned {
@@ -573,9 +596,17 @@ impl Engine {
 
     /// Creates data directory `dir` from a backup made by [`Engine::backup`].
     pub fn restore(backup: &Path, dir: &Path) -> Result<u64> {
-        let st = snapshot::load_newest(backup)?.ok_or_else(|| {
+        let loaded = snapshot::load_newest(backup)?.ok_or_else(|| {
             Error::internal(format!("{} holds no readable backup", backup.display()))
         })?;
+        if !loaded.exact {
+            return Err(Error::internal(format!(
+                "{} holds an automatic snapshot, taken while writing, not a backup: make one \
+                 with `ringrep-source backup`",
+                backup.display()
+            )));
+        }
+        let st = loaded.state;
         if dir.join("binlog").exists() {
             return Err(Error::internal(format!(
                 "{} already holds a data directory; restore into a new one",

@@ -11,10 +11,19 @@
 //!    taken for a whole one.
 //!
 //! Files from before (one frame holding [`SnapshotV1`]) still load.
+//!
+//! Automatic snapshots are taken while writers go on ([`encode_live`]): the state's lock is
+//! held for one frame's rows at a time, so rows may come from transactions after the header's
+//! sequence number. That is sound because recovery always replays the binlog after it, and
+//! replaying is idempotent: a row event writes a whole row or deletes a key, and DDL rebuilds
+//! the tables it touches. Such a file says so (`exact` is false) and is never used without the
+//! binlog after it; backups and explicit snapshots hold the lock throughout and are exact.
 
 use std::fs;
 use std::io::{BufReader, Read};
+use std::ops::{Bound, Deref};
 use std::path::{Path, PathBuf};
+use std::sync::RwLock;
 
 use binlog_format::codec;
 use binlog_format::format::FRAME_HEADER_LEN;
@@ -29,12 +38,22 @@ const MAGIC: &[u8; 8] = b"RRSNAP02";
 /// Rows per frame are cut at this many encoded bytes.
 const CHUNK_BYTES: usize = 16 << 20;
 
+/// Rows per frame of a live snapshot: writers wait at most for copying these (about a
+/// millisecond).
+const LIVE_CHUNK_ROWS: usize = 4096;
+
+/// The pause between a live snapshot's frames.
+const LIVE_GAP: std::time::Duration = std::time::Duration::from_micros(200);
+
 #[derive(bincode::Decode)]
 struct Header {
     last_seq: u64,
     next_table_id: u64,
     databases: Vec<String>,
     tables: Vec<TableDef>,
+    /// The rows are the state at `last_seq` exactly; false for a live snapshot, whose rows
+    /// may be newer.
+    exact: bool,
 }
 
 /// The same bytes as [`Header`], borrowing from the state.
@@ -44,6 +63,7 @@ struct HeaderOut<'a> {
     next_table_id: u64,
     databases: Vec<&'a str>,
     tables: Vec<&'a TableDef>,
+    exact: bool,
 }
 
 #[derive(bincode::Decode)]
@@ -106,55 +126,104 @@ pub struct Encoded {
     bytes: Vec<u8>,
 }
 
-/// Encodes the committed state as a snapshot file. This is the only part that needs the
-/// state: it copies each row's stored encoding into one buffer, which is cheaper than cloning
-/// the state (an allocation per row, and as many frees later).
+/// Encodes the committed state as an exact snapshot file, copying each row's stored encoding
+/// into one buffer (cheaper than cloning the state: an allocation per row, and as many frees
+/// later).
 pub fn encode(st: &State) -> Result<Encoded> {
-    encode_in_chunks(st, CHUNK_BYTES)
+    encode_in_chunks(|| st, true, usize::MAX, CHUNK_BYTES, || {})
 }
 
-fn encode_in_chunks(st: &State, chunk_bytes: usize) -> Result<Encoded> {
-    let tables: Vec<&Table> = st.tables.values().collect();
-    let header = HeaderOut {
-        last_seq: st.last_seq,
-        next_table_id: st.next_table_id,
-        databases: st.databases.iter().map(String::as_str).collect(),
-        tables: tables.iter().map(|t| &t.def).collect(),
-    };
+/// Encodes a snapshot while writers go on (see the module's notes): `state`'s read lock is
+/// taken for the header and then once per frame of rows.
+pub fn encode_live(state: &RwLock<State>) -> Result<Encoded> {
+    encode_in_chunks(
+        || state.read().unwrap_or_else(|p| p.into_inner()),
+        false,
+        LIVE_CHUNK_ROWS,
+        CHUNK_BYTES,
+        // A committer woken when the lock was let go needs a moment to run; without a pause
+        // this thread takes the read lock again first, every time, and the committer waits
+        // for the whole snapshot after all.
+        || std::thread::sleep(LIVE_GAP),
+    )
+}
+
+/// The encoder of both: `lock` gives the state, called once for the header and once per
+/// frame of rows (each frame at most `chunk_rows` rows and about `chunk_bytes` bytes).
+/// `between_frames` runs before each frame with no lock held (tests commit there).
+fn encode_in_chunks<G: Deref<Target = State>>(
+    lock: impl Fn() -> G,
+    exact: bool,
+    chunk_rows: usize,
+    chunk_bytes: usize,
+    mut between_frames: impl FnMut(),
+) -> Result<Encoded> {
     let mut bytes = Vec::new();
-    write_frame_with(&mut bytes, |p| {
-        p.extend_from_slice(MAGIC);
-        codec::encode_into(&header, p)
-    })?;
+    let (seq, tables) = {
+        let st = lock();
+        let tables: Vec<(u64, TableDef)> = st
+            .tables
+            .iter()
+            .map(|(id, t)| (*id, t.def.clone()))
+            .collect();
+        let header = HeaderOut {
+            last_seq: st.last_seq,
+            next_table_id: st.next_table_id,
+            databases: st.databases.iter().map(String::as_str).collect(),
+            tables: tables.iter().map(|(_, def)| def).collect(),
+            exact,
+        };
+        write_frame_with(&mut bytes, |p| {
+            p.extend_from_slice(MAGIC);
+            codec::encode_into(&header, p)
+        })?;
+        (st.last_seq, tables)
+    };
     let mut total = 0u64;
-    let mut chunk: Vec<&[u8]> = Vec::new();
-    for (i, t) in tables.iter().enumerate() {
+    for (i, (id, def)) in tables.iter().enumerate() {
         let table =
             u32::try_from(i).map_err(|_| crate::error::Error::internal("too many tables"))?;
-        let mut size = 0;
-        let mut rows = t.stored().peekable();
-        while let Some(r) = rows.next() {
-            chunk.push(r.encoded());
-            size += r.encoded().len();
-            if size >= chunk_bytes || rows.peek().is_none() {
-                let part = PartOut::Rows {
-                    table,
-                    rows: StoredRows(&chunk),
-                };
-                write_frame_with(&mut bytes, |p| codec::encode_into(&part, p))?;
-                total += chunk.len() as u64;
-                chunk.clear();
-                size = 0;
+        // The key of the last row copied: the next frame starts after it.
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            between_frames();
+            let st = lock();
+            // Dropped or altered since the header: the DDL is in the binlog after the
+            // header's sequence number, and replaying it rebuilds the table.
+            let Some(t) = st.tables.get(id).filter(|t| t.def == *def) else {
+                break;
+            };
+            let lower = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let mut rows: Vec<&[u8]> = Vec::new();
+            let mut size = 0;
+            let mut last = None;
+            for r in t.stored_range(lower, Bound::Unbounded) {
+                rows.push(r.encoded());
+                size += r.encoded().len();
+                last = Some(r.key_bytes());
+                if rows.len() >= chunk_rows || size >= chunk_bytes {
+                    break;
+                }
             }
+            let Some(last) = last else {
+                break;
+            };
+            let part = PartOut::Rows {
+                table,
+                rows: StoredRows(&rows),
+            };
+            write_frame_with(&mut bytes, |p| codec::encode_into(&part, p))?;
+            total += rows.len() as u64;
+            if rows.len() < chunk_rows && size < chunk_bytes {
+                break;
+            }
+            after = Some(last.to_vec());
         }
     }
     write_frame_with(&mut bytes, |p| {
         codec::encode_into(&PartOut::End { rows: total }, p)
     })?;
-    Ok(Encoded {
-        seq: st.last_seq,
-        bytes,
-    })
+    Ok(Encoded { seq, bytes })
 }
 
 /// Writes the committed state as a snapshot in `dir`.
@@ -200,9 +269,17 @@ fn list(sdir: &Path) -> Result<Vec<u64>> {
     Ok(out)
 }
 
+/// A snapshot read back.
+pub struct Loaded {
+    pub state: State,
+    /// The rows are exactly the state at `state.last_seq`. A live snapshot's may be newer:
+    /// it is only good with the binlog after that sequence number replayed over it.
+    pub exact: bool,
+}
+
 /// The newest snapshot that reads back whole, if any. One that does not (a bad checksum, a
 /// missing frame) is skipped for the one before it.
-pub fn load_newest(dir: &Path) -> Result<Option<State>> {
+pub fn load_newest(dir: &Path) -> Result<Option<Loaded>> {
     let sdir = snapshot_dir(dir);
     let mut all = list(&sdir)?;
     all.sort_unstable_by(|a, b| b.cmp(a));
@@ -272,7 +349,7 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
 }
 
 /// One snapshot file as a state; `None` when it does not read back whole.
-fn read(path: &Path) -> Result<Option<State>> {
+fn read(path: &Path) -> Result<Option<Loaded>> {
     let mut frames = Frames {
         file: BufReader::new(fs::File::open(path)?),
         buf: Vec::new(),
@@ -293,12 +370,11 @@ fn read(path: &Path) -> Result<Option<State>> {
             .into_iter()
             .map(|(def, rows)| Table::with_rows(def, rows))
             .collect();
-        return Ok(Some(state(
-            data.last_seq,
-            data.next_table_id,
-            data.databases,
-            tables,
-        )));
+        // Written under the lock: exact.
+        return Ok(Some(Loaded {
+            state: state(data.last_seq, data.next_table_id, data.databases, tables),
+            exact: true,
+        }));
     };
     let Ok(header) = codec::decode::<Header>(header) else {
         return Ok(None);
@@ -326,12 +402,15 @@ fn read(path: &Path) -> Result<Option<State>> {
     if !matches!(frames.next()?, Next::End) {
         return Ok(None);
     }
-    Ok(Some(state(
-        header.last_seq,
-        header.next_table_id,
-        header.databases,
-        tables,
-    )))
+    Ok(Some(Loaded {
+        state: state(
+            header.last_seq,
+            header.next_table_id,
+            header.databases,
+            tables,
+        ),
+        exact: header.exact,
+    }))
 }
 
 fn state(last_seq: u64, next_table_id: u64, databases: Vec<String>, tables: Vec<Table>) -> State {
@@ -350,6 +429,7 @@ fn state(last_seq: u64, next_table_id: u64, databases: Vec<String>, tables: Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Engine;
 
     /// A state with a ring table (meta rows included), a plain table and an empty table.
     fn sample_state() -> State {
@@ -410,6 +490,10 @@ mod tests {
         assert_eq!(contents(a), contents(b));
     }
 
+    fn exact(st: &State, chunk_bytes: usize) -> Encoded {
+        encode_in_chunks(|| st, true, usize::MAX, chunk_bytes, || {}).expect("encode")
+    }
+
     fn frame_count(bytes: &[u8]) -> usize {
         let (mut at, mut n) = (0, 0);
         while let FrameScan::Frame { len, .. } = scan_frame(&bytes[at..], u32::MAX) {
@@ -426,7 +510,7 @@ mod tests {
         let st = sample_state();
         let rows: usize = st.tables.values().map(Table::len).sum();
         for chunk in [1, 100, CHUNK_BYTES] {
-            let snap = encode_in_chunks(&st, chunk).expect("encode");
+            let snap = exact(&st, chunk);
             let frames = frame_count(&snap.bytes);
             if chunk == 1 {
                 // Header, one frame per row, end.
@@ -435,7 +519,8 @@ mod tests {
             let dir = tempfile::tempdir().expect("tempdir");
             write_encoded(dir.path(), &snap).expect("write");
             let back = load_newest(dir.path()).expect("load").expect("a snapshot");
-            assert_same(&back, &st);
+            assert!(back.exact);
+            assert_same(&back.state, &st);
         }
     }
 
@@ -448,7 +533,7 @@ mod tests {
         write(dir.path(), &st).expect("older snapshot");
         let older = st.last_seq;
         st.last_seq += 10;
-        let snap = encode_in_chunks(&st, 100).expect("encode");
+        let snap = exact(&st, 100);
         let path = snapshot_dir(dir.path()).join(name(st.last_seq));
         let full = snap.bytes.clone();
         let end_frame = {
@@ -476,11 +561,11 @@ mod tests {
         ] {
             fs::write(&path, &bytes).expect("write");
             let back = load_newest(dir.path()).expect("load").expect("a snapshot");
-            assert_eq!(back.last_seq, older);
+            assert_eq!(back.state.last_seq, older);
         }
         fs::write(&path, &full).expect("write");
         let back = load_newest(dir.path()).expect("load").expect("a snapshot");
-        assert_same(&back, &st);
+        assert_same(&back.state, &st);
     }
 
     /// Snapshot files of the first version (the whole state in one frame) still load.
@@ -511,6 +596,92 @@ mod tests {
         fs::create_dir_all(&sdir).expect("mkdir");
         fs::write(sdir.join(name(st.last_seq)), &bytes).expect("write");
         let back = load_newest(dir.path()).expect("load").expect("a snapshot");
-        assert_same(&back, &st);
+        assert!(back.exact);
+        assert_same(&back.state, &st);
+    }
+
+    /// A live snapshot taken while transactions commit between its frames (inserts that
+    /// overwrite ring slots, updates, deletes, an ALTER, a DROP and a CREATE), with the binlog
+    /// after it replayed on reopening, gives back exactly the state the engine had.
+    #[test]
+    fn a_live_snapshot_with_the_binlog_after_it_gives_back_the_state() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (engine, mut s) = crate::sql::test_session(
+            dir.path(),
+            &[
+                "CREATE TABLE r (u INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
+                 ring_meta VARBINARY(64), v VARCHAR(40), PRIMARY KEY (u, ring_idx)) \
+                 COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'",
+                "CREATE TABLE p (id INT PRIMARY KEY, v TEXT)",
+                "CREATE TABLE e (id INT PRIMARY KEY)",
+                "INSERT INTO e VALUES (1), (2)",
+            ],
+        );
+        let mut run = |sql: String| {
+            s.execute(&sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+        };
+        for i in 0..30 {
+            run(format!("INSERT INTO r (u, v) VALUES ({}, 'a{i}')", i % 5));
+            run(format!("INSERT INTO p VALUES ({i}, 'p{i}')"));
+        }
+        let mut frames = 0;
+        let snap = encode_in_chunks(
+            || engine.read(),
+            false,
+            2,
+            CHUNK_BYTES,
+            || {
+                frames += 1;
+                match frames {
+                    3 => {
+                        for i in 0..12 {
+                            run(format!("INSERT INTO r (u, v) VALUES ({}, 'b{i}')", i % 5));
+                        }
+                        run("UPDATE p SET v = 'changed' WHERE id < 10".into());
+                        run("DELETE FROM p WHERE id >= 25".into());
+                        run("INSERT INTO p VALUES (100, 'late')".into());
+                    }
+                    9 => {
+                        run("ALTER TABLE p ADD COLUMN z INT DEFAULT 7".into());
+                        run("DROP TABLE e".into());
+                        run("CREATE TABLE n (id INT PRIMARY KEY)".into());
+                        run("INSERT INTO n VALUES (5)".into());
+                        run("INSERT INTO r (u, v) VALUES (9, 'c')".into());
+                    }
+                    _ => {}
+                }
+            },
+        )
+        .expect("encode");
+        assert!(frames > 9, "the writes happened between frames");
+        write_encoded(dir.path(), &snap).expect("write");
+        let live = engine.read().clone();
+        assert!(live.last_seq > snap.seq, "commits came after the header");
+        drop(s);
+        drop(engine);
+        let loaded = load_newest(dir.path()).expect("load").expect("a snapshot");
+        assert!(!loaded.exact);
+        let (reopened, report) =
+            Engine::open(dir.path(), crate::EngineConfig::new(1)).expect("reopen");
+        assert_eq!(report.snapshot_seq, Some(snap.seq));
+        assert_same(&reopened.read(), &live);
+    }
+
+    /// A live snapshot is never taken for a backup, nor used without the binlog after it.
+    #[test]
+    fn a_live_snapshot_is_not_a_backup() {
+        let st = sample_state();
+        let lock = RwLock::new(st);
+        let snap = encode_live(&lock).expect("encode");
+        let backup = tempfile::tempdir().expect("tempdir");
+        write_encoded(backup.path(), &snap).expect("write");
+        let target = tempfile::tempdir().expect("tempdir");
+        let err = Engine::restore(backup.path(), &target.path().join("new")).expect_err("refused");
+        assert!(err.message.contains("not a backup"), "{}", err.message);
+        // A data directory whose binlog is gone does not open from it either.
+        let Err(err) = Engine::open(backup.path(), crate::EngineConfig::new(1)) else {
+            panic!("opened without the binlog");
+        };
+        assert!(err.message.contains("taken while"), "{}", err.message);
     }
 }
