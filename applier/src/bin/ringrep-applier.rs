@@ -224,6 +224,9 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             let mut cfg = EngineConfig::new(server_id);
             cfg.sync = sync.parse::<SyncPolicy>()?;
             cfg.read_only = true;
+            if let Some(n) = server.snapshot_every(&file) {
+                cfg.snapshot_every = n;
+            }
             let (engine, report) = Engine::open(&replica_dir, cfg)
                 .with_context(|| format!("opening replica {}", replica_dir.display()))?;
             eprintln!(

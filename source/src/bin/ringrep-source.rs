@@ -237,6 +237,9 @@ fn serve(
         .as_deref()
         .unwrap_or("commit")
         .parse::<SyncPolicy>()?;
+    if let Some(n) = args.snapshot_every(&file) {
+        cfg.snapshot_every = n;
+    }
     let (engine, report) =
         Engine::open(&data_dir, cfg).with_context(|| format!("opening {}", data_dir.display()))?;
     tracing::info!(

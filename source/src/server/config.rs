@@ -34,6 +34,17 @@ pub struct ServeArgs {
     /// PEM private key of --tls-cert.
     #[arg(long, env = "RINGREP_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Take an automatic snapshot after this many transactions (default 100000; 0: never),
+    /// which bounds how much binlog a restart replays [config: snapshot_every].
+    #[arg(long, env = "RINGREP_SNAPSHOT_EVERY")]
+    pub snapshot_every: Option<u64>,
+}
+
+impl ServeArgs {
+    /// `--snapshot-every`, else the file's `snapshot_every`; `None` keeps the engine's default.
+    pub fn snapshot_every(&self, file: &FileConfig) -> Option<u64> {
+        self.snapshot_every.or(file.snapshot_every)
+    }
 }
 
 /// The TOML file. Every key is optional; flags and environment variables win over it.
@@ -50,6 +61,8 @@ pub struct FileConfig {
     /// PEM certificate chain and private key: clients may then connect with TLS.
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// Transactions between automatic snapshots (0: never).
+    pub snapshot_every: Option<u64>,
     /// More accounts: `[[users]]` tables with `name` and `password`.
     #[serde(default)]
     pub users: Vec<UserConfig>,
@@ -212,6 +225,21 @@ mod tests {
             .expect("resolve");
         assert_eq!(s.listen, default);
         assert!(s.accounts.passwordless("root"));
+    }
+
+    #[test]
+    fn snapshot_interval_comes_from_the_flag_then_the_file() {
+        let file: FileConfig = toml::from_str("snapshot_every = 50").expect("toml");
+        assert_eq!(ServeArgs::default().snapshot_every(&file), Some(50));
+        let args = ServeArgs {
+            snapshot_every: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(args.snapshot_every(&file), Some(0));
+        assert_eq!(
+            ServeArgs::default().snapshot_every(&FileConfig::default()),
+            None
+        );
     }
 
     #[test]
