@@ -514,20 +514,10 @@ impl Engine {
         Ok((seq, lsn))
     }
 
-    /// Writes a snapshot of the committed state (atomically), bounding recovery time.
+    /// Writes an exact snapshot of the committed state (atomically), bounding recovery time.
+    /// Writers wait while the rows are copied.
     pub fn snapshot(&self) -> Result<u64> {
-        let mut writer = self
-            .shared
-            .snapshot_writer
-            .lock()
-            .map_err(|_| Error::internal("a snapshot writer panicked"))?;
-        if let Some(h) = writer.take() {
-            let _ = h.join();
-        }
-        let snap = snapshot::encode(&self.read())?;
-        self.shared.since_snapshot.store(0, Ordering::Relaxed);
-        snapshot::write_encoded(&self.shared.dir, &snap)?;
-        Ok(snap.seq)
+        self.snapshot_now(false)
     }
 
     /// Writes a live snapshot (the kind automatic snapshots are): rows are copied a frame at
@@ -535,6 +525,12 @@ impl Engine {
     /// only good with the binlog after its sequence number, which recovery always replays;
     /// use [`Engine::backup`] for a copy to restore from.
     pub fn snapshot_live(&self) -> Result<u64> {
+        self.snapshot_now(true)
+    }
+
+    /// A snapshot in the caller's thread, after any automatic one still being written (they
+    /// share a temporary file name).
+    fn snapshot_now(&self, live: bool) -> Result<u64> {
         let mut writer = self
             .shared
             .snapshot_writer
@@ -544,7 +540,11 @@ impl Engine {
             let _ = h.join();
         }
         self.shared.since_snapshot.store(0, Ordering::Relaxed);
-        let snap = snapshot::encode_live(&self.shared.state)?;
+        let snap = if live {
+            snapshot::encode_live(&self.shared.state)?
+        } else {
+            snapshot::encode(&self.read())?
+        };
         snapshot::write_encoded(&self.shared.dir, &snap)?;
         Ok(snap.seq)
     }

@@ -431,19 +431,19 @@ mod tests {
     use super::*;
     use crate::engine::Engine;
 
-    /// A state with a ring table (meta rows included), a plain table and an empty table.
+    /// A ring table (its meta rows included), a plain table and a table left empty.
+    const TABLES: [&str; 3] = [
+        "CREATE TABLE r (u INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
+         ring_meta VARBINARY(64), v VARCHAR(40), PRIMARY KEY (u, ring_idx)) \
+         COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'",
+        "CREATE TABLE p (id INT PRIMARY KEY, v TEXT)",
+        "CREATE TABLE e (id INT PRIMARY KEY)",
+    ];
+
+    /// A state with [`TABLES`], the first two filled.
     fn sample_state() -> State {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (engine, mut s) = crate::sql::test_session(
-            dir.path(),
-            &[
-                "CREATE TABLE r (u INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
-             ring_meta VARBINARY(64), v VARCHAR(40), PRIMARY KEY (u, ring_idx)) \
-             COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'",
-                "CREATE TABLE p (id INT PRIMARY KEY, v TEXT)",
-                "CREATE TABLE e (id INT PRIMARY KEY)",
-            ],
-        );
+        let (engine, mut s) = crate::sql::test_session(dir.path(), &TABLES);
         for i in 0..40 {
             s.execute(&format!(
                 "INSERT INTO r (u, v) VALUES ({}, 'row {i}')",
@@ -606,20 +606,11 @@ mod tests {
     #[test]
     fn a_live_snapshot_with_the_binlog_after_it_gives_back_the_state() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (engine, mut s) = crate::sql::test_session(
-            dir.path(),
-            &[
-                "CREATE TABLE r (u INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
-                 ring_meta VARBINARY(64), v VARCHAR(40), PRIMARY KEY (u, ring_idx)) \
-                 COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'",
-                "CREATE TABLE p (id INT PRIMARY KEY, v TEXT)",
-                "CREATE TABLE e (id INT PRIMARY KEY)",
-                "INSERT INTO e VALUES (1), (2)",
-            ],
-        );
+        let (engine, mut s) = crate::sql::test_session(dir.path(), &TABLES);
         let mut run = |sql: String| {
             s.execute(&sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
         };
+        run("INSERT INTO e VALUES (1), (2)".into());
         for i in 0..30 {
             run(format!("INSERT INTO r (u, v) VALUES ({}, 'a{i}')", i % 5));
             run(format!("INSERT INTO p VALUES ({i}, 'p{i}')"));
