@@ -554,12 +554,36 @@ impl BinlogWriter {
 
     /// Writes and fsyncs everything appended so far.
     pub fn sync(&self) -> Result<()> {
-        let target = lock(&self.inner.state).appended;
-        self.inner.sync_to(target)
+        self.inner.sync_appended()
+    }
+
+    /// A handle that makes everything appended so far durable, for a thread that does not
+    /// own the writer (the engine's snapshot thread).
+    pub fn sync_handle(&self) -> SyncHandle {
+        SyncHandle {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+/// See [`BinlogWriter::sync_handle`].
+pub struct SyncHandle {
+    inner: Arc<Inner>,
+}
+
+impl SyncHandle {
+    /// What [`BinlogWriter::sync`] does.
+    pub fn sync(&self) -> Result<()> {
+        self.inner.sync_appended()
     }
 }
 
 impl Inner {
+    fn sync_appended(&self) -> Result<()> {
+        let target = lock(&self.state).appended;
+        self.sync_to(target)
+    }
+
     fn write_out(&self, st: &mut State) -> Result<()> {
         if let Some(p) = &st.poisoned {
             return Err(Error::Invalid(format!(

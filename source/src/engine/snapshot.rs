@@ -658,6 +658,39 @@ mod tests {
         assert_same(&reopened.read(), &live);
     }
 
+    /// Nothing reaches a snapshot file before the binlog holding it is durable: with the
+    /// binlog unsynced (sync policy never), taking a snapshot syncs it first.
+    #[test]
+    fn a_snapshot_syncs_the_binlog_it_covers() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = crate::EngineConfig::new(1);
+        cfg.sync = binlog_format::SyncPolicy::Never;
+        cfg.snapshot_every = 0;
+        let (engine, _) = Engine::open(dir.path(), cfg).expect("open");
+        let mut s = crate::sql::SqlSession::new(&engine);
+        for sql in TABLES
+            .iter()
+            .chain(&["INSERT INTO p VALUES (1, 'x'), (2, 'y')"])
+        {
+            s.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+        }
+        let binlog = engine.shared.binlog.as_ref().expect("a writer");
+        for live in [true, false] {
+            s.execute("INSERT INTO p VALUES (3, 'z') ON DUPLICATE KEY UPDATE v = 'w'")
+                .expect("insert");
+            let before = binlog.durable_lsn();
+            if live {
+                engine.snapshot_live().expect("snapshot");
+            } else {
+                engine.snapshot().expect("snapshot");
+            }
+            let after = binlog.durable_lsn();
+            assert!(after > before, "the snapshot synced the binlog");
+            binlog.sync().expect("sync");
+            assert_eq!(binlog.durable_lsn(), after, "nothing was left unsynced");
+        }
+    }
+
     /// A live snapshot is never taken for a backup, nor used without the binlog after it.
     #[test]
     fn a_live_snapshot_is_not_a_backup() {
