@@ -313,14 +313,18 @@ enum Next<'a> {
 
 impl Frames {
     fn next(&mut self) -> Result<Next<'_>> {
-        self.buf.resize(FRAME_HEADER_LEN, 0);
-        match read_full(&mut self.file, &mut self.buf)? {
+        self.buf.clear();
+        // Both reads grow the buffer as the bytes arrive, so a damaged length costs no large
+        // allocation, and a short read tells a clean end from a cut frame.
+        let head = (&mut self.file)
+            .take(FRAME_HEADER_LEN as u64)
+            .read_to_end(&mut self.buf)?;
+        match head {
             0 => return Ok(Next::End),
             FRAME_HEADER_LEN => {}
             _ => return Ok(Next::Bad),
         }
         let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
-        // Grown as the bytes arrive, so a damaged length costs no large allocation.
         let got = (&mut self.file)
             .take(u64::from(len))
             .read_to_end(&mut self.buf)?;
@@ -332,20 +336,6 @@ impl Frames {
             _ => Next::Bad,
         })
     }
-}
-
-/// Reads until `buf` is full or the file ends; returns how many bytes were read.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
-    let mut at = 0;
-    while at < buf.len() {
-        match r.read(&mut buf[at..]) {
-            Ok(0) => break,
-            Ok(n) => at += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(at)
 }
 
 /// One snapshot file as a state; `None` when it does not read back whole.
