@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use binlog_format::schema::TableDef;
+use binlog_format::writer::SyncHandle;
 use binlog_format::{
     BinlogReader, BinlogWriter, DdlEvent, Event, Key, ReaderOptions, Record, RowChange, SyncPolicy,
     Transaction, WriterOptions,
@@ -545,20 +546,13 @@ impl Engine {
         } else {
             snapshot::encode(&self.read())?
         };
-        self.sync_before_snapshot()?;
-        snapshot::write_encoded(&self.shared.dir, &snap)?;
+        snapshot::write_encoded(&self.shared.dir, &snap, self.binlog_sync().as_ref())?;
         Ok(snap.seq)
     }
 
-    /// A snapshot holds every transaction applied to the state when it was read, and
-    /// commits are applied before they are durable (their callers wait for that after). So
-    /// the binlog is synced before a snapshot file is written: otherwise a crash could leave
-    /// a snapshot holding transactions that the binlog lost and nobody was told committed.
-    fn sync_before_snapshot(&self) -> Result<()> {
-        match &self.shared.binlog {
-            Some(w) => Ok(w.sync()?),
-            None => Ok(()),
-        }
+    /// What a snapshot of this engine's state must sync first (see `snapshot::write_encoded`).
+    fn binlog_sync(&self) -> Option<SyncHandle> {
+        self.shared.binlog.as_ref().map(BinlogWriter::sync_handle)
     }
 
     /// The automatic snapshot after `every` commits, taken on a thread of its own while
@@ -582,17 +576,12 @@ impl Engine {
         self.shared.since_snapshot.store(0, Ordering::Relaxed);
         let dir = self.shared.dir.clone();
         let state = Arc::clone(&self.shared.state);
-        // See `sync_before_snapshot`.
-        let binlog = self.shared.binlog.as_ref().map(BinlogWriter::sync_handle);
+        let binlog = self.binlog_sync();
         let spawned = std::thread::Builder::new()
             .name("snapshot".into())
             .spawn(move || {
-                let written = snapshot::encode_live(&state).and_then(|snap| {
-                    if let Some(b) = &binlog {
-                        b.sync()?;
-                    }
-                    snapshot::write_encoded(&dir, &snap)
-                });
+                let written = snapshot::encode_live(&state)
+                    .and_then(|snap| snapshot::write_encoded(&dir, &snap, binlog.as_ref()));
                 if let Err(e) = written {
                     tracing::warn!("automatic snapshot failed (commits unaffected): {e}");
                 }
@@ -607,9 +596,8 @@ impl Engine {
     /// `restore` turns into a new data directory whose rings continue where they were.
     pub fn backup(&self, to: &Path) -> Result<u64> {
         let snap = snapshot::encode(&self.read())?;
-        self.sync_before_snapshot()?;
         fs::create_dir_all(to)?;
-        snapshot::write_encoded(to, &snap)?;
+        snapshot::write_encoded(to, &snap, self.binlog_sync().as_ref())?;
         Ok(snap.seq)
     }
 

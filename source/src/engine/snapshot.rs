@@ -29,6 +29,7 @@ use binlog_format::codec;
 use binlog_format::format::FRAME_HEADER_LEN;
 use binlog_format::frame::{scan_frame, write_frame_with, FrameScan};
 use binlog_format::schema::TableDef;
+use binlog_format::writer::SyncHandle;
 
 use super::{Row, State, Table};
 use crate::error::Result;
@@ -226,13 +227,22 @@ fn encode_in_chunks<G: Deref<Target = State>>(
     Ok(Encoded { seq, bytes })
 }
 
-/// Writes the committed state as a snapshot in `dir`.
+/// Writes the committed state as a snapshot in `dir`, for a state with no binlog behind it
+/// (a restore).
 pub fn write(dir: &Path, st: &State) -> Result<()> {
-    write_encoded(dir, &encode(st)?)
+    write_encoded(dir, &encode(st)?, None)
 }
 
 /// Writes an encoded snapshot in `dir`: to a temporary file, synced, then renamed.
-pub fn write_encoded(dir: &Path, snap: &Encoded) -> Result<()> {
+///
+/// `binlog` is the log the state was read from; it is synced first. A snapshot holds every
+/// transaction applied to the state when it was read, and commits are applied before they
+/// are durable (their callers wait for that after), so without the sync a crash could leave
+/// a snapshot holding transactions that the binlog lost and nobody was told committed.
+pub fn write_encoded(dir: &Path, snap: &Encoded, binlog: Option<&SyncHandle>) -> Result<()> {
+    if let Some(b) = binlog {
+        b.sync()?;
+    }
     let sdir = snapshot_dir(dir);
     fs::create_dir_all(&sdir)?;
     let tmp = sdir.join(format!("{}.tmp", name(snap.seq)));
@@ -507,7 +517,7 @@ mod tests {
                 assert_eq!(frames, rows + 2);
             }
             let dir = tempfile::tempdir().expect("tempdir");
-            write_encoded(dir.path(), &snap).expect("write");
+            write_encoded(dir.path(), &snap, None).expect("write");
             let back = load_newest(dir.path()).expect("load").expect("a snapshot");
             assert!(back.exact);
             assert_same(&back.state, &st);
@@ -635,7 +645,7 @@ mod tests {
         )
         .expect("encode");
         assert!(frames > 9, "the writes happened between frames");
-        write_encoded(dir.path(), &snap).expect("write");
+        write_encoded(dir.path(), &snap, None).expect("write");
         let live = engine.read().clone();
         assert!(live.last_seq > snap.seq, "commits came after the header");
         drop(s);
@@ -688,7 +698,7 @@ mod tests {
         let lock = RwLock::new(st);
         let snap = encode_live(&lock).expect("encode");
         let backup = tempfile::tempdir().expect("tempdir");
-        write_encoded(backup.path(), &snap).expect("write");
+        write_encoded(backup.path(), &snap, None).expect("write");
         let target = tempfile::tempdir().expect("tempdir");
         let err = Engine::restore(backup.path(), &target.path().join("new")).expect_err("refused");
         assert!(err.message.contains("not a backup"), "{}", err.message);
