@@ -1,5 +1,5 @@
 //! Primary keys as order-preserving bytes: comparing two encodings bytewise gives the order of
-//! [`Key`] (that is, of [`Value::total_cmp`] column by column), and two keys encode to the
+//! [`Key`](binlog_format::Key) (that is, of [`Value::total_cmp`] column by column), and two keys encode to the
 //! same bytes exactly when they are equal (`Int(5)` and `UInt(5)` included). Stored rows are
 //! kept in key order under these bytes, so a lookup or a prefix scan compares plain byte
 //! strings instead of walking `Value`s, and a key costs a few bytes instead of a `Vec`.
@@ -11,7 +11,7 @@
 //! This is an in-memory layout only: nothing here is written to the binlog or to snapshots.
 
 use binlog_format::value::{decimal_parts, Date, DateTime};
-use binlog_format::{Key, Value};
+use binlog_format::Value;
 
 /// Appends the order-preserving encoding of one value.
 pub fn push_value(v: &Value, out: &mut Vec<u8>) {
@@ -83,11 +83,6 @@ pub fn encode(values: &[Value]) -> Vec<u8> {
     out
 }
 
-/// The encoding of a [`Key`].
-pub fn of_key(key: &Key) -> Vec<u8> {
-    encode(&key.0)
-}
-
 /// Calls `f` with the encoding of a key given as its values, built in a buffer of this
 /// thread's rather than a new allocation (every row lookup and write encodes a key). `f`
 /// must not call `with_key` itself.
@@ -102,6 +97,28 @@ pub fn with_key<'v, T>(values: impl Iterator<Item = &'v Value>, f: impl FnOnce(&
             push_value(v, &mut out);
         }
         f(&out)
+    })
+}
+
+/// As [`with_key`], also telling `f` where the last value's encoding starts, and what that
+/// value is: a ring files its rows by prefix (the bytes before the last value) and slot.
+pub fn with_key_split<'v, T>(
+    values: impl Iterator<Item = &'v Value>,
+    f: impl FnOnce(&[u8], usize, Option<&'v Value>) -> T,
+) -> T {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|cell| {
+        let mut out = cell.borrow_mut();
+        out.clear();
+        let (mut start, mut last) = (0, None);
+        for v in values {
+            start = out.len();
+            last = Some(v);
+            push_value(v, &mut out);
+        }
+        f(&out, start, last)
     })
 }
 
@@ -181,6 +198,7 @@ fn push_date(d: &Date, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use binlog_format::Key;
     use proptest::prelude::*;
     use std::cmp::Ordering;
 

@@ -11,6 +11,7 @@ mod locks;
 mod purge;
 mod session;
 mod snapshot;
+mod store;
 mod table;
 
 use std::collections::{BTreeMap, BTreeSet};

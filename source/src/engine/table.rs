@@ -1,13 +1,9 @@
 //! One table's stored rows and unique indexes. Meta rows of ring tables are stored like any
 //! row (slot 0); hiding them is the reader's job.
 //!
-//! Rows are kept compact, because the ring tables hold millions of them: each row is one
-//! allocation holding its primary key as order-preserving bytes ([`super::keybytes`]) and the
-//! row in its binlog encoding, in a B-tree ordered by the key bytes. Readers get decoded
-//! copies; the verifier and snapshots can use the encoded bytes as they are.
+//! Rows are kept compact and in key order by [`super::store`]. Readers get decoded copies;
+//! the verifier and snapshots can use the encoded bytes as they are.
 
-use std::borrow::Borrow;
-use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
@@ -15,137 +11,18 @@ use binlog_format::schema::{IndexKind, TableDef};
 use binlog_format::{Key, Value};
 
 use super::keybytes;
+use super::store::Store;
+pub use super::store::StoredRow;
 
 pub type Row = Vec<Value>;
 
 /// Name of the hidden primary-key column that tables declared without a primary key get.
 pub const HIDDEN_ROW_ID: &str = "__ringrep_row_id";
 
-/// One stored row: the key's length (LEB128), the key's bytes, then the row's encoding.
-/// Ordered, compared and looked up by the key bytes alone.
-#[derive(Clone)]
-struct Stored(Box<[u8]>);
-
-impl Stored {
-    fn new(key: &[u8], row: &[Value]) -> Stored {
-        thread_local! {
-            static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-        }
-        SCRATCH.with(|cell| {
-            let mut enc = cell.borrow_mut();
-            enc.clear();
-            binlog_format::codec::encode_row_into(row, &mut enc);
-            let mut len = [0u8; 5];
-            let n = leb128(key.len(), &mut len);
-            let mut out = Vec::with_capacity(n + key.len() + enc.len());
-            out.extend_from_slice(&len[..n]);
-            out.extend_from_slice(key);
-            out.extend_from_slice(&enc);
-            Stored(out.into_boxed_slice())
-        })
-    }
-
-    #[inline]
-    fn split(&self) -> (&[u8], &[u8]) {
-        // Keys under 128 bytes (nearly all) have a one-byte length.
-        if let Some(&b) = self.0.first() {
-            if b < 0x80 {
-                return self.0[1..].split_at(usize::from(b).min(self.0.len() - 1));
-            }
-        }
-        let (mut len, mut shift, mut i) = (0usize, 0, 0);
-        while let Some(&b) = self.0.get(i) {
-            len |= usize::from(b & 0x7f) << shift;
-            shift += 7;
-            i += 1;
-            if b & 0x80 == 0 {
-                break;
-            }
-        }
-        self.0[i..].split_at(len.min(self.0.len() - i))
-    }
-
-    fn view(&self) -> StoredRow<'_> {
-        let (key, row) = self.split();
-        StoredRow { key, row }
-    }
-}
-
-fn leb128(mut n: usize, out: &mut [u8; 5]) -> usize {
-    let mut i = 0;
-    loop {
-        let b = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 || i == 4 {
-            out[i] = b;
-            return i + 1;
-        }
-        out[i] = b | 0x80;
-        i += 1;
-    }
-}
-
-impl PartialEq for Stored {
-    fn eq(&self, other: &Self) -> bool {
-        self.split().0 == other.split().0
-    }
-}
-
-impl Eq for Stored {}
-
-impl PartialOrd for Stored {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Stored {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.split().0.cmp(other.split().0)
-    }
-}
-
-impl Borrow<[u8]> for Stored {
-    fn borrow(&self) -> &[u8] {
-        self.split().0
-    }
-}
-
-/// A stored row as it sits in the table, without decoding it.
-#[derive(Clone, Copy)]
-pub struct StoredRow<'a> {
-    key: &'a [u8],
-    row: &'a [u8],
-}
-
-impl<'a> StoredRow<'a> {
-    /// The primary key as order-preserving bytes (see [`super::keybytes`]): equal keys have
-    /// equal bytes, and the bytes sort like the keys.
-    pub fn key_bytes(&self) -> &'a [u8] {
-        self.key
-    }
-
-    /// The row's binlog encoding (a `Vec<Value>`, docs/format.md).
-    pub fn encoded(&self) -> &'a [u8] {
-        self.row
-    }
-
-    /// The decoded row.
-    pub fn row(&self) -> Row {
-        decode_row(self.row)
-    }
-}
-
-fn decode_row(bytes: &[u8]) -> Row {
-    // The bytes were encoded from a row by `Stored::new` in this process, so they decode; a
-    // failure here is memory corruption, not bad input.
-    binlog_format::codec::decode_row(bytes).expect("a stored row decodes")
-}
-
 #[derive(Clone)]
 pub struct Table {
     pub def: TableDef,
-    rows: BTreeSet<Stored>,
+    rows: Store,
     /// For each unique index of `def.indexes` (by position): unique value -> primary key.
     uniques: Vec<(usize, std::collections::BTreeMap<Key, Key>)>,
     /// On a TTL table with an index whose first column is the TTL column (the spec's
@@ -181,9 +58,10 @@ impl Table {
                     .any(|i| i.columns.first() == Some(&t.column))
             })
             .map(|_| BTreeSet::new());
+        let rows = Store::new(&def);
         Table {
             def,
-            rows: BTreeSet::new(),
+            rows,
             uniques,
             ttl_index,
         }
@@ -204,21 +82,21 @@ impl Table {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.rows.len() == 0
     }
 
     /// The stored row under a primary key.
     pub fn get(&self, key: &Key) -> Option<Row> {
-        keybytes::with_key(key.0.iter(), |k| self.rows.get(k).map(|s| s.view().row()))
+        self.rows.get(key.0.iter()).map(|s| s.row())
     }
 
     pub fn contains(&self, key: &Key) -> bool {
-        keybytes::with_key(key.0.iter(), |k| self.rows.contains(k))
+        self.rows.get(key.0.iter()).is_some()
     }
 
     /// Every stored row with its key, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (Key, Row)> + '_ {
-        self.rows.iter().map(|s| self.keyed(s.view()))
+        self.rows.iter().map(|s| self.keyed(s))
     }
 
     /// A stored row decoded, with its key.
@@ -229,7 +107,7 @@ impl Table {
 
     /// Every stored row, encoded, in key order.
     pub fn stored(&self) -> impl Iterator<Item = StoredRow<'_>> + '_ {
-        self.rows.iter().map(Stored::view)
+        self.rows.iter()
     }
 
     /// The stored rows whose key bytes lie within the bounds, encoded, in key order.
@@ -238,7 +116,7 @@ impl Table {
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
     ) -> impl Iterator<Item = StoredRow<'a>> + 'a {
-        self.rows.range::<[u8], _>((lower, upper)).map(Stored::view)
+        self.rows.range(lower, upper)
     }
 
     /// The rows whose primary key starts with `prefix` (every row for an empty prefix), with
@@ -246,9 +124,8 @@ impl Table {
     pub fn prefix(&self, prefix: &[Value]) -> impl Iterator<Item = (Key, Row)> + '_ {
         let start = keybytes::encode(prefix);
         self.rows
-            .range::<[u8], _>((Bound::Included(start.as_slice()), Bound::Unbounded))
-            .map(Stored::view)
-            .take_while(move |s| s.key.starts_with(&start))
+            .range(Bound::Included(start.as_slice()), Bound::Unbounded)
+            .take_while(move |s| s.key_bytes().starts_with(&start))
             .map(|s| self.keyed(s))
     }
 
@@ -304,14 +181,13 @@ impl Table {
     pub fn put(&mut self, row: &[Value]) {
         if !self.has_secondary() {
             // Nothing else follows the row: its key is needed only as bytes.
-            let stored = keybytes::with_key(self.def.key_refs(row), |k| Stored::new(k, row));
-            self.rows.replace(stored);
+            self.rows.put(self.def.key_refs(row), row);
             return;
         }
         let key = self.key_of(row);
-        let bytes = keybytes::of_key(&key);
         // The old row's index entries go first.
-        self.remove_encoded(&bytes);
+        self.remove(&key);
+        self.rows.put(key.0.iter(), row);
         if !self.is_meta_key(&key) {
             for u in 0..self.uniques.len() {
                 let idx = self.uniques[u].0;
@@ -325,12 +201,17 @@ impl Table {
                 }
             }
         }
-        self.rows.replace(Stored::new(&bytes, row));
     }
 
     /// Removes the row under a primary key; whether there was one.
     pub fn remove(&mut self, key: &Key) -> bool {
-        self.remove_encoded(&keybytes::of_key(key))
+        let Some(old) = self.rows.remove(key.0.iter()) else {
+            return false;
+        };
+        if self.has_secondary() {
+            self.unindex(&old.view().row());
+        }
+        true
     }
 
     /// Whether rows carry entries elsewhere (unique or TTL index) that follow them.
@@ -338,29 +219,22 @@ impl Table {
         !self.uniques.is_empty() || self.ttl_index.is_some()
     }
 
-    fn remove_encoded(&mut self, bytes: &[u8]) -> bool {
-        let Some(old) = self.rows.take(bytes) else {
-            return false;
-        };
-        if !self.has_secondary() {
-            return true;
-        }
-        let old = old.view().row();
-        let key = self.key_of(&old);
-        if let Some(e) = self.expiry(&old) {
+    /// Drops a removed row's unique and TTL index entries.
+    fn unindex(&mut self, old: &[Value]) {
+        let key = self.key_of(old);
+        if let Some(e) = self.expiry(old) {
             if let Some(ix) = self.ttl_index.as_mut() {
                 ix.remove(&(e, key.clone()));
             }
         }
         for u in 0..self.uniques.len() {
             let idx = self.uniques[u].0;
-            if let Some(v) = self.unique_value(idx, &old) {
+            if let Some(v) = self.unique_value(idx, old) {
                 if self.uniques[u].1.get(&v) == Some(&key) {
                     self.uniques[u].1.remove(&v);
                 }
             }
         }
-        true
     }
 
     /// When a data row expires (`None`: no TTL, or a NULL TTL value: never).
@@ -383,7 +257,7 @@ impl Table {
             None => self
                 .rows
                 .iter()
-                .map(|s| s.view().row())
+                .map(|s| s.row())
                 .filter(|r| !self.is_meta_row(r) && self.expiry(r).is_some_and(|e| e <= now))
                 .take(limit)
                 .map(|r| self.key_of(&r))
@@ -403,37 +277,6 @@ impl Table {
         }
         for (_, m) in &mut self.uniques {
             m.clear();
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn key_bytes() -> impl Strategy<Value = Vec<u8>> {
-        // Short keys from few byte values, so that keys that are prefixes of others, and
-        // lengths on both sides of the one-byte length prefix, come up often.
-        prop_oneof![
-            proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(255u8)], 0..12),
-            proptest::collection::vec(prop_oneof![Just(0u8), Just(255u8)], 120..140),
-        ]
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
-
-        /// Stored rows order and match exactly as their key bytes do, and give back their key
-        /// and row.
-        #[test]
-        fn stored_rows_order_like_their_key_bytes(a in key_bytes(), b in key_bytes()) {
-            let (sa, sb) = (Stored::new(&a, &[Value::Int(1)]), Stored::new(&b, &[]));
-            prop_assert_eq!(sa.cmp(&sb), a.cmp(&b));
-            prop_assert_eq!(sa == sb, a == b);
-            prop_assert_eq!(sa.view().key_bytes(), a.as_slice());
-            prop_assert_eq!(sa.view().row(), vec![Value::Int(1)]);
-            prop_assert_eq!(sb.view().key_bytes(), b.as_slice());
         }
     }
 }
