@@ -87,8 +87,16 @@ impl<'s> RingWriter<'s> {
                 "Inserts on a ring buffer table with TTL must set every column",
             )));
         }
-        let mut row_values: Vec<(usize, Value)> = values.to_vec();
-        row_values.sort_by_key(|(c, _)| *c);
+        // In column order; copied only when the caller's is not (the values are copied once,
+        // into the batch, at the end).
+        let row_values: std::borrow::Cow<'_, [(usize, Value)]> =
+            if values.windows(2).all(|w| w[0].0 < w[1].0) {
+                std::borrow::Cow::Borrowed(values)
+            } else {
+                let mut v = values.to_vec();
+                v.sort_by_key(|(c, _)| *c);
+                std::borrow::Cow::Owned(v)
+            };
         let value_of = |c: usize| {
             row_values
                 .iter()
@@ -102,7 +110,7 @@ impl<'s> RingWriter<'s> {
             cols.len() == p.len() && cols.iter().zip(p).all(|(&c, v)| value_of(c) == v)
         });
         let same_columns = self.columns.as_ref().is_some_and(|c| {
-            c.len() == row_values.len() && c.iter().zip(&row_values).all(|(a, (b, _))| a == b)
+            c.len() == row_values.len() && c.iter().zip(row_values.iter()).all(|(a, (b, _))| a == b)
         });
         if (self.batch_prefix.is_some() && !same_prefix)
             || (self.columns.is_some() && !same_columns)
@@ -121,7 +129,7 @@ impl<'s> RingWriter<'s> {
             self.columns = Some(row_values.iter().map(|(c, _)| *c).collect());
         }
         self.batch
-            .push(row_values.into_iter().map(|(_, v)| v).collect());
+            .push(row_values.iter().map(|(_, v)| v.clone()).collect());
         Ok(())
     }
 

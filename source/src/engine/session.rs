@@ -66,8 +66,13 @@ pub struct UpdateOutcome {
 
 /// A transaction's view of its own changes: per table, each key it wrote or deleted and the
 /// index in its events of the last change there. The row itself is read from that event, so
-/// staging a row does not copy it.
-type Overlay = HashMap<u64, BTreeMap<Key, usize>>;
+/// staging a row does not copy it. Hashed, not ordered: every row write looks its key up
+/// here, and only a scan inside the transaction needs order (it sorts what it takes).
+type Overlay = FastMap<u64, FastMap<Key, usize>>;
+
+/// foldhash instead of SipHash: these maps are on every row write's path, and their keys
+/// come from this transaction's own statements.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The row an event leaves at its key: the written row or the after image; `None` for a
 /// delete.
@@ -125,7 +130,7 @@ fn open_txn<'a>(txn: &'a mut Option<Txn>, engine: &Engine) -> &'a mut Txn {
     txn.get_or_insert_with(|| Txn {
         id: engine.next_txn_id(),
         ops: Vec::new(),
-        overlay: HashMap::new(),
+        overlay: FastMap::default(),
         locks: Vec::new(),
         doomed: None,
         explicit: false,
@@ -398,12 +403,12 @@ impl Session {
     /// What this session sees at `key`: from its transaction's own writes (`staged`, given
     /// the staged row or `None` for a staged delete) when it has any there, else from the
     /// committed table (`committed`).
-    fn seen<T: Default>(
-        &self,
+    fn seen<'s, T: Default>(
+        &'s self,
         table: u64,
         key: &Key,
         committed: impl FnOnce(&Table) -> T,
-        staged: impl FnOnce(Option<&Row>) -> T,
+        staged: impl FnOnce(Option<&'s Row>) -> T,
     ) -> T {
         if let Some(txn) = &self.txn {
             if let Some(&at) = txn.overlay.get(&table).and_then(|m| m.get(key)) {
@@ -460,12 +465,12 @@ impl Session {
             .ok_or_else(|| Error::internal(format!("table id {table} vanished")))?;
         let mut out: BTreeMap<Key, Row> = t.prefix(prefix).collect();
         drop(st);
-        let start = Key(prefix.to_vec());
-        let matches =
-            |k: &Key| k.0.len() >= prefix.len() && Key(k.0[..prefix.len()].to_vec()) == start;
+        let matches = |k: &Key| {
+            k.0.len() >= prefix.len() && k.0.iter().zip(prefix).all(|(a, b)| a.total_cmp(b).is_eq())
+        };
         if let Some(txn) = &self.txn {
             if let Some(m) = txn.overlay.get(&table) {
-                for (k, &at) in m.range(start.clone()..).take_while(|(k, _)| matches(k)) {
+                for (k, &at) in m.iter().filter(|(k, _)| matches(k)) {
                     match staged_row(&txn.ops, at) {
                         Some(r) => out.insert(k.clone(), r.clone()),
                         None => out.remove(k),
@@ -677,6 +682,18 @@ impl Session {
         let now = self.now_us();
         let mut metas: Vec<(Vec<Value>, Meta)> = Vec::new();
         let mut inserted = 0;
+        // The user columns an overwrite keeps (the native writer's, see below).
+        let kept: Vec<usize> = match keep_unset {
+            true => (0..def.columns.len())
+                .filter(|c| {
+                    !columns.contains(c)
+                        && *c != ring.slot_column
+                        && *c != ring.meta_column
+                        && !prefix_cols.contains(c)
+                })
+                .collect(),
+            false => Vec::new(),
+        };
         for (i, values) in rows.into_iter().enumerate() {
             let mut row = self.build_row(def, columns, values, i + 1, now)?;
             let same_prefix = |p: &[Value]| prefix_cols.iter().zip(p).all(|(&c, v)| row[c] == *v);
@@ -704,30 +721,34 @@ impl Session {
             row[ring.meta_column] = Value::Null;
             let key = Key(def.key_of(&row));
             self.lock((def.id, key.clone()))?;
-            // Whether the slot is taken is all an SQL insert needs; only the native writer
-            // reads the old row (rows are stored encoded, so reading one decodes it).
-            let (existing, overwrite) = if keep_unset {
-                let old = self.get_row(def.id, &key);
-                let taken = old.is_some();
-                (old, taken)
+            // Whether the slot is taken is all an SQL insert needs. The native writer's
+            // overwrite is an update of the slot: the columns it leaves out keep the
+            // overwritten row's values (the spec, NDB API), so it reads those.
+            let overwrite = if kept.is_empty() {
+                self.row_exists(def.id, &key)
             } else {
-                (None, self.row_exists(def.id, &key))
-            };
-            if keep_unset {
-                // The native writer's overwrite is an update of the slot: columns the row
-                // leaves out keep the overwritten row's values (the spec, NDB API).
-                if let Some(old) = &existing {
-                    for (c, v) in row.iter_mut().enumerate() {
-                        if !columns.contains(&c)
-                            && c != ring.slot_column
-                            && c != ring.meta_column
-                            && !def.prefix_columns().contains(&c)
-                        {
-                            *v = old[c].clone();
+                let old = self.seen(
+                    def.id,
+                    &key,
+                    |t| t.get(&key).map(std::borrow::Cow::Owned),
+                    |r| r.map(std::borrow::Cow::Borrowed),
+                );
+                match old {
+                    Some(std::borrow::Cow::Borrowed(old)) => {
+                        for &c in &kept {
+                            row[c] = old[c].clone();
                         }
+                        true
                     }
+                    Some(std::borrow::Cow::Owned(mut old)) => {
+                        for &c in &kept {
+                            row[c] = std::mem::replace(&mut old[c], Value::Null);
+                        }
+                        true
+                    }
+                    None => false,
                 }
-            }
+            };
             let dup = self.check_unique_committed(def, &key, &row);
             if let Err(e) = dup {
                 if mode == InsertMode::Ignore && e.code == code::ER_DUP_ENTRY {
