@@ -275,7 +275,7 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
             })
         }
         ColumnType::Char { len } | ColumnType::VarChar { len } => {
-            let s = text_of(&v);
+            let s = into_text(v);
             if s.chars().count() > *len as usize {
                 return Err(too_long(name, row));
             }
@@ -287,14 +287,14 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
             }))
         }
         ColumnType::Text { size } => {
-            let s = text_of(&v);
+            let s = into_text(v);
             if s.len() as u64 > size.max_len() {
                 return Err(too_long(name, row));
             }
             Ok(Value::Text(s))
         }
         ColumnType::Binary { len } | ColumnType::VarBinary { len } => {
-            let mut b = bytes_of(&v);
+            let mut b = into_bytes(v);
             if b.len() > *len as usize {
                 return Err(too_long(name, row));
             }
@@ -304,7 +304,7 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
             Ok(Value::Bytes(b))
         }
         ColumnType::Blob { size } => {
-            let b = bytes_of(&v);
+            let b = into_bytes(v);
             if b.len() as u64 > size.max_len() {
                 return Err(too_long(name, row));
             }
@@ -387,17 +387,30 @@ fn too_long(col: &str, row: usize) -> Error {
     )
 }
 
-pub fn text_of(v: &Value) -> String {
+/// [`text_of`] for a value that is not needed afterwards: text and bytes are moved, not
+/// copied (every inserted string passes here).
+fn into_text(v: Value) -> String {
     match v {
-        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::Text(s) => s,
+        Value::Bytes(b) => String::from_utf8(b)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         other => other.to_string(),
     }
 }
 
-fn bytes_of(v: &Value) -> Vec<u8> {
+/// A value as bytes: bytes as they are, anything else as its text.
+fn into_bytes(v: Value) -> Vec<u8> {
     match v {
-        Value::Bytes(b) => b.clone(),
-        other => text_of(other).into_bytes(),
+        Value::Bytes(b) => b,
+        Value::Text(s) => s.into_bytes(),
+        other => text_of(&other).into_bytes(),
+    }
+}
+
+pub fn text_of(v: &Value) -> String {
+    match v {
+        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        other => other.to_string(),
     }
 }
 
