@@ -61,21 +61,14 @@ pub struct LockTable {
 impl LockTable {
     /// Locks `key` for `txn`, waiting up to `timeout`. Returns true when newly taken (false
     /// when `txn` already held it).
-    pub fn acquire(&self, txn: u64, key: LockKey, timeout: Duration) -> Result<bool> {
+    pub fn acquire(&self, txn: u64, key: &LockKey, timeout: Duration) -> Result<bool> {
         // Only a wait needs the clock (most locks are free).
         let mut deadline = None;
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         loop {
-            match owners.held.get(&key) {
-                None => {
-                    owners.waiting_on.remove(&txn);
-                    owners.held.insert(key, txn);
-                    return Ok(true);
-                }
-                Some(&o) if o == txn => {
-                    owners.waiting_on.remove(&txn);
-                    return Ok(false);
-                }
+            let taken = match owners.held.get(key) {
+                None => true,
+                Some(&o) if o == txn => false,
                 Some(&holder) => {
                     if owners.closes_cycle(txn, holder) {
                         owners.waiting_on.remove(&txn);
@@ -95,8 +88,18 @@ impl LockTable {
                         .unwrap_or_else(|p| p.into_inner())
                         .0;
                     owners.waiters -= 1;
+                    continue;
                 }
+            };
+            if taken {
+                // The key is copied only when taken: a ring's meta row is locked again by
+                // every batch of its prefix.
+                owners.held.insert(key.clone(), txn);
             }
+            if deadline.is_some() {
+                owners.waiting_on.remove(&txn);
+            }
+            return Ok(taken);
         }
     }
 
@@ -144,19 +147,17 @@ mod tests {
     fn a_held_lock_times_out_with_a_retriable_error() {
         let t = LockTable::default();
         let k = (1, Key(vec![Value::Int(1)]));
-        assert!(t
-            .acquire(1, k.clone(), Duration::from_millis(10))
-            .expect("free"));
+        assert!(t.acquire(1, &k, Duration::from_millis(10)).expect("free"));
         assert!(!t
-            .acquire(1, k.clone(), Duration::from_millis(10))
+            .acquire(1, &k, Duration::from_millis(10))
             .expect("reentrant"));
         let e = t
-            .acquire(2, k.clone(), Duration::from_millis(20))
+            .acquire(2, &k, Duration::from_millis(20))
             .expect_err("held");
         assert!(e.is_retriable());
         t.release_all(1, [k.clone()]);
         assert!(t
-            .acquire(2, k, Duration::from_millis(10))
+            .acquire(2, &k, Duration::from_millis(10))
             .expect("released"));
     }
 
@@ -166,12 +167,12 @@ mod tests {
         let t = Arc::new(LockTable::default());
         let a = (1, Key(vec![Value::Int(1)]));
         let b = (1, Key(vec![Value::Int(2)]));
-        assert!(t.acquire(1, a.clone(), Duration::ZERO).expect("a"));
-        assert!(t.acquire(2, b.clone(), Duration::ZERO).expect("b"));
+        assert!(t.acquire(1, &a, Duration::ZERO).expect("a"));
+        assert!(t.acquire(2, &b, Duration::ZERO).expect("b"));
         // Transaction 1 waits for b (held by 2) on another thread...
         let waiter = {
             let (t, b) = (t.clone(), b.clone());
-            std::thread::spawn(move || t.acquire(1, b, Duration::from_secs(60)))
+            std::thread::spawn(move || t.acquire(1, &b, Duration::from_secs(60)))
         };
         while t
             .owners
@@ -185,7 +186,7 @@ mod tests {
         // ...so transaction 2 waiting for a would wait forever: it is refused straight away,
         // long before its own 60 s timeout.
         let e = t
-            .acquire(2, a.clone(), Duration::from_secs(60))
+            .acquire(2, &a, Duration::from_secs(60))
             .expect_err("deadlock");
         assert_eq!(e.code, crate::error::code::ER_LOCK_DEADLOCK);
         assert!(e.is_retriable());
