@@ -470,7 +470,19 @@ impl Engine {
     /// once; it is acknowledged only after [`Engine::wait_durable`] for the returned LSN.
     pub(crate) fn commit_events_nowait(
         &self,
-        events: Vec<Event>,
+        mut events: Vec<Event>,
+        origin: Option<binlog_format::Origin>,
+        validate: impl FnOnce(&State, &[Event]) -> Result<()>,
+    ) -> Result<(u64, u64)> {
+        self.commit_events_into(&mut events, origin, validate)
+    }
+
+    /// As [`Engine::commit_events_nowait`], handing the events back in `events` once
+    /// committed: they are dropped after the state's lock is released, and the list's memory
+    /// can serve the next transaction.
+    pub(crate) fn commit_events_into(
+        &self,
+        events: &mut Vec<Event>,
         origin: Option<binlog_format::Origin>,
         validate: impl FnOnce(&State, &[Event]) -> Result<()>,
     ) -> Result<(u64, u64)> {
@@ -481,14 +493,14 @@ impl Engine {
             .ok_or_else(|| Error::internal("engine opened read-only"))?;
         let (seq, lsn) = {
             let mut st = self.write();
-            validate(&st, &events)?;
+            validate(&st, events)?;
             let seq = st.last_seq + 1;
             let tx = Transaction {
                 server_id: self.shared.cfg.server_id,
                 seq,
                 commit_time_us: self.now_us(),
                 origin,
-                events,
+                events: std::mem::take(events),
             };
             // Log first: if the append fails, the state has not changed.
             let record = Record::Transaction(tx);
@@ -505,6 +517,10 @@ impl Engine {
                 }
             }
             st.last_seq = seq;
+            let Record::Transaction(tx) = record else {
+                unreachable!("built above")
+            };
+            *events = tx.events;
             if let Some(e) = scratch {
                 return Err(Error::internal(format!(
                     "applying committed seq {seq}: {}",

@@ -115,7 +115,12 @@ pub struct Session {
     pub defer_durability: bool,
     /// The highest LSN committed since the last `take_pending_lsn`, when deferring.
     pending_lsn: Option<u64>,
+    /// An empty event list with room, from the last commit, for the next transaction.
+    spare_ops: Vec<Event>,
 }
+
+/// Event lists with room for more than this are not kept between transactions.
+const SPARE_OPS_MAX: usize = 1 << 16;
 
 fn slot_value(def: &TableDef, slot: u32) -> Value {
     match def.ring.as_ref().map(|r| &def.columns[r.slot_column].ty) {
@@ -126,10 +131,14 @@ fn slot_value(def: &TableDef, slot: u32) -> Value {
 
 /// The session's open transaction, opened if there is none. (A function of the two fields,
 /// so that callers can still use the engine handle while holding the transaction.)
-fn open_txn<'a>(txn: &'a mut Option<Txn>, engine: &Engine) -> &'a mut Txn {
+fn open_txn<'a>(
+    txn: &'a mut Option<Txn>,
+    engine: &Engine,
+    spare_ops: &mut Vec<Event>,
+) -> &'a mut Txn {
     txn.get_or_insert_with(|| Txn {
         id: engine.next_txn_id(),
-        ops: Vec::new(),
+        ops: std::mem::take(spare_ops),
         overlay: FastMap::default(),
         locks: Vec::new(),
         doomed: None,
@@ -165,6 +174,7 @@ impl Session {
             auto_inc: HashMap::new(),
             defer_durability: false,
             pending_lsn: None,
+            spare_ops: Vec::new(),
         }
     }
 
@@ -224,7 +234,7 @@ impl Session {
     // ----- transactions -------------------------------------------------------------
 
     fn txn(&mut self) -> &mut Txn {
-        open_txn(&mut self.txn, &self.engine)
+        open_txn(&mut self.txn, &self.engine, &mut self.spare_ops)
     }
 
     /// BEGIN / START TRANSACTION: commits any open transaction first, as MySQL does.
@@ -236,31 +246,37 @@ impl Session {
 
     /// Commits the open transaction; returns its sequence number when it changed anything.
     pub fn commit(&mut self) -> Result<Option<u64>> {
-        let Some(txn) = self.txn.take() else {
+        let Some(mut txn) = self.txn.take() else {
             return Ok(None);
         };
-        let result = match txn.doomed {
+        let result = match txn.doomed.take() {
             Some(e) => Err(e),
             None if txn.ops.is_empty() => Ok(None),
-            None if self.defer_durability => {
-                let overlay = &txn.overlay;
-                let committed = self.engine.commit_events_nowait(txn.ops, None, |st, ops| {
-                    validate_uniques(st, ops, overlay)
-                });
-                committed.map(|(seq, lsn)| {
-                    self.pending_lsn = Some(self.pending_lsn.map_or(lsn, |p| p.max(lsn)));
-                    Some(seq)
-                })
-            }
             None => {
                 let overlay = &txn.overlay;
-                self.engine
-                    .commit_events(txn.ops, None, |st, ops| validate_uniques(st, ops, overlay))
-                    .map(Some)
+                let committed = self
+                    .engine
+                    .commit_events_into(&mut txn.ops, None, |st, ops| {
+                        validate_uniques(st, ops, overlay)
+                    });
+                match committed {
+                    Ok((seq, lsn)) if self.defer_durability => {
+                        self.pending_lsn = Some(self.pending_lsn.map_or(lsn, |p| p.max(lsn)));
+                        Ok(Some(seq))
+                    }
+                    Ok((seq, lsn)) => self.engine.wait_durable(lsn).map(|()| Some(seq)),
+                    Err(e) => Err(e),
+                }
             }
         };
         self.engine.shared.locks.release_all(txn.id, txn.locks);
         self.undo.clear();
+        // The next transaction reuses the event list's memory (a big one's is let go).
+        let mut ops = txn.ops;
+        ops.clear();
+        if ops.capacity() <= SPARE_OPS_MAX {
+            self.spare_ops = ops;
+        }
         result
     }
 
@@ -339,13 +355,8 @@ impl Session {
 
     fn lock(&mut self, key: LockKey) -> Result<()> {
         let timeout = self.engine.config().lock_wait_timeout;
-        let txn = open_txn(&mut self.txn, &self.engine);
-        if self
-            .engine
-            .shared
-            .locks
-            .acquire(txn.id, key.clone(), timeout)?
-        {
+        let txn = open_txn(&mut self.txn, &self.engine, &mut self.spare_ops);
+        if self.engine.shared.locks.acquire(txn.id, &key, timeout)? {
             txn.locks.push(key);
         }
         Ok(())
