@@ -564,37 +564,50 @@ impl Session {
                 format!("Column count doesn't match value count at row {row_no}"),
             ));
         }
-        let mut full: Vec<Option<Value>> = vec![None; def.columns.len()];
+        let mut row = vec![Value::Null; def.columns.len()];
+        // Which columns the statement gives: bits for the usual table, a list for a wide one.
+        let mut bits = 0u128;
+        let mut wide = Vec::new();
+        if def.columns.len() <= 128 {
+            for &c in columns {
+                bits |= 1 << c;
+            }
+        } else {
+            wide = vec![false; def.columns.len()];
+            for &c in columns {
+                wide[c] = true;
+            }
+        }
+        let given = |c: usize| match wide.get(c) {
+            Some(&g) => g,
+            None => bits & (1 << c) != 0,
+        };
         for (&c, v) in columns.iter().zip(values) {
             let col = &def.columns[c];
-            let v = if col.auto_increment
+            row[c] = if col.auto_increment
                 && (v.is_null() || matches!(v, Value::Int(0) | Value::UInt(0)))
             {
                 self.next_auto_inc(def, c)?
             } else {
                 coerce(v, col, row_no, self.vars.tz_offset)?
             };
-            full[c] = Some(v);
         }
         let ring_cols = def.ring.as_ref().map(|r| (r.slot_column, r.meta_column));
-        let mut row = Vec::with_capacity(def.columns.len());
-        for (i, slot) in full.into_iter().enumerate() {
-            let col = &def.columns[i];
-            let v = match slot {
-                Some(v) => v,
-                None if ring_cols.is_some_and(|(s, m)| s == i || m == i) => Value::Null,
-                None if col.name == HIDDEN_ROW_ID || col.auto_increment => {
-                    self.next_auto_inc(def, i)?
-                }
-                None => default_value(col, now, self.vars.tz_offset).ok_or_else(|| {
+        for (i, col) in def.columns.iter().enumerate() {
+            if given(i) || ring_cols.is_some_and(|(s, m)| s == i || m == i) {
+                continue;
+            }
+            row[i] = if col.name == HIDDEN_ROW_ID || col.auto_increment {
+                self.next_auto_inc(def, i)?
+            } else {
+                default_value(col, now, self.vars.tz_offset).ok_or_else(|| {
                     Error::new(
                         code::ER_NO_DEFAULT_FOR_FIELD,
                         "HY000",
                         format!("Field '{}' doesn't have a default value", col.name),
                     )
-                })?,
+                })?
             };
-            row.push(v);
         }
         Ok(row)
     }
