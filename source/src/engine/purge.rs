@@ -4,7 +4,7 @@
 
 use binlog_format::{Cause, Event, Key, RowChange, RowEvent};
 
-use super::Engine;
+use super::{Engine, LockKey};
 use crate::error::Result;
 use crate::types::expiry_us;
 
@@ -49,8 +49,9 @@ impl Engine {
         let mut held = Vec::new();
         let mut events = Vec::new();
         for (table, key) in candidates {
-            if self.shared.locks.try_acquire(txn, (table, key.clone())) {
-                held.push((table, key.clone()));
+            let lock = LockKey::new(table, &key);
+            if self.shared.locks.try_acquire(txn, lock) {
+                held.push(lock);
                 events.push(Event::Row(RowEvent {
                     table_id: table,
                     change: RowChange::Delete { key: key.0 },

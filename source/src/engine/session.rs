@@ -353,10 +353,11 @@ impl Session {
         Ok(())
     }
 
-    fn lock(&mut self, key: LockKey) -> Result<()> {
+    fn lock(&mut self, table: u64, key: &Key) -> Result<()> {
+        let key = LockKey::new(table, key);
         let timeout = self.engine.config().lock_wait_timeout;
         let txn = open_txn(&mut self.txn, &self.engine, &mut self.spare_ops);
-        if self.engine.shared.locks.acquire(txn.id, &key, timeout)? {
+        if self.engine.shared.locks.acquire(txn.id, key, timeout)? {
             txn.locks.push(key);
         }
         Ok(())
@@ -656,7 +657,7 @@ impl Session {
         for (i, values) in rows.into_iter().enumerate() {
             let row = self.build_row(def, columns, values, i + 1, now)?;
             let key = Key(def.key_of(&row));
-            self.lock((def.id, key.clone()))?;
+            self.lock(def.id, &key)?;
             let existing = self.get_row(def.id, &key);
             let live = existing
                 .as_ref()
@@ -728,13 +729,19 @@ impl Session {
                     let mut meta_key = prefix.clone();
                     meta_key.push(slot_value(def, 0));
                     let meta_key = Key(meta_key);
-                    self.lock((def.id, meta_key.clone()))?;
+                    self.lock(def.id, &meta_key)?;
+                    // Only the meta column is read: a staged meta row is not copied.
+                    let meta_of = |r: &[Value]| match r.get(ring.meta_column) {
+                        Some(Value::Bytes(b)) => Meta::decode(b),
+                        _ => None,
+                    };
                     let meta = self
-                        .get_row(def.id, &meta_key)
-                        .and_then(|r| match r.get(ring.meta_column) {
-                            Some(Value::Bytes(b)) => Meta::decode(b),
-                            _ => None,
-                        })
+                        .seen(
+                            def.id,
+                            &meta_key,
+                            |t| t.get(&meta_key).as_deref().and_then(meta_of),
+                            |r| r.and_then(|r| meta_of(r)),
+                        )
                         .unwrap_or_else(Meta::empty);
                     metas.push((prefix, meta));
                     metas.len() - 1
@@ -744,7 +751,7 @@ impl Session {
             row[ring.slot_column] = slot_value(def, slot);
             row[ring.meta_column] = Value::Null;
             let key = Key(def.key_of(&row));
-            self.lock((def.id, key.clone()))?;
+            self.lock(def.id, &key)?;
             // Whether the slot is taken is all an SQL insert needs. The native writer's
             // overwrite is an update of the slot: the columns it leaves out keep the
             // overwritten row's values (the spec, NDB API), so it reads those.
@@ -833,7 +840,7 @@ impl Session {
         let mut meta_key = prefix.to_vec();
         meta_key.push(slot_value(def, 0));
         let meta_key = Key(meta_key);
-        self.lock((def.id, meta_key.clone()))?;
+        self.lock(def.id, &meta_key)?;
         let Some(meta_row_now) = self.get_row(def.id, &meta_key) else {
             return Ok(0);
         };
@@ -851,7 +858,7 @@ impl Session {
             let mut key = prefix.to_vec();
             key.push(slot_value(def, slot));
             let key = Key(key);
-            self.lock((def.id, key.clone()))?;
+            self.lock(def.id, &key)?;
             if self.get_row(def.id, &key).is_some() {
                 self.stage_delete(def.id, key, Cause::DeleteOldest);
             }
@@ -911,7 +918,7 @@ impl Session {
             }
             out.matched += 1;
             let old_key = Key(def.key_of(&old));
-            self.lock((def.id, old_key.clone()))?;
+            self.lock(def.id, &old_key)?;
             // Re-read after the lock: another transaction may have changed it meanwhile.
             let Some(old) = self.get_row(def.id, &old_key) else {
                 continue;
@@ -946,7 +953,7 @@ impl Session {
             }
             let new_key = Key(def.key_of(&new));
             if new_key != old_key {
-                self.lock((def.id, new_key.clone()))?;
+                self.lock(def.id, &new_key)?;
                 if self.get_row(def.id, &new_key).is_some() {
                     return Err(Error::dup_entry(
                         &dup_text(&new_key.0),
@@ -1010,7 +1017,7 @@ impl Session {
             let mut meta_key = prefix.clone();
             meta_key.push(slot_value(def, 0));
             let meta_key = Key(meta_key);
-            self.lock((def.id, meta_key.clone()))?;
+            self.lock(def.id, &meta_key)?;
             for (key, row) in self.scan_raw(def.id, &prefix)? {
                 if key == meta_key {
                     continue;
@@ -1018,7 +1025,7 @@ impl Session {
                 if self.is_expired(def, &row, now) && !self.vars.ttl_expired_visible_in_delete {
                     continue;
                 }
-                self.lock((def.id, key.clone()))?;
+                self.lock(def.id, &key)?;
                 self.stage_delete(def.id, key, Cause::PrefixDelete);
                 deleted += 1;
             }
@@ -1051,7 +1058,7 @@ impl Session {
                 continue;
             }
             let key = Key(def.key_of(&row));
-            self.lock((def.id, key.clone()))?;
+            self.lock(def.id, &key)?;
             self.stage_delete(def.id, key, Cause::Delete);
             deleted += 1;
         }
@@ -1118,7 +1125,7 @@ impl Session {
         }
         self.statement(|s| {
             let key = Key(def.key_of(&row));
-            s.lock((def.id, key.clone()))?;
+            s.lock(def.id, &key)?;
             s.stage_write(def.id, key, row, Cause::Insert);
             Ok(())
         })
@@ -1129,7 +1136,7 @@ impl Session {
         self.check_privilege(def)?;
         self.statement(|s| {
             let key = Key(key);
-            s.lock((def.id, key.clone()))?;
+            s.lock(def.id, &key)?;
             s.stage_delete(def.id, key, Cause::Delete);
             Ok(())
         })
