@@ -369,6 +369,25 @@ impl fmt::Display for Value {
 mod tests {
     use super::*;
 
+    /// Keys that compare equal hash alike (maps of keys rely on it), however their
+    /// integers are held.
+    #[test]
+    fn equal_keys_hash_alike() {
+        use std::hash::BuildHasher;
+        let h = std::collections::hash_map::RandomState::new();
+        let pairs = [
+            (Value::Int(5), Value::UInt(5)),
+            (Value::Int(0), Value::UInt(0)),
+            (Value::Int(i64::MAX), Value::UInt(i64::MAX as u64)),
+            (Value::Decimal("1.50".into()), Value::Decimal("1.5".into())),
+        ];
+        for (a, b) in pairs {
+            let (ka, kb) = (Key(vec![Value::Int(1), a]), Key(vec![Value::Int(1), b]));
+            assert_eq!(ka, kb);
+            assert_eq!(h.hash_one(&ka), h.hash_one(&kb), "{ka:?} and {kb:?}");
+        }
+    }
+
     #[test]
     fn integers_of_both_signs_order_by_value() {
         assert_eq!(Value::Int(-1).total_cmp(&Value::UInt(0)), Ordering::Less);
