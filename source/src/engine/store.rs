@@ -178,28 +178,133 @@ fn slot_index(slot: Option<&Value>, size: u32) -> Option<usize> {
 #[derive(Clone)]
 pub(super) enum Store {
     Plain(BTreeSet<Stored>),
-    Rings {
-        /// The ring's size: slots 0 to `size` are indexes.
-        size: u32,
-        rings: HashMap<Box<[u8]>, Ring, foldhash::fast::RandomState>,
-        /// The prefixes of `rings`, in order.
-        order: BTreeSet<Box<[u8]>>,
-        len: usize,
-    },
+    Rings(Rings),
+}
+
+/// A ring table's rows: each prefix's ring, found by the prefix's key bytes.
+#[derive(Clone)]
+pub(super) struct Rings {
+    /// The rings' size: slots 0 to `size` are indexes of `Ring::slots`.
+    size: u32,
+    rings: HashMap<Box<[u8]>, Ring, foldhash::fast::RandomState>,
+    /// The prefixes of `rings`, in order.
+    order: BTreeSet<Box<[u8]>>,
+    len: usize,
 }
 
 type Iter<'a> = Box<dyn Iterator<Item = StoredRow<'a>> + 'a>;
+
+impl Rings {
+    // `k` is a whole key's bytes, `k[..at]` its prefix's and `slot` its last value (see
+    // `keybytes::with_key_split`).
+
+    fn get(&self, k: &[u8], at: usize, slot: Option<&Value>) -> Option<&Stored> {
+        let ring = self.rings.get(&k[..at])?;
+        match slot_index(slot, self.size) {
+            Some(i) => ring.slots.get(i)?.as_ref(),
+            None => ring.odd.as_ref()?.get(k),
+        }
+    }
+
+    fn put(&mut self, k: &[u8], at: usize, slot: Option<&Value>, row: &[Value]) -> Option<Stored> {
+        let ring = match self.rings.get_mut(&k[..at]) {
+            Some(r) => r,
+            None => {
+                self.order.insert(k[..at].into());
+                self.rings.entry(k[..at].into()).or_default()
+            }
+        };
+        let stored = Stored::new(k, row);
+        let old = match slot_index(slot, self.size) {
+            Some(i) => {
+                if i >= ring.slots.len() {
+                    // Rings fill slot after slot. Room for 16 first, then for the whole
+                    // ring: two allocations, and little unused room in the many rings that
+                    // hold a few rows.
+                    let whole = self.size as usize + 1;
+                    let want = if i < 16 { 16 } else { whole }.max(i + 1);
+                    ring.slots.reserve_exact(want - ring.slots.len());
+                    ring.slots.resize(i + 1, None);
+                }
+                ring.slots[i].replace(stored)
+            }
+            None => ring.odd.get_or_insert_default().replace(stored),
+        };
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+
+    fn remove(&mut self, k: &[u8], at: usize, slot: Option<&Value>) -> Option<Stored> {
+        let ring = self.rings.get_mut(&k[..at])?;
+        let old = match slot_index(slot, self.size) {
+            Some(i) => ring.slots.get_mut(i)?.take(),
+            None => ring.odd.as_mut()?.take(k),
+        };
+        if old.is_some() {
+            self.len -= 1;
+            // A ring emptied by a prefix delete goes, so that deleted prefixes do not pile
+            // up. (A ring with its meta row is not empty: no need to look.)
+            if ring.slots.first().is_none_or(Option::is_none) && ring.is_empty() {
+                self.rings.remove(&k[..at]);
+                self.order.remove(&k[..at]);
+            }
+        }
+        old
+    }
+
+    /// The rows of the rings whose prefixes lie in `prefixes`, in key order.
+    fn rows<'a>(
+        &'a self,
+        prefixes: impl Iterator<Item = &'a Box<[u8]>> + 'a,
+    ) -> impl Iterator<Item = StoredRow<'a>> + 'a {
+        prefixes
+            .filter_map(|p| Some((p, self.rings.get(p)?)))
+            .flat_map(|(p, r)| r.iter(p.len()))
+            .map(Stored::view)
+    }
+
+    fn range<'a>(&'a self, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Iter<'a> {
+        // Prefix encodings are self-delimiting, so only the ring of the greatest prefix at
+        // or below the lower bound can hold keys on both sides of it.
+        let first: Bound<&[u8]> = match lower {
+            Bound::Included(b) | Bound::Excluded(b) => self
+                .order
+                .range::<[u8], _>((Bound::Unbounded, Bound::Included(b)))
+                .next_back()
+                .map_or(Bound::Unbounded, |p| Bound::Included(&p[..])),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let lower = lower.map(<[u8]>::to_vec);
+        let upper = upper.map(<[u8]>::to_vec);
+        let prefixes = self.order.range::<[u8], _>((first, Bound::Unbounded));
+        Box::new(
+            self.rows(prefixes)
+                .skip_while(move |s| match &lower {
+                    Bound::Included(b) => s.key < b.as_slice(),
+                    Bound::Excluded(b) => s.key <= b.as_slice(),
+                    Bound::Unbounded => false,
+                })
+                .take_while(move |s| match &upper {
+                    Bound::Included(b) => s.key <= b.as_slice(),
+                    Bound::Excluded(b) => s.key < b.as_slice(),
+                    Bound::Unbounded => true,
+                }),
+        )
+    }
+}
 
 impl Store {
     /// Rings for a ring table whose slot is the last key column (as every ring's is).
     pub(super) fn new(def: &TableDef) -> Store {
         match &def.ring {
-            Some(r) if def.primary_key.last() == Some(&r.slot_column) => Store::Rings {
+            Some(r) if def.primary_key.last() == Some(&r.slot_column) => Store::Rings(Rings {
                 size: r.size,
                 rings: HashMap::default(),
                 order: BTreeSet::new(),
                 len: 0,
-            },
+            }),
             _ => Store::Plain(BTreeSet::new()),
         }
     }
@@ -207,7 +312,7 @@ impl Store {
     pub(super) fn len(&self) -> usize {
         match self {
             Store::Plain(rows) => rows.len(),
-            Store::Rings { len, .. } => *len,
+            Store::Rings(r) => r.len,
         }
     }
 
@@ -215,14 +320,9 @@ impl Store {
     pub(super) fn get<'v>(&self, key: impl Iterator<Item = &'v Value>) -> Option<StoredRow<'_>> {
         match self {
             Store::Plain(rows) => keybytes::with_key(key, |k| rows.get(k).map(Stored::view)),
-            Store::Rings { size, rings, .. } => keybytes::with_key_split(key, |k, at, slot| {
-                let ring = rings.get(&k[..at])?;
-                match slot_index(slot, *size) {
-                    Some(i) => ring.slots.get(i)?.as_ref(),
-                    None => ring.odd.as_ref()?.get(k),
-                }
-                .map(Stored::view)
-            }),
+            Store::Rings(r) => {
+                keybytes::with_key_split(key, |k, at, slot| r.get(k, at, slot).map(Stored::view))
+            }
         }
     }
 
@@ -234,38 +334,7 @@ impl Store {
     ) -> Option<Stored> {
         match self {
             Store::Plain(rows) => keybytes::with_key(key, |k| rows.replace(Stored::new(k, row))),
-            Store::Rings {
-                size,
-                rings,
-                order,
-                len,
-            } => keybytes::with_key_split(key, |k, at, slot| {
-                let ring = match rings.get_mut(&k[..at]) {
-                    Some(r) => r,
-                    None => {
-                        order.insert(k[..at].into());
-                        rings.entry(k[..at].into()).or_default()
-                    }
-                };
-                let stored = Stored::new(k, row);
-                let old = match slot_index(slot, *size) {
-                    Some(i) => {
-                        if i >= ring.slots.len() {
-                            // Rings fill slot after slot: grow by doubling, but never past
-                            // the ring's size.
-                            let want = if i < 16 { 16 } else { *size as usize + 1 }.max(i + 1);
-                            ring.slots.reserve_exact(want - ring.slots.len());
-                            ring.slots.resize(i + 1, None);
-                        }
-                        ring.slots[i].replace(stored)
-                    }
-                    None => ring.odd.get_or_insert_default().replace(stored),
-                };
-                if old.is_none() {
-                    *len += 1;
-                }
-                old
-            }),
+            Store::Rings(r) => keybytes::with_key_split(key, |k, at, slot| r.put(k, at, slot, row)),
         }
     }
 
@@ -273,28 +342,7 @@ impl Store {
     pub(super) fn remove<'v>(&mut self, key: impl Iterator<Item = &'v Value>) -> Option<Stored> {
         match self {
             Store::Plain(rows) => keybytes::with_key(key, |k| rows.take(k)),
-            Store::Rings {
-                size,
-                rings,
-                order,
-                len,
-            } => keybytes::with_key_split(key, |k, at, slot| {
-                let ring = rings.get_mut(&k[..at])?;
-                let old = match slot_index(slot, *size) {
-                    Some(i) => ring.slots.get_mut(i)?.take(),
-                    None => ring.odd.as_mut()?.take(k),
-                };
-                if old.is_some() {
-                    *len -= 1;
-                    // A ring emptied by a prefix delete goes, so that deleted prefixes do
-                    // not pile up. (A ring with its meta row is not empty: no need to look.)
-                    if ring.slots.first().is_none_or(Option::is_none) && ring.is_empty() {
-                        rings.remove(&k[..at]);
-                        order.remove(&k[..at]);
-                    }
-                }
-                old
-            }),
+            Store::Rings(r) => keybytes::with_key_split(key, |k, at, slot| r.remove(k, at, slot)),
         }
     }
 
@@ -302,13 +350,7 @@ impl Store {
     pub(super) fn iter(&self) -> Iter<'_> {
         match self {
             Store::Plain(rows) => Box::new(rows.iter().map(Stored::view)),
-            Store::Rings { rings, order, .. } => Box::new(
-                order
-                    .iter()
-                    .filter_map(|p| Some((p, rings.get(p)?)))
-                    .flat_map(|(p, r)| r.iter(p.len()))
-                    .map(Stored::view),
-            ),
+            Store::Rings(r) => Box::new(r.rows(r.order.iter())),
         }
     }
 
@@ -325,48 +367,17 @@ impl Store {
         }
         match self {
             Store::Plain(rows) => Box::new(rows.range::<[u8], _>((lower, upper)).map(Stored::view)),
-            Store::Rings { rings, order, .. } => {
-                // Prefix encodings are self-delimiting, so only the ring of the greatest
-                // prefix at or below the lower bound can hold keys on both sides of it.
-                let first: Bound<&[u8]> = match lower {
-                    Bound::Included(b) | Bound::Excluded(b) => order
-                        .range::<[u8], _>((Bound::Unbounded, Bound::Included(b)))
-                        .next_back()
-                        .map_or(Bound::Unbounded, |p| Bound::Included(&p[..])),
-                    Bound::Unbounded => Bound::Unbounded,
-                };
-                let lower = lower.map(<[u8]>::to_vec);
-                let upper = upper.map(<[u8]>::to_vec);
-                Box::new(
-                    order
-                        .range::<[u8], _>((first, Bound::Unbounded))
-                        .filter_map(|p| Some((p, rings.get(p)?)))
-                        .flat_map(|(p, r)| r.iter(p.len()))
-                        .map(Stored::view)
-                        .skip_while(move |s| match &lower {
-                            Bound::Included(b) => s.key < b.as_slice(),
-                            Bound::Excluded(b) => s.key <= b.as_slice(),
-                            Bound::Unbounded => false,
-                        })
-                        .take_while(move |s| match &upper {
-                            Bound::Included(b) => s.key <= b.as_slice(),
-                            Bound::Excluded(b) => s.key < b.as_slice(),
-                            Bound::Unbounded => true,
-                        }),
-                )
-            }
+            Store::Rings(r) => r.range(lower, upper),
         }
     }
 
     pub(super) fn clear(&mut self) {
         match self {
             Store::Plain(rows) => rows.clear(),
-            Store::Rings {
-                rings, order, len, ..
-            } => {
-                rings.clear();
-                order.clear();
-                *len = 0;
+            Store::Rings(r) => {
+                r.rings.clear();
+                r.order.clear();
+                r.len = 0;
             }
         }
     }
@@ -473,7 +484,7 @@ mod tests {
             let def = ring_def();
             let mut rings = Store::new(&def);
             let mut plain = Store::Plain(BTreeSet::new());
-            prop_assert!(matches!(rings, Store::Rings { .. }), "a ring table gets rings");
+            prop_assert!(matches!(rings, Store::Rings(_)), "a ring table gets rings");
             for op in &ops {
                 match op {
                     Op::Put(k, v) => {
