@@ -270,12 +270,7 @@ fn drill_down(
     opts: &VerifyOptions,
 ) {
     let (mut i, mut j) = (0, 0);
-    let is_meta = |k: &Key| {
-        def.ring.is_some()
-            && k.0
-                .last()
-                .is_some_and(|v| matches!(v, Value::Int(0) | Value::UInt(0)))
-    };
+    let is_meta = |k: &Key| def.is_meta_key(&k.0);
     let push = |rep: &mut TableReport, d: Difference| {
         if rep.differences.len() < opts.max_listed {
             rep.differences.push(d);

@@ -269,6 +269,11 @@ impl TableDef {
         }
     }
 
+    /// Whether a primary key (its values in key order) is a ring's meta row: slot 0.
+    pub fn is_meta_key(&self, key: &[Value]) -> bool {
+        self.ring.is_some() && matches!(key.last(), Some(Value::Int(0) | Value::UInt(0)))
+    }
+
     pub fn qualified_name(&self) -> String {
         format!("{}.{}", self.database, self.name)
     }

@@ -271,11 +271,7 @@ impl Session {
             .ok_or_else(|| Error::no_such_table(&new_def.database, &new_def.name))?;
         let mut events = Vec::new();
         for (key, row) in rows {
-            let is_meta = old.ring.is_some()
-                && key
-                    .0
-                    .last()
-                    .is_some_and(|v| matches!(v, Value::Int(0) | Value::UInt(0)));
+            let is_meta = old.is_meta_key(&key.0);
             if let Some(new_row) = map_row(&row, is_meta)? {
                 let cause = if is_meta {
                     Cause::MetaUpdate

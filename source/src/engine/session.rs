@@ -454,11 +454,7 @@ impl Session {
         Ok(rows
             .into_iter()
             .filter(|(k, r)| {
-                let is_meta = def.ring.is_some()
-                    && k.0
-                        .last()
-                        .is_some_and(|v| matches!(v, Value::Int(0) | Value::UInt(0)));
-                if is_meta {
+                if def.is_meta_key(&k.0) {
                     meta_visible
                 } else {
                     !self.is_expired(def, r, now)

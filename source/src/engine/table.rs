@@ -143,11 +143,7 @@ impl Table {
 
     /// Whether a primary key is a ring meta row (slot 0).
     pub fn is_meta_key(&self, key: &Key) -> bool {
-        self.def.ring.is_some()
-            && key
-                .0
-                .last()
-                .is_some_and(|v| matches!(v, Value::Int(0) | Value::UInt(0)))
+        self.def.is_meta_key(&key.0)
     }
 
     /// The unique-index value of a row, or `None` when a column is NULL (NULLs never clash).
