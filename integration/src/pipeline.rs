@@ -307,7 +307,7 @@ pub fn run_demo_with(
         }
         let (primary_rows, meta_rows) = primary.with_state(|st| {
             st.table("test", "user_events").map_or((0, 0), |t| {
-                let meta = t.iter().filter(|(k, _)| t.is_meta_key(k)).count() as u64;
+                let meta = t.meta_rows() as u64;
                 (t.len() as u64 - meta, meta)
             })
         });

@@ -316,6 +316,20 @@ impl Store {
         }
     }
 
+    /// How many rings hold a meta row (slot 0), without reading any row; `None` for a
+    /// plain store.
+    pub(super) fn meta_rows(&self) -> Option<usize> {
+        match self {
+            Store::Plain(_) => None,
+            Store::Rings(r) => Some(
+                r.rings
+                    .values()
+                    .filter(|g| matches!(g.slots.first(), Some(Some(_))))
+                    .count(),
+            ),
+        }
+    }
+
     /// The row under a key given as its values.
     pub(super) fn get<'v>(&self, key: impl Iterator<Item = &'v Value>) -> Option<StoredRow<'_>> {
         match self {
@@ -503,6 +517,11 @@ mod tests {
             }
             let all = |s: Iter<'_>| s.map(|r| (r.key_bytes().to_vec(), r.row())).collect::<Vec<_>>();
             prop_assert_eq!(all(rings.iter()), all(plain.iter()));
+            let slot_zero = plain
+                .iter()
+                .filter(|r| def.is_meta_key(&r.row()[..2]))
+                .count();
+            prop_assert_eq!(rings.meta_rows(), Some(slot_zero));
             for op in &ops {
                 let (Op::Put(k, _) | Op::Remove(k)) = op;
                 let a = rings.get(k.iter()).map(|r| r.row());

@@ -81,6 +81,20 @@ impl Table {
         self.rows.len()
     }
 
+    /// Number of ring meta rows stored (0 for a plain table); a ring table counts them
+    /// without reading its rows.
+    pub fn meta_rows(&self) -> usize {
+        match self.rows.meta_rows() {
+            Some(n) => n,
+            None if self.def.ring.is_some() => self
+                .rows
+                .iter()
+                .filter(|s| self.is_meta_key(&self.keyed(*s).0))
+                .count(),
+            None => 0,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rows.len() == 0
     }
