@@ -137,10 +137,12 @@ impl<'s> RingWriter<'s> {
         if self.batch.is_empty() {
             return Ok(());
         }
-        let rows = std::mem::take(&mut self.batch);
         let cols = self.columns.as_deref().unwrap_or_default();
         self.session.begin_statement();
-        let r = self.session.insert_native(&self.def, cols, rows);
+        // Drained, not taken: the batch keeps its room for the next one.
+        let r = self
+            .session
+            .insert_native(&self.def, cols, self.batch.drain(..));
         match self.session.end_statement(r) {
             Ok(n) => {
                 self.written += n;

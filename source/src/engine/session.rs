@@ -691,7 +691,7 @@ impl Session {
         &mut self,
         def: &TableDef,
         columns: &[usize],
-        rows: Vec<Vec<Value>>,
+        rows: impl IntoIterator<Item = Vec<Value>>,
         mode: InsertMode,
         keep_unset: bool,
     ) -> Result<u64> {
@@ -806,7 +806,7 @@ impl Session {
         &mut self,
         def: &TableDef,
         columns: &[usize],
-        rows: Vec<Vec<Value>>,
+        rows: impl IntoIterator<Item = Vec<Value>>,
     ) -> Result<u64> {
         self.check_writable()?;
         self.insert_ring(def, columns, rows, InsertMode::Insert, true)
