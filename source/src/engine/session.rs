@@ -96,14 +96,13 @@ struct Txn {
     explicit: bool,
 }
 
-/// One entry of a statement's undo log: the overlay entry as it was before the statement.
-type Undo = (u64, Key, Option<usize>);
-
 pub struct Session {
     engine: Engine,
     pub vars: SessionVars,
     txn: Option<Txn>,
-    undo: Vec<Undo>,
+    /// The statement's undo log: for each event it staged (the events from `ops_mark` on,
+    /// in order), the overlay entry its key had before, if any.
+    undo: Vec<Option<usize>>,
     ops_mark: usize,
     stmt_explicit: bool,
     warnings: Vec<(u16, String)>,
@@ -329,21 +328,26 @@ impl Session {
     }
 
     fn undo_statement(&mut self) {
-        let undo = std::mem::take(&mut self.undo);
+        let mark = self.ops_mark;
+        let undo = &self.undo;
         if let Some(txn) = self.txn.as_mut() {
-            for (table, key, before) in undo.into_iter().rev() {
-                let m = txn.overlay.entry(table).or_default();
-                match before {
-                    Some(v) => {
-                        m.insert(key, v);
+            // An overlay entry the statement set points at one of its events; follow each
+            // back through what its events replaced, to the entry from before the statement
+            // (or to none). The log need not hold the keys: a failing statement is rare.
+            for m in txn.overlay.values_mut() {
+                m.retain(|_, at| {
+                    while *at >= mark {
+                        match undo.get(*at - mark) {
+                            Some(&Some(before)) => *at = before,
+                            _ => return false,
+                        }
                     }
-                    None => {
-                        m.remove(&key);
-                    }
-                }
+                    true
+                });
             }
-            txn.ops.truncate(self.ops_mark);
+            txn.ops.truncate(mark);
         }
+        self.undo.clear();
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -370,12 +374,8 @@ impl Session {
         let txn = self.txn();
         let at = txn.ops.len();
         txn.ops.push(Event::Row(event));
-        let before = txn
-            .overlay
-            .entry(table)
-            .or_default()
-            .insert(key.clone(), at);
-        self.undo.push((table, key, before));
+        let before = txn.overlay.entry(table).or_default().insert(key, at);
+        self.undo.push(before);
     }
 
     /// Stages a row delete and its binlog event.
@@ -1300,4 +1300,66 @@ fn validate_replicated(st: &State, events: &[Event]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sql::{Outcome, SqlSession};
+
+    fn rows(s: &mut SqlSession, sql: &str) -> Vec<String> {
+        match s.execute(sql) {
+            Ok(Outcome::Rows(rs)) => rs
+                .rows
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .map(|v| v.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect(),
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+
+    /// A failing statement inside a transaction is undone alone: keys it wrote for the first
+    /// time disappear, keys it wrote over (even twice) show what the earlier statements left.
+    #[test]
+    fn a_failing_statement_is_undone_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_engine, mut s) = crate::sql::test_session(
+            dir.path(),
+            &[
+                "CREATE TABLE r (u INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
+                 ring_meta VARBINARY(64), v VARCHAR(4), PRIMARY KEY (u, ring_idx)) \
+                 COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=2'",
+                "SET ndb_ring_buffer_show_meta = 1",
+            ],
+        );
+        s.execute("BEGIN").expect("begin");
+        s.execute("INSERT INTO r (u, v) VALUES (1, 'a')")
+            .expect("insert");
+        let before = rows(&mut s, "SELECT u, ring_idx, v FROM r ORDER BY u, ring_idx");
+        // Slot 2, then slot 1 (written by the statement before), then slot 2 again, then a
+        // value too long for the column.
+        let e = s
+            .execute("INSERT INTO r (u, v) VALUES (1, 'b'), (1, 'c'), (1, 'd'), (1, 'eeeee')")
+            .expect_err("too long");
+        assert_eq!(e.code, 1406, "{e:?}");
+        assert_eq!(
+            rows(&mut s, "SELECT u, ring_idx, v FROM r ORDER BY u, ring_idx"),
+            before
+        );
+        assert_eq!(before.len(), 2, "the meta row and slot 1: {before:?}");
+        // The transaction goes on from there (its next event takes the place the failed
+        // statement's first one had), and commits what the other statements did.
+        s.execute("UPDATE r SET v = 'x' WHERE ring_idx = 1")
+            .expect("update");
+        let data = "SELECT u, ring_idx, v FROM r WHERE ring_idx > 0 ORDER BY ring_idx";
+        assert_eq!(rows(&mut s, data), ["1 1 x"]);
+        s.execute("INSERT INTO r (u, v) VALUES (1, 'f')")
+            .expect("insert");
+        s.execute("COMMIT").expect("commit");
+        assert_eq!(rows(&mut s, data), ["1 1 x", "1 2 f"]);
+    }
 }
