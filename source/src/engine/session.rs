@@ -701,7 +701,8 @@ impl Session {
             .ok_or_else(|| Error::internal("not a ring table"))?;
         let prefix_cols = def.prefix_columns().to_vec();
         let now = self.now_us();
-        let mut metas: Vec<(Vec<Value>, Meta)> = Vec::new();
+        // Each prefix's meta row key (the prefix, then slot 0) and meta, as the batch goes.
+        let mut metas: Vec<(Key, Meta)> = Vec::new();
         let mut inserted = 0;
         // The user columns an overwrite keeps (the native writer's, see below).
         let kept: Vec<usize> = match keep_unset {
@@ -717,12 +718,12 @@ impl Session {
         };
         for (i, values) in rows.into_iter().enumerate() {
             let mut row = self.build_row(def, columns, values, i + 1, now)?;
-            let same_prefix = |p: &[Value]| prefix_cols.iter().zip(p).all(|(&c, v)| row[c] == *v);
-            let at = match metas.iter().position(|(p, _)| same_prefix(p)) {
+            let same_prefix = |k: &Key| prefix_cols.iter().zip(&k.0).all(|(&c, v)| row[c] == *v);
+            let at = match metas.iter().position(|(k, _)| same_prefix(k)) {
                 Some(at) => at,
                 None => {
-                    let prefix: Vec<Value> = prefix_cols.iter().map(|&c| row[c].clone()).collect();
-                    let mut meta_key = prefix.clone();
+                    let mut meta_key = Vec::with_capacity(prefix_cols.len() + 1);
+                    meta_key.extend(prefix_cols.iter().map(|&c| row[c].clone()));
                     meta_key.push(slot_value(def, 0));
                     let meta_key = Key(meta_key);
                     self.lock(def.id, &meta_key)?;
@@ -739,7 +740,7 @@ impl Session {
                             |r| r.and_then(|r| meta_of(r)),
                         )
                         .unwrap_or_else(Meta::empty);
-                    metas.push((prefix, meta));
+                    metas.push((meta_key, meta));
                     metas.len() - 1
                 }
             };
@@ -792,9 +793,8 @@ impl Session {
             self.stage_write(def.id, key, row, cause);
             inserted += 1;
         }
-        for (prefix, meta) in metas {
-            let row = meta_row(def, &prefix, &meta);
-            let key = Key(def.key_of(&row));
+        for (key, meta) in metas {
+            let row = meta_row(def, &key.0[..prefix_cols.len()], &meta);
             self.stage_write(def.id, key, row, Cause::MetaUpdate);
         }
         Ok(inserted)
