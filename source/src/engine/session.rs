@@ -114,12 +114,21 @@ pub struct Session {
     pub defer_durability: bool,
     /// The highest LSN committed since the last `take_pending_lsn`, when deferring.
     pending_lsn: Option<u64>,
-    /// An empty event list with room, from the last commit, for the next transaction.
-    spare_ops: Vec<Event>,
+    /// What the last commit left for the next transaction to reuse.
+    spare: Spare,
 }
 
-/// Event lists with room for more than this are not kept between transactions.
-const SPARE_OPS_MAX: usize = 1 << 16;
+/// A committed transaction's emptied event list, lock list and overlay, kept so that the
+/// next transaction does not grow new ones entry by entry.
+#[derive(Default)]
+struct Spare {
+    ops: Vec<Event>,
+    locks: Vec<LockKey>,
+    overlay: Overlay,
+}
+
+/// Lists and maps with room for more than this many entries are not kept.
+const SPARE_MAX: usize = 1 << 16;
 
 fn slot_value(def: &TableDef, slot: u32) -> Value {
     match def.ring.as_ref().map(|r| &def.columns[r.slot_column].ty) {
@@ -130,16 +139,12 @@ fn slot_value(def: &TableDef, slot: u32) -> Value {
 
 /// The session's open transaction, opened if there is none. (A function of the two fields,
 /// so that callers can still use the engine handle while holding the transaction.)
-fn open_txn<'a>(
-    txn: &'a mut Option<Txn>,
-    engine: &Engine,
-    spare_ops: &mut Vec<Event>,
-) -> &'a mut Txn {
+fn open_txn<'a>(txn: &'a mut Option<Txn>, engine: &Engine, spare: &mut Spare) -> &'a mut Txn {
     txn.get_or_insert_with(|| Txn {
         id: engine.next_txn_id(),
-        ops: std::mem::take(spare_ops),
-        overlay: FastMap::default(),
-        locks: Vec::new(),
+        ops: std::mem::take(&mut spare.ops),
+        overlay: std::mem::take(&mut spare.overlay),
+        locks: std::mem::take(&mut spare.locks),
         doomed: None,
         explicit: false,
     })
@@ -173,7 +178,7 @@ impl Session {
             auto_inc: HashMap::new(),
             defer_durability: false,
             pending_lsn: None,
-            spare_ops: Vec::new(),
+            spare: Spare::default(),
         }
     }
 
@@ -233,7 +238,7 @@ impl Session {
     // ----- transactions -------------------------------------------------------------
 
     fn txn(&mut self) -> &mut Txn {
-        open_txn(&mut self.txn, &self.engine, &mut self.spare_ops)
+        open_txn(&mut self.txn, &self.engine, &mut self.spare)
     }
 
     /// BEGIN / START TRANSACTION: commits any open transaction first, as MySQL does.
@@ -268,14 +273,33 @@ impl Session {
                 }
             }
         };
-        self.engine.shared.locks.release_all(txn.id, txn.locks);
+        let mut locks = txn.locks;
+        self.engine
+            .shared
+            .locks
+            .release_all(txn.id, locks.drain(..));
         self.undo.clear();
-        // The next transaction reuses the event list's memory (a big one's is let go).
+        // The next transaction reuses this one's memory (a big one's is let go).
         let mut ops = txn.ops;
         ops.clear();
-        if ops.capacity() <= SPARE_OPS_MAX {
-            self.spare_ops = ops;
-        }
+        let mut overlay = txn.overlay;
+        overlay.retain(|_, m| {
+            m.clear();
+            m.capacity() <= SPARE_MAX
+        });
+        self.spare = Spare {
+            ops: if ops.capacity() <= SPARE_MAX {
+                ops
+            } else {
+                Vec::new()
+            },
+            locks: if locks.capacity() <= SPARE_MAX {
+                locks
+            } else {
+                Vec::new()
+            },
+            overlay,
+        };
         result
     }
 
@@ -360,7 +384,7 @@ impl Session {
     fn lock(&mut self, table: u64, key: &Key) -> Result<()> {
         let key = LockKey::new(table, key);
         let timeout = self.engine.config().lock_wait_timeout;
-        let txn = open_txn(&mut self.txn, &self.engine, &mut self.spare_ops);
+        let txn = open_txn(&mut self.txn, &self.engine, &mut self.spare);
         if self.engine.shared.locks.acquire(txn.id, key, timeout)? {
             txn.locks.push(key);
         }
