@@ -1328,22 +1328,14 @@ fn validate_replicated(st: &State, events: &[Event]) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use crate::sql::{Outcome, SqlSession};
+    use crate::sql::SqlSession;
 
+    /// Each row of a query's result as one line of text.
     fn rows(s: &mut SqlSession, sql: &str) -> Vec<String> {
-        match s.execute(sql) {
-            Ok(Outcome::Rows(rs)) => rs
-                .rows
-                .iter()
-                .map(|r| {
-                    r.iter()
-                        .map(|v| v.to_string())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .collect(),
-            other => panic!("{sql}: {other:?}"),
-        }
+        crate::sql::test_rows(s, sql)
+            .into_iter()
+            .map(|r| r.into_iter().flatten().collect::<Vec<_>>().join(" "))
+            .collect()
     }
 
     /// A failing statement inside a transaction is undone alone: keys it wrote for the first

@@ -418,14 +418,7 @@ impl SqlSession {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Outcome, SqlSession};
-
-    fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
-        match s.execute(sql) {
-            Ok(Outcome::Rows(rs)) => rs.text_rows(),
-            other => panic!("{sql}: {other:?}"),
-        }
-    }
+    use crate::sql::test_rows as rows;
 
     /// The hash path must give exactly what the nested loop gives (`+ 0` turns the column
     /// into an expression, which forces the loop): duplicates, NULLs, unmatched rows on

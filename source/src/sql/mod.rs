@@ -490,6 +490,15 @@ pub fn client_error_line(e: &Error) -> String {
     format!("ERROR {} ({}): {}", e.code, e.sqlstate, e.message)
 }
 
+/// For tests: the rows a query returns, as text (`None` for NULL).
+#[cfg(test)]
+pub(crate) fn test_rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
+    match s.execute(sql) {
+        Ok(Outcome::Rows(rs)) => rs.text_rows(),
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
 /// For tests: an engine in `dir` and a session on it in database `d`, after `statements`.
 #[cfg(test)]
 pub(crate) fn test_session(dir: &std::path::Path, statements: &[&str]) -> (Engine, SqlSession) {
