@@ -98,7 +98,19 @@ pub fn encode_record_into(record: &Record, buf: &mut Vec<u8>) -> Result<()> {
 
 /// Appends the encoding of `Record::Transaction(tx)` without building the record.
 pub fn encode_transaction_record_into(tx: &Transaction, buf: &mut Vec<u8>) -> Result<()> {
-    if crate::fast_codec::put_transaction_record(buf, tx) {
+    encode_transaction_record_marking(tx, buf, None)
+}
+
+/// [`encode_transaction_record_into`], also recording in `rows`, when given, where each
+/// event's written row is encoded in `buf`: `Some(range)` for a `Write`, whose bytes are then
+/// exactly [`encode_row_into`]'s for that row; `None` for other events. `rows` is left empty
+/// when the transaction holds anything but row events.
+pub fn encode_transaction_record_marking(
+    tx: &Transaction,
+    buf: &mut Vec<u8>,
+    rows: Option<&mut Vec<Option<std::ops::Range<usize>>>>,
+) -> Result<()> {
+    if crate::fast_codec::put_transaction_record(buf, tx, rows) {
         return Ok(());
     }
     // The variant index of `Record::Transaction`, then the transaction.
@@ -131,6 +143,49 @@ pub fn decode_row(bytes: &[u8]) -> Result<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The recorded places of written rows hold exactly each row's own encoding, the record
+    /// is the same bytes as without recording, and other events get none.
+    #[test]
+    fn marked_rows_are_each_rows_own_encoding() {
+        use crate::{Event, RowChange};
+        let mut marked_writes = 0;
+        let mut txs = crate::events::samples::transactions();
+        // The samples' row events alone, too (the first sample mixes in DDL).
+        let mut rows_only = txs[0].clone();
+        rows_only.events.retain(|e| matches!(e, Event::Row(_)));
+        txs.push(rows_only);
+        for tx in txs {
+            let (mut plain, mut marked, mut rows) = (Vec::new(), Vec::new(), Vec::new());
+            encode_transaction_record_into(&tx, &mut plain).expect("encode");
+            encode_transaction_record_marking(&tx, &mut marked, Some(&mut rows)).expect("encode");
+            assert_eq!(plain, marked);
+            let all_rows = tx.events.iter().all(|e| matches!(e, Event::Row(_)));
+            if !all_rows {
+                assert!(rows.is_empty());
+                continue;
+            }
+            assert_eq!(rows.len(), tx.events.len());
+            for (ev, at) in tx.events.iter().zip(&rows) {
+                match (ev, at) {
+                    (Event::Row(r), Some(at)) => {
+                        let RowChange::Write { row } = &r.change else {
+                            panic!("a range for a non-write: {r:?}");
+                        };
+                        let mut own = Vec::new();
+                        encode_row_into(row, &mut own);
+                        assert_eq!(&marked[at.clone()], own.as_slice());
+                        marked_writes += 1;
+                    }
+                    (Event::Row(r), None) => {
+                        assert!(!matches!(r.change, RowChange::Write { .. }), "{r:?}");
+                    }
+                    (other, _) => panic!("{other:?}"),
+                }
+            }
+        }
+        assert!(marked_writes > 0, "the samples hold writes");
+    }
 
     #[test]
     fn leftover_bytes_are_an_error() {

@@ -316,12 +316,16 @@ fn put_values(out: &mut Vec<u8>, values: &[Value]) {
     }
 }
 
-fn put_row_event(out: &mut Vec<u8>, ev: &RowEvent) {
+/// Appends a row event; for a `Write`, returns where its row's encoding lies in `out`.
+fn put_row_event(out: &mut Vec<u8>, ev: &RowEvent) -> Option<std::ops::Range<usize>> {
+    let mut written = None;
     put_varint(out, ev.table_id);
     match &ev.change {
         RowChange::Write { row } => {
             out.push(0);
+            let start = out.len();
             put_values(out, row);
+            written = Some(start..out.len());
         }
         RowChange::Update { key, after, before } => {
             out.push(1);
@@ -341,11 +345,17 @@ fn put_row_event(out: &mut Vec<u8>, ev: &RowEvent) {
         }
     }
     out.push(ev.cause as u8);
+    written
 }
 
 /// Appends the encoding of `Record::Transaction(tx)` when `tx` holds only row events;
-/// `false` (nothing appended) otherwise.
-pub(crate) fn put_transaction_record(out: &mut Vec<u8>, tx: &Transaction) -> bool {
+/// `false` (nothing appended) otherwise. With `rows`, also records for each event where in
+/// `out` the row a `Write` writes is encoded (`None` for other events).
+pub(crate) fn put_transaction_record(
+    out: &mut Vec<u8>,
+    tx: &Transaction,
+    mut rows: Option<&mut Vec<Option<std::ops::Range<usize>>>>,
+) -> bool {
     let mut size = 40;
     for ev in &tx.events {
         let Event::Row(r) = ev else {
@@ -377,7 +387,10 @@ pub(crate) fn put_transaction_record(out: &mut Vec<u8>, tx: &Transaction) -> boo
     for ev in &tx.events {
         if let Event::Row(r) = ev {
             out.push(0);
-            put_row_event(out, r);
+            let at = put_row_event(out, r);
+            if let Some(rows) = rows.as_deref_mut() {
+                rows.push(at);
+            }
         }
     }
     true

@@ -479,6 +479,28 @@ impl BinlogWriter {
         })
     }
 
+    /// [`BinlogWriter::append`] of a transaction, encoded into the caller's `frame` (cleared
+    /// first), with `rows` set as [`codec::encode_transaction_record_marking`] sets it, in
+    /// `frame`'s positions: a caller that keeps rows encoded (the engine) copies them from
+    /// there instead of encoding them again.
+    pub fn append_transaction(
+        &self,
+        record: &Record,
+        frame: &mut Vec<u8>,
+        rows: &mut Vec<Option<std::ops::Range<usize>>>,
+    ) -> Result<u64> {
+        frame.clear();
+        rows.clear();
+        let Record::Transaction(tx) = record else {
+            write_frame_with(frame, |buf| codec::encode_record_into(record, buf))?;
+            return self.append_framed(record, frame);
+        };
+        write_frame_with(frame, |buf| {
+            codec::encode_transaction_record_marking(tx, buf, Some(&mut *rows))
+        })?;
+        self.append_framed(record, frame)
+    }
+
     /// Appends one whole frame (header, checksum and payload already computed, outside the
     /// lock) holding `record`.
     fn append_framed(&self, record: &Record, frame: &[u8]) -> Result<u64> {

@@ -68,6 +68,17 @@ impl EngineConfig {
     }
 }
 
+/// For each event of a transaction, where in its binlog frame the row it writes is encoded
+/// (see `BinlogWriter::append_transaction`).
+type RowPlaces = Vec<Option<std::ops::Range<usize>>>;
+
+thread_local! {
+    /// The binlog frame a committing thread last wrote, and its rows' places (see
+    /// `Engine::commit_events_into`).
+    static FRAME: std::cell::RefCell<(Vec<u8>, RowPlaces)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
 /// Everything committed.
 #[derive(Debug, Clone, Default)]
 pub struct State {
@@ -99,6 +110,12 @@ impl State {
     /// error; `AlterTable` replaces the definition and the rows (the rows it keeps follow
     /// as writes in the same transaction).
     pub fn apply_event(&mut self, ev: &Event) -> Result<()> {
+        self.apply_encoded(ev, None)
+    }
+
+    /// [`State::apply_event`], given for a `Write` its row's encoding when the caller has it
+    /// (from the binlog frame it wrote), which the table copies instead of encoding the row.
+    fn apply_encoded(&mut self, ev: &Event, encoded: Option<&[u8]>) -> Result<()> {
         match ev {
             Event::Row(r) => {
                 let table = self.tables.get_mut(&r.table_id).ok_or_else(|| {
@@ -107,7 +124,7 @@ impl State {
                 match &r.change {
                     RowChange::Write { row } => {
                         check_width(table, row)?;
-                        table.put(row);
+                        table.put_encoded(row, encoded);
                     }
                     RowChange::Update { key, after, .. } => {
                         check_width(table, after)?;
@@ -502,20 +519,31 @@ impl Engine {
                 origin,
                 events: std::mem::take(events),
             };
-            // Log first: if the append fails, the state has not changed.
+            // Log first: if the append fails, the state has not changed. The frame is kept
+            // (in this thread's buffer) so that the rows are stored from their bytes in it,
+            // not encoded a second time.
             let record = Record::Transaction(tx);
-            let lsn = writer.append(&record)?;
             let Record::Transaction(tx) = &record else {
                 unreachable!("built above")
             };
-            let mut scratch = None;
-            for ev in &tx.events {
-                if let Err(e) = st.apply_event(ev) {
-                    // The record is in the log, so the state must follow it; a failure here
-                    // is a bug in validation. Keep going so state and log stay equal.
-                    scratch.get_or_insert(e);
+            let (lsn, scratch) = FRAME.with(|cell| -> Result<(u64, Option<Error>)> {
+                let (frame, rows) = &mut *cell.borrow_mut();
+                let lsn = writer.append_transaction(&record, frame, rows)?;
+                let mut scratch = None;
+                for (at, ev) in tx.events.iter().enumerate() {
+                    let encoded = rows.get(at).cloned().flatten().and_then(|r| frame.get(r));
+                    if let Err(e) = st.apply_encoded(ev, encoded) {
+                        // The record is in the log, so the state must follow it; a failure
+                        // here is a bug in validation. Keep going so state and log stay equal.
+                        scratch.get_or_insert(e);
+                    }
                 }
-            }
+                // A huge transaction's frame is not kept for the thread's next commit.
+                if frame.capacity() > 16 << 20 {
+                    *frame = Vec::new();
+                }
+                Ok((lsn, scratch))
+            })?;
             st.last_seq = seq;
             let Record::Transaction(tx) = record else {
                 unreachable!("built above")

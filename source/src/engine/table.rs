@@ -189,15 +189,21 @@ impl Table {
 
     /// Upserts a full row, keeping the unique indexes current.
     pub fn put(&mut self, row: &[Value]) {
+        self.put_encoded(row, None);
+    }
+
+    /// [`Table::put`], with the row's encoding (`encode_row_into`'s bytes) when the caller
+    /// has it already.
+    pub(super) fn put_encoded(&mut self, row: &[Value], encoded: Option<&[u8]>) {
         if !self.has_secondary() {
             // Nothing else follows the row: its key is needed only as bytes.
-            self.rows.put(self.def.key_refs(row), row);
+            self.rows.put(self.def.key_refs(row), row, encoded);
             return;
         }
         let key = self.key_of(row);
         // The old row's index entries go first.
         self.remove(&key);
-        self.rows.put(key.0.iter(), row);
+        self.rows.put(key.0.iter(), row, encoded);
         if !self.is_meta_key(&key) {
             for u in 0..self.uniques.len() {
                 let idx = self.uniques[u].0;
