@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use binlog_format::schema::{ColumnType, IndexKind, TableDef};
+use binlog_format::schema::{ColumnType, IndexKind, RingOptions, TableDef};
 use binlog_format::{Cause, DdlEvent, Event, Key, RowChange, RowEvent, Value};
 
 use super::table::HIDDEN_ROW_ID;
@@ -130,10 +130,41 @@ struct Spare {
 /// Lists and maps with room for more than this many entries are not kept.
 const SPARE_MAX: usize = 1 << 16;
 
+/// A list emptied for the next transaction, or a new one if it grew too big to keep.
+fn reusable<T>(mut list: Vec<T>) -> Vec<T> {
+    list.clear();
+    if list.capacity() <= SPARE_MAX {
+        list
+    } else {
+        Vec::new()
+    }
+}
+
 fn slot_value(def: &TableDef, slot: u32) -> Value {
     match def.ring.as_ref().map(|r| &def.columns[r.slot_column].ty) {
         Some(ColumnType::Integer { unsigned: true, .. }) => Value::UInt(u64::from(slot)),
         _ => Value::Int(i64::from(slot)),
+    }
+}
+
+/// The primary key of a ring's slot (slot 0: its meta row) under a prefix given as its
+/// values.
+fn slot_key<'v>(
+    def: &TableDef,
+    prefix: impl ExactSizeIterator<Item = &'v Value>,
+    slot: u32,
+) -> Key {
+    let mut key = Vec::with_capacity(prefix.len() + 1);
+    key.extend(prefix.cloned());
+    key.push(slot_value(def, slot));
+    Key(key)
+}
+
+/// The meta a ring's meta row holds, when its meta column reads as one.
+fn meta_of(ring: &RingOptions, row: &[Value]) -> Option<Meta> {
+    match row.get(ring.meta_column) {
+        Some(Value::Bytes(b)) => Meta::decode(b),
+        _ => None,
     }
 }
 
@@ -280,24 +311,14 @@ impl Session {
             .release_all(txn.id, locks.drain(..));
         self.undo.clear();
         // The next transaction reuses this one's memory (a big one's is let go).
-        let mut ops = txn.ops;
-        ops.clear();
         let mut overlay = txn.overlay;
         overlay.retain(|_, m| {
             m.clear();
             m.capacity() <= SPARE_MAX
         });
         self.spare = Spare {
-            ops: if ops.capacity() <= SPARE_MAX {
-                ops
-            } else {
-                Vec::new()
-            },
-            locks: if locks.capacity() <= SPARE_MAX {
-                locks
-            } else {
-                Vec::new()
-            },
+            ops: reusable(txn.ops),
+            locks: reusable(locks),
             overlay,
         };
         result
@@ -746,22 +767,15 @@ impl Session {
             let at = match metas.iter().position(|(k, _)| same_prefix(k)) {
                 Some(at) => at,
                 None => {
-                    let mut meta_key = Vec::with_capacity(prefix_cols.len() + 1);
-                    meta_key.extend(prefix_cols.iter().map(|&c| row[c].clone()));
-                    meta_key.push(slot_value(def, 0));
-                    let meta_key = Key(meta_key);
+                    let meta_key = slot_key(def, prefix_cols.iter().map(|&c| &row[c]), 0);
                     self.lock(def.id, &meta_key)?;
                     // Only the meta column is read: a staged meta row is not copied.
-                    let meta_of = |r: &[Value]| match r.get(ring.meta_column) {
-                        Some(Value::Bytes(b)) => Meta::decode(b),
-                        _ => None,
-                    };
                     let meta = self
                         .seen(
                             def.id,
                             &meta_key,
-                            |t| t.get(&meta_key).as_deref().and_then(meta_of),
-                            |r| r.and_then(|r| meta_of(r)),
+                            |t| t.get(&meta_key).and_then(|r| meta_of(&ring, &r)),
+                            |r| r.and_then(|r| meta_of(&ring, r)),
                         )
                         .unwrap_or_else(Meta::empty);
                     metas.push((meta_key, meta));
@@ -857,17 +871,12 @@ impl Session {
                 "the prefix must give every primary-key column but the slot",
             ));
         }
-        let mut meta_key = prefix.to_vec();
-        meta_key.push(slot_value(def, 0));
-        let meta_key = Key(meta_key);
+        let meta_key = slot_key(def, prefix.iter(), 0);
         self.lock(def.id, &meta_key)?;
         let Some(meta_row_now) = self.get_row(def.id, &meta_key) else {
             return Ok(0);
         };
-        let Some(mut meta) = (match meta_row_now.get(ring.meta_column) {
-            Some(Value::Bytes(b)) => Meta::decode(b),
-            _ => None,
-        }) else {
+        let Some(mut meta) = meta_of(&ring, &meta_row_now) else {
             return Err(Error::internal("meta row without a readable meta column"));
         };
         let size = ring.size;
@@ -875,9 +884,7 @@ impl Session {
         let oldest = (meta.next_slot - 1 + size - meta.count) % size + 1;
         for k in 0..n {
             let slot = (oldest - 1 + k) % size + 1;
-            let mut key = prefix.to_vec();
-            key.push(slot_value(def, slot));
-            let key = Key(key);
+            let key = slot_key(def, prefix.iter(), slot);
             self.lock(def.id, &key)?;
             if self.get_row(def.id, &key).is_some() {
                 self.stage_delete(def.id, key, Cause::DeleteOldest);
@@ -1034,9 +1041,7 @@ impl Session {
                 continue;
             }
             seen.push(prefix.clone());
-            let mut meta_key = prefix.clone();
-            meta_key.push(slot_value(def, 0));
-            let meta_key = Key(meta_key);
+            let meta_key = slot_key(def, prefix.iter(), 0);
             self.lock(def.id, &meta_key)?;
             for (key, row) in self.scan_raw(def.id, &prefix)? {
                 if key == meta_key {
