@@ -491,12 +491,11 @@ impl BinlogWriter {
     ) -> Result<u64> {
         frame.clear();
         rows.clear();
-        let Record::Transaction(tx) = record else {
-            write_frame_with(frame, |buf| codec::encode_record_into(record, buf))?;
-            return self.append_framed(record, frame);
-        };
-        write_frame_with(frame, |buf| {
-            codec::encode_transaction_record_marking(tx, buf, Some(&mut *rows))
+        write_frame_with(frame, |buf| match record {
+            Record::Transaction(tx) => {
+                codec::encode_transaction_record_marking(tx, buf, Some(rows))
+            }
+            Record::Heartbeat(_) => codec::encode_record_into(record, buf),
         })?;
         self.append_framed(record, frame)
     }

@@ -1,8 +1,9 @@
 //! Primary keys as order-preserving bytes: comparing two encodings bytewise gives the order of
-//! [`Key`](binlog_format::Key) (that is, of [`Value::total_cmp`] column by column), and two keys encode to the
-//! same bytes exactly when they are equal (`Int(5)` and `UInt(5)` included). Stored rows are
-//! kept in key order under these bytes, so a lookup or a prefix scan compares plain byte
-//! strings instead of walking `Value`s, and a key costs a few bytes instead of a `Vec`.
+//! [`Key`](binlog_format::Key) (that is, of [`Value::total_cmp`] column by column), and two
+//! keys encode to the same bytes exactly when they are equal (`Int(5)` and `UInt(5)`
+//! included). Stored rows are kept in key order under these bytes, so a lookup or a prefix
+//! scan compares plain byte strings instead of walking `Value`s, and a key costs a few bytes
+//! instead of a `Vec`.
 //!
 //! Every value's encoding is self-delimiting (nothing that follows can change how it compares),
 //! so a key's encoding is its columns' encodings one after another, and the keys starting with
@@ -85,19 +86,9 @@ pub fn encode(values: &[Value]) -> Vec<u8> {
 
 /// Calls `f` with the encoding of a key given as its values, built in a buffer of this
 /// thread's rather than a new allocation (every row lookup and write encodes a key). `f`
-/// must not call `with_key` itself.
+/// must not call `with_key` or `with_key_split` itself (they share the buffer).
 pub fn with_key<'v, T>(values: impl Iterator<Item = &'v Value>, f: impl FnOnce(&[u8]) -> T) -> T {
-    thread_local! {
-        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    SCRATCH.with(|cell| {
-        let mut out = cell.borrow_mut();
-        out.clear();
-        for v in values {
-            push_value(v, &mut out);
-        }
-        f(&out)
-    })
+    with_key_split(values, |k, _, _| f(k))
 }
 
 /// As [`with_key`], also telling `f` where the last value's encoding starts, and what that

@@ -5,9 +5,9 @@
 //! B-tree ordered by the key bytes. Ring tables, which hold millions of rows in small rings,
 //! keep a hash map of rings by prefix (with the prefixes in a B-tree for order), and each ring
 //! a vector indexed by slot: finding a slot is a hash lookup and an index, not a search among
-//! every row. Slots a ring never
-//! assigns (negative, past the ring's size, not an integer: only a raw write can make them)
-//! sit in the ring's own small B-tree, so every key still has its place.
+//! every row. Slots a ring never assigns (negative, past the ring's size, not an integer: only
+//! a raw write can make them) sit in the ring's own small B-tree, so every key still has its
+//! place.
 
 use std::borrow::Borrow;
 use std::cell::RefCell;
@@ -25,7 +25,7 @@ use super::keybytes;
 pub(super) struct Stored(Box<[u8]>);
 
 impl Stored {
-    pub(super) fn new(key: &[u8], row: &[Value]) -> Stored {
+    fn new(key: &[u8], row: &[Value]) -> Stored {
         thread_local! {
             static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
         }
