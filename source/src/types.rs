@@ -275,16 +275,16 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
             })
         }
         ColumnType::Char { len } | ColumnType::VarChar { len } => {
-            let s = into_text(v);
-            if s.chars().count() > *len as usize {
+            let mut s = into_text(v);
+            // A string no longer in bytes than the limit is no longer in characters.
+            if s.len() > *len as usize && s.chars().count() > *len as usize {
                 return Err(too_long(name, row));
             }
             // CHAR drops trailing spaces on read, as MySQL does.
-            Ok(Value::Text(if matches!(col.ty, ColumnType::Char { .. }) {
-                s.trim_end_matches(' ').to_string()
-            } else {
-                s
-            }))
+            if matches!(col.ty, ColumnType::Char { .. }) {
+                s.truncate(s.trim_end_matches(' ').len());
+            }
+            Ok(Value::Text(s))
         }
         ColumnType::Text { size } => {
             let s = into_text(v);

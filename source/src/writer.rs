@@ -15,7 +15,10 @@ pub struct RingWriter<'s> {
     session: &'s mut Session,
     def: TableDef,
     columns: Option<Vec<usize>>,
+    /// The queued rows' values: the first `queued` entries. The rest are rows already sent,
+    /// kept (empty) so that their memory serves the rows that follow.
     batch: Vec<Vec<Value>>,
+    queued: usize,
     batch_prefix: Option<Vec<Value>>,
     failed: Option<Error>,
     written: u64,
@@ -32,6 +35,7 @@ impl<'s> RingWriter<'s> {
             def: table.clone(),
             columns: None,
             batch: Vec::new(),
+            queued: 0,
             batch_prefix: None,
             failed: None,
             written: 0,
@@ -118,31 +122,41 @@ impl<'s> RingWriter<'s> {
             self.send()?;
         }
         if !same_prefix {
-            let prefix = self
-                .def
-                .prefix_columns()
-                .iter()
-                .map(|&c| value_of(c).clone());
-            self.batch_prefix = Some(prefix.collect());
+            let prefix = self.batch_prefix.get_or_insert_with(Vec::new);
+            prefix.clear();
+            prefix.extend(
+                self.def
+                    .prefix_columns()
+                    .iter()
+                    .map(|&c| value_of(c).clone()),
+            );
         }
         if !same_columns {
             self.columns = Some(row_values.iter().map(|(c, _)| *c).collect());
         }
-        self.batch
-            .push(row_values.iter().map(|(_, v)| v.clone()).collect());
+        let values = row_values.iter().map(|(_, v)| v.clone());
+        match self.batch.get_mut(self.queued) {
+            Some(row) => {
+                // Empty unless a failed send left it: then the writer refuses use anyway.
+                row.clear();
+                row.extend(values)
+            }
+            None => self.batch.push(values.collect()),
+        }
+        self.queued += 1;
         Ok(())
     }
 
     fn send(&mut self) -> Result<()> {
-        if self.batch.is_empty() {
+        if self.queued == 0 {
             return Ok(());
         }
         let cols = self.columns.as_deref().unwrap_or_default();
         self.session.begin_statement();
-        // Drained, not taken: the batch keeps its room for the next one.
-        let r = self
-            .session
-            .insert_native(&self.def, cols, self.batch.drain(..));
+        // Each row's values are drained, not taken: its vector serves a later row.
+        let rows = self.batch[..self.queued].iter_mut().map(|r| r.drain(..));
+        self.queued = 0;
+        let r = self.session.insert_native(&self.def, cols, rows);
         match self.session.end_statement(r) {
             Ok(n) => {
                 self.written += n;

@@ -120,19 +120,19 @@ pub fn with_key_split<'v, T>(
 /// order negative numbers of one length correctly).
 fn push_int(i: i128, out: &mut Vec<u8>) {
     if i >= 0 {
-        let b = (i as u128).to_be_bytes();
-        let n = significant(&b);
+        let n = significant(i as u128);
         out.push(0x80 + n as u8);
-        out.extend_from_slice(&b[16 - n..]);
+        out.extend_from_slice(&(i as u128).to_be_bytes()[16 - n..]);
     } else {
-        let n = significant(&(!i as u128).to_be_bytes());
+        let n = significant(!i as u128);
         out.push(0x7f - n as u8);
         out.extend_from_slice(&(i as u128).to_be_bytes()[16 - n..]);
     }
 }
 
-fn significant(b: &[u8; 16]) -> usize {
-    16 - b.iter().take_while(|&&x| x == 0).count()
+/// How many bytes `x` needs, big endian without its leading zero bytes (0 for 0).
+fn significant(x: u128) -> usize {
+    16 - x.leading_zeros() as usize / 8
 }
 
 /// IEEE 754 bits made to sort like `f64::total_cmp`: negative numbers have every bit flipped,

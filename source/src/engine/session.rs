@@ -125,6 +125,10 @@ struct Spare {
     ops: Vec<Event>,
     locks: Vec<LockKey>,
     overlay: Overlay,
+    /// A ring insert's kept columns and meta rows (the native writer sends a batch every
+    /// few rows).
+    kept: Vec<usize>,
+    metas: Vec<(Key, Meta)>,
 }
 
 /// Lists and maps with room for more than this many entries are not kept.
@@ -316,11 +320,9 @@ impl Session {
             m.clear();
             m.capacity() <= SPARE_MAX
         });
-        self.spare = Spare {
-            ops: reusable(txn.ops),
-            locks: reusable(locks),
-            overlay,
-        };
+        self.spare.ops = reusable(txn.ops);
+        self.spare.locks = reusable(locks);
+        self.spare.overlay = overlay;
         result
     }
 
@@ -595,7 +597,7 @@ impl Session {
         &mut self,
         def: &TableDef,
         columns: &[usize],
-        values: Vec<Value>,
+        values: impl ExactSizeIterator<Item = Value>,
         row_no: usize,
         now: i64,
     ) -> Result<Row> {
@@ -696,7 +698,7 @@ impl Session {
         let now = self.now_us();
         let mut inserted = 0;
         for (i, values) in rows.into_iter().enumerate() {
-            let row = self.build_row(def, columns, values, i + 1, now)?;
+            let row = self.build_row(def, columns, values.into_iter(), i + 1, now)?;
             let key = Key(def.key_of(&row));
             self.lock(def.id, &key)?;
             let existing = self.get_row(def.id, &key);
@@ -732,11 +734,11 @@ impl Session {
 
     /// The ring protocol: each row takes its prefix's next slot; each prefix's meta row is
     /// read once (after locking it) and written once, after the statement's rows.
-    fn insert_ring(
+    fn insert_ring<R: IntoIterator<Item = Value, IntoIter: ExactSizeIterator>>(
         &mut self,
         def: &TableDef,
         columns: &[usize],
-        rows: impl IntoIterator<Item = Vec<Value>>,
+        rows: impl IntoIterator<Item = R>,
         mode: InsertMode,
         keep_unset: bool,
     ) -> Result<u64> {
@@ -744,25 +746,25 @@ impl Session {
             .ring
             .clone()
             .ok_or_else(|| Error::internal("not a ring table"))?;
-        let prefix_cols = def.prefix_columns().to_vec();
+        let prefix_cols = def.prefix_columns();
         let now = self.now_us();
         // Each prefix's meta row key (the prefix, then slot 0) and meta, as the batch goes.
-        let mut metas: Vec<(Key, Meta)> = Vec::new();
+        let mut metas = std::mem::take(&mut self.spare.metas);
+        metas.clear();
         let mut inserted = 0;
         // The user columns an overwrite keeps (the native writer's, see below).
-        let kept: Vec<usize> = match keep_unset {
-            true => (0..def.columns.len())
-                .filter(|c| {
-                    !columns.contains(c)
-                        && *c != ring.slot_column
-                        && *c != ring.meta_column
-                        && !prefix_cols.contains(c)
-                })
-                .collect(),
-            false => Vec::new(),
-        };
+        let mut kept = std::mem::take(&mut self.spare.kept);
+        kept.clear();
+        if keep_unset {
+            kept.extend((0..def.columns.len()).filter(|c| {
+                !columns.contains(c)
+                    && *c != ring.slot_column
+                    && *c != ring.meta_column
+                    && !prefix_cols.contains(c)
+            }));
+        }
         for (i, values) in rows.into_iter().enumerate() {
-            let mut row = self.build_row(def, columns, values, i + 1, now)?;
+            let mut row = self.build_row(def, columns, values.into_iter(), i + 1, now)?;
             let same_prefix = |k: &Key| prefix_cols.iter().zip(&k.0).all(|(&c, v)| row[c] == *v);
             let at = match metas.iter().position(|(k, _)| same_prefix(k)) {
                 Some(at) => at,
@@ -831,20 +833,22 @@ impl Session {
             self.stage_write(def.id, key, row, cause);
             inserted += 1;
         }
-        for (key, meta) in metas {
+        for (key, meta) in metas.drain(..) {
             let row = meta_row(def, &key.0[..prefix_cols.len()], &meta);
             self.stage_write(def.id, key, row, Cause::MetaUpdate);
         }
+        self.spare.metas = metas;
+        self.spare.kept = kept;
         Ok(inserted)
     }
 
     /// The native writer's batch insert into a ring (see `RingWriter`): rows of `columns`,
     /// columns left out keep the overwritten row's values.
-    pub fn insert_native(
+    pub fn insert_native<R: IntoIterator<Item = Value, IntoIter: ExactSizeIterator>>(
         &mut self,
         def: &TableDef,
         columns: &[usize],
-        rows: impl IntoIterator<Item = Vec<Value>>,
+        rows: impl IntoIterator<Item = R>,
     ) -> Result<u64> {
         self.check_writable()?;
         self.insert_ring(def, columns, rows, InsertMode::Insert, true)
