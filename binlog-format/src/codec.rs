@@ -98,24 +98,70 @@ pub fn encode_record_into(record: &Record, buf: &mut Vec<u8>) -> Result<()> {
 
 /// Appends the encoding of `Record::Transaction(tx)` without building the record.
 pub fn encode_transaction_record_into(tx: &Transaction, buf: &mut Vec<u8>) -> Result<()> {
-    encode_transaction_record_marking(tx, buf, None)
-}
-
-/// [`encode_transaction_record_into`], also recording in `rows`, when given, where each
-/// event's written row is encoded in `buf`: `Some(range)` for a `Write`, whose bytes are then
-/// exactly [`encode_row_into`]'s for that row; `None` for other events. `rows` is left empty
-/// when the transaction holds anything but row events.
-pub fn encode_transaction_record_marking(
-    tx: &Transaction,
-    buf: &mut Vec<u8>,
-    rows: Option<&mut Vec<Option<std::ops::Range<usize>>>>,
-) -> Result<()> {
-    if crate::fast_codec::put_transaction_record(buf, tx, rows) {
+    if crate::fast_codec::put_transaction_record(buf, tx) {
         return Ok(());
     }
     // The variant index of `Record::Transaction`, then the transaction.
     buf.push(0);
     encode_into(tx, buf)
+}
+
+/// A transaction's events encoded before the rest of its record: a writer that must number
+/// its transactions in order under a lock encodes the events first, outside it, and under
+/// the lock only adds the head (server id, sequence number, time). It also tells where each
+/// written row's encoding lies, so that a caller that keeps rows encoded (the engine) copies
+/// them instead of encoding them again. Only transactions of row events are encoded ahead;
+/// others are encoded whole by [`EncodedEvents::encode_record`].
+#[derive(Debug, Default)]
+pub struct EncodedEvents {
+    bytes: Vec<u8>,
+    rows: Vec<Option<std::ops::Range<usize>>>,
+    count: usize,
+    ahead: bool,
+}
+
+impl EncodedEvents {
+    /// Encodes `events`, replacing what was held.
+    pub fn encode(&mut self, events: &[crate::Event]) {
+        self.bytes.clear();
+        self.rows.clear();
+        self.count = events.len();
+        self.ahead = crate::fast_codec::put_events(&mut self.bytes, events, &mut self.rows);
+    }
+
+    /// The encoding of the row that event `at` writes (exactly [`encode_row_into`]'s bytes),
+    /// when the events were encoded ahead and that one is a `Write`.
+    pub fn row(&self, at: usize) -> Option<&[u8]> {
+        let range = self.rows.get(at)?.clone()?;
+        self.bytes.get(range)
+    }
+
+    /// Appends the encoding of `Record::Transaction(tx)`, the same bytes as
+    /// [`encode_transaction_record_into`]. `tx.events` must be the events last given to
+    /// [`EncodedEvents::encode`]; a transaction with another number of events is refused.
+    pub fn encode_record(&self, tx: &Transaction, buf: &mut Vec<u8>) -> Result<()> {
+        if tx.events.len() != self.count {
+            return Err(Error::Invalid(format!(
+                "transaction seq {} has {} events, but {} were encoded ahead",
+                tx.seq,
+                tx.events.len(),
+                self.count
+            )));
+        }
+        if !self.ahead {
+            return encode_transaction_record_into(tx, buf);
+        }
+        crate::fast_codec::put_transaction_head(buf, tx);
+        buf.extend_from_slice(&self.bytes);
+        Ok(())
+    }
+
+    /// Lets go of the memory of a huge transaction, so that a thread does not keep it.
+    pub fn shrink(&mut self, max: usize) {
+        if self.bytes.capacity() > max {
+            *self = EncodedEvents::default();
+        }
+    }
 }
 
 /// Appends a row's encoding (`Vec<Value>`) to `buf`, like [`encode_record_into`].
@@ -144,10 +190,10 @@ pub fn decode_row(bytes: &[u8]) -> Result<Vec<Value>> {
 mod tests {
     use super::*;
 
-    /// The recorded places of written rows hold exactly each row's own encoding, the record
-    /// is the same bytes as without recording, and other events get none.
+    /// Encoding the events ahead gives the same record, the recorded places of written rows
+    /// hold exactly each row's own encoding, and other events get none.
     #[test]
-    fn marked_rows_are_each_rows_own_encoding() {
+    fn events_encoded_ahead_make_the_same_record() {
         use crate::{Event, RowChange};
         let mut marked_writes = 0;
         let mut txs = crate::events::samples::transactions();
@@ -155,33 +201,44 @@ mod tests {
         let mut rows_only = txs[0].clone();
         rows_only.events.retain(|e| matches!(e, Event::Row(_)));
         txs.push(rows_only);
+        let mut ahead = EncodedEvents::default();
         for tx in txs {
-            let (mut plain, mut marked, mut rows) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut plain, mut marked) = (Vec::new(), Vec::new());
             encode_transaction_record_into(&tx, &mut plain).expect("encode");
-            encode_transaction_record_marking(&tx, &mut marked, Some(&mut rows)).expect("encode");
+            ahead.encode(&tx.events);
+            ahead.encode_record(&tx, &mut marked).expect("encode");
             assert_eq!(plain, marked);
-            let all_rows = tx.events.iter().all(|e| matches!(e, Event::Row(_)));
-            if !all_rows {
-                assert!(rows.is_empty());
-                continue;
-            }
-            assert_eq!(rows.len(), tx.events.len());
-            for (ev, at) in tx.events.iter().zip(&rows) {
-                match (ev, at) {
-                    (Event::Row(r), Some(at)) => {
+            assert_eq!(
+                decode_record(&marked).expect("decode"),
+                Record::Transaction(tx.clone())
+            );
+            for (at, ev) in tx.events.iter().enumerate() {
+                match (ev, ahead.row(at)) {
+                    (Event::Row(r), Some(bytes)) => {
                         let RowChange::Write { row } = &r.change else {
-                            panic!("a range for a non-write: {r:?}");
+                            panic!("a row for a non-write: {r:?}");
                         };
                         let mut own = Vec::new();
                         encode_row_into(row, &mut own);
-                        assert_eq!(&marked[at.clone()], own.as_slice());
+                        assert_eq!(bytes, own.as_slice());
                         marked_writes += 1;
                     }
                     (Event::Row(r), None) => {
-                        assert!(!matches!(r.change, RowChange::Write { .. }), "{r:?}");
+                        let all_rows = tx.events.iter().all(|e| matches!(e, Event::Row(_)));
+                        assert!(
+                            !all_rows || !matches!(r.change, RowChange::Write { .. }),
+                            "{r:?}"
+                        );
                     }
-                    (other, _) => panic!("{other:?}"),
+                    (_, None) => {}
+                    (other, Some(_)) => panic!("a row for {other:?}"),
                 }
+            }
+            // Another transaction's events are refused, not mixed in.
+            if let Some(first) = tx.events.first() {
+                let mut other = tx.clone();
+                other.events.push(first.clone());
+                assert!(ahead.encode_record(&other, &mut Vec::new()).is_err());
             }
         }
         assert!(marked_writes > 0, "the samples hold writes");

@@ -349,15 +349,45 @@ fn put_row_event(out: &mut Vec<u8>, ev: &RowEvent) -> Option<std::ops::Range<usi
 }
 
 /// Appends the encoding of `Record::Transaction(tx)` when `tx` holds only row events;
-/// `false` (nothing appended) otherwise. With `rows`, also records for each event where in
-/// `out` the row a `Write` writes is encoded (`None` for other events).
-pub(crate) fn put_transaction_record(
+/// `false` (nothing appended) otherwise.
+pub(crate) fn put_transaction_record(out: &mut Vec<u8>, tx: &Transaction) -> bool {
+    if !only_rows(&tx.events) {
+        return false;
+    }
+    put_transaction_head(out, tx);
+    put_events(out, &tx.events, &mut Vec::new())
+}
+
+fn only_rows(events: &[Event]) -> bool {
+    events.iter().all(|e| matches!(e, Event::Row(_)))
+}
+
+/// Appends what precedes a transaction's events in `Record::Transaction(tx)`'s encoding.
+pub(crate) fn put_transaction_head(out: &mut Vec<u8>, tx: &Transaction) {
+    out.push(0);
+    put_varint(out, u64::from(tx.server_id));
+    put_varint(out, tx.seq);
+    put_i64(out, tx.commit_time_us);
+    match &tx.origin {
+        None => out.push(0),
+        Some(o) => {
+            out.push(1);
+            put_varint(out, u64::from(o.server_id));
+            put_varint(out, o.seq);
+        }
+    }
+}
+
+/// Appends a transaction's event list when it holds only row events, recording in `rows`
+/// for each event where in `out` the row a `Write` writes is encoded (`None` for other
+/// events); `false` (nothing appended) otherwise.
+pub(crate) fn put_events(
     out: &mut Vec<u8>,
-    tx: &Transaction,
-    mut rows: Option<&mut Vec<Option<std::ops::Range<usize>>>>,
+    events: &[Event],
+    rows: &mut Vec<Option<std::ops::Range<usize>>>,
 ) -> bool {
-    let mut size = 40;
-    for ev in &tx.events {
+    let mut size = 10;
+    for ev in events {
         let Event::Row(r) = ev else {
             return false;
         };
@@ -371,26 +401,11 @@ pub(crate) fn put_transaction_record(
             };
     }
     out.reserve(size);
-    out.push(0);
-    put_varint(out, u64::from(tx.server_id));
-    put_varint(out, tx.seq);
-    put_i64(out, tx.commit_time_us);
-    match &tx.origin {
-        None => out.push(0),
-        Some(o) => {
-            out.push(1);
-            put_varint(out, u64::from(o.server_id));
-            put_varint(out, o.seq);
-        }
-    }
-    put_varint(out, tx.events.len() as u64);
-    for ev in &tx.events {
+    put_varint(out, events.len() as u64);
+    for ev in events {
         if let Event::Row(r) = ev {
             out.push(0);
-            let at = put_row_event(out, r);
-            if let Some(rows) = rows.as_deref_mut() {
-                rows.push(at);
-            }
+            rows.push(put_row_event(out, r));
         }
     }
     true

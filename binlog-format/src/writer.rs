@@ -479,22 +479,17 @@ impl BinlogWriter {
         })
     }
 
-    /// [`BinlogWriter::append`] of a transaction, encoded into the caller's `frame` (cleared
-    /// first), with `rows` set as [`codec::encode_transaction_record_marking`] sets it, in
-    /// `frame`'s positions: a caller that keeps rows encoded (the engine) copies them from
-    /// there instead of encoding them again.
+    /// [`BinlogWriter::append`] of a transaction whose events the caller encoded ahead (see
+    /// [`codec::EncodedEvents`]), framed in the caller's `frame` (cleared first).
     pub fn append_transaction(
         &self,
         record: &Record,
+        events: &codec::EncodedEvents,
         frame: &mut Vec<u8>,
-        rows: &mut Vec<Option<std::ops::Range<usize>>>,
     ) -> Result<u64> {
         frame.clear();
-        rows.clear();
         write_frame_with(frame, |buf| match record {
-            Record::Transaction(tx) => {
-                codec::encode_transaction_record_marking(tx, buf, Some(rows))
-            }
+            Record::Transaction(tx) => events.encode_record(tx, buf),
             Record::Heartbeat(_) => codec::encode_record_into(record, buf),
         })?;
         self.append_framed(record, frame)

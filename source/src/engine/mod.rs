@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
+use binlog_format::codec::EncodedEvents;
 use binlog_format::schema::TableDef;
 use binlog_format::writer::SyncHandle;
 use binlog_format::{
@@ -68,15 +69,11 @@ impl EngineConfig {
     }
 }
 
-/// For each event of a transaction, where in its binlog frame the row it writes is encoded
-/// (see `BinlogWriter::append_transaction`).
-type RowPlaces = Vec<Option<std::ops::Range<usize>>>;
-
 thread_local! {
-    /// The binlog frame a committing thread last wrote, and its rows' places (see
+    /// The events a committing thread last encoded and the binlog frame it last wrote (see
     /// `Engine::commit_events_into`).
-    static FRAME: std::cell::RefCell<(Vec<u8>, RowPlaces)> =
-        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    static FRAME: std::cell::RefCell<(EncodedEvents, Vec<u8>)> =
+        std::cell::RefCell::new(Default::default());
 }
 
 /// Everything committed.
@@ -508,6 +505,9 @@ impl Engine {
             .binlog
             .as_ref()
             .ok_or_else(|| Error::internal("engine opened read-only"))?;
+        // The events are encoded before the state's lock is taken (it orders commits): under
+        // it, only the record's head is added.
+        FRAME.with(|cell| cell.borrow_mut().0.encode(events));
         let (seq, lsn) = {
             let mut st = self.write();
             validate(&st, events)?;
@@ -519,26 +519,25 @@ impl Engine {
                 origin,
                 events: std::mem::take(events),
             };
-            // Log first: if the append fails, the state has not changed. The frame is kept
-            // (in this thread's buffer) so that the rows are stored from their bytes in it,
-            // not encoded a second time.
+            // Log first: if the append fails, the state has not changed. Rows are stored from
+            // their encoding made for the log, not encoded a second time.
             let record = Record::Transaction(tx);
             let Record::Transaction(tx) = &record else {
                 unreachable!("built above")
             };
             let (lsn, scratch) = FRAME.with(|cell| -> Result<(u64, Option<Error>)> {
-                let (frame, rows) = &mut *cell.borrow_mut();
-                let lsn = writer.append_transaction(&record, frame, rows)?;
+                let (encoded, frame) = &mut *cell.borrow_mut();
+                let lsn = writer.append_transaction(&record, encoded, frame)?;
                 let mut scratch = None;
                 for (at, ev) in tx.events.iter().enumerate() {
-                    let encoded = rows.get(at).cloned().flatten().and_then(|r| frame.get(r));
-                    if let Err(e) = st.apply_encoded(ev, encoded) {
+                    if let Err(e) = st.apply_encoded(ev, encoded.row(at)) {
                         // The record is in the log, so the state must follow it; a failure
                         // here is a bug in validation. Keep going so state and log stay equal.
                         scratch.get_or_insert(e);
                     }
                 }
-                // A huge transaction's frame is not kept for the thread's next commit.
+                // A huge transaction's buffers are not kept for the thread's next commit.
+                encoded.shrink(16 << 20);
                 if frame.capacity() > 16 << 20 {
                     *frame = Vec::new();
                 }
