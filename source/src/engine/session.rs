@@ -129,7 +129,13 @@ struct Spare {
     /// few rows).
     kept: Vec<usize>,
     metas: Vec<(Key, Meta)>,
+    /// Emptied vectors of written rows, for the next rows built (a few hundred kilobytes
+    /// at most: see `SPARE_ROWS`).
+    rows: Vec<Row>,
 }
+
+/// How many emptied row vectors a session keeps.
+const SPARE_ROWS: usize = 1024;
 
 /// Lists and maps with room for more than this many entries are not kept.
 const SPARE_MAX: usize = 1 << 16;
@@ -320,7 +326,20 @@ impl Session {
             m.clear();
             m.capacity() <= SPARE_MAX
         });
-        self.spare.ops = reusable(txn.ops);
+        let mut ops = txn.ops;
+        for op in ops.drain(..) {
+            if let Event::Row(RowEvent {
+                change: RowChange::Write { mut row },
+                ..
+            }) = op
+            {
+                if self.spare.rows.len() < SPARE_ROWS {
+                    row.clear();
+                    self.spare.rows.push(row);
+                }
+            }
+        }
+        self.spare.ops = reusable(ops);
         self.spare.locks = reusable(locks);
         self.spare.overlay = overlay;
         result
@@ -608,7 +627,8 @@ impl Session {
                 format!("Column count doesn't match value count at row {row_no}"),
             ));
         }
-        let mut row = vec![Value::Null; def.columns.len()];
+        let mut row = self.spare.rows.pop().unwrap_or_default();
+        row.resize_with(def.columns.len(), || Value::Null);
         // Which columns the statement gives: bits for the usual table, a list for a wide one.
         let mut bits = 0u128;
         let mut wide = Vec::new();
