@@ -218,6 +218,37 @@ fn tailer_follows_rotation_and_resumes_from_a_sequence() {
     assert_eq!(rec, ring_insert(150));
 }
 
+/// With no fsync per commit, a growing segment is still fsynced in the background (so that
+/// closing it does not stall commits): the durable position moves without anyone syncing.
+#[test]
+fn a_growing_segment_is_synced_in_the_background() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (w, _) = BinlogWriter::open(dir.path(), opts(1 << 30, SyncPolicy::Never)).expect("writer");
+    let mut seq = 0;
+    let mut appended = 0;
+    // Past 8 MiB (the step) in big records.
+    while appended < 9 << 20 {
+        seq += 1;
+        let Record::Transaction(mut tx) = ring_insert(seq) else {
+            unreachable!("a transaction")
+        };
+        if let binlog_format::Event::Row(r) = &mut tx.events[0] {
+            if let binlog_format::RowChange::Write { row } = &mut r.change {
+                row[4] = binlog_format::Value::Text("x".repeat(256 << 10));
+            }
+        }
+        appended = w.append(&Record::Transaction(tx)).expect("append");
+    }
+    let waited = std::time::Instant::now();
+    while w.durable_lsn() < 8 << 20 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "no background fsync"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 #[test]
 fn concurrent_commits_share_fsyncs_and_lose_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
