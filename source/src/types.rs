@@ -520,6 +520,26 @@ mod tests {
         }
     }
 
+    /// Lengths count characters, not bytes; CHAR drops trailing spaces.
+    #[test]
+    fn strings_are_length_checked_in_characters() {
+        let text = |s: &str| Value::Text(s.into());
+        let varchar = col(ColumnType::VarChar { len: 3 });
+        assert_eq!(coerce(text("abc"), &varchar, 1, 0), Ok(text("abc")));
+        assert_eq!(coerce(text("ééé"), &varchar, 1, 0), Ok(text("ééé")));
+        assert_eq!(coerce(text("ab "), &varchar, 1, 0), Ok(text("ab ")));
+        for long in ["abcd", "éééé", "ab  "] {
+            let e = coerce(text(long), &varchar, 2, 0).expect_err(long);
+            assert_eq!(e.code, code::ER_DATA_TOO_LONG, "{long}");
+            assert_eq!(e.message, "Data too long for column 'c' at row 2");
+        }
+        let char3 = col(ColumnType::Char { len: 3 });
+        assert_eq!(coerce(text("ab "), &char3, 1, 0), Ok(text("ab")));
+        assert_eq!(coerce(text("é  "), &char3, 1, 0), Ok(text("é")));
+        assert_eq!(coerce(text("   "), &char3, 1, 0), Ok(text("")));
+        assert!(coerce(text("abcd"), &char3, 1, 0).is_err());
+    }
+
     #[test]
     fn integers_are_range_checked_and_rounded() {
         let tiny = col(ColumnType::Integer {
@@ -575,18 +595,5 @@ mod tests {
         );
         assert!(coerce(Value::Text("2024-02-30".into()), &t, 1, 0).is_err());
         assert!(coerce(Value::Text("2040-01-01".into()), &t, 1, 0).is_err());
-    }
-
-    #[test]
-    fn strings_are_length_checked() {
-        let v = col(ColumnType::VarChar { len: 3 });
-        assert_eq!(
-            coerce(Value::Text("äöü".into()), &v, 1, 0),
-            Ok(Value::Text("äöü".into()))
-        );
-        assert_eq!(
-            coerce(Value::Text("abcd".into()), &v, 2, 0).map_err(|e| e.message),
-            Err("Data too long for column 'c' at row 2".into())
-        );
     }
 }

@@ -82,6 +82,49 @@ fn an_overwrite_keeps_columns_the_row_does_not_set() {
     );
 }
 
+/// The writer and the session reuse row vectors (the writer's batch, committed rows): a row
+/// never carries values of the one whose vector it took, whatever columns each set.
+#[test]
+fn reused_rows_carry_nothing_over() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = ManualClock::new(T0);
+    let engine = open(dir.path(), &clock);
+    let mut s = engine.session();
+    let def = create(&mut s, ring_table("w", 3, None, false));
+    s.begin().expect("begin");
+    let mut w = RingWriter::new(&mut s, &def).expect("writer");
+    // Every column, then fewer: a new mask sends the batch, and its vectors serve again.
+    w.add_row(&[
+        (0, Value::Int(1)),
+        (3, Value::Timestamp(T0 - 5_000_000)),
+        (4, Value::Text("all".into())),
+        (5, Value::Int(7)),
+    ])
+    .expect("add");
+    w.add_row(&[(0, Value::Int(2)), (4, Value::Text("some".into()))])
+        .expect("add");
+    w.flush().expect("flush");
+    s.commit().expect("commit");
+    clock.advance_secs(1);
+    s.begin().expect("begin");
+    let mut w = RingWriter::new(&mut s, &def).expect("writer");
+    w.add_row(&[(0, Value::Int(3)), (4, Value::Text("later".into()))])
+        .expect("add");
+    w.flush().expect("flush");
+    s.commit().expect("commit");
+    let expect = |user: i64, ts: i64, payload: &str, code: Value| {
+        let rows = s.scan(&def, &[Value::Int(user)]).expect("scan");
+        assert_eq!(rows.len(), 1, "user {user}");
+        assert_eq!(rows[0][3], Value::Timestamp(ts), "user {user}");
+        assert_eq!(rows[0][4], Value::Text(payload.into()), "user {user}");
+        assert_eq!(rows[0][5], code, "user {user}");
+    };
+    expect(1, T0 - 5_000_000, "all", Value::Int(7));
+    // Columns not set take their defaults (the clock's time, NULL).
+    expect(2, T0, "some", Value::Null);
+    expect(3, T0 + 1_000_000, "later", Value::Null);
+}
+
 #[test]
 fn wrong_arguments_are_error_4118_and_a_failed_writer_stays_failed() {
     let dir = tempfile::tempdir().expect("tempdir");
