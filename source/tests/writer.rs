@@ -2,9 +2,11 @@
 
 mod common;
 
+use binlog_format::schema::TableDef;
 use binlog_format::{BinlogReader, Cause, Event, ReaderOptions, Record, Value};
 use common::*;
 use ringrep_source::clock::ManualClock;
+use ringrep_source::engine::Session;
 use ringrep_source::ring::Meta;
 use ringrep_source::writer::RingWriter;
 
@@ -31,14 +33,19 @@ fn row(user: i64, payload: &str) -> Vec<(usize, Value)> {
     ]
 }
 
+/// A session on a new engine in `dir` with a ring table of 3, in an open transaction.
+fn ring_of_3(dir: &std::path::Path, clock: &ManualClock) -> (Session, TableDef) {
+    let mut s = open(dir, clock).session();
+    let def = create(&mut s, ring_table("w", 3, None, false));
+    s.begin().expect("begin");
+    (s, def)
+}
+
 #[test]
 fn batches_read_and_write_each_meta_row_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = ManualClock::new(T0);
-    let engine = open(dir.path(), &clock);
-    let mut s = engine.session();
-    let def = create(&mut s, ring_table("w", 3, None, false));
-    s.begin().expect("begin");
+    let (mut s, def) = ring_of_3(dir.path(), &clock);
     let mut w = RingWriter::new(&mut s, &def).expect("writer");
     for p in ["a", "b", "c", "d"] {
         w.add_row(&row(1, p)).expect("add");
@@ -88,10 +95,7 @@ fn an_overwrite_keeps_columns_the_row_does_not_set() {
 fn reused_rows_carry_nothing_over() {
     let dir = tempfile::tempdir().expect("tempdir");
     let clock = ManualClock::new(T0);
-    let engine = open(dir.path(), &clock);
-    let mut s = engine.session();
-    let def = create(&mut s, ring_table("w", 3, None, false));
-    s.begin().expect("begin");
+    let (mut s, def) = ring_of_3(dir.path(), &clock);
     let mut w = RingWriter::new(&mut s, &def).expect("writer");
     // Every column, then fewer: a new mask sends the batch, and its vectors serve again.
     w.add_row(&[
