@@ -126,7 +126,7 @@ impl EncodedEvents {
         self.bytes.clear();
         self.rows.clear();
         self.count = events.len();
-        self.ahead = crate::fast_codec::put_events(&mut self.bytes, events, &mut self.rows);
+        self.ahead = crate::fast_codec::put_events(&mut self.bytes, events, Some(&mut self.rows));
     }
 
     /// The encoding of the row that event `at` writes (exactly [`encode_row_into`]'s bytes),

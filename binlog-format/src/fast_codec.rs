@@ -355,7 +355,7 @@ pub(crate) fn put_transaction_record(out: &mut Vec<u8>, tx: &Transaction) -> boo
         return false;
     }
     put_transaction_head(out, tx);
-    put_events(out, &tx.events, &mut Vec::new())
+    put_events(out, &tx.events, None)
 }
 
 fn only_rows(events: &[Event]) -> bool {
@@ -378,13 +378,13 @@ pub(crate) fn put_transaction_head(out: &mut Vec<u8>, tx: &Transaction) {
     }
 }
 
-/// Appends a transaction's event list when it holds only row events, recording in `rows`
-/// for each event where in `out` the row a `Write` writes is encoded (`None` for other
-/// events); `false` (nothing appended) otherwise.
+/// Appends a transaction's event list when it holds only row events, recording in `rows`,
+/// when given, for each event where in `out` the row a `Write` writes is encoded (`None` for
+/// other events); `false` (nothing appended) otherwise.
 pub(crate) fn put_events(
     out: &mut Vec<u8>,
     events: &[Event],
-    rows: &mut Vec<Option<std::ops::Range<usize>>>,
+    mut rows: Option<&mut Vec<Option<std::ops::Range<usize>>>>,
 ) -> bool {
     let mut size = 10;
     for ev in events {
@@ -405,7 +405,10 @@ pub(crate) fn put_events(
     for ev in events {
         if let Event::Row(r) = ev {
             out.push(0);
-            rows.push(put_row_event(out, r));
+            let at = put_row_event(out, r);
+            if let Some(rows) = rows.as_deref_mut() {
+                rows.push(at);
+            }
         }
     }
     true
