@@ -10,6 +10,7 @@ use common::*;
 use proptest::prelude::*;
 use ringrep_source::clock::ManualClock;
 use ringrep_source::ring::Meta;
+use ringrep_source::writer::RingWriter;
 use ringrep_source::{InsertMode, Session};
 
 const TTL_SECS: i64 = 100;
@@ -24,6 +25,12 @@ enum Op {
     },
     /// A multi-row insert over several prefixes.
     InsertMany {
+        table: usize,
+        prefixes: Vec<i64>,
+    },
+    /// Rows through the native writer in one transaction, in this order of prefixes (runs of
+    /// one prefix are its batches).
+    Writer {
         table: usize,
         prefixes: Vec<i64>,
     },
@@ -53,6 +60,10 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (0..3usize, 0..4i64, 1..6usize).prop_map(|(table, prefix, n)| Op::Insert { table, prefix, n }),
         2 => (0..3usize, proptest::collection::vec(0..4i64, 1..6)).prop_map(|(table, prefixes)| Op::InsertMany { table, prefixes }),
+        2 => (0..3usize, proptest::collection::vec((0..4i64, 1..4usize), 1..5)).prop_map(|(table, runs)| Op::Writer {
+            table,
+            prefixes: runs.into_iter().flat_map(|(p, n)| std::iter::repeat_n(p, n)).collect(),
+        }),
         1 => (0..3usize, 0..4i64).prop_map(|(table, prefix)| Op::RolledBack { table, prefix }),
         2 => (0..3usize, 0..4i64).prop_map(|(table, prefix)| Op::Update { table, prefix }),
         2 => (0..3usize, proptest::collection::vec(0..4i64, 1..3)).prop_map(|(table, prefixes)| Op::DeletePrefixes { table, prefixes }),
@@ -231,6 +242,26 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let def = defs[table].clone();
                 s.statement(|s| s.insert(&def, &cols, rows, InsertMode::Insert))
                     .expect("insert many");
+            }
+            Op::Writer { table, prefixes } => {
+                let def = defs[table].clone();
+                s.begin().expect("begin");
+                let mut w = RingWriter::new(&mut s, &def).expect("writer");
+                for p in prefixes {
+                    model.counter += 1;
+                    let payload = format!("w{}", model.counter);
+                    // Every user column: a TTL ring requires it (4359).
+                    w.add_row(&[
+                        (0, Value::Int(p)),
+                        (3, Value::Timestamp(model.now)),
+                        (4, Value::Text(payload.clone())),
+                        (5, Value::Null),
+                    ])
+                    .expect("add_row");
+                    model.insert(table, p, payload);
+                }
+                w.flush().expect("flush");
+                s.commit().expect("commit");
             }
             Op::RolledBack { table, prefix } => {
                 s.begin().expect("begin");
