@@ -74,6 +74,9 @@ type Overlay = FastMap<u64, FastMap<Key, usize>>;
 /// come from this transaction's own statements.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
+/// The row locks a transaction holds.
+type LockSet = std::collections::HashSet<LockKey, foldhash::fast::RandomState>;
+
 /// The row an event leaves at its key: the written row or the after image; `None` for a
 /// delete.
 fn staged_row(ops: &[Event], at: usize) -> Option<&Row> {
@@ -91,7 +94,7 @@ struct Txn {
     id: u64,
     ops: Vec<Event>,
     overlay: Overlay,
-    locks: Vec<LockKey>,
+    locks: LockSet,
     doomed: Option<Error>,
     explicit: bool,
 }
@@ -123,7 +126,7 @@ pub struct Session {
 #[derive(Default)]
 struct Spare {
     ops: Vec<Event>,
-    locks: Vec<LockKey>,
+    locks: LockSet,
     overlay: Overlay,
     /// A ring insert's kept columns and meta rows (the native writer sends a batch every
     /// few rows).
@@ -315,10 +318,7 @@ impl Session {
             }
         };
         let mut locks = txn.locks;
-        self.engine
-            .shared
-            .locks
-            .release_all(txn.id, locks.drain(..));
+        self.engine.shared.locks.release_all(txn.id, locks.drain());
         self.undo.clear();
         // The next transaction reuses this one's memory (a big one's is let go).
         let mut overlay = txn.overlay;
@@ -340,7 +340,9 @@ impl Session {
             }
         }
         self.spare.ops = reusable(ops);
-        self.spare.locks = reusable(locks);
+        if locks.capacity() <= SPARE_MAX {
+            self.spare.locks = locks;
+        }
         self.spare.overlay = overlay;
         result
     }
@@ -427,9 +429,13 @@ impl Session {
         let key = LockKey::new(table, key);
         let timeout = self.engine.config().lock_wait_timeout;
         let txn = open_txn(&mut self.txn, &self.engine, &mut self.spare);
-        if self.engine.shared.locks.acquire(txn.id, key, timeout)? {
-            txn.locks.push(key);
+        // A lock the transaction holds already (its ring's meta row again, a slot it wrote
+        // before) needs no trip to the shared table, whose mutex every writer takes.
+        if txn.locks.contains(&key) {
+            return Ok(());
         }
+        self.engine.shared.locks.acquire(txn.id, key, timeout)?;
+        txn.locks.insert(key);
         Ok(())
     }
 
