@@ -192,12 +192,26 @@ impl Eq for Key {}
 
 impl std::hash::Hash for Key {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.0.len().hash(h);
-        for v in &self.0 {
+        Key::hash_values(&self.0, h);
+    }
+}
+
+impl Key {
+    /// Hashes key values as `Key`'s `Hash` does (keys that compare equal hash alike), for a
+    /// caller that has the values but no `Key`.
+    pub fn hash_values<H: std::hash::Hasher>(values: &[Value], h: &mut H) {
+        use std::hash::Hash;
+        values.len().hash(h);
+        for v in values {
             match v {
                 Value::Null => 0u8.hash(h),
-                Value::Int(i) => (1u8, i128::from(*i)).hash(h),
-                Value::UInt(u) => (1u8, i128::from(*u)).hash(h),
+                // An unsigned value equal to a signed one hashes like it; one past the
+                // signed range equals no signed value and may hash any way.
+                Value::Int(i) => (1u8, *i).hash(h),
+                Value::UInt(u) => match i64::try_from(*u) {
+                    Ok(i) => (1u8, i).hash(h),
+                    Err(_) => (10u8, *u).hash(h),
+                },
                 Value::Float(f) => (2u8, f64::from(*f).to_bits()).hash(h),
                 Value::Double(f) => (2u8, f.to_bits()).hash(h),
                 Value::Decimal(d) => {

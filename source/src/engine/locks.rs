@@ -27,12 +27,15 @@ pub struct LockKey {
 
 impl LockKey {
     pub fn new(table: u64, key: &Key) -> LockKey {
-        static SEED: std::sync::OnceLock<foldhash::quality::RandomState> =
-            std::sync::OnceLock::new();
-        let seed = SEED.get_or_init(Default::default);
+        LockKey::from_hash(table, super::overlay::key_hash(&key.0))
+    }
+
+    /// The lock of the row whose key's `key_hash` is `hash` (computed once by a caller that
+    /// also needs it for its overlay).
+    pub fn from_hash(table: u64, hash: u64) -> LockKey {
         LockKey {
             table,
-            key_hash: std::hash::BuildHasher::hash_one(seed, key),
+            key_hash: hash,
         }
     }
 }

@@ -8,6 +8,7 @@
 mod durable;
 mod keybytes;
 mod locks;
+mod overlay;
 mod purge;
 mod session;
 mod snapshot;

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use binlog_format::schema::{ColumnType, IndexKind, RingOptions, TableDef};
 use binlog_format::{Cause, DdlEvent, Event, Key, RowChange, RowEvent, Value};
 
+use super::overlay::{key_hash, Overlay};
 use super::table::HIDDEN_ROW_ID;
 use super::{Engine, LockKey, Row, State, Table, SYSTEM_TABLE_ID_BASE};
 use crate::error::{code, Error, Result};
@@ -63,16 +64,6 @@ pub struct UpdateOutcome {
     pub matched: u64,
     pub changed: u64,
 }
-
-/// A transaction's view of its own changes: per table, each key it wrote or deleted and the
-/// index in its events of the last change there. The row itself is read from that event, so
-/// staging a row does not copy it. Hashed, not ordered: every row write looks its key up
-/// here, and only a scan inside the transaction needs order (it sorts what it takes).
-type Overlay = FastMap<u64, FastMap<Key, usize>>;
-
-/// foldhash instead of SipHash: these maps are on every row write's path, and their keys
-/// come from this transaction's own statements.
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The row locks a transaction holds.
 type LockSet = std::collections::HashSet<LockKey, foldhash::fast::RandomState>;
@@ -128,10 +119,11 @@ struct Spare {
     ops: Vec<Event>,
     locks: LockSet,
     overlay: Overlay,
-    /// A ring insert's kept columns and meta rows (the native writer sends a batch every
-    /// few rows).
+    /// A ring insert's kept columns, meta rows and row key (the native writer sends a batch
+    /// every few rows).
     kept: Vec<usize>,
     metas: Vec<(Key, Meta)>,
+    key: Vec<Value>,
     /// Emptied vectors of written rows, for the next rows built (a few hundred kilobytes
     /// at most: see `SPARE_ROWS`).
     rows: Vec<Row>,
@@ -322,10 +314,7 @@ impl Session {
         self.undo.clear();
         // The next transaction reuses this one's memory (a big one's is let go).
         let mut overlay = txn.overlay;
-        overlay.retain(|_, m| {
-            m.clear();
-            m.capacity() <= SPARE_MAX
-        });
+        overlay.reset(SPARE_MAX);
         let mut ops = txn.ops;
         for op in ops.drain(..) {
             if let Event::Row(RowEvent {
@@ -402,17 +391,15 @@ impl Session {
             // An overlay entry the statement set points at one of its events; follow each
             // back through what its events replaced, to the entry from before the statement
             // (or to none). The log need not hold the keys: a failing statement is rare.
-            for m in txn.overlay.values_mut() {
-                m.retain(|_, at| {
-                    while *at >= mark {
-                        match undo.get(*at - mark) {
-                            Some(&Some(before)) => *at = before,
-                            _ => return false,
-                        }
+            txn.overlay.retain(|at| {
+                while *at >= mark {
+                    match undo.get(*at - mark) {
+                        Some(&Some(before)) => *at = before,
+                        _ => return false,
                     }
-                    true
-                });
-            }
+                }
+                true
+            });
             txn.ops.truncate(mark);
         }
         self.undo.clear();
@@ -426,7 +413,12 @@ impl Session {
     }
 
     fn lock(&mut self, table: u64, key: &Key) -> Result<()> {
-        let key = LockKey::new(table, key);
+        self.lock_hashed(table, key_hash(&key.0))
+    }
+
+    /// [`Session::lock`] of the row whose key's `key_hash` is `hash`.
+    fn lock_hashed(&mut self, table: u64, hash: u64) -> Result<()> {
+        let key = LockKey::from_hash(table, hash);
         let timeout = self.engine.config().lock_wait_timeout;
         let txn = open_txn(&mut self.txn, &self.engine, &mut self.spare);
         // A lock the transaction holds already (its ring's meta row again, a slot it wrote
@@ -439,33 +431,41 @@ impl Session {
         Ok(())
     }
 
-    /// Records a change to the row at `key` in the transaction's events and its overlay
-    /// (with undo).
-    fn stage(&mut self, key: Key, event: RowEvent) {
-        let table = event.table_id;
-        let txn = self.txn();
+    /// Records a change to a row of `def` in the transaction's events and its overlay (with
+    /// undo); `hash` is the `key_hash` of the row's key.
+    fn stage(&mut self, def: &TableDef, hash: u64, event: RowEvent) {
+        let txn = open_txn(&mut self.txn, &self.engine, &mut self.spare);
         let at = txn.ops.len();
         txn.ops.push(Event::Row(event));
-        let before = txn.overlay.entry(table).or_default().insert(key, at);
+        let before = txn
+            .overlay
+            .insert(&txn.ops, def.id, &def.primary_key, hash, at);
         self.undo.push(before);
     }
 
     /// Stages a row delete and its binlog event.
-    fn stage_delete(&mut self, table: u64, key: Key, cause: Cause) {
+    fn stage_delete(&mut self, def: &TableDef, key: Key, cause: Cause) {
+        let hash = key_hash(&key.0);
         let event = RowEvent {
-            table_id: table,
-            change: RowChange::Delete { key: key.0.clone() },
+            table_id: def.id,
+            change: RowChange::Delete { key: key.0 },
             cause,
         };
-        self.stage(key, event);
+        self.stage(def, hash, event);
     }
 
     /// Stages a full-row write (an upsert) and its binlog event.
-    fn stage_write(&mut self, table: u64, key: Key, row: Row, cause: Cause) {
+    fn stage_write(&mut self, def: &TableDef, key: &Key, row: Row, cause: Cause) {
+        self.stage_write_hashed(def, key_hash(&key.0), row, cause);
+    }
+
+    /// [`Session::stage_write`] of a row whose key's `key_hash` is `hash`.
+    fn stage_write_hashed(&mut self, def: &TableDef, hash: u64, row: Row, cause: Cause) {
         self.stage(
-            key,
+            def,
+            hash,
             RowEvent {
-                table_id: table,
+                table_id: def.id,
                 change: RowChange::Write { row },
                 cause,
             },
@@ -479,11 +479,6 @@ impl Session {
         self.seen(table, key, |t| t.get(key), |r| r.cloned())
     }
 
-    /// Whether a row is stored at `key` as this session sees it, without reading it.
-    fn row_exists(&self, table: u64, key: &Key) -> bool {
-        self.seen(table, key, |t| t.contains(key), |r| r.is_some())
-    }
-
     /// What this session sees at `key`: from its transaction's own writes (`staged`, given
     /// the staged row or `None` for a staged delete) when it has any there, else from the
     /// committed table (`committed`).
@@ -494,8 +489,20 @@ impl Session {
         committed: impl FnOnce(&Table) -> T,
         staged: impl FnOnce(Option<&'s Row>) -> T,
     ) -> T {
+        self.seen_hashed(table, key, key_hash(&key.0), committed, staged)
+    }
+
+    /// [`Session::seen`] given the `key_hash` of `key`.
+    fn seen_hashed<'s, T: Default>(
+        &'s self,
+        table: u64,
+        key: &Key,
+        hash: u64,
+        committed: impl FnOnce(&Table) -> T,
+        staged: impl FnOnce(Option<&'s Row>) -> T,
+    ) -> T {
         if let Some(txn) = &self.txn {
-            if let Some(&at) = txn.overlay.get(&table).and_then(|m| m.get(key)) {
+            if let Some(at) = txn.overlay.get(&txn.ops, table, &key.0, hash) {
                 return staged(staged_row(&txn.ops, at));
             }
         }
@@ -549,13 +556,14 @@ impl Session {
             k.0.len() >= prefix.len() && k.0.iter().zip(prefix).all(|(a, b)| a.total_cmp(b).is_eq())
         };
         if let Some(txn) = &self.txn {
-            if let Some(m) = txn.overlay.get(&table) {
-                for (k, &at) in m.iter().filter(|(k, _)| matches(k)) {
-                    match staged_row(&txn.ops, at) {
-                        Some(r) => out.insert(k.clone(), r.clone()),
-                        None => out.remove(k),
-                    };
+            for (k, at) in txn.overlay.changed(&txn.ops, table) {
+                if !matches(&k) {
+                    continue;
                 }
+                match staged_row(&txn.ops, at) {
+                    Some(r) => out.insert(k, r.clone()),
+                    None => out.remove(&k),
+                };
             }
         }
         Ok(out.into_iter().collect())
@@ -582,7 +590,8 @@ impl Session {
     /// Fails with 1062 when a unique value of `row` is held by another live row.
     fn check_unique(&self, table: &Table, key: &Key, row: &[Value]) -> Result<()> {
         let ops = self.txn.as_ref().map_or(&[][..], |t| &t.ops[..]);
-        let overlay = self.txn.as_ref().and_then(|t| t.overlay.get(&table.def.id));
+        let overlay = self.txn.as_ref().map(|t| &t.overlay);
+        let changed = overlay.map_or_else(Vec::new, |o| o.changed(ops, table.def.id));
         for idx in table.unique_indexes() {
             let Some(v) = table.unique_value(idx, row) else {
                 continue;
@@ -593,20 +602,18 @@ impl Session {
                     &format!("{}.{}", table.def.name, table.def.indexes[idx].name),
                 )
             };
-            if let Some(m) = overlay {
-                for (k, &at) in m {
-                    if let Some(r) = staged_row(ops, at) {
-                        if k != key
-                            && !table.is_meta_key(k)
-                            && table.unique_value(idx, r).as_ref() == Some(&v)
-                        {
-                            return Err(dup());
-                        }
+            for (k, at) in &changed {
+                if let Some(r) = staged_row(ops, *at) {
+                    if k != key
+                        && !table.is_meta_key(k)
+                        && table.unique_value(idx, r).as_ref() == Some(&v)
+                    {
+                        return Err(dup());
                     }
                 }
             }
             if let Some(holder) = table.unique_holder(idx, &v) {
-                let overridden = overlay.is_some_and(|m| m.contains_key(holder));
+                let overridden = overlay.is_some_and(|o| o.contains(ops, table.def.id, holder));
                 if holder != key && !overridden {
                     return Err(dup());
                 }
@@ -752,7 +759,7 @@ impl Session {
             } else {
                 Cause::Insert
             };
-            self.stage_write(def.id, key, row, cause);
+            self.stage_write(def, &key, row, cause);
             inserted += 1;
         }
         Ok(inserted)
@@ -781,6 +788,7 @@ impl Session {
         // The user columns an overwrite keeps (the native writer's, see below).
         let mut kept = std::mem::take(&mut self.spare.kept);
         kept.clear();
+        let mut key = Key(std::mem::take(&mut self.spare.key));
         if keep_unset {
             kept.extend((0..def.columns.len()).filter(|c| {
                 !columns.contains(c)
@@ -813,17 +821,22 @@ impl Session {
             let (slot, _) = metas[at].1.advance(ring.size);
             row[ring.slot_column] = slot_value(def, slot);
             row[ring.meta_column] = Value::Null;
-            let key = Key(def.key_of(&row));
-            self.lock(def.id, &key)?;
+            // The key in a vector kept from row to row, and its hash, computed once for the
+            // lock, the look in the overlay and the staging.
+            key.0.clear();
+            key.0.extend(def.key_refs(&row).cloned());
+            let hash = key_hash(&key.0);
+            self.lock_hashed(def.id, hash)?;
             // Whether the slot is taken is all an SQL insert needs. The native writer's
             // overwrite is an update of the slot: the columns it leaves out keep the
             // overwritten row's values (the spec, NDB API), so it reads those.
             let overwrite = if kept.is_empty() {
-                self.row_exists(def.id, &key)
+                self.seen_hashed(def.id, &key, hash, |t| t.contains(&key), |r| r.is_some())
             } else {
-                let old = self.seen(
+                let old = self.seen_hashed(
                     def.id,
                     &key,
+                    hash,
                     |t| t.get(&key).map(std::borrow::Cow::Owned),
                     |r| r.map(std::borrow::Cow::Borrowed),
                 );
@@ -856,15 +869,16 @@ impl Session {
             } else {
                 Cause::Insert
             };
-            self.stage_write(def.id, key, row, cause);
+            self.stage_write_hashed(def, hash, row, cause);
             inserted += 1;
         }
         for (key, meta) in metas.drain(..) {
             let row = meta_row(def, &key.0[..prefix_cols.len()], &meta);
-            self.stage_write(def.id, key, row, Cause::MetaUpdate);
+            self.stage_write(def, &key, row, Cause::MetaUpdate);
         }
         self.spare.metas = metas;
         self.spare.kept = kept;
+        self.spare.key = key.0;
         Ok(inserted)
     }
 
@@ -917,12 +931,12 @@ impl Session {
             let key = slot_key(def, prefix.iter(), slot);
             self.lock(def.id, &key)?;
             if self.get_row(def.id, &key).is_some() {
-                self.stage_delete(def.id, key, Cause::DeleteOldest);
+                self.stage_delete(def, key, Cause::DeleteOldest);
             }
         }
         meta.count -= n;
         let row = meta_row(def, prefix, &meta);
-        self.stage_write(def.id, meta_key, row, Cause::MetaUpdate);
+        self.stage_write(def, &meta_key, row, Cause::MetaUpdate);
         Ok(n)
     }
 
@@ -1028,18 +1042,20 @@ impl Session {
             }
             out.changed += 1;
             if new_key != old_key {
-                self.stage_delete(def.id, old_key, Cause::Update);
-                self.stage_write(def.id, new_key, new, Cause::Update);
+                self.stage_delete(def, old_key, Cause::Update);
+                self.stage_write(def, &new_key, new, Cause::Update);
             } else if self.vars.log_update_as_write {
-                self.stage_write(def.id, new_key, new, Cause::Update);
+                self.stage_write(def, &new_key, new, Cause::Update);
             } else {
+                let hash = key_hash(&new_key.0);
                 let change = RowChange::Update {
                     key: old_key.0,
                     after: new,
                     before: Some(old),
                 };
                 self.stage(
-                    new_key,
+                    def,
+                    hash,
                     RowEvent {
                         table_id: def.id,
                         change,
@@ -1081,11 +1097,11 @@ impl Session {
                     continue;
                 }
                 self.lock(def.id, &key)?;
-                self.stage_delete(def.id, key, Cause::PrefixDelete);
+                self.stage_delete(def, key, Cause::PrefixDelete);
                 deleted += 1;
             }
             if self.get_row(def.id, &meta_key).is_some() {
-                self.stage_delete(def.id, meta_key, Cause::PrefixDelete);
+                self.stage_delete(def, meta_key, Cause::PrefixDelete);
                 // RonDB counts the meta row among the affected rows.
                 deleted += 1;
             }
@@ -1114,7 +1130,7 @@ impl Session {
             }
             let key = Key(def.key_of(&row));
             self.lock(def.id, &key)?;
-            self.stage_delete(def.id, key, Cause::Delete);
+            self.stage_delete(def, key, Cause::Delete);
             deleted += 1;
         }
         Ok(deleted)
@@ -1181,7 +1197,7 @@ impl Session {
         self.statement(|s| {
             let key = Key(def.key_of(&row));
             s.lock(def.id, &key)?;
-            s.stage_write(def.id, key, row, Cause::Insert);
+            s.stage_write(def, &key, row, Cause::Insert);
             Ok(())
         })
     }
@@ -1192,7 +1208,7 @@ impl Session {
         self.statement(|s| {
             let key = Key(key);
             s.lock(def.id, &key)?;
-            s.stage_delete(def.id, key, Cause::Delete);
+            s.stage_delete(def, key, Cause::Delete);
             Ok(())
         })
     }
@@ -1297,7 +1313,7 @@ fn validate_uniques(st: &State, ops: &[Event], overlay: &Overlay) -> Result<()> 
             continue;
         }
         // Only the final version of each row counts.
-        if overlay.get(table_id).and_then(|m| m.get(&key)) != Some(&at) {
+        if overlay.get(ops, *table_id, &key.0, key_hash(&key.0)) != Some(at) {
             continue;
         }
         for idx in table.unique_indexes() {
@@ -1305,9 +1321,7 @@ fn validate_uniques(st: &State, ops: &[Event], overlay: &Overlay) -> Result<()> 
                 continue;
             };
             if let Some(holder) = table.unique_holder(idx, &v) {
-                let touched = overlay
-                    .get(table_id)
-                    .is_some_and(|m| m.contains_key(holder));
+                let touched = overlay.contains(ops, *table_id, holder);
                 if *holder != key && !touched {
                     return Err(Error::dup_entry(
                         &dup_text(&v.0),
