@@ -249,6 +249,21 @@ fn a_growing_segment_is_synced_in_the_background() {
     }
 }
 
+/// With `--sync MS` a commit returns once written to the OS, and the background syncer makes
+/// it durable on its timer.
+#[test]
+fn every_millis_syncs_on_its_timer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (w, _) =
+        BinlogWriter::open(dir.path(), opts(1 << 20, SyncPolicy::EveryMillis(5))).expect("writer");
+    let lsn = w.append_commit(&ring_insert(1)).expect("append");
+    let waited = std::time::Instant::now();
+    while w.durable_lsn() < lsn {
+        assert!(waited.elapsed() < Duration::from_secs(60), "no timed fsync");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn concurrent_commits_share_fsyncs_and_lose_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
