@@ -239,13 +239,15 @@ fn a_growing_segment_is_synced_in_the_background() {
         }
         appended = w.append(&Record::Transaction(tx)).expect("append");
     }
+    wait_durable(&w, 8 << 20, "no background fsync");
+}
+
+/// Waits (a minute at most) until `w` is durable up to `lsn`, with nobody else syncing.
+fn wait_durable(w: &BinlogWriter, lsn: u64, failure: &str) {
     let waited = std::time::Instant::now();
-    while w.durable_lsn() < 8 << 20 {
-        assert!(
-            waited.elapsed() < Duration::from_secs(60),
-            "no background fsync"
-        );
-        std::thread::sleep(Duration::from_millis(5));
+    while w.durable_lsn() < lsn {
+        assert!(waited.elapsed() < Duration::from_secs(60), "{failure}");
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -257,11 +259,7 @@ fn every_millis_syncs_on_its_timer() {
     let (w, _) =
         BinlogWriter::open(dir.path(), opts(1 << 20, SyncPolicy::EveryMillis(5))).expect("writer");
     let lsn = w.append_commit(&ring_insert(1)).expect("append");
-    let waited = std::time::Instant::now();
-    while w.durable_lsn() < lsn {
-        assert!(waited.elapsed() < Duration::from_secs(60), "no timed fsync");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_durable(&w, lsn, "no timed fsync");
 }
 
 #[test]
