@@ -490,33 +490,43 @@ impl BinlogWriter {
     /// Buffers one record and returns its LSN; a transaction must carry the next sequence
     /// number. Nothing is durable until [`BinlogWriter::commit`] says so.
     pub fn append(&self, record: &Record) -> Result<u64> {
-        // Encode outside the lock into a buffer this thread reuses, so concurrent appends
-        // only serialise on the copy.
+        self.append_encoded(record, |buf| codec::encode_record_into(record, buf))
+    }
+
+    /// [`BinlogWriter::append`] of a transaction whose events the caller encoded ahead (see
+    /// [`codec::EncodedEvents`]).
+    pub fn append_transaction(
+        &self,
+        record: &Record,
+        events: &codec::EncodedEvents,
+    ) -> Result<u64> {
+        self.append_encoded(record, |buf| match record {
+            Record::Transaction(tx) => events.encode_record(tx, buf),
+            Record::Heartbeat(_) => codec::encode_record_into(record, buf),
+        })
+    }
+
+    /// Frames `record` as `encode` writes it, outside the lock, in a buffer this thread
+    /// reuses (so concurrent appends only serialise on the copy), and appends the frame.
+    fn append_encoded(
+        &self,
+        record: &Record,
+        encode: impl FnOnce(&mut Vec<u8>) -> Result<()>,
+    ) -> Result<u64> {
         thread_local! {
             static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
         }
         SCRATCH.with(|cell| {
             let mut frame = cell.borrow_mut();
             frame.clear();
-            write_frame_with(&mut frame, |buf| codec::encode_record_into(record, buf))?;
-            self.append_framed(record, &frame)
+            write_frame_with(&mut frame, encode)?;
+            let lsn = self.append_framed(record, &frame);
+            // A huge record's buffer is not kept for the thread's next append.
+            if frame.capacity() > 16 << 20 {
+                *frame = Vec::new();
+            }
+            lsn
         })
-    }
-
-    /// [`BinlogWriter::append`] of a transaction whose events the caller encoded ahead (see
-    /// [`codec::EncodedEvents`]), framed in the caller's `frame` (cleared first).
-    pub fn append_transaction(
-        &self,
-        record: &Record,
-        events: &codec::EncodedEvents,
-        frame: &mut Vec<u8>,
-    ) -> Result<u64> {
-        frame.clear();
-        write_frame_with(frame, |buf| match record {
-            Record::Transaction(tx) => events.encode_record(tx, buf),
-            Record::Heartbeat(_) => codec::encode_record_into(record, buf),
-        })?;
-        self.append_framed(record, frame)
     }
 
     /// Appends one whole frame (header, checksum and payload already computed, outside the

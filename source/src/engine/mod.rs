@@ -71,10 +71,8 @@ impl EngineConfig {
 }
 
 thread_local! {
-    /// The events a committing thread last encoded and the binlog frame it last wrote (see
-    /// `Engine::commit_events_into`).
-    static FRAME: std::cell::RefCell<(EncodedEvents, Vec<u8>)> =
-        std::cell::RefCell::new(Default::default());
+    /// The events a committing thread last encoded (see `Engine::commit_events_into`).
+    static ENCODED: std::cell::RefCell<EncodedEvents> = std::cell::RefCell::new(Default::default());
 }
 
 /// Everything committed.
@@ -508,7 +506,7 @@ impl Engine {
             .ok_or_else(|| Error::internal("engine opened read-only"))?;
         // The events are encoded before the state's lock is taken (it orders commits): under
         // it, only the record's head is added.
-        FRAME.with(|cell| cell.borrow_mut().0.encode(events));
+        ENCODED.with(|cell| cell.borrow_mut().encode(events));
         let (seq, lsn) = {
             let mut st = self.write();
             validate(&st, events)?;
@@ -526,9 +524,9 @@ impl Engine {
             let Record::Transaction(tx) = &record else {
                 unreachable!("built above")
             };
-            let (lsn, scratch) = FRAME.with(|cell| -> Result<(u64, Option<Error>)> {
-                let (encoded, frame) = &mut *cell.borrow_mut();
-                let lsn = writer.append_transaction(&record, encoded, frame)?;
+            let (lsn, scratch) = ENCODED.with(|cell| -> Result<(u64, Option<Error>)> {
+                let encoded = &mut *cell.borrow_mut();
+                let lsn = writer.append_transaction(&record, encoded)?;
                 let mut scratch = None;
                 for (at, ev) in tx.events.iter().enumerate() {
                     if let Err(e) = st.apply_encoded(ev, encoded.row(at)) {
@@ -537,11 +535,8 @@ impl Engine {
                         scratch.get_or_insert(e);
                     }
                 }
-                // A huge transaction's buffers are not kept for the thread's next commit.
+                // A huge transaction's encoding is not kept for the thread's next commit.
                 encoded.shrink(16 << 20);
-                if frame.capacity() > 16 << 20 {
-                    *frame = Vec::new();
-                }
                 Ok((lsn, scratch))
             })?;
             st.last_seq = seq;
