@@ -122,7 +122,7 @@ struct Spare {
     /// A ring insert's kept columns, meta rows and row key (the native writer sends a batch
     /// every few rows).
     kept: Vec<usize>,
-    metas: Vec<(Key, Meta)>,
+    metas: Vec<(Key, u64, Meta)>,
     key: Vec<Value>,
     /// Emptied vectors of written rows, for the next rows built (a few hundred kilobytes
     /// at most: see `SPARE_ROWS`).
@@ -781,7 +781,8 @@ impl Session {
             .ok_or_else(|| Error::internal("not a ring table"))?;
         let prefix_cols = def.prefix_columns();
         let now = self.now_us();
-        // Each prefix's meta row key (the prefix, then slot 0) and meta, as the batch goes.
+        // Each prefix's meta row key (the prefix, then slot 0), its hash, and the meta, as
+        // the batch goes.
         let mut metas = std::mem::take(&mut self.spare.metas);
         metas.clear();
         let mut inserted = 0;
@@ -800,25 +801,27 @@ impl Session {
         for (i, values) in rows.into_iter().enumerate() {
             let mut row = self.build_row(def, columns, values.into_iter(), i + 1, now)?;
             let same_prefix = |k: &Key| prefix_cols.iter().zip(&k.0).all(|(&c, v)| row[c] == *v);
-            let at = match metas.iter().position(|(k, _)| same_prefix(k)) {
+            let at = match metas.iter().position(|(k, _, _)| same_prefix(k)) {
                 Some(at) => at,
                 None => {
                     let meta_key = slot_key(def, prefix_cols.iter().map(|&c| &row[c]), 0);
-                    self.lock(def.id, &meta_key)?;
+                    let meta_hash = key_hash(&meta_key.0);
+                    self.lock_hashed(def.id, meta_hash)?;
                     // Only the meta column is read: a staged meta row is not copied.
                     let meta = self
-                        .seen(
+                        .seen_hashed(
                             def.id,
                             &meta_key,
+                            meta_hash,
                             |t| t.get(&meta_key).and_then(|r| meta_of(&ring, &r)),
                             |r| r.and_then(|r| meta_of(&ring, r)),
                         )
                         .unwrap_or_else(Meta::empty);
-                    metas.push((meta_key, meta));
+                    metas.push((meta_key, meta_hash, meta));
                     metas.len() - 1
                 }
             };
-            let (slot, _) = metas[at].1.advance(ring.size);
+            let (slot, _) = metas[at].2.advance(ring.size);
             row[ring.slot_column] = slot_value(def, slot);
             row[ring.meta_column] = Value::Null;
             // The key in a vector kept from row to row, and its hash, computed once for the
@@ -872,9 +875,9 @@ impl Session {
             self.stage_write_hashed(def, hash, row, cause);
             inserted += 1;
         }
-        for (key, meta) in metas.drain(..) {
+        for (key, hash, meta) in metas.drain(..) {
             let row = meta_row(def, &key.0[..prefix_cols.len()], &meta);
-            self.stage_write(def, &key, row, Cause::MetaUpdate);
+            self.stage_write_hashed(def, hash, row, Cause::MetaUpdate);
         }
         self.spare.metas = metas;
         self.spare.kept = kept;
