@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, TableDef};
 use binlog_format::{Cause, Event, Key, Origin, Position, RowChange, RowEvent, Value};
-use ringrep_source::ddl::prepare_table;
-use ringrep_source::engine::SYSTEM_DB;
-use ringrep_source::{Engine, Session};
+use ringrep_engine::ddl::prepare_table;
+use ringrep_engine::SYSTEM_DB;
+use ringrep_engine::{Engine, Session};
 
 use crate::error::{Error, Result};
 use crate::source::{EventSource, SourcedTx};

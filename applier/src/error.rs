@@ -5,9 +5,12 @@ use binlog_format::Position;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("engine: {0}")]
-    Engine(#[from] ringrep_source::Error),
+    Engine(#[from] ringrep_engine::Error),
     #[error("binlog: {0}")]
     Binlog(#[from] binlog_format::Error),
+    /// The Kafka source failed (the broker, the client or a setting).
+    #[error("{0}")]
+    Kafka(#[from] ringrep_kafka::Error),
     /// The source skipped a sequence number: nothing after it can be applied safely.
     #[error("sequence gap from server {server_id}: missing seq {missing} (next available is {found} at {position})")]
     Gap {
@@ -31,6 +34,7 @@ impl Error {
         match self {
             Error::Engine(e) => e.is_retriable(),
             Error::Binlog(e) => e.is_retriable(),
+            Error::Kafka(e) => e.is_retriable(),
             Error::Source(_) => true,
             Error::Gap { .. } | Error::Invalid(_) | Error::Remote(_) => false,
         }

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use binlog_format::kafka::decode_replication_value;
 use binlog_format::Position;
 use rdkafka::message::Message;
-use ringrep_source::relay::{seq_header, KafkaSettings, ReplicationReader};
+use ringrep_kafka::{seq_header, KafkaSettings, ReplicationReader};
 
 use crate::error::{Error, Result};
 use crate::source::{EventSource, SourcedTx};

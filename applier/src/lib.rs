@@ -8,7 +8,7 @@ pub mod applier;
 pub mod error;
 pub mod failpoint;
 pub mod kafka;
-pub mod remote;
+
 pub mod source;
 pub mod verify;
 

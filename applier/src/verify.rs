@@ -11,8 +11,8 @@ use std::ops::Bound;
 
 use binlog_format::schema::{ColumnDefault, TableDef};
 use binlog_format::{Key, Value};
-use ringrep_source::engine::{Row, State, StoredRow, SYSTEM_DB};
-use ringrep_source::Engine;
+use ringrep_engine::Engine;
+use ringrep_engine::{Row, State, StoredRow, SYSTEM_DB};
 use serde::Serialize;
 
 #[derive(Debug, Clone)]
@@ -111,7 +111,7 @@ fn digest(rows: &[StoredRow<'_>]) -> (usize, u32) {
     (rows.len(), crc)
 }
 
-fn user_tables(st: &State) -> BTreeMap<(String, String), &ringrep_source::engine::Table> {
+fn user_tables(st: &State) -> BTreeMap<(String, String), &ringrep_engine::Table> {
     st.tables
         .values()
         .filter(|t| !t.def.database.eq_ignore_ascii_case(SYSTEM_DB))
@@ -204,8 +204,8 @@ pub fn verify_with(
 }
 
 fn compare_table(
-    pt: &ringrep_source::engine::Table,
-    rt: &ringrep_source::engine::Table,
+    pt: &ringrep_engine::Table,
+    rt: &ringrep_engine::Table,
     opts: &VerifyOptions,
 ) -> TableReport {
     let def = &pt.def;

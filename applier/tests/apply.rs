@@ -1,7 +1,6 @@
 //! The applier and the verifier against real engines.
 
-#[path = "../../source/tests/common/mod.rs"]
-mod common;
+use ringrep_testkit::engine as common;
 
 use std::time::Duration;
 
@@ -9,8 +8,8 @@ use binlog_format::{BinlogReader, ReaderOptions, Record, Transaction, Value};
 use common::*;
 use ringrep_applier::verify::{verify, Difference, VerifyOptions};
 use ringrep_applier::{Applier, ApplyOutcome, BinlogDirSource, Error};
-use ringrep_source::clock::ManualClock;
-use ringrep_source::{Engine, InsertMode};
+use ringrep_engine::clock::ManualClock;
+use ringrep_engine::{Engine, InsertMode};
 
 fn replica(dir: &std::path::Path, clock: &ManualClock) -> Engine {
     let mut cfg = config(clock);
@@ -222,7 +221,7 @@ fn the_verifier_names_every_injected_difference() {
         .expect("meta row");
     let mut bad_meta = meta.clone();
     bad_meta[2] = Value::Bytes(
-        ringrep_source::ring::Meta {
+        ringrep_engine::ring::Meta {
             next_slot: 1,
             count: 1,
             total: 99,

@@ -6,8 +6,8 @@ use std::time::Duration;
 use binlog_format::SyncPolicy;
 use ringrep_applier::verify::{verify, VerifyOptions};
 use ringrep_applier::{Applier, BinlogDirSource};
-use ringrep_source::sql::{Outcome, SqlSession};
-use ringrep_source::{Engine, EngineConfig};
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_sql::{Outcome, SqlSession};
 
 struct Pair {
     _dirs: (tempfile::TempDir, tempfile::TempDir),
@@ -54,7 +54,7 @@ impl Pair {
 
     /// Runs statements on the primary (each must succeed).
     fn on_primary(&mut self, sql: &str) {
-        for (stmt, res) in ringrep_source::sql::split_statements(sql)
+        for (stmt, res) in ringrep_sql::split_statements(sql)
             .iter()
             .zip(self.p.execute_all(sql))
         {

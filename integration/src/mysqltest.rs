@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use binlog_format::SyncPolicy;
-use ringrep_source::sql::{Outcome, SqlSession};
-use ringrep_source::{Engine, EngineConfig};
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_sql::{Outcome, SqlSession};
 use serde::Deserialize;
 
 /// First words that start a statement in a transcript (mysqltest echoes them as written; the
@@ -238,7 +238,7 @@ impl RunReport {
 /// What a statement printed, as mysqltest would print it. `info` and `warnings` follow the
 /// expected output: they are runner switches (`--enable_info`), not server behaviour.
 pub fn render_outcome(
-    result: &Result<Outcome, ringrep_source::Error>,
+    result: &Result<Outcome, ringrep_engine::Error>,
     info: bool,
     warnings: &[(u16, String)],
     show_warnings: bool,

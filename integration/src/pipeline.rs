@@ -16,8 +16,8 @@ use mysql_async::prelude::*;
 use ringrep_applier::applier::LagStats;
 use ringrep_applier::verify::{verify, Report, VerifyOptions};
 use ringrep_applier::{Applier, BinlogDirSource};
-use ringrep_source::server::{Server, ServerSettings};
-use ringrep_source::{Engine, EngineConfig};
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_server::{Server, ServerSettings};
 
 use crate::workload::{event_values, user_events_sql, Rng, INSERT_EVENT_SQL};
 
@@ -175,7 +175,7 @@ pub fn run_demo_with(
         // The TTL purge, as the primary node runs it.
         let purger = opts
             .ttl_secs
-            .map(|_| ringrep_source::server::spawn_ttl_purge(primary.clone()));
+            .map(|_| ringrep_server::spawn_ttl_purge(primary.clone()));
 
         // The table and the workload, through the MySQL protocol: each writer is one client
         // connection sending one prepared INSERT per event.

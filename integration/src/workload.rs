@@ -3,8 +3,8 @@
 
 use binlog_format::schema::*;
 use binlog_format::{TableDef, Value};
-use ringrep_source::ddl::prepare_table;
-use ringrep_source::{InsertMode, Result, Session};
+use ringrep_engine::ddl::prepare_table;
+use ringrep_engine::{InsertMode, Result, Session};
 
 /// The spec's `user_events` table: `MAX_ROWS_PER_PK=ring_size`, with `TTL=ttl@created_at`
 /// when `ttl_secs` is set.

@@ -10,9 +10,9 @@ use binlog_format::SyncPolicy;
 use integration::workload::Rng;
 use ringrep_applier::verify::{verify, VerifyOptions};
 use ringrep_applier::{Applier, BinlogDirSource};
-use ringrep_source::clock::ManualClock;
-use ringrep_source::sql::SqlSession;
-use ringrep_source::{Engine, EngineConfig};
+use ringrep_engine::clock::ManualClock;
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_sql::SqlSession;
 
 const T0: i64 = 1_767_225_600_000_000;
 

@@ -2,8 +2,7 @@
 //! read as any consumer would, checked against docs/kafka.md. The broker is the one named by
 //! RINGREP_TEST_KAFKA_BROKERS (CI starts one), else librdkafka's in-process mock cluster.
 
-#[path = "../../source/tests/broker/mod.rs"]
-mod broker;
+use ringrep_testkit::broker;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -15,9 +14,9 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use ringrep_applier::verify::{verify, VerifyOptions};
 use ringrep_applier::{Applier, KafkaSource};
-use ringrep_source::relay::Relay;
-use ringrep_source::sql::SqlSession;
-use ringrep_source::{Engine, EngineConfig};
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_relay::Relay;
+use ringrep_sql::SqlSession;
 use serde_json::Value as Json;
 
 const PARTITIONS: i32 = 4;

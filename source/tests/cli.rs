@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use ringrep_source::{Engine, EngineConfig};
+use ringrep_engine::{Engine, EngineConfig};
 
 fn sql(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_ringrep-source"))

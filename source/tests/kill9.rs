@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use ringrep_source::sql::{Outcome, SqlSession};
-use ringrep_source::{Engine, EngineConfig};
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_sql::{Outcome, SqlSession};
 
 #[test]
 fn acknowledged_commits_survive_sigkill_and_rings_continue() {

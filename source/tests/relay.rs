@@ -6,14 +6,15 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod broker;
+use ringrep_testkit::broker;
 
 use binlog_format::SyncPolicy;
 use broker::{broker, Broker};
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
-use ringrep_source::relay::{replication_seqs, KafkaSettings, Relay};
-use ringrep_source::sql::SqlSession;
-use ringrep_source::{Engine, EngineConfig};
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_kafka::{replication_seqs, KafkaSettings};
+use ringrep_relay::Relay;
+use ringrep_sql::SqlSession;
 
 fn settings(broker: &Broker, name: &str) -> KafkaSettings {
     broker.settings(name, &["test.ev"], 4)

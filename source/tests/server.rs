@@ -1,7 +1,7 @@
 //! The primary node as clients see it: `ringrep-source serve` as a process, driven with the
 //! mysql_async driver and the `mariadb` command-line client.
 
-mod node;
+use ringrep_testkit::node;
 
 use mysql_async::prelude::*;
 use mysql_async::{Row, Value};

@@ -12,8 +12,8 @@ use clap::{Parser, Subcommand};
 use integration::workload::Rng;
 use ringrep_applier::verify::{verify, VerifyOptions};
 use ringrep_applier::{Applier, BinlogDirSource};
-use ringrep_source::writer::RingWriter;
-use ringrep_source::{Engine, EngineConfig, InsertMode, Session};
+use ringrep_engine::writer::RingWriter;
+use ringrep_engine::{Engine, EngineConfig, InsertMode, Session};
 
 #[derive(Parser)]
 #[command(
@@ -422,7 +422,7 @@ fn main() -> anyhow::Result<()> {
                                 Ok(_) => {
                                     shared.commits.fetch_add(1, Ordering::Relaxed);
                                 }
-                                Err(e) if e.is_retriable() => {}
+                                Err(e) if e.is_lock_conflict() => {}
                                 Err(e) => return Err(e.into()),
                             }
                         }
@@ -568,7 +568,7 @@ impl Writers {
     }
 
     /// One single-row autocommit insert into one of 10,000 prefixes.
-    fn insert(&self, s: &mut Session, rng: &mut Rng, n: u64) -> ringrep_source::Result<u64> {
+    fn insert(&self, s: &mut Session, rng: &mut Rng, n: u64) -> ringrep_engine::Result<u64> {
         let row = vec![Value::Int(rng.below(10_000) as i64), payload(n)];
         s.statement(|s| s.insert(&self.def, &[0, PAYLOAD], vec![row], InsertMode::Insert))
     }
@@ -612,7 +612,7 @@ fn autocommit_tasks(
                                 tokio::task::consume_budget().await;
                             }
                             // Lock waits end in a retriable error; let the holder run.
-                            Err(e) if e.is_retriable() => tokio::task::yield_now().await,
+                            Err(e) if e.is_lock_conflict() => tokio::task::yield_now().await,
                             Err(e) => return Err(anyhow::Error::from(e)),
                         }
                     }
@@ -640,7 +640,7 @@ fn kafka_settings(
         &rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext>,
     >,
     phase: &str,
-) -> anyhow::Result<ringrep_source::relay::KafkaSettings> {
+) -> anyhow::Result<ringrep_kafka::KafkaSettings> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_nanos();
@@ -649,7 +649,7 @@ fn kafka_settings(
         m.create_topic(&format!("{prefix}.replication"), 1, 1)?;
         m.create_topic(&format!("{prefix}.test.user_events"), 6, 1)?;
     }
-    Ok(ringrep_source::relay::KafkaSettings {
+    Ok(ringrep_kafka::KafkaSettings {
         brokers: brokers.to_string(),
         topic_prefix: prefix,
         partitions: 6,
@@ -666,7 +666,7 @@ fn kafka_bench(
     rate: u64,
     seconds: u64,
 ) -> anyhow::Result<()> {
-    use ringrep_source::relay::Relay;
+    use ringrep_relay::Relay;
     let mock = match &brokers {
         Some(_) => None,
         None => Some(rdkafka::mocking::MockCluster::new(1)?),

@@ -1,0 +1,351 @@
+//! `ringrep-applier`: the replica node (`serve`), the verifier (`verify`) and `status`.
+
+mod remote;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use binlog_format::SyncPolicy;
+use clap::{Parser, Subcommand};
+use ringrep_applier::applier::read_positions;
+use ringrep_applier::verify::{verify_with, VerifyOptions};
+use ringrep_applier::{Applier, BinlogDirSource, EventSource, KafkaSource};
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_kafka::KafkaArgs;
+use ringrep_server::config::FileConfig;
+use ringrep_server::{ServeArgs, Server, ServerSettings};
+
+use remote::Side;
+
+#[derive(Parser)]
+#[command(
+    name = "ringrep-applier",
+    version,
+    about = "ringrep replica node, verifier and apply status"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum Command {
+    /// Run a replica: follow a primary's binlog directory, or its replication topic in Kafka,
+    /// and apply it to DIR.
+    Serve {
+        /// The replica's data directory (created if missing).
+        #[arg(long)]
+        replica_dir: PathBuf,
+        /// The primary's binlog directory (DATA_DIR/binlog of the primary).
+        #[arg(
+            long,
+            required_unless_present = "kafka_brokers",
+            conflicts_with = "kafka_brokers"
+        )]
+        source_binlog: Option<PathBuf>,
+        /// This replica's own server id, written into its binlog.
+        #[arg(long, default_value_t = 2)]
+        server_id: u32,
+        /// Stop after applying this sequence number.
+        #[arg(long)]
+        until_seq: Option<u64>,
+        /// Exit once everything the source has now is applied.
+        #[arg(long)]
+        exit_when_caught_up: bool,
+        /// Sync policy of the replica's binlog: commit, never, or milliseconds.
+        #[arg(long, default_value = "commit")]
+        sync: String,
+        /// Read the primary's replication topic from these Kafka brokers instead of a binlog
+        /// directory.
+        #[arg(long, env = "RINGREP_KAFKA_BROKERS")]
+        kafka_brokers: Option<String>,
+        /// Topic prefix the relay used (`<prefix>.replication`).
+        #[arg(long, env = "RINGREP_KAFKA_TOPIC_PREFIX", default_value = binlog_format::kafka::DEFAULT_TOPIC_PREFIX)]
+        kafka_topic_prefix: String,
+        /// A librdkafka client setting, KEY=VALUE, repeatable (SASL, TLS).
+        #[arg(long = "kafka-option", value_name = "KEY=VALUE")]
+        kafka_options: Vec<String>,
+        /// Serve clients over the MySQL protocol (read-only) when --listen (or `listen` in the
+        /// config file) is given; 127.0.0.1:3307 is the usual replica address.
+        #[command(flatten)]
+        server: ServeArgs,
+    },
+    /// Compare a primary and a replica. Exit 0 when converged, 1 when they differ, 2 on error.
+    Verify {
+        /// Primary: a data directory, or mysql://user:password@host:port of a running node.
+        #[arg(long)]
+        primary: String,
+        /// Replica: a data directory, or mysql://user:password@host:port.
+        #[arg(long)]
+        replica: String,
+        /// One JSON report instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Require both sides to be at this sequence number.
+        #[arg(long)]
+        at_seq: Option<u64>,
+        /// Rows per checksum chunk.
+        #[arg(long, default_value_t = 1000)]
+        chunk_rows: usize,
+    },
+    /// Show a replica's stored apply positions.
+    Status {
+        #[arg(long)]
+        replica_dir: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Verify {
+            primary,
+            replica,
+            json,
+            at_seq,
+            chunk_rows,
+        } => match run_verify(&primary, &replica, json, at_seq, chunk_rows) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("ringrep-applier verify: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+        other => match run(other) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ringrep-applier: {e:#}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}
+
+fn open_side(spec: &str, role: &str) -> anyhow::Result<Side> {
+    if remote::is_url(spec) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        eprintln!("reading the {role} over the MySQL protocol");
+        runtime
+            .block_on(remote::snapshot(spec, 5))
+            .with_context(|| format!("reading the {role}"))
+    } else {
+        remote::open_dir(Path::new(spec)).with_context(|| format!("opening {role} {spec}"))
+    }
+}
+
+fn run_verify(
+    primary: &str,
+    replica: &str,
+    json: bool,
+    at_seq: Option<u64>,
+    chunk_rows: usize,
+) -> anyhow::Result<bool> {
+    let p = open_side(primary, "primary")?;
+    let r = open_side(replica, "replica")?;
+    let replica_applied = r.applied_from(p.server_id);
+    let started = Instant::now();
+    let mut last_print = Instant::now();
+    let report = verify_with(
+        &p.engine,
+        &r.engine,
+        p.last_seq,
+        replica_applied,
+        &VerifyOptions {
+            chunk_rows,
+            ignore_table_ids: p.is_remote() || r.is_remote(),
+            ..Default::default()
+        },
+        &mut |prog| {
+            if last_print.elapsed() > Duration::from_secs(1) {
+                eprintln!(
+                    "verifying: {}/{} tables, {} rows",
+                    prog.tables_done, prog.tables_total, prog.rows
+                );
+                last_print = Instant::now();
+            }
+        },
+    );
+    if let Some(n) = at_seq {
+        if report.primary_seq != n || report.replica_applied_seq != Some(n) {
+            bail!(
+                "--at-seq {n}: the primary is at seq {} and the replica applied {:?}; data directories at rest cannot be moved to another point",
+                report.primary_seq,
+                report.replica_applied_seq
+            );
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.text());
+        eprintln!(
+            "compared {} rows in {:.2?}",
+            report.rows_compared,
+            started.elapsed()
+        );
+    }
+    Ok(report.converged)
+}
+
+fn run(cmd: Command) -> anyhow::Result<()> {
+    match cmd {
+        Command::Serve {
+            replica_dir,
+            source_binlog,
+            server_id,
+            until_seq,
+            exit_when_caught_up,
+            sync,
+            kafka_brokers,
+            kafka_topic_prefix,
+            kafka_options,
+            server,
+        } => {
+            ringrep_server::init_logging();
+            // A reader: the topic-creation settings do not apply.
+            let kafka = KafkaArgs {
+                kafka_brokers,
+                kafka_topic_prefix,
+                kafka_options,
+                kafka_partitions: 1,
+                kafka_replication_factor: 1,
+                kafka_tombstones: false,
+            };
+            let kafka = kafka.settings()?;
+            let file = FileConfig::for_args(&server).map_err(anyhow::Error::msg)?;
+            let listen = server.listen.is_some() || file.listen.is_some();
+            let settings =
+                ServerSettings::resolve(&server, &file, ServerSettings::DEFAULT_REPLICA_LISTEN)
+                    .map_err(anyhow::Error::msg)?;
+            let mut cfg = EngineConfig::new(server_id);
+            cfg.sync = sync.parse::<SyncPolicy>()?;
+            cfg.read_only = true;
+            if let Some(n) = server.snapshot_every(&file) {
+                cfg.snapshot_every = n;
+            }
+            let (engine, report) = Engine::open(&replica_dir, cfg)
+                .with_context(|| format!("opening replica {}", replica_dir.display()))?;
+            eprintln!(
+                "replica {} open at its own seq {} (replayed {})",
+                replica_dir.display(),
+                report.last_seq,
+                report.replayed
+            );
+            let mut applier = Applier::new(&engine)?;
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            runtime.block_on(async move {
+                // Wait for the primary's first segment (or first Kafka record) to learn its
+                // server id.
+                let source_id = loop {
+                    let found = match (&kafka, &source_binlog) {
+                        (Some(k), _) => {
+                            let k = k.clone();
+                            tokio::task::spawn_blocking(move || {
+                                KafkaSource::server_id(&k, Duration::from_secs(1))
+                            })
+                            .await??
+                        }
+                        (None, Some(dir)) => binlog_format::segment::directory_server_id(dir)?,
+                        (None, None) => bail!("give --source-binlog or --kafka-brokers"),
+                    };
+                    if let Some(id) = found {
+                        break id;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                };
+                if source_id == server_id {
+                    bail!("the replica's --server-id {server_id} equals the primary's; give the replica its own id");
+                }
+                let from = applier.position(source_id).map_or(1, |p| p.last_seq + 1);
+                if until_seq.is_some_and(|u| from > u) {
+                    eprintln!("already applied seq {} from server {source_id}; nothing to do", from - 1);
+                    return Ok(());
+                }
+                let mut source: Box<dyn EventSource> = match (&kafka, &source_binlog) {
+                    (Some(k), _) => {
+                        let k = k.clone();
+                        Box::new(
+                            tokio::task::spawn_blocking(move || KafkaSource::open(&k, from))
+                                .await??,
+                        )
+                    }
+                    (None, Some(dir)) => Box::new(BinlogDirSource::open(dir, from, None)),
+                    (None, None) => bail!("give --source-binlog or --kafka-brokers"),
+                };
+                eprintln!("applying from server {source_id} at seq {from} ({})", source.describe());
+                let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+                let server = if listen {
+                    let server = Server::bind(applier.engine().clone(), &settings).await?;
+                    // Tests and scripts read the address from this line.
+                    eprintln!("replica listening on {} (read-only)", server.local_addr()?);
+                    let mut stopped = stop_rx.clone();
+                    Some(tokio::spawn(server.run(async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    })))
+                } else {
+                    None
+                };
+                // SIGINT or SIGTERM: stop between transactions, then sync and exit cleanly.
+                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+                let stop_tx_for_server = stop_tx.clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = term.recv() => {}
+                    }
+                    eprintln!("stopping after the current transaction");
+                    let _ = stop_tx.send(true);
+                });
+                let mut last_print = Instant::now();
+                let last = applier
+                    .run(source.as_mut(), until_seq, exit_when_caught_up, Duration::from_millis(200), &mut |a, item| {
+                        if last_print.elapsed() >= Duration::from_secs(1) {
+                            eprintln!(
+                                "applied seq {} ({} applied, {} skipped), lag p50 {:.2} ms p99 {:.2} ms",
+                                item.tx.seq,
+                                a.applied,
+                                a.skipped,
+                                a.lag.percentile(50.0).unwrap_or(0) as f64 / 1000.0,
+                                a.lag.percentile(99.0).unwrap_or(0) as f64 / 1000.0
+                            );
+                            last_print = Instant::now();
+                        }
+                    }, &stop_rx)
+                    .await?;
+                if let Some(server) = server {
+                    // Also when the applier stopped on its own (--until-seq, caught up, error).
+                    let _ = stop_tx_for_server.send(true);
+                    server.await??;
+                }
+                applier.engine().sync()?;
+                eprintln!("stopped: last applied seq {last} ({} applied, {} skipped this run)", applier.applied, applier.skipped);
+                Ok(())
+            })
+        }
+        Command::Status { replica_dir } => {
+            let (engine, _) = Engine::open_read_only(&replica_dir)?;
+            println!("server_id\tlast_seq\tbinlog_position\tapplied_at");
+            for p in read_positions(&engine) {
+                println!(
+                    "{}\t{}\t{}\t{}",
+                    p.server_id,
+                    p.last_seq,
+                    p.position,
+                    binlog_format::value::format_timestamp(p.applied_us, 6)
+                );
+            }
+            Ok(())
+        }
+        Command::Verify { .. } => unreachable!("handled in main"),
+    }
+}

@@ -1,0 +1,275 @@
+//! A side of the verifier given as `mysql://user:password@host:port`: every table read through
+//! the MySQL protocol into a scratch engine, so the verifier compares it like a data directory.
+//!
+//! The meta rows are read with `ndb_ring_buffer_show_meta`, TIMESTAMPs in UTC, and values in
+//! the binary protocol so that FLOAT and DOUBLE arrive bit for bit. A live node changes while
+//! it is read; the snapshot is retried until the node's last sequence number is the same
+//! before and after reading, so what is compared is one point.
+
+use std::path::Path;
+
+use binlog_format::schema::{ColumnType, TableDef};
+use binlog_format::value::{Date, DateTime};
+use binlog_format::{SyncPolicy, Value};
+use mysql_async::prelude::*;
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_engine::{HIDDEN_ROW_ID, SYSTEM_DB};
+use ringrep_sql::SqlSession;
+
+use ringrep_applier::{Error, Result};
+
+/// One side of a verification: a data directory, or a node read over the MySQL protocol.
+pub struct Side {
+    /// The data directory's engine, or the scratch engine holding the copy.
+    pub engine: Engine,
+    pub server_id: u32,
+    /// The node's last binlog sequence number when it was read.
+    pub last_seq: u64,
+    /// What the node says it applied, by source server id (replicas only).
+    pub applied: Vec<(u32, u64)>,
+    /// The scratch copy's directory, for a side read over the protocol.
+    scratch: Option<tempfile::TempDir>,
+}
+
+impl Side {
+    /// Whether this side was read over the MySQL protocol.
+    pub fn is_remote(&self) -> bool {
+        self.scratch.is_some()
+    }
+
+    /// What this side says it applied from `server_id`.
+    pub fn applied_from(&self, server_id: u32) -> Option<u64> {
+        self.applied
+            .iter()
+            .find(|(id, _)| *id == server_id)
+            .map(|(_, seq)| *seq)
+    }
+}
+
+fn remote(what: impl std::fmt::Display) -> Error {
+    Error::Remote(what.to_string())
+}
+
+/// Reads every table of the node at `url` (tries up to `attempts` times for a quiet point).
+pub async fn snapshot(url: &str, attempts: usize) -> Result<Side> {
+    let opts = mysql_async::Opts::from_url(url).map_err(|e| remote(format!("{url}: {e}")))?;
+    let opts = mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false);
+    let shown = redact(url);
+    let mut conn = mysql_async::Conn::new(opts)
+        .await
+        .map_err(|e| remote(format!("connecting to {shown}: {e}")))?;
+    let q = |e: mysql_async::Error| remote(format!("{shown}: {e}"));
+    conn.query_drop("SET time_zone = '+00:00'")
+        .await
+        .map_err(q)?;
+    conn.query_drop("SET ndb_ring_buffer_show_meta = ON")
+        .await
+        .map_err(q)?;
+    let mut last_error = None;
+    for _ in 0..attempts.max(1) {
+        let before: Option<(u32, u64)> = conn
+            .query_first("SELECT @@server_id, @@ringrep_last_seq")
+            .await
+            .map_err(q)?;
+        let (server_id, seq) = before.ok_or_else(|| remote(format!("{shown}: no server id")))?;
+        let snap = read_all(&mut conn, server_id, seq).await?;
+        let after: Option<u64> = conn
+            .query_first("SELECT @@ringrep_last_seq")
+            .await
+            .map_err(q)?;
+        if after == Some(seq) {
+            conn.disconnect().await.ok();
+            return Ok(snap);
+        }
+        last_error = Some(format!(
+            "{shown} moved from seq {seq} to {} while it was read",
+            after.unwrap_or(0)
+        ));
+    }
+    Err(remote(format!(
+        "{}; verify a quiet node (stop the workload, let the replica catch up)",
+        last_error.unwrap_or_default()
+    )))
+}
+
+/// `mysql://user:secret@host` without the password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+async fn read_all(conn: &mut mysql_async::Conn, server_id: u32, last_seq: u64) -> Result<Side> {
+    let dir = tempfile::tempdir().map_err(|e| remote(format!("scratch directory: {e}")))?;
+    let mut cfg = EngineConfig::new(server_id);
+    cfg.sync = SyncPolicy::Never;
+    let (engine, _) = Engine::open(dir.path(), cfg)?;
+    let mut sql = SqlSession::new(&engine);
+    sql.session.vars.applier = true;
+    let q = |e: mysql_async::Error| remote(e.to_string());
+    let databases: Vec<String> = conn.query("SHOW DATABASES").await.map_err(q)?;
+    for db in databases {
+        if db.eq_ignore_ascii_case(SYSTEM_DB) {
+            continue;
+        }
+        conn.query_drop(format!("USE `{db}`")).await.map_err(q)?;
+        let tables: Vec<String> = conn.query("SHOW TABLES").await.map_err(q)?;
+        if tables.is_empty() {
+            continue;
+        }
+        sql.execute(&format!("CREATE DATABASE IF NOT EXISTS `{db}`"))?;
+        sql.execute(&format!("USE `{db}`"))?;
+        for t in tables {
+            let create: Option<(String, String)> = conn
+                .query_first(format!("SHOW CREATE TABLE `{db}`.`{t}`"))
+                .await
+                .map_err(q)?;
+            let (_, create) = create.ok_or_else(|| remote(format!("no definition of {db}.{t}")))?;
+            sql.execute(&create)?;
+            let def = engine
+                .table_def(&db, &t)
+                .ok_or_else(|| remote(format!("{db}.{t}: definition did not load")))?;
+            if def.columns.iter().any(|c| c.name == HIDDEN_ROW_ID) {
+                return Err(remote(format!(
+                    "{db}.{t} has no primary key, so its rows cannot be matched over the MySQL protocol; verify data directories instead"
+                )));
+            }
+            let rows: Vec<mysql_async::Row> = conn
+                .exec(format!("SELECT * FROM `{db}`.`{t}`"), ())
+                .await
+                .map_err(q)?;
+            for (n, row) in rows.into_iter().enumerate() {
+                let values = row_values(&def, row, n + 1)?;
+                sql.session.raw_write(&def, values)?;
+            }
+        }
+    }
+    let applied: Vec<(u32, u64)> = conn
+        .query("SELECT server_id, last_seq FROM mysql.ringrep_apply_status")
+        .await
+        .unwrap_or_default();
+    drop(sql);
+    Ok(Side {
+        engine,
+        server_id,
+        last_seq,
+        applied,
+        scratch: Some(dir),
+    })
+}
+
+/// One result row as the table's values.
+fn row_values(def: &TableDef, row: mysql_async::Row, n: usize) -> Result<Vec<Value>> {
+    let raw = row.unwrap();
+    if raw.len() != def.columns.len() {
+        return Err(remote(format!(
+            "{}: a row has {} values for {} columns",
+            def.qualified_name(),
+            raw.len(),
+            def.columns.len()
+        )));
+    }
+    raw.into_iter()
+        .zip(&def.columns)
+        .map(|(v, col)| {
+            let v = from_wire(v, &col.ty);
+            ringrep_engine::types::coerce(v, col, n, 0).map_err(Error::from)
+        })
+        .collect()
+}
+
+fn from_wire(v: mysql_async::Value, ty: &ColumnType) -> Value {
+    use mysql_async::Value as W;
+    match v {
+        W::NULL => Value::Null,
+        W::Int(i) => Value::Int(i),
+        W::UInt(u) => Value::UInt(u),
+        W::Float(f) => Value::Float(f),
+        W::Double(d) => Value::Double(d),
+        W::Bytes(b) => match ty {
+            ColumnType::Binary { .. } | ColumnType::VarBinary { .. } | ColumnType::Blob { .. } => {
+                Value::Bytes(b)
+            }
+            _ => match String::from_utf8(b) {
+                Ok(s) => Value::Text(s),
+                Err(e) => Value::Bytes(e.into_bytes()),
+            },
+        },
+        W::Date(y, m, d, h, mi, s, us) => {
+            let date = Date {
+                year: y,
+                month: m,
+                day: d,
+            };
+            let dt = DateTime {
+                date,
+                hour: h,
+                minute: mi,
+                second: s,
+                micros: us,
+            };
+            match ty {
+                ColumnType::Date => Value::Date(date),
+                // Read with time_zone +00:00: the wall clock is UTC.
+                ColumnType::Timestamp { .. } => Value::Timestamp(dt.to_epoch_micros()),
+                _ => Value::DateTime(dt),
+            }
+        }
+        W::Time(neg, d, h, m, s, us) => Value::Text(format!(
+            "{}{}:{m:02}:{s:02}.{us:06}",
+            if neg { "-" } else { "" },
+            d * 24 + u32::from(h)
+        )),
+    }
+}
+
+/// Whether a verifier argument names a server rather than a data directory.
+pub fn is_url(spec: &str) -> bool {
+    spec.starts_with("mysql://")
+}
+
+/// A data directory as a side (opened read-only).
+pub fn open_dir(dir: &Path) -> Result<Side> {
+    let (engine, _) = Engine::open_read_only(dir)?;
+    let applied = ringrep_applier::applier::read_positions(&engine)
+        .into_iter()
+        .map(|p| (p.server_id, p.last_seq))
+        .collect();
+    Ok(Side {
+        server_id: engine.config().server_id,
+        last_seq: engine.last_seq(),
+        engine,
+        applied,
+        scratch: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(
+            redact("mysql://root:s3cret@127.0.0.1:3306/test"),
+            "mysql://root:***@127.0.0.1:3306/test"
+        );
+        assert_eq!(redact("mysql://root@h:1"), "mysql://root@h:1");
+    }
+
+    #[test]
+    fn wire_timestamps_are_utc_micros() {
+        let v = from_wire(
+            mysql_async::Value::Date(1970, 1, 1, 0, 0, 1, 5),
+            &ColumnType::Timestamp { fsp: 6 },
+        );
+        assert_eq!(v, Value::Timestamp(1_000_005));
+    }
+}

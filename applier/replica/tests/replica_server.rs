@@ -1,0 +1,213 @@
+//! The replica node as clients see it: `ringrep-applier serve --listen` follows a primary
+//! served in this process; clients read from it over the MySQL protocol, their writes are
+//! refused with MySQL's read-only error, and the apply status is a table they can query.
+
+use ringrep_testkit::node;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use binlog_format::SyncPolicy;
+use mysql_async::prelude::*;
+use node::{code, connect, runtime, terminate, USER_EVENTS};
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_server::{Server, ServerSettings};
+
+/// The spec's examples (`rondb-ring-buffer-tables.md`) with MAX_ROWS_PER_PK=3.
+fn spec_examples() -> Vec<String> {
+    vec![
+        format!("{USER_EVENTS} PARTITION BY KEY(user_id)"),
+        "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'A')".into(),
+        "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'B'), (1, 'click', 'C'), (2, 'click', 'X')".into(),
+        "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'D')".into(),
+        "INSERT INTO user_events (user_id, event_type, payload) VALUES (1, 'click', 'E')".into(),
+        "DELETE FROM user_events WHERE user_id = 2".into(),
+    ]
+}
+
+/// A statement through the command-line client: its output, or `None` without a client
+/// (outside CI only).
+fn cli(addr: std::net::SocketAddr, sql: &str) -> Option<String> {
+    let client = node::mysql_client()?;
+    let (ok, out, err) = node::run_client(client, addr, None, sql);
+    assert!(ok, "{err}");
+    Some(out)
+}
+
+/// `ringrep-applier verify`: exit code and standard output.
+fn verify(primary: &str, replica: &str) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"))
+        .args(["verify", "--primary", primary, "--replica", replica])
+        .output()
+        .expect("run verify");
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn a_replica_serves_reads_refuses_writes_and_shows_its_position() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let mut cfg = EngineConfig::new(1);
+    cfg.sync = SyncPolicy::Never;
+    let (primary, _) = Engine::open(&dir.path().join("primary"), cfg).expect("primary");
+    let server = rt
+        .block_on(Server::bind(primary.clone(), &ServerSettings::local(0)))
+        .expect("bind");
+    let paddr = server.local_addr().expect("addr");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let served = rt.spawn(server.run(async move {
+        let _ = stop_rx.await;
+    }));
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+    cmd.arg("serve")
+        .arg("--replica-dir")
+        .arg(dir.path().join("replica"))
+        .arg("--source-binlog")
+        .arg(primary.binlog_dir())
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    let mut replica = node::start(cmd, "replica listening on ");
+
+    rt.block_on(async {
+        let mut p = connect(paddr, Some("test")).await;
+        p.query_drop("CREATE TABLE ev (k INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v VARCHAR(20), PRIMARY KEY (k, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=2'")
+            .await
+            .expect("create");
+        for v in ["a", "b", "c"] {
+            p.exec_drop("INSERT INTO ev (k, v) VALUES (?, ?)", (7, v))
+                .await
+                .expect("insert");
+        }
+        let want: Vec<(i32, i32, String)> = p
+            .query("SELECT k, ring_idx, v FROM ev ORDER BY ring_idx")
+            .await
+            .expect("primary rows");
+        assert_eq!(want, vec![(7, 1, "c".into()), (7, 2, "b".into())]);
+        let primary_seq = primary.last_seq();
+
+        // The replica catches up and serves the same rows.
+        let mut r = connect(replica.addr, None).await;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got: Result<Vec<(i32, i32, String)>, _> =
+                r.query("SELECT k, ring_idx, v FROM test.ev ORDER BY ring_idx").await;
+            if got.as_ref().ok() == Some(&want) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "replica never caught up: {got:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
+        // Its position is a table.
+        let status: Vec<(u32, u64)> = r
+            .query("SELECT server_id, last_seq FROM mysql.ringrep_apply_status")
+            .await
+            .expect("apply status");
+        assert_eq!(status, vec![(1, primary_seq)]);
+
+        // Client writes are refused with MySQL's read-only error, and change nothing.
+        for sql in [
+            "INSERT INTO test.ev (k, v) VALUES (8, 'x')",
+            "DELETE FROM test.ev WHERE k = 7",
+            "CREATE TABLE test.t2 (id INT PRIMARY KEY)",
+            "UPDATE mysql.ringrep_apply_status SET last_seq = 0",
+        ] {
+            let e = r.query_drop(sql).await.expect_err(sql);
+            assert_eq!(code(&e), 1290, "{sql}: {e}");
+        }
+        let e = r
+            .exec_drop("INSERT INTO test.ev (k, v) VALUES (?, ?)", (8, "x"))
+            .await
+            .expect_err("prepared insert");
+        assert_eq!(code(&e), 1290);
+        let n: i64 = r
+            .query_first("SELECT COUNT(*) FROM test.ev")
+            .await
+            .expect("count")
+            .expect("row");
+        assert_eq!(n, 2);
+
+        // The applier's writes still go through.
+        p.exec_drop("INSERT INTO ev (k, v) VALUES (?, ?)", (9, "z"))
+            .await
+            .expect("insert");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let n: Option<i64> = r
+                .query_first("SELECT COUNT(*) FROM test.ev WHERE k = 9")
+                .await
+                .expect("count");
+            if n == Some(1) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the applier stopped applying");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+
+    // The spec's examples on the primary, read back from the replica with the mariadb client.
+    rt.block_on(async {
+        let mut p = connect(paddr, Some("test")).await;
+        for sql in spec_examples() {
+            p.query_drop(&sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+    });
+    let seq = primary.last_seq();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rt.block_on(async {
+        let mut r = connect(replica.addr, None).await;
+        let s: Option<(u32, u64)> = r
+            .query_first("SELECT server_id, last_seq FROM mysql.ringrep_apply_status")
+            .await
+            .expect("status");
+        s.map_or(0, |s| s.1)
+    }) < seq
+    {
+        assert!(
+            Instant::now() < deadline,
+            "replica did not apply the examples"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let read = "SELECT user_id, ring_idx, event_type, payload FROM test.user_events ORDER BY user_id, ring_idx";
+    if let (Some(on_primary), Some(on_replica)) = (cli(paddr, read), cli(replica.addr, read)) {
+        assert_eq!(on_replica, on_primary);
+        // 1 has C, D, E in slots 3, 1, 2 (A and B overwritten); prefix 2 was deleted.
+        assert_eq!(
+            on_replica,
+            "user_id\tring_idx\tevent_type\tpayload\n1\t1\tclick\tD\n1\t2\tclick\tE\n1\t3\tclick\tC\n"
+        );
+    }
+
+    // The verifier reads both nodes over the MySQL protocol.
+    let url = |a: std::net::SocketAddr| format!("mysql://root@{a}");
+    let out = verify(&url(paddr), &url(replica.addr));
+    assert_eq!(out.0, Some(0), "{}", out.1);
+    assert!(out.1.contains("CONVERGED"), "{}", out.1);
+
+    // With the replica stopped, a new primary row is missing from it, and the verifier
+    // (primary over the protocol, replica as a data directory) names it.
+    assert!(terminate(&mut replica).success());
+    rt.block_on(async {
+        let mut p = connect(paddr, Some("test")).await;
+        p.exec_drop("INSERT INTO ev (k, v) VALUES (?, ?)", (11, "late"))
+            .await
+            .expect("insert");
+    });
+    let replica_dir = dir.path().join("replica");
+    let out = verify(&url(paddr), replica_dir.to_str().expect("utf-8 path"));
+    assert_eq!(out.0, Some(1), "{}", out.1);
+    assert!(out.1.contains("k=11"), "{}", out.1);
+    let _ = stop_tx.send(());
+    rt.block_on(served).expect("join").expect("server run");
+}

@@ -1,0 +1,282 @@
+//! Turning a table description into a checked [`TableDef`]: the comment's NDB_TABLE options,
+//! the ring and TTL rules, partitioning; and the DDL statements of a session.
+
+use binlog_format::schema::{
+    ColumnDef, ColumnDefault, ColumnType, IntWidth, Partitioning, TableDef,
+};
+use binlog_format::{Cause, DdlEvent, Event, RowChange, RowEvent, Value};
+
+use crate::error::{code, Error, Result};
+use crate::ring::{parse_comment, ring_options, ttl_options, RingSpec, TtlSpec};
+use crate::{Session, HIDDEN_ROW_ID};
+
+/// `PARTITION BY` as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionSpec {
+    /// "KEY", "LINEAR KEY", "HASH", "RANGE", "LIST", ...
+    pub kind: String,
+    pub columns: Vec<String>,
+    pub partitions: Option<u32>,
+}
+
+/// Resolves the ring, TTL and partitioning of `def` (whose columns, keys and comment are set)
+/// and checks every rule of the spec. `def.id` is kept.
+pub fn prepare_table(
+    mut def: TableDef,
+    partition: Option<&PartitionSpec>,
+    foreign_keys: bool,
+) -> Result<TableDef> {
+    let opts = match &def.comment {
+        Some(c) => parse_comment(c)?,
+        None => Default::default(),
+    };
+    def.ring = None;
+    def.ttl = None;
+    if def.primary_key.is_empty()
+        && def.column_index(HIDDEN_ROW_ID).is_none()
+        && !matches!(opts.ring, Some(RingSpec::On { .. }))
+    {
+        def.columns.push(ColumnDef {
+            name: HIDDEN_ROW_ID.into(),
+            ty: ColumnType::Integer {
+                width: IntWidth::Big,
+                unsigned: true,
+            },
+            nullable: false,
+            default: ColumnDefault::None,
+            on_update_now: false,
+            auto_increment: false,
+        });
+        def.primary_key = vec![def.columns.len() - 1];
+    }
+    if let Some(RingSpec::On {
+        size,
+        slot_column,
+        meta_column,
+    }) = &opts.ring
+    {
+        if opts.fully_replicated == Some(true) {
+            return Err(Error::create_option(
+                "A table cannot be both fully replicated and MAX_ROWS_PER_PK",
+            ));
+        }
+        if foreign_keys {
+            return Err(Error::create_option(
+                "A ring buffer table cannot have foreign keys",
+            ));
+        }
+        if let Some(p) = partition {
+            let kind = p.kind.to_ascii_uppercase();
+            if kind != "KEY" && kind != "LINEAR KEY" {
+                return Err(Error::create_option(
+                    "MAX_ROWS_PER_PK supports only KEY partitioning",
+                ));
+            }
+        }
+        def.ring = Some(ring_options(&def, *size, slot_column, meta_column)?);
+    }
+    if let Some(TtlSpec::On { seconds, column }) = &opts.ttl {
+        def.ttl = Some(ttl_options(&def, *seconds, column)?);
+    }
+    def.partitioning = match partition {
+        None => None,
+        Some(p) => {
+            let mut cols = Vec::new();
+            for c in &p.columns {
+                cols.push(
+                    def.column_index(c)
+                        .ok_or_else(|| Error::bad_field(c, "partition function"))?,
+                );
+            }
+            Some(Partitioning {
+                linear: p.kind.to_ascii_uppercase().starts_with("LINEAR"),
+                columns: cols,
+                partitions: p.partitions,
+            })
+        }
+    };
+    check_columns(&def)?;
+    Ok(def)
+}
+
+fn check_columns(def: &TableDef) -> Result<()> {
+    for (i, c) in def.columns.iter().enumerate() {
+        if def.columns[..i]
+            .iter()
+            .any(|o| o.name.eq_ignore_ascii_case(&c.name))
+        {
+            return Err(Error::new(
+                code::ER_DUP_FIELDNAME,
+                format!("Duplicate column name '{}'", c.name),
+            ));
+        }
+        if c.ty.is_lob()
+            && matches!(
+                c.default,
+                ColumnDefault::Value(Value::Text(_) | Value::Bytes(_) | Value::Json(_))
+            )
+        {
+            return Err(Error::new(
+                code::ER_BLOB_CANT_HAVE_DEFAULT,
+                format!(
+                    "BLOB, TEXT, GEOMETRY or JSON column '{}' can't have a default value",
+                    c.name
+                ),
+            ));
+        }
+    }
+    for (i, idx) in def.indexes.iter().enumerate() {
+        if def.indexes[..i]
+            .iter()
+            .any(|o| o.name.eq_ignore_ascii_case(&idx.name))
+        {
+            return Err(Error::new(
+                code::ER_DUP_KEYNAME,
+                format!("Duplicate key name '{}'", idx.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Maps a stored row (and whether it is a meta row) into the new layout of a copying ALTER;
+/// `None` drops the row.
+pub type RowMapper<'a> = dyn FnMut(&[Value], bool) -> Result<Option<Vec<Value>>> + 'a;
+
+impl Session {
+    /// CREATE TABLE of a prepared definition (see [`prepare_table`]); the id is assigned here.
+    /// Returns false when the table exists and `if_not_exists` is set.
+    pub fn create_table(&mut self, mut def: TableDef, if_not_exists: bool) -> Result<bool> {
+        if !self
+            .engine()
+            .with_state(|st| st.has_database(&def.database))
+        {
+            return Err(Error::new(
+                code::ER_BAD_DB_ERROR,
+                format!("Unknown database '{}'", def.database),
+            ));
+        }
+        if self.engine().table_def(&def.database, &def.name).is_some() {
+            if if_not_exists {
+                self.warn(
+                    code::ER_TABLE_EXISTS_ERROR,
+                    format!("Table '{}' already exists", def.name),
+                );
+                return Ok(false);
+            }
+            return Err(Error::new(
+                code::ER_TABLE_EXISTS_ERROR,
+                format!("Table '{}' already exists", def.name),
+            ));
+        }
+        def.id = self.allocate_table_id(def.database.eq_ignore_ascii_case(crate::SYSTEM_DB));
+        self.ddl(DdlEvent::CreateTable { table: def }, vec![])?;
+        Ok(true)
+    }
+
+    pub fn drop_table(&mut self, db: Option<&str>, name: &str, if_exists: bool) -> Result<bool> {
+        let def = match self.table_def(db, name) {
+            Ok(d) => d,
+            Err(_) if if_exists => {
+                let db = db
+                    .map(str::to_string)
+                    .or_else(|| self.vars.database.clone())
+                    .unwrap_or_default();
+                self.warn(
+                    code::ER_BAD_TABLE_ERROR,
+                    format!("Unknown table '{db}.{name}'"),
+                );
+                return Ok(false);
+            }
+            Err(_) => {
+                let db = db
+                    .map(str::to_string)
+                    .or_else(|| self.vars.database.clone())
+                    .unwrap_or_default();
+                return Err(Error::new(
+                    code::ER_BAD_TABLE_ERROR,
+                    format!("Unknown table '{db}.{name}'"),
+                ));
+            }
+        };
+        self.ddl(
+            DdlEvent::DropTable {
+                table_id: def.id,
+                database: def.database,
+                name: def.name,
+            },
+            vec![],
+        )?;
+        Ok(true)
+    }
+
+    pub fn truncate(&mut self, def: &TableDef) -> Result<()> {
+        self.ddl(DdlEvent::TruncateTable { table_id: def.id }, vec![])?;
+        Ok(())
+    }
+
+    pub fn create_database(&mut self, name: &str, if_not_exists: bool) -> Result<bool> {
+        if self.engine().with_state(|st| st.has_database(name)) {
+            if if_not_exists {
+                return Ok(false);
+            }
+            return Err(Error::new(
+                code::ER_DB_CREATE_EXISTS,
+                format!("Can't create database '{name}'; database exists"),
+            ));
+        }
+        self.ddl(DdlEvent::CreateDatabase { name: name.into() }, vec![])?;
+        Ok(true)
+    }
+
+    pub fn drop_database(&mut self, name: &str, if_exists: bool) -> Result<bool> {
+        if !self.engine().with_state(|st| st.has_database(name)) {
+            if if_exists {
+                return Ok(false);
+            }
+            return Err(Error::new(
+                code::ER_DB_DROP_EXISTS,
+                format!("Can't drop database '{name}'; database doesn't exist"),
+            ));
+        }
+        self.ddl(DdlEvent::DropDatabase { name: name.into() }, vec![])?;
+        if self
+            .vars
+            .database
+            .as_deref()
+            .is_some_and(|d| d.eq_ignore_ascii_case(name))
+        {
+            self.vars.database = None;
+        }
+        Ok(true)
+    }
+
+    /// A copying ALTER: the new definition (same id) and every stored row mapped into it by
+    /// `map_row` (return `None` to drop a row, as for expired rows). Meta rows are kept, so
+    /// rings continue where they were.
+    pub fn alter_table(&mut self, new_def: TableDef, map_row: &mut RowMapper<'_>) -> Result<()> {
+        let rows = self.scan_raw(new_def.id, &[])?;
+        let old = self
+            .engine()
+            .with_state(|st| st.tables.get(&new_def.id).map(|t| t.def.clone()))
+            .ok_or_else(|| Error::no_such_table(&new_def.database, &new_def.name))?;
+        let mut events = Vec::new();
+        for (key, row) in rows {
+            let is_meta = old.is_meta_key(&key.0);
+            if let Some(new_row) = map_row(&row, is_meta)? {
+                let cause = if is_meta {
+                    Cause::MetaUpdate
+                } else {
+                    Cause::Insert
+                };
+                events.push(Event::Row(RowEvent {
+                    table_id: new_def.id,
+                    change: RowChange::Write { row: new_row },
+                    cause,
+                }));
+            }
+        }
+        self.ddl(DdlEvent::AlterTable { table: new_def }, events)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,326 @@
+//! The one error type of the engine and the SQL layer above it: every error a client can see
+//! carries its MySQL error code, SQLSTATE and message, so the SQL layer and the server print it
+//! unchanged, and a kind that says whether retrying can help.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// A MySQL error code bound to its SQLSTATE: the pair is defined once, in [`code`], and every
+/// error is made from one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Code {
+    /// MySQL's error number (NDB's for 940 and the 4xxx codes).
+    pub number: u16,
+    /// The SQLSTATE MySQL sends with it.
+    pub sqlstate: &'static str,
+}
+
+impl Code {
+    /// A code and its SQLSTATE.
+    pub const fn new(number: u16, sqlstate: &'static str) -> Code {
+        Code { number, sqlstate }
+    }
+}
+
+impl From<Code> for u16 {
+    fn from(c: Code) -> u16 {
+        c.number
+    }
+}
+
+impl PartialEq<Code> for u16 {
+    fn eq(&self, other: &Code) -> bool {
+        *self == other.number
+    }
+}
+
+/// The MySQL error codes ringrep uses, each with its SQLSTATE. The numbers and states are
+/// MySQL's (NDB's for 940 and 4xxx), the names MySQL's own `ER_*` names.
+pub mod code {
+    use super::Code;
+
+    pub const ER_HA_ERROR_DURING_COMMIT: Code = Code::new(1180, "HY000");
+    pub const ER_ILLEGAL_HA_CREATE_OPTION: Code = Code::new(1478, "HY000");
+    pub const ER_ILLEGAL_HA: Code = Code::new(1031, "HY000");
+    pub const ER_DUP_ENTRY: Code = Code::new(1062, "23000");
+    pub const ER_NO_SUCH_TABLE: Code = Code::new(1146, "42S02");
+    pub const ER_BAD_FIELD_ERROR: Code = Code::new(1054, "42S22");
+    pub const ER_PARSE_ERROR: Code = Code::new(1064, "42000");
+    pub const ER_EMPTY_QUERY: Code = Code::new(1065, "42000");
+    pub const ER_NONUNIQ_TABLE: Code = Code::new(1066, "42000");
+    pub const ER_TABLE_EXISTS_ERROR: Code = Code::new(1050, "42S01");
+    pub const ER_BAD_TABLE_ERROR: Code = Code::new(1051, "42S02");
+    pub const ER_DB_CREATE_EXISTS: Code = Code::new(1007, "HY000");
+    pub const ER_DB_DROP_EXISTS: Code = Code::new(1008, "HY000");
+    pub const ER_BAD_DB_ERROR: Code = Code::new(1049, "42000");
+    pub const ER_NO_DB_ERROR: Code = Code::new(1046, "3D000");
+    pub const ER_BAD_NULL_ERROR: Code = Code::new(1048, "23000");
+    pub const ER_NO_DEFAULT_FOR_FIELD: Code = Code::new(1364, "HY000");
+    pub const ER_WRONG_VALUE_COUNT_ON_ROW: Code = Code::new(1136, "21S01");
+    pub const ER_DATA_TOO_LONG: Code = Code::new(1406, "22001");
+    pub const ER_WARN_DATA_OUT_OF_RANGE: Code = Code::new(1264, "22003");
+    pub const ER_DATA_OUT_OF_RANGE: Code = Code::new(1690, "22003");
+    pub const ER_TRUNCATED_WRONG_VALUE: Code = Code::new(1292, "22007");
+    pub const ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: Code = Code::new(1366, "HY000");
+    pub const ER_LOCK_WAIT_TIMEOUT: Code = Code::new(1205, "HY000");
+    pub const ER_LOCK_DEADLOCK: Code = Code::new(1213, "40001");
+    pub const ER_OPTION_PREVENTS_STATEMENT: Code = Code::new(1290, "HY000");
+    pub const ER_NOT_SUPPORTED_YET: Code = Code::new(1235, "42000");
+    pub const ER_UNKNOWN_SYSTEM_VARIABLE: Code = Code::new(1193, "HY000");
+    pub const ER_WRONG_VALUE_FOR_VAR: Code = Code::new(1231, "42000");
+    pub const ER_UNKNOWN_TIME_ZONE: Code = Code::new(1298, "HY000");
+    pub const ER_DUP_FIELDNAME: Code = Code::new(1060, "42S21");
+    pub const ER_DUP_KEYNAME: Code = Code::new(1061, "42000");
+    pub const ER_KEY_COLUMN_DOES_NOT_EXITS: Code = Code::new(1072, "42000");
+    pub const ER_MULTIPLE_PRI_KEY: Code = Code::new(1068, "42000");
+    pub const ER_CANT_DROP_FIELD_OR_KEY: Code = Code::new(1091, "42000");
+    pub const ER_INVALID_DEFAULT: Code = Code::new(1067, "42000");
+    pub const ER_BLOB_CANT_HAVE_DEFAULT: Code = Code::new(1101, "42000");
+    pub const ER_TOO_BIG_PRECISION: Code = Code::new(1426, "42000");
+    pub const ER_FIELD_SPECIFIED_TWICE: Code = Code::new(1110, "42000");
+    pub const ER_ALTER_OPERATION_NOT_SUPPORTED_REASON: Code = Code::new(1846, "0A000");
+    pub const ER_UNSUPPORTED_ACTION_ON_GENERATED_COLUMN: Code = Code::new(3105, "HY000");
+    pub const ER_INVALID_JSON_TEXT: Code = Code::new(3140, "22032");
+    pub const ER_UNKNOWN_ERROR: Code = Code::new(1105, "HY000");
+    pub const ER_CANT_DO_THIS_DURING_AN_TRANSACTION: Code = Code::new(1179, "25000");
+    pub const ER_ACCESS_DENIED_ERROR: Code = Code::new(1045, "28000");
+    pub const ER_WRONG_ARGUMENTS: Code = Code::new(1210, "HY000");
+    pub const ER_UNKNOWN_STMT_HANDLER: Code = Code::new(1243, "HY000");
+    pub const ER_DIVISION_BY_ZERO: Code = Code::new(1365, "22012");
+    pub const ER_SUBQUERY_NO_1_ROW: Code = Code::new(1242, "21000");
+    pub const ER_OPERAND_COLUMNS: Code = Code::new(1241, "21000");
+    pub const ER_WRONG_NUMBER_OF_COLUMNS_IN_SELECT: Code = Code::new(1222, "21000");
+    pub const ER_DERIVED_MUST_HAVE_ALIAS: Code = Code::new(1248, "42000");
+    pub const ER_UPDATE_TABLE_USED: Code = Code::new(1093, "HY000");
+    pub const ER_NO_TABLES_USED: Code = Code::new(1096, "HY000");
+    pub const ER_NON_UNIQ_ERROR: Code = Code::new(1052, "23000");
+    pub const ER_WRONG_FIELD_WITH_GROUP: Code = Code::new(1055, "42000");
+    pub const ER_INVALID_GROUP_FUNC_USE: Code = Code::new(1111, "HY000");
+    pub const ER_SP_DOES_NOT_EXIST: Code = Code::new(1305, "42000");
+    /// File not found (LOAD DATA INFILE).
+    pub const EE_FILENOTFOUND: Code = Code::new(29, "HY000");
+    /// NDB: direct write to a ring buffer table (wrapped in 1296 by the server, as MySQL does).
+    pub const NDB_DIRECT_WRITE: Code = Code::new(940, "HY000");
+    /// NDB: parameter error in API call.
+    pub const NDB_PARAMETER_ERROR: Code = Code::new(4118, "HY000");
+    /// NDB: deleteOldest on a ring table with TTL.
+    pub const NDB_DELETE_OLDEST_TTL: Code = Code::new(4358, "HY000");
+    /// NDB: a TTL ring write must set every column.
+    pub const NDB_TTL_MUST_SET_ALL: Code = Code::new(4359, "HY000");
+}
+
+/// Whether retrying can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Bad input: the same statement fails again.
+    User,
+    /// A lock wait or deadlock: retry the transaction.
+    Retriable,
+    /// A storage or I/O failure that can pass (a disk that fills up and is freed, a file
+    /// briefly unreadable): retrying later may succeed.
+    Transient,
+    /// Corruption or a broken invariant: retrying cannot help.
+    Internal,
+}
+
+/// An error as a MySQL client sees it, with its cause when it came from below (the binlog,
+/// the file system).
+#[derive(Debug, Clone)]
+pub struct Error {
+    /// MySQL's error number.
+    pub code: u16,
+    /// The SQLSTATE that goes with `code`.
+    pub sqlstate: &'static str,
+    /// The message text.
+    pub message: String,
+    /// Whether retrying can help.
+    pub kind: ErrorKind,
+    /// The error this one came from, if any.
+    pub source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl PartialEq for Error {
+    fn eq(&self, other: &Error) -> bool {
+        self.code == other.code
+            && self.sqlstate == other.sqlstate
+            && self.message == other.message
+            && self.kind == other.kind
+    }
+}
+
+impl Eq for Error {}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "ERROR {} ({}): {}",
+            self.code, self.sqlstate, self.message
+        )
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// The result type of the engine and the SQL layer.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An error of `code` with `message`.
+    pub fn new(code: Code, message: impl Into<String>) -> Error {
+        let kind = if code == code::ER_LOCK_WAIT_TIMEOUT || code == code::ER_LOCK_DEADLOCK {
+            ErrorKind::Retriable
+        } else if code == code::ER_UNKNOWN_ERROR {
+            ErrorKind::Internal
+        } else {
+            ErrorKind::User
+        };
+        Error {
+            code: code.number,
+            sqlstate: code.sqlstate,
+            message: message.into(),
+            kind,
+            source: None,
+        }
+    }
+
+    /// A failure of ringrep itself or of what is under it, as MySQL's error 1105.
+    pub fn internal(message: impl Into<String>) -> Error {
+        Error::new(code::ER_UNKNOWN_ERROR, message)
+    }
+
+    /// This error's code and SQLSTATE.
+    pub fn code(&self) -> Code {
+        Code::new(self.code, self.sqlstate)
+    }
+
+    /// A table-option rule of the spec (CREATE/ALTER), printed as MySQL's error 1478.
+    pub fn create_option(what: &str) -> Error {
+        Error::new(
+            code::ER_ILLEGAL_HA_CREATE_OPTION,
+            format!(
+                "Table storage engine 'ndbcluster' does not support the create option '{what}'"
+            ),
+        )
+    }
+
+    /// A statement rule of the spec (DML), printed as MySQL's error 1031.
+    pub fn not_allowed(what: &str) -> Error {
+        Error::new(
+            code::ER_ILLEGAL_HA,
+            format!("Table storage engine for '{what}' doesn't have this option"),
+        )
+    }
+
+    pub fn no_such_table(db: &str, table: &str) -> Error {
+        Error::new(
+            code::ER_NO_SUCH_TABLE,
+            format!("Table '{db}.{table}' doesn't exist"),
+        )
+    }
+
+    pub fn bad_field(column: &str, place: &str) -> Error {
+        Error::new(
+            code::ER_BAD_FIELD_ERROR,
+            format!("Unknown column '{column}' in '{place}'"),
+        )
+    }
+
+    pub fn dup_entry(value: &str, key: &str) -> Error {
+        Error::new(
+            code::ER_DUP_ENTRY,
+            format!("Duplicate entry '{value}' for key '{key}'"),
+        )
+    }
+
+    pub fn direct_write() -> Error {
+        Error::new(code::NDB_DIRECT_WRITE, "Direct write to ring-buffer table not allowed. Use SQL, NdbRingBufferWriter or ClusterJ")
+    }
+
+    pub fn parameter(detail: &str) -> Error {
+        Error::new(
+            code::NDB_PARAMETER_ERROR,
+            format!("Parameter error in API call: {detail}"),
+        )
+    }
+
+    pub fn lock_wait_timeout() -> Error {
+        Error::new(
+            code::ER_LOCK_WAIT_TIMEOUT,
+            "Lock wait timeout exceeded; try restarting transaction",
+        )
+    }
+
+    pub fn deadlock() -> Error {
+        Error::new(
+            code::ER_LOCK_DEADLOCK,
+            "Deadlock found when trying to get lock; try restarting transaction",
+        )
+    }
+
+    pub fn rolled_back_at_commit() -> Error {
+        Error::new(
+            code::ER_HA_ERROR_DURING_COMMIT,
+            "Got error 125 - 'Transaction has been rolled back' during COMMIT",
+        )
+    }
+
+    pub fn read_only() -> Error {
+        Error::new(code::ER_OPTION_PREVENTS_STATEMENT, "The MySQL server is running with the --read-only option so it cannot execute this statement")
+    }
+
+    pub fn syntax(detail: impl Into<String>) -> Error {
+        Error::new(code::ER_PARSE_ERROR, detail)
+    }
+
+    pub fn unsupported(what: impl Into<String>) -> Error {
+        Error::new(
+            code::ER_NOT_SUPPORTED_YET,
+            format!(
+                "This version of ringrep doesn't yet support '{}'",
+                what.into()
+            ),
+        )
+    }
+
+    /// Whether retrying can help: the transaction after a lock wait or deadlock, the
+    /// operation after a transient storage failure.
+    pub fn is_retriable(&self) -> bool {
+        matches!(self.kind, ErrorKind::Retriable | ErrorKind::Transient)
+    }
+
+    /// Whether this is a lock wait or deadlock, after which the transaction may be retried
+    /// at once.
+    pub fn is_lock_conflict(&self) -> bool {
+        self.kind == ErrorKind::Retriable
+    }
+}
+
+impl From<binlog_format::Error> for Error {
+    /// Keeps the binlog error as the source, and its retry class: an I/O error is
+    /// [`ErrorKind::Transient`], corruption [`ErrorKind::Internal`].
+    fn from(e: binlog_format::Error) -> Error {
+        let mut err = Error::internal(format!("binlog: {e}"));
+        if e.is_retriable() {
+            err.kind = ErrorKind::Transient;
+        }
+        err.source = Some(Arc::new(e));
+        err
+    }
+}
+
+impl From<std::io::Error> for Error {
+    /// Keeps the I/O error as the source; an I/O error is [`ErrorKind::Transient`].
+    fn from(e: std::io::Error) -> Error {
+        let mut err = Error::internal(format!("I/O: {e}"));
+        err.kind = ErrorKind::Transient;
+        err.source = Some(Arc::new(e));
+        err
+    }
+}

@@ -1,0 +1,697 @@
+//! # ringrep-engine
+//!
+//! The ring engine of a ringrep node: the catalog, rows, transactions with row locks, the ring
+//! protocol of `rondb-ring-buffer-tables.md` (meta rows, overwrites, TTL visibility and purge),
+//! the binlog as write-ahead log, snapshots, the native batch writer and the privileged apply path
+//! a replica writes through.
+//!
+//! Every change reaches the state through `State::apply_event`, whether it comes from a
+//! committing session, from replaying the binlog at start-up, or from the replica applier.
+//! That one function is what makes the replay invariant hold: the binlog replayed from the
+//! start gives exactly the state the commits produced, meta rows included.
+//!
+//! Starting points: [`Engine::open`] opens a data directory (recovering it), [`Engine::session`]
+//! gives a [`Session`] that stages and commits changes, [`writer::RingWriter`] inserts batches
+//! into ring tables without SQL, and [`Error`] carries MySQL's code, SQLSTATE and retry class.
+
+pub mod clock;
+pub mod ddl;
+pub mod error;
+pub mod ring;
+pub mod types;
+pub mod writer;
+
+mod durable;
+#[cfg(test)]
+mod fixtures;
+mod keybytes;
+mod locks;
+mod overlay;
+mod purge;
+mod session;
+mod snapshot;
+mod store;
+mod table;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use binlog_format::codec::EncodedEvents;
+use binlog_format::schema::TableDef;
+use binlog_format::writer::SyncHandle;
+use binlog_format::{
+    BinlogReader, BinlogWriter, DdlEvent, Event, Key, ReaderOptions, Record, RowChange, SyncPolicy,
+    Transaction, WriterOptions,
+};
+
+pub use error::{Error, Result};
+pub use locks::{LockKey, LockTable};
+pub use purge::{PurgeRound, MAX_BATCH, MIN_BATCH};
+pub use session::{InsertMode, Session, SessionVars, UpdateOutcome};
+pub use table::{Row, StoredRow, Table, HIDDEN_ROW_ID};
+
+use crate::clock::{Clock, SystemClock};
+
+/// Database that holds ringrep's own tables on a replica.
+pub const SYSTEM_DB: &str = "mysql";
+/// Table ids at or above this are ringrep's own system tables, never a primary's.
+pub const SYSTEM_TABLE_ID_BASE: u64 = 1 << 62;
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub server_id: u32,
+    pub sync: SyncPolicy,
+    pub segment_bytes: u64,
+    pub lock_wait_timeout: Duration,
+    /// Take a snapshot after this many transactions (0: never automatically).
+    pub snapshot_every: u64,
+    /// Clients may read but not write (a replica); only the applier writes.
+    pub read_only: bool,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl EngineConfig {
+    pub fn new(server_id: u32) -> EngineConfig {
+        EngineConfig {
+            server_id,
+            sync: SyncPolicy::EveryCommit,
+            segment_bytes: binlog_format::format::DEFAULT_SEGMENT_BYTES,
+            lock_wait_timeout: Duration::from_secs(2),
+            snapshot_every: 100_000,
+            read_only: false,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+thread_local! {
+    /// The events a committing thread last encoded (see `Engine::commit_events_into`).
+    static ENCODED: std::cell::RefCell<EncodedEvents> = std::cell::RefCell::new(Default::default());
+}
+
+/// Everything committed.
+#[derive(Debug, Clone, Default)]
+pub struct State {
+    pub databases: BTreeSet<String>,
+    pub tables: BTreeMap<u64, Table>,
+    pub next_table_id: u64,
+    pub last_seq: u64,
+}
+
+impl State {
+    pub fn table_id(&self, db: &str, name: &str) -> Option<u64> {
+        self.tables
+            .values()
+            .find(|t| {
+                t.def.database.eq_ignore_ascii_case(db) && t.def.name.eq_ignore_ascii_case(name)
+            })
+            .map(|t| t.def.id)
+    }
+
+    pub fn table(&self, db: &str, name: &str) -> Option<&Table> {
+        self.table_id(db, name).and_then(|id| self.tables.get(&id))
+    }
+
+    pub fn has_database(&self, db: &str) -> bool {
+        self.databases.iter().any(|d| d.eq_ignore_ascii_case(db))
+    }
+
+    /// Applies one committed event. Writes are upserts; deleting an absent row is not an
+    /// error; `AlterTable` replaces the definition and the rows (the rows it keeps follow
+    /// as writes in the same transaction).
+    pub fn apply_event(&mut self, ev: &Event) -> Result<()> {
+        self.apply_encoded(ev, None)
+    }
+
+    /// [`State::apply_event`], given for a `Write` its row's encoding when the caller has it
+    /// (from the binlog frame it wrote), which the table copies instead of encoding the row.
+    fn apply_encoded(&mut self, ev: &Event, encoded: Option<&[u8]>) -> Result<()> {
+        match ev {
+            Event::Row(r) => {
+                let table = self.tables.get_mut(&r.table_id).ok_or_else(|| {
+                    Error::internal(format!("row event for unknown table id {}", r.table_id))
+                })?;
+                match &r.change {
+                    RowChange::Write { row } => {
+                        check_width(table, row)?;
+                        table.put_encoded(row, encoded);
+                    }
+                    RowChange::Update { key, after, .. } => {
+                        check_width(table, after)?;
+                        table.remove(&Key(key.clone()));
+                        table.put(after);
+                    }
+                    RowChange::Delete { key } => {
+                        table.remove(&Key(key.clone()));
+                    }
+                }
+            }
+            Event::Ddl(d) => match d {
+                DdlEvent::CreateDatabase { name } => {
+                    self.databases.insert(name.clone());
+                }
+                DdlEvent::DropDatabase { name } => {
+                    self.databases.retain(|d| !d.eq_ignore_ascii_case(name));
+                    self.tables
+                        .retain(|_, t| !t.def.database.eq_ignore_ascii_case(name));
+                }
+                DdlEvent::CreateTable { table } => {
+                    self.databases.insert(table.database.clone());
+                    if table.id < SYSTEM_TABLE_ID_BASE {
+                        self.next_table_id = self.next_table_id.max(table.id + 1);
+                    }
+                    self.tables.insert(table.id, Table::new(table.clone()));
+                }
+                DdlEvent::AlterTable { table } => {
+                    self.tables.insert(table.id, Table::new(table.clone()));
+                }
+                DdlEvent::DropTable { table_id, .. } => {
+                    self.tables.remove(table_id);
+                }
+                DdlEvent::TruncateTable { table_id } => {
+                    if let Some(t) = self.tables.get_mut(table_id) {
+                        t.clear();
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+fn check_width(table: &Table, row: &[binlog_format::Value]) -> Result<()> {
+    if row.len() != table.def.columns.len() {
+        return Err(Error::internal(format!(
+            "row of {} values for {} with {} columns",
+            row.len(),
+            table.def.qualified_name(),
+            table.def.columns.len()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) struct Shared {
+    pub dir: PathBuf,
+    pub cfg: EngineConfig,
+    /// Shared with a live snapshot's thread, which reads it a frame at a time.
+    pub state: Arc<RwLock<State>>,
+    pub locks: LockTable,
+    pub binlog: Option<BinlogWriter>,
+    pub next_txn: AtomicU64,
+    pub since_snapshot: AtomicU64,
+    /// The background writer of the last automatic snapshot. One snapshot is written at a
+    /// time (they share a temporary file name); dropping the engine waits for it.
+    pub snapshot_writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Durability for sessions that defer it (the server's connections).
+    pub durability: durable::AsyncDurability,
+    /// Held for the life of the engine: a second engine on the same directory is refused.
+    _dir_lock: File,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // The directory lock is released after this: no snapshot may still be writing then.
+        if let Some(h) = self.snapshot_writer.get_mut().ok().and_then(Option::take) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A handle on an open engine; cheap to clone and share between threads.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// What opening a data directory found and did.
+#[derive(Debug, Clone, Default)]
+pub struct OpenReport {
+    pub snapshot_seq: Option<u64>,
+    pub replayed: u64,
+    pub last_seq: u64,
+    pub torn_tail_cut: Option<u64>,
+}
+
+fn lock_dir(dir: &Path, exclusive: bool) -> Result<File> {
+    let path = dir.join("LOCK");
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)?;
+    let got = if exclusive {
+        f.try_lock()
+    } else {
+        f.try_lock_shared()
+    };
+    match got {
+        Ok(()) => Ok(f),
+        Err(_) => Err(Error::internal(format!(
+            "data directory {} is in use by a running ringrep node (stop it first, or point at another directory)",
+            dir.display()
+        ))),
+    }
+}
+
+impl Engine {
+    /// Opens (creating if needed) a data directory: loads the newest valid snapshot, then
+    /// replays the binlog after it. A torn binlog tail is cut back first.
+    pub fn open(dir: &Path, cfg: EngineConfig) -> Result<(Engine, OpenReport)> {
+        fs::create_dir_all(dir)?;
+        let dir_lock = lock_dir(dir, true)?;
+        let binlog_dir = dir.join("binlog");
+        // Loaded once: a large state takes a while to read.
+        let snap = snapshot::load_newest(dir)?;
+        // A restored directory has a snapshot and no binlog yet: the binlog starts after it.
+        let first_seq = match &snap {
+            Some(s) if !binlog_dir.join(binlog_format::segment::INDEX_FILE).exists() => {
+                if !s.exact {
+                    return Err(Error::internal(format!(
+                        "{} has no binlog, and its newest snapshot (seq {}) was taken while \
+                         writing: it is only whole with the binlog after it",
+                        dir.display(),
+                        s.state.last_seq
+                    )));
+                }
+                s.state.last_seq + 1
+            }
+            _ => 1,
+        };
+        let wopts = WriterOptions {
+            sync: cfg.sync,
+            segment_bytes: cfg.segment_bytes,
+            first_seq,
+            ..WriterOptions::new(cfg.server_id)
+        };
+        let (writer, recovered) = BinlogWriter::open(&binlog_dir, wopts)?;
+        let mut report = OpenReport {
+            torn_tail_cut: recovered.cut.map(|t| t.bytes),
+            ..Default::default()
+        };
+        let state = Self::recover_state(dir, snap, &mut report)?;
+        if state.last_seq != recovered.last_seq {
+            return Err(Error::internal(format!(
+                "binlog ends at seq {} but replay reached {}: the binlog of {} is incomplete",
+                recovered.last_seq,
+                state.last_seq,
+                dir.display()
+            )));
+        }
+        report.last_seq = state.last_seq;
+        // A replica's data directory (it holds the apply status) is read-only to clients
+        // whoever opens it; only the applier writes there.
+        let mut cfg = cfg;
+        if state.table(SYSTEM_DB, "ringrep_apply_status").is_some() {
+            cfg.read_only = true;
+        }
+        let engine = Engine {
+            shared: Arc::new(Shared {
+                dir: dir.to_path_buf(),
+                cfg,
+                state: Arc::new(RwLock::new(state)),
+                locks: LockTable::default(),
+                binlog: Some(writer),
+                next_txn: AtomicU64::new(1),
+                since_snapshot: AtomicU64::new(report.replayed),
+                snapshot_writer: Mutex::new(None),
+                durability: durable::AsyncDurability::default(),
+                _dir_lock: dir_lock,
+            }),
+        };
+        let mut s = engine.session();
+        s.ensure_database("test")?;
+        Ok((engine, report))
+    }
+
+    /// Opens a data directory for reading only (the verifier): no binlog writer, a shared lock
+    /// that fails while a node holds the directory, and nothing written.
+    pub fn open_read_only(dir: &Path) -> Result<(Engine, OpenReport)> {
+        if !dir.join("binlog").is_dir() {
+            return Err(Error::internal(format!(
+                "{} is not a ringrep data directory (no binlog/)",
+                dir.display()
+            )));
+        }
+        let dir_lock = lock_dir(dir, false)?;
+        let mut report = OpenReport::default();
+        let state = Self::recover_state(dir, snapshot::load_newest(dir)?, &mut report)?;
+        report.last_seq = state.last_seq;
+        // The server id is the one the binlog was written with.
+        let server_id = binlog_format::segment::list_segments(&dir.join("binlog"))?
+            .first()
+            .map(|&n| {
+                binlog_format::segment::SegmentCursor::open(
+                    &dir.join("binlog"),
+                    n,
+                    binlog_format::format::DEFAULT_MAX_FRAME,
+                )
+                .map(|c| c.prelude.server_id)
+            })
+            .transpose()?
+            .unwrap_or(1);
+        let mut cfg = EngineConfig::new(server_id);
+        cfg.read_only = true;
+        Ok((
+            Engine {
+                shared: Arc::new(Shared {
+                    dir: dir.to_path_buf(),
+                    cfg,
+                    state: Arc::new(RwLock::new(state)),
+                    locks: LockTable::default(),
+                    binlog: None,
+                    next_txn: AtomicU64::new(1),
+                    since_snapshot: AtomicU64::new(0),
+                    snapshot_writer: Mutex::new(None),
+                    durability: durable::AsyncDurability::default(),
+                    _dir_lock: dir_lock,
+                }),
+            },
+            report,
+        ))
+    }
+
+    /// The state at the end of the binlog: `snap` (the newest snapshot) plus the binlog after
+    /// it.
+    fn recover_state(
+        dir: &Path,
+        snap: Option<snapshot::Loaded>,
+        report: &mut OpenReport,
+    ) -> Result<State> {
+        let mut state = match snap {
+            Some(s) => {
+                report.snapshot_seq = Some(s.state.last_seq);
+                s.state
+            }
+            None => State {
+                next_table_id: 1,
+                ..Default::default()
+            },
+        };
+        let reader = BinlogReader::open(&dir.join("binlog"), ReaderOptions::default())?;
+        for item in reader {
+            let (_, record) = item?;
+            if let Record::Transaction(tx) = record {
+                if tx.seq <= state.last_seq {
+                    continue;
+                }
+                for ev in &tx.events {
+                    state.apply_event(ev)?;
+                }
+                state.last_seq = tx.seq;
+                report.replayed += 1;
+            }
+        }
+        Ok(state)
+    }
+
+    pub fn session(&self) -> Session {
+        Session::new(self.clone())
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.shared.cfg
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    pub fn binlog_dir(&self) -> PathBuf {
+        self.shared.dir.join("binlog")
+    }
+
+    pub fn notifier(&self) -> Option<Arc<binlog_format::Notifier>> {
+        self.shared.binlog.as_ref().map(|w| w.notifier())
+    }
+
+    pub fn now_us(&self) -> i64 {
+        self.shared.cfg.clock.now_us()
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.shared.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.shared.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The committed state, for reads that need a consistent view (the verifier).
+    pub fn with_state<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.read())
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.read().last_seq
+    }
+
+    pub fn table_def(&self, db: &str, name: &str) -> Option<TableDef> {
+        self.read().table(db, name).map(|t| t.def.clone())
+    }
+
+    pub fn databases(&self) -> Vec<String> {
+        self.read().databases.iter().cloned().collect()
+    }
+
+    pub fn tables(&self) -> Vec<TableDef> {
+        self.read().tables.values().map(|t| t.def.clone()).collect()
+    }
+
+    /// Commits a transaction's events: validates, appends the binlog record, applies, then
+    /// waits for durability per the sync policy. Returns the sequence number.
+    pub(crate) fn commit_events(
+        &self,
+        events: Vec<Event>,
+        origin: Option<binlog_format::Origin>,
+        validate: impl FnOnce(&State, &[Event]) -> Result<()>,
+    ) -> Result<u64> {
+        let (seq, lsn) = self.commit_events_nowait(events, origin, validate)?;
+        self.wait_durable(lsn)?;
+        Ok(seq)
+    }
+
+    /// Makes everything up to `lsn` (from a commit that did not wait) as durable as the sync
+    /// policy promises. Many commits can share one wait: that is the replica's group commit.
+    pub fn wait_durable(&self, lsn: u64) -> Result<()> {
+        let writer = self
+            .shared
+            .binlog
+            .as_ref()
+            .ok_or_else(|| Error::internal("engine opened read-only"))?;
+        writer.commit(lsn)?;
+        self.count_durable_commit();
+        Ok(())
+    }
+
+    /// Counts a durable commit towards the next automatic snapshot.
+    fn count_durable_commit(&self) {
+        let every = self.shared.cfg.snapshot_every;
+        let n = self.shared.since_snapshot.fetch_add(1, Ordering::Relaxed) + 1;
+        if every > 0 && n >= every {
+            self.snapshot_in_background(every);
+        }
+    }
+
+    /// Logs and applies a transaction without waiting for durability: the state shows it at
+    /// once; it is acknowledged only after [`Engine::wait_durable`] for the returned LSN.
+    pub(crate) fn commit_events_nowait(
+        &self,
+        mut events: Vec<Event>,
+        origin: Option<binlog_format::Origin>,
+        validate: impl FnOnce(&State, &[Event]) -> Result<()>,
+    ) -> Result<(u64, u64)> {
+        self.commit_events_into(&mut events, origin, validate)
+    }
+
+    /// As [`Engine::commit_events_nowait`], handing the events back in `events` once
+    /// committed: they are dropped after the state's lock is released, and the list's memory
+    /// can serve the next transaction.
+    pub(crate) fn commit_events_into(
+        &self,
+        events: &mut Vec<Event>,
+        origin: Option<binlog_format::Origin>,
+        validate: impl FnOnce(&State, &[Event]) -> Result<()>,
+    ) -> Result<(u64, u64)> {
+        let writer = self
+            .shared
+            .binlog
+            .as_ref()
+            .ok_or_else(|| Error::internal("engine opened read-only"))?;
+        // The events are encoded before the state's lock is taken (it orders commits): under
+        // it, only the record's head is added.
+        ENCODED.with(|cell| cell.borrow_mut().encode(events));
+        let (seq, lsn) = {
+            let mut st = self.write();
+            validate(&st, events)?;
+            let seq = st.last_seq + 1;
+            let tx = Transaction {
+                server_id: self.shared.cfg.server_id,
+                seq,
+                commit_time_us: self.now_us(),
+                origin,
+                events: std::mem::take(events),
+            };
+            // Log first: if the append fails, the state has not changed. Rows are stored from
+            // their encoding made for the log, not encoded a second time.
+            let record = Record::Transaction(tx);
+            let Record::Transaction(tx) = &record else {
+                unreachable!("built above")
+            };
+            let (lsn, scratch) = ENCODED.with(|cell| -> Result<(u64, Option<Error>)> {
+                let encoded = &mut *cell.borrow_mut();
+                let lsn = writer.append_transaction(&record, encoded)?;
+                let mut scratch = None;
+                for (at, ev) in tx.events.iter().enumerate() {
+                    if let Err(e) = st.apply_encoded(ev, encoded.row(at)) {
+                        // The record is in the log, so the state must follow it; a failure
+                        // here is a bug in validation. Keep going so state and log stay equal.
+                        scratch.get_or_insert(e);
+                    }
+                }
+                // A huge transaction's encoding is not kept for the thread's next commit.
+                encoded.shrink(16 << 20);
+                Ok((lsn, scratch))
+            })?;
+            st.last_seq = seq;
+            let Record::Transaction(tx) = record else {
+                unreachable!("built above")
+            };
+            *events = tx.events;
+            if let Some(e) = scratch {
+                return Err(Error::internal(format!(
+                    "applying committed seq {seq}: {}",
+                    e.message
+                )));
+            }
+            (seq, lsn)
+        };
+        Ok((seq, lsn))
+    }
+
+    /// Writes an exact snapshot of the committed state (atomically), bounding recovery time.
+    /// Writers wait while the rows are copied.
+    pub fn snapshot(&self) -> Result<u64> {
+        self.snapshot_now(false)
+    }
+
+    /// Writes a live snapshot (the kind automatic snapshots are): rows are copied a frame at
+    /// a time, so writers wait for a frame's copy at most, not for the whole state's. It is
+    /// only good with the binlog after its sequence number, which recovery always replays;
+    /// use [`Engine::backup`] for a copy to restore from.
+    pub fn snapshot_live(&self) -> Result<u64> {
+        self.snapshot_now(true)
+    }
+
+    /// A snapshot in the caller's thread, after any automatic one still being written (they
+    /// share a temporary file name).
+    fn snapshot_now(&self, live: bool) -> Result<u64> {
+        let mut writer = self
+            .shared
+            .snapshot_writer
+            .lock()
+            .map_err(|_| Error::internal("a snapshot writer panicked"))?;
+        if let Some(h) = writer.take() {
+            let _ = h.join();
+        }
+        self.shared.since_snapshot.store(0, Ordering::Relaxed);
+        let snap = if live {
+            snapshot::encode_live(&self.shared.state)?
+        } else {
+            snapshot::encode(&self.read())?
+        };
+        snapshot::write_encoded(&self.shared.dir, &snap, self.binlog_sync().as_ref())?;
+        Ok(snap.seq)
+    }
+
+    /// What a snapshot of this engine's state must sync first (see `snapshot::write_encoded`).
+    fn binlog_sync(&self) -> Option<SyncHandle> {
+        self.shared.binlog.as_ref().map(BinlogWriter::sync_handle)
+    }
+
+    /// The automatic snapshot after `every` commits, taken on a thread of its own while
+    /// writers go on: it copies the rows a frame at a time under the read lock (a live
+    /// snapshot, see `snapshot`), then writes and syncs the file. Committers that find a
+    /// snapshot still in progress go on without one. The commit that triggered it is already
+    /// durable, so a failed snapshot is only logged: recovery then replays more binlog.
+    fn snapshot_in_background(&self, every: u64) {
+        let Ok(mut writer) = self.shared.snapshot_writer.try_lock() else {
+            return;
+        };
+        if writer.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        if self.shared.since_snapshot.load(Ordering::Relaxed) < every {
+            return;
+        }
+        if let Some(h) = writer.take() {
+            let _ = h.join();
+        }
+        self.shared.since_snapshot.store(0, Ordering::Relaxed);
+        let dir = self.shared.dir.clone();
+        let state = Arc::clone(&self.shared.state);
+        let binlog = self.binlog_sync();
+        let spawned = std::thread::Builder::new()
+            .name("snapshot".into())
+            .spawn(move || {
+                let written = snapshot::encode_live(&state)
+                    .and_then(|snap| snapshot::write_encoded(&dir, &snap, binlog.as_ref()));
+                if let Err(e) = written {
+                    tracing::warn!("automatic snapshot failed (commits unaffected): {e}");
+                }
+            });
+        match spawned {
+            Ok(h) => *writer = Some(h),
+            Err(e) => tracing::warn!("automatic snapshot not started: {e}"),
+        }
+    }
+
+    /// Writes a backup of the committed state (data rows and meta rows) into `to`, which
+    /// `restore` turns into a new data directory whose rings continue where they were.
+    pub fn backup(&self, to: &Path) -> Result<u64> {
+        let snap = snapshot::encode(&self.read())?;
+        fs::create_dir_all(to)?;
+        snapshot::write_encoded(to, &snap, self.binlog_sync().as_ref())?;
+        Ok(snap.seq)
+    }
+
+    /// Creates data directory `dir` from a backup made by [`Engine::backup`].
+    pub fn restore(backup: &Path, dir: &Path) -> Result<u64> {
+        let loaded = snapshot::load_newest(backup)?.ok_or_else(|| {
+            Error::internal(format!("{} holds no readable backup", backup.display()))
+        })?;
+        if !loaded.exact {
+            return Err(Error::internal(format!(
+                "{} holds an automatic snapshot, taken while writing, not a backup: make one \
+                 with `ringrep-source backup`",
+                backup.display()
+            )));
+        }
+        let st = loaded.state;
+        if dir.join("binlog").exists() {
+            return Err(Error::internal(format!(
+                "{} already holds a data directory; restore into a new one",
+                dir.display()
+            )));
+        }
+        fs::create_dir_all(dir)?;
+        snapshot::write(dir, &st)?;
+        Ok(st.last_seq)
+    }
+
+    /// Makes everything committed durable (used at shutdown).
+    pub fn sync(&self) -> Result<()> {
+        if let Some(w) = &self.shared.binlog {
+            w.sync()?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn next_txn_id(&self) -> u64 {
+        self.shared.next_txn.fetch_add(1, Ordering::Relaxed)
+    }
+}

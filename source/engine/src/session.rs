@@ -1,0 +1,1376 @@
+//! Sessions: one client's variables and transaction.
+//!
+//! A transaction's changes live in its overlay until commit, so other sessions read only
+//! committed rows (read committed). Each statement can be undone on its own: when one fails,
+//! the transaction is as it was before the statement. Commit validates unique indexes against
+//! what committed meanwhile, logs the transaction and applies it (see `Engine::commit_events`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use binlog_format::schema::{ColumnType, IndexKind, RingOptions, TableDef};
+use binlog_format::{Cause, DdlEvent, Event, Key, RowChange, RowEvent, Value};
+
+use super::overlay::{key_hash, Overlay};
+use super::table::HIDDEN_ROW_ID;
+use super::{Engine, LockKey, Row, State, Table, SYSTEM_TABLE_ID_BASE};
+use crate::error::{code, Error, Result};
+use crate::ring::Meta;
+use crate::types::{self, coerce, default_value, expiry_us, ttl_max, zero_value};
+
+/// Session variables that change what the engine does.
+#[derive(Debug, Clone)]
+pub struct SessionVars {
+    pub database: Option<String>,
+    /// `ndb_ring_buffer_show_meta`: reads return meta rows.
+    pub show_meta: bool,
+    /// `ttl_expired_rows_visible_in_delete`: a prefix DELETE also removes expired rows.
+    pub ttl_expired_visible_in_delete: bool,
+    /// `ndb_log_update_as_write`: UPDATE is logged as a full-row write (NDB's default).
+    pub log_update_as_write: bool,
+    pub autocommit: bool,
+    /// The applier privilege: direct writes to ring tables are allowed.
+    pub applier: bool,
+    /// Session time zone as seconds east of UTC.
+    pub tz_offset: i64,
+    /// `SET timestamp = N`: the session's NOW(), in epoch microseconds.
+    pub timestamp_us: Option<i64>,
+}
+
+impl Default for SessionVars {
+    fn default() -> Self {
+        SessionVars {
+            database: Some("test".into()),
+            show_meta: false,
+            ttl_expired_visible_in_delete: false,
+            log_update_as_write: true,
+            autocommit: true,
+            applier: false,
+            tz_offset: 0,
+            timestamp_us: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InsertMode {
+    Insert,
+    /// INSERT IGNORE: a duplicate key skips the row with a warning on plain tables; on ring
+    /// tables the transaction fails at commit with error 125 (the spec).
+    Ignore,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UpdateOutcome {
+    pub matched: u64,
+    pub changed: u64,
+}
+
+/// The row locks a transaction holds.
+type LockSet = std::collections::HashSet<LockKey, foldhash::fast::RandomState>;
+
+/// The row an event leaves at its key: the written row or the after image; `None` for a
+/// delete.
+fn staged_row(ops: &[Event], at: usize) -> Option<&Row> {
+    match ops.get(at) {
+        Some(Event::Row(RowEvent {
+            change: RowChange::Write { row } | RowChange::Update { after: row, .. },
+            ..
+        })) => Some(row),
+        _ => None,
+    }
+}
+
+#[derive(Debug)]
+struct Txn {
+    id: u64,
+    ops: Vec<Event>,
+    overlay: Overlay,
+    locks: LockSet,
+    doomed: Option<Error>,
+    explicit: bool,
+}
+
+pub struct Session {
+    engine: Engine,
+    pub vars: SessionVars,
+    txn: Option<Txn>,
+    /// The statement's undo log: for each event it staged (the events from `ops_mark` on,
+    /// in order), the overlay entry its key had before, if any.
+    undo: Vec<Option<usize>>,
+    ops_mark: usize,
+    stmt_explicit: bool,
+    warnings: Vec<(u16, String)>,
+    /// Auto-increment counters handed out in this session, per table.
+    auto_inc: HashMap<u64, u64>,
+    /// Commits return once logged and applied, without waiting for the disk; the caller
+    /// takes [`Session::take_pending_lsn`] and awaits [`Engine::wait_durable_async`] before
+    /// acknowledging anything (the server's connections do).
+    pub defer_durability: bool,
+    /// The highest LSN committed since the last `take_pending_lsn`, when deferring.
+    pending_lsn: Option<u64>,
+    /// What the last commit left for the next transaction to reuse.
+    spare: Spare,
+}
+
+/// A committed transaction's emptied event list, lock list and overlay, kept so that the
+/// next transaction does not grow new ones entry by entry.
+#[derive(Default)]
+struct Spare {
+    ops: Vec<Event>,
+    locks: LockSet,
+    overlay: Overlay,
+    /// A ring insert's kept columns, meta rows and row key (the native writer sends a batch
+    /// every few rows).
+    kept: Vec<usize>,
+    metas: Vec<(Key, u64, Meta)>,
+    key: Vec<Value>,
+    /// Emptied vectors of written rows, for the next rows built (a few hundred kilobytes
+    /// at most: see `SPARE_ROWS`).
+    rows: Vec<Row>,
+}
+
+/// How many emptied row vectors a session keeps.
+const SPARE_ROWS: usize = 1024;
+
+/// Lists and maps with room for more than this many entries are not kept.
+const SPARE_MAX: usize = 1 << 16;
+
+/// A list emptied for the next transaction, or a new one if it grew too big to keep.
+fn reusable<T>(mut list: Vec<T>) -> Vec<T> {
+    list.clear();
+    if list.capacity() <= SPARE_MAX {
+        list
+    } else {
+        Vec::new()
+    }
+}
+
+fn slot_value(def: &TableDef, slot: u32) -> Value {
+    match def.ring.as_ref().map(|r| &def.columns[r.slot_column].ty) {
+        Some(ColumnType::Integer { unsigned: true, .. }) => Value::UInt(u64::from(slot)),
+        _ => Value::Int(i64::from(slot)),
+    }
+}
+
+/// The primary key of a ring's slot (slot 0: its meta row) under a prefix given as its
+/// values.
+fn slot_key<'v>(
+    def: &TableDef,
+    prefix: impl ExactSizeIterator<Item = &'v Value>,
+    slot: u32,
+) -> Key {
+    let mut key = Vec::with_capacity(prefix.len() + 1);
+    key.extend(prefix.cloned());
+    key.push(slot_value(def, slot));
+    Key(key)
+}
+
+/// The meta a ring's meta row holds, when its meta column reads as one.
+fn meta_of(ring: &RingOptions, row: &[Value]) -> Option<Meta> {
+    match row.get(ring.meta_column) {
+        Some(Value::Bytes(b)) => Meta::decode(b),
+        _ => None,
+    }
+}
+
+/// The session's open transaction, opened if there is none. (A function of the two fields,
+/// so that callers can still use the engine handle while holding the transaction.)
+fn open_txn<'a>(txn: &'a mut Option<Txn>, engine: &Engine, spare: &mut Spare) -> &'a mut Txn {
+    txn.get_or_insert_with(|| Txn {
+        id: engine.next_txn_id(),
+        ops: std::mem::take(&mut spare.ops),
+        overlay: std::mem::take(&mut spare.overlay),
+        locks: std::mem::take(&mut spare.locks),
+        doomed: None,
+        explicit: false,
+    })
+}
+
+fn dup_text(values: &[Value]) -> String {
+    values
+        .iter()
+        .map(types::text_of)
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// A session that goes away (a client disconnects) takes its open transaction with it.
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.rollback();
+    }
+}
+
+impl Session {
+    pub(crate) fn new(engine: Engine) -> Session {
+        Session {
+            engine,
+            vars: SessionVars::default(),
+            txn: None,
+            undo: Vec::new(),
+            ops_mark: 0,
+            stmt_explicit: false,
+            warnings: Vec::new(),
+            auto_inc: HashMap::new(),
+            defer_durability: false,
+            pending_lsn: None,
+            spare: Spare::default(),
+        }
+    }
+
+    /// The LSN the commits since the last call must reach before they are acknowledged
+    /// (only when deferring durability).
+    pub fn take_pending_lsn(&mut self) -> Option<u64> {
+        self.pending_lsn.take()
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.txn.as_ref().is_some_and(|t| t.explicit)
+    }
+
+    pub fn warning_count(&self) -> usize {
+        self.warnings.len()
+    }
+
+    pub fn take_warnings(&mut self) -> Vec<(u16, String)> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Adds a warning of `code` (a [`crate::error::Code`] or a bare number) for SHOW WARNINGS.
+    pub fn warn(&mut self, code: impl Into<u16>, msg: impl Into<String>) {
+        self.warnings.push((code.into(), msg.into()));
+    }
+
+    /// The session's current time: `SET timestamp` if given, else the engine clock.
+    pub fn now_us(&self) -> i64 {
+        self.vars
+            .timestamp_us
+            .unwrap_or_else(|| self.engine.now_us())
+    }
+
+    // ----- table lookup -------------------------------------------------------------
+
+    pub fn current_db(&self) -> Result<String> {
+        self.vars
+            .database
+            .clone()
+            .ok_or_else(|| Error::new(code::ER_NO_DB_ERROR, "No database selected"))
+    }
+
+    /// The definition of `db.name` (the session's database when `db` is `None`).
+    pub fn table_def(&self, db: Option<&str>, name: &str) -> Result<TableDef> {
+        let db = match db {
+            Some(d) => d.to_string(),
+            None => self.current_db()?,
+        };
+        self.engine
+            .table_def(&db, name)
+            .ok_or_else(|| Error::no_such_table(&db, name))
+    }
+
+    // ----- transactions -------------------------------------------------------------
+
+    fn txn(&mut self) -> &mut Txn {
+        open_txn(&mut self.txn, &self.engine, &mut self.spare)
+    }
+
+    /// BEGIN / START TRANSACTION: commits any open transaction first, as MySQL does.
+    pub fn begin(&mut self) -> Result<()> {
+        self.commit()?;
+        self.txn().explicit = true;
+        Ok(())
+    }
+
+    /// Commits the open transaction; returns its sequence number when it changed anything.
+    pub fn commit(&mut self) -> Result<Option<u64>> {
+        let Some(mut txn) = self.txn.take() else {
+            return Ok(None);
+        };
+        let result = match txn.doomed.take() {
+            Some(e) => Err(e),
+            None if txn.ops.is_empty() => Ok(None),
+            None => {
+                let overlay = &txn.overlay;
+                let committed = self
+                    .engine
+                    .commit_events_into(&mut txn.ops, None, |st, ops| {
+                        validate_uniques(st, ops, overlay)
+                    });
+                match committed {
+                    Ok((seq, lsn)) if self.defer_durability => {
+                        self.pending_lsn = Some(self.pending_lsn.map_or(lsn, |p| p.max(lsn)));
+                        Ok(Some(seq))
+                    }
+                    Ok((seq, lsn)) => self.engine.wait_durable(lsn).map(|()| Some(seq)),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        let mut locks = txn.locks;
+        self.engine.shared.locks.release_all(txn.id, locks.drain());
+        self.undo.clear();
+        // The next transaction reuses this one's memory (a big one's is let go).
+        let mut overlay = txn.overlay;
+        overlay.reset(SPARE_MAX);
+        let mut ops = txn.ops;
+        for op in ops.drain(..) {
+            if let Event::Row(RowEvent {
+                change: RowChange::Write { mut row },
+                ..
+            }) = op
+            {
+                if self.spare.rows.len() < SPARE_ROWS {
+                    row.clear();
+                    self.spare.rows.push(row);
+                }
+            }
+        }
+        self.spare.ops = reusable(ops);
+        if locks.capacity() <= SPARE_MAX {
+            self.spare.locks = locks;
+        }
+        self.spare.overlay = overlay;
+        result
+    }
+
+    pub fn rollback(&mut self) {
+        if let Some(txn) = self.txn.take() {
+            self.engine.shared.locks.release_all(txn.id, txn.locks);
+        }
+        self.undo.clear();
+    }
+
+    /// Runs one statement: on error its changes are undone; in autocommit mode it commits.
+    pub fn statement<T>(&mut self, f: impl FnOnce(&mut Session) -> Result<T>) -> Result<T> {
+        self.begin_statement();
+        let r = f(self);
+        self.end_statement(r)
+    }
+
+    /// Marks the start of a statement (for callers that cannot pass a closure).
+    pub fn begin_statement(&mut self) {
+        self.stmt_explicit = self.in_transaction();
+        self.undo.clear();
+        self.ops_mark = self.txn.as_ref().map_or(0, |t| t.ops.len());
+    }
+
+    /// Ends a statement begun with [`Session::begin_statement`]: undoes it on error, commits
+    /// in autocommit mode.
+    pub fn end_statement<T>(&mut self, r: Result<T>) -> Result<T> {
+        let explicit = self.stmt_explicit;
+        match r {
+            Ok(v) => {
+                if !explicit && self.vars.autocommit {
+                    self.commit()?;
+                } else if let Some(t) = self.txn.as_mut() {
+                    // With autocommit off, the first statement opens a transaction that lasts
+                    // until COMMIT or ROLLBACK.
+                    t.explicit = true;
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                self.undo_statement();
+                // A deadlock victim loses its whole transaction, as in MySQL: keeping its
+                // locks would leave the other side of the cycle waiting.
+                if (!explicit && self.vars.autocommit) || e.code == code::ER_LOCK_DEADLOCK {
+                    self.rollback();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn undo_statement(&mut self) {
+        let mark = self.ops_mark;
+        let undo = &self.undo;
+        if let Some(txn) = self.txn.as_mut() {
+            // An overlay entry the statement set points at one of its events; follow each
+            // back through what its events replaced, to the entry from before the statement
+            // (or to none). The log need not hold the keys: a failing statement is rare.
+            txn.overlay.retain(|at| {
+                while *at >= mark {
+                    match undo.get(*at - mark) {
+                        Some(&Some(before)) => *at = before,
+                        _ => return false,
+                    }
+                }
+                true
+            });
+            txn.ops.truncate(mark);
+        }
+        self.undo.clear();
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.engine.config().read_only && !self.vars.applier {
+            return Err(Error::read_only());
+        }
+        Ok(())
+    }
+
+    fn lock(&mut self, table: u64, key: &Key) -> Result<()> {
+        self.lock_hashed(table, key_hash(&key.0))
+    }
+
+    /// [`Session::lock`] of the row whose key's `key_hash` is `hash`.
+    fn lock_hashed(&mut self, table: u64, hash: u64) -> Result<()> {
+        let key = LockKey::from_hash(table, hash);
+        let timeout = self.engine.config().lock_wait_timeout;
+        let txn = open_txn(&mut self.txn, &self.engine, &mut self.spare);
+        // A lock the transaction holds already (its ring's meta row again, a slot it wrote
+        // before) needs no trip to the shared table, whose mutex every writer takes.
+        if txn.locks.contains(&key) {
+            return Ok(());
+        }
+        self.engine.shared.locks.acquire(txn.id, key, timeout)?;
+        txn.locks.insert(key);
+        Ok(())
+    }
+
+    /// Records a change to a row of `def` in the transaction's events and its overlay (with
+    /// undo); `hash` is the `key_hash` of the row's key.
+    fn stage(&mut self, def: &TableDef, hash: u64, event: RowEvent) {
+        let txn = open_txn(&mut self.txn, &self.engine, &mut self.spare);
+        let at = txn.ops.len();
+        txn.ops.push(Event::Row(event));
+        let before = txn
+            .overlay
+            .insert(&txn.ops, def.id, &def.primary_key, hash, at);
+        self.undo.push(before);
+    }
+
+    /// Stages a row delete and its binlog event.
+    fn stage_delete(&mut self, def: &TableDef, key: Key, cause: Cause) {
+        let hash = key_hash(&key.0);
+        let event = RowEvent {
+            table_id: def.id,
+            change: RowChange::Delete { key: key.0 },
+            cause,
+        };
+        self.stage(def, hash, event);
+    }
+
+    /// Stages a full-row write (an upsert) and its binlog event.
+    fn stage_write(&mut self, def: &TableDef, key: &Key, row: Row, cause: Cause) {
+        self.stage_write_hashed(def, key_hash(&key.0), row, cause);
+    }
+
+    /// [`Session::stage_write`] of a row whose key's `key_hash` is `hash`.
+    fn stage_write_hashed(&mut self, def: &TableDef, hash: u64, row: Row, cause: Cause) {
+        self.stage(
+            def,
+            hash,
+            RowEvent {
+                table_id: def.id,
+                change: RowChange::Write { row },
+                cause,
+            },
+        );
+    }
+
+    // ----- reads ----------------------------------------------------------------------
+
+    /// The stored row at `key` as this session sees it (meta and expired rows included).
+    pub fn get_row(&self, table: u64, key: &Key) -> Option<Row> {
+        self.seen(table, key, |t| t.get(key), |r| r.cloned())
+    }
+
+    /// What this session sees at `key`: from its transaction's own writes (`staged`, given
+    /// the staged row or `None` for a staged delete) when it has any there, else from the
+    /// committed table (`committed`).
+    fn seen<'s, T: Default>(
+        &'s self,
+        table: u64,
+        key: &Key,
+        committed: impl FnOnce(&Table) -> T,
+        staged: impl FnOnce(Option<&'s Row>) -> T,
+    ) -> T {
+        self.seen_hashed(table, key, key_hash(&key.0), committed, staged)
+    }
+
+    /// [`Session::seen`] given the `key_hash` of `key`.
+    fn seen_hashed<'s, T: Default>(
+        &'s self,
+        table: u64,
+        key: &Key,
+        hash: u64,
+        committed: impl FnOnce(&Table) -> T,
+        staged: impl FnOnce(Option<&'s Row>) -> T,
+    ) -> T {
+        if let Some(txn) = &self.txn {
+            if let Some(at) = txn.overlay.get(&txn.ops, table, &key.0, hash) {
+                return staged(staged_row(&txn.ops, at));
+            }
+        }
+        self.engine
+            .read()
+            .tables
+            .get(&table)
+            .map(committed)
+            .unwrap_or_default()
+    }
+
+    fn is_expired(&self, def: &TableDef, row: &[Value], now: i64) -> bool {
+        match &def.ttl {
+            Some(ttl) => row
+                .get(ttl.column)
+                .and_then(|v| expiry_us(v, ttl.seconds))
+                .is_some_and(|exp| exp <= now),
+            None => false,
+        }
+    }
+
+    /// Rows whose primary key starts with `prefix` (all rows for an empty prefix), in key
+    /// order, as this session sees them: meta rows only with `show_meta`, expired rows never.
+    pub fn scan(&self, def: &TableDef, prefix: &[Value]) -> Result<Vec<Row>> {
+        let rows = self.scan_raw(def.id, prefix)?;
+        let now = self.now_us();
+        let meta_visible = self.vars.show_meta;
+        Ok(rows
+            .into_iter()
+            .filter(|(k, r)| {
+                if def.is_meta_key(&k.0) {
+                    meta_visible
+                } else {
+                    !self.is_expired(def, r, now)
+                }
+            })
+            .map(|(_, r)| r)
+            .collect())
+    }
+
+    /// Every stored row under a key prefix, meta and expired rows included, with its key.
+    pub fn scan_raw(&self, table: u64, prefix: &[Value]) -> Result<Vec<(Key, Row)>> {
+        let st = self.engine.read();
+        let t = st
+            .tables
+            .get(&table)
+            .ok_or_else(|| Error::internal(format!("table id {table} vanished")))?;
+        let mut out: BTreeMap<Key, Row> = t.prefix(prefix).collect();
+        drop(st);
+        let matches = |k: &Key| {
+            k.0.len() >= prefix.len() && k.0.iter().zip(prefix).all(|(a, b)| a.total_cmp(b).is_eq())
+        };
+        if let Some(txn) = &self.txn {
+            for (k, at) in txn.overlay.changed(&txn.ops, table) {
+                if !matches(&k) {
+                    continue;
+                }
+                match staged_row(&txn.ops, at) {
+                    Some(r) => out.insert(k, r.clone()),
+                    None => out.remove(&k),
+                };
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    // ----- uniqueness -----------------------------------------------------------------
+
+    /// [`Session::check_unique`] against the committed table. A table without unique
+    /// indexes skips the engine's read lock: with many concurrent committers each extra
+    /// acquisition is a chance to park behind a commit. (Commit checks uniqueness again
+    /// under the write lock, so a concurrent ALTER adding an index is still caught.)
+    fn check_unique_committed(&self, def: &TableDef, key: &Key, row: &[Value]) -> Result<()> {
+        if !def.indexes.iter().any(|i| i.kind == IndexKind::Unique) {
+            return Ok(());
+        }
+        let st = self.engine.read();
+        let table = st
+            .tables
+            .get(&def.id)
+            .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
+        self.check_unique(table, key, row)
+    }
+
+    /// Fails with 1062 when a unique value of `row` is held by another live row.
+    fn check_unique(&self, table: &Table, key: &Key, row: &[Value]) -> Result<()> {
+        let ops = self.txn.as_ref().map_or(&[][..], |t| &t.ops[..]);
+        let overlay = self.txn.as_ref().map(|t| &t.overlay);
+        let changed = overlay.map_or_else(Vec::new, |o| o.changed(ops, table.def.id));
+        for idx in table.unique_indexes() {
+            let Some(v) = table.unique_value(idx, row) else {
+                continue;
+            };
+            let dup = || {
+                Error::dup_entry(
+                    &dup_text(&v.0),
+                    &format!("{}.{}", table.def.name, table.def.indexes[idx].name),
+                )
+            };
+            for (k, at) in &changed {
+                if let Some(r) = staged_row(ops, *at) {
+                    if k != key
+                        && !table.is_meta_key(k)
+                        && table.unique_value(idx, r).as_ref() == Some(&v)
+                    {
+                        return Err(dup());
+                    }
+                }
+            }
+            if let Some(holder) = table.unique_holder(idx, &v) {
+                let overridden = overlay.is_some_and(|o| o.contains(ops, table.def.id, holder));
+                if holder != key && !overridden {
+                    return Err(dup());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ----- inserts --------------------------------------------------------------------
+
+    /// Builds a full row from explicit values (coerced) and defaults.
+    fn build_row(
+        &mut self,
+        def: &TableDef,
+        columns: &[usize],
+        values: impl ExactSizeIterator<Item = Value>,
+        row_no: usize,
+        now: i64,
+    ) -> Result<Row> {
+        if values.len() != columns.len() {
+            return Err(Error::new(
+                code::ER_WRONG_VALUE_COUNT_ON_ROW,
+                format!("Column count doesn't match value count at row {row_no}"),
+            ));
+        }
+        let mut row = self.spare.rows.pop().unwrap_or_default();
+        row.resize_with(def.columns.len(), || Value::Null);
+        // Which columns the statement gives: bits for the usual table, a list for a wide one.
+        let mut bits = 0u128;
+        let mut wide = Vec::new();
+        if def.columns.len() <= 128 {
+            for &c in columns {
+                bits |= 1 << c;
+            }
+        } else {
+            wide = vec![false; def.columns.len()];
+            for &c in columns {
+                wide[c] = true;
+            }
+        }
+        let given = |c: usize| match wide.get(c) {
+            Some(&g) => g,
+            None => bits & (1 << c) != 0,
+        };
+        for (&c, v) in columns.iter().zip(values) {
+            let col = &def.columns[c];
+            row[c] = if col.auto_increment
+                && (v.is_null() || matches!(v, Value::Int(0) | Value::UInt(0)))
+            {
+                self.next_auto_inc(def, c)?
+            } else {
+                coerce(v, col, row_no, self.vars.tz_offset)?
+            };
+        }
+        let ring_cols = def.ring.as_ref().map(|r| (r.slot_column, r.meta_column));
+        for (i, col) in def.columns.iter().enumerate() {
+            if given(i) || ring_cols.is_some_and(|(s, m)| s == i || m == i) {
+                continue;
+            }
+            row[i] = if col.name == HIDDEN_ROW_ID || col.auto_increment {
+                self.next_auto_inc(def, i)?
+            } else {
+                default_value(col, now, self.vars.tz_offset).ok_or_else(|| {
+                    Error::new(
+                        code::ER_NO_DEFAULT_FOR_FIELD,
+                        format!("Field '{}' doesn't have a default value", col.name),
+                    )
+                })?
+            };
+        }
+        Ok(row)
+    }
+
+    fn next_auto_inc(&mut self, def: &TableDef, col: usize) -> Result<Value> {
+        let start = *self.auto_inc.entry(def.id).or_insert(0);
+        let mut max = start;
+        for (_, r) in self.scan_raw(def.id, &[])? {
+            let n = match r.get(col) {
+                Some(Value::Int(i)) => u64::try_from(*i).unwrap_or(0),
+                Some(Value::UInt(u)) => *u,
+                _ => 0,
+            };
+            max = max.max(n);
+        }
+        let next = max + 1;
+        self.auto_inc.insert(def.id, next);
+        Ok(match def.columns[col].ty {
+            ColumnType::Integer { unsigned: true, .. } => Value::UInt(next),
+            _ => Value::Int(next as i64),
+        })
+    }
+
+    /// INSERT of rows given as values for `columns`. Returns the rows inserted.
+    pub fn insert(
+        &mut self,
+        def: &TableDef,
+        columns: &[usize],
+        rows: Vec<Vec<Value>>,
+        mode: InsertMode,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        if let Some(ring) = &def.ring {
+            for &c in columns {
+                if c == ring.slot_column || c == ring.meta_column {
+                    return Err(Error::not_allowed(&format!(
+                        "Cannot specify {} column in INSERT on ring-buffer table",
+                        def.columns[c].name
+                    )));
+                }
+            }
+            return self.insert_ring(def, columns, rows, mode, false);
+        }
+        let now = self.now_us();
+        let mut inserted = 0;
+        for (i, values) in rows.into_iter().enumerate() {
+            let row = self.build_row(def, columns, values.into_iter(), i + 1, now)?;
+            let key = Key(def.key_of(&row));
+            self.lock(def.id, &key)?;
+            let existing = self.get_row(def.id, &key);
+            let live = existing
+                .as_ref()
+                .is_some_and(|r| !self.is_expired(def, r, now));
+            let dup = if live {
+                Err(Error::dup_entry(
+                    &dup_text(&key.0),
+                    &format!("{}.PRIMARY", def.name),
+                ))
+            } else {
+                self.check_unique_committed(def, &key, &row)
+            };
+            if let Err(e) = dup {
+                if mode == InsertMode::Ignore && e.code == code::ER_DUP_ENTRY {
+                    let msg = e.message.clone();
+                    self.warn(code::ER_DUP_ENTRY, msg);
+                    continue;
+                }
+                return Err(e);
+            }
+            let cause = if existing.is_some() {
+                Cause::Overwrite
+            } else {
+                Cause::Insert
+            };
+            self.stage_write(def, &key, row, cause);
+            inserted += 1;
+        }
+        Ok(inserted)
+    }
+
+    /// The ring protocol: each row takes its prefix's next slot; each prefix's meta row is
+    /// read once (after locking it) and written once, after the statement's rows.
+    fn insert_ring<R: IntoIterator<Item = Value, IntoIter: ExactSizeIterator>>(
+        &mut self,
+        def: &TableDef,
+        columns: &[usize],
+        rows: impl IntoIterator<Item = R>,
+        mode: InsertMode,
+        keep_unset: bool,
+    ) -> Result<u64> {
+        let ring = def
+            .ring
+            .clone()
+            .ok_or_else(|| Error::internal("not a ring table"))?;
+        let prefix_cols = def.prefix_columns();
+        let now = self.now_us();
+        // Each prefix's meta row key (the prefix, then slot 0), its hash, and the meta, as
+        // the batch goes.
+        let mut metas = std::mem::take(&mut self.spare.metas);
+        metas.clear();
+        let mut inserted = 0;
+        // The user columns an overwrite keeps (the native writer's, see below).
+        let mut kept = std::mem::take(&mut self.spare.kept);
+        kept.clear();
+        let mut key = Key(std::mem::take(&mut self.spare.key));
+        if keep_unset {
+            kept.extend((0..def.columns.len()).filter(|c| {
+                !columns.contains(c)
+                    && *c != ring.slot_column
+                    && *c != ring.meta_column
+                    && !prefix_cols.contains(c)
+            }));
+        }
+        for (i, values) in rows.into_iter().enumerate() {
+            let mut row = self.build_row(def, columns, values.into_iter(), i + 1, now)?;
+            let same_prefix = |k: &Key| prefix_cols.iter().zip(&k.0).all(|(&c, v)| row[c] == *v);
+            let at = match metas.iter().position(|(k, _, _)| same_prefix(k)) {
+                Some(at) => at,
+                None => {
+                    let meta_key = slot_key(def, prefix_cols.iter().map(|&c| &row[c]), 0);
+                    let meta_hash = key_hash(&meta_key.0);
+                    self.lock_hashed(def.id, meta_hash)?;
+                    // Only the meta column is read: a staged meta row is not copied.
+                    let meta = self
+                        .seen_hashed(
+                            def.id,
+                            &meta_key,
+                            meta_hash,
+                            |t| t.get(&meta_key).and_then(|r| meta_of(&ring, &r)),
+                            |r| r.and_then(|r| meta_of(&ring, r)),
+                        )
+                        .unwrap_or_else(Meta::empty);
+                    metas.push((meta_key, meta_hash, meta));
+                    metas.len() - 1
+                }
+            };
+            let (slot, _) = metas[at].2.advance(ring.size);
+            row[ring.slot_column] = slot_value(def, slot);
+            row[ring.meta_column] = Value::Null;
+            // The key in a vector kept from row to row, and its hash, computed once for the
+            // lock, the look in the overlay and the staging.
+            key.0.clear();
+            key.0.extend(def.key_refs(&row).cloned());
+            let hash = key_hash(&key.0);
+            self.lock_hashed(def.id, hash)?;
+            // Whether the slot is taken is all an SQL insert needs. The native writer's
+            // overwrite is an update of the slot: the columns it leaves out keep the
+            // overwritten row's values (the spec, NDB API), so it reads those.
+            let overwrite = if kept.is_empty() {
+                self.seen_hashed(def.id, &key, hash, |t| t.contains(&key), |r| r.is_some())
+            } else {
+                let old = self.seen_hashed(
+                    def.id,
+                    &key,
+                    hash,
+                    |t| t.get(&key).map(std::borrow::Cow::Owned),
+                    |r| r.map(std::borrow::Cow::Borrowed),
+                );
+                match old {
+                    Some(std::borrow::Cow::Borrowed(old)) => {
+                        for &c in &kept {
+                            row[c] = old[c].clone();
+                        }
+                        true
+                    }
+                    Some(std::borrow::Cow::Owned(mut old)) => {
+                        for &c in &kept {
+                            row[c] = std::mem::replace(&mut old[c], Value::Null);
+                        }
+                        true
+                    }
+                    None => false,
+                }
+            };
+            let dup = self.check_unique_committed(def, &key, &row);
+            if let Err(e) = dup {
+                if mode == InsertMode::Ignore && e.code == code::ER_DUP_ENTRY {
+                    self.txn().doomed = Some(Error::rolled_back_at_commit());
+                    continue;
+                }
+                return Err(e);
+            }
+            let cause = if overwrite {
+                Cause::Overwrite
+            } else {
+                Cause::Insert
+            };
+            self.stage_write_hashed(def, hash, row, cause);
+            inserted += 1;
+        }
+        for (key, hash, meta) in metas.drain(..) {
+            let row = meta_row(def, &key.0[..prefix_cols.len()], &meta);
+            self.stage_write_hashed(def, hash, row, Cause::MetaUpdate);
+        }
+        self.spare.metas = metas;
+        self.spare.kept = kept;
+        self.spare.key = key.0;
+        Ok(inserted)
+    }
+
+    /// The native writer's batch insert into a ring (see `RingWriter`): rows of `columns`,
+    /// columns left out keep the overwritten row's values.
+    pub fn insert_native<R: IntoIterator<Item = Value, IntoIter: ExactSizeIterator>>(
+        &mut self,
+        def: &TableDef,
+        columns: &[usize],
+        rows: impl IntoIterator<Item = R>,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        self.insert_ring(def, columns, rows, InsertMode::Insert, true)
+    }
+
+    /// Deletes up to `max_n` of the oldest rows of one prefix: the `count` slots before the
+    /// next slot, oldest first. The meta count drops by the rows deleted; later inserts fill
+    /// the freed slots in order. Returns how many were deleted.
+    pub fn delete_oldest(&mut self, def: &TableDef, prefix: &[Value], max_n: u32) -> Result<u32> {
+        self.check_writable()?;
+        let ring = def
+            .ring
+            .clone()
+            .ok_or_else(|| Error::parameter("not a ring buffer table"))?;
+        if def.ttl.is_some() {
+            return Err(Error::new(
+                code::NDB_DELETE_OLDEST_TTL,
+                "deleteOldest is not supported on a ring buffer table with TTL",
+            ));
+        }
+        if prefix.len() != def.prefix_columns().len() {
+            return Err(Error::parameter(
+                "the prefix must give every primary-key column but the slot",
+            ));
+        }
+        let meta_key = slot_key(def, prefix.iter(), 0);
+        self.lock(def.id, &meta_key)?;
+        let Some(meta_row_now) = self.get_row(def.id, &meta_key) else {
+            return Ok(0);
+        };
+        let Some(mut meta) = meta_of(&ring, &meta_row_now) else {
+            return Err(Error::internal("meta row without a readable meta column"));
+        };
+        let size = ring.size;
+        let n = max_n.min(meta.count);
+        let oldest = (meta.next_slot - 1 + size - meta.count) % size + 1;
+        for k in 0..n {
+            let slot = (oldest - 1 + k) % size + 1;
+            let key = slot_key(def, prefix.iter(), slot);
+            self.lock(def.id, &key)?;
+            if self.get_row(def.id, &key).is_some() {
+                self.stage_delete(def, key, Cause::DeleteOldest);
+            }
+        }
+        meta.count -= n;
+        let row = meta_row(def, prefix, &meta);
+        self.stage_write(def, &meta_key, row, Cause::MetaUpdate);
+        Ok(n)
+    }
+
+    // ----- updates ----------------------------------------------------------------------
+
+    /// UPDATE: `assigned` names the columns set; `compute` gives their new values for a
+    /// matching row (in the order of `assigned`). Ring tables refuse slot, meta and other key
+    /// columns, and meta rows are never seen.
+    pub fn update(
+        &mut self,
+        def: &TableDef,
+        assigned: &[usize],
+        filter: &mut dyn FnMut(&Row) -> Result<bool>,
+        compute: &mut dyn FnMut(&Row) -> Result<Vec<Value>>,
+        limit: Option<u64>,
+    ) -> Result<UpdateOutcome> {
+        self.check_writable()?;
+        if let Some(ring) = &def.ring {
+            for &c in assigned {
+                let name = &def.columns[c].name;
+                if c == ring.slot_column {
+                    return Err(Error::not_allowed(&format!(
+                        "Cannot update {name} on ring-buffer table"
+                    )));
+                }
+                if c == ring.meta_column {
+                    return Err(Error::not_allowed(&format!(
+                        "Cannot update {name} on ring-buffer table"
+                    )));
+                }
+                if def.primary_key.contains(&c) {
+                    return Err(Error::not_allowed(&format!(
+                        "Cannot update primary key column {name} on ring-buffer table"
+                    )));
+                }
+            }
+        }
+        let saved = self.vars.show_meta;
+        self.vars.show_meta = false;
+        let rows = self.scan(def, &[]);
+        self.vars.show_meta = saved;
+        let now = self.now_us();
+        let mut out = UpdateOutcome::default();
+        for old in rows? {
+            if limit.is_some_and(|l| out.matched >= l) {
+                break;
+            }
+            if !filter(&old)? {
+                continue;
+            }
+            out.matched += 1;
+            let old_key = Key(def.key_of(&old));
+            self.lock(def.id, &old_key)?;
+            // Re-read after the lock: another transaction may have changed it meanwhile.
+            let Some(old) = self.get_row(def.id, &old_key) else {
+                continue;
+            };
+            let values = compute(&old)?;
+            let mut new = old.clone();
+            for (&c, v) in assigned.iter().zip(values) {
+                new[c] = coerce(
+                    v,
+                    &def.columns[c],
+                    out.matched as usize,
+                    self.vars.tz_offset,
+                )?;
+            }
+            if new == old {
+                continue;
+            }
+            for (i, col) in def.columns.iter().enumerate() {
+                if col.on_update_now && !assigned.contains(&i) {
+                    new[i] = default_value(
+                        &binlog_format::schema::ColumnDef {
+                            default: binlog_format::schema::ColumnDefault::CurrentTimestamp {
+                                fsp: fsp_of(&col.ty),
+                            },
+                            ..col.clone()
+                        },
+                        now,
+                        self.vars.tz_offset,
+                    )
+                    .unwrap_or(Value::Null);
+                }
+            }
+            let new_key = Key(def.key_of(&new));
+            if new_key != old_key {
+                self.lock(def.id, &new_key)?;
+                if self.get_row(def.id, &new_key).is_some() {
+                    return Err(Error::dup_entry(
+                        &dup_text(&new_key.0),
+                        &format!("{}.PRIMARY", def.name),
+                    ));
+                }
+            }
+            {
+                let st = self.engine.read();
+                let table = st
+                    .tables
+                    .get(&def.id)
+                    .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
+                self.check_unique(table, &new_key, &new)?;
+            }
+            out.changed += 1;
+            if new_key != old_key {
+                self.stage_delete(def, old_key, Cause::Update);
+                self.stage_write(def, &new_key, new, Cause::Update);
+            } else if self.vars.log_update_as_write {
+                self.stage_write(def, &new_key, new, Cause::Update);
+            } else {
+                let hash = key_hash(&new_key.0);
+                let change = RowChange::Update {
+                    key: old_key.0,
+                    after: new,
+                    before: Some(old),
+                };
+                self.stage(
+                    def,
+                    hash,
+                    RowEvent {
+                        table_id: def.id,
+                        change,
+                        cause: Cause::Update,
+                    },
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    // ----- deletes ----------------------------------------------------------------------
+
+    /// DELETE of whole ring prefixes: each prefix's meta row is locked first, then its data
+    /// rows (live ones; expired ones too with `ttl_expired_rows_visible_in_delete`) and the
+    /// meta row are removed. Returns the rows removed, the meta row included (as RonDB counts).
+    pub fn delete_prefixes(&mut self, def: &TableDef, prefixes: Vec<Vec<Value>>) -> Result<u64> {
+        self.check_writable()?;
+        if def.ring.is_none() {
+            return Err(Error::internal(
+                "delete_prefixes on a table that is not a ring",
+            ));
+        }
+        let now = self.now_us();
+        let mut seen: Vec<Vec<Value>> = Vec::new();
+        let mut deleted = 0;
+        for prefix in prefixes {
+            if seen.contains(&prefix) {
+                continue;
+            }
+            seen.push(prefix.clone());
+            let meta_key = slot_key(def, prefix.iter(), 0);
+            self.lock(def.id, &meta_key)?;
+            for (key, row) in self.scan_raw(def.id, &prefix)? {
+                if key == meta_key {
+                    continue;
+                }
+                if self.is_expired(def, &row, now) && !self.vars.ttl_expired_visible_in_delete {
+                    continue;
+                }
+                self.lock(def.id, &key)?;
+                self.stage_delete(def, key, Cause::PrefixDelete);
+                deleted += 1;
+            }
+            if self.get_row(def.id, &meta_key).is_some() {
+                self.stage_delete(def, meta_key, Cause::PrefixDelete);
+                // RonDB counts the meta row among the affected rows.
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// DELETE on a plain table: every visible row that matches, up to `limit`.
+    pub fn delete_where(
+        &mut self,
+        def: &TableDef,
+        filter: &mut dyn FnMut(&Row) -> Result<bool>,
+        limit: Option<u64>,
+    ) -> Result<u64> {
+        self.check_writable()?;
+        if def.ring.is_some() {
+            return Err(Error::internal("delete_where on a ring table"));
+        }
+        let mut deleted = 0;
+        for row in self.scan(def, &[])? {
+            if limit.is_some_and(|l| deleted >= l) {
+                break;
+            }
+            if !filter(&row)? {
+                continue;
+            }
+            let key = Key(def.key_of(&row));
+            self.lock(def.id, &key)?;
+            self.stage_delete(def, key, Cause::Delete);
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
+    // ----- DDL --------------------------------------------------------------------------
+
+    /// Runs DDL as its own transaction, after committing the open one (an implicit commit,
+    /// as in MySQL). `rows` are row events logged with it (the rows a copying ALTER keeps).
+    pub fn ddl(&mut self, ddl: DdlEvent, rows: Vec<Event>) -> Result<u64> {
+        self.check_writable()?;
+        self.commit()?;
+        let mut events = vec![Event::Ddl(ddl)];
+        events.extend(rows);
+        self.engine.commit_events(events, None, |_, _| Ok(()))
+    }
+
+    /// A fresh table id (system tables use their own range).
+    pub fn allocate_table_id(&self, system: bool) -> u64 {
+        let st = self.engine.read();
+        let base = if system { SYSTEM_TABLE_ID_BASE } else { 1 };
+        let max_used = st
+            .tables
+            .keys()
+            .copied()
+            .filter(|&id| (id >= SYSTEM_TABLE_ID_BASE) == system)
+            .max();
+        let next = max_used.map_or(base, |m| m + 1);
+        if system {
+            next
+        } else {
+            next.max(st.next_table_id)
+        }
+    }
+
+    pub fn ensure_database(&mut self, name: &str) -> Result<()> {
+        if self.engine.read().has_database(name) || self.engine.config().read_only {
+            return Ok(());
+        }
+        self.ddl(DdlEvent::CreateDatabase { name: name.into() }, vec![])?;
+        Ok(())
+    }
+
+    // ----- the applier's raw path ---------------------------------------------------------
+
+    fn check_privilege(&self, def: &TableDef) -> Result<()> {
+        if def.ring.is_some() && !self.vars.applier {
+            return Err(Error::direct_write());
+        }
+        Ok(())
+    }
+
+    /// Writes a full row directly (an upsert), bypassing the ring protocol. Ring tables
+    /// need the applier privilege (error 940 otherwise, nothing changed).
+    pub fn raw_write(&mut self, def: &TableDef, row: Row) -> Result<()> {
+        self.check_privilege(def)?;
+        if row.len() != def.columns.len() {
+            return Err(Error::parameter(&format!(
+                "row has {} values, table has {} columns",
+                row.len(),
+                def.columns.len()
+            )));
+        }
+        self.statement(|s| {
+            let key = Key(def.key_of(&row));
+            s.lock(def.id, &key)?;
+            s.stage_write(def, &key, row, Cause::Insert);
+            Ok(())
+        })
+    }
+
+    /// Deletes a row by primary key directly; deleting an absent row is not an error.
+    pub fn raw_delete(&mut self, def: &TableDef, key: Vec<Value>) -> Result<()> {
+        self.check_privilege(def)?;
+        self.statement(|s| {
+            let key = Key(key);
+            s.lock(def.id, &key)?;
+            s.stage_delete(def, key, Cause::Delete);
+            Ok(())
+        })
+    }
+
+    /// Commits a replicated transaction's events as they are, with `extra` events (the apply
+    /// position) in the same commit, logged with `origin`. Needs the applier privilege.
+    pub fn apply_replicated(
+        &mut self,
+        events: Vec<Event>,
+        extra: Vec<Event>,
+        origin: binlog_format::Origin,
+    ) -> Result<u64> {
+        let (seq, lsn) = self.apply_replicated_nowait(events, extra, origin)?;
+        self.engine.wait_durable(lsn)?;
+        Ok(seq)
+    }
+
+    /// As [`Session::apply_replicated`] without waiting: returns (seq, lsn) for a later
+    /// [`Engine::wait_durable`]. Rows and position are still one record, so a crash before
+    /// the sync loses both together.
+    pub fn apply_replicated_nowait(
+        &mut self,
+        events: Vec<Event>,
+        extra: Vec<Event>,
+        origin: binlog_format::Origin,
+    ) -> Result<(u64, u64)> {
+        if !self.vars.applier {
+            return Err(Error::direct_write());
+        }
+        self.commit()?;
+        let mut all = events;
+        all.extend(extra);
+        self.engine
+            .commit_events_nowait(all, Some(origin), validate_replicated)
+    }
+}
+
+fn fsp_of(ty: &ColumnType) -> u8 {
+    match ty {
+        ColumnType::Timestamp { fsp } | ColumnType::DateTime { fsp } => *fsp,
+        _ => 0,
+    }
+}
+
+/// The meta row of a prefix: key, slot 0, the 32 meta bytes, TTL column at its maximum,
+/// other nullable columns NULL and NOT NULL ones at their default (or zero).
+pub fn meta_row(def: &TableDef, prefix: &[Value], meta: &Meta) -> Row {
+    let ring = def.ring.as_ref();
+    let mut row: Row = def
+        .columns
+        .iter()
+        .map(|c| {
+            if c.nullable {
+                Value::Null
+            } else {
+                match &c.default {
+                    binlog_format::schema::ColumnDefault::Value(v) => v.clone(),
+                    _ => zero_value(&c.ty),
+                }
+            }
+        })
+        .collect();
+    for (&c, v) in def.prefix_columns().iter().zip(prefix) {
+        row[c] = v.clone();
+    }
+    if let Some(r) = ring {
+        row[r.slot_column] = slot_value(def, 0);
+        row[r.meta_column] = Value::Bytes(meta.encode());
+    }
+    if let Some(ttl) = &def.ttl {
+        row[ttl.column] = ttl_max(&def.columns[ttl.column].ty);
+    }
+    row
+}
+
+/// Commit-time check: a unique value written by this transaction must not be held, in what
+/// committed meanwhile, by a row this transaction did not touch.
+fn validate_uniques(st: &State, ops: &[Event], overlay: &Overlay) -> Result<()> {
+    for (at, ev) in ops.iter().enumerate() {
+        let Event::Row(RowEvent {
+            table_id, change, ..
+        }) = ev
+        else {
+            continue;
+        };
+        let row = match change {
+            RowChange::Write { row } | RowChange::Update { after: row, .. } => row,
+            RowChange::Delete { .. } => continue,
+        };
+        let Some(table) = st.tables.get(table_id) else {
+            return Err(Error::new(
+                code::ER_NO_SUCH_TABLE,
+                "Table was dropped while the transaction was open",
+            ));
+        };
+        if table.unique_indexes().next().is_none() {
+            continue;
+        }
+        let key = table.key_of(row);
+        if table.is_meta_key(&key) {
+            continue;
+        }
+        // Only the final version of each row counts.
+        if overlay.get(ops, *table_id, &key.0, key_hash(&key.0)) != Some(at) {
+            continue;
+        }
+        for idx in table.unique_indexes() {
+            let Some(v) = table.unique_value(idx, row) else {
+                continue;
+            };
+            if let Some(holder) = table.unique_holder(idx, &v) {
+                let touched = overlay.contains(ops, *table_id, holder);
+                if *holder != key && !touched {
+                    return Err(Error::dup_entry(
+                        &dup_text(&v.0),
+                        &format!("{}.{}", table.def.name, table.def.indexes[idx].name),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that every row event of a replicated transaction names a table that exists (or is
+/// created earlier in it) with the right width, so applying cannot fail after logging.
+fn validate_replicated(st: &State, events: &[Event]) -> Result<()> {
+    let mut widths: HashMap<u64, usize> = st
+        .tables
+        .iter()
+        .map(|(id, t)| (*id, t.def.columns.len()))
+        .collect();
+    for ev in events {
+        match ev {
+            Event::Ddl(DdlEvent::CreateTable { table } | DdlEvent::AlterTable { table }) => {
+                widths.insert(table.id, table.columns.len());
+            }
+            Event::Ddl(DdlEvent::DropTable { table_id, .. }) => {
+                widths.remove(table_id);
+            }
+            Event::Ddl(_) => {}
+            Event::Row(r) => {
+                let width = widths.get(&r.table_id).ok_or_else(|| {
+                    Error::internal(format!(
+                        "replicated row for unknown table id {}",
+                        r.table_id
+                    ))
+                })?;
+                let ok = match &r.change {
+                    RowChange::Write { row } => row.len() == *width,
+                    RowChange::Update { after, .. } => after.len() == *width,
+                    RowChange::Delete { .. } => true,
+                };
+                if !ok {
+                    return Err(Error::internal(format!(
+                        "replicated row for table id {} has the wrong number of columns",
+                        r.table_id
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,594 @@
+//! Converting values to column types as MySQL does in strict mode, and column defaults.
+
+use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType};
+use binlog_format::value::{days_from_civil, Date, DateTime, Value};
+
+use crate::error::{code, Error, Result};
+
+/// Session time zone as a fixed offset from UTC in seconds (`+00:00` by default).
+pub type TzOffset = i64;
+
+pub fn out_of_range(col: &str, row: usize) -> Error {
+    Error::new(
+        code::ER_WARN_DATA_OUT_OF_RANGE,
+        format!("Out of range value for column '{col}' at row {row}"),
+    )
+}
+
+fn incorrect(kind: &str, v: &str, col: &str, row: usize) -> Error {
+    Error::new(
+        code::ER_TRUNCATED_WRONG_VALUE_FOR_FIELD,
+        format!("Incorrect {kind} value: '{v}' for column '{col}' at row {row}"),
+    )
+}
+
+fn wrong_datetime(v: &str, col: &str, row: usize) -> Error {
+    Error::new(
+        code::ER_TRUNCATED_WRONG_VALUE,
+        format!("Incorrect datetime value: '{v}' for column '{col}' at row {row}"),
+    )
+}
+
+/// Parses a decimal literal into (negative, integer digits, fraction digits).
+fn parse_decimal(s: &str) -> Option<(bool, String, String)> {
+    let s = s.trim();
+    let (neg, rest) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let (mantissa, exp) = match rest.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i32>().ok()?),
+        None => (rest, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if (int.is_empty() && frac.is_empty())
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let mut digits = format!("{int}{frac}");
+    let mut point = int.len() as i32 + exp;
+    if point < 0 {
+        digits = "0".repeat((-point) as usize) + &digits;
+        point = 0;
+    }
+    while (digits.len() as i32) < point {
+        digits.push('0');
+    }
+    let (i, f) = digits.split_at(point as usize);
+    let i = i.trim_start_matches('0');
+    Some((
+        neg,
+        if i.is_empty() { "0".into() } else { i.into() },
+        f.into(),
+    ))
+}
+
+/// Rounds a decimal (half away from zero) to `scale` fraction digits; returns canonical text.
+fn round_decimal(neg: bool, int: &str, frac: &str, scale: usize) -> (String, usize) {
+    let mut digits: Vec<u8> = int
+        .bytes()
+        .chain(frac.bytes().chain(std::iter::repeat(b'0')).take(scale))
+        .map(|b| b - b'0')
+        .collect();
+    if frac.len() > scale && frac.as_bytes()[scale] >= b'5' {
+        let mut i = digits.len();
+        loop {
+            if i == 0 {
+                digits.insert(0, 1);
+                break;
+            }
+            i -= 1;
+            if digits[i] == 9 {
+                digits[i] = 0;
+            } else {
+                digits[i] += 1;
+                break;
+            }
+        }
+    }
+    let split = digits.len() - scale;
+    let int_part: String = digits[..split]
+        .iter()
+        .map(|d| char::from(b'0' + d))
+        .collect();
+    let int_part = int_part.trim_start_matches('0');
+    let int_part = if int_part.is_empty() { "0" } else { int_part };
+    let frac_part: String = digits[split..]
+        .iter()
+        .map(|d| char::from(b'0' + d))
+        .collect();
+    let zero = int_part == "0" && frac_part.bytes().all(|b| b == b'0');
+    let sign = if neg && !zero { "-" } else { "" };
+    let int_digits = if int_part == "0" { 0 } else { int_part.len() };
+    if scale == 0 {
+        (format!("{sign}{int_part}"), int_digits)
+    } else {
+        (format!("{sign}{int_part}.{frac_part}"), int_digits)
+    }
+}
+
+/// The text of a numeric value for decimal conversion.
+fn numeric_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Int(i) => Some(i.to_string()),
+        Value::UInt(u) => Some(u.to_string()),
+        Value::Float(f) => Some(format!("{f:e}")),
+        Value::Double(f) => Some(format!("{f:e}")),
+        Value::Decimal(s) | Value::Text(s) => Some(s.trim().to_string()),
+        Value::Bytes(b) => std::str::from_utf8(b).ok().map(|s| s.trim().to_string()),
+        _ => None,
+    }
+}
+
+/// Parses `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` (also with `T`). Returns the wall-clock time.
+pub fn parse_datetime_text(s: &str) -> Option<DateTime> {
+    let s = s.trim();
+    let (date, time) = match s.split_once([' ', 'T']) {
+        Some((d, t)) => (d, Some(t)),
+        None => (s, None),
+    };
+    let mut dp = date.split('-');
+    let year: u16 = dp.next()?.parse().ok()?;
+    let month: u8 = dp.next()?.parse().ok()?;
+    let day: u8 = dp.next()?.parse().ok()?;
+    if dp.next().is_some()
+        || !(1..=12).contains(&month)
+        || day == 0
+        || day > days_in_month(year, month)
+    {
+        return None;
+    }
+    let (mut hour, mut minute, mut second, mut micros) = (0u8, 0u8, 0u8, 0u32);
+    if let Some(t) = time {
+        let (hms, frac) = t.split_once('.').unwrap_or((t, ""));
+        let mut tp = hms.split(':');
+        hour = tp.next()?.parse().ok()?;
+        minute = tp.next().unwrap_or("0").parse().ok()?;
+        second = tp.next().unwrap_or("0").parse().ok()?;
+        if tp.next().is_some()
+            || hour > 23
+            || minute > 59
+            || second > 59
+            || !frac.bytes().all(|b| b.is_ascii_digit())
+            || frac.len() > 9
+        {
+            return None;
+        }
+        let mut f = frac.to_string();
+        f.truncate(6);
+        while f.len() < 6 {
+            f.push('0');
+        }
+        micros = f.parse().ok()?;
+    }
+    Some(DateTime {
+        date: Date { year, month, day },
+        hour,
+        minute,
+        second,
+        micros,
+    })
+}
+
+fn days_in_month(y: u16, m: u8) -> u8 {
+    match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        _ if (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400) => 29,
+        _ => 28,
+    }
+}
+
+/// Rounds microseconds to `fsp` digits (MySQL rounds on insert).
+fn round_micros(us: i64, fsp: u8) -> i64 {
+    let unit = 10i64.pow(6 - u32::from(fsp.min(6)));
+    let half = unit / 2;
+    (us + half).div_euclid(unit) * unit
+}
+
+/// The range of TIMESTAMP: 1970-01-01 00:00:01 to 2038-01-19 03:14:07.999999 UTC.
+pub const TIMESTAMP_MAX_US: i64 = 2_147_483_647_999_999;
+pub const TIMESTAMP_MIN_US: i64 = 1_000_000;
+
+/// Converts `v` to the type of `col` (strict mode: anything lossy is an error naming the
+/// column and the 1-based row number).
+pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Value> {
+    if v.is_null() {
+        if !col.nullable {
+            return Err(Error::new(
+                code::ER_BAD_NULL_ERROR,
+                format!("Column '{}' cannot be null", col.name),
+            ));
+        }
+        return Ok(Value::Null);
+    }
+    let name = col.name.as_str();
+    match &col.ty {
+        ColumnType::Integer { width, unsigned } => {
+            let n: i128 = match &v {
+                Value::Int(i) => i128::from(*i),
+                Value::UInt(u) => i128::from(*u),
+                Value::Float(_)
+                | Value::Double(_)
+                | Value::Decimal(_)
+                | Value::Text(_)
+                | Value::Bytes(_) => {
+                    let text = numeric_text(&v).unwrap_or_default();
+                    let (neg, int, frac) = parse_decimal(&text)
+                        .ok_or_else(|| incorrect("integer", &text, name, row))?;
+                    let (rounded, _) = round_decimal(neg, &int, &frac, 0);
+                    rounded
+                        .parse::<i128>()
+                        .map_err(|_| out_of_range(name, row))?
+                }
+                Value::Timestamp(_) | Value::Date(_) | Value::DateTime(_) | Value::Json(_) => {
+                    return Err(incorrect("integer", &v.to_string(), name, row))
+                }
+                Value::Null => unreachable!("handled above"),
+            };
+            let (lo, hi) = width.range(*unsigned);
+            if n < lo || n > hi {
+                return Err(out_of_range(name, row));
+            }
+            Ok(if *unsigned {
+                Value::UInt(n as u64)
+            } else {
+                Value::Int(n as i64)
+            })
+        }
+        ColumnType::Decimal { precision, scale } => {
+            let text =
+                numeric_text(&v).ok_or_else(|| incorrect("decimal", &v.to_string(), name, row))?;
+            let (neg, int, frac) =
+                parse_decimal(&text).ok_or_else(|| incorrect("decimal", &text, name, row))?;
+            let (s, int_digits) = round_decimal(neg, &int, &frac, usize::from(*scale));
+            if int_digits > usize::from(precision.saturating_sub(*scale)) {
+                return Err(out_of_range(name, row));
+            }
+            Ok(Value::Decimal(s))
+        }
+        ColumnType::Float | ColumnType::Double => {
+            let f: f64 = match &v {
+                Value::Int(i) => *i as f64,
+                Value::UInt(u) => *u as f64,
+                Value::Float(f) => f64::from(*f),
+                Value::Double(f) => *f,
+                _ => {
+                    let text = numeric_text(&v).unwrap_or_default();
+                    text.parse::<f64>()
+                        .map_err(|_| incorrect("double", &text, name, row))?
+                }
+            };
+            if !f.is_finite() {
+                return Err(out_of_range(name, row));
+            }
+            Ok(if col.ty == ColumnType::Float {
+                Value::Float(f as f32)
+            } else {
+                Value::Double(f)
+            })
+        }
+        ColumnType::Char { len } | ColumnType::VarChar { len } => {
+            let mut s = into_text(v);
+            // A string no longer in bytes than the limit is no longer in characters.
+            if s.len() > *len as usize && s.chars().count() > *len as usize {
+                return Err(too_long(name, row));
+            }
+            // CHAR drops trailing spaces on read, as MySQL does.
+            if matches!(col.ty, ColumnType::Char { .. }) {
+                s.truncate(s.trim_end_matches(' ').len());
+            }
+            Ok(Value::Text(s))
+        }
+        ColumnType::Text { size } => {
+            let s = into_text(v);
+            if s.len() as u64 > size.max_len() {
+                return Err(too_long(name, row));
+            }
+            Ok(Value::Text(s))
+        }
+        ColumnType::Binary { len } | ColumnType::VarBinary { len } => {
+            let mut b = into_bytes(v);
+            if b.len() > *len as usize {
+                return Err(too_long(name, row));
+            }
+            if matches!(col.ty, ColumnType::Binary { .. }) {
+                b.resize(*len as usize, 0);
+            }
+            Ok(Value::Bytes(b))
+        }
+        ColumnType::Blob { size } => {
+            let b = into_bytes(v);
+            if b.len() as u64 > size.max_len() {
+                return Err(too_long(name, row));
+            }
+            Ok(Value::Bytes(b))
+        }
+        ColumnType::Json => {
+            let s = text_of(&v);
+            let parsed: serde_json::Value = serde_json::from_str(&s).map_err(|_| {
+                Error::new(code::ER_INVALID_JSON_TEXT, format!("Invalid JSON text: \"Invalid value.\" at position 0 in value for column '{}.{}'.", "t", name))
+            })?;
+            Ok(Value::Json(parsed.to_string()))
+        }
+        ColumnType::Date => match v {
+            Value::Date(d) => Ok(Value::Date(d)),
+            Value::DateTime(dt) => Ok(Value::Date(dt.date)),
+            Value::Timestamp(us) => Ok(Value::Date(
+                DateTime::from_epoch_micros(us + tz * 1_000_000).date,
+            )),
+            other => {
+                let t = text_of(&other);
+                parse_datetime_text(&t)
+                    .map(|dt| Value::Date(dt.date))
+                    .ok_or_else(|| wrong_datetime(&t, name, row))
+            }
+        },
+        ColumnType::DateTime { fsp } => {
+            let dt = match v {
+                Value::DateTime(dt) => dt,
+                Value::Date(d) => DateTime {
+                    date: d,
+                    hour: 0,
+                    minute: 0,
+                    second: 0,
+                    micros: 0,
+                },
+                Value::Timestamp(us) => DateTime::from_epoch_micros(us + tz * 1_000_000),
+                other => {
+                    let t = text_of(&other);
+                    parse_datetime_text(&t).ok_or_else(|| wrong_datetime(&t, name, row))?
+                }
+            };
+            let us = round_micros(dt.to_epoch_micros(), *fsp);
+            Ok(Value::DateTime(DateTime::from_epoch_micros(us)))
+        }
+        ColumnType::Timestamp { fsp } => {
+            let us = match v {
+                Value::Timestamp(us) => us,
+                Value::DateTime(dt) => dt.to_epoch_micros() - tz * 1_000_000,
+                Value::Date(d) => {
+                    days_from_civil(i64::from(d.year), u32::from(d.month), u32::from(d.day))
+                        * 86_400_000_000
+                        - tz * 1_000_000
+                }
+                other => {
+                    let t = text_of(&other);
+                    parse_datetime_text(&t)
+                        .ok_or_else(|| wrong_datetime(&t, name, row))?
+                        .to_epoch_micros()
+                        - tz * 1_000_000
+                }
+            };
+            let us = round_micros(us, *fsp);
+            if !(TIMESTAMP_MIN_US..=TIMESTAMP_MAX_US).contains(&us) {
+                return Err(wrong_datetime(
+                    &binlog_format::value::format_timestamp(us + tz * 1_000_000, 6),
+                    name,
+                    row,
+                ));
+            }
+            Ok(Value::Timestamp(us))
+        }
+    }
+}
+
+fn too_long(col: &str, row: usize) -> Error {
+    Error::new(
+        code::ER_DATA_TOO_LONG,
+        format!("Data too long for column '{col}' at row {row}"),
+    )
+}
+
+/// [`text_of`] for a value that is not needed afterwards: text and bytes are moved, not
+/// copied (every inserted string passes here).
+fn into_text(v: Value) -> String {
+    match v {
+        Value::Text(s) => s,
+        Value::Bytes(b) => String::from_utf8(b)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        other => other.to_string(),
+    }
+}
+
+/// A value as bytes: bytes as they are, anything else as its text.
+fn into_bytes(v: Value) -> Vec<u8> {
+    match v {
+        Value::Bytes(b) => b,
+        Value::Text(s) => s.into_bytes(),
+        other => text_of(&other).into_bytes(),
+    }
+}
+
+pub fn text_of(v: &Value) -> String {
+    match v {
+        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// The value a column gets when an INSERT leaves it out. `None` means the column has no
+/// default (an error for NOT NULL columns in strict mode).
+pub fn default_value(col: &ColumnDef, now_us: i64, tz: TzOffset) -> Option<Value> {
+    match &col.default {
+        ColumnDefault::Value(v) => Some(v.clone()),
+        ColumnDefault::CurrentTimestamp { fsp } => {
+            let unit = 10i64.pow(6 - u32::from((*fsp).min(6)));
+            let us = now_us.div_euclid(unit) * unit;
+            Some(match col.ty {
+                ColumnType::DateTime { .. } => {
+                    Value::DateTime(DateTime::from_epoch_micros(us + tz * 1_000_000))
+                }
+                _ => Value::Timestamp(us),
+            })
+        }
+        ColumnDefault::None | ColumnDefault::Generated { .. } if col.nullable => Some(Value::Null),
+        ColumnDefault::None | ColumnDefault::Generated { .. } => None,
+    }
+}
+
+/// The "zero" of a type, for NOT NULL columns of meta rows.
+pub fn zero_value(ty: &ColumnType) -> Value {
+    match ty {
+        ColumnType::Integer { unsigned: true, .. } => Value::UInt(0),
+        ColumnType::Integer { .. } => Value::Int(0),
+        ColumnType::Decimal { scale, .. } => Value::Decimal(if *scale == 0 {
+            "0".into()
+        } else {
+            format!("0.{}", "0".repeat(usize::from(*scale)))
+        }),
+        ColumnType::Float => Value::Float(0.0),
+        ColumnType::Double => Value::Double(0.0),
+        ColumnType::Char { .. } | ColumnType::VarChar { .. } | ColumnType::Text { .. } => {
+            Value::Text(String::new())
+        }
+        ColumnType::Binary { len } => Value::Bytes(vec![0; *len as usize]),
+        ColumnType::VarBinary { .. } | ColumnType::Blob { .. } => Value::Bytes(vec![]),
+        ColumnType::Json => Value::Json("null".into()),
+        ColumnType::Date => Value::Date(Date {
+            year: 0,
+            month: 1,
+            day: 1,
+        }),
+        ColumnType::DateTime { .. } => Value::DateTime(DateTime {
+            date: Date {
+                year: 0,
+                month: 1,
+                day: 1,
+            },
+            hour: 0,
+            minute: 0,
+            second: 0,
+            micros: 0,
+        }),
+        ColumnType::Timestamp { .. } => Value::Timestamp(TIMESTAMP_MIN_US),
+    }
+}
+
+/// The largest value of a TTL column's type: what a meta row holds there, so it never expires.
+pub fn ttl_max(ty: &ColumnType) -> Value {
+    match ty {
+        ColumnType::DateTime { .. } => Value::DateTime(DateTime {
+            date: Date {
+                year: 9999,
+                month: 12,
+                day: 31,
+            },
+            hour: 23,
+            minute: 59,
+            second: 59,
+            micros: 0,
+        }),
+        _ => Value::Timestamp(2_147_483_647_000_000),
+    }
+}
+
+/// When a row with TTL value `v` expires, in epoch microseconds (`None`: never).
+pub fn expiry_us(v: &Value, seconds: u32) -> Option<i64> {
+    let base = match v {
+        Value::Timestamp(us) => *us,
+        Value::DateTime(dt) => dt.to_epoch_micros(),
+        Value::Date(d) => {
+            days_from_civil(i64::from(d.year), u32::from(d.month), u32::from(d.day))
+                * 86_400_000_000
+        }
+        _ => return None,
+    };
+    Some(base + i64::from(seconds) * 1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use binlog_format::schema::IntWidth;
+
+    fn col(ty: ColumnType) -> ColumnDef {
+        ColumnDef {
+            name: "c".into(),
+            ty,
+            nullable: true,
+            default: ColumnDefault::None,
+            on_update_now: false,
+            auto_increment: false,
+        }
+    }
+
+    /// Lengths count characters, not bytes; CHAR drops trailing spaces.
+    #[test]
+    fn strings_are_length_checked_in_characters() {
+        let text = |s: &str| Value::Text(s.into());
+        let varchar = col(ColumnType::VarChar { len: 3 });
+        assert_eq!(coerce(text("abc"), &varchar, 1, 0), Ok(text("abc")));
+        assert_eq!(coerce(text("ééé"), &varchar, 1, 0), Ok(text("ééé")));
+        assert_eq!(coerce(text("ab "), &varchar, 1, 0), Ok(text("ab ")));
+        for long in ["abcd", "éééé", "ab  "] {
+            let e = coerce(text(long), &varchar, 2, 0).expect_err(long);
+            assert_eq!(e.code, code::ER_DATA_TOO_LONG, "{long}");
+            assert_eq!(e.message, "Data too long for column 'c' at row 2");
+        }
+        let char3 = col(ColumnType::Char { len: 3 });
+        assert_eq!(coerce(text("ab "), &char3, 1, 0), Ok(text("ab")));
+        assert_eq!(coerce(text("é  "), &char3, 1, 0), Ok(text("é")));
+        assert_eq!(coerce(text("   "), &char3, 1, 0), Ok(text("")));
+        assert!(coerce(text("abcd"), &char3, 1, 0).is_err());
+    }
+
+    #[test]
+    fn integers_are_range_checked_and_rounded() {
+        let tiny = col(ColumnType::Integer {
+            width: IntWidth::Tiny,
+            unsigned: false,
+        });
+        assert_eq!(coerce(Value::Int(127), &tiny, 1, 0), Ok(Value::Int(127)));
+        assert_eq!(
+            coerce(Value::Int(128), &tiny, 1, 0).map_err(|e| e.code),
+            Err(code::ER_WARN_DATA_OUT_OF_RANGE.number)
+        );
+        assert_eq!(
+            coerce(Value::Text("12".into()), &tiny, 1, 0),
+            Ok(Value::Int(12))
+        );
+        assert_eq!(
+            coerce(Value::Decimal("2.5".into()), &tiny, 1, 0),
+            Ok(Value::Int(3))
+        );
+        let u = col(ColumnType::Integer {
+            width: IntWidth::Int,
+            unsigned: true,
+        });
+        assert_eq!(
+            coerce(Value::Int(-1), &u, 1, 0).map_err(|e| e.code),
+            Err(code::ER_WARN_DATA_OUT_OF_RANGE.number)
+        );
+    }
+
+    #[test]
+    fn decimals_are_rounded_to_scale() {
+        let d = col(ColumnType::Decimal {
+            precision: 5,
+            scale: 2,
+        });
+        assert_eq!(
+            coerce(Value::Decimal("1.005".into()), &d, 1, 0),
+            Ok(Value::Decimal("1.01".into()))
+        );
+        assert_eq!(
+            coerce(Value::Int(-3), &d, 1, 0),
+            Ok(Value::Decimal("-3.00".into()))
+        );
+        assert!(coerce(Value::Int(1000), &d, 1, 0).is_err());
+    }
+
+    #[test]
+    fn timestamps_parse_and_round() {
+        let t = col(ColumnType::Timestamp { fsp: 3 });
+        assert_eq!(
+            coerce(Value::Text("2024-01-02 03:04:05.1236".into()), &t, 1, 0),
+            Ok(Value::Timestamp(1_704_164_645_124_000))
+        );
+        assert!(coerce(Value::Text("2024-02-30".into()), &t, 1, 0).is_err());
+        assert!(coerce(Value::Text("2040-01-01".into()), &t, 1, 0).is_err());
+    }
+}

@@ -1,0 +1,255 @@
+//! The MySQL-protocol server shared by the primary (`ringrep-source serve`) and the replica
+//! (`ringrep-applier serve --listen`), on opensrv-mysql.
+//!
+//! Each connection is its own SQL session with its own variables and transaction. A replica's
+//! engine is read-only to sessions, so its clients get MySQL's read-only error while the
+//! applier writes through the privileged path.
+
+mod auth;
+pub mod config;
+mod conn;
+pub mod wire;
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use opensrv_mysql::AsyncMysqlIntermediary;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+pub use auth::Accounts;
+pub use config::{ServeArgs, ServerSettings};
+
+use ringrep_engine::Engine;
+
+/// What every connection shares.
+pub(crate) struct Shared {
+    engine: Engine,
+    accounts: Accounts,
+    /// Open connections (for the limit).
+    connections: AtomicUsize,
+    max_connections: usize,
+    tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
+    /// One clone per statement running on the blocking pool: shutdown waits for them.
+    busy: Arc<()>,
+}
+
+/// A bound server, not yet accepting.
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    next_id: AtomicU32,
+}
+
+/// How a server run ended.
+#[derive(Debug, Clone, Default)]
+pub struct ServeReport {
+    pub connections_accepted: u64,
+    pub connections_refused: u64,
+    /// Connections still open at shutdown (their open transactions were rolled back).
+    pub connections_closed_at_shutdown: usize,
+}
+
+impl Server {
+    /// Binds the listening socket. Without a root password only loopback addresses are
+    /// allowed: an open server nobody can lock is never put on a network.
+    pub async fn bind(engine: Engine, settings: &ServerSettings) -> io::Result<Server> {
+        if settings.accounts.passwordless("root") && !settings.listen.ip().is_loopback() {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "refusing to listen on {} with no root password; set --root-password or RINGREP_ROOT_PASSWORD, or listen on loopback",
+                    settings.listen
+                ),
+            ));
+        }
+        let listener = TcpListener::bind(settings.listen).await.map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot listen on {}: {e}", settings.listen),
+            )
+        })?;
+        Ok(Server {
+            listener,
+            shared: Arc::new(Shared {
+                engine,
+                accounts: settings.accounts.clone(),
+                connections: AtomicUsize::new(0),
+                max_connections: settings.max_connections,
+                tls: settings.tls.clone(),
+                busy: Arc::new(()),
+            }),
+            next_id: AtomicU32::new(1),
+        })
+    }
+
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Accepts clients until `shutdown` completes; then stops accepting, closes every
+    /// connection (rolling back its open transaction), waits for statements already running
+    /// to finish, and syncs the binlog.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> io::Result<ServeReport> {
+        let mut report = ServeReport::default();
+        let mut conns = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                accepted = self.listener.accept() => {
+                    let (stream, peer) = match accepted {
+                        Ok(a) => a,
+                        Err(e) => {
+                            // Out of file descriptors and the like: wait, do not spin.
+                            tracing::warn!("accept failed: {e}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let open = self.shared.connections.fetch_add(1, Ordering::SeqCst);
+                    if open >= self.shared.max_connections {
+                        self.shared.connections.fetch_sub(1, Ordering::SeqCst);
+                        report.connections_refused += 1;
+                        tracing::warn!(%peer, "refused: too many connections ({open})");
+                        tokio::spawn(refuse(stream));
+                        continue;
+                    }
+                    report.connections_accepted += 1;
+                    let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                    let shared = self.shared.clone();
+                    conns.spawn(serve_connection(shared, stream, peer, id));
+                }
+            }
+        }
+        drop(self.listener);
+        report.connections_closed_at_shutdown = conns.len();
+        tracing::info!("shutting down: closing {} connection(s)", conns.len());
+        // Dropping a connection drops its session, which rolls back its open transaction.
+        conns.shutdown().await;
+        // A statement already on the blocking pool finishes there (its client may not hear
+        // of it, which is allowed: it was never acknowledged).
+        while Arc::strong_count(&self.shared.busy) > 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let engine = self.shared.engine.clone();
+        tokio::task::spawn_blocking(move || engine.sync())
+            .await
+            .map_err(io::Error::other)?
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(report)
+    }
+}
+
+async fn serve_connection(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, id: u32) {
+    let _ = stream.set_nodelay(true);
+    let salt = match auth::new_salt() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("connection {id} from {peer}: {e}");
+            shared.connections.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+    };
+    tracing::debug!(connection = id, %peer, "connected");
+    let tls = shared.tls.clone();
+    let mut conn = conn::Conn::new(shared, id, salt);
+    let (mut r, mut w) = stream.into_split();
+    let result = match tls {
+        None => AsyncMysqlIntermediary::run_on(conn, r, w).await,
+        Some(tls) => {
+            // The greeting offers TLS; the client's answer says whether it switches.
+            match AsyncMysqlIntermediary::init_before_ssl(
+                &mut conn,
+                &mut r,
+                &mut w,
+                &Some(tls.clone()),
+            )
+            .await
+            {
+                Ok((true, init)) => {
+                    tracing::debug!(connection = id, "TLS");
+                    opensrv_mysql::secure_run_with_options(conn, w, Default::default(), tls, init)
+                        .await
+                }
+                Ok((false, init)) => {
+                    opensrv_mysql::plain_run_with_options(conn, w, Default::default(), init).await
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match result {
+        Ok(()) => tracing::debug!(connection = id, "closed"),
+        Err(e) => tracing::debug!(connection = id, "closed: {e}"),
+    }
+}
+
+/// MySQL's answer to one connection too many: error 1040 in place of the greeting.
+async fn refuse(mut stream: TcpStream) {
+    let msg = b"Too many connections";
+    let mut payload = vec![0xff];
+    payload.extend_from_slice(&1040u16.to_le_bytes());
+    payload.extend_from_slice(msg);
+    let len = payload.len() as u32;
+    let mut packet = len.to_le_bytes()[..3].to_vec();
+    packet.push(0);
+    packet.extend_from_slice(&payload);
+    let _ = stream.write_all(&packet).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Runs the TTL purge every 100 ms until aborted (primaries only: a replica purges what its
+/// primary's binlog says).
+pub fn spawn_ttl_purge(engine: Engine) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let e = engine.clone();
+            match tokio::task::spawn_blocking(move || e.purge_all(100)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::error!("TTL purge: {e}"),
+                Err(e) => tracing::error!("TTL purge stopped: {e}"),
+            }
+        }
+    })
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+pub async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!("cannot watch SIGTERM: {e}");
+                std::future::pending::<()>().await
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+    tracing::info!("stop requested");
+}
+
+/// Logs to standard error through tracing; `RINGREP_LOG` sets the filter (default `info`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RINGREP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}

@@ -1,0 +1,255 @@
+//! Prepared statements run with their parameters. INSERT, UPDATE and DELETE are parsed once per
+//! distinct text and the values bound into a copy of the parsed statement; writing the values
+//! into the text and parsing it again on every execution was an eighth of a single client's CPU
+//! (BENCHMARKS.md). Anything else runs as the text with the values written into it.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use binlog_format::Value;
+use sqlparser::ast::{visit_expressions, visit_expressions_mut, Expr, Statement};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+
+use super::{lexer, normalized, parse_one, Outcome, SqlSession};
+use ringrep_engine::error::{Error, Result};
+
+/// Distinct statement texts kept parsed per session; more than this starts the cache afresh.
+const CACHED_TEXTS: usize = 256;
+
+impl SqlSession {
+    /// Runs `sql`, whose `?` placeholders take `values` in order (a missing value is NULL).
+    pub fn execute_bound(&mut self, sql: &str, values: &[Value]) -> Result<Outcome> {
+        let template = match self.parsed.get(sql) {
+            Some(t) => t.clone(),
+            None => {
+                let t = template(sql);
+                if self.parsed.len() >= CACHED_TEXTS {
+                    self.parsed.clear();
+                }
+                self.parsed.insert(sql.to_string(), t.clone());
+                t
+            }
+        };
+        let Some(template) = template else {
+            return self.execute(&lexer::bind_placeholders(sql, values));
+        };
+        let stmt = bind(&template, values)?;
+        self.forget_subqueries();
+        self.dispatch(stmt, sql)
+    }
+}
+
+/// A prepared statement parsed once: the statement, and for each placeholder in the order the
+/// syntax-tree visitor meets it, which parameter it takes (its place in the text; the
+/// visitor's order can differ from the text's).
+pub(super) struct Template {
+    stmt: Statement,
+    parameter: Vec<usize>,
+}
+
+/// The parsed form of `sql` when it is an INSERT, UPDATE or DELETE whose every placeholder is
+/// a value in the parsed statement; `None` sends it down the text path.
+fn template(sql: &str) -> Option<Arc<Template>> {
+    let text = normalized(sql);
+    let stmt = parse_one(&text).ok()?;
+    if !matches!(
+        stmt,
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+    ) {
+        return None;
+    }
+    let positions = placeholder_positions(&stmt);
+    if positions.len() != lexer::count_placeholders(&text) {
+        return None;
+    }
+    let mut by_text: Vec<usize> = (0..positions.len()).collect();
+    by_text.sort_by_key(|&i| positions[i]);
+    let mut parameter = vec![0; positions.len()];
+    for (r, &i) in by_text.iter().enumerate() {
+        parameter[i] = r;
+    }
+    Some(Arc::new(Template { stmt, parameter }))
+}
+
+fn is_placeholder(e: &Expr) -> bool {
+    matches!(e, Expr::Value(v) if matches!(v.value, sqlparser::ast::Value::Placeholder(_)))
+}
+
+/// (line, column) of each placeholder, in the order the visitor meets them.
+fn placeholder_positions(stmt: &Statement) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let _ = visit_expressions(stmt, |e| {
+        if let Expr::Value(v) = e {
+            if is_placeholder(e) {
+                out.push((v.span.start.line, v.span.start.column));
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    out
+}
+
+/// The template's statement with its placeholders replaced by `values`.
+fn bind(template: &Template, values: &[Value]) -> Result<Statement> {
+    let mut stmt = template.stmt.clone();
+    let mut visited = 0;
+    let mut failed = None;
+    let _ = visit_expressions_mut(&mut stmt, |e| {
+        if is_placeholder(e) {
+            let value = template
+                .parameter
+                .get(visited)
+                .and_then(|&r| values.get(r))
+                .unwrap_or(&Value::Null);
+            visited += 1;
+            match literal_expr(value) {
+                Ok(x) => *e = x,
+                Err(err) => {
+                    failed = Some(err);
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(stmt),
+    }
+}
+
+/// The expression the text path would have parsed for `v`. NULL, non-negative integers and
+/// strings are built directly (parsing each value's text was most of the cost of binding);
+/// the rest goes through the parser. `literals_match_the_parser` checks both agree.
+fn literal_expr(v: &Value) -> Result<Expr> {
+    use sqlparser::ast::Value as Literal;
+    let literal = match v {
+        Value::Null => Literal::Null,
+        Value::Int(i) if *i >= 0 => Literal::Number(i.to_string(), false),
+        Value::UInt(u) => Literal::Number(u.to_string(), false),
+        Value::Text(s) => Literal::SingleQuotedString(s.clone()),
+        other => return parsed_literal_expr(other),
+    };
+    Ok(Expr::Value(literal.into()))
+}
+
+/// The expression the parser makes of `v`'s literal text.
+fn parsed_literal_expr(v: &Value) -> Result<Expr> {
+    let text = lexer::normalize_quotes(&lexer::literal_text(v));
+    Parser::new(&MySqlDialect {})
+        .try_with_sql(&text)
+        .and_then(|mut p| p.parse_expr())
+        .map_err(|e| Error::syntax(format!("parameter {text}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals_match_the_parser() {
+        let values = [
+            Value::Null,
+            Value::Int(0),
+            Value::Int(42),
+            Value::Int(i64::MAX),
+            Value::Int(-7),
+            Value::UInt(u64::MAX),
+            Value::Text(String::new()),
+            Value::Text("plain".into()),
+            Value::Text("it's a \\ back\\slash and \"quotes\"".into()),
+            Value::Text("ünïcödé ✓".into()),
+            Value::Text("line\nbreak\ttab %_".into()),
+            Value::Text("x".repeat(150)),
+        ];
+        for v in values {
+            assert_eq!(
+                literal_expr(&v).expect("fast"),
+                parsed_literal_expr(&v).expect("parsed"),
+                "{v:?}"
+            );
+        }
+    }
+    use ringrep_engine::{Engine, EngineConfig};
+
+    fn engine(dir: &std::path::Path) -> Engine {
+        let mut cfg = EngineConfig::new(1);
+        cfg.sync = binlog_format::SyncPolicy::Never;
+        Engine::open(dir, cfg).expect("open").0
+    }
+
+    fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
+        match s.execute(sql).expect("select") {
+            Outcome::Rows(r) => r.text_rows(),
+            other => panic!("not rows: {other:?}"),
+        }
+    }
+
+    /// Bound execution and the text path give the same rows for the same statements, values
+    /// of every kind included, and placeholders take values in text order.
+    #[test]
+    fn bound_and_text_paths_agree() {
+        let (a, b) = (
+            tempfile::tempdir().expect("dir"),
+            tempfile::tempdir().expect("dir"),
+        );
+        let (ea, eb) = (engine(a.path()), engine(b.path()));
+        let (mut bound, mut text) = (SqlSession::new(&ea), SqlSession::new(&eb));
+        let create = "CREATE TABLE test.t (k INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), s VARCHAR(40), d DOUBLE, b VARBINARY(8), PRIMARY KEY (k, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'";
+        bound.execute(create).expect("create");
+        text.execute(create).expect("create");
+        let steps: Vec<(&str, Vec<Value>)> = vec![
+            (
+                "INSERT INTO test.t (k, s, d, b) VALUES (?, ?, ?, ?)",
+                vec![
+                    Value::Int(-7),
+                    Value::Text("it's \"quoted\" \\ here".into()),
+                    Value::Double(2.5),
+                    Value::Bytes(vec![0, 1, 0xff]),
+                ],
+            ),
+            (
+                "INSERT INTO test.t (k, s) VALUES (?, ?), (?, ?)",
+                vec![
+                    Value::Int(1),
+                    Value::Null,
+                    Value::Int(1),
+                    Value::Text("x".into()),
+                ],
+            ),
+            (
+                "UPDATE test.t SET s = ? WHERE k = ? AND d IS NULL",
+                vec![Value::Text("set".into()), Value::Int(1)],
+            ),
+            ("DELETE FROM test.t WHERE k = ?", vec![Value::Int(-7)]),
+            (
+                "INSERT INTO test.t (k, s) VALUES (?, ?)",
+                vec![Value::Int(2)],
+            ),
+        ];
+        for (sql, values) in &steps {
+            assert!(template(sql).is_some(), "{sql} takes the bound path");
+            let got = bound.execute_bound(sql, values).map_err(|e| e.to_string());
+            let want = text
+                .execute(&lexer::bind_placeholders(sql, values))
+                .map_err(|e| e.to_string());
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{sql}");
+        }
+        let all = "SELECT k, ring_idx, s, d, HEX(b) FROM test.t ORDER BY k, ring_idx";
+        assert_eq!(rows(&mut bound, all), rows(&mut text, all));
+        assert_eq!(
+            rows(
+                &mut bound,
+                "SELECT s FROM test.t WHERE k = 1 ORDER BY ring_idx"
+            ),
+            vec![vec![Some("set".to_string())], vec![Some("set".to_string())]]
+        );
+    }
+
+    #[test]
+    fn other_statements_take_the_text_path() {
+        assert!(template("SELECT * FROM t WHERE k = ?").is_none());
+        assert!(template("INSERT INTO t VALUES (").is_none());
+    }
+}

@@ -1,0 +1,1001 @@
+//! CREATE TABLE (also LIKE and AS SELECT), DROP, and ALTER TABLE from SQL.
+
+use binlog_format::schema::{
+    ColumnDef, ColumnDefault, ColumnType, IndexDef, IndexKind, IntWidth, LobSize, TableDef,
+};
+use binlog_format::Value;
+use sqlparser::ast::{
+    ColumnOption, CreateTable, CreateTableLikeKind, CreateTableOptions, Expr, ObjectName,
+    ObjectType, SqlOption, TableConstraint,
+};
+
+use super::expr::{eval, Scope};
+use super::lexer::{find_top_level, split_top_level_commas, take_string};
+use super::{parse_one, split_name, Outcome, SqlSession};
+use ringrep_engine::ddl::{prepare_table, PartitionSpec};
+use ringrep_engine::error::{code, Error, Result};
+use ringrep_engine::ring::{parse_comment, RingSpec, TtlSpec};
+use ringrep_engine::types::coerce;
+use ringrep_engine::HIDDEN_ROW_ID;
+
+/// A SQL type name (as sqlparser prints it) as a column type.
+pub fn column_type(sql: &str) -> Result<ColumnType> {
+    let s = sql.to_ascii_uppercase();
+    let unsigned = s.contains("UNSIGNED");
+    let base = s.split(['(', ' ']).next().unwrap_or("").to_string();
+    let args: Vec<u32> = s
+        .split_once('(')
+        .and_then(|(_, r)| r.split_once(')'))
+        .map(|(a, _)| a.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    let int = |width| Ok(ColumnType::Integer { width, unsigned });
+    match base.as_str() {
+        "TINYINT" | "BOOL" | "BOOLEAN" => int(IntWidth::Tiny),
+        "SMALLINT" => int(IntWidth::Small),
+        "MEDIUMINT" => int(IntWidth::Medium),
+        "INT" | "INTEGER" => int(IntWidth::Int),
+        "BIGINT" => int(IntWidth::Big),
+        "DECIMAL" | "NUMERIC" | "DEC" => {
+            let precision = args.first().copied().unwrap_or(10) as u8;
+            let scale = args.get(1).copied().unwrap_or(0) as u8;
+            if precision > 65 || scale > 30 || scale > precision {
+                return Err(Error::new(
+                    code::ER_TOO_BIG_PRECISION,
+                    format!("Too-big precision {precision} specified. Maximum is 65."),
+                ));
+            }
+            Ok(ColumnType::Decimal { precision, scale })
+        }
+        "FLOAT" => Ok(ColumnType::Float),
+        "DOUBLE" | "REAL" => Ok(ColumnType::Double),
+        "CHAR" | "CHARACTER" => Ok(ColumnType::Char {
+            len: args.first().copied().unwrap_or(1),
+        }),
+        "VARCHAR" => Ok(ColumnType::VarChar {
+            len: *args
+                .first()
+                .ok_or_else(|| Error::syntax("VARCHAR needs a length"))?,
+        }),
+        "BINARY" => Ok(ColumnType::Binary {
+            len: args.first().copied().unwrap_or(1),
+        }),
+        "VARBINARY" => Ok(ColumnType::VarBinary {
+            len: *args
+                .first()
+                .ok_or_else(|| Error::syntax("VARBINARY needs a length"))?,
+        }),
+        "TINYTEXT" => Ok(ColumnType::Text {
+            size: LobSize::Tiny,
+        }),
+        "TEXT" => Ok(ColumnType::Text {
+            size: LobSize::Normal,
+        }),
+        "MEDIUMTEXT" => Ok(ColumnType::Text {
+            size: LobSize::Medium,
+        }),
+        "LONGTEXT" => Ok(ColumnType::Text {
+            size: LobSize::Long,
+        }),
+        "TINYBLOB" => Ok(ColumnType::Blob {
+            size: LobSize::Tiny,
+        }),
+        "BLOB" => Ok(ColumnType::Blob {
+            size: LobSize::Normal,
+        }),
+        "MEDIUMBLOB" => Ok(ColumnType::Blob {
+            size: LobSize::Medium,
+        }),
+        "LONGBLOB" => Ok(ColumnType::Blob {
+            size: LobSize::Long,
+        }),
+        "JSON" => Ok(ColumnType::Json),
+        "DATE" => Ok(ColumnType::Date),
+        "DATETIME" => Ok(ColumnType::DateTime {
+            fsp: args.first().copied().unwrap_or(0).min(6) as u8,
+        }),
+        "TIMESTAMP" => Ok(ColumnType::Timestamp {
+            fsp: args.first().copied().unwrap_or(0).min(6) as u8,
+        }),
+        _ => Err(Error::unsupported(format!("column type {sql}"))),
+    }
+}
+
+fn current_timestamp_fsp(e: &Expr) -> Option<u8> {
+    let s = e.to_string().to_ascii_uppercase().replace(' ', "");
+    for name in ["CURRENT_TIMESTAMP", "NOW", "LOCALTIMESTAMP"] {
+        if let Some(rest) = s.strip_prefix(name) {
+            let digits: String = rest.chars().filter(char::is_ascii_digit).collect();
+            return Some(digits.parse().unwrap_or(0));
+        }
+    }
+    None
+}
+
+/// A column definition from SQL; `primary` is set when the column says PRIMARY KEY.
+fn column_def(
+    c: &sqlparser::ast::ColumnDef,
+    session: &SqlSession,
+) -> Result<(ColumnDef, bool, bool)> {
+    let ty = column_type(&c.data_type.to_string())?;
+    let mut nullable = true;
+    let mut explicit_null = false;
+    let mut default_expr: Option<&Expr> = None;
+    let mut generated: Option<ColumnDefault> = None;
+    let mut on_update_now = false;
+    let mut auto_increment = false;
+    let mut primary = false;
+    let mut unique = false;
+    for o in &c.options {
+        match &o.option {
+            ColumnOption::NotNull => nullable = false,
+            ColumnOption::Null => explicit_null = true,
+            ColumnOption::Default(e) => default_expr = Some(e),
+            ColumnOption::OnUpdate(e) => on_update_now = current_timestamp_fsp(e).is_some(),
+            ColumnOption::Generated {
+                generation_expr: Some(e),
+                generation_expr_mode,
+                ..
+            } => {
+                generated = Some(ColumnDefault::Generated {
+                    expr: e.to_string(),
+                    stored: matches!(
+                        generation_expr_mode,
+                        Some(sqlparser::ast::GeneratedExpressionMode::Stored)
+                    ),
+                });
+            }
+            other => {
+                let s = other.to_string().to_ascii_uppercase();
+                if s.contains("AUTO_INCREMENT") {
+                    auto_increment = true;
+                } else if s.starts_with("PRIMARY KEY") {
+                    primary = true;
+                    nullable = false;
+                } else if s.starts_with("UNIQUE") {
+                    unique = true;
+                } else if s.starts_with("COMMENT")
+                    || s.starts_with("CHARACTER SET")
+                    || s.starts_with("COLLATE")
+                    || s.starts_with("CHARSET")
+                {
+                } else {
+                    return Err(Error::unsupported(format!("column option {other}")));
+                }
+            }
+        }
+    }
+    let _ = explicit_null;
+    let mut col = ColumnDef {
+        name: c.name.value.clone(),
+        ty: ty.clone(),
+        nullable,
+        default: ColumnDefault::None,
+        on_update_now,
+        auto_increment,
+    };
+    if let Some(e) = default_expr {
+        if let Some(fsp) = current_timestamp_fsp(e) {
+            col.default = ColumnDefault::CurrentTimestamp { fsp };
+        } else {
+            let v = eval(e, &Scope::empty(), &session.ctx())?;
+            if v.is_null() {
+                if !nullable {
+                    return Err(Error::new(
+                        code::ER_INVALID_DEFAULT,
+                        format!("Invalid default value for '{}'", col.name),
+                    ));
+                }
+                col.default = ColumnDefault::Value(Value::Null);
+            } else {
+                if ty.is_lob() {
+                    return Err(Error::new(
+                        code::ER_BLOB_CANT_HAVE_DEFAULT,
+                        format!(
+                            "BLOB, TEXT, GEOMETRY or JSON column '{}' can't have a default value",
+                            col.name
+                        ),
+                    ));
+                }
+                let c2 = ColumnDef {
+                    nullable: true,
+                    ..col.clone()
+                };
+                let v = coerce(v, &c2, 1, session.session.vars.tz_offset).map_err(|_| {
+                    Error::new(
+                        code::ER_INVALID_DEFAULT,
+                        format!("Invalid default value for '{}'", col.name),
+                    )
+                })?;
+                col.default = ColumnDefault::Value(v);
+            }
+        }
+    }
+    if let Some(g) = generated {
+        if default_expr.is_some() {
+            return Err(Error::new(
+                code::ER_WRONG_ARGUMENTS,
+                format!("A generated column cannot have a DEFAULT ('{}')", col.name),
+            ));
+        }
+        col.default = g;
+    }
+    Ok((col, primary, unique))
+}
+
+fn index_columns(def: &TableDef, cols: &[String]) -> Result<Vec<usize>> {
+    cols.iter()
+        .map(|c| {
+            def.column_index(c).ok_or_else(|| {
+                Error::new(
+                    code::ER_KEY_COLUMN_DOES_NOT_EXITS,
+                    format!("Key column '{c}' doesn't exist in table"),
+                )
+            })
+        })
+        .collect()
+}
+
+fn constraint_columns(c: &TableConstraint) -> Vec<String> {
+    // The column list is the first parenthesised list of the constraint's text.
+    let s = c.to_string();
+    let Some(open) = s.find('(') else {
+        return vec![];
+    };
+    let close = s[open..].find(')').map_or(s.len(), |i| open + i);
+    split_top_level_commas(&s[open + 1..close])
+        .into_iter()
+        .map(|x| {
+            x.split_whitespace()
+                .next()
+                .unwrap_or("")
+                .trim_matches('`')
+                .to_string()
+        })
+        .map(|x| x.split('(').next().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Parses the text after `PARTITION BY`.
+pub fn parse_partition(text: &str) -> Result<PartitionSpec> {
+    let t = text.trim();
+    let upper = t.to_ascii_uppercase();
+    let kinds = [
+        "LINEAR KEY",
+        "LINEAR HASH",
+        "KEY",
+        "HASH",
+        "RANGE COLUMNS",
+        "RANGE",
+        "LIST COLUMNS",
+        "LIST",
+    ];
+    let kind = kinds
+        .iter()
+        .find(|k| upper.starts_with(*k))
+        .ok_or_else(|| {
+            Error::syntax(format!(
+                "You have an error in your SQL syntax near 'PARTITION BY {t}'"
+            ))
+        })?;
+    let rest = &t[kind.len()..];
+    let open = rest
+        .find('(')
+        .ok_or_else(|| Error::syntax("PARTITION BY needs a column list"))?;
+    let close = rest[open..]
+        .find(')')
+        .map(|i| open + i)
+        .ok_or_else(|| Error::syntax("PARTITION BY needs a column list"))?;
+    let columns = split_top_level_commas(&rest[open + 1..close])
+        .into_iter()
+        .map(|c| c.trim_matches('`').to_string())
+        .filter(|c| !c.is_empty())
+        .collect();
+    let after = rest[close + 1..].to_ascii_uppercase();
+    let partitions = after
+        .trim_start()
+        .strip_prefix("PARTITIONS")
+        .and_then(|p| p.split_whitespace().next())
+        .and_then(|n| n.parse().ok());
+    Ok(PartitionSpec {
+        kind: kind.to_string(),
+        columns,
+        partitions,
+    })
+}
+
+impl SqlSession {
+    /// CREATE TABLE whose text carries `PARTITION BY`, which sqlparser does not take for MySQL.
+    pub(crate) fn create_table_text(&mut self, text: &str) -> Result<Outcome> {
+        let at = find_top_level(text, "PARTITION BY")
+            .ok_or_else(|| Error::internal("no PARTITION BY"))?;
+        let partition = parse_partition(&text[at + "PARTITION BY".len()..])?;
+        match parse_one(&text[..at])? {
+            sqlparser::ast::Statement::CreateTable(ct) => self.create_table(&ct, Some(partition)),
+            _ => Err(Error::syntax("expected CREATE TABLE")),
+        }
+    }
+
+    pub(crate) fn create_table(
+        &mut self,
+        ct: &CreateTable,
+        partition: Option<PartitionSpec>,
+    ) -> Result<Outcome> {
+        let (db, name) = split_name(&ct.name)?;
+        let db = match db {
+            Some(d) => d,
+            None => self.session.current_db()?,
+        };
+        if let Some(like) = &ct.like {
+            let source = match like {
+                CreateTableLikeKind::Parenthesized(l) | CreateTableLikeKind::Plain(l) => &l.name,
+            };
+            let (sdb, sname) = split_name(source)?;
+            let mut def = self.session.table_def(sdb.as_deref(), &sname)?;
+            def.database = db;
+            def.name = name;
+            self.session.create_table(def, ct.if_not_exists)?;
+            return Ok(Outcome::Affected {
+                rows: 0,
+                info: None,
+            });
+        }
+        let mut def = TableDef {
+            id: 0,
+            database: db.clone(),
+            name: name.clone(),
+            columns: Vec::new(),
+            primary_key: Vec::new(),
+            indexes: Vec::new(),
+            ring: None,
+            ttl: None,
+            partitioning: None,
+            comment: None,
+        };
+        let mut column_uniques = Vec::new();
+        for c in &ct.columns {
+            let (col, primary, unique) = column_def(c, self)?;
+            if primary {
+                if !def.primary_key.is_empty() {
+                    return Err(Error::new(
+                        code::ER_MULTIPLE_PRI_KEY,
+                        "Multiple primary key defined",
+                    ));
+                }
+                def.primary_key = vec![def.columns.len()];
+            }
+            if unique {
+                column_uniques.push(col.name.clone());
+            }
+            def.columns.push(col);
+        }
+        let mut foreign_keys = false;
+        for c in &ct.constraints {
+            let text = c.to_string();
+            let upper = text.to_ascii_uppercase();
+            let cols = constraint_columns(c);
+            if upper.contains("FOREIGN KEY") {
+                foreign_keys = true;
+                continue;
+            }
+            if upper.starts_with("CHECK") || upper.contains(" CHECK (") {
+                continue;
+            }
+            let positions = index_columns(&def, &cols)?;
+            if upper.contains("PRIMARY KEY") {
+                if !def.primary_key.is_empty() {
+                    return Err(Error::new(
+                        code::ER_MULTIPLE_PRI_KEY,
+                        "Multiple primary key defined",
+                    ));
+                }
+                for &p in &positions {
+                    def.columns[p].nullable = false;
+                }
+                def.primary_key = positions;
+            } else {
+                let kind = if upper.starts_with("UNIQUE") || upper.contains(" UNIQUE ") {
+                    IndexKind::Unique
+                } else {
+                    IndexKind::Secondary
+                };
+                let index_name = match c {
+                    TableConstraint::Unique(u) => u
+                        .index_name
+                        .as_ref()
+                        .or(u.name.as_ref())
+                        .map(|n| n.value.clone()),
+                    TableConstraint::Index(i) => i.name.as_ref().map(|n| n.value.clone()),
+                    _ => None,
+                }
+                .unwrap_or_else(|| cols.first().cloned().unwrap_or_default());
+                def.indexes.push(IndexDef {
+                    name: index_name,
+                    kind,
+                    columns: positions,
+                });
+            }
+        }
+        for u in column_uniques {
+            let p = index_columns(&def, std::slice::from_ref(&u))?;
+            def.indexes.push(IndexDef {
+                name: u,
+                kind: IndexKind::Unique,
+                columns: p,
+            });
+        }
+        if let CreateTableOptions::Plain(opts) | CreateTableOptions::Options(opts) =
+            &ct.table_options
+        {
+            for o in opts {
+                if let SqlOption::Comment(c) = o {
+                    let s = c.to_string();
+                    def.comment =
+                        take_string(s.trim_start_matches(|ch: char| ch != '\'' && ch != '"'))
+                            .map(|(x, _)| x)
+                            .or(Some(s));
+                }
+            }
+        }
+        if let Some(q) = &ct.query {
+            // CREATE TABLE ... AS SELECT: a plain table with the visible rows.
+            let text = q.to_string();
+            let rows = self.run_query(q, &text)?;
+            if def.columns.is_empty() {
+                for (name, ty) in rows.columns.iter().zip(&rows.types) {
+                    def.columns.push(ColumnDef {
+                        name: name.clone(),
+                        ty: ty.clone().unwrap_or(ColumnType::Text {
+                            size: LobSize::Long,
+                        }),
+                        nullable: true,
+                        default: ColumnDefault::None,
+                        on_update_now: false,
+                        auto_increment: false,
+                    });
+                }
+            }
+            def.comment = None;
+            let def = prepare_table(def, partition.as_ref(), foreign_keys)?;
+            let (dbn, tn) = (def.database.clone(), def.name.clone());
+            self.session.create_table(def, ct.if_not_exists)?;
+            let created = self.session.table_def(Some(&dbn), &tn)?;
+            let cols: Vec<usize> = (0..rows.columns.len()).collect();
+            let n = rows.rows.len() as u64;
+            let data = rows.rows;
+            self.statement(|s| {
+                s.session
+                    .insert(&created, &cols, data, ringrep_engine::InsertMode::Insert)
+            })?;
+            return Ok(Outcome::Affected {
+                rows: n,
+                info: Some(format!("Records: {n}  Duplicates: 0  Warnings: 0")),
+            });
+        }
+        let def = prepare_table(def, partition.as_ref(), foreign_keys)?;
+        self.session.create_table(def, ct.if_not_exists)?;
+        Ok(Outcome::Affected {
+            rows: 0,
+            info: None,
+        })
+    }
+
+    pub(crate) fn drop(
+        &mut self,
+        kind: ObjectType,
+        if_exists: bool,
+        names: &[ObjectName],
+    ) -> Result<Outcome> {
+        match kind {
+            ObjectType::Table => {
+                for n in names {
+                    let (db, t) = split_name(n)?;
+                    self.session.drop_table(db.as_deref(), &t, if_exists)?;
+                }
+                Ok(Outcome::Affected {
+                    rows: 0,
+                    info: None,
+                })
+            }
+            ObjectType::Database | ObjectType::Schema => {
+                for n in names {
+                    self.session.drop_database(&split_name(n)?.1, if_exists)?;
+                }
+                Ok(Outcome::Affected {
+                    rows: 0,
+                    info: None,
+                })
+            }
+            other => Err(Error::unsupported(format!("DROP {other}"))),
+        }
+    }
+
+    /// ALTER TABLE, parsed clause by clause: table options here, column and index clauses
+    /// through sqlparser. Every ALTER is a copying ALTER that keeps meta rows.
+    pub(crate) fn alter_table_text(&mut self, text: &str) -> Result<Outcome> {
+        let after =
+            text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..].trim_start();
+        let name_end = after.find(char::is_whitespace).unwrap_or(after.len());
+        let name_text = after[..name_end].replace('`', "");
+        let (db, t) = match name_text.split_once('.') {
+            Some((d, t)) => (Some(d.to_string()), t.to_string()),
+            None => (None, name_text.clone()),
+        };
+        let old = self.session.table_def(db.as_deref(), &t)?;
+        let mut new = old.clone();
+        let mut algorithm_inplace = false;
+        let mut new_comment: Option<String> = None;
+        let mut partition_change: Option<&'static str> = None;
+        let mut renames: Vec<(String, String)> = Vec::new();
+        let mut dropped: Vec<String> = Vec::new();
+        let mut added: Vec<usize> = Vec::new();
+        // A copying ALTER rewrites rows and drops expired ones; an in-place one (comment,
+        // indexes, renames) keeps every stored row.
+        let mut copying = false;
+        for clause in split_top_level_commas(&after[name_end..]) {
+            let upper = clause.to_ascii_uppercase();
+            // Words are identifiers: `COMMENT='x'` and `ALGORITHM=INPLACE` start with their keyword.
+            let words: Vec<&str> = upper
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .filter(|w| !w.is_empty())
+                .collect();
+            let value_after_eq = |c: &str| {
+                c.split_once('=')
+                    .map(|(_, v)| v.trim().to_string())
+                    .unwrap_or_else(|| c.split_whitespace().nth(1).unwrap_or("").to_string())
+            };
+            match words.first().copied().unwrap_or("") {
+                "ALGORITHM" => {
+                    let alg = value_after_eq(&upper);
+                    algorithm_inplace = alg.trim() == "INPLACE";
+                    copying |= alg.trim() == "COPY";
+                }
+                "LOCK" => {}
+                "ENGINE" => {}
+                "COMMENT" => {
+                    let rest = clause[7..]
+                        .trim_start()
+                        .trim_start_matches('=')
+                        .trim_start();
+                    new_comment = Some(
+                        take_string(rest)
+                            .map(|(s, _)| s)
+                            .ok_or_else(|| Error::syntax("COMMENT needs a string"))?,
+                    );
+                }
+                "PARTITION" if words.get(1) == Some(&"BY") => {
+                    let spec = parse_partition(&clause[upper.find("BY").map_or(0, |i| i + 2)..])?;
+                    if new.ring.is_some() && spec.kind != "KEY" && spec.kind != "LINEAR KEY" {
+                        return Err(Error::create_option(
+                            "MAX_ROWS_PER_PK supports only KEY partitioning",
+                        ));
+                    }
+                    let cols = index_columns(&new, &spec.columns)?;
+                    new.partitioning = Some(binlog_format::schema::Partitioning {
+                        linear: spec.kind.starts_with("LINEAR"),
+                        columns: cols,
+                        partitions: spec.partitions,
+                    });
+                    partition_change = Some("repartition");
+                    copying = true;
+                }
+                "ADD" if words.get(1) == Some(&"PARTITION") => {
+                    partition_change = Some("Can't add partition to ring buffer table");
+                    copying = true;
+                    if let Some(p) = new.partitioning.as_mut() {
+                        let n: Option<u32> = words
+                            .iter()
+                            .skip_while(|w| **w != "PARTITIONS")
+                            .nth(1)
+                            .and_then(|n| n.parse().ok());
+                        p.partitions = Some(p.partitions.unwrap_or(1) + n.unwrap_or(1));
+                    }
+                }
+                "REORGANIZE" | "COALESCE" => {
+                    partition_change = Some("Can't reorganize partitions of ring buffer table");
+                    copying = true;
+                }
+                _ => {
+                    let stmt = parse_one(&format!("ALTER TABLE {name_text} {clause}"))?;
+                    let sqlparser::ast::Statement::AlterTable(at) = stmt else {
+                        return Err(Error::syntax("expected ALTER TABLE"));
+                    };
+                    for op in at.operations {
+                        use sqlparser::ast::AlterTableOperation as Op;
+                        copying |= matches!(
+                            op,
+                            Op::AddColumn { .. }
+                                | Op::DropColumn { .. }
+                                | Op::ModifyColumn { .. }
+                                | Op::ChangeColumn { .. }
+                        );
+                        self.alter_operation(&mut new, op, &mut renames, &mut dropped, &mut added)?;
+                    }
+                }
+            }
+        }
+        // Ring and TTL properties are fixed at CREATE (the spec).
+        if let Some(c) = &new_comment {
+            let opts = parse_comment(c)?;
+            let inplace_err = |what: &str| {
+                if algorithm_inplace {
+                    Error::new(code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON, format!("ALGORITHM=INPLACE is not supported. Reason: {what}. Try ALGORITHM=COPY."))
+                } else {
+                    Error::create_option(what)
+                }
+            };
+            // An option the new comment leaves out stays as it was; only `=off` disables.
+            match (&old.ring, &opts.ring) {
+                (None, Some(RingSpec::On { .. })) => {
+                    return Err(inplace_err(
+                        "Cannot enable ring buffer via ALTER; use DROP+CREATE",
+                    ))
+                }
+                (Some(_), Some(RingSpec::Off)) => {
+                    return Err(Error::create_option("Cannot disable ring buffer via ALTER"))
+                }
+                (Some(r), Some(RingSpec::On { size, .. })) if *size != r.size => {
+                    return Err(Error::create_option(
+                        "Cannot change ring buffer size; use DROP+CREATE to resize",
+                    ))
+                }
+                _ => {}
+            }
+            if old.ring.is_some() {
+                let had_ttl = old.ttl.is_some();
+                let wants_ttl = match opts.ttl {
+                    Some(TtlSpec::On { .. }) => true,
+                    Some(TtlSpec::Off) => false,
+                    None => had_ttl,
+                };
+                if had_ttl != wants_ttl {
+                    return Err(inplace_err(
+                        "Cannot enable/disable TTL on a ring table; use DROP+CREATE",
+                    ));
+                }
+            }
+            let keeps_old = (old.ring.is_some() && opts.ring.is_none())
+                || (old.ttl.is_some() && opts.ttl.is_none());
+            let _ = keeps_old;
+            new.comment = Some(merge_comment(old.comment.as_deref().unwrap_or(""), c));
+        }
+        if let Some(why) = partition_change {
+            if new.ring.is_some() && algorithm_inplace && why != "repartition" {
+                return Err(Error::new(
+                    code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON,
+                    format!(
+                        "ALGORITHM=INPLACE is not supported. Reason: {why}. Try ALGORITHM=COPY."
+                    ),
+                ));
+            }
+        }
+        // A renamed TTL column needs the comment to follow it.
+        if let Some(ttl) = &old.ttl {
+            let ttl_name = &old.columns[ttl.column].name;
+            if renames
+                .iter()
+                .any(|(from, _)| from.eq_ignore_ascii_case(ttl_name))
+                && new_comment.is_none()
+            {
+                return Err(Error::new(
+                    code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON,
+                    "Renaming the TTL column without updating the TTL comment is not supported. Reason: It's used as the TTL column. Try renaming it and updating the comment in one ALTER TABLE ... COMMENT='NDB_TABLE=TTL=<seconds>@<new name>' statement.",
+                ));
+            }
+        }
+        if let Some(r) = &old.ring {
+            for d in &dropped {
+                if d.eq_ignore_ascii_case(&old.columns[r.slot_column].name)
+                    || d.eq_ignore_ascii_case(&old.columns[r.meta_column].name)
+                {
+                    return Err(Error::create_option(
+                        "Cannot drop the ring index or meta column of a ring buffer table",
+                    ));
+                }
+            }
+        }
+        let prepared = prepare_table(new, None, false).map_err(|e| {
+            if algorithm_inplace && e.code == code::ER_ILLEGAL_HA_CREATE_OPTION {
+                let reason = e
+                    .message
+                    .rsplit_once("create option '")
+                    .map(|(_, r)| r.trim_end_matches('\'').to_string())
+                    .unwrap_or_default();
+                Error::new(
+                    code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON,
+                    format!(
+                        "ALGORITHM=INPLACE is not supported. Reason: {reason}. Try ALGORITHM=COPY."
+                    ),
+                )
+            } else {
+                e
+            }
+        })?;
+        let mut prepared = prepared;
+        prepared.partitioning = prepared.partitioning.or(old.partitioning.clone());
+        // Map each stored row into the new layout by column name.
+        let mapping: Vec<Option<usize>> = prepared
+            .columns
+            .iter()
+            .map(|c| {
+                let source = renames
+                    .iter()
+                    .find(|(_, to)| to.eq_ignore_ascii_case(&c.name))
+                    .map(|(from, _)| from.as_str())
+                    .unwrap_or(&c.name);
+                old.column_index(source)
+            })
+            .collect();
+        let now = self.session.now_us();
+        let tz = self.session.vars.tz_offset;
+        let ttl_old = old.ttl.clone();
+        let new_def = prepared.clone();
+        let mut map = |row: &[Value], is_meta: bool| -> Result<Option<Vec<Value>>> {
+            if !is_meta && copying {
+                if let Some(t) = &ttl_old {
+                    if row
+                        .get(t.column)
+                        .and_then(|v| ringrep_engine::types::expiry_us(v, t.seconds))
+                        .is_some_and(|e| e <= now)
+                    {
+                        return Ok(None);
+                    }
+                }
+            }
+            let mut out = Vec::with_capacity(new_def.columns.len());
+            for (i, c) in new_def.columns.iter().enumerate() {
+                out.push(match mapping[i] {
+                    Some(src) => {
+                        let v = row.get(src).cloned().unwrap_or(Value::Null);
+                        if is_meta
+                            && (v.is_null()
+                                || new_def.ring.as_ref().is_some_and(|r| r.meta_column == i))
+                        {
+                            v
+                        } else {
+                            coerce(
+                                v,
+                                &ColumnDef {
+                                    nullable: true,
+                                    ..c.clone()
+                                },
+                                1,
+                                tz,
+                            )?
+                        }
+                    }
+                    None if is_meta && c.nullable => Value::Null,
+                    None => ringrep_engine::types::default_value(c, now, tz)
+                        .unwrap_or_else(|| ringrep_engine::types::zero_value(&c.ty)),
+                });
+            }
+            Ok(Some(out))
+        };
+        self.session.alter_table(prepared, &mut map)?;
+        let _ = added;
+        Ok(Outcome::Affected {
+            rows: 0,
+            info: Some("Records: 0  Duplicates: 0  Warnings: 0".into()),
+        })
+    }
+
+    fn alter_operation(
+        &self,
+        def: &mut TableDef,
+        op: sqlparser::ast::AlterTableOperation,
+        renames: &mut Vec<(String, String)>,
+        dropped: &mut Vec<String>,
+        added: &mut Vec<usize>,
+    ) -> Result<()> {
+        use sqlparser::ast::AlterTableOperation as Op;
+        match op {
+            Op::AddColumn { column_def: c, .. } => {
+                let (col, _, _) = column_def(&c, self)?;
+                if def.column_index(&col.name).is_some() {
+                    return Err(Error::new(
+                        code::ER_DUP_FIELDNAME,
+                        format!("Duplicate column name '{}'", col.name),
+                    ));
+                }
+                let pos = def.column_index(HIDDEN_ROW_ID).unwrap_or(def.columns.len());
+                shift_positions(def, pos);
+                def.columns.insert(pos, col);
+                added.push(pos);
+            }
+            Op::DropColumn {
+                column_names,
+                if_exists,
+                ..
+            } => {
+                for n in column_names {
+                    let Some(i) = def.column_index(&n.value) else {
+                        if if_exists {
+                            continue;
+                        }
+                        return Err(Error::new(
+                            code::ER_CANT_DROP_FIELD_OR_KEY,
+                            format!("Can't DROP '{}'; check that column/key exists", n.value),
+                        ));
+                    };
+                    dropped.push(n.value.clone());
+                    if def
+                        .ring
+                        .as_ref()
+                        .is_some_and(|r| r.slot_column == i || r.meta_column == i)
+                    {
+                        continue;
+                    }
+                    remove_column(def, i);
+                }
+            }
+            Op::RenameColumn {
+                old_column_name,
+                new_column_name,
+            } => {
+                let i = def
+                    .column_index(&old_column_name.value)
+                    .ok_or_else(|| Error::bad_field(&old_column_name.value, def.name.as_str()))?;
+                renames.push((old_column_name.value.clone(), new_column_name.value.clone()));
+                def.columns[i].name = new_column_name.value;
+            }
+            Op::ModifyColumn {
+                col_name,
+                data_type,
+                options,
+                ..
+            } => {
+                let i = def
+                    .column_index(&col_name.value)
+                    .ok_or_else(|| Error::bad_field(&col_name.value, def.name.as_str()))?;
+                let c = sqlparser::ast::ColumnDef {
+                    name: col_name.clone(),
+                    data_type,
+                    options: options
+                        .into_iter()
+                        .map(|option| sqlparser::ast::ColumnOptionDef { name: None, option })
+                        .collect(),
+                };
+                def.columns[i] = column_def(&c, self)?.0;
+            }
+            Op::ChangeColumn {
+                old_name,
+                new_name,
+                data_type,
+                options,
+                ..
+            } => {
+                let i = def
+                    .column_index(&old_name.value)
+                    .ok_or_else(|| Error::bad_field(&old_name.value, def.name.as_str()))?;
+                if !old_name.value.eq_ignore_ascii_case(&new_name.value) {
+                    renames.push((old_name.value.clone(), new_name.value.clone()));
+                }
+                let c = sqlparser::ast::ColumnDef {
+                    name: new_name,
+                    data_type,
+                    options: options
+                        .into_iter()
+                        .map(|option| sqlparser::ast::ColumnOptionDef { name: None, option })
+                        .collect(),
+                };
+                def.columns[i] = column_def(&c, self)?.0;
+            }
+            Op::AddConstraint { constraint, .. } => {
+                let upper = constraint.to_string().to_ascii_uppercase();
+                let cols = constraint_columns(&constraint);
+                let positions = index_columns(def, &cols)?;
+                if upper.contains("PRIMARY KEY") {
+                    return Err(Error::unsupported("changing the primary key"));
+                }
+                if upper.contains("FOREIGN KEY") {
+                    if def.ring.is_some() {
+                        return Err(Error::create_option(
+                            "A ring buffer table cannot have foreign keys",
+                        ));
+                    }
+                    return Ok(());
+                }
+                let name = match &constraint {
+                    TableConstraint::Unique(u) => u
+                        .index_name
+                        .as_ref()
+                        .or(u.name.as_ref())
+                        .map(|n| n.value.clone()),
+                    TableConstraint::Index(i) => i.name.as_ref().map(|n| n.value.clone()),
+                    _ => None,
+                }
+                .unwrap_or_else(|| cols.first().cloned().unwrap_or_default());
+                let kind = if upper.starts_with("UNIQUE") {
+                    IndexKind::Unique
+                } else {
+                    IndexKind::Secondary
+                };
+                def.indexes.push(IndexDef {
+                    name,
+                    kind,
+                    columns: positions,
+                });
+            }
+            Op::DropIndex { name, .. } => {
+                let before = def.indexes.len();
+                def.indexes
+                    .retain(|i| !i.name.eq_ignore_ascii_case(&name.value));
+                if def.indexes.len() == before {
+                    return Err(Error::new(
+                        code::ER_CANT_DROP_FIELD_OR_KEY,
+                        format!("Can't DROP '{}'; check that column/key exists", name.value),
+                    ));
+                }
+            }
+            other => return Err(Error::unsupported(format!("ALTER TABLE {other}"))),
+        }
+        Ok(())
+    }
+}
+
+/// The comment after an ALTER ... COMMENT: the old options merged with the new ones (a new
+/// value wins; an option the new comment leaves out stays), printed as RonDB prints them:
+/// other options first, then TTL, then MAX_ROWS_PER_PK.
+fn merge_comment(old: &str, new: &str) -> String {
+    let items = |c: &str| -> Vec<String> {
+        c.find("NDB_TABLE=").map_or(vec![], |i| {
+            c[i + 10..]
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+    };
+    let key = |item: &str| {
+        let k = item.split('=').next().unwrap_or("").to_ascii_uppercase();
+        if k == "RING_BUFFER" {
+            "MAX_ROWS_PER_PK".to_string()
+        } else {
+            k
+        }
+    };
+    let mut merged: Vec<String> = items(old);
+    for n in items(new) {
+        match merged.iter().position(|o| key(o) == key(&n)) {
+            Some(i) => merged[i] = n,
+            None => merged.push(n),
+        }
+    }
+    let rank = |i: &String| match key(i).as_str() {
+        "TTL" => 1,
+        "MAX_ROWS_PER_PK" => 2,
+        _ => 0,
+    };
+    merged.sort_by_key(rank);
+    format!("NDB_TABLE={}", merged.join(","))
+}
+
+fn shift_positions(def: &mut TableDef, at: usize) {
+    let f = |p: &mut usize| {
+        if *p >= at {
+            *p += 1;
+        }
+    };
+    def.primary_key.iter_mut().for_each(f);
+    for i in &mut def.indexes {
+        i.columns.iter_mut().for_each(f);
+    }
+    if let Some(p) = def.partitioning.as_mut() {
+        p.columns.iter_mut().for_each(f);
+    }
+}
+
+fn remove_column(def: &mut TableDef, at: usize) {
+    def.columns.remove(at);
+    let f = |p: &mut usize| {
+        if *p > at {
+            *p -= 1;
+        }
+    };
+    def.primary_key.retain(|&p| p != at);
+    def.primary_key.iter_mut().for_each(f);
+    for i in &mut def.indexes {
+        i.columns.retain(|&p| p != at);
+        i.columns.iter_mut().for_each(f);
+    }
+    def.indexes.retain(|i| !i.columns.is_empty());
+}

@@ -1,0 +1,859 @@
+//! INSERT, REPLACE, UPDATE, DELETE and LOAD DATA, with the statement rules of ring tables.
+
+use std::cmp::Ordering;
+
+use binlog_format::schema::TableDef;
+use binlog_format::Value;
+use sqlparser::ast::{
+    AssignmentTarget, BinaryOperator, Delete, Expr, FromTable, InTarget, Insert, SetExpr,
+    TableFactor, TableObject, Update,
+};
+
+use super::expr::{compare, eval, Scope};
+use super::lexer::{find_top_level, split_top_level_commas, take_string};
+use super::select::table_columns;
+use super::{split_name, Outcome, SqlSession};
+use ringrep_engine::error::{code, Error, Result};
+use ringrep_engine::types::{coerce, default_value};
+use ringrep_engine::InsertMode;
+
+/// The spec's text for a DELETE whose WHERE does not name whole prefixes.
+pub const DELETE_SHAPE: &str = "DELETE on ring-buffer table must give every PK-prefix column with = or IN; use TRUNCATE TABLE to clear the table";
+/// The spec's text for a DELETE whose WHERE names other columns.
+pub const DELETE_COLUMNS: &str =
+    "DELETE WHERE on ring-buffer table may only reference PK-prefix columns (excluding ring_idx)";
+
+fn column_positions(def: &TableDef, names: &[String]) -> Result<Vec<usize>> {
+    names
+        .iter()
+        .map(|n| {
+            def.column_index(n)
+                .ok_or_else(|| Error::bad_field(n, "field list"))
+        })
+        .collect()
+}
+
+fn is_default_keyword(e: &Expr) -> bool {
+    matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"))
+}
+
+/// The columns `SET col = ...` assignments write, by position in the table.
+fn assigned_columns(
+    def: &TableDef,
+    assignments: &[sqlparser::ast::Assignment],
+) -> Result<Vec<usize>> {
+    assignments
+        .iter()
+        .map(|a| {
+            let AssignmentTarget::ColumnName(c) = &a.target else {
+                return Err(Error::unsupported("tuple assignment"));
+            };
+            let col =
+                c.0.last()
+                    .map(|p| p.to_string().trim_matches('`').to_string())
+                    .unwrap_or_default();
+            def.column_index(&col)
+                .ok_or_else(|| Error::bad_field(&col, "field list"))
+        })
+        .collect()
+}
+
+impl SqlSession {
+    fn table_of(&self, table: &TableObject) -> Result<TableDef> {
+        match table {
+            TableObject::TableName(name) => {
+                let (db, t) = split_name(name)?;
+                self.session.table_def(db.as_deref(), &t)
+            }
+            other => Err(Error::unsupported(format!("INSERT INTO {other}"))),
+        }
+    }
+
+    pub(crate) fn insert(&mut self, ins: &Insert) -> Result<Outcome> {
+        let def = self.table_of(&ins.table)?;
+        if def.ring.is_some() {
+            if ins.replace_into {
+                return Err(Error::not_allowed(
+                    "REPLACE is not allowed on ring-buffer tables",
+                ));
+            }
+            if ins.on.is_some() {
+                return Err(Error::not_allowed(
+                    "INSERT ON DUPLICATE KEY UPDATE is not allowed on ring-buffer tables",
+                ));
+            }
+        }
+        let odku: Option<Vec<sqlparser::ast::Assignment>> = match &ins.on {
+            None => None,
+            Some(sqlparser::ast::OnInsert::DuplicateKeyUpdate(a)) => Some(a.clone()),
+            Some(other) => return Err(Error::unsupported(format!("INSERT ... {other}"))),
+        };
+        let mut names: Vec<String> = ins
+            .columns
+            .iter()
+            .map(|c| c.to_string().trim_matches('`').to_string())
+            .collect();
+        let mut rows: Vec<Vec<Value>> = Vec::new();
+        if !ins.assignments.is_empty() {
+            // INSERT ... SET a = 1, b = 2
+            let mut row = Vec::new();
+            for a in &ins.assignments {
+                let AssignmentTarget::ColumnName(c) = &a.target else {
+                    return Err(Error::unsupported("tuple assignment"));
+                };
+                names.push(c.to_string().trim_matches('`').to_string());
+                row.push(eval(&a.value, &Scope::empty(), &self.ctx())?);
+            }
+            rows.push(row);
+        }
+        if names.is_empty() {
+            names = def
+                .columns
+                .iter()
+                .filter(|c| c.name != ringrep_engine::HIDDEN_ROW_ID)
+                .map(|c| c.name.clone())
+                .collect();
+        }
+        let mut columns = column_positions(&def, &names)?;
+        if let Some(src) = &ins.source {
+            match src.body.as_ref() {
+                SetExpr::Values(values) => {
+                    let now = self.session.now_us();
+                    let tz = self.session.vars.tz_offset;
+                    for (i, r) in values.rows.iter().enumerate() {
+                        let exprs: &[Expr] = r;
+                        if exprs.len() != columns.len() {
+                            return Err(Error::new(
+                                code::ER_WRONG_VALUE_COUNT_ON_ROW,
+                                format!("Column count doesn't match value count at row {}", i + 1),
+                            ));
+                        }
+                        let mut row = Vec::with_capacity(exprs.len());
+                        for (e, &c) in exprs.iter().zip(&columns) {
+                            if is_default_keyword(e) {
+                                row.push(
+                                    default_value(&def.columns[c], now, tz).unwrap_or(Value::Null),
+                                );
+                            } else {
+                                row.push(eval(e, &Scope::empty(), &self.ctx())?);
+                            }
+                        }
+                        rows.push(row);
+                    }
+                }
+                _ => {
+                    let text = src.to_string();
+                    let result = self.run_query(src, &text)?;
+                    if result.columns.len() != columns.len() {
+                        return Err(Error::new(
+                            code::ER_WRONG_VALUE_COUNT_ON_ROW,
+                            "Column count doesn't match value count at row 1",
+                        ));
+                    }
+                    rows = result.rows;
+                }
+            }
+        }
+        // Ring slot and meta columns named in the list are refused by the engine; a column
+        // listed twice is an error here.
+        let mut seen = columns.clone();
+        seen.sort_unstable();
+        if seen.windows(2).any(|w| w[0] == w[1]) {
+            return Err(Error::new(
+                code::ER_FIELD_SPECIFIED_TWICE,
+                "Column specified twice",
+            ));
+        }
+        self.fill_generated(&def, &mut columns, &mut rows)?;
+        let n = rows.len() as u64;
+        let mode = if ins.ignore {
+            InsertMode::Ignore
+        } else {
+            InsertMode::Insert
+        };
+        let replace = ins.replace_into;
+        let def2 = def.clone();
+        let inserted = self.statement(move |s| {
+            if let Some(assignments) = &odku {
+                return s.insert_or_update(&def2, &columns, rows, assignments);
+            }
+            if replace {
+                // REPLACE on a plain table: remove rows with the same key first.
+                for r in &rows {
+                    let mut full = vec![Value::Null; def2.columns.len()];
+                    for (&c, v) in columns.iter().zip(r) {
+                        full[c] = coerce(v.clone(), &def2.columns[c], 1, s.session.vars.tz_offset)?;
+                    }
+                    let key = def2.key_of(&full);
+                    let pk = def2.primary_key.clone();
+                    let tz = s.session.vars.tz_offset;
+                    s.session.delete_where(
+                        &def2,
+                        &mut |row| {
+                            Ok(pk
+                                .iter()
+                                .zip(&key)
+                                .all(|(&c, k)| compare(&row[c], k, tz) == Some(Ordering::Equal)))
+                        },
+                        None,
+                    )?;
+                }
+            }
+            columns.dedup();
+            s.session.insert(&def2, &columns, rows, mode)
+        })?;
+        let warnings = self.session_warning_count();
+        let info = (n > 1).then(|| {
+            format!(
+                "Records: {n}  Duplicates: {}  Warnings: {warnings}",
+                n.saturating_sub(inserted)
+            )
+        });
+        Ok(Outcome::Affected {
+            rows: inserted,
+            info,
+        })
+    }
+
+    fn session_warning_count(&mut self) -> usize {
+        let w = self.session.take_warnings();
+        let n = w.len();
+        for (c, m) in w {
+            self.session.warn(c, m);
+        }
+        n
+    }
+
+    pub(crate) fn update(&mut self, u: &Update) -> Result<Outcome> {
+        if !u.table.joins.is_empty() || u.from.is_some() {
+            return Err(Error::unsupported("multi-table UPDATE"));
+        }
+        let TableFactor::Table { name, alias, .. } = &u.table.relation else {
+            return Err(Error::unsupported("UPDATE of this table form"));
+        };
+        let (db, t) = split_name(name)?;
+        let def = self.session.table_def(db.as_deref(), &t)?;
+        let columns = table_columns(&def, alias.as_ref().map(|a| a.name.value.as_str()));
+        let mut assigned = assigned_columns(&def, &u.assignments)?;
+        if let (Some(r), Some(w)) = (&def.ring, &u.selection) {
+            // Meta rows cannot be updated (the spec); a WHERE that names slot 0 asks to.
+            let mut eqs = Vec::new();
+            super::select::equalities(w, &mut eqs);
+            let slot = def.columns[r.slot_column].name.to_lowercase();
+            let names_meta = eqs.iter().any(|(c, e)| {
+                *c == slot
+                    && eval(e, &Scope::empty(), &self.ctx())
+                        .ok()
+                        .and_then(|v| super::expr::to_f64(&v))
+                        == Some(0.0)
+            });
+            if names_meta {
+                return Err(Error::not_allowed(
+                    "Cannot update meta row on ring-buffer table",
+                ));
+            }
+        }
+        let limit = match &u.limit {
+            Some(l) => {
+                super::expr::to_f64(&eval(l, &Scope::empty(), &self.ctx())?).map(|f| f as u64)
+            }
+            None => None,
+        };
+        let selection = u.selection.clone();
+        let exprs: Vec<Expr> = u.assignments.iter().map(|a| a.value.clone()).collect();
+        let gens = generated_columns(&def)?;
+        for (g, _) in &gens {
+            if assigned.contains(g) {
+                return Err(generated_value_error(&def, *g));
+            }
+        }
+        let user_assigned = assigned.clone();
+        assigned.extend(gens.iter().map(|(g, _)| *g));
+        let outcome = self.statement(|s| {
+            s.prefetch_subqueries(&def, selection.iter().chain(&exprs))?;
+            let owned = s.owned_ctx();
+            let ctx = owned.ctx();
+            let mut filter = |row: &Vec<Value>| {
+                super::select::row_matches(selection.as_ref(), &columns, row, &ctx)
+            };
+            let mut compute = |row: &Vec<Value>| -> Result<Vec<Value>> {
+                let mut vals: Vec<Value> = exprs
+                    .iter()
+                    .map(|e| {
+                        eval(
+                            e,
+                            &Scope {
+                                columns: &columns,
+                                row,
+                                aggregates: None,
+                                place: "field list",
+                            },
+                            &ctx,
+                        )
+                    })
+                    .collect::<Result<_>>()?;
+                if !gens.is_empty() {
+                    // Generated columns follow the row they are computed from.
+                    let mut new = row.clone();
+                    for (&c, v) in user_assigned.iter().zip(&vals) {
+                        new[c] = v.clone();
+                    }
+                    for (g, e) in &gens {
+                        let v = eval(
+                            e,
+                            &Scope {
+                                columns: &columns,
+                                row: &new,
+                                aggregates: None,
+                                place: "field list",
+                            },
+                            &ctx,
+                        )?;
+                        new[*g] = v.clone();
+                        vals.push(v);
+                    }
+                }
+                Ok(vals)
+            };
+            s.session
+                .update(&def, &assigned, &mut filter, &mut compute, limit)
+        })?;
+        let warnings = self.session_warning_count();
+        Ok(Outcome::Affected {
+            rows: outcome.changed,
+            info: Some(format!(
+                "Rows matched: {}  Changed: {}  Warnings: {warnings}",
+                outcome.matched, outcome.changed
+            )),
+        })
+    }
+
+    pub(crate) fn delete(&mut self, d: &Delete) -> Result<Outcome> {
+        let tables = match &d.from {
+            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+        };
+        let multi = !d.tables.is_empty()
+            || d.using.is_some()
+            || tables.len() != 1
+            || tables.iter().any(|t| !t.joins.is_empty());
+        let Some(first) = tables.first() else {
+            return Err(Error::syntax("DELETE needs a table"));
+        };
+        let TableFactor::Table { name, alias, .. } = &first.relation else {
+            return Err(Error::unsupported("DELETE of this table form"));
+        };
+        let (db, t) = split_name(name)?;
+        let def = self.session.table_def(db.as_deref(), &t)?;
+        if def.ring.is_some() {
+            if multi || d.limit.is_some() || !d.order_by.is_empty() {
+                return Err(Error::not_allowed("DELETE with LIMIT, ORDER BY or several tables is not allowed on ring-buffer tables"));
+            }
+            let prefixes = self.ring_delete_prefixes(&def, d.selection.as_ref())?;
+            let deleted = self.statement(|s| s.session.delete_prefixes(&def, prefixes))?;
+            return Ok(Outcome::Affected {
+                rows: deleted,
+                info: None,
+            });
+        }
+        if multi {
+            return Err(Error::unsupported("multi-table DELETE"));
+        }
+        if !d.order_by.is_empty() {
+            return Err(Error::unsupported("DELETE ... ORDER BY"));
+        }
+        let columns = table_columns(&def, alias.as_ref().map(|a| a.name.value.as_str()));
+        let limit = match &d.limit {
+            Some(l) => {
+                super::expr::to_f64(&eval(l, &Scope::empty(), &self.ctx())?).map(|f| f as u64)
+            }
+            None => None,
+        };
+        let selection = d.selection.clone();
+        let deleted = self.statement(|s| {
+            s.prefetch_subqueries(&def, selection.iter())?;
+            let owned = s.owned_ctx();
+            let ctx = owned.ctx();
+            let mut filter = |row: &Vec<Value>| {
+                super::select::row_matches(selection.as_ref(), &columns, row, &ctx)
+            };
+            s.session.delete_where(&def, &mut filter, limit)
+        })?;
+        Ok(Outcome::Affected {
+            rows: deleted,
+            info: None,
+        })
+    }
+
+    /// The prefixes a ring DELETE names, or the spec's error for any other shape.
+    fn ring_delete_prefixes(
+        &self,
+        def: &TableDef,
+        selection: Option<&Expr>,
+    ) -> Result<Vec<Vec<Value>>> {
+        let shape = || Error::not_allowed(DELETE_SHAPE);
+        let Some(w) = selection else {
+            return Err(shape());
+        };
+        let prefix_cols = def.prefix_columns().to_vec();
+        let mut terms = Vec::new();
+        super::select::conjuncts(w, &mut terms);
+        // Any column outside the prefix anywhere in the WHERE is the second error.
+        let mut referenced = Vec::new();
+        collect_columns(w, &mut referenced);
+        for c in &referenced {
+            match def.column_index(c) {
+                Some(i) if prefix_cols.contains(&i) => {}
+                Some(_) => return Err(Error::not_allowed(DELETE_COLUMNS)),
+                None => return Err(Error::bad_field(c, "where clause")),
+            }
+        }
+        let mut values: Vec<Option<Vec<Value>>> = vec![None; prefix_cols.len()];
+        let mut in_lists = 0;
+        let ctx = self.ctx();
+        let fixed = |e: &Expr, col: usize| -> Result<Value> {
+            let ok = match e {
+                Expr::Value(_) => true,
+                Expr::UnaryOp {
+                    op: sqlparser::ast::UnaryOperator::Minus,
+                    expr,
+                } => matches!(expr.as_ref(), Expr::Value(_)),
+                Expr::Identifier(i) => i.quote_style.is_none() && i.value.starts_with('@'),
+                _ => false,
+            };
+            if !ok {
+                return Err(shape());
+            }
+            let v = eval(e, &Scope::empty(), &ctx)?;
+            let column = &def.columns[col];
+            // The value must convert exactly: a number for a numeric column, a string for a
+            // string column.
+            let kind_ok = match &v {
+                Value::Int(_)
+                | Value::UInt(_)
+                | Value::Decimal(_)
+                | Value::Double(_)
+                | Value::Float(_) => !column.ty.is_string() && !column.ty.is_binary(),
+                Value::Text(_) | Value::Bytes(_) => !column.ty.is_integer(),
+                Value::Null => false,
+                _ => true,
+            };
+            let c = coerce(v.clone(), column, 1, ctx.tz).map_err(|_| shape())?;
+            if !kind_ok || compare(&c, &v, ctx.tz) != Some(Ordering::Equal) {
+                return Err(shape());
+            }
+            Ok(c)
+        };
+        for term in terms {
+            let (col, list): (String, Vec<&Expr>) = match term {
+                Expr::BinaryOp {
+                    left,
+                    op: BinaryOperator::Eq,
+                    right,
+                } => match (left.as_ref(), right.as_ref()) {
+                    (Expr::Identifier(i), v) | (v, Expr::Identifier(i))
+                        if !i.value.starts_with('@') =>
+                    {
+                        (i.value.clone(), vec![v])
+                    }
+                    (Expr::CompoundIdentifier(p), v) | (v, Expr::CompoundIdentifier(p)) => (
+                        p.last().map(|i| i.value.clone()).unwrap_or_default(),
+                        vec![v],
+                    ),
+                    _ => return Err(shape()),
+                },
+                Expr::In {
+                    expr,
+                    target: InTarget::List(items),
+                    negated: false,
+                    ..
+                } => {
+                    in_lists += 1;
+                    let col = match expr.as_ref() {
+                        Expr::Identifier(i) => i.value.clone(),
+                        Expr::CompoundIdentifier(p) => {
+                            p.last().map(|i| i.value.clone()).unwrap_or_default()
+                        }
+                        _ => return Err(shape()),
+                    };
+                    (col, items.iter().collect())
+                }
+                _ => return Err(shape()),
+            };
+            let idx = def
+                .column_index(&col)
+                .ok_or_else(|| Error::bad_field(&col, "where clause"))?;
+            let pos = prefix_cols
+                .iter()
+                .position(|&c| c == idx)
+                .ok_or_else(|| Error::not_allowed(DELETE_COLUMNS))?;
+            if values[pos].is_some() {
+                return Err(shape());
+            }
+            values[pos] = Some(
+                list.into_iter()
+                    .map(|e| fixed(e, idx))
+                    .collect::<Result<_>>()?,
+            );
+        }
+        if in_lists > 1 || values.iter().any(Option::is_none) {
+            return Err(shape());
+        }
+        let mut prefixes: Vec<Vec<Value>> = vec![vec![]];
+        for vs in values.into_iter().flatten() {
+            prefixes = prefixes
+                .into_iter()
+                .flat_map(|p| {
+                    vs.iter().map(move |v| {
+                        let mut q = p.clone();
+                        q.push(v.clone());
+                        q
+                    })
+                })
+                .collect();
+        }
+        Ok(prefixes)
+    }
+
+    /// `LOAD DATA [LOCAL] INFILE 'file' [REPLACE|IGNORE] INTO TABLE t [FIELDS ...] [LINES ...]
+    /// [IGNORE n LINES] [(col, ...)]`.
+    pub(crate) fn load_data(&mut self, text: &str) -> Result<Outcome> {
+        let bad = || Error::syntax("You have an error in your SQL syntax near LOAD DATA");
+        let upper = text.to_ascii_uppercase();
+        let at = upper.find("INFILE").ok_or_else(bad)?;
+        let (file, rest) = take_string(&text[at + 6..]).ok_or_else(bad)?;
+        let rest_upper = rest.to_ascii_uppercase();
+        let replace = rest_upper.trim_start().starts_with("REPLACE");
+        let ignore = rest_upper.trim_start().starts_with("IGNORE");
+        let into = rest_upper.find("INTO TABLE").ok_or_else(bad)?;
+        let after = rest[into + 10..].trim_start();
+        let name_end = after
+            .find(|c: char| c.is_whitespace() || c == '(')
+            .unwrap_or(after.len());
+        let table = after[..name_end].replace('`', "");
+        let (db, t) = match table.split_once('.') {
+            Some((d, t)) => (Some(d.to_string()), t.to_string()),
+            None => (None, table.clone()),
+        };
+        let def = self.session.table_def(db.as_deref(), &t)?;
+        if replace && def.ring.is_some() {
+            return Err(Error::not_allowed(
+                "LOAD DATA ... REPLACE is not allowed on ring-buffer tables",
+            ));
+        }
+        let mut tail = after[name_end..].to_string();
+        let mut field_sep = "\t".to_string();
+        let mut line_sep = "\n".to_string();
+        let mut enclosed: Option<char> = None;
+        let mut skip_lines = 0usize;
+        let option = |tail: &str, key: &str| -> Option<String> {
+            let i = find_top_level(tail, key)?;
+            take_string(&tail[i + key.len()..]).map(|(s, _)| s)
+        };
+        if let Some(s) = option(&tail, "TERMINATED BY") {
+            let fields_at =
+                find_top_level(&tail, "FIELDS").or_else(|| find_top_level(&tail, "COLUMNS"));
+            let lines_at = find_top_level(&tail, "LINES");
+            let term_at = find_top_level(&tail, "TERMINATED BY").unwrap_or(0);
+            if fields_at.is_some_and(|f| f < term_at) && lines_at.is_none_or(|l| l > term_at) {
+                field_sep = s;
+            }
+        }
+        if let Some(l) = find_top_level(&tail, "LINES") {
+            if let Some(s) = option(&tail[l..], "TERMINATED BY") {
+                line_sep = s;
+            }
+        }
+        if let Some(s) = option(&tail, "ENCLOSED BY") {
+            enclosed = s.chars().next();
+        }
+        if let Some(i) = find_top_level(&tail, "IGNORE") {
+            let n: String = tail[i + 6..]
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            skip_lines = n.parse().unwrap_or(0);
+        }
+        let names: Vec<String> = match tail.rfind('(') {
+            Some(open) if tail[open..].contains(')') => {
+                let close = open + tail[open..].find(')').unwrap_or(0);
+                let list = tail[open + 1..close].to_string();
+                tail.truncate(open);
+                split_top_level_commas(&list)
+                    .into_iter()
+                    .map(|c| c.replace('`', ""))
+                    .collect()
+            }
+            _ => def
+                .columns
+                .iter()
+                .filter(|c| c.name != ringrep_engine::HIDDEN_ROW_ID)
+                .map(|c| c.name.clone())
+                .collect(),
+        };
+        let columns = column_positions(&def, &names)?;
+        let path = match &self.load_dir {
+            Some(d) if !std::path::Path::new(&file).is_absolute() => d.join(&file),
+            _ => std::path::PathBuf::from(&file),
+        };
+        let content = std::fs::read_to_string(&path).map_err(|e| {
+            Error::new(
+                code::EE_FILENOTFOUND,
+                format!("File '{}' not found (OS errno 2 - {e})", path.display()),
+            )
+        })?;
+        let mut rows = Vec::new();
+        for line in content.split(line_sep.as_str()).skip(skip_lines) {
+            if line.is_empty() {
+                continue;
+            }
+            let row: Vec<Value> = line
+                .split(field_sep.as_str())
+                .map(|f| {
+                    let f = match enclosed {
+                        Some(q) => f.trim_matches(q),
+                        None => f,
+                    };
+                    if f == "\\N" {
+                        Value::Null
+                    } else {
+                        Value::Text(f.to_string())
+                    }
+                })
+                .collect();
+            rows.push(row);
+        }
+        let mut columns = columns;
+        self.fill_generated(&def, &mut columns, &mut rows)?;
+        let n = rows.len() as u64;
+        let mode = if ignore {
+            InsertMode::Ignore
+        } else {
+            InsertMode::Insert
+        };
+        let inserted = self.statement(|s| s.session.insert(&def, &columns, rows, mode))?;
+        Ok(Outcome::Affected {
+            rows: inserted,
+            info: Some(format!(
+                "Records: {n}  Deleted: 0  Skipped: {}  Warnings: 0",
+                n.saturating_sub(inserted)
+            )),
+        })
+    }
+}
+
+impl SqlSession {
+    /// INSERT ... ON DUPLICATE KEY UPDATE on a plain table: each row is inserted, or, when its
+    /// primary key or a unique value is taken, the row holding it gets the assignments
+    /// (`VALUES(col)` is the value the INSERT tried). Affected rows count as MySQL counts them:
+    /// 1 per insert, 2 per row changed.
+    fn insert_or_update(
+        &mut self,
+        def: &TableDef,
+        columns: &[usize],
+        rows: Vec<Vec<Value>>,
+        assignments: &[sqlparser::ast::Assignment],
+    ) -> Result<u64> {
+        let assigned = assigned_columns(def, assignments)?;
+        let exprs: Vec<Expr> = assignments.iter().map(|a| a.value.clone()).collect();
+        self.prefetch_subqueries(def, exprs.iter())?;
+        let scope_columns = table_columns(def, None);
+        let tz = self.session.vars.tz_offset;
+        let mut affected = 0;
+        for (n, row) in rows.into_iter().enumerate() {
+            match self
+                .session
+                .insert(def, columns, vec![row.clone()], InsertMode::Insert)
+            {
+                Ok(k) => affected += k,
+                Err(e) if e.code == code::ER_DUP_ENTRY => {
+                    let mut full = vec![Value::Null; def.columns.len()];
+                    let mut inserted = std::collections::HashMap::new();
+                    for (&c, v) in columns.iter().zip(&row) {
+                        let cv = coerce(v.clone(), &def.columns[c], n + 1, tz)?;
+                        inserted.insert(def.columns[c].name.to_lowercase(), cv.clone());
+                        full[c] = cv;
+                    }
+                    let same = |cols: &[usize], row: &[Value]| {
+                        cols.iter().all(|&c| {
+                            !full[c].is_null()
+                                && compare(&row[c], &full[c], tz) == Some(Ordering::Equal)
+                        })
+                    };
+                    let uniques: Vec<Vec<usize>> = def
+                        .indexes
+                        .iter()
+                        .filter(|i| i.kind == binlog_format::schema::IndexKind::Unique)
+                        .map(|i| i.columns.clone())
+                        .collect();
+                    let owned = self.owned_ctx();
+                    let ctx = super::expr::Ctx {
+                        inserted: Some(&inserted),
+                        ..owned.ctx()
+                    };
+                    let out =
+                        self.session.update(
+                            def,
+                            &assigned,
+                            &mut |r| {
+                                Ok(same(&def.primary_key, r) || uniques.iter().any(|u| same(u, r)))
+                            },
+                            &mut |r| {
+                                exprs
+                                    .iter()
+                                    .map(|e| {
+                                        eval(
+                                            e,
+                                            &Scope {
+                                                columns: &scope_columns,
+                                                row: r,
+                                                aggregates: None,
+                                                place: "field list",
+                                            },
+                                            &ctx,
+                                        )
+                                    })
+                                    .collect()
+                            },
+                            Some(1),
+                        )?;
+                    affected += 2 * out.changed;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(affected)
+    }
+}
+
+/// The generated columns of a table with their expressions.
+fn generated_columns(def: &TableDef) -> Result<Vec<(usize, Expr)>> {
+    def.columns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| match &c.default {
+            binlog_format::schema::ColumnDefault::Generated { expr, .. } => Some((i, expr)),
+            _ => None,
+        })
+        .map(|(i, text)| {
+            let e = sqlparser::parser::Parser::new(&sqlparser::dialect::MySqlDialect {})
+                .try_with_sql(text)
+                .and_then(|mut p| p.parse_expr())
+                .map_err(|e| {
+                    Error::internal(format!("generated column expression {text:?}: {e}"))
+                })?;
+            Ok((i, e))
+        })
+        .collect()
+}
+
+fn generated_value_error(def: &TableDef, col: usize) -> Error {
+    Error::new(
+        code::ER_UNSUPPORTED_ACTION_ON_GENERATED_COLUMN,
+        format!(
+            "The value specified for generated column '{}' in table '{}' is not allowed.",
+            def.columns[col].name, def.name
+        ),
+    )
+}
+
+impl SqlSession {
+    /// Adds the values of generated columns to rows given for `columns`, computed from the
+    /// row (defaults included); naming a generated column is an error, as in MySQL.
+    fn fill_generated(
+        &self,
+        def: &TableDef,
+        columns: &mut Vec<usize>,
+        rows: &mut [Vec<Value>],
+    ) -> Result<()> {
+        let gens = generated_columns(def)?;
+        if gens.is_empty() {
+            return Ok(());
+        }
+        if let Some((g, _)) = gens.iter().find(|(g, _)| columns.contains(g)) {
+            return Err(generated_value_error(def, *g));
+        }
+        let scope_columns = table_columns(def, None);
+        let ctx = self.ctx();
+        for row in rows.iter_mut() {
+            let mut full: Vec<Value> = def
+                .columns
+                .iter()
+                .map(|c| match c.default {
+                    binlog_format::schema::ColumnDefault::Generated { .. } => Value::Null,
+                    _ => default_value(c, ctx.now_us, ctx.tz).unwrap_or(Value::Null),
+                })
+                .collect();
+            for (&c, v) in columns.iter().zip(row.iter()) {
+                full[c] = v.clone();
+            }
+            for (g, e) in &gens {
+                let v = eval(
+                    e,
+                    &Scope {
+                        columns: &scope_columns,
+                        row: &full,
+                        aggregates: None,
+                        place: "field list",
+                    },
+                    &ctx,
+                )?;
+                full[*g] = v.clone();
+                row.push(v);
+            }
+        }
+        columns.extend(gens.iter().map(|(g, _)| *g));
+        Ok(())
+    }
+}
+
+/// Names of the columns an expression references.
+fn collect_columns(e: &Expr, out: &mut Vec<String>) {
+    match e {
+        Expr::Identifier(i) if !(i.quote_style.is_none() && i.value.starts_with('@')) => {
+            out.push(i.value.clone())
+        }
+        Expr::CompoundIdentifier(p) => out.extend(p.last().map(|i| i.value.clone())),
+        Expr::BinaryOp { left, right, .. } => {
+            collect_columns(left, out);
+            collect_columns(right, out);
+        }
+        Expr::UnaryOp { expr, .. }
+        | Expr::Nested(expr)
+        | Expr::IsNull(expr)
+        | Expr::IsNotNull(expr) => collect_columns(expr, out),
+        Expr::In { expr, target, .. } => {
+            collect_columns(expr, out);
+            if let InTarget::List(l) = target {
+                for x in l {
+                    collect_columns(x, out);
+                }
+            }
+        }
+        Expr::Between {
+            expr, low, high, ..
+        } => {
+            collect_columns(expr, out);
+            collect_columns(low, out);
+            collect_columns(high, out);
+        }
+        Expr::Like { expr, pattern, .. } => {
+            collect_columns(expr, out);
+            collect_columns(pattern, out);
+        }
+        Expr::Function(f) => {
+            if let sqlparser::ast::FunctionArguments::List(l) = &f.args {
+                for a in &l.args {
+                    if let sqlparser::ast::FunctionArg::Unnamed(
+                        sqlparser::ast::FunctionArgExpr::Expr(x),
+                    ) = a
+                    {
+                        collect_columns(x, out);
+                    }
+                }
+            }
+        }
+        Expr::Cast { expr, .. } => collect_columns(expr, out),
+        _ => {}
+    }
+}

@@ -1,0 +1,365 @@
+//! Small, quote-aware text helpers for the statements sqlparser does not take as MySQL writes
+//! them.
+
+/// Splits a script into statements at `;` outside quotes and comments.
+pub fn split_statements(sql: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) => {
+                cur.push(c);
+                if c == '\\' && q != '`' {
+                    if let Some(n) = chars.next() {
+                        cur.push(n);
+                    }
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '\'' | '"' | '`' => {
+                    quote = Some(c);
+                    cur.push(c);
+                }
+                '-' if chars.peek() == Some(&'-') => {
+                    for n in chars.by_ref() {
+                        if n == '\n' {
+                            break;
+                        }
+                    }
+                    cur.push('\n');
+                }
+                '#' => {
+                    for n in chars.by_ref() {
+                        if n == '\n' {
+                            break;
+                        }
+                    }
+                    cur.push('\n');
+                }
+                ';' => {
+                    if !cur.trim().is_empty() {
+                        out.push(cur.trim().to_string());
+                    }
+                    cur.clear();
+                }
+                _ => cur.push(c),
+            },
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+/// Rewrites double-quoted strings as single-quoted ones (MySQL reads both as strings unless
+/// ANSI_QUOTES is set; sqlparser wants single quotes in places such as COMMENT=).
+pub fn normalize_quotes(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut quote: Option<char> = None;
+    // Inside MySQL's executable comment `/*!50100 ... */`, whose text MySQL runs as SQL (SHOW
+    // CREATE TABLE prints PARTITION BY so, and dumps are full of them).
+    let mut executable = false;
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            None if c == '/' && chars.peek() == Some(&'*') && !executable => {
+                chars.next();
+                if chars.peek() == Some(&'!') {
+                    chars.next();
+                    while chars.peek().is_some_and(char::is_ascii_digit) {
+                        chars.next();
+                    }
+                    executable = true;
+                    out.push(' ');
+                } else {
+                    out.push_str("/*");
+                }
+            }
+            None if c == '*' && executable && chars.peek() == Some(&'/') => {
+                chars.next();
+                executable = false;
+                out.push(' ');
+            }
+            None => {
+                if c == '"' {
+                    quote = Some('"');
+                    out.push('\'');
+                } else {
+                    if c == '\'' || c == '`' {
+                        quote = Some(c);
+                    }
+                    out.push(c);
+                }
+            }
+            Some('"') => match c {
+                '"' if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    out.push('"');
+                }
+                '"' => {
+                    quote = None;
+                    out.push('\'');
+                }
+                '\'' => out.push_str("''"),
+                '\\' => {
+                    out.push(c);
+                    if let Some(n) = chars.next() {
+                        out.push(n);
+                    }
+                }
+                _ => out.push(c),
+            },
+            Some(q) => {
+                out.push(c);
+                if c == '\\' && q == '\'' {
+                    if let Some(n) = chars.next() {
+                        out.push(n);
+                    }
+                } else if c == q {
+                    quote = None;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The first `n` words, upper-cased.
+pub fn first_words(s: &str, n: usize) -> Vec<String> {
+    s.split(|c: char| c.is_whitespace() || c == '(' || c == ';')
+        .filter(|w| !w.is_empty())
+        .take(n)
+        .map(|w| w.to_ascii_uppercase())
+        .collect()
+}
+
+/// Byte offset of `needle` (case-insensitive, whole words) outside quotes and parentheses.
+pub fn find_top_level(s: &str, needle: &str) -> Option<usize> {
+    let upper = s.to_ascii_uppercase();
+    let bytes = upper.as_bytes();
+    let n = needle.as_bytes();
+    let mut depth = 0i32;
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if let Some(q) = quote {
+            if c == b'\\' && q == b'\'' {
+                i += 2;
+                continue;
+            }
+            if c == q {
+                quote = None;
+            }
+        } else {
+            match c {
+                b'\'' | b'"' | b'`' => quote = Some(c),
+                b'(' => depth += 1,
+                b')' => depth -= 1,
+                _ if depth == 0 && bytes[i..].starts_with(n) => {
+                    let before_ok =
+                        i == 0 || !bytes[i - 1].is_ascii_alphanumeric() && bytes[i - 1] != b'_';
+                    let after = i + n.len();
+                    let after_ok = after >= bytes.len()
+                        || !bytes[after].is_ascii_alphanumeric() && bytes[after] != b'_';
+                    if before_ok && after_ok {
+                        return Some(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Splits at commas outside quotes and parentheses.
+pub fn split_top_level_commas(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0i32;
+    let mut quote: Option<char> = None;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if let Some(q) = quote {
+            cur.push(c);
+            if c == '\\' && q == '\'' {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' | '`' => {
+                quote = Some(c);
+                cur.push(c);
+            }
+            '(' => {
+                depth += 1;
+                cur.push(c);
+            }
+            ')' => {
+                depth -= 1;
+                cur.push(c);
+            }
+            ',' if depth == 0 => {
+                out.push(cur.trim().to_string());
+                cur.clear();
+            }
+            _ => cur.push(c),
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+/// A value as SQL literal text.
+pub fn literal_text(v: &binlog_format::Value) -> String {
+    use binlog_format::Value;
+    match v {
+        Value::Null => "NULL".into(),
+        Value::Int(_) | Value::UInt(_) | Value::Decimal(_) | Value::Double(_) | Value::Float(_) => {
+            v.to_string()
+        }
+        Value::Bytes(b) => format!(
+            "X'{}'",
+            b.iter().map(|x| format!("{x:02X}")).collect::<String>()
+        ),
+        other => format!(
+            "'{}'",
+            ringrep_engine::types::text_of(other)
+                .replace('\\', "\\\\")
+                .replace('\'', "''")
+        ),
+    }
+}
+
+/// Byte offsets of the `?` placeholders outside quotes.
+fn placeholders(sql: &str) -> Vec<usize> {
+    let mut at = Vec::new();
+    let mut quote: Option<char> = None;
+    let mut chars = sql.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match quote {
+            Some(q) => {
+                if c == '\\' {
+                    chars.next();
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '\'' | '"' | '`' => quote = Some(c),
+                '?' => at.push(i),
+                _ => {}
+            },
+        }
+    }
+    at
+}
+
+/// How many `?` placeholders a statement has.
+pub fn count_placeholders(sql: &str) -> usize {
+    placeholders(sql).len()
+}
+
+/// Replaces each `?` outside quotes with the next value as a literal (NULL when values run
+/// out).
+pub fn bind_placeholders(sql: &str, values: &[binlog_format::Value]) -> String {
+    let mut out = String::with_capacity(sql.len());
+    let mut last = 0;
+    let mut next = values.iter();
+    for at in placeholders(sql) {
+        out.push_str(&sql[last..at]);
+        out.push_str(
+            &next
+                .next()
+                .map(literal_text)
+                .unwrap_or_else(|| "NULL".into()),
+        );
+        last = at + 1;
+    }
+    out.push_str(&sql[last..]);
+    out
+}
+
+/// Reads a quoted string literal at the start of `s`: (content, rest).
+pub fn take_string(s: &str) -> Option<(String, &str)> {
+    let s = s.trim_start();
+    let q = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let mut out = String::new();
+    let mut chars = s[1..].char_indices();
+    while let Some((i, c)) = chars.next() {
+        if c == '\\' {
+            if let Some((_, n)) = chars.next() {
+                out.push(match n {
+                    'n' => '\n',
+                    't' => '\t',
+                    '0' => '\0',
+                    other => other,
+                });
+            }
+        } else if c == q {
+            if s[1 + i + 1..].starts_with(q) {
+                out.push(q);
+                chars.next();
+            } else {
+                return Some((out, &s[1 + i + 1..]));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_split_outside_quotes() {
+        assert_eq!(
+            split_statements("SELECT 'a;b'; SELECT 2;"),
+            vec!["SELECT 'a;b'", "SELECT 2"]
+        );
+        assert_eq!(split_statements("-- c\nSELECT 1"), vec!["SELECT 1"]);
+    }
+
+    #[test]
+    fn double_quotes_become_single() {
+        assert_eq!(normalize_quotes(r#"COMMENT="it's""#), "COMMENT='it''s'");
+        assert_eq!(normalize_quotes(r#"'say "hi"'"#), r#"'say "hi"'"#);
+    }
+
+    #[test]
+    fn executable_comments_are_sql_and_plain_comments_stay() {
+        assert_eq!(
+            normalize_quotes("CREATE TABLE t (a INT)\n/*!50100 PARTITION BY KEY (a) */"),
+            "CREATE TABLE t (a INT)\n  PARTITION BY KEY (a)  "
+        );
+        assert_eq!(normalize_quotes("SELECT /* x */ 1"), "SELECT /* x */ 1");
+        assert_eq!(normalize_quotes("SELECT '/*!1 */'"), "SELECT '/*!1 */'");
+    }
+
+    #[test]
+    fn top_level_search_skips_parens_and_quotes() {
+        let s = "CREATE TABLE t (a INT COMMENT 'PARTITION BY') PARTITION BY KEY(a)";
+        assert_eq!(find_top_level(s, "PARTITION BY"), Some(46));
+        assert_eq!(
+            split_top_level_commas("a, b(1,2), 'c,d'"),
+            vec!["a", "b(1,2)", "'c,d'"]
+        );
+    }
+}

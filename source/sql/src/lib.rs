@@ -1,0 +1,511 @@
+//! The SQL front end: MySQL statements on sqlparser (MySQL dialect) over the engine.
+//!
+//! A few MySQL forms that sqlparser does not parse are handled here before it sees the text:
+//! double-quoted strings (MySQL's default treats them as strings), `PARTITION BY` after CREATE
+//! TABLE, the table-option clauses of ALTER TABLE (COMMENT, ENGINE, ALGORITHM, partitioning)
+//! and LOAD DATA.
+
+mod bound;
+mod ddl;
+mod dml;
+pub mod expr;
+mod join;
+mod lexer;
+mod result;
+mod rowset;
+mod select;
+mod show;
+mod vars;
+
+use std::collections::HashMap;
+
+use binlog_format::Value;
+use sqlparser::ast::{ObjectName, Statement};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+
+use ringrep_engine::error::{code, Error, Result};
+use ringrep_engine::Engine;
+use ringrep_engine::Session;
+
+pub use lexer::{bind_placeholders, count_placeholders, split_statements};
+pub use result::ResultSet;
+
+/// What one statement produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// A result set.
+    Rows(ResultSet),
+    /// A change: rows affected and MySQL's info line (`Records: 3  Duplicates: 0 ...`).
+    Affected { rows: u64, info: Option<String> },
+    /// Anything else (SET, BEGIN, ...).
+    Ok,
+}
+
+/// An owned copy of what expressions see (see [`SqlSession::owned_ctx`]).
+pub(crate) struct OwnedCtx {
+    now_us: i64,
+    tz: i64,
+    user_vars: HashMap<String, Value>,
+    database: Option<String>,
+    last_insert_id: u64,
+    /// The statement's subqueries, run before it started changing rows.
+    subqueries: HashMap<String, std::sync::Arc<select::Rows>>,
+}
+
+impl OwnedCtx {
+    pub(crate) fn ctx(&self) -> expr::Ctx<'_> {
+        expr::Ctx {
+            sql: None,
+            prefetched: Some(&self.subqueries),
+            now_us: self.now_us,
+            tz: self.tz,
+            user_vars: &self.user_vars,
+            database: self.database.as_deref(),
+            last_insert_id: self.last_insert_id,
+            inserted: None,
+        }
+    }
+}
+
+/// A client session speaking SQL.
+pub struct SqlSession {
+    pub session: Session,
+    pub user_vars: HashMap<String, Value>,
+    pub last_insert_id: u64,
+    /// Base directory for relative `LOAD DATA INFILE` paths.
+    pub load_dir: Option<std::path::PathBuf>,
+    /// PREPAREd statements by name.
+    prepared: HashMap<String, String>,
+    /// Protocol-prepared statement texts, parsed (see `bound`).
+    parsed: HashMap<String, Option<std::sync::Arc<bound::Template>>>,
+    /// Results of the uncorrelated subqueries of the running statement, by their text: a
+    /// subquery in a WHERE clause would otherwise run once per outer row.
+    subqueries: std::sync::Mutex<HashMap<String, std::sync::Arc<select::Rows>>>,
+}
+
+/// A statement's text as the parser is given it: trimmed, no trailing `;`, quotes normalized.
+pub(crate) fn normalized(sql: &str) -> String {
+    lexer::normalize_quotes(sql.trim().trim_end_matches(';').trim())
+}
+
+pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
+    let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
+        let msg = e.to_string();
+        let detail = msg.strip_prefix("sql parser error: ").unwrap_or(&msg);
+        Error::syntax(format!("You have an error in your SQL syntax; {detail}"))
+    })?;
+    match stmts.len() {
+        1 => Ok(stmts.remove(0)),
+        0 => Err(Error::new(code::ER_EMPTY_QUERY, "Query was empty")),
+        _ => Err(Error::syntax(
+            "You have an error in your SQL syntax; multi-statements are off",
+        )),
+    }
+}
+
+/// `db.name` or `name` into (db, name).
+pub(crate) fn split_name(name: &ObjectName) -> Result<(Option<String>, String)> {
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|p| {
+            p.as_ident()
+                .map(|i| i.value.clone())
+                .unwrap_or_else(|| p.to_string())
+        })
+        .collect();
+    match parts.as_slice() {
+        [t] => Ok((None, t.clone())),
+        [d, t] => Ok((Some(d.clone()), t.clone())),
+        _ => Err(Error::syntax(format!("bad table name {name}"))),
+    }
+}
+
+impl SqlSession {
+    pub fn new(engine: &Engine) -> SqlSession {
+        SqlSession {
+            session: engine.session(),
+            user_vars: HashMap::new(),
+            last_insert_id: 0,
+            load_dir: None,
+            prepared: HashMap::new(),
+            parsed: HashMap::new(),
+            subqueries: Default::default(),
+        }
+    }
+
+    /// Drops the subquery results of the previous statement (each statement starts afresh).
+    fn forget_subqueries(&mut self) {
+        self.subqueries
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    pub fn engine(&self) -> &Engine {
+        self.session.engine()
+    }
+
+    pub(crate) fn ctx(&self) -> expr::Ctx<'_> {
+        expr::Ctx {
+            sql: Some(self),
+            prefetched: None,
+            now_us: self.session.now_us(),
+            tz: self.session.vars.tz_offset,
+            user_vars: &self.user_vars,
+            database: self.session.vars.database.as_deref(),
+            last_insert_id: self.last_insert_id,
+            inserted: None,
+        }
+    }
+
+    /// The inputs of evaluation as owned values, for closures that also borrow the session.
+    pub(crate) fn owned_ctx(&self) -> OwnedCtx {
+        OwnedCtx {
+            now_us: self.session.now_us(),
+            tz: self.session.vars.tz_offset,
+            user_vars: self.user_vars.clone(),
+            database: self.session.vars.database.clone(),
+            last_insert_id: self.last_insert_id,
+            subqueries: self
+                .subqueries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
+        }
+    }
+
+    /// Runs every statement of `sql` in order, each with its own outcome.
+    pub fn execute_all(&mut self, sql: &str) -> Vec<Result<Outcome>> {
+        split_statements(sql)
+            .into_iter()
+            .map(|s| self.execute(&s))
+            .collect()
+    }
+
+    /// Runs one statement. Bad SQL is an error, never a panic.
+    pub fn execute(&mut self, sql: &str) -> Result<Outcome> {
+        let text = normalized(sql);
+        self.forget_subqueries();
+        if text.is_empty() {
+            return Err(Error::new(code::ER_EMPTY_QUERY, "Query was empty"));
+        }
+        let first = lexer::first_words(&text, 3);
+        let w = |i: usize| first.get(i).map(String::as_str).unwrap_or("");
+        match (w(0), w(1)) {
+            ("ALTER", "TABLE") => return self.alter_table_text(&text),
+            ("LOAD", "DATA") => return self.load_data(&text),
+            ("CREATE", "TABLE") if lexer::find_top_level(&text, "PARTITION BY").is_some() => {
+                return self.create_table_text(&text)
+            }
+            ("CREATE", "PROCEDURE")
+            | ("CREATE", "FUNCTION")
+            | ("CALL", _)
+            | ("DROP", "PROCEDURE")
+            | ("DROP", "FUNCTION") => {
+                return Err(Error::unsupported("stored programs"));
+            }
+            ("FLUSH", _) => return Ok(Outcome::Ok),
+            ("PREPARE", _) => return self.prepare(&text),
+            ("EXECUTE", _) => return self.execute_prepared(&text),
+            ("DEALLOCATE", "PREPARE") | ("DROP", "PREPARE") => {
+                let name = w(2).to_lowercase();
+                return match self.prepared.remove(&name) {
+                    Some(_) => Ok(Outcome::Ok),
+                    None => Err(Error::new(code::ER_UNKNOWN_STMT_HANDLER, format!("Unknown prepared statement handler ({name}) given to DEALLOCATE PREPARE"))),
+                };
+            }
+            ("RENAME", "TABLE") => return self.rename_tables(&text),
+            ("OPTIMIZE", "TABLE") | ("ANALYZE", "TABLE") => {
+                let op = w(0).to_lowercase();
+                let names = text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..]
+                    .to_string();
+                let mut rows = Vec::new();
+                for n in lexer::split_top_level_commas(&names) {
+                    let n = n.replace('`', "");
+                    let (db, t) = match n.split_once('.') {
+                        Some((d, t)) => (Some(d.to_string()), t.to_string()),
+                        None => (None, n.clone()),
+                    };
+                    let def = self.session.table_def(db.as_deref(), &t)?;
+                    rows.push(vec![
+                        Some(def.qualified_name()),
+                        Some(op.clone()),
+                        Some("status".into()),
+                        Some("OK".into()),
+                    ]);
+                }
+                return Ok(Outcome::text(
+                    &["Table", "Op", "Msg_type", "Msg_text"],
+                    rows,
+                ));
+            }
+            ("SHOW", "WARNINGS") => return Ok(self.show_warnings()),
+            ("BEGIN", _) if first.len() == 1 => {
+                self.session.begin()?;
+                return Ok(Outcome::Ok);
+            }
+            _ => {}
+        }
+        let stmt = parse_one(&text)?;
+        self.dispatch(stmt, &text)
+    }
+
+    fn dispatch(&mut self, stmt: Statement, text: &str) -> Result<Outcome> {
+        match stmt {
+            Statement::Query(q) => self.query(&q, text),
+            Statement::Insert(ins) => self.insert(&ins),
+            Statement::Update(u) => self.update(&u),
+            Statement::Delete(d) => self.delete(&d),
+            Statement::CreateTable(ct) => self.create_table(&ct, None),
+            Statement::CreateDatabase {
+                db_name,
+                if_not_exists,
+                ..
+            } => {
+                let (_, name) = split_name(&db_name)?;
+                self.session.create_database(&name, if_not_exists)?;
+                Ok(Outcome::Affected {
+                    rows: 1,
+                    info: None,
+                })
+            }
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                ..
+            } => self.drop(object_type, if_exists, &names),
+            Statement::Truncate(t) => {
+                for target in &t.table_names {
+                    let (db, name) = split_name(&target.name)?;
+                    let def = self.session.table_def(db.as_deref(), &name)?;
+                    self.session.truncate(&def)?;
+                }
+                Ok(Outcome::Affected {
+                    rows: 0,
+                    info: None,
+                })
+            }
+            Statement::Use(u) => {
+                let name = match u {
+                    sqlparser::ast::Use::Object(n)
+                    | sqlparser::ast::Use::Database(n)
+                    | sqlparser::ast::Use::Schema(n) => split_name(&n)?.1,
+                    other => return Err(Error::unsupported(format!("{other}"))),
+                };
+                if !self.engine().with_state(|st| st.has_database(&name)) {
+                    return Err(Error::new(
+                        code::ER_BAD_DB_ERROR,
+                        format!("Unknown database '{name}'"),
+                    ));
+                }
+                self.session.vars.database = Some(name);
+                Ok(Outcome::Ok)
+            }
+            Statement::StartTransaction { .. } => {
+                self.session.begin()?;
+                Ok(Outcome::Ok)
+            }
+            Statement::Commit { .. } => {
+                let r = self.session.commit();
+                r?;
+                Ok(Outcome::Ok)
+            }
+            Statement::Rollback { .. } => {
+                self.session.rollback();
+                Ok(Outcome::Ok)
+            }
+            Statement::Set(set) => self.set(set),
+            Statement::ShowCreate { obj_type, obj_name } => self.show_create(obj_type, &obj_name),
+            Statement::ShowTables { .. } => self.show_tables(),
+            Statement::ExplainTable { table_name, .. } => self.describe(&table_name),
+            Statement::ShowColumns { show_options, .. } => {
+                let name = show_options
+                    .show_in
+                    .and_then(|i| i.parent_name)
+                    .ok_or_else(|| Error::syntax("SHOW COLUMNS needs FROM table"))?;
+                self.describe(&name)
+            }
+            Statement::ShowDatabases { .. } => Ok(Outcome::text(
+                &["Database"],
+                self.engine()
+                    .databases()
+                    .into_iter()
+                    .map(|d| vec![Some(d)])
+                    .collect(),
+            )),
+            Statement::ShowVariables { filter, .. } => self.show_variables(filter.as_ref()),
+            other => Err(Error::unsupported(first_keyword(&other.to_string()))),
+        }
+    }
+
+    fn show_warnings(&mut self) -> Outcome {
+        let rows = self
+            .session
+            .take_warnings()
+            .into_iter()
+            .map(|(c, m)| {
+                vec![
+                    Some(if c == code::ER_DUP_ENTRY || c == 1264 {
+                        "Warning".into()
+                    } else {
+                        "Note".into()
+                    }),
+                    Some(c.to_string()),
+                    Some(m),
+                ]
+            })
+            .collect();
+        Outcome::text(&["Level", "Code", "Message"], rows)
+    }
+
+    /// `PREPARE name FROM 'text'` (or `FROM @variable`).
+    fn prepare(&mut self, text: &str) -> Result<Outcome> {
+        let upper = text.to_ascii_uppercase();
+        let from = lexer::find_top_level(text, "FROM")
+            .ok_or_else(|| Error::syntax("PREPARE needs FROM"))?;
+        let name = text[7..from].trim().trim_matches('`').to_lowercase();
+        let source = text[from + 4..].trim();
+        let body = if let Some(var) = source.strip_prefix('@') {
+            ringrep_engine::types::text_of(
+                self.user_vars
+                    .get(&var.to_lowercase())
+                    .unwrap_or(&Value::Null),
+            )
+        } else {
+            lexer::take_string(source).map(|(s, _)| s).ok_or_else(|| {
+                Error::syntax(format!(
+                    "You have an error in your SQL syntax near '{}'",
+                    &upper[from..]
+                ))
+            })?
+        };
+        // Parse now, so a bad statement fails at PREPARE as in MySQL.
+        let probe = lexer::normalize_quotes(&lexer::bind_placeholders(
+            &body,
+            &vec![Value::Null; body.matches('?').count()],
+        ));
+        let first = lexer::first_words(&probe, 2);
+        if !(first.first().is_some_and(|w| w == "ALTER" || w == "LOAD")) {
+            parse_one(&probe)?;
+        }
+        self.prepared.insert(name, body);
+        Ok(Outcome::Ok)
+    }
+
+    /// `EXECUTE name [USING @a, @b, ...]`: binds the variables to the `?` placeholders.
+    fn execute_prepared(&mut self, text: &str) -> Result<Outcome> {
+        let rest = text[7..].trim();
+        let (name, using) = match lexer::find_top_level(rest, "USING") {
+            Some(i) => (rest[..i].trim(), Some(rest[i + 5..].trim())),
+            None => (rest, None),
+        };
+        let name = name.trim_matches('`').to_lowercase();
+        let body = self.prepared.get(&name).cloned().ok_or_else(|| {
+            Error::new(
+                code::ER_UNKNOWN_STMT_HANDLER,
+                format!("Unknown prepared statement handler ({name}) given to EXECUTE"),
+            )
+        })?;
+        let mut values = Vec::new();
+        for v in using.map(lexer::split_top_level_commas).unwrap_or_default() {
+            let var = v
+                .trim()
+                .strip_prefix('@')
+                .ok_or_else(|| Error::syntax("EXECUTE ... USING takes user variables"))?;
+            values.push(
+                self.user_vars
+                    .get(&var.to_lowercase())
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            );
+        }
+        if values.len() != lexer::count_placeholders(&body) {
+            return Err(Error::new(
+                code::ER_WRONG_ARGUMENTS,
+                "Incorrect arguments to EXECUTE",
+            ));
+        }
+        self.execute(&lexer::bind_placeholders(&body, &values))
+    }
+
+    /// `RENAME TABLE a TO b [, c TO d]`.
+    fn rename_tables(&mut self, text: &str) -> Result<Outcome> {
+        let list = &text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..];
+        for pair in lexer::split_top_level_commas(list) {
+            let upper = pair.to_ascii_uppercase();
+            let to = lexer::find_top_level(&pair, "TO")
+                .ok_or_else(|| Error::syntax("RENAME TABLE needs TO"))?;
+            let _ = upper;
+            let split = |s: &str| {
+                let s = s.trim().replace('`', "");
+                match s.split_once('.') {
+                    Some((d, t)) => (Some(d.to_string()), t.to_string()),
+                    None => (None, s),
+                }
+            };
+            let (sdb, sname) = split(&pair[..to]);
+            let (ddb, dname) = split(&pair[to + 2..]);
+            let mut def = self.session.table_def(sdb.as_deref(), &sname)?;
+            let target_db = match ddb {
+                Some(d) => d,
+                None => self.session.current_db()?,
+            };
+            if self.engine().table_def(&target_db, &dname).is_some() {
+                return Err(Error::new(
+                    code::ER_TABLE_EXISTS_ERROR,
+                    format!("Table '{dname}' already exists"),
+                ));
+            }
+            def.database = target_db;
+            def.name = dname;
+            self.session
+                .alter_table(def, &mut |row, _| Ok(Some(row.to_vec())))?;
+        }
+        Ok(Outcome::Affected {
+            rows: 0,
+            info: None,
+        })
+    }
+
+    /// Runs `f` as one statement: undone on error, committed when autocommit is on.
+    pub(crate) fn statement<T>(
+        &mut self,
+        f: impl FnOnce(&mut SqlSession) -> Result<T>,
+    ) -> Result<T> {
+        self.session.begin_statement();
+        let r = f(self);
+        self.session.end_statement(r)
+    }
+}
+
+fn first_keyword(s: &str) -> String {
+    s.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+}
+
+/// Formats an error as the `mysql` client does: `ERROR 1146 (42S02): Table 'x' doesn't exist`.
+pub fn client_error_line(e: &Error) -> String {
+    format!("ERROR {} ({}): {}", e.code, e.sqlstate, e.message)
+}
+
+/// For tests: the rows a query returns, as text (`None` for NULL).
+#[cfg(test)]
+pub(crate) fn test_rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
+    match s.execute(sql) {
+        Ok(Outcome::Rows(rs)) => rs.text_rows(),
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+/// For tests: an engine in `dir` and a session on it in database `d`, after `statements`.
+#[cfg(test)]
+pub(crate) fn test_session(dir: &std::path::Path, statements: &[&str]) -> (Engine, SqlSession) {
+    let (engine, _) = Engine::open(dir, ringrep_engine::EngineConfig::new(1)).expect("open");
+    let mut s = SqlSession::new(&engine);
+    for sql in ["CREATE DATABASE d", "USE d"].iter().chain(statements) {
+        s.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+    }
+    (engine, s)
+}

@@ -1,0 +1,270 @@
+//! SHOW CREATE TABLE in MySQL 8's exact format, SHOW TABLES, SHOW VARIABLES.
+
+use binlog_format::schema::{ColumnDefault, ColumnType, IndexKind, TableDef};
+use binlog_format::Value;
+use sqlparser::ast::{ObjectName, ShowCreateObject, ShowStatementFilter};
+
+use super::expr::{like, render};
+use super::{split_name, Outcome, SqlSession};
+use ringrep_engine::error::{Error, Result};
+use ringrep_engine::HIDDEN_ROW_ID;
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// `CREATE TABLE ...` exactly as MySQL 8 prints it for an NDB table.
+pub fn show_create_table(def: &TableDef) -> String {
+    let mut lines = Vec::new();
+    for c in def.columns.iter().filter(|c| c.name != HIDDEN_ROW_ID) {
+        let mut l = format!("  `{}` {}", c.name, c.ty.sql());
+        let is_ts = matches!(c.ty, ColumnType::Timestamp { .. });
+        if !c.nullable {
+            l.push_str(" NOT NULL");
+        } else if is_ts {
+            l.push_str(" NULL");
+        }
+        match &c.default {
+            ColumnDefault::Value(Value::Null) if c.nullable => l.push_str(" DEFAULT NULL"),
+            ColumnDefault::Value(v) => {
+                let text = match (v, &c.ty) {
+                    (Value::Bytes(b), _) => String::from_utf8_lossy(b).into_owned(),
+                    (v, ty) => render(v, Some(ty), 0).unwrap_or_default(),
+                };
+                l.push_str(&format!(" DEFAULT {}", quote(&text)));
+            }
+            ColumnDefault::CurrentTimestamp { fsp: 0 } => l.push_str(" DEFAULT CURRENT_TIMESTAMP"),
+            ColumnDefault::CurrentTimestamp { fsp } => {
+                l.push_str(&format!(" DEFAULT CURRENT_TIMESTAMP({fsp})"))
+            }
+            ColumnDefault::Generated { expr, stored } => l.push_str(&format!(
+                " GENERATED ALWAYS AS ({expr}) {}",
+                if *stored { "STORED" } else { "VIRTUAL" }
+            )),
+            ColumnDefault::None if c.nullable && !c.ty.is_lob() => l.push_str(" DEFAULT NULL"),
+            ColumnDefault::None => {}
+        }
+        if c.on_update_now {
+            match c.ty {
+                ColumnType::Timestamp { fsp } | ColumnType::DateTime { fsp } if fsp > 0 => {
+                    l.push_str(&format!(" ON UPDATE CURRENT_TIMESTAMP({fsp})"))
+                }
+                _ => l.push_str(" ON UPDATE CURRENT_TIMESTAMP"),
+            }
+        }
+        if c.auto_increment {
+            l.push_str(" AUTO_INCREMENT");
+        }
+        lines.push(l);
+    }
+    let cols = |ps: &[usize]| {
+        ps.iter()
+            .map(|&p| format!("`{}`", def.columns[p].name))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let hidden_pk = def
+        .primary_key
+        .iter()
+        .any(|&p| def.columns[p].name == HIDDEN_ROW_ID);
+    if !def.primary_key.is_empty() && !hidden_pk {
+        lines.push(format!("  PRIMARY KEY ({})", cols(&def.primary_key)));
+    }
+    for i in def.indexes.iter().filter(|i| i.kind == IndexKind::Unique) {
+        lines.push(format!("  UNIQUE KEY `{}` ({})", i.name, cols(&i.columns)));
+    }
+    for i in def
+        .indexes
+        .iter()
+        .filter(|i| i.kind == IndexKind::Secondary)
+    {
+        lines.push(format!("  KEY `{}` ({})", i.name, cols(&i.columns)));
+    }
+    let mut out = format!("CREATE TABLE `{}` (\n{}\n) ENGINE=ndbcluster DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci", def.name, lines.join(",\n"));
+    if let Some(c) = &def.comment {
+        out.push_str(&format!(" COMMENT={}", quote(c)));
+    }
+    if let Some(p) = &def.partitioning {
+        let kind = if p.linear { "LINEAR KEY" } else { "KEY" };
+        out.push_str(&format!(
+            "\n/*!50100 PARTITION BY {kind} ({})",
+            cols(&p.columns)
+        ));
+        if let Some(n) = p.partitions {
+            out.push_str(&format!("\nPARTITIONS {n}"));
+        }
+        out.push_str(" */");
+    }
+    out
+}
+
+/// `ndbinfo.memory_per_fragment` as ringrep can answer it: one row per table with the rows it
+/// stores (meta rows and expired rows not purged yet included) as `fixed_elem_count`.
+pub fn memory_per_fragment(engine: &ringrep_engine::Engine) -> (TableDef, Vec<Vec<Value>>) {
+    use binlog_format::schema::{ColumnDef, IntWidth};
+    let col = |name: &str, ty| ColumnDef {
+        name: name.into(),
+        ty,
+        nullable: false,
+        default: ColumnDefault::None,
+        on_update_now: false,
+        auto_increment: false,
+    };
+    let big = ColumnType::Integer {
+        width: IntWidth::Big,
+        unsigned: true,
+    };
+    let def = TableDef {
+        id: 0,
+        database: "ndbinfo".into(),
+        name: "memory_per_fragment".into(),
+        columns: vec![
+            col("fq_name", ColumnType::VarChar { len: 512 }),
+            col("table_id", big.clone()),
+            col("fragment_num", big.clone()),
+            col("fixed_elem_count", big),
+        ],
+        primary_key: vec![0],
+        indexes: vec![],
+        ring: None,
+        ttl: None,
+        partitioning: None,
+        comment: None,
+    };
+    let rows = engine.with_state(|st| {
+        st.tables
+            .values()
+            .map(|t| {
+                vec![
+                    Value::Text(format!("{}/def/{}", t.def.database, t.def.name)),
+                    Value::UInt(t.def.id),
+                    Value::UInt(0),
+                    Value::UInt(t.len() as u64),
+                ]
+            })
+            .collect()
+    });
+    (def, rows)
+}
+
+/// DESCRIBE / SHOW COLUMNS rows: Field, Type, Null, Key, Default, Extra (MySQL 8's format).
+pub fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
+    let first_of = |kind: IndexKind, c: usize| {
+        def.indexes
+            .iter()
+            .any(|i| i.kind == kind && i.columns.first() == Some(&c))
+    };
+    def.columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.name != HIDDEN_ROW_ID)
+        .map(|(i, c)| {
+            let key = if def.primary_key.contains(&i) {
+                "PRI"
+            } else if first_of(IndexKind::Unique, i) {
+                "UNI"
+            } else if first_of(IndexKind::Secondary, i) {
+                "MUL"
+            } else {
+                ""
+            };
+            let (default, mut extra) = match &c.default {
+                ColumnDefault::Value(Value::Null) | ColumnDefault::None => (None, String::new()),
+                ColumnDefault::Value(v) => (render(v, Some(&c.ty), 0), String::new()),
+                ColumnDefault::CurrentTimestamp { fsp: 0 } => (
+                    Some("CURRENT_TIMESTAMP".to_string()),
+                    "DEFAULT_GENERATED".to_string(),
+                ),
+                ColumnDefault::CurrentTimestamp { fsp } => (
+                    Some(format!("CURRENT_TIMESTAMP({fsp})")),
+                    "DEFAULT_GENERATED".to_string(),
+                ),
+                ColumnDefault::Generated { stored, .. } => (
+                    None,
+                    if *stored {
+                        "STORED GENERATED".to_string()
+                    } else {
+                        "VIRTUAL GENERATED".to_string()
+                    },
+                ),
+            };
+            if c.auto_increment {
+                extra = "auto_increment".into();
+            }
+            if c.on_update_now {
+                extra = format!("{extra} on update CURRENT_TIMESTAMP")
+                    .trim()
+                    .to_string();
+            }
+            vec![
+                Some(c.name.clone()),
+                Some(c.ty.sql()),
+                Some(if c.nullable { "YES" } else { "NO" }.into()),
+                Some(key.into()),
+                default,
+                Some(extra),
+            ]
+        })
+        .collect()
+}
+
+impl SqlSession {
+    pub(crate) fn describe(&mut self, name: &ObjectName) -> Result<Outcome> {
+        let (db, t) = split_name(name)?;
+        let def = self.session.table_def(db.as_deref(), &t)?;
+        Ok(Outcome::text(
+            &["Field", "Type", "Null", "Key", "Default", "Extra"],
+            describe_rows(&def),
+        ))
+    }
+
+    pub(crate) fn show_create(
+        &mut self,
+        kind: ShowCreateObject,
+        name: &ObjectName,
+    ) -> Result<Outcome> {
+        match kind {
+            ShowCreateObject::Table => {
+                let (db, t) = split_name(name)?;
+                let def = self.session.table_def(db.as_deref(), &t)?;
+                Ok(Outcome::text(
+                    &["Table", "Create Table"],
+                    vec![vec![Some(def.name.clone()), Some(show_create_table(&def))]],
+                ))
+            }
+            other => Err(Error::unsupported(format!("SHOW CREATE {other}"))),
+        }
+    }
+
+    pub(crate) fn show_tables(&mut self) -> Result<Outcome> {
+        let db = self.session.current_db()?;
+        let mut names: Vec<String> = self
+            .engine()
+            .tables()
+            .into_iter()
+            .filter(|t| t.database.eq_ignore_ascii_case(&db))
+            .map(|t| t.name)
+            .collect();
+        names.sort();
+        Ok(Outcome::text(
+            &[&format!("Tables_in_{db}")],
+            names.into_iter().map(|n| vec![Some(n)]).collect(),
+        ))
+    }
+
+    pub(crate) fn show_variables(
+        &mut self,
+        filter: Option<&ShowStatementFilter>,
+    ) -> Result<Outcome> {
+        let rows: Vec<Vec<Option<String>>> = self
+            .variables()
+            .into_iter()
+            .filter(|(name, _)| match filter {
+                Some(ShowStatementFilter::Like(p)) => like(name, p, '\\'),
+                _ => true,
+            })
+            .map(|(n, v)| vec![Some(n), Some(v)])
+            .collect();
+        Ok(Outcome::text(&["Variable_name", "Value"], rows))
+    }
+}

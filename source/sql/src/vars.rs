@@ -1,0 +1,253 @@
+//! SET of session, global and user variables, and `@@variable` reads.
+
+use binlog_format::Value;
+use sqlparser::ast::{Expr, Set};
+
+use super::expr::{eval, render, truthy, Scope};
+use super::{Outcome, SqlSession};
+use ringrep_engine::error::{code, Error, Result};
+
+/// Variables ringrep accepts and ignores (they have no meaning here), so scripts written for
+/// MySQL run.
+const ACCEPTED: &[&str] = &[
+    "sql_log_bin",
+    "sql_mode",
+    "names",
+    "character_set_client",
+    "character_set_results",
+    "collation_connection",
+    "foreign_key_checks",
+    "unique_checks",
+    "ndb_fully_replicated",
+    "ndb_read_backup",
+    "ndb_table_no_logging",
+    "transaction_isolation",
+    "tx_isolation",
+    "innodb_lock_wait_timeout",
+    "max_execution_time",
+    "ndb_use_exact_count",
+    "optimizer_switch",
+    "default_storage_engine",
+    "session_track_gtids",
+    "ndb_default_column_format",
+    "ndb_deferred_constraints",
+];
+
+fn on_off(v: &Value, name: &str) -> Result<bool> {
+    match v {
+        Value::Text(s) if s.eq_ignore_ascii_case("on") || s.eq_ignore_ascii_case("true") => {
+            Ok(true)
+        }
+        Value::Text(s) if s.eq_ignore_ascii_case("off") || s.eq_ignore_ascii_case("false") => {
+            Ok(false)
+        }
+        other => truthy(other).ok_or_else(|| wrong_value(name, other)),
+    }
+}
+
+fn wrong_value(name: &str, v: &Value) -> Error {
+    Error::new(
+        code::ER_WRONG_VALUE_FOR_VAR,
+        format!(
+            "Variable '{name}' can't be set to the value of '{}'",
+            render(v, None, 0).unwrap_or_else(|| "NULL".into())
+        ),
+    )
+}
+
+/// `+05:30` as seconds; `SYSTEM` and `UTC` are offset 0.
+fn parse_tz(s: &str) -> Option<i64> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("system") || s.eq_ignore_ascii_case("utc") || s == "+00:00" {
+        return Some(0);
+    }
+    let (sign, rest) = match s.chars().next()? {
+        '+' => (1, &s[1..]),
+        '-' => (-1, &s[1..]),
+        _ => return None,
+    };
+    let (h, m) = rest.split_once(':')?;
+    let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+    (h <= 14 && m < 60).then_some(sign * (h * 3600 + m * 60))
+}
+
+fn format_tz(secs: i64) -> String {
+    if secs == 0 {
+        return "+00:00".into();
+    }
+    let sign = if secs < 0 { '-' } else { '+' };
+    format!(
+        "{sign}{:02}:{:02}",
+        secs.abs() / 3600,
+        secs.abs() % 3600 / 60
+    )
+}
+
+impl SqlSession {
+    /// The value an unquoted word such as ON or OFF stands for in SET.
+    fn set_value(&self, e: &Expr) -> Result<Value> {
+        match e {
+            Expr::Identifier(i) if i.quote_style.is_none() && !i.value.starts_with('@') => {
+                Ok(Value::Text(i.value.clone()))
+            }
+            other => eval(other, &Scope::empty(), &self.ctx()),
+        }
+    }
+
+    pub(crate) fn set(&mut self, set: Set) -> Result<Outcome> {
+        let assignments: Vec<(String, Expr)> = match set {
+            Set::SingleAssignment {
+                variable, values, ..
+            } => {
+                let v = values
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| Error::syntax("SET needs a value"))?;
+                vec![(variable.to_string(), v)]
+            }
+            Set::MultipleAssignments { assignments } => assignments
+                .into_iter()
+                .map(|a| (a.name.to_string(), a.value))
+                .collect(),
+            Set::SetTimeZone { value, .. } => vec![("time_zone".into(), value)],
+            Set::SetNames { .. } | Set::SetNamesDefault {} => return Ok(Outcome::Ok),
+            Set::SetTransaction { .. } => return Ok(Outcome::Ok),
+            other => return Err(Error::unsupported(format!("{other}"))),
+        };
+        for (name, e) in assignments {
+            let v = self.set_value(&e)?;
+            self.set_variable(&name, v)?;
+        }
+        Ok(Outcome::Ok)
+    }
+
+    pub fn set_variable(&mut self, name: &str, v: Value) -> Result<()> {
+        let raw = name.trim_matches('`');
+        if let Some(user) = raw.strip_prefix('@').filter(|u| !u.starts_with('@')) {
+            self.user_vars.insert(user.to_lowercase(), v);
+            return Ok(());
+        }
+        let lower = raw.trim_start_matches("@@").to_lowercase();
+        let lower = lower
+            .strip_prefix("session.")
+            .or_else(|| lower.strip_prefix("global."))
+            .or_else(|| lower.strip_prefix("local."))
+            .unwrap_or(&lower)
+            .to_string();
+        let vars = &mut self.session.vars;
+        match lower.as_str() {
+            "ndb_ring_buffer_show_meta" => vars.show_meta = on_off(&v, &lower)?,
+            "ttl_expired_rows_visible_in_delete" => {
+                vars.ttl_expired_visible_in_delete = on_off(&v, &lower)?
+            }
+            "ndb_log_update_as_write" | "log_update_as_write" => {
+                vars.log_update_as_write = on_off(&v, &lower)?
+            }
+            "autocommit" => {
+                let on = on_off(&v, &lower)?;
+                if on && !vars.autocommit {
+                    // Turning autocommit on commits the open transaction, as in MySQL.
+                    self.session.vars.autocommit = true;
+                    self.session.commit()?;
+                } else {
+                    vars.autocommit = on;
+                }
+            }
+            "time_zone" => {
+                let s = ringrep_engine::types::text_of(&v);
+                vars.tz_offset = parse_tz(&s).ok_or_else(|| {
+                    Error::new(
+                        code::ER_UNKNOWN_TIME_ZONE,
+                        format!("Unknown or incorrect time zone: '{s}'"),
+                    )
+                })?;
+            }
+            "timestamp" => {
+                vars.timestamp_us = match super::expr::to_f64(&v) {
+                    Some(s) if s > 0.0 => Some((s * 1e6) as i64),
+                    _ => None,
+                };
+            }
+            n if ACCEPTED.contains(&n) => {}
+            _ => {
+                return Err(Error::new(
+                    code::ER_UNKNOWN_SYSTEM_VARIABLE,
+                    format!("Unknown system variable '{lower}'"),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// `SELECT @@name`: the session's variables, and the server's as clients and drivers
+    /// ask for them on connect (a MySQL 8.0 server's values where ringrep has no say).
+    pub(crate) fn system_variable(&self, name: &str) -> Result<Value> {
+        let lower = name.to_lowercase();
+        let lower = lower
+            .strip_prefix("session.")
+            .or_else(|| lower.strip_prefix("global."))
+            .unwrap_or(&lower);
+        let text = |s: &str| Ok(Value::Text(s.to_string()));
+        match lower {
+            "max_allowed_packet" => Ok(Value::Int(64 << 20)),
+            "wait_timeout" | "interactive_timeout" => Ok(Value::Int(28800)),
+            "net_write_timeout" => Ok(Value::Int(60)),
+            "lower_case_table_names" => Ok(Value::Int(0)),
+            "version" => text(&format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))),
+            "version_comment" => text("ringrep ring buffer tables"),
+            "socket" => Ok(Value::Null),
+            "character_set_client"
+            | "character_set_connection"
+            | "character_set_results"
+            | "character_set_server"
+            | "character_set_database" => text("utf8mb4"),
+            "collation_connection" | "collation_server" | "collation_database" => {
+                text("utf8mb4_general_ci")
+            }
+            "transaction_isolation" | "tx_isolation" => text("READ-COMMITTED"),
+            "sql_mode" => text("STRICT_TRANS_TABLES"),
+            "system_time_zone" => text("UTC"),
+            "license" => text("Apache-2.0"),
+            "session_track_gtids" => text("OFF"),
+            "sql_select_limit" => Ok(Value::UInt(u64::MAX)),
+            // The last sequence number in this node's binlog (for the verifier).
+            "ringrep_last_seq" => Ok(Value::UInt(self.engine().last_seq())),
+            _ => match self.variables().into_iter().find(|(n, _)| n == lower) {
+                Some((_, v)) if v == "ON" => Ok(Value::Int(1)),
+                Some((_, v)) if v == "OFF" => Ok(Value::Int(0)),
+                Some((_, v)) => Ok(v.parse::<i64>().map(Value::Int).unwrap_or(Value::Text(v))),
+                None => Err(Error::new(
+                    code::ER_UNKNOWN_SYSTEM_VARIABLE,
+                    format!("Unknown system variable '{lower}'"),
+                )),
+            },
+        }
+    }
+
+    /// Session variables as SHOW VARIABLES lists them.
+    pub(crate) fn variables(&self) -> Vec<(String, String)> {
+        let v = &self.session.vars;
+        let b = |x: bool| {
+            if x {
+                "ON".to_string()
+            } else {
+                "OFF".to_string()
+            }
+        };
+        vec![
+            ("autocommit".into(), b(v.autocommit)),
+            ("ndb_log_update_as_write".into(), b(v.log_update_as_write)),
+            ("ndb_ring_buffer_show_meta".into(), b(v.show_meta)),
+            ("read_only".into(), b(self.engine().config().read_only)),
+            (
+                "server_id".into(),
+                self.engine().config().server_id.to_string(),
+            ),
+            ("time_zone".into(), format_tz(v.tz_offset)),
+            (
+                "ttl_expired_rows_visible_in_delete".into(),
+                b(v.ttl_expired_visible_in_delete),
+            ),
+        ]
+    }
+}

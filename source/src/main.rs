@@ -1,0 +1,356 @@
+//! `ringrep-source`: the primary node (`serve`), SQL against a data directory, backup and
+//! restore. The Kafka relay (`relay`) is not built yet.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use binlog_format::SyncPolicy;
+use clap::{Parser, Subcommand};
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_kafka::KafkaArgs;
+use ringrep_relay::{Relay, RelayStats};
+use ringrep_server::config::FileConfig;
+use ringrep_server::{ServeArgs, Server, ServerSettings};
+use ringrep_sql::{client_error_line, Outcome, SqlSession};
+
+#[derive(Parser)]
+#[command(
+    name = "ringrep-source",
+    version,
+    about = "ringrep primary: the MySQL-protocol server, SQL, backup and restore"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run SQL statements against a data directory (no server needed), printing results as
+    /// the mysql client does in batch mode.
+    Sql {
+        #[arg(long)]
+        data_dir: PathBuf,
+        /// Statements to run (separated by `;`).
+        #[arg(short = 'e', long = "execute")]
+        execute: Option<String>,
+        /// Keep going after an error (exit status 1 still reports it).
+        #[arg(long)]
+        force: bool,
+        /// Server id for a new data directory.
+        #[arg(long, default_value_t = 1)]
+        server_id: u32,
+        /// Binlog sync policy: commit, never, or milliseconds.
+        #[arg(long, default_value = "commit")]
+        sync: String,
+        /// A file of statements (standard input when neither FILE nor -e is given).
+        file: Option<PathBuf>,
+    },
+    /// Write a backup (data rows and meta rows) of a stopped node's data directory.
+    Backup {
+        #[arg(long)]
+        data_dir: PathBuf,
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Create a new data directory from a backup; inserts continue each ring.
+    Restore {
+        #[arg(long)]
+        from: PathBuf,
+        #[arg(long)]
+        data_dir: PathBuf,
+    },
+    /// Run the primary: the MySQL-protocol server over a data directory. Stops cleanly on
+    /// SIGTERM or Ctrl-C (open transactions rolled back, binlog synced).
+    Serve {
+        /// The data directory (created if missing) [config: data_dir].
+        #[arg(long, env = "RINGREP_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// This node's server id, written into its binlog (default 1) [config: server_id].
+        #[arg(long, env = "RINGREP_SERVER_ID")]
+        server_id: Option<u32>,
+        /// Binlog sync policy: commit, never, or milliseconds (default commit) [config: sync].
+        #[arg(long, env = "RINGREP_SYNC")]
+        sync: Option<String>,
+        #[command(flatten)]
+        server: ServeArgs,
+        /// With --kafka-brokers, the node also relays its binlog to Kafka.
+        #[command(flatten)]
+        kafka: KafkaArgs,
+    },
+    /// Relay a primary's binlog to Kafka (docs/kafka.md), on its own; the primary may be
+    /// running. Resumes after the last transaction in the replication topic.
+    Relay {
+        /// The primary's data directory (its binlog/ is read).
+        #[arg(
+            long,
+            conflicts_with = "binlog_dir",
+            required_unless_present = "binlog_dir"
+        )]
+        data_dir: Option<PathBuf>,
+        /// The binlog directory itself.
+        #[arg(long)]
+        binlog_dir: Option<PathBuf>,
+        #[command(flatten)]
+        kafka: KafkaArgs,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ringrep-source: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// A field as mysql's batch mode prints it: tabs, newlines and backslashes escaped.
+fn field(v: &Option<String>) -> String {
+    match v {
+        None => "NULL".into(),
+        Some(s) => s
+            .replace('\\', "\\\\")
+            .replace('\t', "\\t")
+            .replace('\n', "\\n")
+            .replace('\0', "\\0"),
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Sql {
+            data_dir,
+            execute,
+            force,
+            server_id,
+            sync,
+            file,
+        } => {
+            let script = match (execute, file) {
+                (Some(e), _) => e,
+                (None, Some(f)) => std::fs::read_to_string(&f)
+                    .with_context(|| format!("reading {}", f.display()))?,
+                (None, None) => {
+                    let mut s = String::new();
+                    std::io::stdin().read_to_string(&mut s)?;
+                    s
+                }
+            };
+            let mut cfg = EngineConfig::new(server_id);
+            cfg.sync = sync.parse::<SyncPolicy>()?;
+            let (engine, _) = Engine::open(&data_dir, cfg)
+                .with_context(|| format!("opening {}", data_dir.display()))?;
+            let mut session = SqlSession::new(&engine);
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let mut failed = false;
+            for stmt in ringrep_sql::split_statements(&script) {
+                match session.execute(&stmt) {
+                    Ok(Outcome::Rows(rs)) => {
+                        writeln!(out, "{}", rs.columns.join("\t"))?;
+                        for r in rs.text_rows() {
+                            writeln!(
+                                out,
+                                "{}",
+                                r.iter().map(field).collect::<Vec<_>>().join("\t")
+                            )?;
+                        }
+                        // Each result reaches a pipe as soon as it exists.
+                        out.flush()?;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        out.flush()?;
+                        eprintln!("{}", client_error_line(&e));
+                        failed = true;
+                        if !force {
+                            break;
+                        }
+                    }
+                }
+            }
+            session.session.rollback();
+            out.flush()?;
+            Ok(if failed {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+        Command::Backup { data_dir, to } => {
+            let (engine, _) = Engine::open(&data_dir, EngineConfig::new(1))
+                .with_context(|| format!("opening {}", data_dir.display()))?;
+            let seq = engine.backup(&to)?;
+            println!(
+                "backup of {} at seq {seq} written to {}",
+                data_dir.display(),
+                to.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Restore { from, data_dir } => {
+            let seq = Engine::restore(&from, &data_dir)?;
+            println!(
+                "restored {} into {} (state at seq {seq}; its binlog continues at {})",
+                from.display(),
+                data_dir.display(),
+                seq + 1
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve {
+            data_dir,
+            server_id,
+            sync,
+            server,
+            kafka,
+        } => serve(data_dir, server_id, sync, server, kafka),
+        Command::Relay {
+            data_dir,
+            binlog_dir,
+            kafka,
+        } => relay(data_dir, binlog_dir, kafka),
+    }
+}
+
+fn serve(
+    data_dir: Option<PathBuf>,
+    server_id: Option<u32>,
+    sync: Option<String>,
+    args: ServeArgs,
+    kafka: KafkaArgs,
+) -> anyhow::Result<ExitCode> {
+    ringrep_server::init_logging();
+    let kafka = kafka.settings()?;
+    let file = FileConfig::for_args(&args).map_err(anyhow::Error::msg)?;
+    let settings = ServerSettings::resolve(&args, &file, ServerSettings::DEFAULT_PRIMARY_LISTEN)
+        .map_err(anyhow::Error::msg)?;
+    let data_dir = data_dir
+        .or(file.data_dir.clone())
+        .context("--data-dir (or data_dir in the config file) is required")?;
+    let mut cfg = EngineConfig::new(server_id.or(file.server_id).unwrap_or(1));
+    cfg.sync = sync
+        .or(file.sync.clone())
+        .as_deref()
+        .unwrap_or("commit")
+        .parse::<SyncPolicy>()?;
+    if let Some(n) = args.snapshot_every(&file) {
+        cfg.snapshot_every = n;
+    }
+    let (engine, report) =
+        Engine::open(&data_dir, cfg).with_context(|| format!("opening {}", data_dir.display()))?;
+    tracing::info!(
+        "primary {} open at seq {} (server id {}, replayed {})",
+        data_dir.display(),
+        report.last_seq,
+        engine.config().server_id,
+        report.replayed
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let server = Server::bind(engine.clone(), &settings).await?;
+        tracing::info!("listening on {}", server.local_addr()?);
+        let purge = ringrep_server::spawn_ttl_purge(engine.clone());
+        let (stop_relay, relay_stop) = tokio::sync::watch::channel(false);
+        let relay = kafka.map(|k| {
+            tracing::info!("relaying to Kafka at {} (topic prefix {})", k.brokers, k.topic_prefix);
+            let relay = Relay::new(k, &engine.binlog_dir(), engine.notifier());
+            let stats = relay.stats.clone();
+            tokio::spawn(log_progress(stats, relay_stop.clone()));
+            tokio::spawn(async move {
+                let r = relay.run(relay_stop).await;
+                // A relay that stops leaves the node serving: say so loudly.
+                if let Err(e) = &r {
+                    tracing::error!("the Kafka relay stopped: {e}; the node keeps serving; restart it or run `ringrep-source relay`");
+                }
+                r
+            })
+        });
+        let report = server.run(ringrep_server::stop_signal()).await?;
+        purge.abort();
+        if let Some(relay) = relay {
+            let _ = stop_relay.send(true);
+            match relay.await {
+                Ok(Ok(seq)) => tracing::info!("relay stopped: Kafka acknowledged up to seq {seq}"),
+                Ok(Err(_)) => {}
+                Err(e) => tracing::error!("relay task: {e}"),
+            }
+        }
+        tracing::info!(
+            "stopped: {} connection(s) served, {} closed at shutdown; binlog synced at seq {}",
+            report.connections_accepted,
+            report.connections_closed_at_shutdown,
+            engine.last_seq()
+        );
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// One line a second while the relay runs.
+async fn log_progress(
+    stats: std::sync::Arc<RelayStats>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    use std::sync::atomic::Ordering;
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    let mut last = 0;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let n = stats.transactions.load(Ordering::Relaxed);
+        if n != last {
+            tracing::info!(
+                "relay: acknowledged up to seq {}, {} transactions and {} change records produced ({}/s)",
+                stats.acked_seq.load(Ordering::Relaxed),
+                n,
+                stats.change_records.load(Ordering::Relaxed),
+                n - last
+            );
+            last = n;
+        }
+    }
+}
+
+fn relay(
+    data_dir: Option<PathBuf>,
+    binlog_dir: Option<PathBuf>,
+    kafka: KafkaArgs,
+) -> anyhow::Result<ExitCode> {
+    ringrep_server::init_logging();
+    let settings = kafka.settings()?.context("--kafka-brokers is required")?;
+    let dir = match (binlog_dir, data_dir) {
+        (Some(b), _) => b,
+        (None, Some(d)) => d.join("binlog"),
+        (None, None) => anyhow::bail!("give --data-dir or --binlog-dir"),
+    };
+    tracing::info!(
+        "relaying {} to Kafka at {} (topic prefix {})",
+        dir.display(),
+        settings.brokers,
+        settings.topic_prefix
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let relay = Relay::new(settings, &dir, None);
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(log_progress(relay.stats.clone(), stop_rx.clone()));
+        tokio::spawn(async move {
+            ringrep_server::stop_signal().await;
+            let _ = stop_tx.send(true);
+        });
+        let seq = relay.run(stop_rx).await?;
+        tracing::info!("relay stopped: Kafka acknowledged up to seq {seq}");
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,11 @@
+//! # ringrep-testkit
+//!
+//! Helpers the test suites of several crates share, so that none of them includes another's
+//! files: [`engine`] (an engine on a manual clock, ring and plain table definitions, a
+//! reference model of rings), [`node`] (`ringrep-source serve` and `ringrep-applier serve` as
+//! real processes, with a client), and [`broker`] (the Kafka broker of a test: a real one named
+//! by `RINGREP_TEST_KAFKA_BROKERS`, or librdkafka's in-process mock cluster).
+
+pub mod broker;
+pub mod engine;
+pub mod node;
