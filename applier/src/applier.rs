@@ -16,25 +16,36 @@ use ringrep_engine::{Engine, Session};
 use crate::error::{Error, Result};
 use crate::source::{EventSource, SourcedTx};
 
+/// The replica's position table in database `mysql`: one row per source server, written in
+/// the same commit as the rows it applied.
 pub const STATUS_TABLE: &str = "ringrep_apply_status";
 
 /// The stored position for one source server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppliedPosition {
+    /// The source server (the origin of the transactions).
     pub server_id: u32,
+    /// The sequence number of the last transaction applied from it.
     pub last_seq: u64,
+    /// Where that transaction was read (segment and offset in the source's binlog).
     pub position: Position,
+    /// When the source committed it, in microseconds since 1970-01-01 UTC.
     pub source_commit_us: i64,
+    /// When the replica applied it, in microseconds since 1970-01-01 UTC.
     pub applied_us: i64,
 }
 
+/// What applying one transaction did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApplyOutcome {
+    /// Applied, with its position, in one commit.
     Applied {
+        /// The transaction's sequence number.
         seq: u64,
     },
     /// Already applied (a duplicate delivery): nothing changed.
     Skipped {
+        /// The transaction's sequence number.
         seq: u64,
     },
 }
@@ -46,10 +57,12 @@ pub struct LagStats {
 }
 
 impl LagStats {
+    /// Adds one sample (negative lags, from clock skew, count as 0).
     pub fn record(&mut self, us: i64) {
         self.samples.push(us.max(0));
     }
 
+    /// The number of samples.
     pub fn count(&self) -> usize {
         self.samples.len()
     }
@@ -109,14 +122,29 @@ fn status_def() -> TableDef {
     prepare_table(def.clone(), None, false).unwrap_or(def)
 }
 
+/// Replays a primary's transactions on a replica engine through the privileged path, exactly
+/// once: each transaction and its source position commit together, and a transaction at or
+/// below the stored position is skipped.
 pub struct Applier {
     session: Session,
     /// LSN of the last applied transaction not yet synced (group commit on the replica).
     pending_lsn: Option<u64>,
     status: TableDef,
+    /// Replica lag of the transactions applied in this run.
     pub lag: LagStats,
+    /// Transactions applied in this run.
     pub applied: u64,
+    /// Transactions skipped as already applied in this run.
     pub skipped: u64,
+}
+
+impl std::fmt::Debug for Applier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Applier")
+            .field("applied", &self.applied)
+            .field("skipped", &self.skipped)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Applier {
@@ -148,6 +176,7 @@ impl Applier {
         })
     }
 
+    /// The replica engine.
     pub fn engine(&self) -> &Engine {
         self.session.engine()
     }

@@ -2,10 +2,14 @@
 
 use binlog_format::Position;
 
+/// Why applying, reading a source or verifying failed; [`Error::is_retriable`] says whether
+/// trying again can help.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The replica's engine refused or failed (its code and retry class kept).
     #[error("engine: {0}")]
     Engine(#[from] ringrep_engine::Error),
+    /// Reading the source's binlog failed: I/O (retriable) or corruption at a position.
     #[error("binlog: {0}")]
     Binlog(#[from] binlog_format::Error),
     /// The Kafka source failed (the broker, the client or a setting).
@@ -14,16 +18,22 @@ pub enum Error {
     /// The source skipped a sequence number: nothing after it can be applied safely.
     #[error("sequence gap from server {server_id}: missing seq {missing} (next available is {found} at {position})")]
     Gap {
+        /// The source server.
         server_id: u32,
+        /// The sequence number expected next.
         missing: u64,
+        /// The sequence number found instead.
         found: u64,
+        /// Where it was found.
         position: Position,
     },
+    /// The source failed in a way that may pass (a task that went away, a broker).
     #[error("source: {0}")]
     Source(String),
     /// A `mysql://` side of the verifier could not be read.
     #[error("{0}")]
     Remote(String),
+    /// Something that cannot be applied (a bad definition, a broken invariant).
     #[error("{0}")]
     Invalid(String),
 }
@@ -41,4 +51,5 @@ impl Error {
     }
 }
 
+/// The result type of the applier.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

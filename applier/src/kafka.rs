@@ -28,6 +28,16 @@ pub struct KafkaSource {
     next_seq: u64,
 }
 
+impl std::fmt::Debug for KafkaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSource")
+            .field("brokers", &self.brokers)
+            .field("topic", &self.reader.topic)
+            .field("next_seq", &self.next_seq)
+            .finish_non_exhaustive()
+    }
+}
+
 /// How long one probe of the binary search waits for its record.
 const PROBE_WAIT: Duration = Duration::from_secs(30);
 

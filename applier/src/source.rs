@@ -14,7 +14,9 @@ use crate::error::{Error, Result};
 /// One transaction from a source, with where it was found.
 #[derive(Debug, Clone)]
 pub struct SourcedTx {
+    /// The transaction, as the primary committed it.
     pub tx: Transaction,
+    /// Where it was read (segment and offset in the source's binlog).
     pub position: Position,
 }
 
@@ -26,6 +28,7 @@ pub struct SourcedTx {
 /// arrived; a corrupt record is an error naming its position and nothing after it is given.
 #[async_trait]
 pub trait EventSource: Send {
+    /// The next transaction, or `None` when none arrived within `timeout`.
     async fn next(&mut self, timeout: Duration) -> Result<Option<SourcedTx>>;
     /// A short description for logs ("binlog directory /x/binlog").
     fn describe(&self) -> String;
@@ -39,6 +42,14 @@ pub struct BinlogDirSource {
     ready: VecDeque<SourcedTx>,
     /// An error met while reading ahead, given out once `ready` is empty.
     failed: Option<Error>,
+}
+
+impl std::fmt::Debug for BinlogDirSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BinlogDirSource")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Most transactions one trip to the blocking reader takes when they are there already.

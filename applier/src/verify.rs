@@ -15,8 +15,10 @@ use ringrep_engine::Engine;
 use ringrep_engine::{Row, State, StoredRow, SYSTEM_DB};
 use serde::Serialize;
 
+/// How a verification runs.
 #[derive(Debug, Clone)]
 pub struct VerifyOptions {
+    /// Rows per chunk: chunks are compared by checksum first, row by row only where they differ.
     pub chunk_rows: usize,
     /// Most differences listed per table (all are counted).
     pub max_listed: usize,
@@ -35,55 +37,86 @@ impl Default for VerifyOptions {
     }
 }
 
+/// One row where the two sides differ.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Difference {
     /// In the primary, not in the replica.
-    Missing { key: String },
+    Missing {
+        /// The row's primary key, as text.
+        key: String,
+    },
     /// In the replica, not in the primary.
-    Extra { key: String },
+    Extra {
+        /// The row's primary key, as text.
+        key: String,
+    },
     /// In both with other values; `columns` names those that differ.
     Different {
+        /// The row's primary key, as text.
         key: String,
+        /// The columns whose values differ.
         columns: Vec<String>,
+        /// Whether the row is a ring's meta row (slot 0).
         meta_row: bool,
     },
 }
 
+/// What a verification found in one table.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct TableReport {
+    /// The table, as `database.table`.
     pub table: String,
+    /// Rows in the primary's copy, meta rows included.
     pub primary_rows: u64,
+    /// Rows in the replica's copy, meta rows included.
     pub replica_rows: u64,
+    /// Chunks compared.
     pub chunks: u64,
+    /// Chunks whose checksums differed.
     pub chunks_differ: u64,
+    /// Rows missing from the replica.
     pub missing: u64,
+    /// Rows only the replica has.
     pub extra: u64,
+    /// Rows with different values.
     pub different: u64,
+    /// How the table definitions differ, if they do.
     pub definition: Option<String>,
+    /// The differences found, up to `VerifyOptions::max_listed`.
     pub differences: Vec<Difference>,
 }
 
 impl TableReport {
+    /// Whether both sides hold the same table.
     pub fn converged(&self) -> bool {
         self.definition.is_none() && self.missing == 0 && self.extra == 0 && self.different == 0
     }
 }
 
+/// The result of a verification.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Report {
+    /// The primary's last sequence number when it was read.
     pub primary_seq: u64,
+    /// What the replica says it applied from the primary.
     pub replica_applied_seq: Option<u64>,
+    /// One report per table.
     pub tables: Vec<TableReport>,
+    /// Rows compared in all.
     pub rows_compared: u64,
+    /// Whether every table converged.
     pub converged: bool,
 }
 
 /// Progress of a long run: tables done of total, rows compared so far.
 #[derive(Debug, Clone, Copy)]
 pub struct Progress {
+    /// Tables compared so far.
     pub tables_done: usize,
+    /// Tables to compare.
     pub tables_total: usize,
+    /// Rows compared so far.
     pub rows: u64,
 }
 

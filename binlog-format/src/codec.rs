@@ -88,7 +88,7 @@ pub fn decode<T: Decode<()>>(bytes: &[u8]) -> Result<T> {
 }
 
 /// Appends a record's encoding to `buf`: the same bytes as [`encode_into`], transactions of row
-/// events written by [`crate::fast_codec`].
+/// events written by the crate's hand-written encoder (`fast_codec`) rather than bincode.
 pub fn encode_record_into(record: &Record, buf: &mut Vec<u8>) -> Result<()> {
     match record {
         Record::Transaction(tx) => encode_transaction_record_into(tx, buf),
@@ -169,8 +169,9 @@ pub fn encode_row_into(row: &[Value], buf: &mut Vec<u8>) {
     crate::fast_codec::put_row(buf, row);
 }
 
-/// Decodes a record: transactions of row events through [`crate::fast_codec`], anything
-/// else (and anything malformed, for bincode's error) through [`decode`]. Same results.
+/// Decodes a record: transactions of row events through the crate's hand-written decoder
+/// (`fast_codec`), anything else (and anything malformed, for bincode's error) through
+/// [`decode`]. Same results.
 pub fn decode_record(bytes: &[u8]) -> Result<Record> {
     match crate::fast_codec::record(bytes) {
         Some(record) => Ok(record),

@@ -35,8 +35,11 @@ pub enum FormatVersion {
 }
 
 impl FormatVersion {
+    /// The version this build writes into new segments and Kafka headers.
     pub const CURRENT: FormatVersion = FormatVersion::V1;
 
+    /// The version a prelude's version field names, or `None` for one this build cannot
+    /// read.
     pub fn from_u16(v: u16) -> Option<FormatVersion> {
         match v {
             1 => Some(FormatVersion::V1),
@@ -48,12 +51,19 @@ impl FormatVersion {
 /// The fixed prelude of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prelude {
+    /// The format version as stored (a [`FormatVersion`] once [`Prelude::decode`] accepted
+    /// it).
     pub version: u16,
+    /// The server that writes the binlog this segment belongs to.
     pub server_id: u32,
+    /// The sequence number the segment's first transaction has, or will have while the
+    /// segment holds none: one more than the last sequence number before the segment.
     pub first_seq: u64,
 }
 
 impl Prelude {
+    /// The 24 bytes of the prelude: magic number, version, zero flags, server id, first
+    /// sequence number, all little endian.
     pub fn encode(&self) -> [u8; PRELUDE_LEN as usize] {
         let mut b = [0u8; PRELUDE_LEN as usize];
         b[0..8].copy_from_slice(MAGIC);

@@ -7,11 +7,27 @@ use crate::format::FRAME_HEADER_LEN;
 #[derive(Debug, PartialEq, Eq)]
 pub enum FrameScan<'a> {
     /// A whole frame whose checksum matches; `len` is the frame's total size.
-    Frame { payload: &'a [u8], len: usize },
+    Frame {
+        /// The payload, borrowed from the buffer: everything after the 8-byte frame header.
+        payload: &'a [u8],
+        /// Bytes from the frame's start to its end, header included: where the next frame
+        /// starts.
+        len: usize,
+    },
     /// The buffer ends inside the frame: `need` more bytes are required.
-    Incomplete { need: usize },
+    Incomplete {
+        /// How many more bytes the buffer needs before the frame can be checked: the rest of
+        /// the header, or the rest of the payload once the header is there.
+        need: usize,
+    },
     /// The frame cannot be trusted.
-    Corrupt { reason: String, complete: bool },
+    Corrupt {
+        /// What is wrong: a length above the maximum, or a checksum mismatch.
+        reason: String,
+        /// Whether the whole frame was in the buffer (a checksum mismatch) rather than only
+        /// its header (a length above the maximum, refused without reading further).
+        complete: bool,
+    },
 }
 
 /// Appends one frame around `payload`; see [`write_frame_with`].

@@ -199,29 +199,44 @@ pub fn record_json(schema: &Schema, position: Position, record: &Record) -> Json
     }
 }
 
-/// Counters for `ringrep-binlog stats`.
+/// Counters for `ringrep-binlog stats`, over the records given to [`Stats::add`].
 #[derive(Debug, Default)]
 pub struct Stats {
+    /// Counters per segment number.
     pub segments: BTreeMap<u64, SegmentStats>,
-    /// Per table label: counts per (op, cause).
+    /// Per table label (`database.table`, or `<table ID>` for a table the schema does not
+    /// know): row event counts per `op/cause` (such as `write/overwrite`).
     pub tables: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Transaction records seen.
     pub transactions: u64,
+    /// Heartbeat records seen.
     pub heartbeats: u64,
+    /// Row events seen, over all transactions.
     pub row_events: u64,
+    /// DDL events seen, over all transactions.
     pub ddl_events: u64,
+    /// The sequence number of the first transaction seen, if any.
     pub first_seq: Option<u64>,
+    /// The sequence number of the last transaction seen, if any.
     pub last_seq: Option<u64>,
 }
 
+/// Counters for one segment, within [`Stats`].
 #[derive(Debug, Default, Clone)]
 pub struct SegmentStats {
+    /// Records seen in the segment (transactions and heartbeats).
     pub records: u64,
+    /// Sum of the `len` given with each record: the bytes of the frames seen.
     pub bytes: u64,
+    /// The sequence number of the segment's first transaction seen, if any.
     pub first_seq: Option<u64>,
+    /// The sequence number of the segment's last transaction seen, if any.
     pub last_seq: Option<u64>,
 }
 
 impl Stats {
+    /// Counts one record at `position` whose frame took `len` bytes; `schema` (as of the
+    /// record) names its tables.
     pub fn add(&mut self, schema: &Schema, position: Position, len: u64, record: &Record) {
         let seg = self.segments.entry(position.segment).or_default();
         seg.records += 1;
@@ -252,6 +267,8 @@ impl Stats {
         }
     }
 
+    /// The counters as `ringrep-binlog stats` prints them: a tab-separated line per segment,
+    /// a summary line, then a line per table with its `op/cause=count` pairs.
     pub fn text(&self) -> String {
         let mut out = String::new();
         let seq = |s: Option<u64>| s.map(|v| v.to_string()).unwrap_or_else(|| "-".into());

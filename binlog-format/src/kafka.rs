@@ -17,12 +17,16 @@ use crate::frame::write_frame_with;
 use crate::schema::TableDef;
 use crate::value::{format_datetime, DateTime, Value};
 
+/// The default topic prefix, which gives the topics `ringrep.replication` and
+/// `ringrep.<database>.<table>`.
 pub const DEFAULT_TOPIC_PREFIX: &str = "ringrep";
 
+/// The replication topic's name: `<prefix>.replication`.
 pub fn replication_topic(prefix: &str) -> String {
     format!("{prefix}.replication")
 }
 
+/// The change topic of a table: `<prefix>.<database>.<table>`, names used as they are.
 pub fn change_topic(prefix: &str, database: &str, table: &str) -> String {
     format!("{prefix}.{database}.{table}")
 }
@@ -30,11 +34,17 @@ pub fn change_topic(prefix: &str, database: &str, table: &str) -> String {
 /// A record ready to hand to a producer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KafkaRecord {
+    /// The topic to produce to.
     pub topic: String,
+    /// The partition to produce to (this crate always sets it; `None` would leave the
+    /// choice to the producer).
     pub partition: Option<i32>,
+    /// The record key's bytes: the server id as decimal text on the replication topic, the
+    /// JSON of the full primary key on a change topic.
     pub key: Vec<u8>,
     /// `None` is a tombstone.
     pub value: Option<Vec<u8>>,
+    /// Record headers, name and value, in order; values are decimal text.
     pub headers: Vec<(String, String)>,
 }
 
@@ -157,9 +167,13 @@ pub fn partition_for(prefix_key: &[u8], partitions: i32) -> i32 {
 /// Where a row event sits in the stream, for the envelope's `source`.
 #[derive(Debug, Clone, Copy)]
 pub struct SourceInfo {
+    /// The server that wrote the transaction.
     pub server_id: u32,
+    /// The transaction's sequence number.
     pub seq: u64,
+    /// Where the transaction's record is in the binlog.
     pub position: Position,
+    /// The transaction's commit time, microseconds since the Unix epoch.
     pub commit_time_us: i64,
     /// Index of the row event within its transaction.
     pub index: u32,

@@ -21,13 +21,20 @@ pub enum RecoveryMode {
 /// A torn tail found at the end of the last segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TornTail {
+    /// Where the last whole record ends: the start of the partial or damaged bytes.
     pub position: Position,
+    /// How many bytes follow `position` to the end of the segment file.
     pub bytes: u64,
 }
 
+/// How a [`BinlogReader`] reads. The default reads frames of up to
+/// [`DEFAULT_MAX_FRAME`] bytes, tolerates a torn tail and checks sequence numbers.
 #[derive(Debug, Clone)]
 pub struct ReaderOptions {
+    /// Largest frame payload accepted, in bytes; a frame announcing more is treated as
+    /// corrupt before anything is read or allocated.
     pub max_frame: u32,
+    /// What to do with a last segment that ends inside a record.
     pub recovery: RecoveryMode,
     /// Check that transaction sequence numbers are gapless.
     pub check_sequence: bool,
@@ -43,8 +50,11 @@ impl Default for ReaderOptions {
     }
 }
 
-/// Iterates over the records of a binlog directory (or of one segment file). After the first
-/// error it yields nothing more.
+/// Iterates over the records of a binlog directory (or of one segment file), oldest first,
+/// each with its [`Position`]. After the first error it yields nothing more. It reads what the
+/// files hold when it gets to them and stops at the end; to follow a growing binlog, use a
+/// [`Tailer`](crate::Tailer).
+#[derive(Debug)]
 pub struct BinlogReader {
     dir: PathBuf,
     segments: Vec<u64>,
@@ -101,6 +111,8 @@ impl BinlogReader {
         self.torn
     }
 
+    /// The numbers of the segments being read, oldest first (one, when opened on a segment
+    /// file).
     pub fn segments(&self) -> &[u64] {
         &self.segments
     }
@@ -118,6 +130,7 @@ impl BinlogReader {
         })
     }
 
+    /// How many records the iterator has returned so far.
     pub fn records_read(&self) -> u64 {
         self.records
     }

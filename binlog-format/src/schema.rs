@@ -11,9 +11,13 @@ use crate::value::Value;
     Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode,
 )]
 pub enum LobSize {
+    /// TINYTEXT / TINYBLOB: up to 255 bytes.
     Tiny,
+    /// TEXT / BLOB: up to 65,535 bytes.
     Normal,
+    /// MEDIUMTEXT / MEDIUMBLOB: up to 16,777,215 bytes.
     Medium,
+    /// LONGTEXT / LONGBLOB: up to 4,294,967,295 bytes.
     Long,
 }
 
@@ -43,14 +47,20 @@ impl LobSize {
     Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode,
 )]
 pub enum IntWidth {
+    /// TINYINT: 8 bits.
     Tiny,
+    /// SMALLINT: 16 bits.
     Small,
+    /// MEDIUMINT: 24 bits.
     Medium,
+    /// INT: 32 bits.
     Int,
+    /// BIGINT: 64 bits.
     Big,
 }
 
 impl IntWidth {
+    /// The column's storage width in bits: 8, 16, 24, 32 or 64.
     pub fn bits(self) -> u32 {
         match self {
             IntWidth::Tiny => 8,
@@ -85,20 +95,68 @@ impl IntWidth {
 /// The SQL type of a column.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum ColumnType {
-    Integer { width: IntWidth, unsigned: bool },
-    Decimal { precision: u8, scale: u8 },
+    /// TINYINT to BIGINT. Values are [`Value::Int`] when signed, [`Value::UInt`] when UNSIGNED.
+    Integer {
+        /// How many bits the column holds.
+        width: IntWidth,
+        /// Whether the column is UNSIGNED.
+        unsigned: bool,
+    },
+    /// `DECIMAL(precision, scale)`. Values are [`Value::Decimal`] text.
+    Decimal {
+        /// Total number of digits.
+        precision: u8,
+        /// Digits after the decimal point.
+        scale: u8,
+    },
+    /// FLOAT (32-bit). Values are [`Value::Float`].
     Float,
+    /// DOUBLE (64-bit). Values are [`Value::Double`].
     Double,
-    Char { len: u32 },
-    VarChar { len: u32 },
-    Binary { len: u32 },
-    VarBinary { len: u32 },
-    Text { size: LobSize },
-    Blob { size: LobSize },
+    /// `CHAR(len)`, fixed length. Values are [`Value::Text`].
+    Char {
+        /// Length in characters.
+        len: u32,
+    },
+    /// `VARCHAR(len)`. Values are [`Value::Text`].
+    VarChar {
+        /// Maximum length in characters.
+        len: u32,
+    },
+    /// `BINARY(len)`, fixed length. Values are [`Value::Bytes`].
+    Binary {
+        /// Length in bytes.
+        len: u32,
+    },
+    /// `VARBINARY(len)`. Values are [`Value::Bytes`].
+    VarBinary {
+        /// Maximum length in bytes.
+        len: u32,
+    },
+    /// TINYTEXT, TEXT, MEDIUMTEXT or LONGTEXT. Values are [`Value::Text`].
+    Text {
+        /// Which of the four sizes.
+        size: LobSize,
+    },
+    /// TINYBLOB, BLOB, MEDIUMBLOB or LONGBLOB. Values are [`Value::Bytes`].
+    Blob {
+        /// Which of the four sizes.
+        size: LobSize,
+    },
+    /// JSON. Values are [`Value::Json`] text.
     Json,
+    /// DATE. Values are [`Value::Date`].
     Date,
-    DateTime { fsp: u8 },
-    Timestamp { fsp: u8 },
+    /// `DATETIME(fsp)`. Values are [`Value::DateTime`], microseconds always carried.
+    DateTime {
+        /// Fractional-second digits shown, 0 to 6.
+        fsp: u8,
+    },
+    /// `TIMESTAMP(fsp)`. Values are [`Value::Timestamp`] (microseconds since the epoch, UTC).
+    Timestamp {
+        /// Fractional-second digits shown, 0 to 6.
+        fsp: u8,
+    },
 }
 
 impl ColumnType {
@@ -138,10 +196,12 @@ impl ColumnType {
         )
     }
 
+    /// Any integer width, signed or unsigned.
     pub fn is_integer(&self) -> bool {
         matches!(self, ColumnType::Integer { .. })
     }
 
+    /// The character types: CHAR, VARCHAR and the TEXT sizes (not JSON).
     pub fn is_string(&self) -> bool {
         matches!(
             self,
@@ -149,6 +209,7 @@ impl ColumnType {
         )
     }
 
+    /// The byte-string types: BINARY, VARBINARY and the BLOB sizes.
     pub fn is_binary(&self) -> bool {
         matches!(
             self,
@@ -165,34 +226,55 @@ pub enum ColumnDefault {
     /// A constant, already converted to the column type.
     Value(Value),
     /// `DEFAULT CURRENT_TIMESTAMP(fsp)`.
-    CurrentTimestamp { fsp: u8 },
+    CurrentTimestamp {
+        /// Fractional-second digits of the current time, 0 to 6.
+        fsp: u8,
+    },
     /// A generated column, `AS (expr) VIRTUAL|STORED`: the SQL layer computes its value from
     /// the row on every insert and update, and rows carry the computed value.
-    Generated { expr: String, stored: bool },
+    Generated {
+        /// The SQL expression, as text.
+        expr: String,
+        /// `STORED` (true) or `VIRTUAL` (false).
+        stored: bool,
+    },
 }
 
+/// One column of a table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct ColumnDef {
+    /// The column's name as declared (names compare case-insensitively).
     pub name: String,
+    /// The SQL type, which says which [`Value`] variant the column's values take.
     pub ty: ColumnType,
+    /// Whether the column accepts NULL (no `NOT NULL`).
     pub nullable: bool,
+    /// The value an INSERT that does not name the column gives it.
     pub default: ColumnDefault,
     /// `ON UPDATE CURRENT_TIMESTAMP(fsp)`.
     pub on_update_now: bool,
+    /// `AUTO_INCREMENT`: an insert without a value for it takes the next number.
     pub auto_increment: bool,
 }
 
+/// Whether an index enforces uniqueness.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode,
 )]
 pub enum IndexKind {
+    /// `UNIQUE`: no two rows have the same values in the index's columns.
     Unique,
+    /// A plain (non-unique) index, for lookups only.
     Secondary,
 }
 
+/// A secondary or unique index (the primary key is [`TableDef::primary_key`], not an index
+/// here).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct IndexDef {
+    /// The index's name.
     pub name: String,
+    /// Unique or not.
     pub kind: IndexKind,
     /// Column positions in the table, in index order.
     pub columns: Vec<usize>,
@@ -201,6 +283,7 @@ pub struct IndexDef {
 /// `MAX_ROWS_PER_PK=size@slot_column@meta_column`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct RingOptions {
+    /// How many data rows (slots 1 to `size`) each primary-key prefix holds.
     pub size: u32,
     /// Position of the slot column (the last primary-key column).
     pub slot_column: usize,
@@ -211,15 +294,20 @@ pub struct RingOptions {
 /// `TTL=seconds@column`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct TtlOptions {
+    /// How long a row lives: it expires this many seconds after the time in `column`.
     pub seconds: u32,
+    /// Position of the column (TIMESTAMP, DATETIME or DATE) a row's age is measured from.
     pub column: usize,
 }
 
+/// A table's `PARTITION BY [LINEAR] KEY(...) [PARTITIONS n]` clause.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct Partitioning {
+    /// `LINEAR KEY` rather than `KEY`.
     pub linear: bool,
     /// Column positions of `PARTITION BY [LINEAR] KEY(...)`; empty means the primary key.
     pub columns: Vec<usize>,
+    /// The `PARTITIONS n` clause, when given.
     pub partitions: Option<u32>,
 }
 
@@ -227,21 +315,31 @@ pub struct Partitioning {
 /// CREATE give a new one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct TableDef {
+    /// The table's id, by which row events and DDL events name it.
     pub id: u64,
+    /// The database the table is in.
     pub database: String,
+    /// The table's name within its database.
     pub name: String,
+    /// The columns in table order; rows hold their values in this order.
     pub columns: Vec<ColumnDef>,
     /// Column positions of the primary key, in key order; empty for a table without one.
     pub primary_key: Vec<usize>,
+    /// The secondary and unique indexes.
     pub indexes: Vec<IndexDef>,
+    /// Set for a ring table (`MAX_ROWS_PER_PK` in the comment): each key prefix keeps at most
+    /// `size` rows and a meta row in slot 0.
     pub ring: Option<RingOptions>,
+    /// Set when rows expire (`TTL` in the comment).
     pub ttl: Option<TtlOptions>,
+    /// The partitioning clause, when the table has one.
     pub partitioning: Option<Partitioning>,
     /// The raw `COMMENT='...'` text, kept so SHOW CREATE TABLE prints it back.
     pub comment: Option<String>,
 }
 
 impl TableDef {
+    /// The position of the column named `name` (compared ASCII case-insensitively), if any.
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns
             .iter()
@@ -274,6 +372,7 @@ impl TableDef {
         self.ring.is_some() && matches!(key.last(), Some(Value::Int(0) | Value::UInt(0)))
     }
 
+    /// `database.name`, unquoted.
     pub fn qualified_name(&self) -> String {
         format!("{}.{}", self.database, self.name)
     }
@@ -283,11 +382,15 @@ impl TableDef {
 /// keeps one to put into each new segment header; readers rebuild one to decode rows.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Schema {
+    /// The database names.
     pub databases: std::collections::BTreeSet<String>,
+    /// The tables, by [`TableDef::id`].
     pub tables: std::collections::BTreeMap<u64, TableDef>,
 }
 
 impl Schema {
+    /// The schema a segment header describes (the header's `databases` and `tables`): the
+    /// schema as of the segment's first record.
     pub fn from_header(databases: &[String], tables: &[TableDef]) -> Schema {
         Schema {
             databases: databases.iter().cloned().collect(),
@@ -295,27 +398,7 @@ impl Schema {
         }
     }
 
-    pub fn apply(&mut self, ddl: &crate::events::DdlEvent) {
-        use crate::events::DdlEvent;
-        match ddl {
-            DdlEvent::CreateDatabase { name } => {
-                self.databases.insert(name.clone());
-            }
-            DdlEvent::DropDatabase { name } => {
-                self.databases.remove(name);
-                self.tables.retain(|_, t| &t.database != name);
-            }
-            DdlEvent::CreateTable { table } | DdlEvent::AlterTable { table } => {
-                self.databases.insert(table.database.clone());
-                self.tables.insert(table.id, table.clone());
-            }
-            DdlEvent::DropTable { table_id, .. } => {
-                self.tables.remove(table_id);
-            }
-            DdlEvent::TruncateTable { .. } => {}
-        }
-    }
-
+    /// The table `database.name`, both compared ASCII case-insensitively, if it exists.
     pub fn find(&self, database: &str, name: &str) -> Option<&TableDef> {
         self.tables.values().find(|t| {
             t.database.eq_ignore_ascii_case(database) && t.name.eq_ignore_ascii_case(name)

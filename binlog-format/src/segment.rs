@@ -1,32 +1,21 @@
 //! Segment files: naming, the index file, and a cursor that reads frames from a segment that
 //! may still be growing.
 
+use std::fmt;
 use std::fs::{self, File};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::codec;
-use crate::error::{Error, Position, Result};
+use crate::error::{Error, Result};
 use crate::events::{Record, SegmentHeader};
 use crate::format::{Prelude, PRELUDE_LEN};
 use crate::frame::{scan_frame, FrameScan};
+use crate::position::Position;
+pub use crate::position::{parse_segment_name, segment_name};
 
 /// Name of the index file that lists the segments, one file name a line, oldest first.
 pub const INDEX_FILE: &str = "binlog.index";
-
-/// `binlog.000001` for segment 1.
-pub fn segment_name(number: u64) -> String {
-    format!("binlog.{number:06}")
-}
-
-/// The segment number of a file name, if it is a segment name.
-pub fn parse_segment_name(name: &str) -> Option<u64> {
-    let digits = name.strip_prefix("binlog.")?;
-    if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
 
 /// The segments of a binlog directory, oldest first: those named in the index plus any segment
 /// file the index does not name yet (a crash can fall between creating a segment and
@@ -78,25 +67,44 @@ pub fn directory_server_id(dir: &Path) -> Result<Option<u32>> {
 /// What a cursor found next.
 #[derive(Debug)]
 pub enum Next {
+    /// A whole frame with a good checksum, decoded. The cursor has moved past it.
     Record {
+        /// Where the record's frame starts.
         position: Position,
+        /// The decoded record.
         record: Record,
+        /// The frame's size in bytes, header included: the next record starts at
+        /// `position.offset + len`.
         len: u64,
     },
     /// No whole frame follows; `trailing` bytes of a partial frame are after `position`.
-    End { position: Position, trailing: u64 },
-    /// The frame at `position` cannot be trusted. `tail_like` is true when it looks like an
-    /// interrupted write: it runs past the end of the file, ends exactly at the end of the
-    /// file, or is followed by nothing but zero bytes.
-    Bad {
+    End {
+        /// Where the next frame will start: the end of the last whole record.
         position: Position,
+        /// Bytes in the file after `position` (0 at a clean end; more while a write is in
+        /// progress, or for a torn tail).
+        trailing: u64,
+    },
+    /// The frame at `position` cannot be trusted. `tail_like` is true when it looks like an
+    /// interrupted write: a frame that fails its checksum and is followed by nothing but zero
+    /// bytes (or by nothing), or nothing but zero bytes from `position` on. The cursor stays
+    /// at `position`.
+    Bad {
+        /// Where the untrusted frame starts.
+        position: Position,
+        /// What is wrong with the frame.
         reason: String,
+        /// Whether the bad bytes look like a write that a crash interrupted, rather than
+        /// damage in the middle of the file.
         tail_like: bool,
+        /// Bytes in the file from `position` to its end.
         trailing: u64,
     },
 }
 
-/// Reads the frames of one segment, from a file that may still be growing.
+/// Reads the frames of one segment, from a file that may still be growing: what was not
+/// whole at one read is read again at the next. Consumed bytes are dropped from its buffer
+/// once they pass 1 MiB, so a long-lived cursor does not hold the whole file.
 pub struct SegmentCursor {
     path: PathBuf,
     number: u64,
@@ -107,12 +115,34 @@ pub struct SegmentCursor {
     /// Index into `buf` of the next frame.
     pos: usize,
     max_frame: u32,
+    /// The segment's fixed 24-byte prelude, checked (magic number, supported version).
     pub prelude: Prelude,
+    /// The segment's first frame: the databases and tables as they were when the segment was
+    /// created, which is the schema needed to read its first records. It agrees with
+    /// `prelude` on server id and first sequence number.
     pub header: SegmentHeader,
 }
 
+impl fmt::Debug for SegmentCursor {
+    /// The file, the next frame's offset and the prelude; not the buffered bytes or the
+    /// header's table definitions.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SegmentCursor")
+            .field("path", &self.path)
+            .field("number", &self.number)
+            .field("offset", &self.offset())
+            .field("buffered", &(self.buf.len() - self.pos))
+            .field("max_frame", &self.max_frame)
+            .field("prelude", &self.prelude)
+            .finish_non_exhaustive()
+    }
+}
+
 impl SegmentCursor {
-    /// Opens a segment and reads its prelude and header frame.
+    /// Opens segment `number` of `dir` and reads its prelude and header frame; the cursor is
+    /// then at the segment's first record. Frames longer than `max_frame` bytes are refused
+    /// as corrupt without being read. A prelude or header that is missing, damaged or
+    /// inconsistent is [`Error::Corruption`].
     pub fn open(dir: &Path, number: u64, max_frame: u32) -> Result<SegmentCursor> {
         let path = dir.join(segment_name(number));
         let file = File::open(&path).map_err(|e| Error::io(&path, e))?;
@@ -181,10 +211,12 @@ impl SegmentCursor {
         Ok(cursor)
     }
 
+    /// The segment number, as in its file name `binlog.NNNNNN`.
     pub fn number(&self) -> u64 {
         self.number
     }
 
+    /// The path of the segment file.
     pub fn path(&self) -> &Path {
         &self.path
     }

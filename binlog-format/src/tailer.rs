@@ -17,11 +17,17 @@ use crate::writer::Notifier;
 /// Where a tailer starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartAt {
+    /// The first record of the oldest segment.
     Beginning,
     /// The first transaction with this sequence number or higher (heartbeats after it too).
     Seq(u64),
 }
 
+/// Follows a binlog directory as it is written: returns each record once, oldest first,
+/// moving on to the next segment when the writer rotates, and waits for more at the end. A
+/// partial record at the end is read again once it is whole; damage before the end is an
+/// error. The directory need not exist yet.
+#[derive(Debug)]
 pub struct Tailer {
     dir: PathBuf,
     start_seq: u64,
@@ -35,6 +41,9 @@ const MIN_IDLE: Duration = Duration::from_millis(1);
 const MAX_IDLE: Duration = Duration::from_millis(20);
 
 impl Tailer {
+    /// A tailer of `dir`, starting at `start`. Nothing is read until
+    /// [`Tailer::next_timeout`], so this cannot fail; a missing directory or segment is
+    /// waited for.
     pub fn open(dir: &Path, start: StartAt) -> Tailer {
         Tailer {
             dir: dir.to_path_buf(),

@@ -25,8 +25,11 @@ use serde::{Deserialize, Serialize};
     bincode::Decode,
 )]
 pub struct Date {
+    /// The year, 0 to 9999.
     pub year: u16,
+    /// The month, 1 to 12.
     pub month: u8,
+    /// The day of the month, 1 to 31.
     pub day: u8,
 }
 
@@ -46,10 +49,15 @@ pub struct Date {
     bincode::Decode,
 )]
 pub struct DateTime {
+    /// The calendar date.
     pub date: Date,
+    /// Hour of the day, 0 to 23.
     pub hour: u8,
+    /// Minute, 0 to 59.
     pub minute: u8,
+    /// Second, 0 to 59.
     pub second: u8,
+    /// Microseconds within the second, 0 to 999,999, whatever the column's fsp.
     pub micros: u32,
 }
 
@@ -85,6 +93,7 @@ pub enum Value {
 }
 
 impl Value {
+    /// Whether this is SQL NULL.
     pub fn is_null(&self) -> bool {
         matches!(self, Value::Null)
     }
@@ -180,7 +189,10 @@ pub fn decimal_parts(s: &str) -> (bool, &str, &str) {
 /// A primary key (or any tuple of values) with the total order of [`Value::total_cmp`].
 /// Equality and hashing follow that order, so `Int(5)` and `UInt(5)` are the same key.
 #[derive(Debug, Clone, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
-pub struct Key(pub Vec<Value>);
+pub struct Key(
+    /// The values, in key order.
+    pub Vec<Value>,
+);
 
 impl PartialEq for Key {
     fn eq(&self, other: &Self) -> bool {

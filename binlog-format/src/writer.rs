@@ -63,19 +63,31 @@ impl std::str::FromStr for SyncPolicy {
     }
 }
 
+/// How a [`BinlogWriter`] writes. Start from [`WriterOptions::new`] and change fields.
 #[derive(Debug, Clone)]
 pub struct WriterOptions {
+    /// The id of the server that writes this binlog. It goes into every segment's prelude and
+    /// header, and opening a directory whose last segment another server id wrote is refused.
+    /// 0 is reserved.
     pub server_id: u32,
-    /// Rotate to a new segment once the current one would grow past this size.
+    /// Rotate to a new segment once the current one would grow past this size, in bytes. A
+    /// segment holds at least one record, however large.
     pub segment_bytes: u64,
+    /// When commits reach the disk.
     pub sync: SyncPolicy,
+    /// Largest record payload accepted, in bytes: a larger record is refused when appended,
+    /// and a frame announcing more is corrupt when the last segment is recovered.
     pub max_frame: u32,
+    /// Whether a torn tail found when opening is cut off ([`RecoveryMode::TolerateTornTail`])
+    /// or refused ([`RecoveryMode::Strict`]).
     pub recovery: RecoveryMode,
     /// The first sequence number of an empty binlog.
     pub first_seq: u64,
 }
 
 impl WriterOptions {
+    /// The defaults for `server_id`: 64 MiB segments and frames, an fsync for every commit,
+    /// torn tails cut off, sequence numbers starting at 1.
     pub fn new(server_id: u32) -> WriterOptions {
         WriterOptions {
             server_id,
@@ -109,12 +121,16 @@ pub struct Notifier {
 }
 
 impl Notifier {
+    /// Moves the generation on and wakes every thread in [`Notifier::wait_past`]. The writer
+    /// calls it after each write to the file and each rotation.
     pub fn notify(&self) {
         let mut g = lock(&self.generation);
         *g += 1;
         self.cv.notify_all();
     }
 
+    /// The number of notifications so far; pass it to [`Notifier::wait_past`] to wait for
+    /// the next one.
     pub fn generation(&self) -> u64 {
         *lock(&self.generation)
     }
@@ -190,9 +206,24 @@ struct Inner {
 }
 
 /// Appends records to a binlog directory. Safe to share between threads.
+///
+/// Open one writer per directory: nothing locks the directory against a second one. Dropping
+/// the writer stops its background fsync thread and fsyncs what was appended.
 pub struct BinlogWriter {
     inner: Arc<Inner>,
     syncer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for BinlogWriter {
+    /// The directory, options and durable LSN; it takes no lock, so it shows nothing of the
+    /// state behind one (buffered records, last sequence number).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BinlogWriter")
+            .field("dir", &self.inner.dir)
+            .field("options", &self.inner.opts)
+            .field("durable_lsn", &self.durable_lsn())
+            .finish_non_exhaustive()
+    }
 }
 
 fn now_us() -> i64 {
@@ -456,10 +487,12 @@ impl BinlogWriter {
         ))
     }
 
+    /// The binlog directory this writer appends to.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
     }
 
+    /// The options the writer was opened with.
     pub fn options(&self) -> &WriterOptions {
         &self.inner.opts
     }
@@ -469,6 +502,8 @@ impl BinlogWriter {
         Arc::clone(&self.inner.notifier)
     }
 
+    /// The sequence number of the last transaction appended (committed or not), or
+    /// `first_seq - 1` while the binlog has none. The next transaction must carry this plus 1.
     pub fn last_seq(&self) -> u64 {
         lock(&self.inner.state).last_seq
     }
@@ -621,9 +656,19 @@ impl BinlogWriter {
     }
 }
 
-/// See [`BinlogWriter::sync_handle`].
+/// Makes a writer's appended records durable from another thread; see
+/// [`BinlogWriter::sync_handle`]. Once the writer is dropped (which syncs everything), a sync
+/// through the handle finds nothing left to do.
 pub struct SyncHandle {
     inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SyncHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncHandle")
+            .field("dir", &self.inner.dir)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SyncHandle {

@@ -1,10 +1,11 @@
 //! # integration
 //!
 //! End-to-end pieces of ringrep: the demo pipeline ([`pipeline`]) and its workload
-//! ([`workload`]); the side-by-side benchmark against MariaDB and Redis ([`peers`]); the
-//! end-to-end tests live in `tests/`.
+//! ([`workload`]), and the mysqltest transcript runner ([`mysqltest`]). The binaries
+//! (`ringrep-demo`, `ringrep-mysqltest`, `ringrep-bench`, whose `peers` module holds the
+//! side-by-side benchmark against MariaDB and Redis) are in `src/bin/`; the end-to-end tests
+//! live in `tests/`.
 
 pub mod mysqltest;
-pub mod peers;
 pub mod pipeline;
 pub mod workload;

@@ -60,11 +60,13 @@ const STATEMENT_WORDS: &[&str] = &[
 
 /// One statement of a transcript and what it printed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unit {
+pub(crate) struct Unit {
     /// 1-based line of the statement's first line.
-    pub line: usize,
-    pub statement: String,
-    pub expected: Vec<String>,
+    pub(crate) line: usize,
+    /// The statement as written, its lines joined with `\n`.
+    pub(crate) statement: String,
+    /// The lines the statement printed in the transcript.
+    pub(crate) expected: Vec<String>,
 }
 
 fn starts_statement(line: &str) -> bool {
@@ -89,7 +91,7 @@ fn is_runner_line(line: &str) -> bool {
 }
 
 /// Splits a transcript into units.
-pub fn parse_transcript(text: &str) -> Vec<Unit> {
+pub(crate) fn parse_transcript(text: &str) -> Vec<Unit> {
     let lines: Vec<&str> = text.lines().collect();
     let mut units = Vec::new();
     let mut i = 0;
@@ -127,7 +129,7 @@ pub fn parse_transcript(text: &str) -> Vec<Unit> {
 
 /// `--write_file $MYSQLTEST_VARDIR/tmp/x ... EOF` blocks of a `.test` script: the files its
 /// LOAD DATA statements read.
-pub fn write_file_blocks(test: &str) -> Vec<(String, String)> {
+pub(crate) fn write_file_blocks(test: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut lines = test.lines();
     while let Some(l) = lines.next() {
@@ -183,6 +185,7 @@ struct DeviationFile {
     deviation: Vec<Deviation>,
 }
 
+/// The `[[deviation]]` entries of the TOML file at `path`; none when the file does not exist.
 pub fn load_deviations(path: &Path) -> anyhow::Result<Vec<Deviation>> {
     if !path.exists() {
         return Ok(vec![]);
@@ -197,21 +200,30 @@ pub fn load_deviations(path: &Path) -> anyhow::Result<Vec<Deviation>> {
 /// One unit whose output differed.
 #[derive(Debug, Clone)]
 pub struct Mismatch {
+    /// 1-based line of the statement in the transcript.
     pub line: usize,
+    /// The statement as written (several lines for a multi-line statement).
     pub statement: String,
+    /// What the transcript says the statement printed.
     pub expected: Vec<String>,
+    /// What ringrep printed, rendered the same way.
     pub actual: Vec<String>,
-    /// Set when the unit is a listed deviation.
+    /// The deviation's reason when the unit is a listed deviation; `None` for a failure.
     pub deviation: Option<String>,
 }
 
+/// The outcome of replaying one transcript, or the sum of several ([`RunReport::add`]).
 #[derive(Debug, Clone, Default)]
 pub struct RunReport {
+    /// Statements whose output matched the transcript.
     pub passed: usize,
+    /// Statements whose output differed and that no deviation lists.
     pub failed: usize,
+    /// Statements whose output differed as a listed deviation allows.
     pub deviations: usize,
     /// Listed deviations by kind.
     pub by_kind: std::collections::BTreeMap<String, usize>,
+    /// Every statement whose output differed, failures and deviations alike, in order.
     pub mismatches: Vec<Mismatch>,
     /// Deviation entries whose statement text no longer matches the transcript, or whose
     /// statement now passes (the entry is obsolete).
@@ -219,10 +231,12 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// Statements replayed: passed, failed and deviations.
     pub fn total(&self) -> usize {
         self.passed + self.failed + self.deviations
     }
 
+    /// Adds `other`'s counts, mismatches and stale entries to this report.
     pub fn add(&mut self, other: RunReport) {
         self.passed += other.passed;
         self.failed += other.failed;
@@ -237,7 +251,7 @@ impl RunReport {
 
 /// What a statement printed, as mysqltest would print it. `info` and `warnings` follow the
 /// expected output: they are runner switches (`--enable_info`), not server behaviour.
-pub fn render_outcome(
+pub(crate) fn render_outcome(
     result: &Result<Outcome, ringrep_engine::Error>,
     info: bool,
     warnings: &[(u16, String)],
@@ -287,15 +301,16 @@ pub fn render_outcome(
 }
 
 /// Options of one run.
-pub struct RunOptions<'a> {
+#[derive(Debug)]
+pub(crate) struct RunOptions<'a> {
     /// Deviations of this transcript, by line.
-    pub deviations: HashMap<usize, &'a Deviation>,
-    /// Files the transcript's LOAD DATA statements read.
-    pub files: Vec<(String, String)>,
+    pub(crate) deviations: HashMap<usize, &'a Deviation>,
+    /// Files the transcript's LOAD DATA statements read: (path, content).
+    pub(crate) files: Vec<(String, String)>,
 }
 
 /// Replays `units` against a fresh engine in a temporary directory.
-pub fn run_units(
+pub(crate) fn run_units(
     units: &[Unit],
     opts: &RunOptions<'_>,
 ) -> anyhow::Result<(RunReport, Vec<Vec<String>>)> {
@@ -391,7 +406,7 @@ pub fn run_file(
 }
 
 /// `suite/r/x.result` -> `suite/t/x.test`.
-pub fn companion_test(result: &Path) -> Option<PathBuf> {
+pub(crate) fn companion_test(result: &Path) -> Option<PathBuf> {
     let name = result.file_stem()?.to_str()?;
     let suite = result.parent()?.parent()?;
     let p = suite.join("t").join(format!("{name}.test"));

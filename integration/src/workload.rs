@@ -4,7 +4,7 @@
 use binlog_format::schema::*;
 use binlog_format::{TableDef, Value};
 use ringrep_engine::ddl::prepare_table;
-use ringrep_engine::{InsertMode, Result, Session};
+use ringrep_engine::Result;
 
 /// The spec's `user_events` table: `MAX_ROWS_PER_PK=ring_size`, with `TTL=ttl@created_at`
 /// when `ttl_secs` is set.
@@ -79,7 +79,7 @@ pub fn user_events(ring_size: u32, ttl_secs: Option<u32>) -> Result<TableDef> {
 }
 
 /// The same table as CREATE TABLE text, as a client sends it.
-pub fn user_events_sql(ring_size: u32, ttl_secs: Option<u32>) -> String {
+pub(crate) fn user_events_sql(ring_size: u32, ttl_secs: Option<u32>) -> String {
     let comment = match ttl_secs {
         Some(t) => format!("NDB_TABLE=TTL={t}@created_at,MAX_ROWS_PER_PK={ring_size}"),
         None => format!("NDB_TABLE=MAX_ROWS_PER_PK={ring_size}"),
@@ -95,11 +95,11 @@ pub fn user_events_sql(ring_size: u32, ttl_secs: Option<u32>) -> String {
 }
 
 /// The insert every demo writer sends (prepared), with [`event_values`].
-pub const INSERT_EVENT_SQL: &str =
+pub(crate) const INSERT_EVENT_SQL: &str =
     "INSERT INTO test.user_events (user_id, event_type, payload) VALUES (?, ?, ?)";
 
 /// Event type and payload of the `n`-th event.
-pub fn event_values(n: u64) -> (&'static str, String) {
+pub(crate) fn event_values(n: u64) -> (&'static str, String) {
     (
         EVENT_TYPES[(n % 4) as usize],
         format!(
@@ -112,26 +112,17 @@ pub fn event_values(n: u64) -> (&'static str, String) {
 
 const EVENT_TYPES: [&str; 4] = ["click", "view", "purchase", "search"];
 
-/// Inserts one event for `user` (autocommit, one transaction).
-pub fn insert_event(s: &mut Session, def: &TableDef, user: i64, n: u64) -> Result<u64> {
-    let (event_type, payload) = event_values(n);
-    let row = vec![
-        Value::Int(user),
-        Value::Text(event_type.into()),
-        Value::Text(payload),
-    ];
-    s.statement(|s| s.insert(def, &[0, 4, 5], vec![row], InsertMode::Insert))
-}
-
 /// A small deterministic generator (SplitMix64), so runs replay from their seed.
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator whose sequence is fixed by `seed`.
     pub fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
+    /// The next number of the sequence, uniform over `u64`.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -140,6 +131,8 @@ impl Rng {
         z ^ (z >> 31)
     }
 
+    /// The next number of the sequence reduced to `0..n` (modulo, so very slightly uneven
+    /// unless `n` is a power of two); `n = 0` counts as 1, giving 0.
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
     }

@@ -1,5 +1,6 @@
-//! `ringrep-source`: the primary node (`serve`), SQL against a data directory, backup and
-//! restore. The Kafka relay (`relay`) is not built yet.
+//! `ringrep-source`: the primary node (`serve`, with the TTL purge and, given Kafka brokers,
+//! the relay beside it), the Kafka relay on its own (`relay`), SQL against a data directory
+//! (`sql`), backup and restore.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;

@@ -19,26 +19,26 @@ use ringrep_sql::SqlSession;
 use ringrep_applier::{Error, Result};
 
 /// One side of a verification: a data directory, or a node read over the MySQL protocol.
-pub struct Side {
+pub(crate) struct Side {
     /// The data directory's engine, or the scratch engine holding the copy.
-    pub engine: Engine,
-    pub server_id: u32,
+    pub(crate) engine: Engine,
+    pub(crate) server_id: u32,
     /// The node's last binlog sequence number when it was read.
-    pub last_seq: u64,
+    pub(crate) last_seq: u64,
     /// What the node says it applied, by source server id (replicas only).
-    pub applied: Vec<(u32, u64)>,
+    pub(crate) applied: Vec<(u32, u64)>,
     /// The scratch copy's directory, for a side read over the protocol.
     scratch: Option<tempfile::TempDir>,
 }
 
 impl Side {
     /// Whether this side was read over the MySQL protocol.
-    pub fn is_remote(&self) -> bool {
+    pub(crate) fn is_remote(&self) -> bool {
         self.scratch.is_some()
     }
 
     /// What this side says it applied from `server_id`.
-    pub fn applied_from(&self, server_id: u32) -> Option<u64> {
+    pub(crate) fn applied_from(&self, server_id: u32) -> Option<u64> {
         self.applied
             .iter()
             .find(|(id, _)| *id == server_id)
@@ -51,7 +51,7 @@ fn remote(what: impl std::fmt::Display) -> Error {
 }
 
 /// Reads every table of the node at `url` (tries up to `attempts` times for a quiet point).
-pub async fn snapshot(url: &str, attempts: usize) -> Result<Side> {
+pub(crate) async fn snapshot(url: &str, attempts: usize) -> Result<Side> {
     let opts = mysql_async::Opts::from_url(url).map_err(|e| remote(format!("{url}: {e}")))?;
     let opts = mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false);
     let shown = redact(url);
@@ -231,12 +231,12 @@ fn from_wire(v: mysql_async::Value, ty: &ColumnType) -> Value {
 }
 
 /// Whether a verifier argument names a server rather than a data directory.
-pub fn is_url(spec: &str) -> bool {
+pub(crate) fn is_url(spec: &str) -> bool {
     spec.starts_with("mysql://")
 }
 
 /// A data directory as a side (opened read-only).
-pub fn open_dir(dir: &Path) -> Result<Side> {
+pub(crate) fn open_dir(dir: &Path) -> Result<Side> {
     let (engine, _) = Engine::open_read_only(dir)?;
     let applied = ringrep_applier::applier::read_positions(&engine)
         .into_iter()

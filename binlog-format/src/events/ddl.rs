@@ -7,36 +7,52 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::schema::TableDef;
+use crate::schema::{Schema, TableDef};
 
+/// A schema change. Appliers replay it; [`Schema::apply`] folds it into a [`Schema`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum DdlEvent {
+    /// `CREATE DATABASE`.
     CreateDatabase {
+        /// The database's name, as given in the statement.
         name: String,
     },
+    /// `DROP DATABASE`: the database and every table in it are gone.
     DropDatabase {
+        /// The database's name.
         name: String,
     },
+    /// `CREATE TABLE`, with the new table's full definition (its `id` is new).
     CreateTable {
+        /// The definition of the created table.
         table: TableDef,
     },
     /// The full definition after the ALTER; the table id stays the same. A copying ALTER that
     /// rewrote rows also logs the rows it kept as writes in the same transaction.
     AlterTable {
+        /// The definition of the table after the change.
         table: TableDef,
     },
+    /// `DROP TABLE`: the table and its rows are gone.
     DropTable {
+        /// The dropped table's id ([`TableDef::id`]).
         table_id: u64,
+        /// The database the table was in.
         database: String,
+        /// The table's name.
         name: String,
     },
     /// All rows, meta rows included, are removed.
     TruncateTable {
+        /// The truncated table's id ([`TableDef::id`]); the id and definition stay.
         table_id: u64,
     },
 }
 
 impl DdlEvent {
+    /// The kind of change in snake case (`create_database`, `drop_database`,
+    /// `create_table`, `alter_table`, `drop_table`, `truncate_table`), as `ringrep-binlog`
+    /// prints it and as the `ddl` field of its JSON output.
     pub fn name(&self) -> &'static str {
         match self {
             DdlEvent::CreateDatabase { .. } => "create_database",
@@ -45,6 +61,35 @@ impl DdlEvent {
             DdlEvent::AlterTable { .. } => "alter_table",
             DdlEvent::DropTable { .. } => "drop_table",
             DdlEvent::TruncateTable { .. } => "truncate_table",
+        }
+    }
+}
+
+// `Schema::apply` is defined here rather than in `schema.rs` so that the dependency between
+// the two modules runs one way: events carry table definitions, and the schema module knows
+// nothing of events.
+impl Schema {
+    /// Applies one DDL event, so that the schema is what it was just after that event:
+    /// databases created or dropped (dropping a database drops its tables), tables created,
+    /// replaced by their new definition after an ALTER, or dropped. A TRUNCATE changes no
+    /// definition. Dropping something that is not there is not an error.
+    pub fn apply(&mut self, ddl: &DdlEvent) {
+        match ddl {
+            DdlEvent::CreateDatabase { name } => {
+                self.databases.insert(name.clone());
+            }
+            DdlEvent::DropDatabase { name } => {
+                self.databases.remove(name);
+                self.tables.retain(|_, t| &t.database != name);
+            }
+            DdlEvent::CreateTable { table } | DdlEvent::AlterTable { table } => {
+                self.databases.insert(table.database.clone());
+                self.tables.insert(table.id, table.clone());
+            }
+            DdlEvent::DropTable { table_id, .. } => {
+                self.tables.remove(table_id);
+            }
+            DdlEvent::TruncateTable { .. } => {}
         }
     }
 }

@@ -5,8 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A sign of life from an idle primary, with how far its binlog has got.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct Heartbeat {
+    /// The server that wrote the heartbeat (the binlog's own server id).
     pub server_id: u32,
     /// Microseconds since the Unix epoch when the heartbeat was written.
     pub time_us: i64,

@@ -9,13 +9,18 @@ use serde::{Deserialize, Serialize};
 use super::{Heartbeat, Transaction};
 use crate::schema::TableDef;
 
+/// One frame's payload after a segment's header: what the writer appends and readers,
+/// tailers and the Kafka relay hand on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum Record {
+    /// A committed transaction. Variant index 0.
     Transaction(Transaction),
+    /// A heartbeat of an idle primary. Variant index 1.
     Heartbeat(Heartbeat),
 }
 
 impl Record {
+    /// The transaction, or `None` for a heartbeat.
     pub fn as_transaction(&self) -> Option<&Transaction> {
         match self {
             Record::Transaction(t) => Some(t),
@@ -27,10 +32,13 @@ impl Record {
 /// The first frame of every segment: enough schema to read the segment on its own.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct SegmentHeader {
+    /// The server that writes the binlog; the same as in the segment's prelude.
     pub server_id: u32,
     /// The sequence number the first transaction of this segment will have.
     pub first_seq: u64,
+    /// Microseconds since the Unix epoch when the segment was created.
     pub created_us: i64,
+    /// Every database as it was when the segment was opened, tables or not.
     pub databases: Vec<String>,
     /// Every table as it was when the segment was opened.
     pub tables: Vec<TableDef>,

@@ -44,6 +44,8 @@ pub enum Cause {
 }
 
 impl Cause {
+    /// The cause in snake case (`insert`, `overwrite`, `meta_update`, `ttl_purge`, ...), as
+    /// the change topics' `cause` field and `ringrep-binlog` write it.
     pub fn name(self) -> &'static str {
         match self {
             Cause::Insert => "insert",
@@ -63,26 +65,44 @@ impl Cause {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub enum RowChange {
     /// The full row in table column order; applied as an upsert.
-    Write { row: Vec<Value> },
+    Write {
+        /// Every column's value, in the order of [`crate::schema::TableDef::columns`].
+        row: Vec<Value>,
+    },
     /// The primary key (before the change) and the full after image; `before` is the full
     /// before image when the primary logs it.
     Update {
+        /// The primary-key values before the change, in key order
+        /// ([`crate::schema::TableDef::primary_key`]).
         key: Vec<Value>,
+        /// Every column's value after the change, in table column order.
         after: Vec<Value>,
+        /// Every column's value before the change, in table column order, when the primary
+        /// logged it; `None` otherwise.
         before: Option<Vec<Value>>,
     },
     /// The primary key of the removed row; deleting a row that is not there is not an error.
-    Delete { key: Vec<Value> },
+    Delete {
+        /// The primary-key values of the row, in key order.
+        key: Vec<Value>,
+    },
 }
 
+/// A change to one row of one table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct RowEvent {
+    /// The table's [`crate::schema::TableDef::id`]; the definition to read the values with is
+    /// the one in the segment header or the latest DDL event before this one.
     pub table_id: u64,
+    /// What happened to the row, with the values needed to apply it.
     pub change: RowChange,
+    /// Why the primary changed the row; appliers ignore it.
     pub cause: Cause,
 }
 
 impl RowEvent {
+    /// The kind of change: `write`, `update` or `delete`, as the change topics' `op` field
+    /// and `ringrep-binlog` write it.
     pub fn op_name(&self) -> &'static str {
         match self.change {
             RowChange::Write { .. } => "write",

@@ -4,7 +4,7 @@ use super::*;
 use crate::schema::*;
 use crate::value::{Date, DateTime, Value};
 
-pub fn table() -> TableDef {
+pub(crate) fn table() -> TableDef {
     let col = |name: &str, ty: ColumnType, nullable: bool, default: ColumnDefault| ColumnDef {
         name: name.into(),
         ty,
@@ -79,7 +79,7 @@ pub fn table() -> TableDef {
     }
 }
 
-pub fn all_values() -> Vec<Value> {
+pub(crate) fn all_values() -> Vec<Value> {
     vec![
         Value::Null,
         Value::Int(-42),
@@ -110,7 +110,7 @@ pub fn all_values() -> Vec<Value> {
     ]
 }
 
-pub fn row_events() -> Vec<RowEvent> {
+pub(crate) fn row_events() -> Vec<RowEvent> {
     vec![
         RowEvent {
             table_id: 7,
@@ -145,7 +145,7 @@ pub fn row_events() -> Vec<RowEvent> {
     ]
 }
 
-pub fn ddl_events() -> Vec<DdlEvent> {
+pub(crate) fn ddl_events() -> Vec<DdlEvent> {
     vec![
         DdlEvent::CreateDatabase { name: "db1".into() },
         DdlEvent::DropDatabase { name: "db1".into() },
@@ -160,7 +160,7 @@ pub fn ddl_events() -> Vec<DdlEvent> {
     ]
 }
 
-pub fn transactions() -> Vec<Transaction> {
+pub(crate) fn transactions() -> Vec<Transaction> {
     let mut events: Vec<Event> = row_events().into_iter().map(Event::Row).collect();
     events.extend(ddl_events().into_iter().map(Event::Ddl));
     vec![
@@ -184,7 +184,7 @@ pub fn transactions() -> Vec<Transaction> {
     ]
 }
 
-pub fn header() -> SegmentHeader {
+pub(crate) fn header() -> SegmentHeader {
     SegmentHeader {
         server_id: 1,
         first_seq: 1,

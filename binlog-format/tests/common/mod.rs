@@ -4,7 +4,7 @@
 use binlog_format::{Cause, Event, Record, RowChange, RowEvent, Transaction, Value};
 
 /// A typical ring insert: the data row and the meta row, about 150 bytes of user data.
-pub fn ring_insert(seq: u64) -> Record {
+pub(crate) fn ring_insert(seq: u64) -> Record {
     let payload = "x".repeat(140);
     let slot = (seq % 64 + 1) as i64;
     Record::Transaction(Transaction {

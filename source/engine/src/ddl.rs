@@ -15,7 +15,9 @@ use crate::{Session, HIDDEN_ROW_ID};
 pub struct PartitionSpec {
     /// "KEY", "LINEAR KEY", "HASH", "RANGE", "LIST", ...
     pub kind: String,
+    /// The partitioning columns, as named.
     pub columns: Vec<String>,
+    /// `PARTITIONS n`, when given.
     pub partitions: Option<u32>,
 }
 
@@ -174,6 +176,8 @@ impl Session {
         Ok(true)
     }
 
+    /// DROP TABLE (in `db`, or the session's database). Returns false when the table is absent
+    /// and `if_exists` is set (with a warning, as MySQL gives).
     pub fn drop_table(&mut self, db: Option<&str>, name: &str, if_exists: bool) -> Result<bool> {
         let def = match self.table_def(db, name) {
             Ok(d) => d,
@@ -210,11 +214,13 @@ impl Session {
         Ok(true)
     }
 
+    /// TRUNCATE TABLE: every row goes, meta rows included, so rings start again from slot 1.
     pub fn truncate(&mut self, def: &TableDef) -> Result<()> {
         self.ddl(DdlEvent::TruncateTable { table_id: def.id }, vec![])?;
         Ok(())
     }
 
+    /// CREATE DATABASE. Returns false when it exists and `if_not_exists` is set.
     pub fn create_database(&mut self, name: &str, if_not_exists: bool) -> Result<bool> {
         if self.engine().with_state(|st| st.has_database(name)) {
             if if_not_exists {
@@ -229,6 +235,7 @@ impl Session {
         Ok(true)
     }
 
+    /// DROP DATABASE with its tables. Returns false when it is absent and `if_exists` is set.
     pub fn drop_database(&mut self, name: &str, if_exists: bool) -> Result<bool> {
         if !self.engine().with_state(|st| st.has_database(name)) {
             if if_exists {

@@ -39,63 +39,121 @@ impl PartialEq<Code> for u16 {
 pub mod code {
     use super::Code;
 
+    /// A commit failed in the storage engine (ringrep: error 125, the transaction was rolled back).
     pub const ER_HA_ERROR_DURING_COMMIT: Code = Code::new(1180, "HY000");
+    /// A table option the storage engine refuses (the spec's CREATE/ALTER rules on rings).
     pub const ER_ILLEGAL_HA_CREATE_OPTION: Code = Code::new(1478, "HY000");
+    /// An operation the storage engine refuses on this table (the spec's DML rules on rings).
     pub const ER_ILLEGAL_HA: Code = Code::new(1031, "HY000");
+    /// A duplicate value for a primary or unique key.
     pub const ER_DUP_ENTRY: Code = Code::new(1062, "23000");
+    /// The table does not exist.
     pub const ER_NO_SUCH_TABLE: Code = Code::new(1146, "42S02");
+    /// An unknown column.
     pub const ER_BAD_FIELD_ERROR: Code = Code::new(1054, "42S22");
+    /// A syntax error.
     pub const ER_PARSE_ERROR: Code = Code::new(1064, "42000");
+    /// An empty statement.
     pub const ER_EMPTY_QUERY: Code = Code::new(1065, "42000");
+    /// The same table name or alias twice in one FROM clause.
     pub const ER_NONUNIQ_TABLE: Code = Code::new(1066, "42000");
+    /// CREATE TABLE of a table that exists.
     pub const ER_TABLE_EXISTS_ERROR: Code = Code::new(1050, "42S01");
+    /// DROP TABLE of an unknown table.
     pub const ER_BAD_TABLE_ERROR: Code = Code::new(1051, "42S02");
+    /// CREATE DATABASE of a database that exists.
     pub const ER_DB_CREATE_EXISTS: Code = Code::new(1007, "HY000");
+    /// DROP DATABASE of an unknown database.
     pub const ER_DB_DROP_EXISTS: Code = Code::new(1008, "HY000");
+    /// An unknown database.
     pub const ER_BAD_DB_ERROR: Code = Code::new(1049, "42000");
+    /// No database selected.
     pub const ER_NO_DB_ERROR: Code = Code::new(1046, "3D000");
+    /// NULL for a NOT NULL column.
     pub const ER_BAD_NULL_ERROR: Code = Code::new(1048, "23000");
+    /// A NOT NULL column without a default was not given a value.
     pub const ER_NO_DEFAULT_FOR_FIELD: Code = Code::new(1364, "HY000");
+    /// A row with another number of values than columns.
     pub const ER_WRONG_VALUE_COUNT_ON_ROW: Code = Code::new(1136, "21S01");
+    /// A string longer than its column.
     pub const ER_DATA_TOO_LONG: Code = Code::new(1406, "22001");
+    /// A number outside its column's range.
     pub const ER_WARN_DATA_OUT_OF_RANGE: Code = Code::new(1264, "22003");
+    /// An arithmetic result outside its type's range.
     pub const ER_DATA_OUT_OF_RANGE: Code = Code::new(1690, "22003");
+    /// A value that does not convert (a bad date, for example).
     pub const ER_TRUNCATED_WRONG_VALUE: Code = Code::new(1292, "22007");
+    /// A value that does not convert to its column's type.
     pub const ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: Code = Code::new(1366, "HY000");
+    /// A row lock was not granted in time; the statement may be retried.
     pub const ER_LOCK_WAIT_TIMEOUT: Code = Code::new(1205, "HY000");
+    /// A deadlock; this transaction was rolled back and may be retried.
     pub const ER_LOCK_DEADLOCK: Code = Code::new(1213, "40001");
+    /// The node is read-only (a replica) for this statement.
     pub const ER_OPTION_PREVENTS_STATEMENT: Code = Code::new(1290, "HY000");
+    /// A feature ringrep does not have.
     pub const ER_NOT_SUPPORTED_YET: Code = Code::new(1235, "42000");
+    /// An unknown system variable.
     pub const ER_UNKNOWN_SYSTEM_VARIABLE: Code = Code::new(1193, "HY000");
+    /// A value a system variable does not take.
     pub const ER_WRONG_VALUE_FOR_VAR: Code = Code::new(1231, "42000");
+    /// An unknown time zone.
     pub const ER_UNKNOWN_TIME_ZONE: Code = Code::new(1298, "HY000");
+    /// A column name given twice.
     pub const ER_DUP_FIELDNAME: Code = Code::new(1060, "42S21");
+    /// An index name given twice.
     pub const ER_DUP_KEYNAME: Code = Code::new(1061, "42000");
+    /// An index on a column that does not exist (MySQL's spelling of the name).
     pub const ER_KEY_COLUMN_DOES_NOT_EXITS: Code = Code::new(1072, "42000");
+    /// More than one primary key.
     pub const ER_MULTIPLE_PRI_KEY: Code = Code::new(1068, "42000");
+    /// DROP of a column or index that does not exist.
     pub const ER_CANT_DROP_FIELD_OR_KEY: Code = Code::new(1091, "42000");
+    /// A default value the column cannot hold.
     pub const ER_INVALID_DEFAULT: Code = Code::new(1067, "42000");
+    /// A default on a BLOB, TEXT or JSON column.
     pub const ER_BLOB_CANT_HAVE_DEFAULT: Code = Code::new(1101, "42000");
+    /// A fractional-seconds precision over 6.
     pub const ER_TOO_BIG_PRECISION: Code = Code::new(1426, "42000");
+    /// A column assigned twice in one statement.
     pub const ER_FIELD_SPECIFIED_TWICE: Code = Code::new(1110, "42000");
+    /// An ALTER that cannot run with the ALGORITHM asked for.
     pub const ER_ALTER_OPERATION_NOT_SUPPORTED_REASON: Code = Code::new(1846, "0A000");
+    /// A value given for a generated column.
     pub const ER_UNSUPPORTED_ACTION_ON_GENERATED_COLUMN: Code = Code::new(3105, "HY000");
+    /// A JSON column given text that is not JSON.
     pub const ER_INVALID_JSON_TEXT: Code = Code::new(3140, "22032");
+    /// A failure of ringrep or of what is under it (storage, I/O).
     pub const ER_UNKNOWN_ERROR: Code = Code::new(1105, "HY000");
+    /// A statement not allowed inside a transaction.
     pub const ER_CANT_DO_THIS_DURING_AN_TRANSACTION: Code = Code::new(1179, "25000");
+    /// Wrong user or password.
     pub const ER_ACCESS_DENIED_ERROR: Code = Code::new(1045, "28000");
+    /// Wrong arguments to a function or command.
     pub const ER_WRONG_ARGUMENTS: Code = Code::new(1210, "HY000");
+    /// An unknown prepared statement.
     pub const ER_UNKNOWN_STMT_HANDLER: Code = Code::new(1243, "HY000");
+    /// A division by zero (a warning in MySQL's default mode).
     pub const ER_DIVISION_BY_ZERO: Code = Code::new(1365, "22012");
+    /// A scalar subquery returned more than one row.
     pub const ER_SUBQUERY_NO_1_ROW: Code = Code::new(1242, "21000");
+    /// An operand with the wrong number of columns.
     pub const ER_OPERAND_COLUMNS: Code = Code::new(1241, "21000");
+    /// Set operations over SELECTs with different column counts.
     pub const ER_WRONG_NUMBER_OF_COLUMNS_IN_SELECT: Code = Code::new(1222, "21000");
+    /// A derived table without an alias.
     pub const ER_DERIVED_MUST_HAVE_ALIAS: Code = Code::new(1248, "42000");
+    /// A subquery reads the table its statement changes.
     pub const ER_UPDATE_TABLE_USED: Code = Code::new(1093, "HY000");
+    /// SELECT * without a table.
     pub const ER_NO_TABLES_USED: Code = Code::new(1096, "HY000");
+    /// An ambiguous column name.
     pub const ER_NON_UNIQ_ERROR: Code = Code::new(1052, "23000");
+    /// A non-aggregated column outside GROUP BY.
     pub const ER_WRONG_FIELD_WITH_GROUP: Code = Code::new(1055, "42000");
+    /// An aggregate where none is allowed.
     pub const ER_INVALID_GROUP_FUNC_USE: Code = Code::new(1111, "HY000");
+    /// An unknown function or procedure.
     pub const ER_SP_DOES_NOT_EXIST: Code = Code::new(1305, "42000");
     /// File not found (LOAD DATA INFILE).
     pub const EE_FILENOTFOUND: Code = Code::new(29, "HY000");
@@ -218,6 +276,7 @@ impl Error {
         )
     }
 
+    /// Error 1146: table `db.table` does not exist.
     pub fn no_such_table(db: &str, table: &str) -> Error {
         Error::new(
             code::ER_NO_SUCH_TABLE,
@@ -225,6 +284,7 @@ impl Error {
         )
     }
 
+    /// Error 1054: unknown column `column` in `place` ('field list', 'where clause', ...).
     pub fn bad_field(column: &str, place: &str) -> Error {
         Error::new(
             code::ER_BAD_FIELD_ERROR,
@@ -232,6 +292,7 @@ impl Error {
         )
     }
 
+    /// Error 1062: `value` is already in key `key`.
     pub fn dup_entry(value: &str, key: &str) -> Error {
         Error::new(
             code::ER_DUP_ENTRY,
@@ -239,10 +300,12 @@ impl Error {
         )
     }
 
+    /// NDB error 940: a write to a ring table outside the ring protocol, from anyone but the applier.
     pub fn direct_write() -> Error {
         Error::new(code::NDB_DIRECT_WRITE, "Direct write to ring-buffer table not allowed. Use SQL, NdbRingBufferWriter or ClusterJ")
     }
 
+    /// NDB error 4118: a wrong argument to the native writer.
     pub fn parameter(detail: &str) -> Error {
         Error::new(
             code::NDB_PARAMETER_ERROR,
@@ -250,6 +313,7 @@ impl Error {
         )
     }
 
+    /// Error 1205: a row lock was not granted within the lock wait timeout (retriable).
     pub fn lock_wait_timeout() -> Error {
         Error::new(
             code::ER_LOCK_WAIT_TIMEOUT,
@@ -257,6 +321,7 @@ impl Error {
         )
     }
 
+    /// Error 1213: this transaction was chosen to break a deadlock and was rolled back (retriable).
     pub fn deadlock() -> Error {
         Error::new(
             code::ER_LOCK_DEADLOCK,
@@ -264,6 +329,8 @@ impl Error {
         )
     }
 
+    /// Error 1180 with NDB's error 125: the transaction was rolled back at commit (INSERT IGNORE
+    /// on a ring that hit a duplicate, as the spec says).
     pub fn rolled_back_at_commit() -> Error {
         Error::new(
             code::ER_HA_ERROR_DURING_COMMIT,
@@ -271,14 +338,17 @@ impl Error {
         )
     }
 
+    /// Error 1290: a client write on a read-only node (a replica).
     pub fn read_only() -> Error {
         Error::new(code::ER_OPTION_PREVENTS_STATEMENT, "The MySQL server is running with the --read-only option so it cannot execute this statement")
     }
 
+    /// Error 1064: a syntax error, `detail` saying where.
     pub fn syntax(detail: impl Into<String>) -> Error {
         Error::new(code::ER_PARSE_ERROR, detail)
     }
 
+    /// Error 1235: `what` is a feature ringrep does not have yet.
     pub fn unsupported(what: impl Into<String>) -> Error {
         Error::new(
             code::ER_NOT_SUPPORTED_YET,
@@ -322,5 +392,42 @@ impl From<std::io::Error> for Error {
         err.kind = ErrorKind::Transient;
         err.source = Some(Arc::new(e));
         err
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A code carries its SQLSTATE into the error; comparing the number with the code works.
+    #[test]
+    fn an_error_takes_its_sqlstate_from_its_code() {
+        let e = Error::new(code::ER_DUP_ENTRY, "dup");
+        assert_eq!((e.code, e.sqlstate), (1062, "23000"));
+        assert!(e.code == code::ER_DUP_ENTRY);
+        assert_eq!(e.code(), code::ER_DUP_ENTRY);
+        assert!(!e.is_retriable());
+        assert!(Error::deadlock().is_lock_conflict() && Error::deadlock().is_retriable());
+    }
+
+    /// A binlog I/O failure stays retriable after crossing into the engine's error, and keeps
+    /// the binlog error as its source; corruption is not retriable.
+    #[test]
+    fn binlog_errors_keep_their_cause_and_retry_class() {
+        let io = binlog_format::Error::Io {
+            path: "/x/binlog.000001".into(),
+            source: std::io::Error::other("disk went away"),
+        };
+        let e = Error::from(io);
+        assert_eq!(e.kind, ErrorKind::Transient);
+        assert!(e.is_retriable() && !e.is_lock_conflict());
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.to_string().contains("disk went away"), "{source}");
+
+        let corrupt = binlog_format::Error::Invalid("bad".into());
+        let e = Error::from(corrupt);
+        assert_eq!(e.kind, ErrorKind::Internal);
+        assert!(!e.is_retriable());
+        assert!(std::error::Error::source(&e).is_some());
     }
 }

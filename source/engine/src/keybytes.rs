@@ -15,7 +15,7 @@ use binlog_format::value::{decimal_parts, Date, DateTime};
 use binlog_format::Value;
 
 /// Appends the order-preserving encoding of one value.
-pub fn push_value(v: &Value, out: &mut Vec<u8>) {
+pub(crate) fn push_value(v: &Value, out: &mut Vec<u8>) {
     // The first byte is the value's rank in `total_cmp`: values of different ranks compare
     // by rank alone.
     match v {
@@ -76,7 +76,7 @@ pub fn push_value(v: &Value, out: &mut Vec<u8>) {
 }
 
 /// The encoding of a whole key (or of a key prefix).
-pub fn encode(values: &[Value]) -> Vec<u8> {
+pub(crate) fn encode(values: &[Value]) -> Vec<u8> {
     let mut out = Vec::with_capacity(values.len() * 4);
     for v in values {
         push_value(v, &mut out);
@@ -87,13 +87,16 @@ pub fn encode(values: &[Value]) -> Vec<u8> {
 /// Calls `f` with the encoding of a key given as its values, built in a buffer of this
 /// thread's rather than a new allocation (every row lookup and write encodes a key). `f`
 /// must not call `with_key` or `with_key_split` itself (they share the buffer).
-pub fn with_key<'v, T>(values: impl Iterator<Item = &'v Value>, f: impl FnOnce(&[u8]) -> T) -> T {
+pub(crate) fn with_key<'v, T>(
+    values: impl Iterator<Item = &'v Value>,
+    f: impl FnOnce(&[u8]) -> T,
+) -> T {
     with_key_split(values, |k, _, _| f(k))
 }
 
 /// As [`with_key`], also telling `f` where the last value's encoding starts, and what that
 /// value is: a ring files its rows by prefix (the bytes before the last value) and slot.
-pub fn with_key_split<'v, T>(
+pub(crate) fn with_key_split<'v, T>(
     values: impl Iterator<Item = &'v Value>,
     f: impl FnOnce(&[u8], usize, Option<&'v Value>) -> T,
 ) -> T {

@@ -11,8 +11,81 @@
 //! start gives exactly the state the commits produced, meta rows included.
 //!
 //! Starting points: [`Engine::open`] opens a data directory (recovering it), [`Engine::session`]
-//! gives a [`Session`] that stages and commits changes, [`writer::RingWriter`] inserts batches
-//! into ring tables without SQL, and [`Error`] carries MySQL's code, SQLSTATE and retry class.
+//! gives a [`Session`] that stages and commits changes, [`ddl::prepare_table`] turns a table
+//! definition with its `NDB_TABLE=` comment into a ring or TTL table, [`writer::RingWriter`]
+//! inserts batches into ring tables without SQL, and [`Error`] carries MySQL's code, SQLSTATE
+//! and retry class. The SQL front end (`ringrep-sql`) is built on these calls.
+//!
+//! # Example
+//!
+//! A ring of two rows per `user_id`: the third insert overwrites the oldest row, and the
+//! binlog records the overwrite as a row write (with the meta row's new state).
+//!
+//! ```
+//! use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, TableDef};
+//! use binlog_format::{BinlogReader, Event, ReaderOptions, Record, RowChange, Value};
+//! use ringrep_engine::{ddl::prepare_table, Engine, EngineConfig, InsertMode};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let (engine, _) = Engine::open(dir.path(), EngineConfig::new(1))?;
+//! let mut s = engine.session();
+//! s.create_database("app", false)?;
+//!
+//! let int = ColumnType::Integer { width: IntWidth::Int, unsigned: false };
+//! let col = |name: &str, ty: ColumnType, nullable: bool, default: ColumnDefault| ColumnDef {
+//!     name: name.into(), ty, nullable, default, on_update_now: false, auto_increment: false,
+//! };
+//! let def = prepare_table(
+//!     TableDef {
+//!         id: 0,
+//!         database: "app".into(),
+//!         name: "user_events".into(),
+//!         columns: vec![
+//!             col("user_id", int.clone(), false, ColumnDefault::None),
+//!             col("ring_idx", int, false, ColumnDefault::Value(Value::Int(0))),
+//!             col("ring_meta", ColumnType::VarBinary { len: 64 }, true, ColumnDefault::None),
+//!             col("payload", ColumnType::VarChar { len: 64 }, true, ColumnDefault::None),
+//!         ],
+//!         primary_key: vec![0, 1],
+//!         indexes: vec![],
+//!         ring: None,
+//!         ttl: None,
+//!         partitioning: None,
+//!         comment: Some("NDB_TABLE=MAX_ROWS_PER_PK=2".into()),
+//!     },
+//!     None,
+//!     false,
+//! )?;
+//! s.create_table(def, false)?;
+//! let def = engine.table_def("app", "user_events").expect("created");
+//!
+//! for payload in ["a", "b", "c"] {
+//!     let row = vec![Value::Int(7), Value::Text(payload.into())];
+//!     // user_id and payload; the ring assigns ring_idx and keeps ring_meta.
+//!     s.statement(|s| s.insert(&def, &[0, 3], vec![row], InsertMode::Insert))?;
+//! }
+//! let payloads: Vec<Value> = s.scan(&def, &[Value::Int(7)])?.into_iter().map(|r| r[3].clone()).collect();
+//! assert_eq!(payloads, [Value::Text("c".into()), Value::Text("b".into())]);
+//!
+//! // The binlog: the CREATEs, then one transaction per insert, each writing a slot and the
+//! // meta row. The third wrote slot 1 again: an overwrite is a row write.
+//! let mut slots = Vec::new();
+//! for item in BinlogReader::open(&engine.binlog_dir(), ReaderOptions::default())? {
+//!     if let (_, Record::Transaction(tx)) = item? {
+//!         for ev in &tx.events {
+//!             if let Event::Row(r) = ev {
+//!                 if let RowChange::Write { row } = &r.change {
+//!                     slots.push(row[1].clone());
+//!                 }
+//!             }
+//!         }
+//!     }
+//! }
+//! assert_eq!(slots.iter().filter(|s| **s == Value::Int(1)).count(), 2);
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod clock;
 pub mod ddl;
@@ -49,8 +122,7 @@ use binlog_format::{
 };
 
 pub use error::{Error, Result};
-pub use locks::{LockKey, LockTable};
-pub use purge::{PurgeRound, MAX_BATCH, MIN_BATCH};
+pub(crate) use locks::{LockKey, LockTable};
 pub use session::{InsertMode, Session, SessionVars, UpdateOutcome};
 pub use table::{Row, StoredRow, Table, HIDDEN_ROW_ID};
 
@@ -59,22 +131,30 @@ use crate::clock::{Clock, SystemClock};
 /// Database that holds ringrep's own tables on a replica.
 pub const SYSTEM_DB: &str = "mysql";
 /// Table ids at or above this are ringrep's own system tables, never a primary's.
-pub const SYSTEM_TABLE_ID_BASE: u64 = 1 << 62;
+pub(crate) const SYSTEM_TABLE_ID_BASE: u64 = 1 << 62;
 
+/// How an engine is opened: its identity, durability and limits.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
+    /// The server id written into every binlog record this engine commits (its origin).
     pub server_id: u32,
+    /// When a commit is durable: after its own fsync (shared by a group), on a timer, or never.
     pub sync: SyncPolicy,
+    /// The size at which the binlog rotates to a new segment file.
     pub segment_bytes: u64,
+    /// How long a statement waits for a row lock before error 1205.
     pub lock_wait_timeout: Duration,
     /// Take a snapshot after this many transactions (0: never automatically).
     pub snapshot_every: u64,
     /// Clients may read but not write (a replica); only the applier writes.
     pub read_only: bool,
+    /// The clock for TTL expiry and CURRENT_TIMESTAMP.
     pub clock: Arc<dyn Clock>,
 }
 
 impl EngineConfig {
+    /// The defaults: fsync every commit, 64 MiB segments, a 2 s lock wait, a snapshot every
+    /// 100,000 transactions, writable, the system clock.
     pub fn new(server_id: u32) -> EngineConfig {
         EngineConfig {
             server_id,
@@ -96,13 +176,19 @@ thread_local! {
 /// Everything committed.
 #[derive(Debug, Clone, Default)]
 pub struct State {
+    /// The databases, by name.
     pub databases: BTreeSet<String>,
+    /// The tables, by table id.
     pub tables: BTreeMap<u64, Table>,
+    /// The id the next CREATE TABLE takes.
     pub next_table_id: u64,
+    /// The sequence number of the last transaction applied (0 for none).
     pub last_seq: u64,
 }
 
 impl State {
+    /// The id of table `db.name` (names compare case-insensitively, as MySQL's on Linux do not;
+    /// ringrep folds them).
     pub fn table_id(&self, db: &str, name: &str) -> Option<u64> {
         self.tables
             .values()
@@ -112,10 +198,12 @@ impl State {
             .map(|t| t.def.id)
     }
 
+    /// Table `db.name`, if it exists.
     pub fn table(&self, db: &str, name: &str) -> Option<&Table> {
         self.table_id(db, name).and_then(|id| self.tables.get(&id))
     }
 
+    /// Whether database `db` exists.
     pub fn has_database(&self, db: &str) -> bool {
         self.databases.iter().any(|d| d.eq_ignore_ascii_case(db))
     }
@@ -123,7 +211,7 @@ impl State {
     /// Applies one committed event. Writes are upserts; deleting an absent row is not an
     /// error; `AlterTable` replaces the definition and the rows (the rows it keeps follow
     /// as writes in the same transaction).
-    pub fn apply_event(&mut self, ev: &Event) -> Result<()> {
+    pub(crate) fn apply_event(&mut self, ev: &Event) -> Result<()> {
         self.apply_encoded(ev, None)
     }
 
@@ -228,12 +316,25 @@ pub struct Engine {
     pub(crate) shared: Arc<Shared>,
 }
 
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("dir", &self.shared.dir)
+            .field("last_seq", &self.last_seq())
+            .finish_non_exhaustive()
+    }
+}
+
 /// What opening a data directory found and did.
 #[derive(Debug, Clone, Default)]
 pub struct OpenReport {
+    /// The sequence number of the snapshot loaded, if one was.
     pub snapshot_seq: Option<u64>,
+    /// How many binlog transactions were replayed after it.
     pub replayed: u64,
+    /// The last sequence number once open.
     pub last_seq: u64,
+    /// Bytes cut from a torn last record of the binlog, if the tail was torn.
     pub torn_tail_cut: Option<u64>,
 }
 
@@ -409,26 +510,32 @@ impl Engine {
         Ok(state)
     }
 
+    /// A new session (one per client connection): its own variables and transaction.
     pub fn session(&self) -> Session {
         Session::new(self.clone())
     }
 
+    /// The configuration the engine was opened with.
     pub fn config(&self) -> &EngineConfig {
         &self.shared.cfg
     }
 
+    /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.shared.dir
     }
 
+    /// The binlog directory inside the data directory.
     pub fn binlog_dir(&self) -> PathBuf {
         self.shared.dir.join("binlog")
     }
 
+    /// What tailing readers wait on for new durable records (none for a read-only engine).
     pub fn notifier(&self) -> Option<Arc<binlog_format::Notifier>> {
         self.shared.binlog.as_ref().map(|w| w.notifier())
     }
 
+    /// The engine clock's time, in microseconds since 1970-01-01 UTC.
     pub fn now_us(&self) -> i64 {
         self.shared.cfg.clock.now_us()
     }
@@ -446,18 +553,22 @@ impl Engine {
         f(&self.read())
     }
 
+    /// The sequence number of the last committed transaction.
     pub fn last_seq(&self) -> u64 {
         self.read().last_seq
     }
 
+    /// The definition of table `db.name`, if it exists.
     pub fn table_def(&self, db: &str, name: &str) -> Option<TableDef> {
         self.read().table(db, name).map(|t| t.def.clone())
     }
 
+    /// Every database, in name order.
     pub fn databases(&self) -> Vec<String> {
         self.read().databases.iter().cloned().collect()
     }
 
+    /// Every table's definition.
     pub fn tables(&self) -> Vec<TableDef> {
         self.read().tables.values().map(|t| t.def.clone()).collect()
     }

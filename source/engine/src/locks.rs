@@ -20,19 +20,19 @@ use crate::error::{Error, Result};
 /// a lock: at worst a wait or a deadlock error that was not needed, both retriable, never a
 /// conflict missed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct LockKey {
+pub(crate) struct LockKey {
     table: u64,
     key_hash: u64,
 }
 
 impl LockKey {
-    pub fn new(table: u64, key: &Key) -> LockKey {
+    pub(crate) fn new(table: u64, key: &Key) -> LockKey {
         LockKey::from_hash(table, super::overlay::key_hash(&key.0))
     }
 
     /// The lock of the row whose key's `key_hash` is `hash` (computed once by a caller that
     /// also needs it for its overlay).
-    pub fn from_hash(table: u64, hash: u64) -> LockKey {
+    pub(crate) fn from_hash(table: u64, hash: u64) -> LockKey {
         LockKey {
             table,
             key_hash: hash,
@@ -77,7 +77,7 @@ impl Owners {
 }
 
 #[derive(Debug, Default)]
-pub struct LockTable {
+pub(crate) struct LockTable {
     owners: Mutex<Owners>,
     released: Condvar,
 }
@@ -85,7 +85,7 @@ pub struct LockTable {
 impl LockTable {
     /// Locks `key` for `txn`, waiting up to `timeout`. Returns true when newly taken (false
     /// when `txn` already held it).
-    pub fn acquire(&self, txn: u64, key: LockKey, timeout: Duration) -> Result<bool> {
+    pub(crate) fn acquire(&self, txn: u64, key: LockKey, timeout: Duration) -> Result<bool> {
         // Only a wait needs the clock (most locks are free).
         let mut deadline = None;
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
@@ -126,7 +126,7 @@ impl LockTable {
     }
 
     /// Locks `key` only if nobody holds it (the purge skips locked rows).
-    pub fn try_acquire(&self, txn: u64, key: LockKey) -> bool {
+    pub(crate) fn try_acquire(&self, txn: u64, key: LockKey) -> bool {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         match owners.held.get(&key) {
             None => {
@@ -137,7 +137,7 @@ impl LockTable {
         }
     }
 
-    pub fn release_all(&self, txn: u64, keys: impl IntoIterator<Item = LockKey>) {
+    pub(crate) fn release_all(&self, txn: u64, keys: impl IntoIterator<Item = LockKey>) {
         let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
         for k in keys {
             if owners.held.get(&k) == Some(&txn) {
@@ -151,7 +151,8 @@ impl LockTable {
         }
     }
 
-    pub fn held(&self) -> usize {
+    #[cfg(test)]
+    fn held(&self) -> usize {
         self.owners
             .lock()
             .unwrap_or_else(|p| p.into_inner())

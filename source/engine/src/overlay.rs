@@ -15,7 +15,7 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 /// A key's hash as the overlay and the row locks use it: keys that compare equal (5 and
 /// unsigned 5 are one key) hash alike. The seed is chosen per process, so keys that collide
 /// cannot be chosen in advance.
-pub fn key_hash(key: &[Value]) -> u64 {
+pub(crate) fn key_hash(key: &[Value]) -> u64 {
     static SEED: OnceLock<foldhash::quality::RandomState> = OnceLock::new();
     let mut h = SEED.get_or_init(Default::default).build_hasher();
     Key::hash_values(key, &mut h);
@@ -23,7 +23,7 @@ pub fn key_hash(key: &[Value]) -> u64 {
 }
 
 #[derive(Debug, Default)]
-pub struct Overlay {
+pub(crate) struct Overlay {
     tables: FastMap<u64, Staged>,
 }
 
@@ -91,7 +91,7 @@ fn key_at<'o>(
 impl Overlay {
     /// The index of the last event at `key` (whose `key_hash` is `hash`) of `table`, when the
     /// transaction changed that row.
-    pub fn get(&self, ops: &[Event], table: u64, key: &[Value], hash: u64) -> Option<usize> {
+    pub(crate) fn get(&self, ops: &[Event], table: u64, key: &[Value], hash: u64) -> Option<usize> {
         let t = self.tables.get(&table)?;
         t.by_hash
             .get(&hash)?
@@ -102,14 +102,14 @@ impl Overlay {
     }
 
     /// Whether the transaction changed the row at `key` of `table`.
-    pub fn contains(&self, ops: &[Event], table: u64, key: &Key) -> bool {
+    pub(crate) fn contains(&self, ops: &[Event], table: u64, key: &Key) -> bool {
         self.get(ops, table, &key.0, key_hash(&key.0)).is_some()
     }
 
     /// Records that the event at `at` (already in `ops`) changed the row at its key, whose
     /// `key_hash` is `hash`, of `table`, whose primary key is `pk`; returns the index it
     /// replaces.
-    pub fn insert(
+    pub(crate) fn insert(
         &mut self,
         ops: &[Event],
         table: u64,
@@ -148,7 +148,7 @@ impl Overlay {
     }
 
     /// The keys `table`'s rows were changed at and the index of the last event at each.
-    pub fn changed(&self, ops: &[Event], table: u64) -> Vec<(Key, usize)> {
+    pub(crate) fn changed(&self, ops: &[Event], table: u64) -> Vec<(Key, usize)> {
         let Some(t) = self.tables.get(&table) else {
             return Vec::new();
         };
@@ -161,7 +161,7 @@ impl Overlay {
     }
 
     /// Keeps the entries for which `f` returns true, after letting it move their index.
-    pub fn retain(&mut self, mut f: impl FnMut(&mut usize) -> bool) {
+    pub(crate) fn retain(&mut self, mut f: impl FnMut(&mut usize) -> bool) {
         for t in self.tables.values_mut() {
             t.by_hash.retain(|_, entry| match entry {
                 At::One(at) => f(at),
@@ -175,7 +175,7 @@ impl Overlay {
 
     /// Empties it for the next transaction, keeping the room of tables with up to `max`
     /// keys.
-    pub fn reset(&mut self, max: usize) {
+    pub(crate) fn reset(&mut self, max: usize) {
         self.tables.retain(|_, t| {
             t.by_hash.clear();
             t.by_hash.capacity() <= max

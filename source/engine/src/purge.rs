@@ -10,18 +10,18 @@ use crate::types::expiry_us;
 
 /// Smallest and largest purge batch; the batch grows while rounds fill it and shrinks when
 /// they find little, as the spec's adaptive purge does.
-pub const MIN_BATCH: usize = 5;
-pub const MAX_BATCH: usize = 50;
+pub(crate) const MIN_BATCH: usize = 5;
+pub(crate) const MAX_BATCH: usize = 50;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PurgeRound {
+pub(crate) struct PurgeRound {
     pub deleted: usize,
     pub skipped_locked: usize,
 }
 
 impl Engine {
     /// Deletes up to `batch` expired rows (one transaction). Returns what it did.
-    pub fn purge_expired(&self, batch: usize) -> Result<PurgeRound> {
+    pub(crate) fn purge_expired(&self, batch: usize) -> Result<PurgeRound> {
         let now = self.now_us();
         let candidates: Vec<(u64, Key)> = {
             let st = self.read();

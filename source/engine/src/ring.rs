@@ -18,8 +18,8 @@ pub struct Meta {
     pub total: u64,
 }
 
-pub const META_VERSION: u16 = 1;
-pub const META_LEN: usize = 32;
+pub(crate) const META_VERSION: u16 = 1;
+pub(crate) const META_LEN: usize = 32;
 
 impl Meta {
     /// The meta of a prefix that has no meta row yet.
@@ -42,6 +42,7 @@ impl Meta {
         b
     }
 
+    /// Reads a meta column's bytes; `None` when they are too short or of another version.
     pub fn decode(b: &[u8]) -> Option<Meta> {
         if b.len() < META_LEN || u16::from_le_bytes([b[0], b[1]]) != META_VERSION {
             return None;
@@ -73,10 +74,15 @@ impl Meta {
 /// `MAX_ROWS_PER_PK` (or the older `RING_BUFFER`) as written in the comment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RingSpec {
+    /// `MAX_ROWS_PER_PK=0` or no ring option: a plain table.
     Off,
+    /// A ring of `size` slots per primary-key prefix.
     On {
+        /// Rows kept per prefix.
         size: u32,
+        /// The slot column, the last primary-key column (`ring_idx` in the spec).
         slot_column: String,
+        /// The column that holds the meta row's state (`ring_meta`).
         meta_column: String,
     },
 }
@@ -84,18 +90,31 @@ pub enum RingSpec {
 /// `TTL=seconds@column` or `TTL=OFF`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TtlSpec {
+    /// `TTL=OFF`.
     Off,
-    On { seconds: u32, column: String },
+    /// Rows expire `seconds` after the time in `column`.
+    On {
+        /// The time to live, in seconds.
+        seconds: u32,
+        /// The TIMESTAMP or DATETIME column the time is counted from.
+        column: String,
+    },
 }
 
 /// The NDB_TABLE options of a table comment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NdbOptions {
+    /// The ring option, if given.
     pub ring: Option<RingSpec>,
+    /// The TTL option, if given.
     pub ttl: Option<TtlSpec>,
+    /// `FULLY_REPLICATED`, accepted and kept (one node has nothing to replicate).
     pub fully_replicated: Option<bool>,
+    /// `PARTITION_BALANCE`, accepted and kept.
     pub partition_balance: Option<String>,
+    /// `NOLOGGING`, accepted and kept.
     pub nologging: Option<bool>,
+    /// `READ_BACKUP`, accepted and kept.
     pub read_backup: Option<bool>,
 }
 
@@ -187,7 +206,7 @@ pub fn parse_comment(comment: &str) -> Result<NdbOptions> {
 
 /// Checks the spec's column and table rules for a ring table and resolves the ring options.
 /// `partition_kind` is `None`, or the kind of `PARTITION BY` ("KEY", "LINEAR KEY", "HASH", ...).
-pub fn ring_options(
+pub(crate) fn ring_options(
     def: &TableDef,
     size: u32,
     slot_name: &str,
@@ -280,7 +299,7 @@ pub fn ring_options(
 }
 
 /// Resolves a TTL spec against the table: the column must exist and hold a time.
-pub fn ttl_options(def: &TableDef, seconds: u32, column: &str) -> Result<TtlOptions> {
+pub(crate) fn ttl_options(def: &TableDef, seconds: u32, column: &str) -> Result<TtlOptions> {
     let col = def.column_index(column).ok_or_else(|| {
         Error::create_option(&format!("TTL column '{column}' not found in table"))
     })?;

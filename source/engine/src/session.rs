@@ -20,6 +20,7 @@ use crate::types::{self, coerce, default_value, expiry_us, ttl_max, zero_value};
 /// Session variables that change what the engine does.
 #[derive(Debug, Clone)]
 pub struct SessionVars {
+    /// The current database (`USE`).
     pub database: Option<String>,
     /// `ndb_ring_buffer_show_meta`: reads return meta rows.
     pub show_meta: bool,
@@ -27,6 +28,7 @@ pub struct SessionVars {
     pub ttl_expired_visible_in_delete: bool,
     /// `ndb_log_update_as_write`: UPDATE is logged as a full-row write (NDB's default).
     pub log_update_as_write: bool,
+    /// `autocommit`: each statement commits on its own.
     pub autocommit: bool,
     /// The applier privilege: direct writes to ring tables are allowed.
     pub applier: bool,
@@ -51,17 +53,22 @@ impl Default for SessionVars {
     }
 }
 
+/// How an INSERT treats a duplicate key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InsertMode {
+    /// A duplicate key is error 1062.
     Insert,
     /// INSERT IGNORE: a duplicate key skips the row with a warning on plain tables; on ring
     /// tables the transaction fails at commit with error 125 (the spec).
     Ignore,
 }
 
+/// What an UPDATE did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UpdateOutcome {
+    /// Rows that matched the condition.
     pub matched: u64,
+    /// Rows whose values changed.
     pub changed: u64,
 }
 
@@ -90,8 +97,11 @@ struct Txn {
     explicit: bool,
 }
 
+/// One client's view of the engine: session variables, the open transaction with its row
+/// locks and staged events, warnings. Not shared between threads.
 pub struct Session {
     engine: Engine,
+    /// The session variables.
     pub vars: SessionVars,
     txn: Option<Txn>,
     /// The statement's undo log: for each event it staged (the events from `ops_mark` on,
@@ -201,6 +211,15 @@ impl Drop for Session {
     }
 }
 
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("vars", &self.vars)
+            .field("in_transaction", &self.in_transaction())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Session {
     pub(crate) fn new(engine: Engine) -> Session {
         Session {
@@ -224,18 +243,17 @@ impl Session {
         self.pending_lsn.take()
     }
 
+    /// The engine this session works on.
     pub fn engine(&self) -> &Engine {
         &self.engine
     }
 
+    /// Whether a transaction is open.
     pub fn in_transaction(&self) -> bool {
         self.txn.as_ref().is_some_and(|t| t.explicit)
     }
 
-    pub fn warning_count(&self) -> usize {
-        self.warnings.len()
-    }
-
+    /// The warnings of the last statement (code, message), leaving none.
     pub fn take_warnings(&mut self) -> Vec<(u16, String)> {
         std::mem::take(&mut self.warnings)
     }
@@ -254,6 +272,7 @@ impl Session {
 
     // ----- table lookup -------------------------------------------------------------
 
+    /// The current database, or error 1046 when none is selected.
     pub fn current_db(&self) -> Result<String> {
         self.vars
             .database
@@ -337,6 +356,7 @@ impl Session {
         result
     }
 
+    /// Rolls the open transaction back: nothing it staged is kept, its locks are released.
     pub fn rollback(&mut self) {
         if let Some(txn) = self.txn.take() {
             self.engine.shared.locks.release_all(txn.id, txn.locks);
@@ -476,7 +496,7 @@ impl Session {
     // ----- reads ----------------------------------------------------------------------
 
     /// The stored row at `key` as this session sees it (meta and expired rows included).
-    pub fn get_row(&self, table: u64, key: &Key) -> Option<Row> {
+    pub(crate) fn get_row(&self, table: u64, key: &Key) -> Option<Row> {
         self.seen(table, key, |t| t.get(key), |r| r.cloned())
     }
 
@@ -545,7 +565,7 @@ impl Session {
     }
 
     /// Every stored row under a key prefix, meta and expired rows included, with its key.
-    pub fn scan_raw(&self, table: u64, prefix: &[Value]) -> Result<Vec<(Key, Row)>> {
+    pub(crate) fn scan_raw(&self, table: u64, prefix: &[Value]) -> Result<Vec<(Key, Row)>> {
         let st = self.engine.read();
         let t = st
             .tables
@@ -886,7 +906,7 @@ impl Session {
 
     /// The native writer's batch insert into a ring (see `RingWriter`): rows of `columns`,
     /// columns left out keep the overwritten row's values.
-    pub fn insert_native<R: IntoIterator<Item = Value, IntoIter: ExactSizeIterator>>(
+    pub(crate) fn insert_native<R: IntoIterator<Item = Value, IntoIter: ExactSizeIterator>>(
         &mut self,
         def: &TableDef,
         columns: &[usize],
@@ -1150,7 +1170,7 @@ impl Session {
     }
 
     /// A fresh table id (system tables use their own range).
-    pub fn allocate_table_id(&self, system: bool) -> u64 {
+    pub(crate) fn allocate_table_id(&self, system: bool) -> u64 {
         let st = self.engine.read();
         let base = if system { SYSTEM_TABLE_ID_BASE } else { 1 };
         let max_used = st
@@ -1167,7 +1187,7 @@ impl Session {
         }
     }
 
-    pub fn ensure_database(&mut self, name: &str) -> Result<()> {
+    pub(crate) fn ensure_database(&mut self, name: &str) -> Result<()> {
         if self.engine.read().has_database(name) || self.engine.config().read_only {
             return Ok(());
         }
@@ -1256,7 +1276,7 @@ fn fsp_of(ty: &ColumnType) -> u8 {
 
 /// The meta row of a prefix: key, slot 0, the 32 meta bytes, TTL column at its maximum,
 /// other nullable columns NULL and NOT NULL ones at their default (or zero).
-pub fn meta_row(def: &TableDef, prefix: &[Value], meta: &Meta) -> Row {
+pub(crate) fn meta_row(def: &TableDef, prefix: &[Value], meta: &Meta) -> Row {
     let ring = def.ring.as_ref();
     let mut row: Row = def
         .columns

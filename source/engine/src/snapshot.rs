@@ -122,7 +122,7 @@ fn name(seq: u64) -> String {
 
 /// A snapshot of the committed state, encoded: the file's bytes and the sequence number it
 /// is taken at.
-pub struct Encoded {
+pub(crate) struct Encoded {
     pub seq: u64,
     bytes: Vec<u8>,
 }
@@ -130,13 +130,13 @@ pub struct Encoded {
 /// Encodes the committed state as an exact snapshot file, copying each row's stored encoding
 /// into one buffer (cheaper than cloning the state: an allocation per row, and as many frees
 /// later).
-pub fn encode(st: &State) -> Result<Encoded> {
+pub(crate) fn encode(st: &State) -> Result<Encoded> {
     encode_in_chunks(|| st, true, usize::MAX, CHUNK_BYTES, || {})
 }
 
 /// Encodes a snapshot while writers go on (see the module's notes): `state`'s read lock is
 /// taken for the header and then once per frame of rows.
-pub fn encode_live(state: &RwLock<State>) -> Result<Encoded> {
+pub(crate) fn encode_live(state: &RwLock<State>) -> Result<Encoded> {
     encode_in_chunks(
         || state.read().unwrap_or_else(|p| p.into_inner()),
         false,
@@ -229,7 +229,7 @@ fn encode_in_chunks<G: Deref<Target = State>>(
 
 /// Writes the committed state as a snapshot in `dir`, for a state with no binlog behind it
 /// (a restore).
-pub fn write(dir: &Path, st: &State) -> Result<()> {
+pub(crate) fn write(dir: &Path, st: &State) -> Result<()> {
     write_encoded(dir, &encode(st)?, None)
 }
 
@@ -239,7 +239,7 @@ pub fn write(dir: &Path, st: &State) -> Result<()> {
 /// transaction applied to the state when it was read, and commits are applied before they
 /// are durable (their callers wait for that after), so without the sync a crash could leave
 /// a snapshot holding transactions that the binlog lost and nobody was told committed.
-pub fn write_encoded(dir: &Path, snap: &Encoded, binlog: Option<&SyncHandle>) -> Result<()> {
+pub(crate) fn write_encoded(dir: &Path, snap: &Encoded, binlog: Option<&SyncHandle>) -> Result<()> {
     if let Some(b) = binlog {
         b.sync()?;
     }
@@ -280,7 +280,7 @@ fn list(sdir: &Path) -> Result<Vec<u64>> {
 }
 
 /// A snapshot read back.
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub state: State,
     /// The rows are exactly the state at `state.last_seq`. A live snapshot's may be newer:
     /// it is only good with the binlog after that sequence number replayed over it.
@@ -289,7 +289,7 @@ pub struct Loaded {
 
 /// The newest snapshot that reads back whole, if any. One that does not (a bad checksum, a
 /// missing frame) is skipped for the one before it.
-pub fn load_newest(dir: &Path) -> Result<Option<Loaded>> {
+pub(crate) fn load_newest(dir: &Path) -> Result<Option<Loaded>> {
     let sdir = snapshot_dir(dir);
     let mut all = list(&sdir)?;
     all.sort_unstable_by(|a, b| b.cmp(a));

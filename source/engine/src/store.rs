@@ -124,14 +124,14 @@ impl Borrow<[u8]> for Stored {
 }
 
 /// A stored row as it sits in the table, without decoding it.
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct StoredRow<'a> {
     key: &'a [u8],
     row: &'a [u8],
 }
 
 impl<'a> StoredRow<'a> {
-    /// The primary key as order-preserving bytes (see [`super::keybytes`]): equal keys have
+    /// The primary key as order-preserving bytes (see `keybytes`): equal keys have
     /// equal bytes, and the bytes sort like the keys.
     pub fn key_bytes(&self) -> &'a [u8] {
         self.key

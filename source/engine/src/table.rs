@@ -14,13 +14,16 @@ use super::keybytes;
 use super::store::Store;
 pub use super::store::StoredRow;
 
+/// A row: one value per column, in the table's column order.
 pub type Row = Vec<Value>;
 
 /// Name of the hidden primary-key column that tables declared without a primary key get.
 pub const HIDDEN_ROW_ID: &str = "__ringrep_row_id";
 
+/// A table's definition and rows (data and meta rows alike), with its unique and TTL indexes.
 #[derive(Clone)]
 pub struct Table {
+    /// The table's definition.
     pub def: TableDef,
     rows: Store,
     /// For each unique index of `def.indexes` (by position): unique value -> primary key.
@@ -41,6 +44,7 @@ impl std::fmt::Debug for Table {
 }
 
 impl Table {
+    /// An empty table of `def`.
     pub fn new(def: TableDef) -> Table {
         let uniques = def
             .indexes
@@ -68,7 +72,7 @@ impl Table {
     }
 
     /// Rebuilds the table under a new definition, keeping rows whose layout fits it.
-    pub fn with_rows(def: TableDef, rows: impl IntoIterator<Item = Row>) -> Table {
+    pub(crate) fn with_rows(def: TableDef, rows: impl IntoIterator<Item = Row>) -> Table {
         let mut t = Table::new(def);
         for r in rows {
             t.put(&r);
@@ -95,6 +99,7 @@ impl Table {
         }
     }
 
+    /// Whether the table has no stored rows (meta rows count).
     pub fn is_empty(&self) -> bool {
         self.rows.len() == 0
     }
@@ -104,6 +109,7 @@ impl Table {
         self.rows.get(key.0.iter()).map(|s| s.row())
     }
 
+    /// Whether a row is stored under `key`.
     pub fn contains(&self, key: &Key) -> bool {
         self.rows.get(key.0.iter()).is_some()
     }
@@ -143,6 +149,7 @@ impl Table {
             .map(|s| self.keyed(s))
     }
 
+    /// The primary key of a full row.
     pub fn key_of(&self, row: &[Value]) -> Key {
         Key(self.def.key_of(row))
     }
@@ -161,7 +168,7 @@ impl Table {
     }
 
     /// The unique-index value of a row, or `None` when a column is NULL (NULLs never clash).
-    pub fn unique_value(&self, index: usize, row: &[Value]) -> Option<Key> {
+    pub(crate) fn unique_value(&self, index: usize, row: &[Value]) -> Option<Key> {
         let cols = &self.def.indexes[index].columns;
         let vals: Vec<Value> = cols
             .iter()
@@ -175,12 +182,12 @@ impl Table {
     }
 
     /// The unique indexes of the table, by position in `def.indexes`.
-    pub fn unique_indexes(&self) -> impl Iterator<Item = usize> + '_ {
+    pub(crate) fn unique_indexes(&self) -> impl Iterator<Item = usize> + '_ {
         self.uniques.iter().map(|(n, _)| *n)
     }
 
     /// The primary key holding a unique value in the committed state.
-    pub fn unique_holder(&self, index: usize, value: &Key) -> Option<&Key> {
+    pub(crate) fn unique_holder(&self, index: usize, value: &Key) -> Option<&Key> {
         self.uniques
             .iter()
             .find(|(n, _)| *n == index)
@@ -261,7 +268,7 @@ impl Table {
 
     /// Up to `limit` data rows expired at `now`: from the TTL index when the table has one,
     /// else by scanning the table.
-    pub fn expired_keys(&self, now: i64, limit: usize) -> Vec<Key> {
+    pub(crate) fn expired_keys(&self, now: i64, limit: usize) -> Vec<Key> {
         match &self.ttl_index {
             Some(ix) => ix
                 .iter()
@@ -286,6 +293,7 @@ impl Table {
         self.ttl_index.is_some()
     }
 
+    /// Removes every row (TRUNCATE).
     pub fn clear(&mut self) {
         self.rows.clear();
         if let Some(ix) = self.ttl_index.as_mut() {

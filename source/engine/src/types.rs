@@ -6,9 +6,9 @@ use binlog_format::value::{days_from_civil, Date, DateTime, Value};
 use crate::error::{code, Error, Result};
 
 /// Session time zone as a fixed offset from UTC in seconds (`+00:00` by default).
-pub type TzOffset = i64;
+pub(crate) type TzOffset = i64;
 
-pub fn out_of_range(col: &str, row: usize) -> Error {
+pub(crate) fn out_of_range(col: &str, row: usize) -> Error {
     Error::new(
         code::ER_WARN_DATA_OUT_OF_RANGE,
         format!("Out of range value for column '{col}' at row {row}"),
@@ -189,8 +189,8 @@ fn round_micros(us: i64, fsp: u8) -> i64 {
 }
 
 /// The range of TIMESTAMP: 1970-01-01 00:00:01 to 2038-01-19 03:14:07.999999 UTC.
-pub const TIMESTAMP_MAX_US: i64 = 2_147_483_647_999_999;
-pub const TIMESTAMP_MIN_US: i64 = 1_000_000;
+pub(crate) const TIMESTAMP_MAX_US: i64 = 2_147_483_647_999_999;
+pub(crate) const TIMESTAMP_MIN_US: i64 = 1_000_000;
 
 /// Converts `v` to the type of `col` (strict mode: anything lossy is an error naming the
 /// column and the 1-based row number).
@@ -402,6 +402,7 @@ fn into_bytes(v: Value) -> Vec<u8> {
     }
 }
 
+/// A value as text, as MySQL converts it to a string (bytes as UTF-8, lossily).
 pub fn text_of(v: &Value) -> String {
     match v {
         Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
@@ -468,7 +469,7 @@ pub fn zero_value(ty: &ColumnType) -> Value {
 }
 
 /// The largest value of a TTL column's type: what a meta row holds there, so it never expires.
-pub fn ttl_max(ty: &ColumnType) -> Value {
+pub(crate) fn ttl_max(ty: &ColumnType) -> Value {
     match ty {
         ColumnType::DateTime { .. } => Value::DateTime(DateTime {
             date: Date {

@@ -11,6 +11,8 @@ use binlog_format::Value;
 use crate::error::{code, Error, Result};
 use crate::Session;
 
+/// The native batch writer (RonDB's `NdbRingBufferWriter`): inserts into one ring table
+/// without SQL, many rows per transaction, with the spec's errors 4118, 4358 and 4359.
 pub struct RingWriter<'s> {
     session: &'s mut Session,
     def: TableDef,
@@ -22,6 +24,15 @@ pub struct RingWriter<'s> {
     batch_prefix: Option<Vec<Value>>,
     failed: Option<Error>,
     written: u64,
+}
+
+impl std::fmt::Debug for RingWriter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingWriter")
+            .field("table", &self.def.qualified_name())
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'s> RingWriter<'s> {

@@ -46,14 +46,26 @@ pub struct KafkaArgs {
     pub kafka_options: Vec<String>,
 }
 
-/// What the relay needs to reach Kafka.
-#[derive(Debug, Clone)]
+/// What the relay and the replica's Kafka source need to reach Kafka: [`KafkaArgs`] checked
+/// and split up by [`KafkaArgs::settings`]. Its `Debug` shows option values only for keys
+/// that cannot hold a secret.
+#[derive(Clone)]
 pub struct KafkaSettings {
+    /// Bootstrap servers, `host:port,...` (librdkafka's `bootstrap.servers`).
     pub brokers: String,
+    /// Topic name prefix: the replication topic is `<prefix>.replication`, a table's change
+    /// topic `<prefix>.<database>.<table>`.
     pub topic_prefix: String,
+    /// Partitions of each change topic the relay creates ([`KafkaArgs::settings`] checks it
+    /// is at least 1).
     pub partitions: i32,
+    /// Replication factor of the topics the relay creates ([`KafkaArgs::settings`] checks it
+    /// is at least 1).
     pub replication_factor: i32,
+    /// Whether the relay follows each delete's change record with a tombstone (null value).
     pub tombstones: bool,
+    /// librdkafka client settings, (key, value), applied after `bootstrap.servers` so they
+    /// can override it; SASL and TLS settings go here.
     pub options: Vec<(String, String)>,
 }
 
@@ -86,6 +98,32 @@ impl KafkaArgs {
     }
 }
 
+impl std::fmt::Debug for KafkaSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let options: Vec<(&str, &str)> = self
+            .options
+            .iter()
+            .map(|(k, v)| (k.as_str(), if secret(k) { "***" } else { v.as_str() }))
+            .collect();
+        f.debug_struct("KafkaSettings")
+            .field("brokers", &self.brokers)
+            .field("topic_prefix", &self.topic_prefix)
+            .field("partitions", &self.partitions)
+            .field("replication_factor", &self.replication_factor)
+            .field("tombstones", &self.tombstones)
+            .field("options", &options)
+            .finish()
+    }
+}
+
+/// Whether a librdkafka setting can hold a secret (a password, a key, a token).
+fn secret(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["password", "secret", "key", "token", "jaas"]
+        .iter()
+        .any(|w| k.contains(w))
+}
+
 impl KafkaSettings {
     /// The librdkafka configuration: brokers, then the user's options.
     pub fn client_config(&self) -> ClientConfig {
@@ -101,12 +139,24 @@ impl KafkaSettings {
 /// A consumer of the replication topic's one partition, with a manual assignment and no
 /// committed offsets (the relay, the applier's Kafka source and checks all read it so).
 pub struct ReplicationReader {
+    /// The consumer, nothing assigned until [`ReplicationReader::assign`]; poll it for records.
     pub consumer: BaseConsumer,
+    /// The replication topic's name, `<prefix>.replication`.
     pub topic: String,
 }
 
+impl std::fmt::Debug for ReplicationReader {
+    // librdkafka's consumer has no Debug of its own.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicationReader")
+            .field("topic", &self.topic)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ReplicationReader {
-    /// `group` only names the client to the broker: nothing is ever committed.
+    /// A consumer of `settings`' replication topic, nothing assigned yet. `group` only names
+    /// the client to the broker: nothing is ever committed.
     pub fn open(settings: &KafkaSettings, group: &str) -> Result<ReplicationReader> {
         let mut config = settings.client_config();
         // A replica follows the stream live: a broker that holds a fetch until its wait runs
@@ -127,7 +177,9 @@ impl ReplicationReader {
         })
     }
 
-    /// (low, high) watermarks of partition 0.
+    /// (low, high) watermarks of partition 0: the first offset still held and the offset the
+    /// next record will get. Transient errors (a partition without a leader for a moment) are
+    /// retried for up to 30 s; a refused request (authentication, authorization) is not.
     pub fn watermarks(&self) -> Result<(i64, i64)> {
         // A partition without a leader for a moment (an election, a broker restarting)
         // answers with a transient error: ask again until the time is up.
@@ -152,7 +204,7 @@ impl ReplicationReader {
         }
     }
 
-    /// Reads on from `offset`.
+    /// Assigns partition 0 from `offset`: the consumer's next polls read on from there.
     pub fn assign(&self, offset: i64) -> Result<()> {
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&self.topic, 0, Offset::Offset(offset))
@@ -327,5 +379,50 @@ pub fn replication_seqs(settings: &KafkaSettings) -> Result<Vec<(u32, u64)>> {
             }
             None => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Printing settings (in a log line, an error) never shows a password.
+    #[test]
+    fn debug_hides_secrets() {
+        let s = KafkaSettings {
+            brokers: "127.0.0.1:9092".into(),
+            topic_prefix: "ringrep".into(),
+            partitions: 1,
+            replication_factor: 1,
+            tombstones: false,
+            options: vec![
+                ("sasl.password".into(), "hunter2".into()),
+                ("sasl.username".into(), "relay".into()),
+            ],
+        };
+        let text = format!("{s:?}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("relay"), "{text}");
+    }
+
+    /// A bad setting is a configuration error (no retry helps); a broker failure is retriable
+    /// unless the broker refused who we are.
+    #[test]
+    fn errors_say_whether_a_retry_can_help() {
+        let args = KafkaArgs {
+            kafka_brokers: Some("127.0.0.1:9092".into()),
+            kafka_options: vec!["no-equals-sign".into()],
+            ..Default::default()
+        };
+        let e = args.settings().expect_err("bad option");
+        assert!(matches!(e, Error::Config(_)) && !e.is_retriable(), "{e}");
+        let e = kafka_error("metadata", "not available within 30 s");
+        assert!(e.is_retriable());
+        let refused =
+            rdkafka::error::KafkaError::MetadataFetch(RDKafkaErrorCode::TopicAuthorizationFailed);
+        assert!(!kafka_error("metadata", refused).is_retriable());
+        let transient =
+            rdkafka::error::KafkaError::MetadataFetch(RDKafkaErrorCode::BrokerTransportFailure);
+        assert!(kafka_error("metadata", transient).is_retriable());
     }
 }

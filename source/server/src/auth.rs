@@ -60,7 +60,7 @@ impl Accounts {
 }
 
 /// A fresh 20-byte salt of printable characters (MySQL clients expect no NUL and no `$`).
-pub fn new_salt() -> std::io::Result<[u8; 20]> {
+pub(crate) fn new_salt() -> std::io::Result<[u8; 20]> {
     let mut raw = [0u8; 20];
     getrandom::fill(&mut raw).map_err(|e| std::io::Error::other(format!("no randomness: {e}")))?;
     let mut salt = [0u8; 20];

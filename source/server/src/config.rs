@@ -51,15 +51,21 @@ impl ServeArgs {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
+    /// The data directory (`--data-dir`).
     pub data_dir: Option<PathBuf>,
+    /// The address to serve the MySQL protocol on (`--listen`).
     pub listen: Option<SocketAddr>,
+    /// This node's server id (`--server-id`), the origin of its binlog records.
     pub server_id: Option<u32>,
     /// Binlog sync policy: "commit", "never" or a number of milliseconds.
     pub sync: Option<String>,
+    /// Client connections served at once; more are refused with error 1040.
     pub max_connections: Option<usize>,
+    /// root's password; without one root has none and the node serves loopback only.
     pub root_password: Option<String>,
     /// PEM certificate chain and private key: clients may then connect with TLS.
     pub tls_cert: Option<PathBuf>,
+    /// The PEM private key that goes with `tls_cert`.
     pub tls_key: Option<PathBuf>,
     /// Transactions between automatic snapshots (0: never).
     pub snapshot_every: Option<u64>,
@@ -68,10 +74,13 @@ pub struct FileConfig {
     pub users: Vec<UserConfig>,
 }
 
+/// One account of the `[[users]]` list.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UserConfig {
+    /// The user name.
     pub name: String,
+    /// The password (empty: none).
     #[serde(default)]
     pub password: String,
 }
@@ -84,6 +93,7 @@ impl FileConfig {
             .map_or_else(|| Ok(FileConfig::default()), FileConfig::load)
     }
 
+    /// Reads and parses the TOML file at `path`; unknown keys are errors.
     pub fn load(path: &Path) -> Result<FileConfig, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("reading config {}: {e}", path.display()))?;
@@ -94,8 +104,11 @@ impl FileConfig {
 /// What the server runs with.
 #[derive(Clone)]
 pub struct ServerSettings {
+    /// The address to listen on.
     pub listen: SocketAddr,
+    /// The accounts clients log in with.
     pub accounts: Accounts,
+    /// Client connections served at once.
     pub max_connections: usize,
     /// Offered to clients that ask for TLS.
     pub tls: Option<Arc<ServerConfig>>,
@@ -133,11 +146,14 @@ pub fn load_tls(cert: &Path, key: &Path) -> Result<ServerConfig, String> {
         .map_err(|e| format!("TLS: {} and {}: {e}", cert.display(), key.display()))
 }
 
+/// MySQL's default `max_connections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 151;
 
 impl ServerSettings {
+    /// Where a primary listens by default: loopback, MySQL's port.
     pub const DEFAULT_PRIMARY_LISTEN: SocketAddr =
         SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 3306);
+    /// Where a replica listens by default: loopback, the port after MySQL's.
     pub const DEFAULT_REPLICA_LISTEN: SocketAddr =
         SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 3307);
 

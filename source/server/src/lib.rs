@@ -4,11 +4,16 @@
 //! Each connection is its own SQL session with its own variables and transaction. A replica's
 //! engine is read-only to sessions, so its clients get MySQL's read-only error while the
 //! applier writes through the privileged path.
+//!
+//! Starting points: [`ServerSettings`] (from flags, a TOML file and the environment through
+//! [`config::FileConfig`] and [`ServeArgs`]), [`Server::bind`] and [`Server::run`];
+//! [`spawn_ttl_purge`] runs a primary's TTL purge beside it, [`stop_signal`] waits for SIGINT or
+//! SIGTERM.
 
 mod auth;
 pub mod config;
 mod conn;
-pub mod wire;
+mod wire;
 
 use std::future::Future;
 use std::io;
@@ -46,10 +51,20 @@ pub struct Server {
     next_id: AtomicU32,
 }
 
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("listen", &self.listener.local_addr().ok())
+            .finish_non_exhaustive()
+    }
+}
+
 /// How a server run ended.
 #[derive(Debug, Clone, Default)]
 pub struct ServeReport {
+    /// Connections served.
     pub connections_accepted: u64,
+    /// Connections refused (over `max_connections`).
     pub connections_refused: u64,
     /// Connections still open at shutdown (their open transactions were rolled back).
     pub connections_closed_at_shutdown: usize,
@@ -88,6 +103,7 @@ impl Server {
         })
     }
 
+    /// The address the server is bound to (with the port chosen, when 0 was asked for).
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
     }

@@ -17,7 +17,7 @@ use ringrep_sql::ResultSet;
 
 /// How one result column travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
+pub(crate) enum Encoding {
     /// An integer of `bytes` width (1, 2, 4 or 8) in the binary protocol.
     Int {
         bytes: u8,
@@ -33,7 +33,7 @@ pub enum Encoding {
 }
 
 /// The wire columns of a result set and how each is encoded.
-pub fn columns(rs: &ResultSet) -> (Vec<Column>, Vec<Encoding>) {
+pub(crate) fn columns(rs: &ResultSet) -> (Vec<Column>, Vec<Encoding>) {
     let mut cols = Vec::with_capacity(rs.columns.len());
     let mut encs = Vec::with_capacity(rs.columns.len());
     for (i, name) in rs.columns.iter().enumerate() {
@@ -220,7 +220,7 @@ fn fits(v: &Value, enc: Encoding) -> bool {
 }
 
 /// One value on its way out, with what it needs to be written in either protocol.
-pub struct Cell<'a> {
+pub(crate) struct Cell<'a> {
     pub value: &'a Value,
     pub encoding: Encoding,
     pub rs: &'a ResultSet,
@@ -311,7 +311,7 @@ impl ToMysqlValue for Cell<'_> {
 
 /// Our error as MySQL sends it. MySQL's own codes go out unchanged; NDB's (940, 4xxx) arrive
 /// wrapped as MySQL wraps them, in error 1296.
-pub fn error(e: &Error) -> (ErrorKind, String) {
+pub(crate) fn error(e: &Error) -> (ErrorKind, String) {
     if (1000..=1885).contains(&e.code) {
         (ErrorKind::from(e.code), e.message.clone())
     } else {
@@ -323,7 +323,7 @@ pub fn error(e: &Error) -> (ErrorKind, String) {
 }
 
 /// A prepared statement's parameter as a value for [`ringrep_sql::bind_placeholders`].
-pub fn param(v: ValueInner<'_>) -> Value {
+pub(crate) fn param(v: ValueInner<'_>) -> Value {
     match v {
         ValueInner::NULL => Value::Null,
         ValueInner::Int(n) => Value::Int(n),

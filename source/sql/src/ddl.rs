@@ -2,6 +2,7 @@
 
 use binlog_format::schema::{
     ColumnDef, ColumnDefault, ColumnType, IndexDef, IndexKind, IntWidth, LobSize, TableDef,
+    TtlOptions,
 };
 use binlog_format::Value;
 use sqlparser::ast::{
@@ -19,7 +20,7 @@ use ringrep_engine::types::coerce;
 use ringrep_engine::HIDDEN_ROW_ID;
 
 /// A SQL type name (as sqlparser prints it) as a column type.
-pub fn column_type(sql: &str) -> Result<ColumnType> {
+fn column_type(sql: &str) -> Result<ColumnType> {
     let s = sql.to_ascii_uppercase();
     let unsigned = s.contains("UNSIGNED");
     let base = s.split(['(', ' ']).next().unwrap_or("").to_string();
@@ -256,7 +257,7 @@ fn constraint_columns(c: &TableConstraint) -> Vec<String> {
 }
 
 /// Parses the text after `PARTITION BY`.
-pub fn parse_partition(text: &str) -> Result<PartitionSpec> {
+fn parse_partition(text: &str) -> Result<PartitionSpec> {
     let t = text.trim();
     let upper = t.to_ascii_uppercase();
     let kinds = [
@@ -315,6 +316,9 @@ impl SqlSession {
         }
     }
 
+    /// CREATE TABLE: `LIKE` copies a table's definition, `AS SELECT` creates a plain table
+    /// holding the query's rows, anything else builds the table from its columns, keys and
+    /// options (the COMMENT's `NDB_TABLE=` options make it a ring or TTL table).
     pub(crate) fn create_table(
         &mut self,
         ct: &CreateTable,
@@ -479,6 +483,7 @@ impl SqlSession {
         })
     }
 
+    /// DROP TABLE and DROP DATABASE (SCHEMA), each name in turn.
     pub(crate) fn drop(
         &mut self,
         kind: ObjectType,
@@ -521,271 +526,106 @@ impl SqlSession {
             None => (None, name_text.clone()),
         };
         let old = self.session.table_def(db.as_deref(), &t)?;
-        let mut new = old.clone();
-        let mut algorithm_inplace = false;
-        let mut new_comment: Option<String> = None;
-        let mut partition_change: Option<&'static str> = None;
-        let mut renames: Vec<(String, String)> = Vec::new();
-        let mut dropped: Vec<String> = Vec::new();
-        let mut added: Vec<usize> = Vec::new();
-        // A copying ALTER rewrites rows and drops expired ones; an in-place one (comment,
-        // indexes, renames) keeps every stored row.
-        let mut copying = false;
+        let mut plan = AlterPlan::new(&old);
         for clause in split_top_level_commas(&after[name_end..]) {
-            let upper = clause.to_ascii_uppercase();
-            // Words are identifiers: `COMMENT='x'` and `ALGORITHM=INPLACE` start with their keyword.
-            let words: Vec<&str> = upper
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .filter(|w| !w.is_empty())
-                .collect();
-            let value_after_eq = |c: &str| {
-                c.split_once('=')
-                    .map(|(_, v)| v.trim().to_string())
-                    .unwrap_or_else(|| c.split_whitespace().nth(1).unwrap_or("").to_string())
-            };
-            match words.first().copied().unwrap_or("") {
-                "ALGORITHM" => {
-                    let alg = value_after_eq(&upper);
-                    algorithm_inplace = alg.trim() == "INPLACE";
-                    copying |= alg.trim() == "COPY";
-                }
-                "LOCK" => {}
-                "ENGINE" => {}
-                "COMMENT" => {
-                    let rest = clause[7..]
-                        .trim_start()
-                        .trim_start_matches('=')
-                        .trim_start();
-                    new_comment = Some(
-                        take_string(rest)
-                            .map(|(s, _)| s)
-                            .ok_or_else(|| Error::syntax("COMMENT needs a string"))?,
-                    );
-                }
-                "PARTITION" if words.get(1) == Some(&"BY") => {
-                    let spec = parse_partition(&clause[upper.find("BY").map_or(0, |i| i + 2)..])?;
-                    if new.ring.is_some() && spec.kind != "KEY" && spec.kind != "LINEAR KEY" {
-                        return Err(Error::create_option(
-                            "MAX_ROWS_PER_PK supports only KEY partitioning",
-                        ));
-                    }
-                    let cols = index_columns(&new, &spec.columns)?;
-                    new.partitioning = Some(binlog_format::schema::Partitioning {
-                        linear: spec.kind.starts_with("LINEAR"),
-                        columns: cols,
-                        partitions: spec.partitions,
-                    });
-                    partition_change = Some("repartition");
-                    copying = true;
-                }
-                "ADD" if words.get(1) == Some(&"PARTITION") => {
-                    partition_change = Some("Can't add partition to ring buffer table");
-                    copying = true;
-                    if let Some(p) = new.partitioning.as_mut() {
-                        let n: Option<u32> = words
-                            .iter()
-                            .skip_while(|w| **w != "PARTITIONS")
-                            .nth(1)
-                            .and_then(|n| n.parse().ok());
-                        p.partitions = Some(p.partitions.unwrap_or(1) + n.unwrap_or(1));
-                    }
-                }
-                "REORGANIZE" | "COALESCE" => {
-                    partition_change = Some("Can't reorganize partitions of ring buffer table");
-                    copying = true;
-                }
-                _ => {
-                    let stmt = parse_one(&format!("ALTER TABLE {name_text} {clause}"))?;
-                    let sqlparser::ast::Statement::AlterTable(at) = stmt else {
-                        return Err(Error::syntax("expected ALTER TABLE"));
-                    };
-                    for op in at.operations {
-                        use sqlparser::ast::AlterTableOperation as Op;
-                        copying |= matches!(
-                            op,
-                            Op::AddColumn { .. }
-                                | Op::DropColumn { .. }
-                                | Op::ModifyColumn { .. }
-                                | Op::ChangeColumn { .. }
-                        );
-                        self.alter_operation(&mut new, op, &mut renames, &mut dropped, &mut added)?;
-                    }
-                }
-            }
+            self.alter_clause(&mut plan, &name_text, &clause)?;
         }
-        // Ring and TTL properties are fixed at CREATE (the spec).
-        if let Some(c) = &new_comment {
-            let opts = parse_comment(c)?;
-            let inplace_err = |what: &str| {
-                if algorithm_inplace {
-                    Error::new(code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON, format!("ALGORITHM=INPLACE is not supported. Reason: {what}. Try ALGORITHM=COPY."))
-                } else {
-                    Error::create_option(what)
-                }
-            };
-            // An option the new comment leaves out stays as it was; only `=off` disables.
-            match (&old.ring, &opts.ring) {
-                (None, Some(RingSpec::On { .. })) => {
-                    return Err(inplace_err(
-                        "Cannot enable ring buffer via ALTER; use DROP+CREATE",
-                    ))
-                }
-                (Some(_), Some(RingSpec::Off)) => {
-                    return Err(Error::create_option("Cannot disable ring buffer via ALTER"))
-                }
-                (Some(r), Some(RingSpec::On { size, .. })) if *size != r.size => {
-                    return Err(Error::create_option(
-                        "Cannot change ring buffer size; use DROP+CREATE to resize",
-                    ))
-                }
-                _ => {}
-            }
-            if old.ring.is_some() {
-                let had_ttl = old.ttl.is_some();
-                let wants_ttl = match opts.ttl {
-                    Some(TtlSpec::On { .. }) => true,
-                    Some(TtlSpec::Off) => false,
-                    None => had_ttl,
-                };
-                if had_ttl != wants_ttl {
-                    return Err(inplace_err(
-                        "Cannot enable/disable TTL on a ring table; use DROP+CREATE",
-                    ));
-                }
-            }
-            let keeps_old = (old.ring.is_some() && opts.ring.is_none())
-                || (old.ttl.is_some() && opts.ttl.is_none());
-            let _ = keeps_old;
-            new.comment = Some(merge_comment(old.comment.as_deref().unwrap_or(""), c));
-        }
-        if let Some(why) = partition_change {
-            if new.ring.is_some() && algorithm_inplace && why != "repartition" {
-                return Err(Error::new(
-                    code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON,
-                    format!(
-                        "ALGORITHM=INPLACE is not supported. Reason: {why}. Try ALGORITHM=COPY."
-                    ),
-                ));
-            }
-        }
-        // A renamed TTL column needs the comment to follow it.
-        if let Some(ttl) = &old.ttl {
-            let ttl_name = &old.columns[ttl.column].name;
-            if renames
-                .iter()
-                .any(|(from, _)| from.eq_ignore_ascii_case(ttl_name))
-                && new_comment.is_none()
-            {
-                return Err(Error::new(
-                    code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON,
-                    "Renaming the TTL column without updating the TTL comment is not supported. Reason: It's used as the TTL column. Try renaming it and updating the comment in one ALTER TABLE ... COMMENT='NDB_TABLE=TTL=<seconds>@<new name>' statement.",
-                ));
-            }
-        }
-        if let Some(r) = &old.ring {
-            for d in &dropped {
-                if d.eq_ignore_ascii_case(&old.columns[r.slot_column].name)
-                    || d.eq_ignore_ascii_case(&old.columns[r.meta_column].name)
-                {
-                    return Err(Error::create_option(
-                        "Cannot drop the ring index or meta column of a ring buffer table",
-                    ));
-                }
-            }
-        }
-        let prepared = prepare_table(new, None, false).map_err(|e| {
-            if algorithm_inplace && e.code == code::ER_ILLEGAL_HA_CREATE_OPTION {
-                let reason = e
-                    .message
-                    .rsplit_once("create option '")
-                    .map(|(_, r)| r.trim_end_matches('\'').to_string())
-                    .unwrap_or_default();
-                Error::new(
-                    code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON,
-                    format!(
-                        "ALGORITHM=INPLACE is not supported. Reason: {reason}. Try ALGORITHM=COPY."
-                    ),
-                )
-            } else {
-                e
-            }
-        })?;
-        let mut prepared = prepared;
+        plan.apply_comment(&old)?;
+        plan.check_partition_change()?;
+        plan.check_ttl_rename(&old)?;
+        plan.check_ring_columns_kept(&old)?;
+        let mut prepared = prepare_altered(plan.new, plan.algorithm_inplace)?;
         prepared.partitioning = prepared.partitioning.or(old.partitioning.clone());
-        // Map each stored row into the new layout by column name.
-        let mapping: Vec<Option<usize>> = prepared
-            .columns
-            .iter()
-            .map(|c| {
-                let source = renames
-                    .iter()
-                    .find(|(_, to)| to.eq_ignore_ascii_case(&c.name))
-                    .map(|(from, _)| from.as_str())
-                    .unwrap_or(&c.name);
-                old.column_index(source)
-            })
-            .collect();
-        let now = self.session.now_us();
-        let tz = self.session.vars.tz_offset;
-        let ttl_old = old.ttl.clone();
-        let new_def = prepared.clone();
-        let mut map = |row: &[Value], is_meta: bool| -> Result<Option<Vec<Value>>> {
-            if !is_meta && copying {
-                if let Some(t) = &ttl_old {
-                    if row
-                        .get(t.column)
-                        .and_then(|v| ringrep_engine::types::expiry_us(v, t.seconds))
-                        .is_some_and(|e| e <= now)
-                    {
-                        return Ok(None);
-                    }
-                }
-            }
-            let mut out = Vec::with_capacity(new_def.columns.len());
-            for (i, c) in new_def.columns.iter().enumerate() {
-                out.push(match mapping[i] {
-                    Some(src) => {
-                        let v = row.get(src).cloned().unwrap_or(Value::Null);
-                        if is_meta
-                            && (v.is_null()
-                                || new_def.ring.as_ref().is_some_and(|r| r.meta_column == i))
-                        {
-                            v
-                        } else {
-                            coerce(
-                                v,
-                                &ColumnDef {
-                                    nullable: true,
-                                    ..c.clone()
-                                },
-                                1,
-                                tz,
-                            )?
-                        }
-                    }
-                    None if is_meta && c.nullable => Value::Null,
-                    None => ringrep_engine::types::default_value(c, now, tz)
-                        .unwrap_or_else(|| ringrep_engine::types::zero_value(&c.ty)),
-                });
-            }
-            Ok(Some(out))
+        let mapping = RowMapping {
+            sources: column_sources(&prepared, &old, &plan.renames),
+            expiring: old.ttl.clone().filter(|_| plan.copying),
+            def: prepared.clone(),
+            now: self.session.now_us(),
+            tz: self.session.vars.tz_offset,
         };
-        self.session.alter_table(prepared, &mut map)?;
-        let _ = added;
+        self.session
+            .alter_table(prepared, &mut |row, is_meta| mapping.row(row, is_meta))?;
         Ok(Outcome::Affected {
             rows: 0,
             info: Some("Records: 0  Duplicates: 0  Warnings: 0".into()),
         })
     }
 
+    /// Adds one clause of an ALTER TABLE to the plan: table options (ALGORITHM, LOCK, ENGINE,
+    /// COMMENT) and partitioning here, column and index clauses through sqlparser.
+    fn alter_clause(&self, plan: &mut AlterPlan, table: &str, clause: &str) -> Result<()> {
+        let upper = clause.to_ascii_uppercase();
+        // Words are identifiers: `COMMENT='x'` and `ALGORITHM=INPLACE` start with their keyword.
+        let words: Vec<&str> = upper
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        let value_after_eq = |c: &str| {
+            c.split_once('=')
+                .map(|(_, v)| v.trim().to_string())
+                .unwrap_or_else(|| c.split_whitespace().nth(1).unwrap_or("").to_string())
+        };
+        match words.first().copied().unwrap_or("") {
+            "ALGORITHM" => {
+                let alg = value_after_eq(&upper);
+                plan.algorithm_inplace = alg.trim() == "INPLACE";
+                plan.copying |= alg.trim() == "COPY";
+            }
+            "LOCK" => {}
+            "ENGINE" => {}
+            "COMMENT" => {
+                let rest = clause[7..]
+                    .trim_start()
+                    .trim_start_matches('=')
+                    .trim_start();
+                plan.new_comment = Some(
+                    take_string(rest)
+                        .map(|(s, _)| s)
+                        .ok_or_else(|| Error::syntax("COMMENT needs a string"))?,
+                );
+            }
+            "PARTITION" if words.get(1) == Some(&"BY") => {
+                plan.repartition(&clause[upper.find("BY").map_or(0, |i| i + 2)..])?
+            }
+            "ADD" if words.get(1) == Some(&"PARTITION") => plan.add_partitions(&words),
+            "REORGANIZE" | "COALESCE" => {
+                plan.partition_change = Some("Can't reorganize partitions of ring buffer table");
+                plan.copying = true;
+            }
+            _ => {
+                let stmt = parse_one(&format!("ALTER TABLE {table} {clause}"))?;
+                let sqlparser::ast::Statement::AlterTable(at) = stmt else {
+                    return Err(Error::syntax("expected ALTER TABLE"));
+                };
+                for op in at.operations {
+                    use sqlparser::ast::AlterTableOperation as Op;
+                    plan.copying |= matches!(
+                        op,
+                        Op::AddColumn { .. }
+                            | Op::DropColumn { .. }
+                            | Op::ModifyColumn { .. }
+                            | Op::ChangeColumn { .. }
+                    );
+                    self.alter_operation(plan, op)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one column or index operation of an ALTER TABLE to the plan's table.
     fn alter_operation(
         &self,
-        def: &mut TableDef,
+        plan: &mut AlterPlan,
         op: sqlparser::ast::AlterTableOperation,
-        renames: &mut Vec<(String, String)>,
-        dropped: &mut Vec<String>,
-        added: &mut Vec<usize>,
     ) -> Result<()> {
+        let AlterPlan {
+            new: def,
+            renames,
+            dropped,
+            added,
+            ..
+        } = plan;
         use sqlparser::ast::AlterTableOperation as Op;
         match op {
             Op::AddColumn { column_def: c, .. } => {
@@ -929,6 +769,287 @@ impl SqlSession {
             other => return Err(Error::unsupported(format!("ALTER TABLE {other}"))),
         }
         Ok(())
+    }
+}
+
+/// What the clauses of an ALTER TABLE ask for, gathered before any row changes.
+struct AlterPlan {
+    /// The table as the clauses leave it.
+    new: TableDef,
+    /// `ALGORITHM=INPLACE`: what cannot be done in place is an error.
+    algorithm_inplace: bool,
+    /// The comment a COMMENT clause gives, as written.
+    new_comment: Option<String>,
+    /// A partitioning change: `"repartition"`, or the reason a ring table cannot take it in
+    /// place.
+    partition_change: Option<&'static str>,
+    /// Renamed columns: (old name, new name).
+    renames: Vec<(String, String)>,
+    /// The names of dropped columns.
+    dropped: Vec<String>,
+    /// The positions of added columns.
+    added: Vec<usize>,
+    /// A copying ALTER rewrites rows and drops expired ones; an in-place one (comment,
+    /// indexes, renames) keeps every stored row.
+    copying: bool,
+}
+
+impl AlterPlan {
+    /// A plan that changes nothing yet.
+    fn new(old: &TableDef) -> AlterPlan {
+        AlterPlan {
+            new: old.clone(),
+            algorithm_inplace: false,
+            new_comment: None,
+            partition_change: None,
+            renames: Vec::new(),
+            dropped: Vec::new(),
+            added: Vec::new(),
+            copying: false,
+        }
+    }
+
+    /// `PARTITION BY ...` (`spec` is the text after BY): ring tables take only KEY
+    /// partitioning.
+    fn repartition(&mut self, spec: &str) -> Result<()> {
+        let spec = parse_partition(spec)?;
+        if self.new.ring.is_some() && spec.kind != "KEY" && spec.kind != "LINEAR KEY" {
+            return Err(Error::create_option(
+                "MAX_ROWS_PER_PK supports only KEY partitioning",
+            ));
+        }
+        let cols = index_columns(&self.new, &spec.columns)?;
+        self.new.partitioning = Some(binlog_format::schema::Partitioning {
+            linear: spec.kind.starts_with("LINEAR"),
+            columns: cols,
+            partitions: spec.partitions,
+        });
+        self.partition_change = Some("repartition");
+        self.copying = true;
+        Ok(())
+    }
+
+    /// `ADD PARTITION [PARTITIONS n]` (`words` are the clause's upper-case words): n more
+    /// partitions, 1 when not given.
+    fn add_partitions(&mut self, words: &[&str]) {
+        self.partition_change = Some("Can't add partition to ring buffer table");
+        self.copying = true;
+        if let Some(p) = self.new.partitioning.as_mut() {
+            let n: Option<u32> = words
+                .iter()
+                .skip_while(|w| **w != "PARTITIONS")
+                .nth(1)
+                .and_then(|n| n.parse().ok());
+            p.partitions = Some(p.partitions.unwrap_or(1) + n.unwrap_or(1));
+        }
+    }
+
+    /// Checks a new COMMENT against the table's and merges them into the new table's
+    /// comment. Ring and TTL properties are fixed at CREATE (the spec).
+    fn apply_comment(&mut self, old: &TableDef) -> Result<()> {
+        let Some(c) = &self.new_comment else {
+            return Ok(());
+        };
+        let opts = parse_comment(c)?;
+        let algorithm_inplace = self.algorithm_inplace;
+        let inplace_err = |what: &str| {
+            if algorithm_inplace {
+                Error::new(
+                    code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON,
+                    format!(
+                        "ALGORITHM=INPLACE is not supported. Reason: {what}. Try ALGORITHM=COPY."
+                    ),
+                )
+            } else {
+                Error::create_option(what)
+            }
+        };
+        // An option the new comment leaves out stays as it was; only `=off` disables.
+        match (&old.ring, &opts.ring) {
+            (None, Some(RingSpec::On { .. })) => {
+                return Err(inplace_err(
+                    "Cannot enable ring buffer via ALTER; use DROP+CREATE",
+                ))
+            }
+            (Some(_), Some(RingSpec::Off)) => {
+                return Err(Error::create_option("Cannot disable ring buffer via ALTER"))
+            }
+            (Some(r), Some(RingSpec::On { size, .. })) if *size != r.size => {
+                return Err(Error::create_option(
+                    "Cannot change ring buffer size; use DROP+CREATE to resize",
+                ))
+            }
+            _ => {}
+        }
+        if old.ring.is_some() {
+            let had_ttl = old.ttl.is_some();
+            let wants_ttl = match opts.ttl {
+                Some(TtlSpec::On { .. }) => true,
+                Some(TtlSpec::Off) => false,
+                None => had_ttl,
+            };
+            if had_ttl != wants_ttl {
+                return Err(inplace_err(
+                    "Cannot enable/disable TTL on a ring table; use DROP+CREATE",
+                ));
+            }
+        }
+        self.new.comment = Some(merge_comment(old.comment.as_deref().unwrap_or(""), c));
+        Ok(())
+    }
+
+    /// A ring table's partitions change only by copying: with `ALGORITHM=INPLACE` anything
+    /// but a repartition is an error.
+    fn check_partition_change(&self) -> Result<()> {
+        if let Some(why) = self.partition_change {
+            if self.new.ring.is_some() && self.algorithm_inplace && why != "repartition" {
+                return Err(Error::new(
+                    code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON,
+                    format!(
+                        "ALGORITHM=INPLACE is not supported. Reason: {why}. Try ALGORITHM=COPY."
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A renamed TTL column needs the comment to follow it.
+    fn check_ttl_rename(&self, old: &TableDef) -> Result<()> {
+        if let Some(ttl) = &old.ttl {
+            let ttl_name = &old.columns[ttl.column].name;
+            if self
+                .renames
+                .iter()
+                .any(|(from, _)| from.eq_ignore_ascii_case(ttl_name))
+                && self.new_comment.is_none()
+            {
+                return Err(Error::new(
+                    code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON,
+                    "Renaming the TTL column without updating the TTL comment is not supported. Reason: It's used as the TTL column. Try renaming it and updating the comment in one ALTER TABLE ... COMMENT='NDB_TABLE=TTL=<seconds>@<new name>' statement.",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A ring table keeps its ring index and meta columns.
+    fn check_ring_columns_kept(&self, old: &TableDef) -> Result<()> {
+        if let Some(r) = &old.ring {
+            for d in &self.dropped {
+                if d.eq_ignore_ascii_case(&old.columns[r.slot_column].name)
+                    || d.eq_ignore_ascii_case(&old.columns[r.meta_column].name)
+                {
+                    return Err(Error::create_option(
+                        "Cannot drop the ring index or meta column of a ring buffer table",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The altered table, checked and completed as CREATE TABLE would; with `ALGORITHM=INPLACE`,
+/// a table option it refuses is reported as an ALTER that cannot be done in place.
+fn prepare_altered(new: TableDef, algorithm_inplace: bool) -> Result<TableDef> {
+    prepare_table(new, None, false).map_err(|e| {
+        if algorithm_inplace && e.code == code::ER_ILLEGAL_HA_CREATE_OPTION {
+            let reason = e
+                .message
+                .rsplit_once("create option '")
+                .map(|(_, r)| r.trim_end_matches('\'').to_string())
+                .unwrap_or_default();
+            Error::new(
+                code::ER_ALTER_OPERATION_NOT_SUPPORTED_REASON,
+                format!(
+                    "ALGORITHM=INPLACE is not supported. Reason: {reason}. Try ALGORITHM=COPY."
+                ),
+            )
+        } else {
+            e
+        }
+    })
+}
+
+/// For each column of the altered table, the old table's column its values come from
+/// (matched by name, following renames); `None` for a new column.
+fn column_sources(
+    new: &TableDef,
+    old: &TableDef,
+    renames: &[(String, String)],
+) -> Vec<Option<usize>> {
+    new.columns
+        .iter()
+        .map(|c| {
+            let source = renames
+                .iter()
+                .find(|(_, to)| to.eq_ignore_ascii_case(&c.name))
+                .map(|(from, _)| from.as_str())
+                .unwrap_or(&c.name);
+            old.column_index(source)
+        })
+        .collect()
+}
+
+/// How a stored row moves into the altered table's layout.
+struct RowMapping {
+    /// The altered table.
+    def: TableDef,
+    /// For each of its columns, where its value comes from (see [`column_sources`]).
+    sources: Vec<Option<usize>>,
+    /// The old table's TTL when the ALTER copies rows: expired rows are left behind.
+    expiring: Option<TtlOptions>,
+    /// The statement's time, epoch microseconds.
+    now: i64,
+    /// The session's time zone offset in seconds.
+    tz: i64,
+}
+
+impl RowMapping {
+    /// `row` in the new layout, each value converted to its new column's type and new
+    /// columns at their defaults; `None` for an expired row. Meta rows keep NULLs and their
+    /// meta column as they are.
+    fn row(&self, row: &[Value], is_meta: bool) -> Result<Option<Vec<Value>>> {
+        if !is_meta {
+            if let Some(t) = &self.expiring {
+                if row
+                    .get(t.column)
+                    .and_then(|v| ringrep_engine::types::expiry_us(v, t.seconds))
+                    .is_some_and(|e| e <= self.now)
+                {
+                    return Ok(None);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(self.def.columns.len());
+        for (i, c) in self.def.columns.iter().enumerate() {
+            out.push(match self.sources[i] {
+                Some(src) => {
+                    let v = row.get(src).cloned().unwrap_or(Value::Null);
+                    if is_meta
+                        && (v.is_null()
+                            || self.def.ring.as_ref().is_some_and(|r| r.meta_column == i))
+                    {
+                        v
+                    } else {
+                        coerce(
+                            v,
+                            &ColumnDef {
+                                nullable: true,
+                                ..c.clone()
+                            },
+                            1,
+                            self.tz,
+                        )?
+                    }
+                }
+                None if is_meta && c.nullable => Value::Null,
+                None => ringrep_engine::types::default_value(c, self.now, self.tz)
+                    .unwrap_or_else(|| ringrep_engine::types::zero_value(&c.ty)),
+            });
+        }
+        Ok(Some(out))
     }
 }
 

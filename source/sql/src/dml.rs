@@ -9,18 +9,19 @@ use sqlparser::ast::{
     TableFactor, TableObject, Update,
 };
 
-use super::expr::{compare, eval, Scope};
+use super::columns::table_columns;
+use super::expr::{compare, eval, to_f64, Scope};
 use super::lexer::{find_top_level, split_top_level_commas, take_string};
-use super::select::table_columns;
+use super::predicate::{conjuncts, equalities, row_matches};
 use super::{split_name, Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::types::{coerce, default_value};
 use ringrep_engine::InsertMode;
 
 /// The spec's text for a DELETE whose WHERE does not name whole prefixes.
-pub const DELETE_SHAPE: &str = "DELETE on ring-buffer table must give every PK-prefix column with = or IN; use TRUNCATE TABLE to clear the table";
+const DELETE_SHAPE: &str = "DELETE on ring-buffer table must give every PK-prefix column with = or IN; use TRUNCATE TABLE to clear the table";
 /// The spec's text for a DELETE whose WHERE names other columns.
-pub const DELETE_COLUMNS: &str =
+const DELETE_COLUMNS: &str =
     "DELETE WHERE on ring-buffer table may only reference PK-prefix columns (excluding ring_idx)";
 
 fn column_positions(def: &TableDef, names: &[String]) -> Result<Vec<usize>> {
@@ -69,6 +70,8 @@ impl SqlSession {
         }
     }
 
+    /// `INSERT [IGNORE]`, REPLACE and INSERT ... ON DUPLICATE KEY UPDATE, from VALUES, SET or
+    /// a query. Ring tables take neither REPLACE nor ON DUPLICATE KEY UPDATE.
     pub(crate) fn insert(&mut self, ins: &Insert) -> Result<Outcome> {
         let def = self.table_of(&ins.table)?;
         if def.ring.is_some() {
@@ -224,6 +227,8 @@ impl SqlSession {
         n
     }
 
+    /// UPDATE of one table, with WHERE and LIMIT. A WHERE that names a ring table's meta
+    /// row (slot 0) is refused; generated columns follow the columns they are computed from.
     pub(crate) fn update(&mut self, u: &Update) -> Result<Outcome> {
         if !u.table.joins.is_empty() || u.from.is_some() {
             return Err(Error::unsupported("multi-table UPDATE"));
@@ -238,13 +243,13 @@ impl SqlSession {
         if let (Some(r), Some(w)) = (&def.ring, &u.selection) {
             // Meta rows cannot be updated (the spec); a WHERE that names slot 0 asks to.
             let mut eqs = Vec::new();
-            super::select::equalities(w, &mut eqs);
+            equalities(w, &mut eqs);
             let slot = def.columns[r.slot_column].name.to_lowercase();
             let names_meta = eqs.iter().any(|(c, e)| {
                 *c == slot
                     && eval(e, &Scope::empty(), &self.ctx())
                         .ok()
-                        .and_then(|v| super::expr::to_f64(&v))
+                        .and_then(|v| to_f64(&v))
                         == Some(0.0)
             });
             if names_meta {
@@ -254,9 +259,7 @@ impl SqlSession {
             }
         }
         let limit = match &u.limit {
-            Some(l) => {
-                super::expr::to_f64(&eval(l, &Scope::empty(), &self.ctx())?).map(|f| f as u64)
-            }
+            Some(l) => to_f64(&eval(l, &Scope::empty(), &self.ctx())?).map(|f| f as u64),
             None => None,
         };
         let selection = u.selection.clone();
@@ -273,9 +276,8 @@ impl SqlSession {
             s.prefetch_subqueries(&def, selection.iter().chain(&exprs))?;
             let owned = s.owned_ctx();
             let ctx = owned.ctx();
-            let mut filter = |row: &Vec<Value>| {
-                super::select::row_matches(selection.as_ref(), &columns, row, &ctx)
-            };
+            let mut filter =
+                |row: &Vec<Value>| row_matches(selection.as_ref(), &columns, row, &ctx);
             let mut compute = |row: &Vec<Value>| -> Result<Vec<Value>> {
                 let mut vals: Vec<Value> = exprs
                     .iter()
@@ -328,6 +330,9 @@ impl SqlSession {
         })
     }
 
+    /// DELETE from one table. On a ring table the WHERE must name whole prefixes: every
+    /// prefix column with `=` or IN (one IN list at most), no other column, no LIMIT or
+    /// ORDER BY. A plain table takes any WHERE, and LIMIT.
     pub(crate) fn delete(&mut self, d: &Delete) -> Result<Outcome> {
         let tables = match &d.from {
             FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
@@ -363,9 +368,7 @@ impl SqlSession {
         }
         let columns = table_columns(&def, alias.as_ref().map(|a| a.name.value.as_str()));
         let limit = match &d.limit {
-            Some(l) => {
-                super::expr::to_f64(&eval(l, &Scope::empty(), &self.ctx())?).map(|f| f as u64)
-            }
+            Some(l) => to_f64(&eval(l, &Scope::empty(), &self.ctx())?).map(|f| f as u64),
             None => None,
         };
         let selection = d.selection.clone();
@@ -373,9 +376,8 @@ impl SqlSession {
             s.prefetch_subqueries(&def, selection.iter())?;
             let owned = s.owned_ctx();
             let ctx = owned.ctx();
-            let mut filter = |row: &Vec<Value>| {
-                super::select::row_matches(selection.as_ref(), &columns, row, &ctx)
-            };
+            let mut filter =
+                |row: &Vec<Value>| row_matches(selection.as_ref(), &columns, row, &ctx);
             s.session.delete_where(&def, &mut filter, limit)
         })?;
         Ok(Outcome::Affected {
@@ -396,7 +398,7 @@ impl SqlSession {
         };
         let prefix_cols = def.prefix_columns().to_vec();
         let mut terms = Vec::new();
-        super::select::conjuncts(w, &mut terms);
+        conjuncts(w, &mut terms);
         // Any column outside the prefix anywhere in the WHERE is the second error.
         let mut referenced = Vec::new();
         collect_columns(w, &mut referenced);

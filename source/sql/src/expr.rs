@@ -2,42 +2,39 @@
 //! strings compare case-insensitively (the default utf8mb4_0900_ai_ci collation), a string
 //! compared with a number or a time is converted first.
 
+mod functions;
+
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use binlog_format::schema::ColumnType;
 use binlog_format::value::{format_datetime, DateTime, Value};
 use sqlparser::ast::{
-    BinaryOperator, CastKind, DataType, DateTimeField, Expr, Function, FunctionArg,
-    FunctionArgExpr, FunctionArguments, InTarget, Query, UnaryOperator, Value as SqlValue,
+    BinaryOperator, CastKind, DataType, Expr, InTarget, Query, UnaryOperator, Value as SqlValue,
 };
 
+use super::columns::ColumnRef;
+use super::rows::Rows;
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::types::parse_datetime_text;
 
-/// A column a row slot holds: its table (or alias) and name, lower-cased, and its type.
-#[derive(Debug, Clone)]
-pub struct ColumnRef {
-    pub table: String,
-    pub name: String,
-    pub ty: Option<ColumnType>,
-    /// Reachable only as `table.name`: the second copy of a JOIN ... USING column, whose
-    /// bare name means the joined (coalesced) column.
-    pub qualified_only: bool,
-}
-
 /// What an expression can see.
-pub struct Scope<'a> {
-    pub columns: &'a [ColumnRef],
-    pub row: &'a [Value],
+pub(crate) struct Scope<'a> {
+    /// The columns of `row`, slot by slot: what column names resolve against.
+    pub(crate) columns: &'a [ColumnRef],
+    /// The values of the current row, one per entry of `columns`.
+    pub(crate) row: &'a [Value],
     /// Aggregate results of the current group, by the aggregate's text.
-    pub aggregates: Option<&'a HashMap<String, Value>>,
+    pub(crate) aggregates: Option<&'a HashMap<String, Value>>,
     /// Where an unknown column error says the column was used ("field list", "where clause").
-    pub place: &'static str,
+    pub(crate) place: &'static str,
 }
 
 impl Scope<'_> {
-    pub fn empty() -> Scope<'static> {
+    /// No columns and no row: for expressions evaluated outside any row (LIMIT, SET, INSERT
+    /// values, defaults), where a column name is an unknown column.
+    pub(crate) fn empty() -> Scope<'static> {
         Scope {
             columns: &[],
             row: &[],
@@ -48,23 +45,31 @@ impl Scope<'_> {
 }
 
 /// Session-wide inputs of evaluation.
-pub struct Ctx<'a> {
-    /// The session, for subqueries.
-    pub sql: Option<&'a super::SqlSession>,
+pub(crate) struct Ctx<'a> {
+    /// The session, for subqueries and `@@` variables (`None` while the session is busy
+    /// changing rows: then subqueries come from `prefetched`).
+    pub(crate) sql: Option<&'a super::SqlSession>,
     /// Where the session is busy changing rows: the statement's subqueries, run beforehand
     /// (see `SqlSession::prefetch_subqueries`), by their text.
-    pub prefetched: Option<&'a HashMap<String, std::sync::Arc<super::select::Rows>>>,
-    pub now_us: i64,
-    pub tz: i64,
-    pub user_vars: &'a HashMap<String, Value>,
-    pub database: Option<&'a str>,
-    pub last_insert_id: u64,
+    pub(crate) prefetched: Option<&'a HashMap<String, Arc<Rows>>>,
+    /// The statement's time (`NOW()`), epoch microseconds.
+    pub(crate) now_us: i64,
+    /// The session's time zone offset in seconds.
+    pub(crate) tz: i64,
+    /// The session's user variables (`@name`), by lower-case name.
+    pub(crate) user_vars: &'a HashMap<String, Value>,
+    /// The current database (`DATABASE()`), if one is selected.
+    pub(crate) database: Option<&'a str>,
+    /// `LAST_INSERT_ID()`.
+    pub(crate) last_insert_id: u64,
     /// The row an INSERT ... ON DUPLICATE KEY UPDATE tried to insert, by lower-case column
     /// name, for `VALUES(col)`.
-    pub inserted: Option<&'a HashMap<String, Value>>,
+    pub(crate) inserted: Option<&'a HashMap<String, Value>>,
 }
 
-pub fn is_aggregate(name: &str) -> bool {
+/// Whether `name` is an aggregate function (COUNT, SUM, MIN, MAX, AVG, GROUP_CONCAT), in any
+/// case.
+pub(crate) fn is_aggregate(name: &str) -> bool {
     matches!(
         name.to_ascii_uppercase().as_str(),
         "COUNT" | "SUM" | "MIN" | "MAX" | "AVG" | "GROUP_CONCAT"
@@ -72,7 +77,7 @@ pub fn is_aggregate(name: &str) -> bool {
 }
 
 /// SQL truth: `None` for NULL.
-pub fn truthy(v: &Value) -> Option<bool> {
+pub(crate) fn truthy(v: &Value) -> Option<bool> {
     match v {
         Value::Null => None,
         Value::Int(i) => Some(*i != 0),
@@ -91,7 +96,7 @@ fn bool_value(b: Option<bool>) -> Value {
 }
 
 /// A number as f64 (strings by their numeric prefix, as MySQL converts them).
-pub fn to_f64(v: &Value) -> Option<f64> {
+pub(crate) fn to_f64(v: &Value) -> Option<f64> {
     match v {
         Value::Int(i) => Some(*i as f64),
         Value::UInt(u) => Some(*u as f64),
@@ -178,7 +183,7 @@ fn is_numeric(v: &Value) -> bool {
 }
 
 /// MySQL comparison; `None` when either side is NULL.
-pub fn compare(a: &Value, b: &Value, tz: i64) -> Option<Ordering> {
+pub(crate) fn compare(a: &Value, b: &Value, tz: i64) -> Option<Ordering> {
     if a.is_null() || b.is_null() {
         return None;
     }
@@ -222,7 +227,7 @@ pub fn compare(a: &Value, b: &Value, tz: i64) -> Option<Ordering> {
 }
 
 /// A literal of the SQL text as a value.
-pub fn literal(v: &SqlValue) -> Result<Value> {
+fn literal(v: &SqlValue) -> Result<Value> {
     Ok(match v {
         SqlValue::Number(n, _) => {
             if let Ok(i) = n.parse::<i64>() {
@@ -250,7 +255,8 @@ pub fn literal(v: &SqlValue) -> Result<Value> {
     })
 }
 
-pub fn unhex(h: &str) -> Option<Vec<u8>> {
+/// Hex digits as bytes (an odd count gets a leading 0); `None` for a non-hex digit.
+fn unhex(h: &str) -> Option<Vec<u8>> {
     let h = if h.len() % 2 == 1 {
         format!("0{h}")
     } else {
@@ -262,12 +268,8 @@ pub fn unhex(h: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02X}")).collect()
-}
-
 /// Finds the slot of a column reference.
-pub fn resolve(scope: &Scope<'_>, table: Option<&str>, name: &str) -> Result<usize> {
+pub(crate) fn resolve(scope: &Scope<'_>, table: Option<&str>, name: &str) -> Result<usize> {
     let name_l = name.to_lowercase();
     let table_l = table.map(str::to_lowercase);
     let mut found = None;
@@ -291,84 +293,6 @@ pub fn resolve(scope: &Scope<'_>, table: Option<&str>, name: &str) -> Result<usi
         None => name.to_string(),
     };
     found.ok_or_else(|| Error::bad_field(&shown, scope.place))
-}
-
-fn args_of(f: &Function) -> Result<Vec<&FunctionArgExpr>> {
-    match &f.args {
-        FunctionArguments::None => Ok(vec![]),
-        FunctionArguments::List(l) => Ok(l
-            .args
-            .iter()
-            .map(|a| match a {
-                FunctionArg::Unnamed(e) => e,
-                FunctionArg::Named { arg, .. } | FunctionArg::ExprNamed { arg, .. } => arg,
-            })
-            .collect()),
-        FunctionArguments::Subquery(_) => {
-            Err(Error::unsupported("subqueries as function arguments"))
-        }
-    }
-}
-
-fn arg_exprs(f: &Function) -> Result<Vec<&Expr>> {
-    args_of(f)?
-        .into_iter()
-        .map(|a| match a {
-            FunctionArgExpr::Expr(e) => Ok(e),
-            _ => Err(Error::syntax(format!("unexpected * in {}", f.name))),
-        })
-        .collect()
-}
-
-fn interval_us(amount: &Value, unit: &DateTimeField) -> Result<IntervalAmount> {
-    let n = to_f64(amount).ok_or_else(|| Error::syntax("INTERVAL needs a number"))?;
-    let us = |mult: f64| Ok(IntervalAmount::Micros((n * mult).round() as i64));
-    match unit {
-        DateTimeField::Microsecond | DateTimeField::Microseconds => us(1.0),
-        DateTimeField::Second | DateTimeField::Seconds => us(1e6),
-        DateTimeField::Minute | DateTimeField::Minutes => us(60e6),
-        DateTimeField::Hour | DateTimeField::Hours => us(3600e6),
-        DateTimeField::Day | DateTimeField::Days => us(86400e6),
-        DateTimeField::Week(_) | DateTimeField::Weeks => us(7.0 * 86400e6),
-        DateTimeField::Month | DateTimeField::Months => Ok(IntervalAmount::Months(n as i64)),
-        DateTimeField::Year | DateTimeField::Years => Ok(IntervalAmount::Months(n as i64 * 12)),
-        other => Err(Error::unsupported(format!("INTERVAL unit {other}"))),
-    }
-}
-
-enum IntervalAmount {
-    Micros(i64),
-    Months(i64),
-}
-
-fn add_interval(base: &Value, amount: IntervalAmount, sign: i64, tz: i64) -> Value {
-    let Some(us) = time_us(base, tz) else {
-        return Value::Null;
-    };
-    let shifted = match amount {
-        IntervalAmount::Micros(m) => us + sign * m,
-        IntervalAmount::Months(m) => {
-            let dt = DateTime::from_epoch_micros(us + tz * 1_000_000);
-            let total = i64::from(dt.date.year) * 12 + i64::from(dt.date.month) - 1 + sign * m;
-            let (y, mo) = (total.div_euclid(12), total.rem_euclid(12) + 1);
-            let mut d = dt;
-            d.date.year = y.clamp(0, 9999) as u16;
-            d.date.month = mo as u8;
-            d.to_epoch_micros() - tz * 1_000_000
-        }
-    };
-    match base {
-        Value::Timestamp(_) => Value::Timestamp(shifted),
-        Value::Date(_) => Value::Date(DateTime::from_epoch_micros(shifted + tz * 1_000_000).date),
-        _ => Value::DateTime(DateTime::from_epoch_micros(shifted + tz * 1_000_000)),
-    }
-}
-
-fn now_value(ctx: &Ctx<'_>, fsp: u32) -> Value {
-    let unit = 10i64.pow(6 - fsp.min(6));
-    Value::DateTime(DateTime::from_epoch_micros(
-        ctx.now_us.div_euclid(unit) * unit + ctx.tz * 1_000_000,
-    ))
 }
 
 fn int_result(v: i128) -> Result<Value> {
@@ -467,7 +391,7 @@ fn arith(op: &BinaryOperator, a: &Value, b: &Value) -> Result<Value> {
 }
 
 /// SQL LIKE with `%` and `_`, case-insensitive as the default collation.
-pub fn like(text: &str, pattern: &str, escape: char) -> bool {
+pub(crate) fn like(text: &str, pattern: &str, escape: char) -> bool {
     let t: Vec<char> = text.to_lowercase().chars().collect();
     let p: Vec<char> = pattern.to_lowercase().chars().collect();
     fn go(t: &[char], p: &[char], esc: char) -> bool {
@@ -495,7 +419,7 @@ fn system_variable(name: &str, ctx: &Ctx<'_>) -> Result<Value> {
 }
 
 /// Evaluates an expression.
-pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
+pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
     match e {
         Expr::Value(v) => literal(&v.value),
         Expr::Identifier(id) => {
@@ -739,7 +663,7 @@ pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
             let _ = kind == &CastKind::Cast;
             cast(eval(expr, scope, ctx)?, data_type, ctx)
         }
-        Expr::Function(f) => eval_function(f, scope, ctx),
+        Expr::Function(f) => functions::eval_function(f, scope, ctx),
         Expr::Substring {
             expr,
             substring_from,
@@ -750,23 +674,19 @@ pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
             if v.is_null() {
                 return Ok(Value::Null);
             }
-            let s: Vec<char> = ringrep_engine::types::text_of(&v).chars().collect();
             let from = match substring_from {
                 Some(f) => to_f64(&eval(f, scope, ctx)?).unwrap_or(1.0) as i64,
                 None => 1,
-            };
-            let start = if from > 0 {
-                (from - 1) as usize
-            } else if from < 0 {
-                s.len().saturating_sub((-from) as usize)
-            } else {
-                s.len()
             };
             let len = match substring_for {
                 Some(l) => to_f64(&eval(l, scope, ctx)?).unwrap_or(0.0).max(0.0) as usize,
                 None => usize::MAX,
             };
-            Ok(Value::Text(s.iter().skip(start).take(len).collect()))
+            Ok(Value::Text(functions::substring(
+                &ringrep_engine::types::text_of(&v),
+                from,
+                len,
+            )))
         }
         Expr::Subquery(q) => {
             let rows = subquery(q, ctx)?;
@@ -799,7 +719,7 @@ pub fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
 }
 
 /// A subquery's rows: run now, or, inside a change, as run before it.
-fn run_subquery(q: &Query, ctx: &Ctx<'_>) -> Result<std::sync::Arc<super::select::Rows>> {
+fn run_subquery(q: &Query, ctx: &Ctx<'_>) -> Result<Arc<Rows>> {
     if let Some(sql) = ctx.sql {
         return sql.run_subquery(q);
     }
@@ -811,7 +731,7 @@ fn run_subquery(q: &Query, ctx: &Ctx<'_>) -> Result<std::sync::Arc<super::select
 /// Runs an uncorrelated subquery that must yield one column (scalar and IN subqueries). A
 /// reference to an outer column fails inside it as an unknown column, rather than being
 /// evaluated against the wrong row.
-fn subquery(q: &Query, ctx: &Ctx<'_>) -> Result<std::sync::Arc<super::select::Rows>> {
+fn subquery(q: &Query, ctx: &Ctx<'_>) -> Result<Arc<Rows>> {
     let rows = run_subquery(q, ctx)?;
     if rows.columns.len() != 1 {
         return Err(Error::new(
@@ -864,340 +784,9 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
     )
 }
 
-fn eval_function(f: &Function, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
-    let name = f.name.to_string().to_ascii_uppercase();
-    if is_aggregate(&name) {
-        let key = f.to_string();
-        return scope
-            .aggregates
-            .and_then(|a| a.get(&key))
-            .cloned()
-            .ok_or_else(|| {
-                Error::new(
-                    code::ER_INVALID_GROUP_FUNC_USE,
-                    "Invalid use of group function",
-                )
-            });
-    }
-    // VALUES(col) names a column of the row being inserted, not of the row in scope.
-    if name == "VALUES" {
-        let args = arg_exprs(f)?;
-        let col = match args.first() {
-            Some(Expr::Identifier(i)) => i.value.to_lowercase(),
-            Some(Expr::CompoundIdentifier(p)) => {
-                p.last().map(|i| i.value.to_lowercase()).unwrap_or_default()
-            }
-            _ => return Err(Error::syntax("VALUES() takes a column name")),
-        };
-        return Ok(ctx
-            .inserted
-            .and_then(|m| m.get(&col))
-            .cloned()
-            .unwrap_or(Value::Null));
-    }
-    // Date arithmetic takes an INTERVAL argument, which is not a value.
-    if matches!(
-        name.as_str(),
-        "DATE_SUB" | "DATE_ADD" | "ADDDATE" | "SUBDATE"
-    ) {
-        let args = arg_exprs(f)?;
-        let [base, interval] = args.as_slice() else {
-            return Err(Error::syntax(format!("{name} takes 2 arguments")));
-        };
-        let base = eval(base, scope, ctx)?;
-        let sign = if name.contains("SUB") { -1 } else { 1 };
-        return match interval {
-            Expr::Interval(iv) => {
-                let amount = eval(&iv.value, scope, ctx)?;
-                if amount.is_null() {
-                    return Ok(Value::Null);
-                }
-                let unit = iv.leading_field.clone().unwrap_or(DateTimeField::Day);
-                Ok(add_interval(
-                    &base,
-                    interval_us(&amount, &unit)?,
-                    sign,
-                    ctx.tz,
-                ))
-            }
-            other => {
-                let days = eval(other, scope, ctx)?;
-                Ok(add_interval(
-                    &base,
-                    interval_us(&days, &DateTimeField::Day)?,
-                    sign,
-                    ctx.tz,
-                ))
-            }
-        };
-    }
-    let args: Vec<Value> = arg_exprs(f)?
-        .into_iter()
-        .map(|a| eval(a, scope, ctx))
-        .collect::<Result<_>>()?;
-    let arg = |i: usize| args.get(i).cloned().unwrap_or(Value::Null);
-    let text = |i: usize| ringrep_engine::types::text_of(&arg(i));
-    let any_null = args.iter().any(Value::is_null);
-    Ok(match name.as_str() {
-        "HEX" => match arg(0) {
-            Value::Null => Value::Null,
-            Value::Bytes(b) => Value::Text(hex(&b)),
-            Value::Int(i) => Value::Text(format!("{:X}", i)),
-            Value::UInt(u) => Value::Text(format!("{u:X}")),
-            other => Value::Text(hex(ringrep_engine::types::text_of(&other).as_bytes())),
-        },
-        "SHA1" | "SHA" => match arg(0) {
-            Value::Null => Value::Null,
-            Value::Bytes(b) => Value::Text(sha1_smol::Sha1::from(&b).digest().to_string()),
-            v => Value::Text(
-                sha1_smol::Sha1::from(render(&v, None, ctx.tz).unwrap_or_default().as_bytes())
-                    .digest()
-                    .to_string(),
-            ),
-        },
-        "UNHEX" => match arg(0) {
-            Value::Null => Value::Null,
-            v => unhex(&ringrep_engine::types::text_of(&v))
-                .map(Value::Bytes)
-                .unwrap_or(Value::Null),
-        },
-        "CONCAT" => {
-            if any_null {
-                Value::Null
-            } else if args.iter().any(|v| matches!(v, Value::Bytes(_))) {
-                // A binary argument makes the result a binary string.
-                let mut out = Vec::new();
-                for v in &args {
-                    match v {
-                        Value::Bytes(b) => out.extend_from_slice(b),
-                        other => out.extend_from_slice(
-                            render(other, None, ctx.tz).unwrap_or_default().as_bytes(),
-                        ),
-                    }
-                }
-                Value::Bytes(out)
-            } else {
-                Value::Text(
-                    args.iter()
-                        .map(|v| render(v, None, ctx.tz).unwrap_or_default())
-                        .collect(),
-                )
-            }
-        }
-        "CONCAT_WS" => {
-            let sep = text(0);
-            Value::Text(
-                args[1..]
-                    .iter()
-                    .filter(|v| !v.is_null())
-                    .map(|v| render(v, None, ctx.tz).unwrap_or_default())
-                    .collect::<Vec<_>>()
-                    .join(&sep),
-            )
-        }
-        "LENGTH" | "OCTET_LENGTH" => match arg(0) {
-            Value::Null => Value::Null,
-            Value::Bytes(b) => Value::Int(b.len() as i64),
-            v => Value::Int(render(&v, None, ctx.tz).unwrap_or_default().len() as i64),
-        },
-        "CHAR_LENGTH" | "CHARACTER_LENGTH" => {
-            if any_null {
-                Value::Null
-            } else {
-                Value::Int(text(0).chars().count() as i64)
-            }
-        }
-        "LOWER" | "LCASE" => {
-            if any_null {
-                Value::Null
-            } else {
-                Value::Text(text(0).to_lowercase())
-            }
-        }
-        "UPPER" | "UCASE" => {
-            if any_null {
-                Value::Null
-            } else {
-                Value::Text(text(0).to_uppercase())
-            }
-        }
-        "REPEAT" => {
-            if any_null {
-                Value::Null
-            } else {
-                let n = to_f64(&arg(1)).unwrap_or(0.0).max(0.0) as usize;
-                match arg(0) {
-                    Value::Bytes(b) => Value::Bytes(b.repeat(n)),
-                    _ => Value::Text(text(0).repeat(n)),
-                }
-            }
-        }
-        "LEFT" => {
-            if any_null {
-                Value::Null
-            } else {
-                Value::Text(
-                    text(0)
-                        .chars()
-                        .take(to_f64(&arg(1)).unwrap_or(0.0).max(0.0) as usize)
-                        .collect(),
-                )
-            }
-        }
-        "RIGHT" => {
-            if any_null {
-                Value::Null
-            } else {
-                let s: Vec<char> = text(0).chars().collect();
-                let n = (to_f64(&arg(1)).unwrap_or(0.0).max(0.0) as usize).min(s.len());
-                Value::Text(s[s.len() - n..].iter().collect())
-            }
-        }
-        "LPAD" | "RPAD" => {
-            if any_null {
-                Value::Null
-            } else {
-                let s: Vec<char> = text(0).chars().collect();
-                let n = to_f64(&arg(1)).unwrap_or(0.0).max(0.0) as usize;
-                let pad: Vec<char> = text(2).chars().collect();
-                if n <= s.len() || pad.is_empty() {
-                    Value::Text(s[..n.min(s.len())].iter().collect())
-                } else {
-                    let fill: String = pad.iter().cycle().take(n - s.len()).collect();
-                    let s: String = s.iter().collect();
-                    Value::Text(if name == "LPAD" { fill + &s } else { s + &fill })
-                }
-            }
-        }
-        "SUBSTRING" | "SUBSTR" | "MID" => {
-            if any_null {
-                Value::Null
-            } else {
-                let s: Vec<char> = text(0).chars().collect();
-                let from = to_f64(&arg(1)).unwrap_or(1.0) as i64;
-                let start = if from > 0 {
-                    (from - 1) as usize
-                } else if from < 0 {
-                    s.len().saturating_sub((-from) as usize)
-                } else {
-                    s.len()
-                };
-                let len = if args.len() > 2 {
-                    to_f64(&arg(2)).unwrap_or(0.0).max(0.0) as usize
-                } else {
-                    usize::MAX
-                };
-                Value::Text(s.iter().skip(start).take(len).collect())
-            }
-        }
-        "NOW" | "CURRENT_TIMESTAMP" | "LOCALTIMESTAMP" | "LOCALTIME" | "SYSDATE" => {
-            now_value(ctx, to_f64(&arg(0)).unwrap_or(0.0) as u32)
-        }
-        "UTC_TIMESTAMP" => Value::DateTime(DateTime::from_epoch_micros(
-            ctx.now_us.div_euclid(1_000_000) * 1_000_000,
-        )),
-        "CURDATE" | "CURRENT_DATE" => {
-            Value::Date(DateTime::from_epoch_micros(ctx.now_us + ctx.tz * 1_000_000).date)
-        }
-        "UNIX_TIMESTAMP" => {
-            if args.is_empty() {
-                Value::Int(ctx.now_us.div_euclid(1_000_000))
-            } else {
-                match time_us(&arg(0), ctx.tz) {
-                    Some(us) if us % 1_000_000 == 0 => Value::Int(us / 1_000_000),
-                    Some(us) => Value::Decimal(format!("{:.6}", us as f64 / 1e6)),
-                    None => Value::Null,
-                }
-            }
-        }
-        "FROM_UNIXTIME" => match to_f64(&arg(0)) {
-            Some(s) => Value::DateTime(DateTime::from_epoch_micros(
-                (s * 1e6) as i64 + ctx.tz * 1_000_000,
-            )),
-            None => Value::Null,
-        },
-        "TIMESTAMPDIFF" => return Err(Error::unsupported("TIMESTAMPDIFF")),
-        "IFNULL" => {
-            if arg(0).is_null() {
-                arg(1)
-            } else {
-                arg(0)
-            }
-        }
-        "COALESCE" => args
-            .iter()
-            .find(|v| !v.is_null())
-            .cloned()
-            .unwrap_or(Value::Null),
-        "NULLIF" => {
-            if compare(&arg(0), &arg(1), ctx.tz) == Some(Ordering::Equal) {
-                Value::Null
-            } else {
-                arg(0)
-            }
-        }
-        "IF" => {
-            if truthy(&arg(0)) == Some(true) {
-                arg(1)
-            } else {
-                arg(2)
-            }
-        }
-        "ABS" => match arg(0) {
-            Value::Null => Value::Null,
-            Value::Int(i) => int_result(i128::from(i).abs())?,
-            Value::UInt(u) => Value::UInt(u),
-            Value::Decimal(s) => Value::Decimal(s.trim_start_matches('-').to_string()),
-            v => Value::Double(to_f64(&v).unwrap_or(0.0).abs()),
-        },
-        "FLOOR" => to_f64(&arg(0)).map_or(Value::Null, |x| Value::Int(x.floor() as i64)),
-        "CEIL" | "CEILING" => to_f64(&arg(0)).map_or(Value::Null, |x| Value::Int(x.ceil() as i64)),
-        "ROUND" => match (to_f64(&arg(0)), args.len()) {
-            (None, _) => Value::Null,
-            (Some(x), 1) => Value::Int(x.round() as i64),
-            (Some(x), _) => {
-                let d = to_f64(&arg(1)).unwrap_or(0.0).max(0.0) as usize;
-                Value::Decimal(format!(
-                    "{:.*}",
-                    d,
-                    (x * 10f64.powi(d as i32)).round() / 10f64.powi(d as i32)
-                ))
-            }
-        },
-        "MOD" => arith(&BinaryOperator::Modulo, &arg(0), &arg(1))?,
-        "GREATEST" | "LEAST" => {
-            if any_null {
-                Value::Null
-            } else {
-                let mut best = arg(0);
-                for v in &args[1..] {
-                    let o = compare(v, &best, ctx.tz);
-                    if (name == "GREATEST" && o == Some(Ordering::Greater))
-                        || (name == "LEAST" && o == Some(Ordering::Less))
-                    {
-                        best = v.clone();
-                    }
-                }
-                best
-            }
-        }
-        "DATABASE" | "SCHEMA" => ctx.database.map_or(Value::Null, |d| Value::Text(d.into())),
-        "VERSION" => Value::Text(format!("8.0.0-ringrep-{}", env!("CARGO_PKG_VERSION"))),
-        "LAST_INSERT_ID" => Value::UInt(ctx.last_insert_id),
-        "CONNECTION_ID" => Value::UInt(1),
-        "SLEEP" => Value::Int(0),
-        _ => {
-            return Err(Error::new(
-                code::ER_SP_DOES_NOT_EXIST,
-                format!("FUNCTION {} does not exist", f.name),
-            ))
-        }
-    })
-}
-
 /// A value as the `mysql` client prints it; `None` for NULL. `ty` (the column's type, when the
 /// value comes straight from a column) gives the fraction digits of times.
-pub fn render(v: &Value, ty: Option<&ColumnType>, tz: i64) -> Option<String> {
+pub(crate) fn render(v: &Value, ty: Option<&ColumnType>, tz: i64) -> Option<String> {
     let fsp = match ty {
         Some(ColumnType::Timestamp { fsp }) | Some(ColumnType::DateTime { fsp }) => Some(*fsp),
         _ => None,

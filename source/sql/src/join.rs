@@ -1,10 +1,10 @@
-//! FROM clauses naming several tables: comma and CROSS joins, INNER and LEFT / RIGHT [OUTER]
-//! JOIN with ON, USING or NATURAL, evaluated as nested loops over each table's visible rows,
-//! or through a hash index when ON (for comma and CROSS joins, a term of the WHERE) equates
-//! integer columns of the two sides. Conditions filter as each table is added, so only
-//! matching combinations are kept.
+//! FROM clauses naming several tables: comma and CROSS joins, `INNER JOIN` and
+//! `LEFT` / `RIGHT [OUTER] JOIN` with ON, USING or NATURAL, evaluated as nested loops over
+//! each table's visible rows, or through a hash index when ON (for comma and CROSS joins, a
+//! term of the WHERE) equates integer columns of the two sides. Conditions filter as each
+//! table is added, so only matching combinations are kept.
 
-use binlog_format::schema::{ColumnType, TableDef};
+use binlog_format::schema::ColumnType;
 use binlog_format::Value;
 use std::collections::HashMap;
 
@@ -12,46 +12,22 @@ use sqlparser::ast::{
     BinaryOperator, Expr, Ident, JoinConstraint, JoinOperator, TableFactor, TableWithJoins,
 };
 
-use super::expr::{eval, resolve, truthy, ColumnRef, Scope};
-use super::select::{conjuncts, table_columns};
+use super::columns::{table_columns, ColumnRef, FromTable, StarCol};
+use super::expr::{eval, resolve, truthy, Scope};
+use super::predicate::conjuncts;
 use super::{split_name, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
-use ringrep_engine::HIDDEN_ROW_ID;
-
-/// A table of a FROM clause: the name queries qualify it with (lower case), its own name,
-/// where its columns start in a combined row, and the columns `*` stands for (position in
-/// the table, name, type).
-pub(crate) struct FromTable {
-    pub alias: String,
-    pub name: String,
-    pub offset: usize,
-    pub star: Vec<(usize, String, Option<ColumnType>)>,
-}
-
-impl FromTable {
-    pub fn of_def(alias: String, def: &TableDef, offset: usize) -> FromTable {
-        FromTable {
-            alias,
-            name: def.name.clone(),
-            offset,
-            star: def
-                .columns
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.name != HIDDEN_ROW_ID)
-                .map(|(i, c)| (i, c.name.clone(), Some(c.ty.clone())))
-                .collect(),
-        }
-    }
-}
 
 /// The tables, scope columns and combined rows of a FROM clause (WHERE not yet applied).
 pub(crate) struct Joined {
-    pub tables: Vec<FromTable>,
-    pub columns: Vec<ColumnRef>,
+    /// The FROM clause's tables, in order.
+    pub(crate) tables: Vec<FromTable>,
+    /// The scope columns of a combined row: every table's columns, in order.
+    pub(crate) columns: Vec<ColumnRef>,
     /// What `*` stands for: (slot, name, type).
-    pub star: Vec<(usize, String, Option<ColumnType>)>,
-    pub rows: Vec<Vec<Value>>,
+    pub(crate) star: Vec<StarCol>,
+    /// The combined rows: each table's values side by side.
+    pub(crate) rows: Vec<Vec<Value>>,
 }
 
 /// Which rows without a partner survive, padded with NULLs.
@@ -149,8 +125,6 @@ fn int_key(v: &Value) -> Option<i128> {
         _ => None,
     }
 }
-
-type StarCol = (usize, String, Option<ColumnType>);
 
 impl SqlSession {
     /// The joined rows of `from`. `selection` (the WHERE, still applied afterwards by the

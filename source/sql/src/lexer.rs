@@ -58,7 +58,7 @@ pub fn split_statements(sql: &str) -> Vec<String> {
 
 /// Rewrites double-quoted strings as single-quoted ones (MySQL reads both as strings unless
 /// ANSI_QUOTES is set; sqlparser wants single quotes in places such as COMMENT=).
-pub fn normalize_quotes(s: &str) -> String {
+pub(crate) fn normalize_quotes(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut quote: Option<char> = None;
     // Inside MySQL's executable comment `/*!50100 ... */`, whose text MySQL runs as SQL (SHOW
@@ -130,7 +130,7 @@ pub fn normalize_quotes(s: &str) -> String {
 }
 
 /// The first `n` words, upper-cased.
-pub fn first_words(s: &str, n: usize) -> Vec<String> {
+pub(crate) fn first_words(s: &str, n: usize) -> Vec<String> {
     s.split(|c: char| c.is_whitespace() || c == '(' || c == ';')
         .filter(|w| !w.is_empty())
         .take(n)
@@ -139,7 +139,7 @@ pub fn first_words(s: &str, n: usize) -> Vec<String> {
 }
 
 /// Byte offset of `needle` (case-insensitive, whole words) outside quotes and parentheses.
-pub fn find_top_level(s: &str, needle: &str) -> Option<usize> {
+pub(crate) fn find_top_level(s: &str, needle: &str) -> Option<usize> {
     let upper = s.to_ascii_uppercase();
     let bytes = upper.as_bytes();
     let n = needle.as_bytes();
@@ -180,7 +180,7 @@ pub fn find_top_level(s: &str, needle: &str) -> Option<usize> {
 }
 
 /// Splits at commas outside quotes and parentheses.
-pub fn split_top_level_commas(s: &str) -> Vec<String> {
+pub(crate) fn split_top_level_commas(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut depth = 0i32;
@@ -225,7 +225,7 @@ pub fn split_top_level_commas(s: &str) -> Vec<String> {
 }
 
 /// A value as SQL literal text.
-pub fn literal_text(v: &binlog_format::Value) -> String {
+pub(crate) fn literal_text(v: &binlog_format::Value) -> String {
     use binlog_format::Value;
     match v {
         Value::Null => "NULL".into(),
@@ -295,7 +295,7 @@ pub fn bind_placeholders(sql: &str, values: &[binlog_format::Value]) -> String {
 }
 
 /// Reads a quoted string literal at the start of `s`: (content, rest).
-pub fn take_string(s: &str) -> Option<(String, &str)> {
+pub(crate) fn take_string(s: &str) -> Option<(String, &str)> {
     let s = s.trim_start();
     let q = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
     let mut out = String::new();

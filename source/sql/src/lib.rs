@@ -1,23 +1,87 @@
-//! The SQL front end: MySQL statements on sqlparser (MySQL dialect) over the engine.
+//! The SQL front end of ringrep: MySQL statements, parsed with sqlparser's MySQL dialect,
+//! run against the ring engine ([`ringrep_engine`]). Ring buffer tables (a table whose
+//! `COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=n'` keeps only the newest `n` rows of each primary-key
+//! prefix) follow the statement rules of RonDB's; plain tables behave as in MySQL.
 //!
 //! A few MySQL forms that sqlparser does not parse are handled here before it sees the text:
 //! double-quoted strings (MySQL's default treats them as strings), `PARTITION BY` after CREATE
 //! TABLE, the table-option clauses of ALTER TABLE (COMMENT, ENGINE, ALGORITHM, partitioning)
 //! and LOAD DATA.
+//!
+//! # Starting points
+//!
+//! - [`SqlSession`]: one client's session on an [`Engine`]. [`SqlSession::execute`] runs
+//!   one statement, [`SqlSession::execute_all`] a script, [`SqlSession::execute_bound`] a
+//!   statement whose `?` placeholders take values (the server's prepared statements).
+//! - [`Outcome`]: what a statement produced: rows ([`ResultSet`]), a count of affected rows,
+//!   or nothing.
+//! - [`ResultSet`]: column names, declared types and values; [`ResultSet::text_rows`] gives
+//!   the rows as the `mysql` client prints them.
+//! - [`split_statements`] splits a script at its `;`s; [`count_placeholders`] and
+//!   [`bind_placeholders`] handle `?` placeholders in statement text.
+//! - Errors are [`ringrep_engine::Error`]s carrying MySQL's error code and SQLSTATE;
+//!   [`client_error_line`] formats one as the `mysql` client prints it.
+//!
+//! # Example
+//!
+//! A ring table keeps the newest three rows of each prefix: a fourth insert for user 7
+//! replaces the oldest.
+//!
+//! ```
+//! use ringrep_sql::{Outcome, SqlSession};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let (engine, _) =
+//!     ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))?;
+//! let mut sql = SqlSession::new(&engine);
+//! sql.execute(
+//!     "CREATE TABLE test.events (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
+//!      ring_meta VARBINARY(64), payload VARCHAR(32), PRIMARY KEY (user_id, ring_idx)) \
+//!      COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'",
+//! )?;
+//! for n in 1..=4 {
+//!     sql.execute(&format!(
+//!         "INSERT INTO test.events (user_id, payload) VALUES (7, 'event {n}')"
+//!     ))?;
+//! }
+//! let Outcome::Rows(rs) =
+//!     sql.execute("SELECT payload FROM test.events WHERE user_id = 7 ORDER BY payload")?
+//! else {
+//!     panic!("a SELECT returns rows");
+//! };
+//! let payloads: Vec<String> = rs.text_rows().into_iter().flatten().flatten().collect();
+//! assert_eq!(payloads, ["event 2", "event 3", "event 4"]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Inside
+//!
+//! Each kind of statement has its module, each adding its methods to [`SqlSession`]: `select`
+//! (with `join` for several tables and `rowset` for DISTINCT and set operations), `dml`
+//! (INSERT, UPDATE, DELETE, LOAD DATA), `ddl`, `show`, `vars` and `bound` (prepared
+//! statements). They share `expr` (expression evaluation, with its functions), `predicate`
+//! (WHERE clauses), `columns` (what names reach which row slots), `rows` (a query's rows
+//! before rendering), `lexer` and `result`.
 
 mod bound;
+mod columns;
 mod ddl;
 mod dml;
-pub mod expr;
+mod expr;
 mod join;
 mod lexer;
+mod predicate;
 mod result;
+mod rows;
 mod rowset;
 mod select;
 mod show;
 mod vars;
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use binlog_format::Value;
 use sqlparser::ast::{ObjectName, Statement};
@@ -31,18 +95,27 @@ use ringrep_engine::Session;
 pub use lexer::{bind_placeholders, count_placeholders, split_statements};
 pub use result::ResultSet;
 
+use rows::Rows;
+
 /// What one statement produced.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// A result set.
     Rows(ResultSet),
     /// A change: rows affected and MySQL's info line (`Records: 3  Duplicates: 0 ...`).
-    Affected { rows: u64, info: Option<String> },
+    Affected {
+        /// The rows the statement affected, counted as MySQL counts them (an INSERT ... ON
+        /// DUPLICATE KEY UPDATE that changes a row counts 2).
+        rows: u64,
+        /// The info line MySQL sends with the OK packet for some statements (multi-row
+        /// INSERT, UPDATE, ALTER TABLE, LOAD DATA), when there is one.
+        info: Option<String>,
+    },
     /// Anything else (SET, BEGIN, ...).
     Ok,
 }
 
-/// An owned copy of what expressions see (see [`SqlSession::owned_ctx`]).
+/// An owned copy of what expressions see (see `SqlSession::owned_ctx`).
 pub(crate) struct OwnedCtx {
     now_us: i64,
     tz: i64,
@@ -50,10 +123,12 @@ pub(crate) struct OwnedCtx {
     database: Option<String>,
     last_insert_id: u64,
     /// The statement's subqueries, run before it started changing rows.
-    subqueries: HashMap<String, std::sync::Arc<select::Rows>>,
+    subqueries: HashMap<String, Arc<Rows>>,
 }
 
 impl OwnedCtx {
+    /// The evaluation context over this copy: no session, so subqueries come from those run
+    /// beforehand.
     pub(crate) fn ctx(&self) -> expr::Ctx<'_> {
         expr::Ctx {
             sql: None,
@@ -68,20 +143,40 @@ impl OwnedCtx {
     }
 }
 
-/// A client session speaking SQL.
+/// A client session speaking SQL: the engine session it runs statements in, with what SQL
+/// adds to it (user variables, `LAST_INSERT_ID()`, prepared statements).
 pub struct SqlSession {
+    /// The engine session: its variables (`vars`: current database, autocommit, time zone,
+    /// ...), its open transaction and its warnings.
     pub session: Session,
-    pub user_vars: HashMap<String, Value>,
+    /// User variables (`@name`), by lower-case name.
+    pub(crate) user_vars: HashMap<String, Value>,
+    /// The value `LAST_INSERT_ID()` returns and the OK packet reports.
     pub last_insert_id: u64,
     /// Base directory for relative `LOAD DATA INFILE` paths.
     pub load_dir: Option<std::path::PathBuf>,
     /// PREPAREd statements by name.
     prepared: HashMap<String, String>,
     /// Protocol-prepared statement texts, parsed (see `bound`).
-    parsed: HashMap<String, Option<std::sync::Arc<bound::Template>>>,
+    parsed: HashMap<String, Option<Arc<bound::Template>>>,
     /// Results of the uncorrelated subqueries of the running statement, by their text: a
     /// subquery in a WHERE clause would otherwise run once per outer row.
-    subqueries: std::sync::Mutex<HashMap<String, std::sync::Arc<select::Rows>>>,
+    subqueries: Mutex<HashMap<String, Arc<Rows>>>,
+}
+
+impl std::fmt::Debug for SqlSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut prepared: Vec<&String> = self.prepared.keys().collect();
+        prepared.sort();
+        f.debug_struct("SqlSession")
+            .field("vars", &self.session.vars)
+            .field("in_transaction", &self.session.in_transaction())
+            .field("user_vars", &self.user_vars)
+            .field("last_insert_id", &self.last_insert_id)
+            .field("load_dir", &self.load_dir)
+            .field("prepared", &prepared)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A statement's text as the parser is given it: trimmed, no trailing `;`, quotes normalized.
@@ -89,6 +184,7 @@ pub(crate) fn normalized(sql: &str) -> String {
     lexer::normalize_quotes(sql.trim().trim_end_matches(';').trim())
 }
 
+/// Parses exactly one statement; a syntax error reads as MySQL's (error 1064).
 pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
     let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
         let msg = e.to_string();
@@ -123,6 +219,8 @@ pub(crate) fn split_name(name: &ObjectName) -> Result<(Option<String>, String)> 
 }
 
 impl SqlSession {
+    /// A session on `engine`: a new engine session (database `test`, autocommit on), no
+    /// user variables, no prepared statements.
     pub fn new(engine: &Engine) -> SqlSession {
         SqlSession {
             session: engine.session(),
@@ -143,10 +241,12 @@ impl SqlSession {
             .clear();
     }
 
+    /// The engine the session runs on.
     pub fn engine(&self) -> &Engine {
         self.session.engine()
     }
 
+    /// The evaluation context of the session as it is: subqueries run as they are met.
     pub(crate) fn ctx(&self) -> expr::Ctx<'_> {
         expr::Ctx {
             sql: Some(self),
@@ -176,7 +276,8 @@ impl SqlSession {
         }
     }
 
-    /// Runs every statement of `sql` in order, each with its own outcome.
+    /// Runs every statement of the script `sql` (split as [`split_statements`] splits it) in
+    /// order, each with its own outcome: a failing statement does not stop the ones after it.
     pub fn execute_all(&mut self, sql: &str) -> Vec<Result<Outcome>> {
         split_statements(sql)
             .into_iter()
@@ -184,7 +285,10 @@ impl SqlSession {
             .collect()
     }
 
-    /// Runs one statement. Bad SQL is an error, never a panic.
+    /// Runs one statement (surrounding blanks and a trailing `;` are ignored). A statement
+    /// that changes rows and fails is undone (inside a transaction, that statement alone);
+    /// with autocommit on (the default) and no transaction open, a change commits before this
+    /// returns. Bad SQL is an error with MySQL's code and message.
     pub fn execute(&mut self, sql: &str) -> Result<Outcome> {
         let text = normalized(sql);
         self.forget_subqueries();
@@ -252,6 +356,7 @@ impl SqlSession {
         self.dispatch(stmt, &text)
     }
 
+    /// Runs a parsed statement (`text` is its text, for result column names).
     fn dispatch(&mut self, stmt: Statement, text: &str) -> Result<Outcome> {
         match stmt {
             Statement::Query(q) => self.query(&q, text),
@@ -341,6 +446,7 @@ impl SqlSession {
         }
     }
 
+    /// SHOW WARNINGS: the warnings and notes of the last statement, which are then cleared.
     fn show_warnings(&mut self) -> Outcome {
         let rows = self
             .session
@@ -481,6 +587,7 @@ impl SqlSession {
     }
 }
 
+/// The first two words of a statement, to name it in an "unsupported" error.
 fn first_keyword(s: &str) -> String {
     s.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
 }

@@ -7,12 +7,17 @@ use binlog_format::Value;
 use super::expr::render;
 use super::Outcome;
 
+/// The rows a statement returned, with their column names and types. Values are kept as
+/// read; [`ResultSet::text_rows`] and [`ResultSet::cell_text`] render them as the `mysql`
+/// client prints them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResultSet {
+    /// The column names (headers), in order.
     pub columns: Vec<String>,
     /// The table column type behind each result column, where there is one (`None` for
     /// expressions and for SHOW output).
     pub types: Vec<Option<ColumnType>>,
+    /// The rows, each with one value per column.
     pub rows: Vec<Vec<Value>>,
     /// The session's time zone offset in seconds when the rows were read: TIMESTAMP values are
     /// UTC and print in it.
@@ -21,7 +26,7 @@ pub struct ResultSet {
 
 impl ResultSet {
     /// A result made of text (SHOW and other server-made answers).
-    pub fn text(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> ResultSet {
+    pub(crate) fn text(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> ResultSet {
         ResultSet {
             columns: columns.iter().map(|c| c.to_string()).collect(),
             types: vec![None; columns.len()],
@@ -37,7 +42,9 @@ impl ResultSet {
         }
     }
 
-    /// One value as the mysql client prints it (`None` is NULL).
+    /// One value of column `column` as the mysql client prints it (`None` is NULL):
+    /// TIMESTAMPs in the result's time zone, times with the fraction digits of the column's
+    /// type, floats as MySQL prints them.
     pub fn cell_text(&self, value: &Value, column: usize) -> Option<String> {
         render(
             value,
@@ -61,6 +68,7 @@ impl ResultSet {
 }
 
 impl Outcome {
+    /// Rows made of text (SHOW and other server-made answers).
     pub(crate) fn text(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> Outcome {
         Outcome::Rows(ResultSet::text(columns, rows))
     }

@@ -8,24 +8,25 @@ use std::collections::HashMap;
 use binlog_format::schema::{ColumnType, TableDef};
 use binlog_format::{Key, Value};
 use sqlparser::ast::{
-    BinaryOperator, Distinct, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
-    FunctionArguments, GroupByExpr, LimitClause, OrderByKind, OrderBySort, Query, Select,
-    SelectItem, SelectItemQualifiedWildcardKind, SetExpr, SetOperator, SetQuantifier, Spanned,
-    TableFactor,
+    Distinct, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
+    FunctionArguments, GroupByExpr, LimitClause, ObjectName, OrderByKind, OrderBySort, Query,
+    Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, SetOperator, SetQuantifier,
+    Spanned, TableFactor,
 };
 
-use super::expr::{compare, eval, is_aggregate, render, to_f64, truthy, ColumnRef, Scope};
-use super::join::FromTable;
+use super::columns::{table_columns, ColumnRef, FromTable, StarCol};
+use super::expr::{compare, eval, is_aggregate, render, resolve, to_f64, truthy, Ctx, Scope};
+use super::predicate::{equalities, keep_matching};
+use super::rows::Rows;
 use super::rowset::{dedupe, filter_by};
 use super::{split_name, Outcome, ResultSet, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
-use ringrep_engine::HIDDEN_ROW_ID;
 
 /// The FROM side of a SELECT: its tables, and what `*` stands for when that is not every
 /// table's columns in order (after JOIN ... USING, joined columns come first, once).
 struct SelectFrom {
     tables: Vec<FromTable>,
-    star: Option<Vec<(usize, String, Option<ColumnType>)>>,
+    star: Option<Vec<StarCol>>,
 }
 
 /// A select-list entry: an expression, or a column copied from the source row.
@@ -34,16 +35,31 @@ enum Item<'a> {
     Slot(usize),
 }
 
+/// A column of a SELECT's result: its header, what gives its values, and the table column
+/// type behind it (where it is a bare column).
+struct OutputColumn<'a> {
+    header: String,
+    item: Item<'a>,
+    ty: Option<ColumnType>,
+}
+
+/// An output row before ordering: its values, and its ORDER BY keys.
+type KeyedRow = (Vec<Value>, Vec<Value>);
+
 /// The entries `*` stands for: a table's visible columns, in order, under their own names.
-fn push_columns(items: &mut Vec<(String, Item<'_>, Option<ColumnType>)>, t: &FromTable) {
+fn push_columns(outputs: &mut Vec<OutputColumn<'_>>, t: &FromTable) {
     for (i, name, ty) in &t.star {
-        items.push((name.clone(), Item::Slot(t.offset + i), ty.clone()));
+        outputs.push(OutputColumn {
+            header: name.clone(),
+            item: Item::Slot(t.offset + i),
+            ty: ty.clone(),
+        });
     }
 }
 
 /// Sorts rows by their ORDER BY keys (NULLs first, as MySQL does); a stable sort, so ties
 /// keep their order.
-fn sort_keyed(out: &mut [(Vec<Value>, Vec<Value>)], desc: &[bool], tz: i64) {
+fn sort_keyed(out: &mut [KeyedRow], desc: &[bool], tz: i64) {
     if desc.is_empty() {
         return;
     }
@@ -64,8 +80,27 @@ fn sort_keyed(out: &mut [(Vec<Value>, Vec<Value>)], desc: &[bool], tz: i64) {
     });
 }
 
+/// The rows of a query's result: sorted by their keys as ORDER BY says, then cut to its
+/// LIMIT and OFFSET.
+fn ordered_page(
+    mut keyed: Vec<KeyedRow>,
+    order: &[(&Expr, bool)],
+    q: &Query,
+    ctx: &Ctx<'_>,
+) -> Result<Vec<Vec<Value>>> {
+    let desc: Vec<bool> = order.iter().map(|(_, d)| *d).collect();
+    sort_keyed(&mut keyed, &desc, ctx.tz);
+    let (limit, offset) = limits(q, ctx)?;
+    Ok(keyed
+        .into_iter()
+        .skip(offset)
+        .take(limit.unwrap_or(usize::MAX))
+        .map(|(v, _)| v)
+        .collect())
+}
+
 /// A query's LIMIT and OFFSET.
-fn limits(q: &Query, ctx: &super::expr::Ctx<'_>) -> Result<(Option<usize>, usize)> {
+fn limits(q: &Query, ctx: &Ctx<'_>) -> Result<(Option<usize>, usize)> {
     let n = |e: &Expr| -> Result<Option<usize>> {
         Ok(to_f64(&eval(e, &Scope::empty(), ctx)?).map(|f| f as usize))
     };
@@ -84,13 +119,6 @@ fn limits(q: &Query, ctx: &super::expr::Ctx<'_>) -> Result<(Option<usize>, usize
             (n(limit)?, n(offset)?.unwrap_or(0))
         }
     })
-}
-
-/// A query's result before rendering.
-pub struct Rows {
-    pub columns: Vec<String>,
-    pub types: Vec<Option<ColumnType>>,
-    pub rows: Vec<Vec<Value>>,
 }
 
 /// The text of an AST node as the user wrote it (MySQL names result columns so).
@@ -212,111 +240,6 @@ fn collect_aggregates<'a>(e: &'a Expr, out: &mut Vec<&'a Function>) {
     }
 }
 
-/// The top-level AND terms of a condition (parentheses looked through).
-pub(crate) fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
-    match e {
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::And,
-            right,
-        } => {
-            conjuncts(left, out);
-            conjuncts(right, out);
-        }
-        Expr::Nested(inner) => conjuncts(inner, out),
-        other => out.push(other),
-    }
-}
-
-/// Equality constraints `col = constant` among the top-level ANDs of a WHERE.
-pub(crate) fn equalities(e: &Expr, out: &mut Vec<(String, Expr)>) {
-    let col = |x: &Expr| match x {
-        Expr::Identifier(i) => Some(i.value.to_lowercase()),
-        Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.to_lowercase()),
-        _ => None,
-    };
-    let constant = |x: &Expr| matches!(x, Expr::Value(_));
-    let mut terms = Vec::new();
-    conjuncts(e, &mut terms);
-    for term in terms {
-        if let Expr::BinaryOp {
-            left,
-            op: BinaryOperator::Eq,
-            right,
-        } = term
-        {
-            if let (Some(c), true) = (col(left), constant(right)) {
-                out.push((c, (**right).clone()));
-            } else if let (Some(c), true) = (col(right), constant(left)) {
-                out.push((c, (**left).clone()));
-            }
-        }
-    }
-}
-
-/// The scope columns of a table (the hidden row id stays out of sight).
-pub(crate) fn table_columns(def: &TableDef, alias: Option<&str>) -> Vec<ColumnRef> {
-    let t = alias.unwrap_or(&def.name).to_lowercase();
-    def.columns
-        .iter()
-        .map(|c| ColumnRef {
-            table: if c.name == HIDDEN_ROW_ID {
-                String::new()
-            } else {
-                t.clone()
-            },
-            name: if c.name == HIDDEN_ROW_ID {
-                String::new()
-            } else {
-                c.name.to_lowercase()
-            },
-            ty: Some(c.ty.clone()),
-            qualified_only: false,
-        })
-        .collect()
-}
-
-/// Whether a row satisfies a WHERE clause (no clause: every row).
-pub(crate) fn row_matches(
-    selection: Option<&Expr>,
-    columns: &[ColumnRef],
-    row: &[Value],
-    ctx: &super::expr::Ctx<'_>,
-) -> Result<bool> {
-    match selection {
-        None => Ok(true),
-        Some(w) => Ok(truthy(&eval(
-            w,
-            &Scope {
-                columns,
-                row,
-                aggregates: None,
-                place: "where clause",
-            },
-            ctx,
-        )?) == Some(true)),
-    }
-}
-
-/// The rows that satisfy a WHERE clause, in order (no clause: all of them).
-fn keep_matching(
-    selection: Option<&Expr>,
-    columns: &[ColumnRef],
-    rows: Vec<Vec<Value>>,
-    ctx: &super::expr::Ctx<'_>,
-) -> Result<Vec<Vec<Value>>> {
-    if selection.is_none() {
-        return Ok(rows);
-    }
-    let mut kept = Vec::with_capacity(rows.len());
-    for r in rows {
-        if row_matches(selection, columns, &r, ctx)? {
-            kept.push(r);
-        }
-    }
-    Ok(kept)
-}
-
 /// A query's ORDER BY terms: expression and whether descending.
 fn order_terms(q: &Query) -> Result<Vec<(&Expr, bool)>> {
     match q.order_by.as_ref().map(|o| &o.kind) {
@@ -330,6 +253,7 @@ fn order_terms(q: &Query) -> Result<Vec<(&Expr, bool)>> {
 }
 
 impl SqlSession {
+    /// A query statement's result set (`text` is the statement's text, for column names).
     pub(crate) fn query(&mut self, q: &Query, text: &str) -> Result<Outcome> {
         let rows = self.run_query(q, text)?;
         Ok(Outcome::Rows(ResultSet {
@@ -456,6 +380,9 @@ impl SqlSession {
         Ok(rows)
     }
 
+    /// The rows of a query: a SELECT (over one table, none, or joined tables), a
+    /// parenthesised query or a set operation. `text` is the query's text as written, which
+    /// names the result's columns.
     pub(crate) fn run_query(&self, q: &Query, text: &str) -> Result<Rows> {
         let select: &Select = match q.body.as_ref() {
             SetExpr::Select(s) => s,
@@ -582,15 +509,7 @@ impl SqlSession {
             }
             keyed.push((row, keys));
         }
-        let desc: Vec<bool> = order.iter().map(|(_, d)| *d).collect();
-        sort_keyed(&mut keyed, &desc, ctx.tz);
-        let (limit, offset) = limits(q, &ctx)?;
-        result.rows = keyed
-            .into_iter()
-            .skip(offset)
-            .take(limit.unwrap_or(usize::MAX))
-            .map(|(v, _)| v)
-            .collect();
+        result.rows = ordered_page(keyed, &order, q, &ctx)?;
         Ok(result)
     }
 
@@ -659,51 +578,67 @@ impl SqlSession {
         columns: Vec<ColumnRef>,
         source_rows: Vec<Vec<Value>>,
     ) -> Result<Rows> {
-        let SelectFrom { tables: from, star } = from;
-        // Projection: (header, expression or column slot, type).
-        let mut items: Vec<(String, Item<'_>, Option<ColumnType>)> = Vec::new();
-        let item_texts = select_list_texts(text).filter(|t| t.len() == select.projection.len());
+        let outputs = self.select_list(text, select, &from, &columns)?;
+        let order = order_terms(q)?;
+        let aggs = aggregate_calls(&outputs, select.having.as_ref(), &order);
+        let group_by: Vec<&Expr> = match &select.group_by {
+            GroupByExpr::Expressions(v, _) => v.iter().collect(),
+            GroupByExpr::All(_) => return Err(Error::unsupported("GROUP BY ALL")),
+        };
+        let ctx = self.ctx();
+        let shaper = OutputRows::new(&outputs, &columns, select.having.as_ref(), &order, &ctx);
+        let mut out = if !group_by.is_empty() || !aggs.is_empty() {
+            shaper.per_group(source_rows, &group_by, &aggs)?
+        } else {
+            shaper.per_row(&source_rows)?
+        };
+        if matches!(select.distinct, Some(Distinct::Distinct)) {
+            dedupe(&mut out, |(v, _)| v.as_slice(), ctx.tz);
+        }
+        let rows = ordered_page(out, &order, q, &ctx)?;
+        Ok(Rows {
+            columns: outputs.iter().map(|o| o.header.clone()).collect(),
+            types: outputs.into_iter().map(|o| o.ty).collect(),
+            rows,
+        })
+    }
+
+    /// The columns of a SELECT's result, from its select list: headers as MySQL names them,
+    /// and `*` and `t.*` expanded.
+    fn select_list<'q>(
+        &self,
+        text: &str,
+        select: &'q Select,
+        from: &SelectFrom,
+        columns: &[ColumnRef],
+    ) -> Result<Vec<OutputColumn<'q>>> {
+        let mut outputs = Vec::new();
+        let written = select_list_texts(text).filter(|t| t.len() == select.projection.len());
         for (n, item) in select.projection.iter().enumerate() {
             match item {
-                SelectItem::UnnamedExpr(e) => {
-                    let header = match e {
-                        Expr::Value(v) => match &v.value {
-                            sqlparser::ast::Value::SingleQuotedString(s) => s.clone(),
-                            _ => item_texts
-                                .as_ref()
-                                .map(|t| t[n].clone())
-                                .or_else(|| source_text(text, e))
-                                .unwrap_or_else(|| e.to_string()),
-                        },
-                        // MySQL names a qualified column by the column alone.
-                        Expr::CompoundIdentifier(parts) if !parts.is_empty() => {
-                            parts[parts.len() - 1].value.clone()
-                        }
-                        _ => item_texts
-                            .as_ref()
-                            .map(|t| t[n].clone())
-                            .or_else(|| source_text(text, e))
-                            .unwrap_or_else(|| e.to_string()),
-                    };
-                    items.push((header, Item::Expr(e), self.expr_type(e, &columns)));
-                }
-                SelectItem::ExprWithAlias { expr, alias } => items.push((
-                    alias.value.clone(),
-                    Item::Expr(expr),
-                    self.expr_type(expr, &columns),
-                )),
+                SelectItem::UnnamedExpr(e) => outputs.push(OutputColumn {
+                    header: item_header(text, e, written.as_ref().map(|t| t[n].as_str())),
+                    item: Item::Expr(e),
+                    ty: self.expr_type(e, columns),
+                }),
+                SelectItem::ExprWithAlias { expr, alias } => outputs.push(OutputColumn {
+                    header: alias.value.clone(),
+                    item: Item::Expr(expr),
+                    ty: self.expr_type(expr, columns),
+                }),
                 SelectItem::Wildcard(_) => {
-                    if from.is_empty() {
+                    if from.tables.is_empty() {
                         return Err(Error::new(code::ER_NO_TABLES_USED, "No tables used"));
                     }
-                    match &star {
-                        Some(star) => items.extend(
-                            star.iter()
-                                .map(|(s, n, t)| (n.clone(), Item::Slot(*s), t.clone())),
-                        ),
+                    match &from.star {
+                        Some(star) => outputs.extend(star.iter().map(|(s, n, t)| OutputColumn {
+                            header: n.clone(),
+                            item: Item::Slot(*s),
+                            ty: t.clone(),
+                        })),
                         None => {
-                            for t in &from {
-                                push_columns(&mut items, t);
+                            for t in &from.tables {
+                                push_columns(&mut outputs, t);
                             }
                         }
                     }
@@ -711,194 +646,11 @@ impl SqlSession {
                 SelectItem::QualifiedWildcard(
                     SelectItemQualifiedWildcardKind::ObjectName(n),
                     _,
-                ) => {
-                    let (_, name) = split_name(n)?;
-                    let name_l = name.to_lowercase();
-                    // One table: its real name works too, as in `SELECT t.* FROM t`.
-                    let t = from
-                        .iter()
-                        .find(|t| {
-                            t.alias == name_l
-                                || (from.len() == 1 && t.name.eq_ignore_ascii_case(&name))
-                        })
-                        .ok_or_else(|| {
-                            Error::new(code::ER_BAD_TABLE_ERROR, format!("Unknown table '{name}'"))
-                        })?;
-                    push_columns(&mut items, t);
-                }
+                ) => push_columns(&mut outputs, qualified_table(&from.tables, n)?),
                 other => return Err(Error::unsupported(format!("select item {other}"))),
             }
         }
-
-        let mut aggs: Vec<&Function> = Vec::new();
-        for (_, it, _) in &items {
-            if let Item::Expr(e) = it {
-                collect_aggregates(e, &mut aggs);
-            }
-        }
-        if let Some(h) = &select.having {
-            collect_aggregates(h, &mut aggs);
-        }
-        let order_exprs = order_terms(q)?;
-        for (e, _) in &order_exprs {
-            collect_aggregates(e, &mut aggs);
-        }
-        let group_by: Vec<&Expr> = match &select.group_by {
-            GroupByExpr::Expressions(v, _) => v.iter().collect(),
-            GroupByExpr::All(_) => return Err(Error::unsupported("GROUP BY ALL")),
-        };
-        let ctx = self.ctx();
-        let grouped = !group_by.is_empty() || !aggs.is_empty();
-
-        // Each output row: (projected values, values for ORDER BY).
-        let mut out: Vec<(Vec<Value>, Vec<Value>)> = Vec::new();
-        let aliases: HashMap<String, usize> = items
-            .iter()
-            .enumerate()
-            .map(|(i, (h, _, _))| (h.to_lowercase(), i))
-            .collect();
-        let emit = |row: &[Value],
-                    agg: Option<&HashMap<String, Value>>,
-                    out: &mut Vec<(Vec<Value>, Vec<Value>)>|
-         -> Result<()> {
-            let scope = Scope {
-                columns: &columns,
-                row,
-                aggregates: agg,
-                place: "field list",
-            };
-            let mut vals = Vec::with_capacity(items.len());
-            for (_, it, _) in &items {
-                vals.push(match it {
-                    Item::Expr(e) => eval(e, &scope, &ctx)?,
-                    Item::Slot(i) => row[*i].clone(),
-                });
-            }
-            if let Some(h) = &select.having {
-                let hscope = Scope {
-                    columns: &columns,
-                    row,
-                    aggregates: agg,
-                    place: "having clause",
-                };
-                let hv = match eval(h, &hscope, &ctx) {
-                    Err(e) if e.code == code::ER_BAD_FIELD_ERROR => {
-                        // HAVING may name select aliases.
-                        let alias_cols: Vec<ColumnRef> = items
-                            .iter()
-                            .map(|(h, _, _)| ColumnRef {
-                                table: String::new(),
-                                name: h.to_lowercase(),
-                                ty: None,
-                                qualified_only: false,
-                            })
-                            .collect();
-                        eval(
-                            h,
-                            &Scope {
-                                columns: &alias_cols,
-                                row: &vals,
-                                aggregates: agg,
-                                place: "having clause",
-                            },
-                            &ctx,
-                        )?
-                    }
-                    other => other?,
-                };
-                if truthy(&hv) != Some(true) {
-                    return Ok(());
-                }
-            }
-            let scope = Scope {
-                columns: &columns,
-                row,
-                aggregates: agg,
-                place: "order clause",
-            };
-            let mut keys = Vec::with_capacity(order_exprs.len());
-            for (e, _) in &order_exprs {
-                let by_alias = match e {
-                    Expr::Identifier(i) => aliases
-                        .get(&i.value.to_lowercase())
-                        .copied()
-                        .filter(|_| super::expr::resolve(&scope, None, &i.value).is_err()),
-                    Expr::Value(v) => match &v.value {
-                        sqlparser::ast::Value::Number(n, _) => n
-                            .parse::<usize>()
-                            .ok()
-                            .filter(|&p| p >= 1 && p <= vals.len())
-                            .map(|p| p - 1),
-                        _ => None,
-                    },
-                    _ => None,
-                };
-                keys.push(match by_alias {
-                    Some(i) => vals[i].clone(),
-                    None => eval(e, &scope, &ctx)?,
-                });
-            }
-            out.push((vals, keys));
-            Ok(())
-        };
-
-        if grouped {
-            let mut groups: Vec<(Key, Vec<Vec<Value>>)> = Vec::new();
-            let mut index: HashMap<Key, usize> = HashMap::new();
-            for r in source_rows {
-                let scope = Scope {
-                    columns: &columns,
-                    row: &r,
-                    aggregates: None,
-                    place: "group statement",
-                };
-                let key = Key(group_by
-                    .iter()
-                    .map(|g| eval(g, &scope, &ctx))
-                    .collect::<Result<_>>()?);
-                match index.get(&key) {
-                    Some(&i) => groups[i].1.push(r),
-                    None => {
-                        index.insert(key.clone(), groups.len());
-                        groups.push((key, vec![r]));
-                    }
-                }
-            }
-            if groups.is_empty() && group_by.is_empty() {
-                groups.push((Key(vec![]), vec![]));
-            }
-            for (_, rows) in &groups {
-                let mut values = HashMap::new();
-                for f in &aggs {
-                    values.insert(f.to_string(), aggregate(f, rows, &columns, &ctx)?);
-                }
-                let empty = vec![Value::Null; columns.len()];
-                let rep = rows.first().unwrap_or(&empty);
-                emit(rep, Some(&values), &mut out)?;
-            }
-        } else {
-            for r in &source_rows {
-                emit(r, None, &mut out)?;
-            }
-        }
-
-        if matches!(select.distinct, Some(Distinct::Distinct)) {
-            dedupe(&mut out, |(v, _)| v.as_slice(), ctx.tz);
-        }
-        let desc: Vec<bool> = order_exprs.iter().map(|(_, d)| *d).collect();
-        sort_keyed(&mut out, &desc, ctx.tz);
-        let (limit, offset) = limits(q, &ctx)?;
-        let rows: Vec<Vec<Value>> = out
-            .into_iter()
-            .skip(offset)
-            .take(limit.unwrap_or(usize::MAX))
-            .map(|(v, _)| v)
-            .collect();
-        Ok(Rows {
-            columns: items.iter().map(|(h, _, _)| h.clone()).collect(),
-            types: items.into_iter().map(|(_, _, t)| t).collect(),
-            rows,
-        })
+        Ok(outputs)
     }
 
     /// The column type behind an expression that is a bare column reference.
@@ -910,11 +662,11 @@ impl SqlSession {
             place: "field list",
         };
         match e {
-            Expr::Identifier(i) => super::expr::resolve(&scope, None, &i.value)
+            Expr::Identifier(i) => resolve(&scope, None, &i.value)
                 .ok()
                 .and_then(|s| columns[s].ty.clone()),
             Expr::CompoundIdentifier(p) if p.len() >= 2 => {
-                super::expr::resolve(&scope, Some(&p[p.len() - 2].value), &p[p.len() - 1].value)
+                resolve(&scope, Some(&p[p.len() - 2].value), &p[p.len() - 1].value)
                     .ok()
                     .and_then(|s| columns[s].ty.clone())
             }
@@ -939,11 +691,288 @@ impl SqlSession {
     }
 }
 
+/// The header MySQL gives an unaliased select item: a string literal's value, a qualified
+/// column's name alone, anything else as written (`written`, the item's text in the
+/// statement, when known).
+fn item_header(text: &str, e: &Expr, written: Option<&str>) -> String {
+    let as_written = || {
+        written
+            .map(str::to_string)
+            .or_else(|| source_text(text, e))
+            .unwrap_or_else(|| e.to_string())
+    };
+    match e {
+        Expr::Value(v) => match &v.value {
+            sqlparser::ast::Value::SingleQuotedString(s) => s.clone(),
+            _ => as_written(),
+        },
+        // MySQL names a qualified column by the column alone.
+        Expr::CompoundIdentifier(parts) if !parts.is_empty() => {
+            parts[parts.len() - 1].value.clone()
+        }
+        _ => as_written(),
+    }
+}
+
+/// The table `name.*` names: by alias, or, with one table, by its real name too (as in
+/// `SELECT t.* FROM t`).
+fn qualified_table<'t>(tables: &'t [FromTable], name: &ObjectName) -> Result<&'t FromTable> {
+    let (_, name) = split_name(name)?;
+    let name_l = name.to_lowercase();
+    tables
+        .iter()
+        .find(|t| t.alias == name_l || (tables.len() == 1 && t.name.eq_ignore_ascii_case(&name)))
+        .ok_or_else(|| Error::new(code::ER_BAD_TABLE_ERROR, format!("Unknown table '{name}'")))
+}
+
+/// The aggregate calls a SELECT computes per group: those of its select list, then of
+/// HAVING, then of ORDER BY.
+fn aggregate_calls<'a>(
+    outputs: &[OutputColumn<'a>],
+    having: Option<&'a Expr>,
+    order: &[(&'a Expr, bool)],
+) -> Vec<&'a Function> {
+    let mut aggs: Vec<&Function> = Vec::new();
+    for o in outputs {
+        if let Item::Expr(e) = o.item {
+            collect_aggregates(e, &mut aggs);
+        }
+    }
+    if let Some(h) = having {
+        collect_aggregates(h, &mut aggs);
+    }
+    for (e, _) in order {
+        collect_aggregates(e, &mut aggs);
+    }
+    aggs
+}
+
+/// The rows of each group, groups in the order their first row came (no GROUP BY: one group
+/// of every row, even of none).
+fn groups(
+    source_rows: Vec<Vec<Value>>,
+    group_by: &[&Expr],
+    columns: &[ColumnRef],
+    ctx: &Ctx<'_>,
+) -> Result<Vec<Vec<Vec<Value>>>> {
+    let mut groups: Vec<Vec<Vec<Value>>> = Vec::new();
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    for r in source_rows {
+        let scope = Scope {
+            columns,
+            row: &r,
+            aggregates: None,
+            place: "group statement",
+        };
+        let key = Key(group_by
+            .iter()
+            .map(|g| eval(g, &scope, ctx))
+            .collect::<Result<_>>()?);
+        match index.get(&key) {
+            Some(&i) => groups[i].push(r),
+            None => {
+                index.insert(key, groups.len());
+                groups.push(vec![r]);
+            }
+        }
+    }
+    if groups.is_empty() && group_by.is_empty() {
+        groups.push(vec![]);
+    }
+    Ok(groups)
+}
+
+/// Makes output rows of source rows (or of groups): the select list's values, kept where
+/// HAVING holds, with their ORDER BY keys.
+struct OutputRows<'a> {
+    outputs: &'a [OutputColumn<'a>],
+    columns: &'a [ColumnRef],
+    having: Option<&'a Expr>,
+    order: &'a [(&'a Expr, bool)],
+    /// Each output column's position by its header, lower-cased (ORDER BY may name them).
+    aliases: HashMap<String, usize>,
+    ctx: &'a Ctx<'a>,
+}
+
+impl<'a> OutputRows<'a> {
+    fn new(
+        outputs: &'a [OutputColumn<'a>],
+        columns: &'a [ColumnRef],
+        having: Option<&'a Expr>,
+        order: &'a [(&'a Expr, bool)],
+        ctx: &'a Ctx<'a>,
+    ) -> OutputRows<'a> {
+        let aliases = outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| (o.header.to_lowercase(), i))
+            .collect();
+        OutputRows {
+            outputs,
+            columns,
+            having,
+            order,
+            aliases,
+            ctx,
+        }
+    }
+
+    /// One output row per source row.
+    fn per_row(&self, source_rows: &[Vec<Value>]) -> Result<Vec<KeyedRow>> {
+        let mut out = Vec::new();
+        for r in source_rows {
+            self.emit(r, None, &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// One output row per group: its aggregates computed over its rows, everything else
+    /// read from its first row (NULLs for an empty group).
+    fn per_group(
+        &self,
+        source_rows: Vec<Vec<Value>>,
+        group_by: &[&Expr],
+        aggs: &[&Function],
+    ) -> Result<Vec<KeyedRow>> {
+        let mut out = Vec::new();
+        for rows in groups(source_rows, group_by, self.columns, self.ctx)? {
+            let mut values = HashMap::new();
+            for f in aggs {
+                values.insert(f.to_string(), aggregate(f, &rows, self.columns, self.ctx)?);
+            }
+            let empty = vec![Value::Null; self.columns.len()];
+            let rep = rows.first().unwrap_or(&empty);
+            self.emit(rep, Some(&values), &mut out)?;
+        }
+        Ok(out)
+    }
+
+    /// Adds the output row of `row` to `out`, unless HAVING rejects it.
+    fn emit(
+        &self,
+        row: &[Value],
+        agg: Option<&HashMap<String, Value>>,
+        out: &mut Vec<KeyedRow>,
+    ) -> Result<()> {
+        let vals = self.project(row, agg)?;
+        if !self.having_holds(row, agg, &vals)? {
+            return Ok(());
+        }
+        let keys = self.order_keys(row, agg, &vals)?;
+        out.push((vals, keys));
+        Ok(())
+    }
+
+    /// The select list's values for `row`.
+    fn project(&self, row: &[Value], agg: Option<&HashMap<String, Value>>) -> Result<Vec<Value>> {
+        let scope = Scope {
+            columns: self.columns,
+            row,
+            aggregates: agg,
+            place: "field list",
+        };
+        let mut vals = Vec::with_capacity(self.outputs.len());
+        for o in self.outputs {
+            vals.push(match o.item {
+                Item::Expr(e) => eval(e, &scope, self.ctx)?,
+                Item::Slot(i) => row[i].clone(),
+            });
+        }
+        Ok(vals)
+    }
+
+    /// Whether HAVING (if any) holds for `row`, whose output values are `vals`. HAVING may
+    /// name the select list's aliases where it names no column.
+    fn having_holds(
+        &self,
+        row: &[Value],
+        agg: Option<&HashMap<String, Value>>,
+        vals: &[Value],
+    ) -> Result<bool> {
+        let Some(h) = self.having else {
+            return Ok(true);
+        };
+        let hscope = Scope {
+            columns: self.columns,
+            row,
+            aggregates: agg,
+            place: "having clause",
+        };
+        let hv = match eval(h, &hscope, self.ctx) {
+            Err(e) if e.code == code::ER_BAD_FIELD_ERROR => {
+                let alias_cols: Vec<ColumnRef> = self
+                    .outputs
+                    .iter()
+                    .map(|o| ColumnRef {
+                        table: String::new(),
+                        name: o.header.to_lowercase(),
+                        ty: None,
+                        qualified_only: false,
+                    })
+                    .collect();
+                eval(
+                    h,
+                    &Scope {
+                        columns: &alias_cols,
+                        row: vals,
+                        aggregates: agg,
+                        place: "having clause",
+                    },
+                    self.ctx,
+                )?
+            }
+            other => other?,
+        };
+        Ok(truthy(&hv) == Some(true))
+    }
+
+    /// The ORDER BY keys of `row`: a select-list alias that names no column, or a position,
+    /// reads the output value; anything else is evaluated over the row.
+    fn order_keys(
+        &self,
+        row: &[Value],
+        agg: Option<&HashMap<String, Value>>,
+        vals: &[Value],
+    ) -> Result<Vec<Value>> {
+        let scope = Scope {
+            columns: self.columns,
+            row,
+            aggregates: agg,
+            place: "order clause",
+        };
+        let mut keys = Vec::with_capacity(self.order.len());
+        for (e, _) in self.order {
+            let by_alias = match e {
+                Expr::Identifier(i) => self
+                    .aliases
+                    .get(&i.value.to_lowercase())
+                    .copied()
+                    .filter(|_| resolve(&scope, None, &i.value).is_err()),
+                Expr::Value(v) => match &v.value {
+                    sqlparser::ast::Value::Number(n, _) => n
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|&p| p >= 1 && p <= vals.len())
+                        .map(|p| p - 1),
+                    _ => None,
+                },
+                _ => None,
+            };
+            keys.push(match by_alias {
+                Some(i) => vals[i].clone(),
+                None => eval(e, &scope, self.ctx)?,
+            });
+        }
+        Ok(keys)
+    }
+}
+
+/// An aggregate's value over a group's rows.
 fn aggregate(
     f: &Function,
     rows: &[Vec<Value>],
     columns: &[ColumnRef],
-    ctx: &super::expr::Ctx<'_>,
+    ctx: &Ctx<'_>,
 ) -> Result<Value> {
     let name = f.name.to_string().to_ascii_uppercase();
     let FunctionArguments::List(list) = &f.args else {

@@ -14,7 +14,7 @@ fn quote(s: &str) -> String {
 }
 
 /// `CREATE TABLE ...` exactly as MySQL 8 prints it for an NDB table.
-pub fn show_create_table(def: &TableDef) -> String {
+fn show_create_table(def: &TableDef) -> String {
     let mut lines = Vec::new();
     for c in def.columns.iter().filter(|c| c.name != HIDDEN_ROW_ID) {
         let mut l = format!("  `{}` {}", c.name, c.ty.sql());
@@ -100,7 +100,7 @@ pub fn show_create_table(def: &TableDef) -> String {
 
 /// `ndbinfo.memory_per_fragment` as ringrep can answer it: one row per table with the rows it
 /// stores (meta rows and expired rows not purged yet included) as `fixed_elem_count`.
-pub fn memory_per_fragment(engine: &ringrep_engine::Engine) -> (TableDef, Vec<Vec<Value>>) {
+pub(crate) fn memory_per_fragment(engine: &ringrep_engine::Engine) -> (TableDef, Vec<Vec<Value>>) {
     use binlog_format::schema::{ColumnDef, IntWidth};
     let col = |name: &str, ty| ColumnDef {
         name: name.into(),
@@ -148,7 +148,7 @@ pub fn memory_per_fragment(engine: &ringrep_engine::Engine) -> (TableDef, Vec<Ve
 }
 
 /// DESCRIBE / SHOW COLUMNS rows: Field, Type, Null, Key, Default, Extra (MySQL 8's format).
-pub fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
+fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
     let first_of = |kind: IndexKind, c: usize| {
         def.indexes
             .iter()
@@ -209,6 +209,7 @@ pub fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
 }
 
 impl SqlSession {
+    /// DESCRIBE and SHOW COLUMNS.
     pub(crate) fn describe(&mut self, name: &ObjectName) -> Result<Outcome> {
         let (db, t) = split_name(name)?;
         let def = self.session.table_def(db.as_deref(), &t)?;
@@ -218,6 +219,7 @@ impl SqlSession {
         ))
     }
 
+    /// SHOW CREATE TABLE (other objects are not supported).
     pub(crate) fn show_create(
         &mut self,
         kind: ShowCreateObject,
@@ -236,6 +238,7 @@ impl SqlSession {
         }
     }
 
+    /// SHOW TABLES of the current database, sorted by name.
     pub(crate) fn show_tables(&mut self) -> Result<Outcome> {
         let db = self.session.current_db()?;
         let mut names: Vec<String> = self
@@ -252,6 +255,7 @@ impl SqlSession {
         ))
     }
 
+    /// `SHOW VARIABLES [LIKE 'pattern']`.
     pub(crate) fn show_variables(
         &mut self,
         filter: Option<&ShowStatementFilter>,

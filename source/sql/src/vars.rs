@@ -94,6 +94,8 @@ impl SqlSession {
         }
     }
 
+    /// SET of one or more variables, SET TIME_ZONE; SET NAMES and SET TRANSACTION are
+    /// accepted and ignored.
     pub(crate) fn set(&mut self, set: Set) -> Result<Outcome> {
         let assignments: Vec<(String, Expr)> = match set {
             Set::SingleAssignment {
@@ -121,7 +123,10 @@ impl SqlSession {
         Ok(Outcome::Ok)
     }
 
-    pub fn set_variable(&mut self, name: &str, v: Value) -> Result<()> {
+    /// Sets a variable: `@name` is a user variable, anything else a session variable (an
+    /// `@@`, `session.`, `global.` or `local.` prefix is dropped). The MySQL variables in
+    /// [`ACCEPTED`] are taken and ignored; any other unknown name is an error.
+    fn set_variable(&mut self, name: &str, v: Value) -> Result<()> {
         let raw = name.trim_matches('`');
         if let Some(user) = raw.strip_prefix('@').filter(|u| !u.starts_with('@')) {
             self.user_vars.insert(user.to_lowercase(), v);

@@ -5,11 +5,24 @@ use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 use ringrep_kafka::KafkaSettings;
 
+/// A broker for one test: a real one, or a mock cluster that lives as long as this value.
 pub struct Broker {
+    /// The mock cluster, when no real broker was named.
     pub mock: Option<MockCluster<'static, DefaultProducerContext>>,
+    /// The bootstrap servers to give clients.
     pub servers: String,
 }
 
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("servers", &self.servers)
+            .field("mock", &self.mock.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The broker `RINGREP_TEST_KAFKA_BROKERS` names, else a fresh mock cluster.
 pub fn broker() -> Broker {
     match std::env::var("RINGREP_TEST_KAFKA_BROKERS") {
         Ok(servers) if !servers.is_empty() => Broker {

@@ -9,8 +9,10 @@ use ringrep_engine::clock::ManualClock;
 use ringrep_engine::ddl::prepare_table;
 use ringrep_engine::{Engine, EngineConfig, Session};
 
+/// The time the tests' manual clocks start at (2023-11-14), in microseconds.
 pub const T0: i64 = 1_700_000_000_000_000;
 
+/// An engine configuration for tests: server id 1, no fsync, `clock`, no automatic snapshots.
 pub fn config(clock: &ManualClock) -> EngineConfig {
     let mut c = EngineConfig::new(1);
     c.sync = SyncPolicy::Never;
@@ -19,6 +21,7 @@ pub fn config(clock: &ManualClock) -> EngineConfig {
     c
 }
 
+/// Opens an engine in `dir` with [`config`].
 pub fn open(dir: &Path, clock: &ManualClock) -> Engine {
     Engine::open(dir, config(clock)).expect("open engine").0
 }
@@ -95,6 +98,7 @@ pub fn ring_table(name: &str, size: u32, ttl_secs: Option<u32>, unique: bool) ->
     prepare_table(def, None, false).expect("valid ring table")
 }
 
+/// Creates a prepared table in database `test`; returns its definition with its id.
 pub fn create(s: &mut Session, def: TableDef) -> TableDef {
     s.create_table(def.clone(), false).expect("create table");
     s.table_def(Some("test"), &def.name).expect("created")

@@ -11,10 +11,21 @@ use mysql_async::{Conn, OptsBuilder};
 
 /// A running node; killed when dropped.
 pub struct Node {
+    /// The node's process.
     pub child: Child,
+    /// The address it serves the MySQL protocol on.
     pub addr: SocketAddr,
     /// Every stderr line so far arrives here.
     pub log: mpsc::Receiver<String>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("pid", &self.child.id())
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for Node {
@@ -63,6 +74,7 @@ pub fn start(mut cmd: Command, marker: &str) -> Node {
     }
 }
 
+/// Client options for `user` at `addr`, over TCP.
 pub fn opts(addr: SocketAddr, user: &str, password: Option<&str>, db: Option<&str>) -> OptsBuilder {
     OptsBuilder::default()
         .ip_or_hostname(addr.ip().to_string())
@@ -73,6 +85,7 @@ pub fn opts(addr: SocketAddr, user: &str, password: Option<&str>, db: Option<&st
         .prefer_socket(false)
 }
 
+/// A root connection to the node at `addr`.
 pub async fn connect(addr: SocketAddr, db: Option<&str>) -> Conn {
     Conn::new(opts(addr, "root", None, db))
         .await
@@ -87,6 +100,7 @@ pub fn code(e: &mysql_async::Error) -> u16 {
     }
 }
 
+/// A two-thread tokio runtime for a test's clients.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

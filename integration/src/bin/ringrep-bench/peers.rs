@@ -23,22 +23,27 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use mysql_async::prelude::Queryable;
 
-use crate::workload::Rng;
+use integration::workload::Rng;
 
 /// Ring size of RB-1.
-pub const RING: u64 = 64;
+const RING: u64 = 64;
 
-/// The systems the benchmark knows.
+/// The systems the benchmark knows (`--systems` takes their [`SystemKind::name`]s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SystemKind {
+pub(crate) enum SystemKind {
+    /// ringrep: a `ringrep-source` primary and a `ringrep-applier` replica that this run starts.
     Ringrep,
+    /// MariaDB with binlog replication, per-key rings updated in place (started by `peers.sh`).
     Mariadb,
+    /// Redis streams capped with MAXLEN, `appendfsync always`, and a Redis replica.
     RedisAlways,
+    /// The same Redis pair with `appendfsync everysec`.
     RedisEverysec,
 }
 
 impl SystemKind {
-    pub fn name(self) -> &'static str {
+    /// The system's name in `--systems` and in the report.
+    fn name(self) -> &'static str {
         match self {
             SystemKind::Ringrep => "ringrep",
             SystemKind::Mariadb => "mariadb",
@@ -71,61 +76,82 @@ impl std::str::FromStr for SystemKind {
 
 /// What to run, and where the peers are.
 #[derive(Debug, Clone)]
-pub struct PeersOptions {
-    pub systems: Vec<SystemKind>,
-    pub clients: Vec<usize>,
-    pub warmup: Duration,
-    pub measure: Duration,
+pub(crate) struct PeersOptions {
+    /// The systems to measure, in this order.
+    pub(crate) systems: Vec<SystemKind>,
+    /// Client counts to measure each system at, in this order.
+    pub(crate) clients: Vec<usize>,
+    /// Load before each measured interval, not counted.
+    pub(crate) warmup: Duration,
+    /// Length of each measured interval.
+    pub(crate) measure: Duration,
     /// How long the replica is paused while the primary builds a backlog.
-    pub backlog: Duration,
-    pub prefixes: u64,
+    pub(crate) backlog: Duration,
+    /// Rings written by the load (the lag probe has one more of its own).
+    pub(crate) prefixes: u64,
     /// Data directories of ringrep's nodes (and the fsync probe) go here.
-    pub dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Where `ringrep-source` and `ringrep-applier` are.
-    pub bin_dir: PathBuf,
-    pub mariadb: (SocketAddr, SocketAddr),
-    pub redis: (SocketAddr, SocketAddr),
+    pub(crate) bin_dir: PathBuf,
+    /// MariaDB's primary and replica, as `peers.sh` started them.
+    pub(crate) mariadb: (SocketAddr, SocketAddr),
+    /// Redis's primary and replica, as `peers.sh` started them.
+    pub(crate) redis: (SocketAddr, SocketAddr),
 }
 
 /// One system at one client count.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Measurement {
-    pub system: &'static str,
-    pub clients: usize,
-    pub ops: u64,
-    pub ops_per_sec: f64,
-    pub op_p50_ms: f64,
-    pub op_p99_ms: f64,
-    /// CPU time (user + system) per operation, microseconds.
-    pub cpu_primary_us: f64,
-    pub cpu_replica_us: f64,
-    pub lag_p50_ms: f64,
-    pub lag_p99_ms: f64,
-    pub lag_samples: usize,
+struct Measurement {
+    system: &'static str,
+    clients: usize,
+    /// Operations acknowledged in the measured interval.
+    ops: u64,
+    ops_per_sec: f64,
+    /// Client-side latency of one operation: median, then 99th percentile.
+    op_p50_ms: f64,
+    op_p99_ms: f64,
+    /// CPU time (user + system) per operation, microseconds: the primary's process, then the
+    /// replica's.
+    cpu_primary_us: f64,
+    cpu_replica_us: f64,
+    /// Replica lag seen by the probe: median, 99th percentile, number of probes.
+    lag_p50_ms: f64,
+    lag_p99_ms: f64,
+    lag_samples: usize,
     /// Operations retried after a deadlock or lock-wait timeout.
-    pub retries: u64,
+    retries: u64,
 }
 
 /// A replica catching up from a backlog.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Catchup {
-    pub system: &'static str,
-    pub backlog_ops: u64,
-    pub secs: f64,
-    pub ops_per_sec: f64,
+struct Catchup {
+    system: &'static str,
+    /// Operations written while the replica was paused.
+    backlog_ops: u64,
+    /// From the replica's resumption to its showing a probe written after the backlog.
+    secs: f64,
+    /// The backlog and the probe over `secs`.
+    ops_per_sec: f64,
 }
 
+/// Everything a run measured, for [`markdown`] and the JSON report.
 #[derive(Debug, Default, serde::Serialize)]
-pub struct PeersReport {
-    pub fsyncs_per_sec: f64,
-    pub measurements: Vec<Measurement>,
-    pub catchups: Vec<Catchup>,
+pub(crate) struct PeersReport {
+    /// The disk's fsync rate under [`PeersOptions::dir`].
+    fsyncs_per_sec: f64,
+    /// One per system and client count, in the order run.
+    measurements: Vec<Measurement>,
+    /// One per system.
+    catchups: Vec<Catchup>,
     /// One line per system: how the final state was checked on both sides.
-    pub checks: Vec<String>,
+    checks: Vec<String>,
 }
 
 /// Runs every system of `opts` in turn; `progress` gets a line whenever a phase starts.
-pub fn run(opts: &PeersOptions, progress: &mut dyn FnMut(&str)) -> anyhow::Result<PeersReport> {
+pub(crate) fn run(
+    opts: &PeersOptions,
+    progress: &mut dyn FnMut(&str),
+) -> anyhow::Result<PeersReport> {
     let mut report = PeersReport {
         fsyncs_per_sec: fsync_rate(&opts.dir, Duration::from_secs(2))?,
         ..PeersReport::default()
@@ -180,7 +206,7 @@ pub fn run(opts: &PeersOptions, progress: &mut dyn FnMut(&str)) -> anyhow::Resul
 }
 
 /// The disk's fsync rate in `dir`: 200-byte appends, each followed by fdatasync.
-pub fn fsync_rate(dir: &Path, time: Duration) -> anyhow::Result<f64> {
+pub(crate) fn fsync_rate(dir: &Path, time: Duration) -> anyhow::Result<f64> {
     use std::io::Write;
     std::fs::create_dir_all(dir)?;
     let tmp = tempfile::tempdir_in(dir)?;
@@ -196,7 +222,7 @@ pub fn fsync_rate(dir: &Path, time: Duration) -> anyhow::Result<f64> {
 }
 
 /// The 150-byte payload of operation `n`.
-pub fn payload(n: u64) -> String {
+pub(crate) fn payload(n: u64) -> String {
     use std::fmt::Write;
     // Built in one allocation: the engine benchmarks spent 9% of their time here with
     // `format!` and `repeat`.
@@ -945,7 +971,7 @@ fn spawn_node(mut cmd: Command, marker: &str) -> anyhow::Result<(Child, SocketAd
 }
 
 /// The report as Markdown tables, for BENCHMARKS.md.
-pub fn markdown(r: &PeersReport) -> String {
+pub(crate) fn markdown(r: &PeersReport) -> String {
     let mut s = format!(
         "Disk: {:.0} fsyncs/s (200-byte appends, fdatasync each).\n\n",
         r.fsyncs_per_sec

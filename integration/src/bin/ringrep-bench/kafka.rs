@@ -1,0 +1,171 @@
+//! The relay's figures: its throughput to a broker, and the lag from a primary's commit to a
+//! replica fed through Kafka. Without `--brokers`, librdkafka's in-process mock cluster stands
+//! in for the broker.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use binlog_format::SyncPolicy;
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use ringrep_applier::verify::{verify, VerifyOptions};
+use ringrep_kafka::KafkaSettings;
+use ringrep_relay::Relay;
+
+use crate::replica::steady_rate;
+use crate::{insert_row, open};
+
+/// librdkafka's in-process mock cluster.
+type Mock = MockCluster<'static, DefaultProducerContext>;
+
+/// `kafka`: [`relay_throughput`] for a backlog of `txs` transactions, then
+/// [`lag_through_kafka`] at `rate` inserts/s for `seconds`, against `brokers` or, without
+/// them, a mock cluster.
+pub(crate) fn kafka_bench(
+    dir: &Path,
+    brokers: Option<String>,
+    txs: u64,
+    rate: u64,
+    seconds: u64,
+) -> anyhow::Result<()> {
+    let mock = match &brokers {
+        Some(_) => None,
+        None => Some(MockCluster::new(1)?),
+    };
+    let servers = match (&brokers, &mock) {
+        (Some(b), _) => b.clone(),
+        (None, Some(m)) => m.bootstrap_servers(),
+        (None, None) => unreachable!("one of the two is set"),
+    };
+    let broker_name = if mock.is_some() {
+        "librdkafka mock cluster (in process)"
+    } else {
+        servers.as_str()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+
+    let (t, c, secs) = relay_throughput(&rt, dir, &servers, mock.as_ref(), txs)?;
+    println!("kafka: broker {broker_name}");
+    println!(
+        "relay throughput: {t} transactions and {c} change records in {secs:.2} s = {:.0} tx/s, {:.0} records/s (startup and topic lookups included)",
+        t as f64 / secs,
+        (t + c) as f64 / secs
+    );
+
+    lag_through_kafka(&rt, dir, &servers, mock.as_ref(), rate, seconds)
+}
+
+/// Throughput: a primary writes `txs` single-row transactions, then a relay started from
+/// scratch relays them all. Returns the transactions and change records it produced, and the
+/// seconds from its start to the broker's acknowledgement of the last transaction.
+fn relay_throughput(
+    rt: &tokio::runtime::Runtime,
+    dir: &Path,
+    servers: &str,
+    mock: Option<&Mock>,
+    txs: u64,
+) -> anyhow::Result<(u64, u64, f64)> {
+    let (primary, def) = open(&dir.join("p1"), 1, SyncPolicy::Never, false)?;
+    let mut s = primary.session();
+    for n in 0..txs {
+        insert_row(&mut s, &def, n)?;
+    }
+    primary.sync()?;
+    let last = primary.last_seq();
+    let settings = kafka_settings(servers, mock, "throughput")?;
+    let relay = Relay::new(settings, &primary.binlog_dir(), None);
+    let stats = relay.stats.clone();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let start = Instant::now();
+    let task = rt.spawn(relay.run(stop_rx));
+    while stats.acked_seq.load(Ordering::Acquire) < last {
+        if task.is_finished() {
+            rt.block_on(task)??;
+            anyhow::bail!("the relay stopped before relaying seq {last}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let _ = stop_tx.send(true);
+    rt.block_on(task)??;
+    Ok((
+        stats.transactions.load(Ordering::Relaxed),
+        stats.change_records.load(Ordering::Relaxed),
+        secs,
+    ))
+}
+
+/// Lag: primary -> relay -> broker -> Kafka source -> replica, durable on both sides, at `rate`
+/// inserts/s for `seconds`; prints the median and 99th percentile and whether the replica
+/// converged.
+fn lag_through_kafka(
+    rt: &tokio::runtime::Runtime,
+    dir: &Path,
+    servers: &str,
+    mock: Option<&Mock>,
+    rate: u64,
+    seconds: u64,
+) -> anyhow::Result<()> {
+    let (primary, def) = open(&dir.join("p2"), 1, SyncPolicy::EveryCommit, false)?;
+    let (replica, _) = open(&dir.join("r2"), 2, SyncPolicy::EveryCommit, true)?;
+    let settings = kafka_settings(servers, mock, "lag")?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let relay = rt.spawn(
+        Relay::new(settings.clone(), &primary.binlog_dir(), primary.notifier()).run(stop_rx),
+    );
+    let k = settings.clone();
+    let source = rt.block_on(async {
+        tokio::task::spawn_blocking(move || ringrep_applier::KafkaSource::open(&k, 1)).await
+    })??;
+    let applier = steady_rate(
+        rt,
+        &primary,
+        &def,
+        &replica,
+        Box::new(source),
+        rate,
+        seconds,
+    )?;
+    let _ = stop_tx.send(true);
+    rt.block_on(relay)??;
+    let report = verify(&primary, &replica, &VerifyOptions::default(), &mut |_| {});
+    let ms = |v: Option<i64>| v.map_or(0.0, |us| us as f64 / 1000.0);
+    println!(
+        "lag through Kafka: {rate} inserts/s for {seconds} s, durable on both sides: p50 {:.2} ms, p99 {:.2} ms over {} transactions; converged: {}",
+        ms(applier.lag.percentile(50.0)),
+        ms(applier.lag.percentile(99.0)),
+        applier.lag.count(),
+        report.converged
+    );
+    Ok(())
+}
+
+/// Settings for one phase of the Kafka benchmark, under a topic prefix of its own
+/// (`bench-<phase>-<nanoseconds>`); on the mock cluster, which has no CreateTopics, its topics
+/// are created up front.
+fn kafka_settings(
+    brokers: &str,
+    mock: Option<&Mock>,
+    phase: &str,
+) -> anyhow::Result<KafkaSettings> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos();
+    let prefix = format!("bench-{phase}-{nanos}");
+    if let Some(m) = mock {
+        m.create_topic(&format!("{prefix}.replication"), 1, 1)?;
+        m.create_topic(&format!("{prefix}.test.user_events"), 6, 1)?;
+    }
+    Ok(KafkaSettings {
+        brokers: brokers.to_string(),
+        topic_prefix: prefix,
+        partitions: 6,
+        replication_factor: 1,
+        tombstones: false,
+        options: vec![],
+    })
+}
