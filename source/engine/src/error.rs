@@ -153,6 +153,8 @@ pub mod code {
     pub const ER_WRONG_FIELD_WITH_GROUP: Code = Code::new(1055, "42000");
     /// An aggregate where none is allowed.
     pub const ER_INVALID_GROUP_FUNC_USE: Code = Code::new(1111, "HY000");
+    /// A native function called with the wrong number of arguments.
+    pub const ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT: Code = Code::new(1582, "42000");
     /// An unknown function or procedure.
     pub const ER_SP_DOES_NOT_EXIST: Code = Code::new(1305, "42000");
     /// File not found (LOAD DATA INFILE).

@@ -262,9 +262,14 @@ fn unhex(h: &str) -> Option<Vec<u8>> {
     } else {
         h.to_string()
     };
-    (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&h[i..i + 2], 16).ok())
+    // Byte pairs, not string slices: a non-ASCII character is not a hex digit (and slicing
+    // through it would panic).
+    h.as_bytes()
+        .chunks(2)
+        .map(|pair| {
+            let digit = |b: u8| (b as char).to_digit(16);
+            Some((digit(pair[0])? * 16 + digit(pair[1])?) as u8)
+        })
         .collect()
 }
 

@@ -1137,7 +1137,10 @@ fn select_list_texts(text: &str) -> Option<Vec<String>> {
     .unwrap_or(body.len());
     let mut list = body[..end].trim();
     for modifier in ["DISTINCT ", "ALL ", "SQL_NO_CACHE ", "STRAIGHT_JOIN "] {
-        if list.len() >= modifier.len() && list[..modifier.len()].eq_ignore_ascii_case(modifier) {
+        if list
+            .get(..modifier.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(modifier))
+        {
             list = list[modifier.len()..].trim_start();
         }
     }

@@ -294,6 +294,7 @@ fn string_building(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Valu
             }
         }
         "CONCAT_WS" => {
+            at_least(name, args, 2)?;
             let sep = args.text(0);
             Value::Text(
                 args.0[1..]
@@ -503,6 +504,7 @@ fn choice(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
             }
         }
         "GREATEST" | "LEAST" => {
+            at_least(name, args, 2)?;
             if args.any_null() {
                 Value::Null
             } else {
@@ -533,4 +535,15 @@ fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>
         "SLEEP" => Value::Int(0),
         _ => return Ok(None),
     }))
+}
+
+/// Error 1582 unless `name` got at least `n` arguments, as MySQL checks native functions.
+fn at_least(name: &str, args: &Args, n: usize) -> Result<()> {
+    if args.0.len() < n {
+        return Err(Error::new(
+            code::ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT,
+            format!("Incorrect parameter count in the call to native function '{name}'"),
+        ));
+    }
+    Ok(())
 }
