@@ -153,6 +153,8 @@ pub mod code {
     pub const ER_WRONG_FIELD_WITH_GROUP: Code = Code::new(1055, "42000");
     /// An aggregate where none is allowed.
     pub const ER_INVALID_GROUP_FUNC_USE: Code = Code::new(1111, "HY000");
+    /// A client packet over `max_allowed_packet`; the connection is closed.
+    pub const ER_NET_PACKET_TOO_LARGE: Code = Code::new(1153, "08S01");
     /// A native function called with the wrong number of arguments.
     pub const ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT: Code = Code::new(1582, "42000");
     /// An unknown function or procedure.

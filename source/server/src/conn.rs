@@ -1,4 +1,5 @@
-//! One client connection: a SQL session behind the MySQL protocol.
+//! One client connection: the connection phase (greeting, TLS, authentication), then the
+//! client's commands, each statement run in the connection's own SQL session.
 //!
 //! Statements run on tokio's blocking pool (the engine waits on row locks), one at a time per
 //! connection, in the order the client sends them. Their commits are awaited here, on the
@@ -7,62 +8,418 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use opensrv_mysql::{
-    AsyncMysqlShim, Column, ColumnFlags, ColumnType, InitWriter, OkResponse, ParamParser,
-    QueryResultWriter, StatementMetaWriter, StatusFlags,
-};
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
 
-use super::wire::{self, Cell};
-use super::Shared;
+use super::protocol::{self, cap, status, ColumnDef, Cursor, Packets, ReadError};
+use super::wire::{self, ty, Cell};
+use super::{auth, Shared};
 use ringrep_engine::error::{code, Error};
 use ringrep_sql::{count_placeholders, Outcome, SqlSession};
 
-pub(super) struct Conn {
+/// The server version clients see (MySQL 8.0's protocol and behaviour).
+fn version() -> String {
+    format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// MySQL's default `max_allowed_packet`: the largest command a client may send.
+pub(crate) const MAX_ALLOWED_PACKET: usize = 64 << 20;
+
+/// Command bytes (`COM_*`).
+mod com {
+    pub(super) const QUIT: u8 = 0x01;
+    pub(super) const INIT_DB: u8 = 0x02;
+    pub(super) const QUERY: u8 = 0x03;
+    pub(super) const FIELD_LIST: u8 = 0x04;
+    pub(super) const STATISTICS: u8 = 0x09;
+    pub(super) const PING: u8 = 0x0e;
+    pub(super) const BINLOG_DUMP: u8 = 0x12;
+    pub(super) const REGISTER_SLAVE: u8 = 0x15;
+    pub(super) const STMT_PREPARE: u8 = 0x16;
+    pub(super) const STMT_EXECUTE: u8 = 0x17;
+    pub(super) const STMT_SEND_LONG_DATA: u8 = 0x18;
+    pub(super) const STMT_CLOSE: u8 = 0x19;
+    pub(super) const STMT_RESET: u8 = 0x1a;
+    pub(super) const SET_OPTION: u8 = 0x1b;
+    pub(super) const BINLOG_DUMP_GTID: u8 = 0x1e;
+    pub(super) const RESET_CONNECTION: u8 = 0x1f;
+}
+
+/// A prepared statement of the protocol (COM_STMT_PREPARE).
+struct Prepared {
+    text: String,
+    params: usize,
+    /// Parameter types from the last execution that sent them.
+    types: Vec<(u8, bool)>,
+    /// COM_STMT_SEND_LONG_DATA chunks, by parameter, for the next execution.
+    long_data: HashMap<u16, Vec<u8>>,
+}
+
+/// A connection's state: its session, its prepared statements, what it negotiated.
+struct Conn {
     shared: Arc<Shared>,
     id: u32,
-    salt: [u8; 20],
     /// `None` only while a statement runs on the blocking pool.
     sql: Option<SqlSession>,
-    /// Prepared statements (protocol-level) by id: their text and placeholder count.
-    statements: HashMap<u32, (String, usize)>,
+    statements: HashMap<u32, Prepared>,
     next_statement: u32,
-    /// Parameter descriptions handed to the client at PREPARE (all sent as strings).
-    param_columns: Vec<Column>,
+    /// The capabilities both sides have.
+    caps: u32,
+    /// Statements since the connection opened (COM_STATISTICS).
+    questions: u64,
+}
+
+/// What a statement left for the OK packet.
+#[derive(Debug, Clone, Copy, Default)]
+struct Done {
+    status: u16,
+    last_insert_id: u64,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.shared
+            .connections
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Serves one accepted connection until the client quits or the connection fails. The
+/// connection count (`Shared::connections`) was raised by the caller; it goes down when this
+/// returns.
+pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, id: u32) {
+    let _ = stream.set_nodelay(true);
+    let conn = Conn {
+        sql: Some(new_session(&shared)),
+        shared,
+        id,
+        statements: HashMap::new(),
+        next_statement: 1,
+        caps: 0,
+        questions: 0,
+    };
+    match start(conn, stream, peer).await {
+        Ok(()) => tracing::debug!(connection = id, "closed"),
+        Err(e) => tracing::debug!(connection = id, "closed: {e}"),
+    }
+}
+
+fn new_session(shared: &Shared) -> SqlSession {
+    let mut sql = SqlSession::new(&shared.engine);
+    // Commits return once logged; `Conn::run` awaits their durability before replying, so no
+    // thread sleeps in the group commit per statement.
+    sql.session.defer_durability = true;
+    sql
+}
+
+/// The greeting, then TLS if the client asks for it, then the rest on the stream it chose.
+async fn start(conn: Conn, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+    let salt = auth::new_salt()?;
+    let mut server_caps = cap::SERVER;
+    if conn.shared.tls.is_some() {
+        server_caps |= cap::SSL;
+    }
+    let mut packets = Packets::new(stream, MAX_ALLOWED_PACKET);
+    packets
+        .write(&protocol::greeting(&version(), conn.id, &salt, server_caps))
+        .await?;
+    packets.flush().await?;
+    let Some(first) = read_handshake(&mut packets).await? else {
+        return Ok(());
+    };
+    if protocol::is_ssl_request(&first) {
+        let Some(tls) = conn.shared.tls.clone() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "client asked for TLS, which was not offered",
+            ));
+        };
+        let tcp = packets.into_inner();
+        let stream = tokio_rustls::TlsAcceptor::from(tls).accept(tcp).await?;
+        tracing::debug!(connection = conn.id, "TLS");
+        let mut packets = Packets::new(stream, MAX_ALLOWED_PACKET);
+        let Some(response) = read_handshake(&mut packets).await? else {
+            return Ok(());
+        };
+        return conn
+            .session(packets, &response, &salt, server_caps, peer)
+            .await;
+    }
+    conn.session(packets, &first, &salt, server_caps, peer)
+        .await
+}
+
+async fn read_handshake<S: AsyncRead + AsyncWrite + Unpin>(
+    packets: &mut Packets<S>,
+) -> io::Result<Option<Vec<u8>>> {
+    match packets.read().await {
+        Ok(p) => Ok(p),
+        Err(ReadError::Io(e)) => Err(e),
+        Err(ReadError::TooLarge) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "handshake response over max_allowed_packet",
+        )),
+    }
 }
 
 impl Conn {
-    pub(super) fn new(shared: Arc<Shared>, id: u32, salt: [u8; 20]) -> Conn {
-        let mut sql = SqlSession::new(&shared.engine);
-        // Commits return once logged; `run_with` awaits their durability before replying, so
-        // no thread sleeps in the group commit per statement.
-        sql.session.defer_durability = true;
-        Conn {
-            shared,
-            id,
-            salt,
-            sql: Some(sql),
-            statements: HashMap::new(),
-            next_statement: 1,
-            param_columns: Vec::new(),
+    /// Authenticates the client, then serves its commands.
+    async fn session<S: AsyncRead + AsyncWrite + Unpin + Send>(
+        mut self,
+        mut packets: Packets<S>,
+        response: &[u8],
+        salt: &[u8; 20],
+        server_caps: u32,
+        peer: SocketAddr,
+    ) -> io::Result<()> {
+        let hello = protocol::parse_handshake_response(response)?;
+        self.caps = hello.caps & server_caps;
+        let mut answer = hello.auth;
+        let plugin = hello.plugin.as_deref().unwrap_or(protocol::NATIVE_PASSWORD);
+        if hello.caps & cap::PLUGIN_AUTH != 0 && plugin != protocol::NATIVE_PASSWORD {
+            // MySQL 8 clients answer for caching_sha2_password first: ask again.
+            packets.write(&protocol::auth_switch(salt)).await?;
+            packets.flush().await?;
+            answer = match read_handshake(&mut packets).await? {
+                Some(a) => a,
+                None => return Ok(()),
+            };
+        }
+        if !self.shared.accounts.check(&hello.user, salt, &answer) {
+            tracing::warn!(connection = self.id, user = %hello.user, %peer, "authentication failed");
+            let message = format!(
+                "Access denied for user '{}'@'{}' (using password: {})",
+                hello.user,
+                peer.ip(),
+                if answer.is_empty() { "NO" } else { "YES" }
+            );
+            let e = Error::new(code::ER_ACCESS_DENIED_ERROR, message);
+            packets.write(&wire::error(&e)).await?;
+            return packets.flush().await;
+        }
+        tracing::debug!(connection = self.id, user = %hello.user, "authenticated");
+        if let Some(db) = &hello.database {
+            if let Err(e) = self.run(use_statement(db), None).await {
+                packets.write(&wire::error(&e)).await?;
+                return packets.flush().await;
+            }
+        }
+        packets.write(&self.ok(0, self.done())).await?;
+        packets.flush().await?;
+        self.commands(packets).await
+    }
+
+    /// Serves commands until COM_QUIT or the end of the connection.
+    async fn commands<S: AsyncRead + AsyncWrite + Unpin + Send>(
+        mut self,
+        mut packets: Packets<S>,
+    ) -> io::Result<()> {
+        loop {
+            let payload = match packets.read().await {
+                Ok(Some(p)) => p,
+                Ok(None) => return Ok(()),
+                Err(ReadError::Io(e)) => return Err(e),
+                Err(ReadError::TooLarge) => {
+                    let e = packet_too_large();
+                    packets.write(&wire::error(&e)).await?;
+                    packets.flush().await?;
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, e.message));
+                }
+            };
+            let Some((&command, body)) = payload.split_first() else {
+                packets.write(&unknown_command()).await?;
+                packets.flush().await?;
+                continue;
+            };
+            if command == com::QUIT {
+                return Ok(());
+            }
+            self.command(&mut packets, command, body).await?;
+            packets.flush().await?;
         }
     }
 
-    /// Runs one statement on the blocking pool.
-    async fn run(&mut self, text: String) -> Result<(Outcome, OkResponse), Error> {
-        self.run_with(text, None).await
+    /// One command; its answer is queued on `packets`.
+    async fn command<S: AsyncRead + AsyncWrite + Unpin + Send>(
+        &mut self,
+        packets: &mut Packets<S>,
+        command: u8,
+        body: &[u8],
+    ) -> io::Result<()> {
+        match command {
+            com::QUERY => {
+                let text = String::from_utf8_lossy(body).into_owned();
+                tracing::trace!(connection = self.id, query = %text, "query");
+                let outcome = self.run(text, None).await;
+                self.reply(packets, outcome, false).await
+            }
+            com::INIT_DB => {
+                let db = String::from_utf8_lossy(body).into_owned();
+                let outcome = self.run(use_statement(&db), None).await;
+                self.reply(packets, outcome, false).await
+            }
+            com::PING => packets.write(&self.ok(0, self.done())).await,
+            com::FIELD_LIST => {
+                // Deprecated since MySQL 5.7; the mariadb client still sends it after USE to
+                // complete names. An empty field list is a valid answer.
+                packets.write(&self.end_of_rows(self.done())).await
+            }
+            com::STATISTICS => {
+                let text = format!(
+                    "Uptime: {}  Threads: {}  Questions: {}",
+                    self.shared.started.elapsed().as_secs(),
+                    self.shared
+                        .connections
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                    self.questions
+                );
+                packets.write(text.as_bytes()).await
+            }
+            com::STMT_PREPARE => self.prepare(packets, body).await,
+            com::STMT_EXECUTE => self.execute(packets, body).await,
+            com::STMT_SEND_LONG_DATA => {
+                // `stmt:4 param:2 data`; no answer, errors surface at execution.
+                let mut c = Cursor::new(body);
+                if let (Ok(stmt), Ok(param)) = (c.u32(), c.u16()) {
+                    if let Some(p) = self.statements.get_mut(&stmt) {
+                        p.long_data
+                            .entry(param)
+                            .or_default()
+                            .extend_from_slice(c.rest());
+                    }
+                }
+                Ok(())
+            }
+            com::STMT_CLOSE => {
+                if let Ok(stmt) = Cursor::new(body).u32() {
+                    self.statements.remove(&stmt);
+                }
+                Ok(())
+            }
+            com::STMT_RESET => {
+                let stmt = Cursor::new(body).u32().unwrap_or(0);
+                match self.statements.get_mut(&stmt) {
+                    Some(p) => {
+                        p.long_data.clear();
+                        packets.write(&self.ok(0, self.done())).await
+                    }
+                    None => {
+                        packets
+                            .write(&wire::error(&unknown_statement(stmt, "reset")))
+                            .await
+                    }
+                }
+            }
+            com::SET_OPTION => {
+                // Multi-statements on or off: ringrep runs one statement per text either way.
+                packets.write(&protocol::eof(self.done().status, 0)).await
+            }
+            com::RESET_CONNECTION => {
+                // A fresh session: the old one's transaction rolls back as it is dropped.
+                self.sql = Some(new_session(&self.shared));
+                self.statements.clear();
+                packets.write(&self.ok(0, self.done())).await
+            }
+            com::REGISTER_SLAVE | com::BINLOG_DUMP | com::BINLOG_DUMP_GTID => {
+                let e = Error::unsupported("the replication stream over the MySQL protocol");
+                packets.write(&wire::error(&e)).await
+            }
+            _ => packets.write(&unknown_command()).await,
+        }
+    }
+
+    /// COM_STMT_PREPARE: registers the text; parameters are described as strings and the
+    /// result's columns come with each execution.
+    async fn prepare<S: AsyncRead + AsyncWrite + Unpin + Send>(
+        &mut self,
+        packets: &mut Packets<S>,
+        body: &[u8],
+    ) -> io::Result<()> {
+        let text = String::from_utf8_lossy(body).into_owned();
+        let params = count_placeholders(&text);
+        let Ok(param_count) = u16::try_from(params) else {
+            let e = Error::new(code::ER_PARSE_ERROR, "too many placeholders");
+            return packets.write(&wire::error(&e)).await;
+        };
+        let id = self.next_statement;
+        self.next_statement = self.next_statement.wrapping_add(1).max(1);
+        self.statements.insert(
+            id,
+            Prepared {
+                text,
+                params,
+                types: Vec::new(),
+                long_data: HashMap::new(),
+            },
+        );
+        packets
+            .write(&protocol::prepare_ok(id, 0, param_count))
+            .await?;
+        if params > 0 {
+            let def = protocol::column_def(&ColumnDef {
+                name: "?".into(),
+                ty: ty::VAR_STRING,
+                flags: 0,
+                charset: protocol::UTF8MB4_GENERAL_CI,
+                length: 0,
+                decimals: 0,
+            });
+            for _ in 0..params {
+                packets.write(&def).await?;
+            }
+            if self.caps & cap::DEPRECATE_EOF == 0 {
+                packets.write(&protocol::eof(self.done().status, 0)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// COM_STMT_EXECUTE: `stmt:4 flags:1 iterations:4 params`; the answer is a binary result
+    /// set or OK.
+    async fn execute<S: AsyncRead + AsyncWrite + Unpin + Send>(
+        &mut self,
+        packets: &mut Packets<S>,
+        body: &[u8],
+    ) -> io::Result<()> {
+        let mut c = Cursor::new(body);
+        let stmt = c.u32()?;
+        c.take(1 + 4)?;
+        let Some(prepared) = self.statements.get_mut(&stmt) else {
+            return packets
+                .write(&wire::error(&unknown_statement(stmt, "execute")))
+                .await;
+        };
+        let values = match wire::params(
+            &mut c,
+            prepared.params,
+            &mut prepared.types,
+            &mut prepared.long_data,
+        ) {
+            Ok(v) => v,
+            Err(_) => {
+                let e = Error::new(
+                    code::ER_WRONG_ARGUMENTS,
+                    "Incorrect arguments to mysqld_stmt_execute",
+                );
+                return packets.write(&wire::error(&e)).await;
+            }
+        };
+        let text = prepared.text.clone();
+        let outcome = self.run(text, Some(values)).await;
+        self.reply(packets, outcome, true).await
     }
 
     /// Runs one statement on the blocking pool; with `params`, `text` is a prepared statement
     /// and they fill its placeholders.
-    async fn run_with(
+    async fn run(
         &mut self,
         text: String,
         params: Option<Vec<binlog_format::Value>>,
-    ) -> Result<(Outcome, OkResponse), Error> {
+    ) -> Result<(Outcome, Done), Error> {
+        self.questions += 1;
         let mut sql = self
             .sql
             .take()
@@ -89,178 +446,121 @@ impl Conn {
                 r = Err(e);
             }
         }
-        let mut status = StatusFlags::empty();
+        self.sql = Some(sql);
+        let done = self.done();
+        r.map(|o| (o, done))
+    }
+
+    /// The session's status flags and last insert id, for an OK or EOF packet.
+    fn done(&self) -> Done {
+        let Some(sql) = &self.sql else {
+            return Done::default();
+        };
+        let mut status = 0;
         if sql.session.vars.autocommit {
-            status |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+            status |= status::AUTOCOMMIT;
         }
         if sql.session.in_transaction() {
-            status |= StatusFlags::SERVER_STATUS_IN_TRANS;
+            status |= status::IN_TRANS;
         }
-        let ok = OkResponse {
-            status_flags: status,
+        Done {
+            status,
             last_insert_id: sql.last_insert_id,
-            ..Default::default()
-        };
-        self.sql = Some(sql);
-        r.map(|o| (o, ok))
-    }
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        self.shared
-            .connections
-            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-/// Sends a statement's outcome in whichever protocol the writer speaks.
-async fn reply<W: AsyncWrite + Send + Unpin>(
-    outcome: Result<(Outcome, OkResponse), Error>,
-    w: QueryResultWriter<'_, W>,
-) -> io::Result<()> {
-    match outcome {
-        Ok((Outcome::Rows(rs), _)) => {
-            let (columns, encodings) = wire::columns(&rs);
-            let mut rows = w.start(&columns).await?;
-            for row in &rs.rows {
-                for (i, value) in row.iter().enumerate() {
-                    rows.write_col(Cell {
-                        value,
-                        encoding: encodings[i],
-                        rs: &rs,
-                        column: i,
-                    })?;
-                }
-                rows.end_row().await?;
-            }
-            rows.finish().await
-        }
-        // The info line (`Records: 3  Duplicates: 0 ...`) is left out: opensrv-mysql writes it
-        // unprefixed to clients without CLIENT_SESSION_TRACK, which such clients (mysql_async)
-        // then fail to parse, losing the affected-row count with it.
-        Ok((Outcome::Affected { rows, info: _ }, ok)) => {
-            w.completed(OkResponse {
-                affected_rows: rows,
-                ..ok
-            })
-            .await
-        }
-        Ok((Outcome::Ok, ok)) => w.completed(ok).await,
-        Err(e) => {
-            let (kind, msg) = wire::error(&e);
-            w.error(kind, msg.as_bytes()).await
         }
     }
-}
 
-#[async_trait]
-impl<W: AsyncWrite + Send + Unpin> AsyncMysqlShim<W> for Conn {
-    type Error = io::Error;
-
-    fn version(&self) -> String {
-        format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))
+    fn ok(&self, affected: u64, done: Done) -> Vec<u8> {
+        protocol::ok(0, affected, done.last_insert_id, done.status, 0)
     }
 
-    fn connect_id(&self) -> u32 {
-        self.id
-    }
-
-    fn salt(&self) -> [u8; 20] {
-        self.salt
-    }
-
-    async fn authenticate(
-        &self,
-        auth_plugin: &str,
-        username: &[u8],
-        salt: &[u8],
-        auth_data: &[u8],
-    ) -> bool {
-        let user = String::from_utf8_lossy(username);
-        let ok = auth_plugin == "mysql_native_password"
-            && self.shared.accounts.check(&user, salt, auth_data);
-        if ok {
-            tracing::debug!(connection = self.id, %user, "authenticated");
+    /// What ends a result set: OK with the 0xfe header, or EOF for older clients.
+    fn end_of_rows(&self, done: Done) -> Vec<u8> {
+        if self.caps & cap::DEPRECATE_EOF != 0 {
+            protocol::ok(0xfe, 0, 0, done.status, 0)
         } else {
-            tracing::warn!(connection = self.id, %user, "authentication failed");
+            protocol::eof(done.status, 0)
         }
-        ok
     }
 
-    async fn on_prepare<'a>(
-        &'a mut self,
-        query: &'a str,
-        info: StatementMetaWriter<'a, W>,
+    /// Sends a statement's outcome: rows in the text or binary protocol, OK, or ERR.
+    async fn reply<S: AsyncRead + AsyncWrite + Unpin + Send>(
+        &self,
+        packets: &mut Packets<S>,
+        outcome: Result<(Outcome, Done), Error>,
+        binary: bool,
     ) -> io::Result<()> {
-        let params = count_placeholders(query);
-        let id = self.next_statement;
-        self.next_statement += 1;
-        self.statements.insert(id, (query.to_string(), params));
-        while self.param_columns.len() < params {
-            self.param_columns.push(Column {
-                table: String::new(),
-                column: "?".into(),
-                coltype: ColumnType::MYSQL_TYPE_VAR_STRING,
-                colflags: ColumnFlags::empty(),
-            });
-        }
-        let this: &'a Conn = self;
-        info.reply(id, &this.param_columns[..params], &[]).await
-    }
-
-    async fn on_execute<'a>(
-        &'a mut self,
-        id: u32,
-        params: ParamParser<'a>,
-        results: QueryResultWriter<'a, W>,
-    ) -> io::Result<()> {
-        let Some((text, count)) = self.statements.get(&id).cloned() else {
-            let e = Error::new(
-                code::ER_UNKNOWN_STMT_HANDLER,
-                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
-            );
-            return reply(Err(e), results).await;
-        };
-        let values: Vec<_> = params
-            .into_iter()
-            .map(|p| wire::param(p.value.into_inner()))
-            .collect();
-        if values.len() != count {
-            let e = Error::new(
-                code::ER_WRONG_ARGUMENTS,
-                "Incorrect arguments to mysqld_stmt_execute",
-            );
-            return reply(Err(e), results).await;
-        }
-        let outcome = self.run_with(text, Some(values)).await;
-        reply(outcome, results).await
-    }
-
-    async fn on_close<'a>(&'a mut self, stmt: u32)
-    where
-        W: 'async_trait,
-    {
-        self.statements.remove(&stmt);
-    }
-
-    async fn on_query<'a>(
-        &'a mut self,
-        query: &'a str,
-        results: QueryResultWriter<'a, W>,
-    ) -> io::Result<()> {
-        tracing::trace!(connection = self.id, query, "query");
-        let outcome = self.run(query.to_string()).await;
-        reply(outcome, results).await
-    }
-
-    async fn on_init<'a>(&'a mut self, db: &'a str, w: InitWriter<'a, W>) -> io::Result<()> {
-        match self.run(format!("USE `{}`", db.replace('`', "``"))).await {
-            Ok(_) => w.ok().await,
-            Err(e) => {
-                let (kind, msg) = wire::error(&e);
-                w.error(kind, msg.as_bytes()).await
+        match outcome {
+            Ok((Outcome::Rows(rs), done)) => {
+                let (columns, encodings) = wire::columns(&rs);
+                let mut p = Vec::new();
+                protocol::put_lenenc_int(&mut p, columns.len() as u64);
+                packets.write(&p).await?;
+                for c in &columns {
+                    packets.write(&protocol::column_def(c)).await?;
+                }
+                if self.caps & cap::DEPRECATE_EOF == 0 {
+                    packets.write(&protocol::eof(done.status, 0)).await?;
+                }
+                let bitmap_len = (columns.len() + 7 + 2) / 8;
+                for row in &rs.rows {
+                    p.clear();
+                    if binary {
+                        p.push(0);
+                        let at = p.len();
+                        p.resize(at + bitmap_len, 0);
+                        for (i, value) in row.iter().enumerate() {
+                            if value.is_null() {
+                                p[at + (i + 2) / 8] |= 1 << ((i + 2) % 8);
+                            }
+                        }
+                    }
+                    for (i, value) in row.iter().enumerate() {
+                        let cell = Cell {
+                            value,
+                            encoding: encodings[i],
+                            rs: &rs,
+                            column: i,
+                        };
+                        if !binary {
+                            cell.put_text(&mut p);
+                        } else if !value.is_null() {
+                            cell.put_binary(&mut p);
+                        }
+                    }
+                    packets.write(&p).await?;
+                }
+                packets.write(&self.end_of_rows(done)).await
             }
+            // The info line (`Records: 3  Duplicates: 0 ...`) is left out: clients that asked
+            // for session tracking (mysql_async) parse what follows the flags as such.
+            Ok((Outcome::Affected { rows, info: _ }, done)) => {
+                packets.write(&self.ok(rows, done)).await
+            }
+            Ok((Outcome::Ok, done)) => packets.write(&self.ok(0, done)).await,
+            Err(e) => packets.write(&wire::error(&e)).await,
         }
     }
+}
+
+/// `USE` of a database named by a client (COM_INIT_DB or the handshake).
+fn use_statement(db: &str) -> String {
+    format!("USE `{}`", db.replace('`', "``"))
+}
+
+fn unknown_command() -> Vec<u8> {
+    protocol::err(1047, "08S01", "Unknown command")
+}
+
+fn unknown_statement(stmt: u32, call: &str) -> Error {
+    Error::new(
+        code::ER_UNKNOWN_STMT_HANDLER,
+        format!("Unknown prepared statement handler ({stmt}) given to mysqld_stmt_{call}"),
+    )
+}
+
+fn packet_too_large() -> Error {
+    Error::new(
+        code::ER_NET_PACKET_TOO_LARGE,
+        "Got a packet bigger than 'max_allowed_packet' bytes",
+    )
 }

@@ -1,5 +1,6 @@
 //! The MySQL-protocol server shared by the primary (`ringrep-source serve`) and the replica
-//! (`ringrep-applier serve --listen`), on opensrv-mysql.
+//! (`ringrep-applier serve --listen`), speaking the MySQL client/server protocol itself
+//! (`protocol.rs`: packets, the connection phase, responses).
 //!
 //! Each connection is its own SQL session with its own variables and transaction. A replica's
 //! engine is read-only to sessions, so its clients get MySQL's read-only error while the
@@ -13,6 +14,7 @@
 mod auth;
 pub mod config;
 mod conn;
+mod protocol;
 mod wire;
 
 use std::future::Future;
@@ -22,7 +24,6 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use opensrv_mysql::AsyncMysqlIntermediary;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
@@ -42,6 +43,8 @@ pub(crate) struct Shared {
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     /// One clone per statement running on the blocking pool: shutdown waits for them.
     busy: Arc<()>,
+    /// When the server started (COM_STATISTICS).
+    started: std::time::Instant,
 }
 
 /// A bound server, not yet accepting.
@@ -98,6 +101,7 @@ impl Server {
                 max_connections: settings.max_connections,
                 tls: settings.tls.clone(),
                 busy: Arc::new(()),
+                started: std::time::Instant::now(),
             }),
             next_id: AtomicU32::new(1),
         })
@@ -140,7 +144,7 @@ impl Server {
                     report.connections_accepted += 1;
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                     let shared = self.shared.clone();
-                    conns.spawn(serve_connection(shared, stream, peer, id));
+                    conns.spawn(conn::serve(shared, stream, peer, id));
                 }
             }
         }
@@ -160,50 +164,6 @@ impl Server {
             .map_err(io::Error::other)?
             .map_err(|e| io::Error::other(e.to_string()))?;
         Ok(report)
-    }
-}
-
-async fn serve_connection(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, id: u32) {
-    let _ = stream.set_nodelay(true);
-    let salt = match auth::new_salt() {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("connection {id} from {peer}: {e}");
-            shared.connections.fetch_sub(1, Ordering::SeqCst);
-            return;
-        }
-    };
-    tracing::debug!(connection = id, %peer, "connected");
-    let tls = shared.tls.clone();
-    let mut conn = conn::Conn::new(shared, id, salt);
-    let (mut r, mut w) = stream.into_split();
-    let result = match tls {
-        None => AsyncMysqlIntermediary::run_on(conn, r, w).await,
-        Some(tls) => {
-            // The greeting offers TLS; the client's answer says whether it switches.
-            match AsyncMysqlIntermediary::init_before_ssl(
-                &mut conn,
-                &mut r,
-                &mut w,
-                &Some(tls.clone()),
-            )
-            .await
-            {
-                Ok((true, init)) => {
-                    tracing::debug!(connection = id, "TLS");
-                    opensrv_mysql::secure_run_with_options(conn, w, Default::default(), tls, init)
-                        .await
-                }
-                Ok((false, init)) => {
-                    opensrv_mysql::plain_run_with_options(conn, w, Default::default(), init).await
-                }
-                Err(e) => Err(e),
-            }
-        }
-    };
-    match result {
-        Ok(()) => tracing::debug!(connection = id, "closed"),
-        Err(e) => tracing::debug!(connection = id, "closed: {e}"),
     }
 }
 

@@ -5,15 +5,42 @@
 //! or binary form. A column whose values do not all fit its declared type is sent as text, so
 //! a result can always be written.
 
-use std::io::{self, Write};
-
 use binlog_format::schema::{ColumnType, IntWidth};
 use binlog_format::value::DateTime;
 use binlog_format::Value;
-use opensrv_mysql::{Column, ColumnFlags, ColumnType as Wt, ErrorKind, ToMysqlValue, ValueInner};
 
+use crate::protocol::{self, put_lenenc_str, ColumnDef, Cursor};
 use ringrep_engine::error::Error;
 use ringrep_sql::ResultSet;
+
+/// `MYSQL_TYPE_*` numbers.
+pub(crate) mod ty {
+    pub(crate) const TINY: u8 = 1;
+    pub(crate) const SHORT: u8 = 2;
+    pub(crate) const LONG: u8 = 3;
+    pub(crate) const FLOAT: u8 = 4;
+    pub(crate) const DOUBLE: u8 = 5;
+    pub(crate) const NULL: u8 = 6;
+    pub(crate) const TIMESTAMP: u8 = 7;
+    pub(crate) const LONGLONG: u8 = 8;
+    pub(crate) const INT24: u8 = 9;
+    pub(crate) const DATE: u8 = 10;
+    pub(crate) const TIME: u8 = 11;
+    pub(crate) const DATETIME: u8 = 12;
+    pub(crate) const YEAR: u8 = 13;
+    pub(crate) const NEWDATE: u8 = 14;
+    pub(crate) const JSON: u8 = 245;
+    pub(crate) const NEWDECIMAL: u8 = 246;
+    pub(crate) const BLOB: u8 = 252;
+    pub(crate) const VAR_STRING: u8 = 253;
+    pub(crate) const STRING: u8 = 254;
+}
+
+/// Column flags (`*_FLAG`).
+mod flag {
+    pub(crate) const UNSIGNED: u16 = 32;
+    pub(crate) const BINARY: u16 = 128;
+}
 
 /// How one result column travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +60,7 @@ pub(crate) enum Encoding {
 }
 
 /// The wire columns of a result set and how each is encoded.
-pub(crate) fn columns(rs: &ResultSet) -> (Vec<Column>, Vec<Encoding>) {
+pub(crate) fn columns(rs: &ResultSet) -> (Vec<ColumnDef>, Vec<Encoding>) {
     let mut cols = Vec::with_capacity(rs.columns.len());
     let mut encs = Vec::with_capacity(rs.columns.len());
     for (i, name) in rs.columns.iter().enumerate() {
@@ -43,40 +70,67 @@ pub(crate) fn columns(rs: &ResultSet) -> (Vec<Column>, Vec<Encoding>) {
             None => inferred_type(rs.rows.iter().map(|r| &r[i])),
         };
         if !rs.rows.iter().all(|r| fits(&r[i], enc)) {
-            (coltype, flags, enc) = (
-                Wt::MYSQL_TYPE_VAR_STRING,
-                ColumnFlags::empty(),
-                Encoding::Text,
-            );
+            (coltype, flags, enc) = (ty::VAR_STRING, 0, Encoding::Text);
         }
-        cols.push(Column {
-            table: String::new(),
-            column: name.clone(),
-            coltype,
-            colflags: flags,
+        let (length, decimals) = declared.map_or((1024, 0), display_size);
+        let binary = flags & flag::BINARY != 0 || !matches!(enc, Encoding::Text);
+        cols.push(ColumnDef {
+            name: name.clone(),
+            ty: coltype,
+            flags,
+            charset: if binary {
+                protocol::BINARY
+            } else {
+                protocol::UTF8MB4_GENERAL_CI
+            },
+            length,
+            decimals: match coltype {
+                ty::FLOAT | ty::DOUBLE if declared.is_none() => 31,
+                _ => decimals,
+            },
         });
         encs.push(enc);
     }
     (cols, encs)
 }
 
-fn declared_type(t: &ColumnType) -> (Wt, ColumnFlags, Encoding) {
-    let text = |wt| (wt, ColumnFlags::empty(), Encoding::Text);
-    let binary = |wt| (wt, ColumnFlags::BINARY_FLAG, Encoding::Text);
+/// A declared column's display length and decimals, as MySQL describes them.
+fn display_size(t: &ColumnType) -> (u32, u8) {
+    match t {
+        ColumnType::Integer { width, .. } => match width {
+            IntWidth::Tiny => (4, 0),
+            IntWidth::Small => (6, 0),
+            IntWidth::Medium => (9, 0),
+            IntWidth::Int => (11, 0),
+            IntWidth::Big => (20, 0),
+        },
+        ColumnType::Decimal { precision, scale } => (u32::from(*precision) + 2, *scale),
+        ColumnType::Float => (12, 31),
+        ColumnType::Double => (22, 31),
+        ColumnType::Char { len } | ColumnType::VarChar { len } => (len.saturating_mul(4), 0),
+        ColumnType::Binary { len } | ColumnType::VarBinary { len } => (*len, 0),
+        ColumnType::Text { .. } | ColumnType::Blob { .. } => (65_535, 0),
+        ColumnType::Json => (u32::MAX, 0),
+        ColumnType::Date => (10, 0),
+        ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => {
+            (19 + if *fsp > 0 { u32::from(*fsp) + 1 } else { 0 }, *fsp)
+        }
+    }
+}
+
+fn declared_type(t: &ColumnType) -> (u8, u16, Encoding) {
+    let text = |wt| (wt, 0, Encoding::Text);
+    let binary = |wt| (wt, flag::BINARY, Encoding::Text);
     match t {
         ColumnType::Integer { width, unsigned } => {
             let (wt, bytes) = match width {
-                IntWidth::Tiny => (Wt::MYSQL_TYPE_TINY, 1),
-                IntWidth::Small => (Wt::MYSQL_TYPE_SHORT, 2),
-                IntWidth::Medium => (Wt::MYSQL_TYPE_INT24, 4),
-                IntWidth::Int => (Wt::MYSQL_TYPE_LONG, 4),
-                IntWidth::Big => (Wt::MYSQL_TYPE_LONGLONG, 8),
+                IntWidth::Tiny => (ty::TINY, 1),
+                IntWidth::Small => (ty::SHORT, 2),
+                IntWidth::Medium => (ty::INT24, 4),
+                IntWidth::Int => (ty::LONG, 4),
+                IntWidth::Big => (ty::LONGLONG, 8),
             };
-            let flags = if *unsigned {
-                ColumnFlags::UNSIGNED_FLAG
-            } else {
-                ColumnFlags::empty()
-            };
+            let flags = if *unsigned { flag::UNSIGNED } else { 0 };
             (
                 wt,
                 flags,
@@ -86,101 +140,61 @@ fn declared_type(t: &ColumnType) -> (Wt, ColumnFlags, Encoding) {
                 },
             )
         }
-        ColumnType::Decimal { .. } => text(Wt::MYSQL_TYPE_NEWDECIMAL),
-        ColumnType::Float => (Wt::MYSQL_TYPE_FLOAT, ColumnFlags::empty(), Encoding::Float),
-        ColumnType::Double => (
-            Wt::MYSQL_TYPE_DOUBLE,
-            ColumnFlags::empty(),
-            Encoding::Double,
-        ),
-        ColumnType::Char { .. } => text(Wt::MYSQL_TYPE_STRING),
-        ColumnType::VarChar { .. } => text(Wt::MYSQL_TYPE_VAR_STRING),
-        ColumnType::Binary { .. } => binary(Wt::MYSQL_TYPE_STRING),
-        ColumnType::VarBinary { .. } => binary(Wt::MYSQL_TYPE_VAR_STRING),
-        ColumnType::Text { .. } => text(Wt::MYSQL_TYPE_BLOB),
-        ColumnType::Blob { .. } => binary(Wt::MYSQL_TYPE_BLOB),
-        ColumnType::Json => text(Wt::MYSQL_TYPE_JSON),
-        ColumnType::Date => (Wt::MYSQL_TYPE_DATE, ColumnFlags::empty(), Encoding::Date),
-        ColumnType::DateTime { .. } => (
-            Wt::MYSQL_TYPE_DATETIME,
-            ColumnFlags::empty(),
-            Encoding::DateTime,
-        ),
-        ColumnType::Timestamp { .. } => (
-            Wt::MYSQL_TYPE_TIMESTAMP,
-            ColumnFlags::empty(),
-            Encoding::DateTime,
-        ),
+        ColumnType::Decimal { .. } => text(ty::NEWDECIMAL),
+        ColumnType::Float => (ty::FLOAT, 0, Encoding::Float),
+        ColumnType::Double => (ty::DOUBLE, 0, Encoding::Double),
+        ColumnType::Char { .. } => text(ty::STRING),
+        ColumnType::VarChar { .. } => text(ty::VAR_STRING),
+        ColumnType::Binary { .. } => binary(ty::STRING),
+        ColumnType::VarBinary { .. } => binary(ty::VAR_STRING),
+        ColumnType::Text { .. } => text(ty::BLOB),
+        ColumnType::Blob { .. } => binary(ty::BLOB),
+        ColumnType::Json => text(ty::JSON),
+        ColumnType::Date => (ty::DATE, 0, Encoding::Date),
+        ColumnType::DateTime { .. } => (ty::DATETIME, 0, Encoding::DateTime),
+        ColumnType::Timestamp { .. } => (ty::TIMESTAMP, 0, Encoding::DateTime),
     }
 }
 
 /// An expression column: the type every non-NULL value has, else text.
-fn inferred_type<'a>(values: impl Iterator<Item = &'a Value>) -> (Wt, ColumnFlags, Encoding) {
+fn inferred_type<'a>(values: impl Iterator<Item = &'a Value>) -> (u8, u16, Encoding) {
     let mut kind: Option<std::mem::Discriminant<Value>> = None;
     let mut sample = &Value::Null;
     for v in values.filter(|v| !v.is_null()) {
         let d = std::mem::discriminant(v);
         if kind.is_some_and(|k| k != d) {
-            return (
-                Wt::MYSQL_TYPE_VAR_STRING,
-                ColumnFlags::empty(),
-                Encoding::Text,
-            );
+            return (ty::VAR_STRING, 0, Encoding::Text);
         }
         kind = Some(d);
         sample = v;
     }
     match sample {
         Value::Int(_) => (
-            Wt::MYSQL_TYPE_LONGLONG,
-            ColumnFlags::empty(),
+            ty::LONGLONG,
+            0,
             Encoding::Int {
                 bytes: 8,
                 unsigned: false,
             },
         ),
         Value::UInt(_) => (
-            Wt::MYSQL_TYPE_LONGLONG,
-            ColumnFlags::UNSIGNED_FLAG,
+            ty::LONGLONG,
+            flag::UNSIGNED,
             Encoding::Int {
                 bytes: 8,
                 unsigned: true,
             },
         ),
-        Value::Float(_) => (Wt::MYSQL_TYPE_FLOAT, ColumnFlags::empty(), Encoding::Float),
-        Value::Double(_) => (
-            Wt::MYSQL_TYPE_DOUBLE,
-            ColumnFlags::empty(),
-            Encoding::Double,
-        ),
-        Value::Decimal(_) => (
-            Wt::MYSQL_TYPE_NEWDECIMAL,
-            ColumnFlags::empty(),
-            Encoding::Text,
-        ),
-        Value::Date(_) => (Wt::MYSQL_TYPE_DATE, ColumnFlags::empty(), Encoding::Date),
-        Value::DateTime(_) => (
-            Wt::MYSQL_TYPE_DATETIME,
-            ColumnFlags::empty(),
-            Encoding::DateTime,
-        ),
-        Value::Timestamp(_) => (
-            Wt::MYSQL_TYPE_TIMESTAMP,
-            ColumnFlags::empty(),
-            Encoding::DateTime,
-        ),
-        Value::Bytes(_) => (
-            Wt::MYSQL_TYPE_BLOB,
-            ColumnFlags::BINARY_FLAG,
-            Encoding::Text,
-        ),
-        Value::Json(_) => (Wt::MYSQL_TYPE_JSON, ColumnFlags::empty(), Encoding::Text),
+        Value::Float(_) => (ty::FLOAT, 0, Encoding::Float),
+        Value::Double(_) => (ty::DOUBLE, 0, Encoding::Double),
+        Value::Decimal(_) => (ty::NEWDECIMAL, 0, Encoding::Text),
+        Value::Date(_) => (ty::DATE, 0, Encoding::Date),
+        Value::DateTime(_) => (ty::DATETIME, 0, Encoding::DateTime),
+        Value::Timestamp(_) => (ty::TIMESTAMP, 0, Encoding::DateTime),
+        Value::Bytes(_) => (ty::BLOB, flag::BINARY, Encoding::Text),
+        Value::Json(_) => (ty::JSON, 0, Encoding::Text),
         // All NULL (MySQL says VAR_STRING too) or text.
-        Value::Null | Value::Text(_) => (
-            Wt::MYSQL_TYPE_VAR_STRING,
-            ColumnFlags::empty(),
-            Encoding::Text,
-        ),
+        Value::Null | Value::Text(_) => (ty::VAR_STRING, 0, Encoding::Text),
     }
 }
 
@@ -249,92 +263,147 @@ impl Cell<'_> {
     }
 }
 
-/// MySQL's length-encoded string.
-fn write_lenenc<W: Write>(w: &mut W, b: &[u8]) -> io::Result<()> {
-    let n = b.len() as u64;
-    if n < 251 {
-        w.write_all(&[n as u8])?;
-    } else if n < 1 << 16 {
-        w.write_all(&[0xfc])?;
-        w.write_all(&(n as u16).to_le_bytes())?;
-    } else if n < 1 << 24 {
-        w.write_all(&[0xfd])?;
-        w.write_all(&n.to_le_bytes()[..3])?;
-    } else {
-        w.write_all(&[0xfe])?;
-        w.write_all(&n.to_le_bytes())?;
-    }
-    w.write_all(b)
-}
-
-impl ToMysqlValue for Cell<'_> {
-    fn to_mysql_text<W: Write>(&self, w: &mut W) -> io::Result<()> {
+impl Cell<'_> {
+    /// Appends the value in the text protocol: a length-encoded string, `0xfb` for NULL.
+    pub(crate) fn put_text(&self, out: &mut Vec<u8>) {
         if self.value.is_null() {
-            // NULL in a text row is the single byte 0xfb.
-            return w.write_all(&[0xfb]);
+            out.push(0xfb);
+        } else {
+            put_lenenc_str(out, &self.text_bytes());
         }
-        write_lenenc(w, &self.text_bytes())
     }
 
-    fn to_mysql_bin<W: Write>(&self, w: &mut W, _c: &Column) -> io::Result<()> {
+    /// Appends a non-NULL value in the binary protocol (NULLs are in the row's bitmap).
+    pub(crate) fn put_binary(&self, out: &mut Vec<u8>) {
         match (self.encoding, self.value) {
             (Encoding::Int { bytes, .. }, Value::Int(n)) => {
-                w.write_all(&n.to_le_bytes()[..bytes as usize])
+                out.extend_from_slice(&n.to_le_bytes()[..bytes as usize])
             }
             (Encoding::Int { bytes, .. }, Value::UInt(n)) => {
-                w.write_all(&n.to_le_bytes()[..bytes as usize])
+                out.extend_from_slice(&n.to_le_bytes()[..bytes as usize])
             }
-            (Encoding::Float, Value::Float(f)) => w.write_all(&f.to_le_bytes()),
-            (Encoding::Double, Value::Double(f)) => w.write_all(&f.to_le_bytes()),
+            (Encoding::Float, Value::Float(f)) => out.extend_from_slice(&f.to_le_bytes()),
+            (Encoding::Double, Value::Double(f)) => out.extend_from_slice(&f.to_le_bytes()),
             (Encoding::Date, Value::Date(d)) => {
-                w.write_all(&[4])?;
-                w.write_all(&d.year.to_le_bytes())?;
-                w.write_all(&[d.month, d.day])
+                out.push(4);
+                out.extend_from_slice(&d.year.to_le_bytes());
+                out.extend_from_slice(&[d.month, d.day]);
             }
             (Encoding::DateTime, _) => match self.datetime() {
                 Some(dt) => {
-                    w.write_all(&[11])?;
-                    w.write_all(&dt.date.year.to_le_bytes())?;
-                    w.write_all(&[dt.date.month, dt.date.day, dt.hour, dt.minute, dt.second])?;
-                    w.write_all(&dt.micros.to_le_bytes())
+                    out.push(11);
+                    out.extend_from_slice(&dt.date.year.to_le_bytes());
+                    out.extend_from_slice(&[
+                        dt.date.month,
+                        dt.date.day,
+                        dt.hour,
+                        dt.minute,
+                        dt.second,
+                    ]);
+                    out.extend_from_slice(&dt.micros.to_le_bytes());
                 }
-                None => write_lenenc(w, &self.text_bytes()),
+                None => put_lenenc_str(out, &self.text_bytes()),
             },
-            _ => write_lenenc(w, &self.text_bytes()),
+            _ => put_lenenc_str(out, &self.text_bytes()),
         }
-    }
-
-    fn is_null(&self) -> bool {
-        self.value.is_null()
     }
 }
 
 /// Our error as MySQL sends it. MySQL's own codes go out unchanged; NDB's (940, 4xxx) arrive
 /// wrapped as MySQL wraps them, in error 1296.
-pub(crate) fn error(e: &Error) -> (ErrorKind, String) {
-    if (1000..=1885).contains(&e.code) {
-        (ErrorKind::from(e.code), e.message.clone())
+pub(crate) fn error(e: &Error) -> Vec<u8> {
+    if e.code >= 1000 {
+        protocol::err(e.code, e.sqlstate, &e.message)
     } else {
-        (
-            ErrorKind::ER_GET_ERRMSG,
-            format!("Got error {} '{}' from NDBCLUSTER", e.code, e.message),
+        protocol::err(
+            1296,
+            "HY000",
+            &format!("Got error {} '{}' from NDBCLUSTER", e.code, e.message),
         )
     }
 }
 
-/// A prepared statement's parameter as a value for [`ringrep_sql::bind_placeholders`].
-pub(crate) fn param(v: ValueInner<'_>) -> Value {
-    match v {
-        ValueInner::NULL => Value::Null,
-        ValueInner::Int(n) => Value::Int(n),
-        ValueInner::UInt(n) => Value::UInt(n),
-        ValueInner::Double(f) => Value::Double(f),
-        ValueInner::Bytes(b) => match std::str::from_utf8(b) {
-            Ok(s) => Value::Text(s.to_string()),
-            Err(_) => Value::Bytes(b.to_vec()),
-        },
-        ValueInner::Date(b) | ValueInner::Datetime(b) => Value::Text(binary_datetime_text(b)),
-        ValueInner::Time(b) => Value::Text(binary_time_text(b)),
+/// The parameters of a COM_STMT_EXECUTE after its statement id, flags and iteration count:
+/// `null_bitmap [new_params_bound:1 (type:1 flags:1)*n] values`. `types` keeps the types a
+/// client sent with an earlier execution (it may send them only once); `long_data` holds what
+/// COM_STMT_SEND_LONG_DATA sent for each parameter.
+pub(crate) fn params(
+    c: &mut Cursor<'_>,
+    count: usize,
+    types: &mut Vec<(u8, bool)>,
+    long_data: &mut std::collections::HashMap<u16, Vec<u8>>,
+) -> std::io::Result<Vec<Value>> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let bitmap = c.take(count.div_ceil(8))?.to_vec();
+    if c.u8()? == 1 {
+        types.clear();
+        for _ in 0..count {
+            let t = c.u8()?;
+            let f = c.u8()?;
+            types.push((t, f & 0x80 != 0));
+        }
+    }
+    if types.len() != count {
+        return Err(protocol::malformed());
+    }
+    let mut out = Vec::with_capacity(count);
+    for (i, &(t, unsigned)) in types.iter().enumerate() {
+        if let Some(data) = long_data.remove(&(i as u16)) {
+            out.push(bytes_value(data));
+            continue;
+        }
+        if bitmap[i / 8] & (1 << (i % 8)) != 0 {
+            out.push(Value::Null);
+            continue;
+        }
+        let int = |n: i64, u: u64| {
+            if unsigned {
+                Value::UInt(u)
+            } else {
+                Value::Int(n)
+            }
+        };
+        out.push(match t {
+            ty::NULL => Value::Null,
+            ty::TINY => {
+                let b = c.u8()?;
+                int(i64::from(b as i8), u64::from(b))
+            }
+            ty::SHORT | ty::YEAR => {
+                let v = c.u16()?;
+                int(i64::from(v as i16), u64::from(v))
+            }
+            ty::LONG | ty::INT24 => {
+                let v = c.u32()?;
+                int(i64::from(v as i32), u64::from(v))
+            }
+            ty::LONGLONG => {
+                let v = c.u64()?;
+                int(v as i64, v)
+            }
+            ty::FLOAT => Value::Double(f64::from(f32::from_bits(c.u32()?))),
+            ty::DOUBLE => Value::Double(f64::from_bits(c.u64()?)),
+            ty::DATE | ty::DATETIME | ty::TIMESTAMP | ty::NEWDATE => {
+                let n = c.u8()? as usize;
+                Value::Text(binary_datetime_text(c.take(n)?))
+            }
+            ty::TIME => {
+                let n = c.u8()? as usize;
+                Value::Text(binary_time_text(c.take(n)?))
+            }
+            _ => bytes_value(c.lenenc_bytes()?.to_vec()),
+        });
+    }
+    Ok(out)
+}
+
+/// A string parameter: text when it is UTF-8, bytes otherwise.
+fn bytes_value(b: Vec<u8>) -> Value {
+    match String::from_utf8(b) {
+        Ok(s) => Value::Text(s),
+        Err(e) => Value::Bytes(e.into_bytes()),
     }
 }
 
@@ -394,8 +463,8 @@ mod tests {
             vec![vec![Value::UInt(7), Value::Text("a".into()), Value::Null]],
         );
         let (cols, encs) = columns(&r);
-        assert_eq!(cols[0].coltype, Wt::MYSQL_TYPE_LONG);
-        assert!(cols[0].colflags.contains(ColumnFlags::UNSIGNED_FLAG));
+        assert_eq!(cols[0].ty, ty::LONG);
+        assert!(cols[0].flags & flag::UNSIGNED != 0);
         assert_eq!(
             encs[0],
             Encoding::Int {
@@ -403,8 +472,10 @@ mod tests {
                 unsigned: true
             }
         );
-        assert_eq!(cols[1].coltype, Wt::MYSQL_TYPE_VAR_STRING);
-        assert_eq!(cols[2].coltype, Wt::MYSQL_TYPE_DATETIME);
+        assert_eq!(cols[1].ty, ty::VAR_STRING);
+        assert_eq!(cols[1].charset, protocol::UTF8MB4_GENERAL_CI);
+        assert_eq!(cols[2].ty, ty::DATETIME);
+        assert_eq!((cols[2].length, cols[2].decimals), (26, 6));
     }
 
     #[test]
@@ -417,11 +488,8 @@ mod tests {
             ],
         );
         let (cols, encs) = columns(&r);
-        assert_eq!(
-            (cols[0].coltype, encs[0]),
-            (Wt::MYSQL_TYPE_VAR_STRING, Encoding::Text)
-        );
-        assert_eq!(cols[1].coltype, Wt::MYSQL_TYPE_LONGLONG);
+        assert_eq!((cols[0].ty, encs[0]), (ty::VAR_STRING, Encoding::Text));
+        assert_eq!(cols[1].ty, ty::LONGLONG);
     }
 
     #[test]
@@ -439,12 +507,6 @@ mod tests {
     #[test]
     fn binary_forms() {
         let r = rs(vec![None], vec![vec![Value::Null]]);
-        let col = Column {
-            table: String::new(),
-            column: "c".into(),
-            coltype: Wt::MYSQL_TYPE_LONG,
-            colflags: ColumnFlags::empty(),
-        };
         let mut out = Vec::new();
         let v = Value::Int(-2);
         Cell {
@@ -456,8 +518,7 @@ mod tests {
             rs: &r,
             column: 0,
         }
-        .to_mysql_bin(&mut out, &col)
-        .expect("write");
+        .put_binary(&mut out);
         assert_eq!(out, (-2i32).to_le_bytes());
         out.clear();
         let v = Value::Bytes(vec![0xff, 0]);
@@ -467,18 +528,19 @@ mod tests {
             rs: &r,
             column: 0,
         }
-        .to_mysql_text(&mut out)
-        .expect("write");
+        .put_text(&mut out);
         assert_eq!(out, [2, 0xff, 0]);
     }
 
     #[test]
     fn ndb_errors_are_wrapped_as_mysql_does() {
-        let (kind, msg) = error(&Error::direct_write());
-        assert_eq!(kind as u16, 1296);
+        let p = error(&Error::direct_write());
+        assert_eq!(u16::from_le_bytes([p[1], p[2]]), 1296);
+        let msg = String::from_utf8_lossy(&p[9..]).into_owned();
         assert!(msg.starts_with("Got error 940 'Direct write"), "{msg}");
-        let (kind, _) = error(&Error::deadlock());
-        assert_eq!(kind as u16, 1213);
+        let p = error(&Error::deadlock());
+        assert_eq!(u16::from_le_bytes([p[1], p[2]]), 1213);
+        assert_eq!(&p[3..9], b"#40001");
     }
 
     #[test]
@@ -489,5 +551,48 @@ mod tests {
             "2024-03-09 01:02:03.123456"
         );
         assert_eq!(binary_time_text(&[1, 1, 0, 0, 0, 2, 3, 4]), "-26:03:04");
+    }
+
+    /// COM_STMT_EXECUTE parameters: types sent once and kept, NULLs from the bitmap, signed
+    /// and unsigned integers, doubles, strings and binary dates.
+    #[test]
+    fn execute_parameters() {
+        let mut p = vec![0b0000_0010u8, 1];
+        for (t, f) in [
+            (ty::LONGLONG, 0u8),
+            (ty::LONG, 0),
+            (ty::TINY, 0x80),
+            (ty::DOUBLE, 0),
+            (ty::VAR_STRING, 0),
+            (ty::DATE, 0),
+        ] {
+            p.extend_from_slice(&[t, f]);
+        }
+        p.extend_from_slice(&(-5i64).to_le_bytes());
+        p.push(200);
+        p.extend_from_slice(&1.5f64.to_le_bytes());
+        p.extend_from_slice(&[2, b'h', b'i']);
+        p.extend_from_slice(&[4, 0xe8, 0x07, 3, 9]);
+        let mut types = Vec::new();
+        let mut long = std::collections::HashMap::new();
+        let v = params(&mut Cursor::new(&p), 6, &mut types, &mut long).expect("params");
+        assert_eq!(
+            v,
+            vec![
+                Value::Int(-5),
+                Value::Null,
+                Value::UInt(200),
+                Value::Double(1.5),
+                Value::Text("hi".into()),
+                Value::Text("2024-03-09".into()),
+            ]
+        );
+        // The next execution leaves the types out (new_params_bound = 0).
+        let mut p = vec![0b0011_1110u8, 0];
+        p.extend_from_slice(&7i64.to_le_bytes());
+        let v = params(&mut Cursor::new(&p), 6, &mut types, &mut long).expect("params");
+        assert_eq!(v[0], Value::Int(7));
+        // A truncated packet is an error, not a panic.
+        assert!(params(&mut Cursor::new(&[0, 1, 8]), 1, &mut types, &mut long).is_err());
     }
 }
