@@ -1,11 +1,12 @@
 //! # ringrep-applier
 //!
 //! The replica side of ringrep: [`source`] (where transactions come from: a primary's binlog
-//! directory, or its replication topic in Kafka through [`kafka`]), [`applier`] (replaying them
+//! directory, its replication stream over the network through [`network`], or its replication
+//! topic in Kafka through [`kafka`]), [`applier`] (replaying them
 //! through the engine's privileged path, exactly once), and [`mod@verify`] (proving a replica
 //! equals its primary, or showing where it does not).
 //!
-//! Starting points: an [`EventSource`] ([`BinlogDirSource`], [`KafkaSource`]) feeds an
+//! Starting points: an [`EventSource`] ([`BinlogDirSource`], [`NetworkSource`], [`KafkaSource`]) feeds an
 //! [`Applier`] on the replica's engine; [`Applier::run`] applies until stopped, storing the
 //! source position in the same commit as the rows ([`applier::read_positions`] reads it back).
 //! [`verify()`] compares two engines table by table. This crate depends on the engine, not on
@@ -15,11 +16,13 @@ pub mod applier;
 pub mod error;
 pub mod failpoint;
 pub mod kafka;
+pub mod network;
 pub mod source;
 pub mod verify;
 
 pub use applier::{AppliedPosition, Applier, ApplyOutcome};
 pub use error::{Error, Result};
 pub use kafka::KafkaSource;
+pub use network::{NetworkConfig, NetworkSource};
 pub use source::{BinlogDirSource, EventSource, SourcedTx};
 pub use verify::{verify, Report, VerifyOptions};

@@ -174,6 +174,9 @@ struct State {
     schema: Schema,
     /// Set after a failed write or fsync: nothing after it can be trusted to be on disk.
     poisoned: Option<String>,
+    /// Transactions appended and not yet known durable: (LSN at their end, seq), oldest
+    /// first. Pruned as the durable LSN passes them, so it holds at most what is in flight.
+    unsynced: std::collections::VecDeque<(u64, u64)>,
 }
 
 /// Where the group commit stands.
@@ -199,6 +202,8 @@ struct Inner {
     /// on 2 cores that was most of the time spent switching threads.)
     synced: [Condvar; 2],
     durable: AtomicU64,
+    /// The last transaction known durable (see [`BinlogWriter::durable_seq`]).
+    durable_seq: AtomicU64,
     notifier: Arc<Notifier>,
     stop: AtomicBool,
     /// Wakes the background syncer (see `WRITEBACK_STEP`).
@@ -439,6 +444,7 @@ impl BinlogWriter {
             last_seq: recovered.last_seq,
             schema: recovered.schema.clone(),
             poisoned: None,
+            unsynced: std::collections::VecDeque::new(),
         };
         let (nudge, nudged) = std::sync::mpsc::sync_channel(1);
         let inner = Arc::new(Inner {
@@ -451,6 +457,8 @@ impl BinlogWriter {
             }),
             synced: [Condvar::new(), Condvar::new()],
             durable: AtomicU64::new(0),
+            // What recovery found is what the files hold.
+            durable_seq: AtomicU64::new(recovered.last_seq),
             notifier: Arc::new(Notifier::default()),
             stop: AtomicBool::new(false),
             nudge,
@@ -603,6 +611,9 @@ impl BinlogWriter {
         st.appended += len;
         if let Record::Transaction(tx) = record {
             st.last_seq = tx.seq;
+            self.inner.prune_unsynced(&mut st);
+            let end = st.appended;
+            st.unsynced.push_back((end, tx.seq));
             for ev in &tx.events {
                 if let Event::Ddl(ddl) = ev {
                     st.schema.apply(ddl);
@@ -642,6 +653,16 @@ impl BinlogWriter {
         self.inner.durable.load(Ordering::Acquire)
     }
 
+    /// The sequence number of the last transaction that is durable (fsynced, as
+    /// [`BinlogWriter::durable_lsn`] counts it): what may leave the primary for a replica.
+    /// With [`SyncPolicy::Never`] nothing is fsynced per commit, so this trails the written
+    /// records until the background syncer or a rotation catches up.
+    pub fn durable_seq(&self) -> u64 {
+        let mut st = lock(&self.inner.state);
+        self.inner.prune_unsynced(&mut st);
+        self.inner.durable_seq.load(Ordering::Acquire)
+    }
+
     /// Writes and fsyncs everything appended so far.
     pub fn sync(&self) -> Result<()> {
         self.inner.sync_appended()
@@ -679,6 +700,18 @@ impl SyncHandle {
 }
 
 impl Inner {
+    /// Drops the transactions the durable LSN has passed, moving `durable_seq` up to them.
+    fn prune_unsynced(&self, st: &mut State) {
+        let durable = self.durable.load(Ordering::Acquire);
+        while let Some(&(end, seq)) = st.unsynced.front() {
+            if end > durable {
+                break;
+            }
+            self.durable_seq.fetch_max(seq, Ordering::AcqRel);
+            st.unsynced.pop_front();
+        }
+    }
+
     fn sync_appended(&self) -> Result<()> {
         let target = lock(&self.state).appended;
         self.sync_to(target)

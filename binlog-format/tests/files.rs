@@ -356,3 +356,28 @@ fn tool_dump_check_and_stats() {
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("binlog.000001 at byte offset"), "{out}");
 }
+
+/// The durable sequence number follows the fsyncs: what a replica may be sent. Appended but
+/// not committed transactions are not durable; a commit covers everything before its LSN; a
+/// reopened directory is durable up to its last record.
+#[test]
+fn durable_seq_follows_the_fsyncs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (w, _) =
+        BinlogWriter::open(dir.path(), opts(1 << 20, SyncPolicy::EveryCommit)).expect("open");
+    assert_eq!(w.durable_seq(), 0);
+    let l1 = w.append(&ring_insert(1)).expect("append");
+    let l2 = w.append(&ring_insert(2)).expect("append");
+    let _l3 = w.append(&ring_insert(3)).expect("append");
+    assert_eq!(w.durable_seq(), 0, "nothing committed yet");
+    w.commit(l1).expect("commit");
+    assert!(w.durable_seq() >= 1);
+    w.commit(l2).expect("commit");
+    assert!((2..=3).contains(&w.durable_seq()), "{}", w.durable_seq());
+    w.sync().expect("sync");
+    assert_eq!(w.durable_seq(), 3);
+    drop(w);
+    let (w, _) =
+        BinlogWriter::open(dir.path(), opts(1 << 20, SyncPolicy::EveryCommit)).expect("reopen");
+    assert_eq!(w.durable_seq(), 3);
+}

@@ -11,7 +11,9 @@ use binlog_format::SyncPolicy;
 use clap::{Parser, Subcommand};
 use ringrep_applier::applier::read_positions;
 use ringrep_applier::verify::{verify_with, VerifyOptions};
-use ringrep_applier::{Applier, BinlogDirSource, EventSource, KafkaSource};
+use ringrep_applier::{
+    Applier, BinlogDirSource, EventSource, KafkaSource, NetworkConfig, NetworkSource,
+};
 use ringrep_engine::{Engine, EngineConfig};
 use ringrep_kafka::KafkaArgs;
 use ringrep_server::config::FileConfig;
@@ -40,13 +42,26 @@ enum Command {
         /// The replica's data directory (created if missing).
         #[arg(long)]
         replica_dir: PathBuf,
-        /// The primary's binlog directory (DATA_DIR/binlog of the primary).
+        /// The primary's binlog directory (DATA_DIR/binlog of the primary), on this machine or
+        /// a shared file system.
         #[arg(
             long,
-            required_unless_present = "kafka_brokers",
-            conflicts_with = "kafka_brokers"
+            required_unless_present_any = ["kafka_brokers", "source"],
+            conflicts_with_all = ["kafka_brokers", "source"]
         )]
         source_binlog: Option<PathBuf>,
+        /// The primary over the network: mysql://USER:PASSWORD@HOST:PORT of its MySQL port;
+        /// the replica pulls its replication stream with that account.
+        #[arg(long, env = "RINGREP_SOURCE", conflicts_with = "kafka_brokers")]
+        source: Option<String>,
+        /// With --source: how often an idle primary sends a heartbeat (milliseconds); three
+        /// silent periods end the link and the replica reconnects.
+        #[arg(long, default_value_t = 1000)]
+        source_heartbeat_ms: u64,
+        /// With --source: the longest wait between attempts to reach the primary (seconds);
+        /// attempts start 100 ms apart and double.
+        #[arg(long, default_value_t = 10)]
+        source_connect_retry: u64,
         /// This replica's own server id, written into its binlog.
         #[arg(long, default_value_t = 2)]
         server_id: u32,
@@ -199,6 +214,9 @@ fn run(cmd: Command) -> anyhow::Result<()> {
         Command::Serve {
             replica_dir,
             source_binlog,
+            source,
+            source_heartbeat_ms,
+            source_connect_retry,
             server_id,
             until_seq,
             exit_when_caught_up,
@@ -239,6 +257,15 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 report.replayed
             );
             let mut applier = Applier::new(&engine)?;
+            let network = match &source {
+                Some(url) => Some(network_config(
+                    url,
+                    server_id,
+                    Duration::from_millis(source_heartbeat_ms.max(1)),
+                    Duration::from_secs(source_connect_retry.max(1)),
+                )?),
+                None => None,
+            };
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
@@ -248,6 +275,17 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 // server id.
                 let source_id = loop {
                     let found = match (&kafka, &source_binlog) {
+                        _ if network.is_some() => {
+                            let url = source.as_deref().unwrap_or_default();
+                            match remote::server_id(url).await {
+                                Ok(id) => Some(id),
+                                Err(e) => {
+                                    eprintln!("waiting for the primary: {e}");
+                                    tokio::time::sleep(Duration::from_secs(1)).await;
+                                    None
+                                }
+                            }
+                        }
                         (Some(k), _) => {
                             let k = k.clone();
                             tokio::task::spawn_blocking(move || {
@@ -256,7 +294,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                             .await??
                         }
                         (None, Some(dir)) => binlog_format::segment::directory_server_id(dir)?,
-                        (None, None) => bail!("give --source-binlog or --kafka-brokers"),
+                        (None, None) => bail!("give --source, --source-binlog or --kafka-brokers"),
                     };
                     if let Some(id) = found {
                         break id;
@@ -272,6 +310,9 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     return Ok(());
                 }
                 let mut source: Box<dyn EventSource> = match (&kafka, &source_binlog) {
+                    _ if network.is_some() => {
+                        Box::new(NetworkSource::new(network.clone().expect("checked"), from))
+                    }
                     (Some(k), _) => {
                         let k = k.clone();
                         Box::new(
@@ -280,7 +321,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                         )
                     }
                     (None, Some(dir)) => Box::new(BinlogDirSource::open(dir, from, None)),
-                    (None, None) => bail!("give --source-binlog or --kafka-brokers"),
+                    (None, None) => bail!("give --source, --source-binlog or --kafka-brokers"),
                 };
                 eprintln!("applying from server {source_id} at seq {from} ({})", source.describe());
                 let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -348,4 +389,23 @@ fn run(cmd: Command) -> anyhow::Result<()> {
         }
         Command::Verify { .. } => unreachable!("handled in main"),
     }
+}
+
+/// The network source's settings from `--source mysql://USER:PASSWORD@HOST:PORT`.
+fn network_config(
+    url: &str,
+    replica_id: u32,
+    heartbeat: Duration,
+    connect_retry: Duration,
+) -> anyhow::Result<NetworkConfig> {
+    let opts = mysql_async::Opts::from_url(url)
+        .map_err(|e| anyhow::anyhow!("--source {}: {e}", remote::redact(url)))?;
+    Ok(NetworkConfig {
+        address: format!("{}:{}", opts.ip_or_hostname(), opts.tcp_port()),
+        user: opts.user().unwrap_or("root").to_string(),
+        password: opts.pass().unwrap_or("").to_string(),
+        replica_id,
+        heartbeat,
+        connect_retry,
+    })
 }

@@ -92,8 +92,24 @@ pub(crate) async fn snapshot(url: &str, attempts: usize) -> Result<Side> {
     )))
 }
 
+/// The server id of the node at `url` (a replica asks its primary before streaming).
+pub(crate) async fn server_id(url: &str) -> Result<u32> {
+    let shown = redact(url);
+    let opts = mysql_async::Opts::from_url(url).map_err(|e| remote(format!("{shown}: {e}")))?;
+    let opts = mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false);
+    let mut conn = mysql_async::Conn::new(opts)
+        .await
+        .map_err(|e| remote(format!("connecting to {shown}: {e}")))?;
+    let id: Option<u32> = conn
+        .query_first("SELECT @@server_id")
+        .await
+        .map_err(|e| remote(format!("{shown}: {e}")))?;
+    conn.disconnect().await.ok();
+    id.ok_or_else(|| remote(format!("{shown}: no server id")))
+}
+
 /// `mysql://user:secret@host` without the password, for messages.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
             let creds = &url[s + 3..at];

@@ -553,6 +553,16 @@ impl Engine {
         f(&self.read())
     }
 
+    /// The last transaction a replica may be sent: durable on this node's binlog. With
+    /// `SyncPolicy::Never`, where no commit waits for an fsync, the last one written.
+    pub fn durable_seq(&self) -> u64 {
+        match &self.shared.binlog {
+            Some(b) if b.options().sync != SyncPolicy::Never => b.durable_seq(),
+            Some(b) => b.last_seq(),
+            None => self.last_seq(),
+        }
+    }
+
     /// The sequence number of the last committed transaction.
     pub fn last_seq(&self) -> u64 {
         self.read().last_seq

@@ -14,10 +14,11 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
-use super::protocol::{self, cap, status, ColumnDef, Cursor, Packets, ReadError};
+use super::stream;
 use super::wire::{self, ty, Cell};
 use super::{auth, Shared};
 use ringrep_engine::error::{code, Error};
+use ringrep_protocol::{self as protocol, cap, status, ColumnDef, Cursor, Packets, ReadError};
 use ringrep_sql::{count_placeholders, Outcome, SqlSession};
 
 /// The server version clients see (MySQL 8.0's protocol and behaviour).
@@ -237,6 +238,19 @@ impl Conn {
             if command == com::QUIT {
                 return Ok(());
             }
+            if command == com::BINLOG_DUMP {
+                // The connection becomes the replication stream until it ends.
+                match stream::parse_dump(body) {
+                    Ok(req) => {
+                        return stream::serve(&self.shared, &mut packets, req, self.id).await
+                    }
+                    Err(e) => {
+                        packets.write(&wire::error(&e)).await?;
+                        packets.flush().await?;
+                        continue;
+                    }
+                }
+            }
             self.command(&mut packets, command, body).await?;
             packets.flush().await?;
         }
@@ -323,8 +337,25 @@ impl Conn {
                 self.statements.clear();
                 packets.write(&self.ok(0, self.done())).await
             }
-            com::REGISTER_SLAVE | com::BINLOG_DUMP | com::BINLOG_DUMP_GTID => {
-                let e = Error::unsupported("the replication stream over the MySQL protocol");
+            com::REGISTER_SLAVE => {
+                // `server_id:4 host user password port:2 rank:4 source_id:4`; only the id is
+                // kept (the stream request names it again).
+                match Cursor::new(body).u32() {
+                    Ok(replica) => {
+                        tracing::debug!(connection = self.id, replica, "replica registered");
+                        packets.write(&self.ok(0, self.done())).await
+                    }
+                    Err(_) => {
+                        let e = Error::new(
+                            code::ER_WRONG_ARGUMENTS,
+                            "COM_REGISTER_SLAVE: short packet",
+                        );
+                        packets.write(&wire::error(&e)).await
+                    }
+                }
+            }
+            com::BINLOG_DUMP_GTID => {
+                let e = Error::unsupported("COM_BINLOG_DUMP_GTID");
                 packets.write(&wire::error(&e)).await
             }
             _ => packets.write(&unknown_command()).await,

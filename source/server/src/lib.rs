@@ -14,7 +14,7 @@
 mod auth;
 pub mod config;
 mod conn;
-mod protocol;
+mod stream;
 mod wire;
 
 use std::future::Future;

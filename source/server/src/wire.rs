@@ -9,8 +9,8 @@ use binlog_format::schema::{ColumnType, IntWidth};
 use binlog_format::value::DateTime;
 use binlog_format::Value;
 
-use crate::protocol::{self, put_lenenc_str, ColumnDef, Cursor};
 use ringrep_engine::error::Error;
+use ringrep_protocol::{self as protocol, put_lenenc_str, ColumnDef, Cursor};
 use ringrep_sql::ResultSet;
 
 /// `MYSQL_TYPE_*` numbers.

@@ -1,6 +1,10 @@
-//! The MySQL client/server protocol, server side: packets, the connection phase, and the
-//! responses a node sends (OK, ERR, EOF, result sets in the text and binary protocols,
-//! prepared-statement metadata).
+//! # ringrep-protocol
+//!
+//! The MySQL client/server protocol as ringrep speaks it: packets with their sequence numbers
+//! ([`Packets`], [`Cursor`]), the connection phase (the greeting, the SSL request, the handshake
+//! response, `mysql_native_password`), and the responses a node sends (OK, ERR, EOF, column
+//! definitions, prepared-statement metadata). The server (`ringrep-server`) answers clients
+//! with it; the replica's network source (`ringrep-applier`) logs in to its primary with it.
 //!
 //! ringrep speaks the protocol itself instead of through a library so that it can carry the
 //! commands a library does not know (the replication commands, MySQL's own error for a wrong
@@ -12,24 +16,37 @@ use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufStream};
 
 /// Capability flags (`CLIENT_*`), as the handshake exchanges them.
-pub(crate) mod cap {
-    pub(crate) const LONG_PASSWORD: u32 = 1;
-    pub(crate) const LONG_FLAG: u32 = 1 << 2;
-    pub(crate) const CONNECT_WITH_DB: u32 = 1 << 3;
-    pub(crate) const PROTOCOL_41: u32 = 1 << 9;
-    pub(crate) const SSL: u32 = 1 << 11;
-    pub(crate) const TRANSACTIONS: u32 = 1 << 13;
-    pub(crate) const SECURE_CONNECTION: u32 = 1 << 15;
-    pub(crate) const MULTI_RESULTS: u32 = 1 << 17;
-    pub(crate) const PS_MULTI_RESULTS: u32 = 1 << 18;
-    pub(crate) const PLUGIN_AUTH: u32 = 1 << 19;
-    pub(crate) const CONNECT_ATTRS: u32 = 1 << 20;
-    pub(crate) const PLUGIN_AUTH_LENENC_CLIENT_DATA: u32 = 1 << 21;
-    pub(crate) const DEPRECATE_EOF: u32 = 1 << 24;
+pub mod cap {
+    /// `CLIENT_LONG_PASSWORD`: the 4.1 password hash.
+    pub const LONG_PASSWORD: u32 = 1;
+    /// `CLIENT_LONG_FLAG`: all column flags.
+    pub const LONG_FLAG: u32 = 1 << 2;
+    /// `CLIENT_CONNECT_WITH_DB`: the handshake may name a database.
+    pub const CONNECT_WITH_DB: u32 = 1 << 3;
+    /// `CLIENT_PROTOCOL_41`: the 4.1 protocol (required by ringrep).
+    pub const PROTOCOL_41: u32 = 1 << 9;
+    /// `CLIENT_SSL`: TLS after the SSL request.
+    pub const SSL: u32 = 1 << 11;
+    /// `CLIENT_TRANSACTIONS`: status flags in OK and EOF packets.
+    pub const TRANSACTIONS: u32 = 1 << 13;
+    /// `CLIENT_SECURE_CONNECTION`: a length-prefixed authentication answer.
+    pub const SECURE_CONNECTION: u32 = 1 << 15;
+    /// `CLIENT_MULTI_RESULTS`: several result sets per statement.
+    pub const MULTI_RESULTS: u32 = 1 << 17;
+    /// `CLIENT_PS_MULTI_RESULTS`: the same for prepared statements.
+    pub const PS_MULTI_RESULTS: u32 = 1 << 18;
+    /// `CLIENT_PLUGIN_AUTH`: authentication methods by name.
+    pub const PLUGIN_AUTH: u32 = 1 << 19;
+    /// `CLIENT_CONNECT_ATTRS`: connection attributes in the handshake.
+    pub const CONNECT_ATTRS: u32 = 1 << 20;
+    /// `CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA`: a length-encoded answer.
+    pub const PLUGIN_AUTH_LENENC_CLIENT_DATA: u32 = 1 << 21;
+    /// `CLIENT_DEPRECATE_EOF`: OK packets in place of EOF packets.
+    pub const DEPRECATE_EOF: u32 = 1 << 24;
 
     /// What ringrep offers (plus [`SSL`] when it has a certificate). Multi-statements are not
     /// offered: a statement text is one statement.
-    pub(crate) const SERVER: u32 = LONG_PASSWORD
+    pub const SERVER: u32 = LONG_PASSWORD
         | LONG_FLAG
         | CONNECT_WITH_DB
         | PROTOCOL_41
@@ -44,22 +61,25 @@ pub(crate) mod cap {
 }
 
 /// Server status flags sent in OK and EOF packets.
-pub(crate) mod status {
-    pub(crate) const IN_TRANS: u16 = 1;
-    pub(crate) const AUTOCOMMIT: u16 = 2;
+pub mod status {
+    /// `SERVER_STATUS_IN_TRANS`: a transaction is open.
+    pub const IN_TRANS: u16 = 1;
+    /// `SERVER_STATUS_AUTOCOMMIT`: autocommit is on.
+    pub const AUTOCOMMIT: u16 = 2;
 }
 
 /// The largest payload of one packet; a longer one continues in the next.
 const MAX_CHUNK: usize = 0xff_ff_ff;
 
 /// The charset numbers column definitions carry: utf8mb4 for text, `binary` for the rest.
-pub(crate) const UTF8MB4_GENERAL_CI: u16 = 45;
+pub const UTF8MB4_GENERAL_CI: u16 = 45;
 /// The `binary` character set: bytes, numbers, dates.
-pub(crate) const BINARY: u16 = 63;
+pub const BINARY: u16 = 63;
 
 /// Packets over a byte stream, with their sequence numbers. Writes are buffered until
 /// [`Packets::flush`], so a whole response leaves in one write.
-pub(crate) struct Packets<S> {
+#[derive(Debug)]
+pub struct Packets<S> {
     io: BufStream<S>,
     seq: u8,
     /// The largest command a client may send (`max_allowed_packet`).
@@ -68,7 +88,7 @@ pub(crate) struct Packets<S> {
 
 /// Why a packet could not be read.
 #[derive(Debug)]
-pub(crate) enum ReadError {
+pub enum ReadError {
     /// The connection failed or closed in the middle of a packet.
     Io(io::Error),
     /// The client sent more than `max_allowed_packet`.
@@ -83,7 +103,7 @@ impl From<io::Error> for ReadError {
 
 impl<S: AsyncRead + AsyncWrite + Unpin> Packets<S> {
     /// Packets over `io`, accepting payloads up to `max_payload` bytes.
-    pub(crate) fn new(io: S, max_payload: usize) -> Packets<S> {
+    pub fn new(io: S, max_payload: usize) -> Packets<S> {
         Packets {
             io: BufStream::new(io),
             seq: 0,
@@ -92,13 +112,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Packets<S> {
     }
 
     /// The stream, for a TLS upgrade. Only between packets: nothing may be buffered.
-    pub(crate) fn into_inner(self) -> S {
+    pub fn into_inner(self) -> S {
         self.io.into_inner()
     }
 
     /// Reads one whole payload (joining packets of 16 MiB - 1), or `None` when the client
     /// closed the connection between packets. The next write answers it (sequence + 1).
-    pub(crate) async fn read(&mut self) -> Result<Option<Vec<u8>>, ReadError> {
+    pub async fn read(&mut self) -> Result<Option<Vec<u8>>, ReadError> {
         let mut payload = Vec::new();
         let mut first = true;
         loop {
@@ -123,8 +143,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Packets<S> {
         }
     }
 
+    /// Starts a new exchange: the next packet written is sequence 0 (a client's command).
+    pub fn restart(&mut self) {
+        self.seq = 0;
+    }
+
     /// Queues one payload (split into packets of 16 MiB - 1 as needed).
-    pub(crate) async fn write(&mut self, payload: &[u8]) -> io::Result<()> {
+    pub async fn write(&mut self, payload: &[u8]) -> io::Result<()> {
         let mut rest = payload;
         loop {
             let n = rest.len().min(MAX_CHUNK);
@@ -143,13 +168,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Packets<S> {
     }
 
     /// Sends what was queued.
-    pub(crate) async fn flush(&mut self) -> io::Result<()> {
+    pub async fn flush(&mut self) -> io::Result<()> {
         self.io.flush().await
     }
 }
 
 /// Appends MySQL's length-encoded integer.
-pub(crate) fn put_lenenc_int(out: &mut Vec<u8>, n: u64) {
+pub fn put_lenenc_int(out: &mut Vec<u8>, n: u64) {
     if n < 251 {
         out.push(n as u8);
     } else if n < 1 << 16 {
@@ -165,36 +190,37 @@ pub(crate) fn put_lenenc_int(out: &mut Vec<u8>, n: u64) {
 }
 
 /// Appends a length-encoded string.
-pub(crate) fn put_lenenc_str(out: &mut Vec<u8>, b: &[u8]) {
+pub fn put_lenenc_str(out: &mut Vec<u8>, b: &[u8]) {
     put_lenenc_int(out, b.len() as u64);
     out.extend_from_slice(b);
 }
 
 /// A reader over a received payload; every read checks the length, so a short or malformed
 /// packet is an error, never a panic.
-pub(crate) struct Cursor<'a> {
+#[derive(Debug)]
+pub struct Cursor<'a> {
     buf: &'a [u8],
     at: usize,
 }
 
 /// A packet shorter than its fields say.
-pub(crate) fn malformed() -> io::Error {
+pub fn malformed() -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, "malformed packet")
 }
 
 impl<'a> Cursor<'a> {
     /// A reader at the start of `buf`.
-    pub(crate) fn new(buf: &'a [u8]) -> Cursor<'a> {
+    pub fn new(buf: &'a [u8]) -> Cursor<'a> {
         Cursor { buf, at: 0 }
     }
 
     /// Bytes not read yet.
-    pub(crate) fn remaining(&self) -> usize {
+    pub fn remaining(&self) -> usize {
         self.buf.len() - self.at
     }
 
     /// The next `n` bytes.
-    pub(crate) fn take(&mut self, n: usize) -> io::Result<&'a [u8]> {
+    pub fn take(&mut self, n: usize) -> io::Result<&'a [u8]> {
         let end = self.at.checked_add(n).ok_or_else(malformed)?;
         let b = self.buf.get(self.at..end).ok_or_else(malformed)?;
         self.at = end;
@@ -202,24 +228,24 @@ impl<'a> Cursor<'a> {
     }
 
     /// One byte.
-    pub(crate) fn u8(&mut self) -> io::Result<u8> {
+    pub fn u8(&mut self) -> io::Result<u8> {
         Ok(self.take(1)?[0])
     }
 
     /// A little-endian u16.
-    pub(crate) fn u16(&mut self) -> io::Result<u16> {
+    pub fn u16(&mut self) -> io::Result<u16> {
         let b = self.take(2)?;
         Ok(u16::from_le_bytes([b[0], b[1]]))
     }
 
     /// A little-endian u32.
-    pub(crate) fn u32(&mut self) -> io::Result<u32> {
+    pub fn u32(&mut self) -> io::Result<u32> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     /// A little-endian u64.
-    pub(crate) fn u64(&mut self) -> io::Result<u64> {
+    pub fn u64(&mut self) -> io::Result<u64> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
@@ -227,7 +253,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A length-encoded integer.
-    pub(crate) fn lenenc_int(&mut self) -> io::Result<u64> {
+    pub fn lenenc_int(&mut self) -> io::Result<u64> {
         Ok(match self.u8()? {
             0xfc => u64::from(self.u16()?),
             0xfd => {
@@ -240,13 +266,13 @@ impl<'a> Cursor<'a> {
     }
 
     /// A length-encoded string.
-    pub(crate) fn lenenc_bytes(&mut self) -> io::Result<&'a [u8]> {
+    pub fn lenenc_bytes(&mut self) -> io::Result<&'a [u8]> {
         let n = usize::try_from(self.lenenc_int()?).map_err(|_| malformed())?;
         self.take(n)
     }
 
     /// A NUL-terminated string (the NUL is consumed); the rest when there is no NUL.
-    pub(crate) fn nul_bytes(&mut self) -> io::Result<&'a [u8]> {
+    pub fn nul_bytes(&mut self) -> io::Result<&'a [u8]> {
         let rest = &self.buf[self.at..];
         match rest.iter().position(|&b| b == 0) {
             Some(i) => {
@@ -261,7 +287,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// Everything not read yet.
-    pub(crate) fn rest(&mut self) -> &'a [u8] {
+    pub fn rest(&mut self) -> &'a [u8] {
         let r = &self.buf[self.at..];
         self.at = self.buf.len();
         r
@@ -271,7 +297,7 @@ impl<'a> Cursor<'a> {
 /// The server's greeting (Protocol::HandshakeV10):
 /// `[10] version NUL conn_id:4 salt[0..8] NUL caps_low:2 charset:1 status:2 caps_high:2
 /// salt_len:1 zero:10 salt[8..20] NUL plugin NUL`.
-pub(crate) fn greeting(version: &str, conn_id: u32, salt: &[u8; 20], caps: u32) -> Vec<u8> {
+pub fn greeting(version: &str, conn_id: u32, salt: &[u8; 20], caps: u32) -> Vec<u8> {
     let mut p = Vec::with_capacity(96);
     p.push(10);
     p.extend_from_slice(version.as_bytes());
@@ -293,31 +319,31 @@ pub(crate) fn greeting(version: &str, conn_id: u32, salt: &[u8; 20], caps: u32) 
 }
 
 /// The authentication method ringrep uses.
-pub(crate) const NATIVE_PASSWORD: &str = "mysql_native_password";
+pub const NATIVE_PASSWORD: &str = "mysql_native_password";
 
 /// What a client said in its handshake response (Protocol::HandshakeResponse41).
 #[derive(Debug, Default)]
-pub(crate) struct HandshakeResponse {
+pub struct HandshakeResponse {
     /// The client's capabilities.
-    pub(crate) caps: u32,
+    pub caps: u32,
     /// The user name.
-    pub(crate) user: String,
+    pub user: String,
     /// The answer to the salt.
-    pub(crate) auth: Vec<u8>,
+    pub auth: Vec<u8>,
     /// The database to start in.
-    pub(crate) database: Option<String>,
+    pub database: Option<String>,
     /// The authentication method the answer is for.
-    pub(crate) plugin: Option<String>,
+    pub plugin: Option<String>,
 }
 
 /// Whether a handshake response is only an SSL request (32 bytes with `CLIENT_SSL`): the
 /// client switches to TLS and sends the full response over it.
-pub(crate) fn is_ssl_request(payload: &[u8]) -> bool {
+pub fn is_ssl_request(payload: &[u8]) -> bool {
     payload.len() == 32 && Cursor::new(payload).u32().is_ok_and(|c| c & cap::SSL != 0)
 }
 
 /// Parses `caps:4 max_packet:4 charset:1 zero:23 user NUL auth [db NUL] [plugin NUL] [attrs]`.
-pub(crate) fn parse_handshake_response(payload: &[u8]) -> io::Result<HandshakeResponse> {
+pub fn parse_handshake_response(payload: &[u8]) -> io::Result<HandshakeResponse> {
     let mut c = Cursor::new(payload);
     let caps = c.u32()?;
     if caps & cap::PROTOCOL_41 == 0 {
@@ -359,7 +385,7 @@ pub(crate) fn parse_handshake_response(payload: &[u8]) -> io::Result<HandshakeRe
 
 /// Asks the client to answer the salt with `mysql_native_password` (its first answer was for
 /// another method, such as MySQL 8's `caching_sha2_password`): `0xfe plugin NUL salt NUL`.
-pub(crate) fn auth_switch(salt: &[u8; 20]) -> Vec<u8> {
+pub fn auth_switch(salt: &[u8; 20]) -> Vec<u8> {
     let mut p = vec![0xfe];
     p.extend_from_slice(NATIVE_PASSWORD.as_bytes());
     p.push(0);
@@ -370,13 +396,7 @@ pub(crate) fn auth_switch(salt: &[u8; 20]) -> Vec<u8> {
 
 /// An OK packet: `0x00 affected last_insert_id status:2 warnings:2` (`0xfe` in place of
 /// `0x00` where it ends a result set under `CLIENT_DEPRECATE_EOF`).
-pub(crate) fn ok(
-    header: u8,
-    affected: u64,
-    last_insert_id: u64,
-    status: u16,
-    warnings: u16,
-) -> Vec<u8> {
+pub fn ok(header: u8, affected: u64, last_insert_id: u64, status: u16, warnings: u16) -> Vec<u8> {
     let mut p = vec![header];
     put_lenenc_int(&mut p, affected);
     put_lenenc_int(&mut p, last_insert_id);
@@ -386,7 +406,7 @@ pub(crate) fn ok(
 }
 
 /// An EOF packet: `0xfe warnings:2 status:2`.
-pub(crate) fn eof(status: u16, warnings: u16) -> Vec<u8> {
+pub fn eof(status: u16, warnings: u16) -> Vec<u8> {
     let mut p = vec![0xfe];
     p.extend_from_slice(&warnings.to_le_bytes());
     p.extend_from_slice(&status.to_le_bytes());
@@ -394,7 +414,7 @@ pub(crate) fn eof(status: u16, warnings: u16) -> Vec<u8> {
 }
 
 /// An ERR packet: `0xff code:2 '#' sqlstate:5 message`.
-pub(crate) fn err(code: u16, sqlstate: &str, message: &str) -> Vec<u8> {
+pub fn err(code: u16, sqlstate: &str, message: &str) -> Vec<u8> {
     let mut p = vec![0xff];
     p.extend_from_slice(&code.to_le_bytes());
     p.push(b'#');
@@ -406,24 +426,24 @@ pub(crate) fn err(code: u16, sqlstate: &str, message: &str) -> Vec<u8> {
 
 /// A column definition (Protocol::ColumnDefinition41).
 #[derive(Debug, Clone)]
-pub(crate) struct ColumnDef {
+pub struct ColumnDef {
     /// The column's name as the client shows it.
-    pub(crate) name: String,
+    pub name: String,
     /// `MYSQL_TYPE_*`.
-    pub(crate) ty: u8,
+    pub ty: u8,
     /// `*_FLAG` bits (unsigned, binary...).
-    pub(crate) flags: u16,
+    pub flags: u16,
     /// The character set number.
-    pub(crate) charset: u16,
+    pub charset: u16,
     /// The display length.
-    pub(crate) length: u32,
+    pub length: u32,
     /// Digits after the point (31 for floating point).
-    pub(crate) decimals: u8,
+    pub decimals: u8,
 }
 
 /// `lenenc "def" schema table org_table name org_name 0x0c charset:2 length:4 type:1 flags:2
 /// decimals:1 zero:2`.
-pub(crate) fn column_def(c: &ColumnDef) -> Vec<u8> {
+pub fn column_def(c: &ColumnDef) -> Vec<u8> {
     let mut p = Vec::with_capacity(32 + c.name.len());
     put_lenenc_str(&mut p, b"def");
     put_lenenc_str(&mut p, b"");
@@ -442,7 +462,7 @@ pub(crate) fn column_def(c: &ColumnDef) -> Vec<u8> {
 }
 
 /// The answer to COM_STMT_PREPARE: `0x00 stmt_id:4 columns:2 params:2 0x00 warnings:2`.
-pub(crate) fn prepare_ok(stmt: u32, columns: u16, params: u16) -> Vec<u8> {
+pub fn prepare_ok(stmt: u32, columns: u16, params: u16) -> Vec<u8> {
     let mut p = vec![0];
     p.extend_from_slice(&stmt.to_le_bytes());
     p.extend_from_slice(&columns.to_le_bytes());
@@ -450,6 +470,112 @@ pub(crate) fn prepare_ok(stmt: u32, columns: u16, params: u16) -> Vec<u8> {
     p.push(0);
     p.extend_from_slice(&0u16.to_le_bytes());
     p
+}
+
+/// What a client reads in a server's greeting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Greeting {
+    /// The server's version text.
+    pub version: String,
+    /// The connection's id on the server.
+    pub conn_id: u32,
+    /// The 20-byte salt the password answer is computed over.
+    pub salt: Vec<u8>,
+    /// The server's capabilities.
+    pub caps: u32,
+}
+
+/// Parses a greeting ([`greeting`] writes one).
+pub fn parse_greeting(payload: &[u8]) -> io::Result<Greeting> {
+    let mut c = Cursor::new(payload);
+    if c.u8()? != 10 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "not protocol 10",
+        ));
+    }
+    let version = String::from_utf8_lossy(c.nul_bytes()?).into_owned();
+    let conn_id = c.u32()?;
+    let mut salt = c.take(8)?.to_vec();
+    c.u8()?;
+    let low = c.u16()?;
+    c.take(1 + 2)?;
+    let high = c.u16()?;
+    let salt_len = c.u8()? as usize;
+    c.take(10)?;
+    let rest = salt_len.saturating_sub(8).max(13) - 1;
+    salt.extend_from_slice(c.take(rest)?);
+    Ok(Greeting {
+        version,
+        conn_id,
+        salt,
+        caps: u32::from(low) | (u32::from(high) << 16),
+    })
+}
+
+/// The `mysql_native_password` answer to `salt`: SHA1(password) XOR
+/// SHA1(salt + SHA1(SHA1(password))); empty for an empty password.
+pub fn native_answer(password: &str, salt: &[u8]) -> Vec<u8> {
+    if password.is_empty() {
+        return Vec::new();
+    }
+    let sha1 = |parts: &[&[u8]]| {
+        let mut h = sha1_smol::Sha1::new();
+        for p in parts {
+            h.update(p);
+        }
+        h.digest().bytes()
+    };
+    let stage1 = sha1(&[password.as_bytes()]);
+    let mask = sha1(&[salt, &sha1(&[&stage1])]);
+    stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect()
+}
+
+/// The capabilities a ringrep client asks for (its replica's network source).
+pub const CLIENT: u32 = cap::LONG_PASSWORD
+    | cap::LONG_FLAG
+    | cap::PROTOCOL_41
+    | cap::TRANSACTIONS
+    | cap::SECURE_CONNECTION
+    | cap::PLUGIN_AUTH
+    | cap::PLUGIN_AUTH_LENENC_CLIENT_DATA
+    | cap::DEPRECATE_EOF;
+
+/// A client's handshake response (see [`parse_handshake_response`] for the layout), answering
+/// with `mysql_native_password`.
+pub fn handshake_response(caps: u32, user: &str, answer: &[u8], database: Option<&str>) -> Vec<u8> {
+    let mut caps = caps | cap::PLUGIN_AUTH_LENENC_CLIENT_DATA | cap::PLUGIN_AUTH;
+    if database.is_some() {
+        caps |= cap::CONNECT_WITH_DB;
+    }
+    let mut p = caps.to_le_bytes().to_vec();
+    p.extend_from_slice(&(1u32 << 24).to_le_bytes());
+    p.push(UTF8MB4_GENERAL_CI as u8);
+    p.extend_from_slice(&[0; 23]);
+    p.extend_from_slice(user.as_bytes());
+    p.push(0);
+    put_lenenc_str(&mut p, answer);
+    if let Some(db) = database {
+        p.extend_from_slice(db.as_bytes());
+        p.push(0);
+    }
+    p.extend_from_slice(NATIVE_PASSWORD.as_bytes());
+    p.push(0);
+    p
+}
+
+/// An ERR packet's code, SQLSTATE and message, if `p` is one.
+pub fn parse_err(p: &[u8]) -> Option<(u16, String, String)> {
+    if p.first() != Some(&0xff) || p.len() < 3 {
+        return None;
+    }
+    let code = u16::from_le_bytes([p[1], p[2]]);
+    let (state, msg) = if p.get(3) == Some(&b'#') && p.len() >= 9 {
+        (String::from_utf8_lossy(&p[4..9]).into_owned(), &p[9..])
+    } else {
+        ("HY000".to_string(), &p[3..])
+    };
+    Some((code, state, String::from_utf8_lossy(msg).into_owned()))
 }
 
 #[cfg(test)]
@@ -536,6 +662,31 @@ mod tests {
         assert!(p
             .capabilities()
             .contains(mysql_common::constants::CapabilityFlags::CLIENT_SSL));
+    }
+
+    /// The client side reads what the server side writes, and a right answer passes the
+    /// check a server makes.
+    #[test]
+    fn client_side_round_trips() {
+        let salt = *b"abcdefghijklmnopqrst";
+        let g =
+            parse_greeting(&greeting("8.0.36-ringrep", 9, &salt, cap::SERVER)).expect("greeting");
+        assert_eq!(
+            (g.conn_id, g.salt.as_slice(), g.caps),
+            (9, &salt[..], cap::SERVER)
+        );
+        let answer = native_answer("pw", &salt);
+        let r = parse_handshake_response(&handshake_response(CLIENT, "repl", &answer, Some("db")))
+            .expect("response");
+        assert_eq!(
+            (r.user.as_str(), r.auth, r.database.as_deref()),
+            ("repl", answer, Some("db"))
+        );
+        assert!(native_answer("", &salt).is_empty());
+        assert_eq!(
+            parse_err(&err(1045, "28000", "denied")),
+            Some((1045, "28000".into(), "denied".into()))
+        );
     }
 
     #[test]

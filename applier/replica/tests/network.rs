@@ -1,0 +1,321 @@
+//! A replica connected to its primary by nothing but TCP (`--source mysql://...`), with a
+//! fault-injecting proxy of the test's own between them: the link is cut (often in the middle
+//! of a frame), stalled past the heartbeat timeout, refused for a while; the primary restarts;
+//! the replica is killed with SIGKILL and started again. Writes go on throughout, and every case
+//! ends converged (the verifier) with nothing skipped or applied twice.
+
+use ringrep_testkit::node;
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use binlog_format::SyncPolicy;
+use mysql_async::prelude::*;
+use node::{connect, runtime, Node};
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_server::{Server, ServerSettings};
+
+/// A TCP proxy that can cut, stall and refuse connections.
+struct Proxy {
+    addr: SocketAddr,
+    target: Arc<Mutex<SocketAddr>>,
+    refuse: Arc<AtomicBool>,
+    stall: Arc<AtomicBool>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Proxy {
+    fn start(target: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("proxy bind");
+        let proxy = Proxy {
+            addr: listener.local_addr().expect("addr"),
+            target: Arc::new(Mutex::new(target)),
+            refuse: Arc::new(AtomicBool::new(false)),
+            stall: Arc::new(AtomicBool::new(false)),
+            open: Arc::new(Mutex::new(Vec::new())),
+        };
+        let (target, refuse, stall, open) = (
+            proxy.target.clone(),
+            proxy.refuse.clone(),
+            proxy.stall.clone(),
+            proxy.open.clone(),
+        );
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                if refuse.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let to = *target.lock().expect("target");
+                let Ok(server) = TcpStream::connect(to) else {
+                    continue;
+                };
+                let mut open = open.lock().expect("open");
+                open.push(client.try_clone().expect("clone"));
+                open.push(server.try_clone().expect("clone"));
+                for (from, to) in [
+                    (
+                        client.try_clone().expect("clone"),
+                        server.try_clone().expect("clone"),
+                    ),
+                    (server, client),
+                ] {
+                    let stall = stall.clone();
+                    std::thread::spawn(move || pump(from, to, &stall));
+                }
+            }
+        });
+        proxy
+    }
+
+    /// Closes every connection through the proxy, wherever its bytes are.
+    fn cut(&self) {
+        for s in self.open.lock().expect("open").drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn retarget(&self, to: SocketAddr) {
+        *self.target.lock().expect("target") = to;
+    }
+}
+
+/// Copies bytes one way in small pieces (so a cut lands inside frames), holding them while
+/// the proxy stalls.
+fn pump(mut from: TcpStream, mut to: TcpStream, stall: &AtomicBool) {
+    let mut buf = [0u8; 97];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        while stall.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+/// The primary, in this process: its engine and server; `restart` stops both and opens the
+/// data directory again on a new port.
+struct Primary {
+    dir: std::path::PathBuf,
+    engine: Option<Engine>,
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<std::io::Result<ringrep_server::ServeReport>>>,
+}
+
+impl Primary {
+    fn start(rt: &tokio::runtime::Runtime, dir: &Path) -> Primary {
+        let mut cfg = EngineConfig::new(1);
+        cfg.sync = SyncPolicy::EveryCommit;
+        // After a stop, a stream's reading thread lets the engine go within one wait.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let engine = loop {
+            match Engine::open(dir, cfg.clone()) {
+                Ok((engine, _)) => break engine,
+                Err(e) if Instant::now() < deadline && e.message.contains("in use") => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => panic!("primary: {e}"),
+            }
+        };
+        let server = rt
+            .block_on(Server::bind(engine.clone(), &ServerSettings::local(0)))
+            .expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let served = rt.spawn(server.run(async move {
+            let _ = rx.await;
+        }));
+        Primary {
+            dir: dir.to_path_buf(),
+            engine: Some(engine),
+            addr,
+            stop: Some(tx),
+            served: Some(served),
+        }
+    }
+
+    fn stop(&mut self, rt: &tokio::runtime::Runtime) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.served.take() {
+            rt.block_on(h).expect("join").expect("serve");
+        }
+        self.engine.take();
+    }
+
+    fn restart(&mut self, rt: &tokio::runtime::Runtime) {
+        self.stop(rt);
+        *self = Primary::start(rt, &self.dir.clone());
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.engine.as_ref().expect("running").last_seq()
+    }
+}
+
+fn start_replica(dir: &Path, source: SocketAddr) -> Node {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+    cmd.arg("serve")
+        .arg("--replica-dir")
+        .arg(dir)
+        .arg("--source")
+        .arg(format!("mysql://root@{source}"))
+        .args([
+            "--source-heartbeat-ms",
+            "100",
+            "--source-connect-retry",
+            "1",
+        ])
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    node::start(cmd, "replica listening on ")
+}
+
+/// Inserts `n` rows for each of a few users through the primary.
+fn write(rt: &tokio::runtime::Runtime, primary: SocketAddr, round: u32, n: u32) {
+    rt.block_on(async {
+        let mut c = connect(primary, Some("test")).await;
+        for i in 0..n {
+            c.exec_drop(
+                "INSERT INTO ue (user_id, payload) VALUES (?, ?)",
+                (i % 5, format!("round {round} row {i}")),
+            )
+            .await
+            .expect("insert");
+        }
+    });
+}
+
+/// Waits until the replica has applied `seq` of server 1.
+fn wait_applied(rt: &tokio::runtime::Runtime, replica: SocketAddr, seq: u64, what: &str) {
+    rt.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(mut r) = mysql_async::Conn::new(node::opts(replica, "root", None, None)).await
+            {
+                let got: Option<u64> = r
+                    .query_first(
+                        "SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 1",
+                    )
+                    .await
+                    .unwrap_or(None);
+                if got == Some(seq) {
+                    return;
+                }
+                assert!(
+                    got.unwrap_or(0) <= seq,
+                    "{what}: replica ahead of the primary: {got:?} > {seq}"
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: replica never reached seq {seq}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
+fn verify(primary: SocketAddr, replica: SocketAddr) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"))
+        .args(["verify", "--primary", &format!("mysql://root@{primary}")])
+        .args(["--replica", &format!("mysql://root@{replica}")])
+        .output()
+        .expect("verify");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn a_replica_over_tcp_converges_through_cuts_stalls_refusals_and_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let mut primary = Primary::start(&rt, &dir.path().join("primary"));
+    let proxy = Proxy::start(primary.addr);
+    rt.block_on(async {
+        let mut c = connect(primary.addr, None).await;
+        c.query_drop("CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
+            .await
+            .expect("create");
+    });
+    let replica_dir = dir.path().join("replica");
+    let mut replica = start_replica(&replica_dir, proxy.addr);
+    write(&rt, primary.addr, 0, 50);
+    wait_applied(&rt, replica.addr, primary.last_seq(), "first rows");
+
+    // Cuts while rows flow: the stream breaks wherever its bytes are.
+    for round in 1..=3 {
+        let writer = {
+            let addr = primary.addr;
+            std::thread::spawn(move || write(&runtime(), addr, round, 200))
+        };
+        std::thread::sleep(Duration::from_millis(30 * u64::from(round)));
+        proxy.cut();
+        writer.join().expect("writer");
+        wait_applied(&rt, replica.addr, primary.last_seq(), "after a cut");
+    }
+
+    // A stall longer than three heartbeats: the replica gives the link up and reconnects.
+    proxy.stall.store(true, Ordering::SeqCst);
+    write(&rt, primary.addr, 4, 20);
+    std::thread::sleep(Duration::from_millis(600));
+    proxy.stall.store(false, Ordering::SeqCst);
+    proxy.cut();
+    wait_applied(&rt, replica.addr, primary.last_seq(), "after a stall");
+
+    // Reconnects refused for a while.
+    proxy.refuse.store(true, Ordering::SeqCst);
+    proxy.cut();
+    write(&rt, primary.addr, 5, 30);
+    std::thread::sleep(Duration::from_millis(700));
+    proxy.refuse.store(false, Ordering::SeqCst);
+    wait_applied(&rt, replica.addr, primary.last_seq(), "after refusals");
+
+    // The primary restarts (on another port, behind the same proxy).
+    primary.restart(&rt);
+    proxy.retarget(primary.addr);
+    write(&rt, primary.addr, 6, 30);
+    wait_applied(
+        &rt,
+        replica.addr,
+        primary.last_seq(),
+        "after a primary restart",
+    );
+
+    // The replica is killed with SIGKILL while rows flow, and started again.
+    let writer = {
+        let addr = primary.addr;
+        std::thread::spawn(move || write(&runtime(), addr, 7, 200))
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    let _ = replica.child.kill();
+    let _ = replica.child.wait();
+    writer.join().expect("writer");
+    replica = start_replica(&replica_dir, proxy.addr);
+    wait_applied(
+        &rt,
+        replica.addr,
+        primary.last_seq(),
+        "after a replica SIGKILL",
+    );
+
+    let (code, out) = verify(primary.addr, replica.addr);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("CONVERGED"), "{out}");
+    primary.stop(&rt);
+}

@@ -1,0 +1,363 @@
+//! A primary over the network: the replication stream of its MySQL port, as an
+//! [`EventSource`].
+//!
+//! The source logs in with a replication account (`mysql_native_password`), registers
+//! (COM_REGISTER_SLAVE) and asks for ringrep's frames from the next sequence number it needs
+//! (COM_BINLOG_DUMP with `ringrep-frames:from_seq=N,heartbeat_ms=M`; see the server's stream
+//! module). Each frame's checksum is verified as a segment reader would; a corrupt frame stops
+//! the source with the primary's position. A dropped connection, a primary that restarts or a
+//! link silent for three heartbeat periods is reconnected with backoff (doubling from 100 ms up
+//! to `connect_retry`) and the stream resumes after the last transaction handed out, so the
+//! applier sees each transaction once per run and skips any repeat by its sequence number.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use binlog_format::format::DEFAULT_MAX_FRAME;
+use binlog_format::frame::{scan_frame, FrameScan};
+use binlog_format::{codec, Position, Record};
+use ringrep_protocol::{self as protocol, Cursor, Packets, ReadError};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use crate::error::{Error, Result};
+use crate::source::{EventSource, SourcedTx};
+
+/// Where and how to reach a primary.
+#[derive(Clone)]
+pub struct NetworkConfig {
+    /// The primary's MySQL address, `host:port`.
+    pub address: String,
+    /// The replication account.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+    /// This replica's server id, sent when it registers.
+    pub replica_id: u32,
+    /// How often an idle primary sends a heartbeat; three periods of silence end the link.
+    pub heartbeat: Duration,
+    /// The longest wait between connection attempts.
+    pub connect_retry: Duration,
+}
+
+impl std::fmt::Debug for NetworkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetworkConfig")
+            .field("address", &self.address)
+            .field("user", &self.user)
+            .field("replica_id", &self.replica_id)
+            .field("heartbeat", &self.heartbeat)
+            .field("connect_retry", &self.connect_retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the connection's reading task hands over.
+enum Item {
+    Tx(SourcedTx),
+    /// A heartbeat: the primary's time and last durable sequence number.
+    Heartbeat {
+        time_us: i64,
+        last_seq: u64,
+    },
+    /// The stream ended; retriable unless the error says otherwise.
+    Ended(Error),
+}
+
+/// What the link last said, for status and lag.
+#[derive(Debug, Clone, Default)]
+pub struct LinkStatus {
+    /// Whether a stream is open now.
+    pub connected: bool,
+    /// The last error of the link (connecting, reading), if any since the last good read.
+    pub last_error: Option<String>,
+    /// The primary's last durable sequence number, from its latest heartbeat.
+    pub source_last_seq: u64,
+    /// The primary's clock at its latest heartbeat, in microseconds since 1970-01-01 UTC.
+    pub source_time_us: i64,
+    /// When the last packet (transaction or heartbeat) arrived.
+    pub last_heard: Option<Instant>,
+}
+
+/// The replication stream of a primary's MySQL port.
+#[derive(Debug)]
+pub struct NetworkSource {
+    config: NetworkConfig,
+    /// The next sequence number wanted.
+    next_seq: u64,
+    link: Option<mpsc::Receiver<Item>>,
+    ready: VecDeque<SourcedTx>,
+    /// When the next connection attempt may start, and the wait after it fails.
+    retry_at: Instant,
+    backoff: Duration,
+    /// What the link last said.
+    pub status: LinkStatus,
+}
+
+impl std::fmt::Debug for Item {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Item::Tx(t) => write!(f, "Tx({})", t.tx.seq),
+            Item::Heartbeat { last_seq, .. } => write!(f, "Heartbeat({last_seq})"),
+            Item::Ended(e) => write!(f, "Ended({e})"),
+        }
+    }
+}
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+impl NetworkSource {
+    /// A source that will connect on first use and stream from `from_seq`.
+    pub fn new(config: NetworkConfig, from_seq: u64) -> NetworkSource {
+        NetworkSource {
+            config,
+            next_seq: from_seq.max(1),
+            link: None,
+            ready: VecDeque::new(),
+            retry_at: Instant::now(),
+            backoff: FIRST_BACKOFF,
+            status: LinkStatus::default(),
+        }
+    }
+
+    /// Connects, logs in and opens the stream; the reading task then feeds the channel.
+    async fn connect(&mut self) -> Result<()> {
+        let stream = TcpStream::connect(&self.config.address)
+            .await
+            .map_err(|e| Error::Source(format!("connecting to {}: {e}", self.config.address)))?;
+        let _ = stream.set_nodelay(true);
+        let mut packets = Packets::new(stream, 1 << 30);
+        let greeting = read(&mut packets).await?;
+        let greeting = protocol::parse_greeting(&greeting).map_err(io_error)?;
+        let answer = protocol::native_answer(&self.config.password, &greeting.salt);
+        let caps = protocol::CLIENT & greeting.caps;
+        packets
+            .write(&protocol::handshake_response(
+                caps,
+                &self.config.user,
+                &answer,
+                None,
+            ))
+            .await
+            .map_err(io_error)?;
+        packets.flush().await.map_err(io_error)?;
+        expect_ok(&read(&mut packets).await?, "login")?;
+        // COM_REGISTER_SLAVE: server_id host user password port rank source_id.
+        let mut p = vec![0x15];
+        p.extend_from_slice(&self.config.replica_id.to_le_bytes());
+        p.extend_from_slice(&[0, 0, 0]);
+        p.extend_from_slice(&0u16.to_le_bytes());
+        p.extend_from_slice(&0u32.to_le_bytes());
+        p.extend_from_slice(&0u32.to_le_bytes());
+        command(&mut packets, &p).await?;
+        expect_ok(&read(&mut packets).await?, "register")?;
+        // COM_BINLOG_DUMP: pos:4 flags:2 server_id:4 file.
+        let mut p = vec![0x12];
+        p.extend_from_slice(&4u32.to_le_bytes());
+        p.extend_from_slice(&0u16.to_le_bytes());
+        p.extend_from_slice(&self.config.replica_id.to_le_bytes());
+        p.extend_from_slice(
+            format!(
+                "ringrep-frames:from_seq={},heartbeat_ms={}",
+                self.next_seq,
+                self.config.heartbeat.as_millis().max(1)
+            )
+            .as_bytes(),
+        );
+        command(&mut packets, &p).await?;
+        let (tx, rx) = mpsc::channel(1024);
+        let silence = self.config.heartbeat * 3;
+        tokio::spawn(read_stream(packets, tx, silence));
+        self.link = Some(rx);
+        self.status.connected = true;
+        tracing::info!(
+            source = %self.config.address,
+            from_seq = self.next_seq,
+            "replication stream open"
+        );
+        Ok(())
+    }
+
+    /// Takes one item off the link, waiting up to `timeout`.
+    async fn receive(&mut self, timeout: Duration) -> Result<bool> {
+        let Some(link) = self.link.as_mut() else {
+            return Ok(false);
+        };
+        let item = match tokio::time::timeout(timeout, link.recv()).await {
+            Err(_) => return Ok(false),
+            Ok(None) => Item::Ended(Error::Source("the stream's reader stopped".into())),
+            Ok(Some(item)) => item,
+        };
+        self.status.last_heard = Some(Instant::now());
+        match item {
+            Item::Tx(t) => {
+                if t.tx.seq < self.next_seq {
+                    return Ok(true);
+                }
+                self.next_seq = t.tx.seq + 1;
+                self.backoff = FIRST_BACKOFF;
+                self.status.last_error = None;
+                self.ready.push_back(t);
+                Ok(true)
+            }
+            Item::Heartbeat { time_us, last_seq } => {
+                self.status.source_last_seq = last_seq;
+                self.status.source_time_us = time_us;
+                self.backoff = FIRST_BACKOFF;
+                Ok(true)
+            }
+            Item::Ended(e) => {
+                self.link = None;
+                self.status.connected = false;
+                if !e.is_retriable() {
+                    return Err(e);
+                }
+                tracing::warn!(source = %self.config.address, "replication stream ended: {e}");
+                self.status.last_error = Some(e.to_string());
+                self.retry_at = Instant::now() + self.backoff;
+                Ok(false)
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl EventSource for NetworkSource {
+    async fn next(&mut self, timeout: Duration) -> Result<Option<SourcedTx>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(t) = self.ready.pop_front() {
+                return Ok(Some(t));
+            }
+            if self.link.is_none() {
+                let now = Instant::now();
+                if now < self.retry_at {
+                    if now >= deadline {
+                        return Ok(None);
+                    }
+                    tokio::time::sleep((self.retry_at - now).min(deadline - now)).await;
+                    continue;
+                }
+                if let Err(e) = self.connect().await {
+                    if !e.is_retriable() {
+                        return Err(e);
+                    }
+                    tracing::warn!(source = %self.config.address, "cannot reach the primary: {e}");
+                    self.status.last_error = Some(e.to_string());
+                    self.retry_at = Instant::now() + self.backoff;
+                    self.backoff = (self.backoff * 2).min(self.config.connect_retry);
+                }
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if !self.receive(left).await? && Instant::now() >= deadline {
+                return Ok(self.ready.pop_front());
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!("replication stream of {}", self.config.address)
+    }
+}
+
+/// Reads stream packets until the connection ends or stays silent too long.
+async fn read_stream(mut packets: Packets<TcpStream>, tx: mpsc::Sender<Item>, silence: Duration) {
+    loop {
+        let packet = match tokio::time::timeout(silence, packets.read()).await {
+            Err(_) => Err(Error::Source(format!(
+                "no heartbeat from the primary for {} ms",
+                silence.as_millis()
+            ))),
+            Ok(Ok(Some(p))) => decode(&p),
+            Ok(Ok(None)) => Err(Error::Source("the primary closed the connection".into())),
+            Ok(Err(ReadError::Io(e))) => Err(Error::Source(format!("reading the stream: {e}"))),
+            Ok(Err(ReadError::TooLarge)) => Err(Error::Source("a stream packet over 1 GiB".into())),
+        };
+        let item = match packet {
+            Ok(item) => item,
+            Err(e) => Item::Ended(e),
+        };
+        let end = matches!(item, Item::Ended(_));
+        if tx.send(item).await.is_err() || end {
+            return;
+        }
+    }
+}
+
+/// One stream packet: `0x00 segment:8 offset:8 frame`, an ERR packet, or EOF.
+fn decode(p: &[u8]) -> Result<Item> {
+    if let Some((code, state, msg)) = protocol::parse_err(p) {
+        let e = format!("the primary ended the stream: ERROR {code} ({state}): {msg}");
+        // The primary could not read its own binlog: nothing after that is safe.
+        return Ok(Item::Ended(if code == 1105 {
+            Error::Invalid(e)
+        } else {
+            Error::Source(e)
+        }));
+    }
+    if p.first() == Some(&0xfe) && p.len() < 9 {
+        return Ok(Item::Ended(Error::Source(
+            "the primary ended the stream".into(),
+        )));
+    }
+    let mut c = Cursor::new(p);
+    let (Ok(0), Ok(segment), Ok(offset)) = (c.u8(), c.u64(), c.u64()) else {
+        return Err(Error::Invalid(
+            "a stream packet that is not a record".into(),
+        ));
+    };
+    let position = Position { segment, offset };
+    let frame = c.rest();
+    let corrupt = |why: &str| {
+        Error::Invalid(format!(
+            "corrupt record from the primary at {position}: {why}"
+        ))
+    };
+    let payload = match scan_frame(frame, DEFAULT_MAX_FRAME) {
+        FrameScan::Frame { payload, len } if len == frame.len() => payload,
+        FrameScan::Frame { .. } => return Err(corrupt("bytes after the frame")),
+        FrameScan::Corrupt { reason, .. } => return Err(corrupt(&reason)),
+        FrameScan::Incomplete { .. } => return Err(corrupt("a partial frame")),
+    };
+    match codec::decode_record(payload).map_err(|e| corrupt(&e.to_string()))? {
+        Record::Transaction(tx) => Ok(Item::Tx(SourcedTx { tx, position })),
+        Record::Heartbeat(hb) => Ok(Item::Heartbeat {
+            time_us: hb.time_us,
+            last_seq: hb.last_seq,
+        }),
+    }
+}
+
+async fn read(packets: &mut Packets<TcpStream>) -> Result<Vec<u8>> {
+    match packets.read().await {
+        Ok(Some(p)) => Ok(p),
+        Ok(None) => Err(Error::Source("the primary closed the connection".into())),
+        Err(ReadError::Io(e)) => Err(io_error(e)),
+        Err(ReadError::TooLarge) => Err(Error::Source("a packet over 1 GiB".into())),
+    }
+}
+
+/// Sends a command: a new exchange, sequence 0.
+async fn command(packets: &mut Packets<TcpStream>, payload: &[u8]) -> Result<()> {
+    packets.restart();
+    packets.write(payload).await.map_err(io_error)?;
+    packets.flush().await.map_err(io_error)
+}
+
+fn expect_ok(p: &[u8], step: &str) -> Result<()> {
+    if let Some((code, state, msg)) = protocol::parse_err(p) {
+        return Err(Error::Source(format!(
+            "{step}: ERROR {code} ({state}): {msg}"
+        )));
+    }
+    if p.first() != Some(&0) {
+        return Err(Error::Source(format!("{step}: unexpected answer")));
+    }
+    Ok(())
+}
+
+fn io_error(e: std::io::Error) -> Error {
+    Error::Source(e.to_string())
+}

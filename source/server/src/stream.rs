@@ -1,0 +1,259 @@
+//! The replication stream: a replica registers (COM_REGISTER_SLAVE) and asks for the binlog
+//! (COM_BINLOG_DUMP) on the node's MySQL port; the node sends its transactions from the one
+//! after the replica's position, as ringrep frames, then waits for more.
+//!
+//! The request names ringrep's encoding in COM_BINLOG_DUMP's file name field:
+//! `ringrep-frames:from_seq=N[,heartbeat_ms=M]` (the binlog position field is unused). Each
+//! packet of the stream is `0x00` followed by one frame exactly as the segment files hold it
+//! (`docs/format.md`: length, CRC32C, payload), so the replica checks the same checksum and
+//! sequence continuity as a reader of the files. (A packet is `0x00 segment:8 offset:8 frame`:
+//! where the record sits in the primary's binlog, for the replica's status; both are 0 for a
+//! heartbeat.) Guarantees:
+//! - transactions go out in sequence order, from `from_seq`, each once per stream;
+//! - only durable transactions go out (`Engine::durable_seq`): a replica never holds a
+//!   transaction the primary could lose in a crash;
+//! - when nothing is written for `heartbeat_ms` (1000 by default) a heartbeat frame goes out,
+//!   carrying the primary's time and last sequence number, so the replica knows its lag and
+//!   notices a dead link;
+//! - the stream follows segment rotation; it ends only when the connection does.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use binlog_format::codec;
+use binlog_format::frame::write_frame_with;
+use binlog_format::{Heartbeat, Position, Record, StartAt, Tailer};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::Shared;
+use ringrep_engine::error::{code, Error};
+use ringrep_protocol::{Cursor, Packets};
+
+/// The file name prefix that asks for ringrep's own frames.
+pub(crate) const FRAMES: &str = "ringrep-frames:";
+
+/// The default heartbeat period of an idle stream.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// Transactions read from the binlog per batch handed to the connection.
+const BATCH: usize = 256;
+
+/// What a replica asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DumpRequest {
+    /// The first sequence number wanted (the replica's applied position + 1).
+    pub(crate) from_seq: u64,
+    /// How long the stream may stay silent before a heartbeat.
+    pub(crate) heartbeat: Duration,
+    /// The replica's server id.
+    pub(crate) replica_id: u32,
+}
+
+/// Parses COM_BINLOG_DUMP's body: `pos:4 flags:2 server_id:4 file`.
+pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
+    let bad = |why: &str| Error::new(code::ER_WRONG_ARGUMENTS, format!("COM_BINLOG_DUMP: {why}"));
+    let mut c = Cursor::new(body);
+    let (Ok(_pos), Ok(_flags), Ok(replica_id)) = (c.u32(), c.u16(), c.u32()) else {
+        return Err(bad("short packet"));
+    };
+    let file = String::from_utf8_lossy(c.rest()).into_owned();
+    let Some(args) = file.strip_prefix(FRAMES) else {
+        // A MySQL replica or CDC tool asking for MySQL's binlog events.
+        return Err(Error::unsupported(
+            "the MySQL binlog encoding of the replication stream (only ringrep-frames)",
+        ));
+    };
+    let mut req = DumpRequest {
+        from_seq: 0,
+        heartbeat: DEFAULT_HEARTBEAT,
+        replica_id,
+    };
+    for part in args.split(',').filter(|p| !p.is_empty()) {
+        let (k, v) = part.split_once('=').ok_or_else(|| bad(part))?;
+        let n: u64 = v.trim().parse().map_err(|_| bad(part))?;
+        match k.trim() {
+            "from_seq" => req.from_seq = n,
+            "heartbeat_ms" => req.heartbeat = Duration::from_millis(n.max(1)),
+            _ => return Err(bad(part)),
+        }
+    }
+    if req.from_seq == 0 {
+        return Err(bad("from_seq must be 1 or more"));
+    }
+    Ok(req)
+}
+
+/// What the reading thread hands the connection.
+enum Batch {
+    /// Frames of whole durable transactions, in order.
+    Frames(Vec<Vec<u8>>),
+    /// The binlog could not be read (corruption names its position).
+    Failed(Error),
+}
+
+/// Streams transactions to the replica until the connection fails or the server stops.
+pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
+    shared: &Arc<Shared>,
+    packets: &mut Packets<S>,
+    req: DumpRequest,
+    conn_id: u32,
+) -> io::Result<()> {
+    let engine = shared.engine.clone();
+    let server_id = engine.config().server_id;
+    tracing::info!(
+        connection = conn_id,
+        replica = req.replica_id,
+        from_seq = req.from_seq,
+        "replica streaming"
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Batch>(4);
+    // A thread of its own (not the blocking pool): it lives as long as the stream and ends
+    // within one wait once the connection is gone.
+    let reader_engine = engine.clone();
+    let from = req.from_seq;
+    std::thread::Builder::new()
+        .name(format!("stream-{conn_id}"))
+        .spawn(move || read_durable(reader_engine, from, tx))?;
+    loop {
+        let batch = tokio::time::timeout(req.heartbeat, rx.recv()).await;
+        let frames = match batch {
+            Ok(Some(Batch::Frames(frames))) => frames,
+            Ok(Some(Batch::Failed(e))) => {
+                tracing::error!(connection = conn_id, "replication stream stopped: {e}");
+                packets.write(&super::wire::error(&e)).await?;
+                return packets.flush().await;
+            }
+            Ok(None) => return Ok(()),
+            Err(_) => {
+                let hb = Record::Heartbeat(Heartbeat {
+                    server_id,
+                    time_us: engine.now_us(),
+                    last_seq: engine.durable_seq(),
+                });
+                vec![frame(&hb, None).map_err(io::Error::other)?]
+            }
+        };
+        for f in frames {
+            packets.write(&f).await?;
+        }
+        packets.flush().await?;
+    }
+}
+
+/// One stream packet: `0x00`, the record's position in the binlog, and its frame.
+fn frame(record: &Record, at: Option<Position>) -> binlog_format::Result<Vec<u8>> {
+    let mut out = vec![0u8];
+    let at = at.unwrap_or(Position {
+        segment: 0,
+        offset: 0,
+    });
+    out.extend_from_slice(&at.segment.to_le_bytes());
+    out.extend_from_slice(&at.offset.to_le_bytes());
+    write_frame_with(&mut out, |buf| codec::encode_record_into(record, buf))?;
+    Ok(out)
+}
+
+/// Reads the binlog from `from` and sends each transaction once it is durable, in batches.
+fn read_durable(engine: ringrep_engine::Engine, from: u64, tx: tokio::sync::mpsc::Sender<Batch>) {
+    let mut tailer = Tailer::open(&engine.binlog_dir(), StartAt::Seq(from));
+    if let Some(n) = engine.notifier() {
+        tailer = tailer.with_notifier(n);
+    }
+    let mut expected = from;
+    let mut batch = Vec::new();
+    while !tx.is_closed() {
+        let wait = if batch.is_empty() {
+            Duration::from_millis(200)
+        } else {
+            Duration::ZERO
+        };
+        match tailer.next_timeout(wait) {
+            Ok(Some((_, Record::Heartbeat(_)))) => continue,
+            Ok(Some((pos, Record::Transaction(t)))) => {
+                if t.seq < expected {
+                    continue;
+                }
+                if t.seq != expected {
+                    let e = Error::internal(format!(
+                        "replication stream: seq {} at {pos} where {expected} was expected",
+                        t.seq
+                    ));
+                    let _ = tx.blocking_send(Batch::Failed(e));
+                    return;
+                }
+                // Never ahead of what the primary has made durable.
+                while engine.durable_seq() < t.seq {
+                    if tx.is_closed() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                expected += 1;
+                match frame(&Record::Transaction(t), Some(pos)) {
+                    Ok(f) => batch.push(f),
+                    Err(e) => {
+                        let _ = tx.blocking_send(Batch::Failed(e.into()));
+                        return;
+                    }
+                }
+                if batch.len() < BATCH {
+                    continue;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let _ = tx.blocking_send(Batch::Failed(e.into()));
+                return;
+            }
+        }
+        if !batch.is_empty()
+            && tx
+                .blocking_send(Batch::Frames(std::mem::take(&mut batch)))
+                .is_err()
+        {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(file: &str) -> Vec<u8> {
+        let mut b = vec![4, 0, 0, 0, 0, 0, 7, 0, 0, 0];
+        b.extend_from_slice(file.as_bytes());
+        b
+    }
+
+    #[test]
+    fn dump_requests() {
+        let r = parse_dump(&body("ringrep-frames:from_seq=12,heartbeat_ms=250")).expect("parse");
+        assert_eq!(
+            r,
+            DumpRequest {
+                from_seq: 12,
+                heartbeat: Duration::from_millis(250),
+                replica_id: 7
+            }
+        );
+        assert_eq!(
+            parse_dump(&body("binlog.000001")).expect_err("mysql").code,
+            1235
+        );
+        assert_eq!(
+            parse_dump(&body("ringrep-frames:from_seq=0"))
+                .expect_err("zero")
+                .code,
+            1210
+        );
+        assert_eq!(
+            parse_dump(&body("ringrep-frames:nope=1"))
+                .expect_err("key")
+                .code,
+            1210
+        );
+        assert_eq!(parse_dump(&[1, 2]).expect_err("short").code, 1210);
+    }
+}
