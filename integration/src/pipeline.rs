@@ -20,7 +20,7 @@ use binlog_format::{BinlogReader, Cause, Event, ReaderOptions, Record, SyncPolic
 use mysql_async::prelude::*;
 use ringrep_applier::applier::LagStats;
 use ringrep_applier::verify::{verify, Report, VerifyOptions};
-use ringrep_applier::{Applier, BinlogDirSource};
+use ringrep_applier::{Applier, NetworkConfig, NetworkSource};
 use ringrep_engine::{Engine, EngineConfig};
 use ringrep_server::{ServeReport, Server, ServerSettings};
 use tokio::task::JoinHandle;
@@ -159,7 +159,7 @@ pub fn run_demo_with(
         let servers = Servers::start(&primary, &replica, opts).await?;
         let endpoints = servers.endpoints.clone();
         on_listen(&endpoints);
-        let follower = Follower::start(&primary, &replica)?;
+        let follower = Follower::start(endpoints.primary, &replica)?;
         // The TTL purge, as the primary node runs it.
         let purger = opts
             .ttl_secs
@@ -248,7 +248,8 @@ impl Servers {
     }
 }
 
-/// The replica: the applier following the primary's binlog directory, in a task of its own.
+/// The replica: the applier following the primary's replication stream over TCP (as it would
+/// from another machine), in a task of its own.
 struct Follower {
     /// The last sequence number applied.
     applied: Arc<AtomicU64>,
@@ -258,13 +259,23 @@ struct Follower {
 }
 
 impl Follower {
-    /// Starts the applier on `replica` from the transaction after its stored position, woken
-    /// by the primary's notifier.
-    fn start(primary: &Engine, replica: &Engine) -> anyhow::Result<Follower> {
+    /// Starts the applier on `replica` from the transaction after its stored position, pulling
+    /// the stream of the primary's MySQL port at `primary`.
+    fn start(primary: SocketAddr, replica: &Engine) -> anyhow::Result<Follower> {
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let mut applier = Applier::new(replica)?;
         let from = applier.position(1).map_or(1, |p| p.last_seq + 1);
-        let mut source = BinlogDirSource::open(&primary.binlog_dir(), from, primary.notifier());
+        let mut source = NetworkSource::new(
+            NetworkConfig {
+                address: primary.to_string(),
+                user: "root".into(),
+                password: String::new(),
+                replica_id: replica.config().server_id,
+                heartbeat: Duration::from_millis(500),
+                connect_retry: Duration::from_secs(2),
+            },
+            from,
+        );
         let applied_seq = Arc::new(AtomicU64::new(from - 1));
         let applied = Arc::clone(&applied_seq);
         let task = tokio::spawn(async move {

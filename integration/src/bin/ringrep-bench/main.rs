@@ -152,6 +152,10 @@ struct PeersArgs {
     redis_primary: std::net::SocketAddr,
     #[arg(long, default_value = "127.0.0.1:26380")]
     redis_replica: std::net::SocketAddr,
+    /// How ringrep's replica follows its primary: `network` (its replication stream over TCP,
+    /// as on two machines) or `directory` (reading the primary's binlog files).
+    #[arg(long, default_value = "network", value_parser = ["network", "directory"])]
+    ringrep_source: String,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
@@ -263,6 +267,7 @@ fn run_peers(args: PeersArgs) -> anyhow::Result<()> {
         mariadb_replica,
         redis_primary,
         redis_replica,
+        ringrep_source,
         json,
     } = args;
     let exe = std::env::current_exe()?;
@@ -277,6 +282,7 @@ fn run_peers(args: PeersArgs) -> anyhow::Result<()> {
         bin_dir: exe.parent().map(Path::to_path_buf).unwrap_or_default(),
         mariadb: (mariadb_primary, mariadb_replica),
         redis: (redis_primary, redis_replica),
+        ringrep_network: ringrep_source == "network",
     };
     let report = peers::run(&opts, &mut |line| eprintln!("{line}"))?;
     println!("{}", peers::markdown(&report));

@@ -97,6 +97,9 @@ pub(crate) struct PeersOptions {
     pub(crate) mariadb: (SocketAddr, SocketAddr),
     /// Redis's primary and replica, as `peers.sh` started them.
     pub(crate) redis: (SocketAddr, SocketAddr),
+    /// ringrep's replica follows its primary over the network (its replication stream) rather
+    /// than by reading the primary's binlog directory.
+    pub(crate) ringrep_network: bool,
 }
 
 /// One system at one client count.
@@ -275,9 +278,12 @@ impl Target {
                 cmd.arg("serve")
                     .arg("--replica-dir")
                     .arg(dir.join("replica"))
-                    .arg("--source-binlog")
-                    .arg(dir.join("primary/binlog"))
                     .args(["--listen", "127.0.0.1:0"]);
+                if opts.ringrep_network {
+                    cmd.arg("--source").arg(format!("mysql://root@{paddr}"));
+                } else {
+                    cmd.arg("--source-binlog").arg(dir.join("primary/binlog"));
+                }
                 let (r, raddr) = spawn_node(cmd, "replica listening on ")?;
                 children.push(r);
                 let (pp, rp) = (children[0].id(), children[1].id());
