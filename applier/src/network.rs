@@ -11,6 +11,7 @@
 //! applier sees each transaction once per run and skips any repeat by its sequence number.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -78,6 +79,8 @@ pub struct LinkStatus {
     pub source_time_us: i64,
     /// When the last packet (transaction or heartbeat) arrived.
     pub last_heard: Option<Instant>,
+    /// The last transaction received: its sequence number and position in the primary's binlog.
+    pub received: Option<(u64, Position)>,
 }
 
 /// The replication stream of a primary's MySQL port.
@@ -91,8 +94,8 @@ pub struct NetworkSource {
     /// When the next connection attempt may start, and the wait after it fails.
     retry_at: Instant,
     backoff: Duration,
-    /// What the link last said.
-    pub status: LinkStatus,
+    /// What the link last said, shared with whoever reports it ([`NetworkSource::status`]).
+    status: Arc<Mutex<LinkStatus>>,
 }
 
 impl std::fmt::Debug for Item {
@@ -117,7 +120,18 @@ impl NetworkSource {
             ready: VecDeque::new(),
             retry_at: Instant::now(),
             backoff: FIRST_BACKOFF,
-            status: LinkStatus::default(),
+            status: Arc::default(),
+        }
+    }
+
+    /// The link's state, as it changes (for SHOW REPLICA STATUS).
+    pub fn status(&self) -> Arc<Mutex<LinkStatus>> {
+        Arc::clone(&self.status)
+    }
+
+    fn update(&self, f: impl FnOnce(&mut LinkStatus)) {
+        if let Ok(mut s) = self.status.lock() {
+            f(&mut s);
         }
     }
 
@@ -170,7 +184,7 @@ impl NetworkSource {
         let silence = self.config.heartbeat * 3;
         tokio::spawn(read_stream(packets, tx, silence));
         self.link = Some(rx);
-        self.status.connected = true;
+        self.update(|s| s.connected = true);
         tracing::info!(
             source = %self.config.address,
             from_seq = self.next_seq,
@@ -189,7 +203,7 @@ impl NetworkSource {
             Ok(None) => Item::Ended(Error::Source("the stream's reader stopped".into())),
             Ok(Some(item)) => item,
         };
-        self.status.last_heard = Some(Instant::now());
+        self.update(|s| s.last_heard = Some(Instant::now()));
         match item {
             Item::Tx(t) => {
                 if t.tx.seq < self.next_seq {
@@ -197,24 +211,32 @@ impl NetworkSource {
                 }
                 self.next_seq = t.tx.seq + 1;
                 self.backoff = FIRST_BACKOFF;
-                self.status.last_error = None;
+                let received = (t.tx.seq, t.position);
+                self.update(|s| {
+                    s.last_error = None;
+                    s.received = Some(received);
+                    s.source_last_seq = s.source_last_seq.max(received.0);
+                });
                 self.ready.push_back(t);
                 Ok(true)
             }
             Item::Heartbeat { time_us, last_seq } => {
-                self.status.source_last_seq = last_seq;
-                self.status.source_time_us = time_us;
+                self.update(|s| {
+                    s.source_last_seq = last_seq;
+                    s.source_time_us = time_us;
+                });
                 self.backoff = FIRST_BACKOFF;
                 Ok(true)
             }
             Item::Ended(e) => {
                 self.link = None;
-                self.status.connected = false;
+                self.update(|s| s.connected = false);
                 if !e.is_retriable() {
                     return Err(e);
                 }
                 tracing::warn!(source = %self.config.address, "replication stream ended: {e}");
-                self.status.last_error = Some(e.to_string());
+                let text = e.to_string();
+                self.update(|s| s.last_error = Some(text));
                 self.retry_at = Instant::now() + self.backoff;
                 Ok(false)
             }
@@ -244,7 +266,8 @@ impl EventSource for NetworkSource {
                         return Err(e);
                     }
                     tracing::warn!(source = %self.config.address, "cannot reach the primary: {e}");
-                    self.status.last_error = Some(e.to_string());
+                    let text = e.to_string();
+                    self.update(|s| s.last_error = Some(text));
                     self.retry_at = Instant::now() + self.backoff;
                     self.backoff = (self.backoff * 2).min(self.config.connect_retry);
                 }

@@ -4,12 +4,15 @@ mod remote;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use binlog_format::SyncPolicy;
 use clap::{Parser, Subcommand};
 use ringrep_applier::applier::read_positions;
+use ringrep_applier::network::LinkStatus;
 use ringrep_applier::verify::{verify_with, VerifyOptions};
 use ringrep_applier::{
     Applier, BinlogDirSource, EventSource, KafkaSource, NetworkConfig, NetworkSource,
@@ -309,9 +312,12 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     eprintln!("already applied seq {} from server {source_id}; nothing to do", from - 1);
                     return Ok(());
                 }
+                let mut link = None;
                 let mut source: Box<dyn EventSource> = match (&kafka, &source_binlog) {
                     _ if network.is_some() => {
-                        Box::new(NetworkSource::new(network.clone().expect("checked"), from))
+                        let s = NetworkSource::new(network.clone().expect("checked"), from);
+                        link = Some(s.status());
+                        Box::new(s)
                     }
                     (Some(k), _) => {
                         let k = k.clone();
@@ -324,9 +330,20 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     (None, None) => bail!("give --source, --source-binlog or --kafka-brokers"),
                 };
                 eprintln!("applying from server {source_id} at seq {from} ({})", source.describe());
+                let running = Arc::new(AtomicBool::new(true));
                 let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
                 let server = if listen {
-                    let server = Server::bind(applier.engine().clone(), &settings).await?;
+                    let report = ReplicaReport {
+                        engine: applier.engine().clone(),
+                        source_id,
+                        network: network.clone(),
+                        link: link.clone(),
+                        describe: source.describe(),
+                        running: running.clone(),
+                    };
+                    let server = Server::bind(applier.engine().clone(), &settings)
+                        .await?
+                        .with_replica_status(Arc::new(report));
                     // Tests and scripts read the address from this line.
                     eprintln!("replica listening on {} (read-only)", server.local_addr()?);
                     let mut stopped = stop_rx.clone();
@@ -362,7 +379,9 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                             last_print = Instant::now();
                         }
                     }, &stop_rx)
-                    .await?;
+                    .await;
+                running.store(false, Ordering::SeqCst);
+                let last = last?;
                 if let Some(server) = server {
                     // Also when the applier stopped on its own (--until-seq, caught up, error).
                     let _ = stop_tx_for_server.send(true);
@@ -408,4 +427,119 @@ fn network_config(
         heartbeat,
         connect_retry,
     })
+}
+
+/// SHOW REPLICA STATUS of this node: its source, the link, what it received and applied.
+#[derive(Debug)]
+struct ReplicaReport {
+    engine: Engine,
+    source_id: u32,
+    network: Option<NetworkConfig>,
+    link: Option<Arc<Mutex<LinkStatus>>>,
+    describe: String,
+    running: Arc<AtomicBool>,
+}
+
+impl ringrep_server::ReplicaStatus for ReplicaReport {
+    fn fields(&self) -> Vec<(&'static str, Option<String>)> {
+        let running = self.running.load(Ordering::SeqCst);
+        let link = self
+            .link
+            .as_ref()
+            .and_then(|l| l.lock().ok().map(|l| l.clone()));
+        let applied = read_positions(&self.engine)
+            .into_iter()
+            .find(|p| p.server_id == self.source_id);
+        let connected = link.as_ref().is_none_or(|l| l.connected);
+        let io = match (running, connected) {
+            (false, _) => "No",
+            (true, true) => "Yes",
+            (true, false) => "Connecting",
+        };
+        let (host, port, user, retry) = match &self.network {
+            Some(n) => {
+                let (h, p) = n
+                    .address
+                    .rsplit_once(':')
+                    .unwrap_or((n.address.as_str(), ""));
+                (
+                    h.to_string(),
+                    p.to_string(),
+                    n.user.clone(),
+                    n.connect_retry.as_secs().to_string(),
+                )
+            }
+            None => (
+                self.describe.clone(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ),
+        };
+        let applied_seq = applied.map_or(0, |p| p.last_seq);
+        let source_seq = link
+            .as_ref()
+            .map_or(applied_seq, |l| l.source_last_seq.max(applied_seq));
+        let received = link.as_ref().and_then(|l| l.received);
+        let now_us = self.engine.now_us();
+        // MySQL's meaning: NULL without a link; 0 when caught up; otherwise how old the last
+        // applied transaction is by the source's commit clock.
+        let behind = match (io, applied) {
+            ("Yes", _) if applied_seq >= source_seq => Some("0".to_string()),
+            ("Yes", Some(p)) => {
+                Some(((now_us - p.source_commit_us).max(0) / 1_000_000).to_string())
+            }
+            _ => None,
+        };
+        let segment = |p: &binlog_format::Position| binlog_format::segment::segment_name(p.segment);
+        vec![
+            (
+                "Replica_IO_State",
+                Some(match io {
+                    "Yes" => "Waiting for source to send event".to_string(),
+                    "Connecting" => "Connecting to source".to_string(),
+                    _ => String::new(),
+                }),
+            ),
+            ("Source_Host", Some(host)),
+            ("Source_User", Some(user)),
+            ("Source_Port", Some(port)),
+            ("Connect_Retry", Some(retry)),
+            ("Source_Log_File", received.map(|(_, p)| segment(&p))),
+            (
+                "Read_Source_Log_Pos",
+                received.map(|(_, p)| p.offset.to_string()),
+            ),
+            (
+                "Relay_Source_Log_File",
+                applied.map(|p| segment(&p.position)),
+            ),
+            ("Replica_IO_Running", Some(io.to_string())),
+            (
+                "Replica_SQL_Running",
+                Some(if running { "Yes" } else { "No" }.to_string()),
+            ),
+            (
+                "Exec_Source_Log_Pos",
+                applied.map(|p| p.position.offset.to_string()),
+            ),
+            (
+                "Last_IO_Error",
+                Some(
+                    link.as_ref()
+                        .and_then(|l| l.last_error.clone())
+                        .unwrap_or_default(),
+                ),
+            ),
+            ("Last_SQL_Error", Some(String::new())),
+            ("Seconds_Behind_Source", behind),
+            ("Source_Server_Id", Some(self.source_id.to_string())),
+            (
+                "Retrieved_Seq",
+                Some(received.map_or(applied_seq, |(s, _)| s).to_string()),
+            ),
+            ("Executed_Seq", Some(applied_seq.to_string())),
+            ("Source_Last_Seq", Some(source_seq.to_string())),
+        ]
+    }
 }

@@ -278,11 +278,23 @@ fn a_replica_over_tcp_converges_through_cuts_stalls_refusals_and_restarts() {
     proxy.cut();
     wait_applied(&rt, replica.addr, primary.last_seq(), "after a stall");
 
-    // Reconnects refused for a while.
+    // Reconnects refused for a while: SHOW REPLICA STATUS says so, with the error.
     proxy.refuse.store(true, Ordering::SeqCst);
     proxy.cut();
     write(&rt, primary.addr, 5, 30);
     std::thread::sleep(Duration::from_millis(700));
+    let status = replica_status(&rt, replica.addr);
+    assert_eq!(
+        status["Replica_IO_Running"].as_deref(),
+        Some("Connecting"),
+        "{status:?}"
+    );
+    assert_eq!(status["Replica_SQL_Running"].as_deref(), Some("Yes"));
+    assert!(
+        !status["Last_IO_Error"].as_deref().unwrap_or("").is_empty(),
+        "{status:?}"
+    );
+    assert_eq!(status["Seconds_Behind_Source"], None);
     proxy.refuse.store(false, Ordering::SeqCst);
     wait_applied(&rt, replica.addr, primary.last_seq(), "after refusals");
 
@@ -317,5 +329,71 @@ fn a_replica_over_tcp_converges_through_cuts_stalls_refusals_and_restarts() {
     let (code, out) = verify(primary.addr, replica.addr);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("CONVERGED"), "{out}");
+
+    // The status statements, as MySQL users script them.
+    let seq = primary.last_seq();
+    let status = replica_status(&rt, replica.addr);
+    assert_eq!(
+        status["Replica_IO_Running"].as_deref(),
+        Some("Yes"),
+        "{status:?}"
+    );
+    assert_eq!(
+        status["Source_Port"].as_deref(),
+        Some(proxy.addr.port().to_string().as_str())
+    );
+    assert_eq!(status["Source_User"].as_deref(), Some("root"));
+    assert_eq!(status["Source_Server_Id"].as_deref(), Some("1"));
+    assert_eq!(
+        status["Executed_Seq"].as_deref(),
+        Some(seq.to_string().as_str())
+    );
+    assert_eq!(status["Seconds_Behind_Source"].as_deref(), Some("0"));
+    assert_eq!(status["Last_IO_Error"].as_deref(), Some(""));
+    rt.block_on(async {
+        let mut p = connect(primary.addr, None).await;
+        let rows: Vec<mysql_async::Row> = p.query("SHOW REPLICAS").await.expect("show replicas");
+        assert_eq!(rows.len(), 1, "one replica streams");
+        assert_eq!(rows[0].get::<u32, _>("Server_Id"), Some(2));
+        assert_eq!(rows[0].get::<u64, _>("Sent_Seq"), Some(seq));
+        let logs: Vec<(String, u64, String)> = p.query("SHOW BINARY LOGS").await.expect("logs");
+        assert_eq!(logs.len(), 1);
+        assert_eq!(logs[0].0, "binlog.000001");
+        let rows: Vec<mysql_async::Row> = p.query("SHOW BINARY LOG STATUS").await.expect("status");
+        assert_eq!(
+            rows[0].get::<String, _>("File").as_deref(),
+            Some("binlog.000001")
+        );
+        assert_eq!(
+            rows[0].get::<u64, _>("Position"),
+            Some(logs[0].1),
+            "the end of the file"
+        );
+    });
     primary.stop(&rt);
+}
+
+/// `SHOW REPLICA STATUS` of a replica as column name to value.
+fn replica_status(
+    rt: &tokio::runtime::Runtime,
+    replica: SocketAddr,
+) -> std::collections::HashMap<String, Option<String>> {
+    rt.block_on(async {
+        let mut r = connect(replica, None).await;
+        let row: mysql_async::Row = r
+            .query_first("SHOW REPLICA STATUS")
+            .await
+            .expect("show replica status")
+            .expect("a row");
+        let names: Vec<String> = row
+            .columns_ref()
+            .iter()
+            .map(|c| c.name_str().into_owned())
+            .collect();
+        names
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| (n, row.get::<Option<String>, _>(i).flatten()))
+            .collect()
+    })
 }

@@ -553,6 +553,29 @@ impl Engine {
         f(&self.read())
     }
 
+    /// The binlog's segment files, oldest first, with their sizes in bytes (SHOW BINARY LOGS).
+    pub fn binlog_files(&self) -> Result<Vec<(String, u64)>> {
+        let dir = self.binlog_dir();
+        let mut out = Vec::new();
+        if !dir.exists() {
+            return Ok(out);
+        }
+        for n in binlog_format::segment::list_segments(&dir)? {
+            let name = binlog_format::segment::segment_name(n);
+            let len = fs::metadata(dir.join(&name))?.len();
+            out.push((name, len));
+        }
+        Ok(out)
+    }
+
+    /// Where the next record goes: the current segment's file name and the offset after its
+    /// last record (SHOW BINARY LOG STATUS); `None` without a writer.
+    pub fn binlog_end(&self) -> Option<(String, u64)> {
+        let b = self.shared.binlog.as_ref()?;
+        let p = b.end_position();
+        Some((binlog_format::segment::segment_name(p.segment), p.offset))
+    }
+
     /// The last transaction a replica may be sent: durable on this node's binlog. With
     /// `SyncPolicy::Never`, where no commit waits for an fsync, the last one written.
     pub fn durable_seq(&self) -> u64 {

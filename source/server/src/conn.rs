@@ -71,6 +71,8 @@ struct Conn {
     caps: u32,
     /// Statements since the connection opened (COM_STATISTICS).
     questions: u64,
+    /// The client's address.
+    peer: SocketAddr,
 }
 
 /// What a statement left for the OK packet.
@@ -101,6 +103,7 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAd
         next_statement: 1,
         caps: 0,
         questions: 0,
+        peer,
     };
     match start(conn, stream, peer).await {
         Ok(()) => tracing::debug!(connection = id, "closed"),
@@ -242,7 +245,8 @@ impl Conn {
                 // The connection becomes the replication stream until it ends.
                 match stream::parse_dump(body) {
                     Ok(req) => {
-                        return stream::serve(&self.shared, &mut packets, req, self.id).await
+                        return stream::serve(&self.shared, &mut packets, req, self.id, self.peer)
+                            .await
                     }
                     Err(e) => {
                         packets.write(&wire::error(&e)).await?;
@@ -267,6 +271,10 @@ impl Conn {
             com::QUERY => {
                 let text = String::from_utf8_lossy(body).into_owned();
                 tracing::trace!(connection = self.id, query = %text, "query");
+                if let Some(outcome) = self.replication_statement(&text) {
+                    self.questions += 1;
+                    return self.reply(packets, Ok((outcome, self.done())), false).await;
+                }
                 let outcome = self.run(text, None).await;
                 self.reply(packets, outcome, false).await
             }
@@ -480,6 +488,64 @@ impl Conn {
         self.sql = Some(sql);
         let done = self.done();
         r.map(|o| (o, done))
+    }
+
+    /// The statements the server answers itself, from what only it knows: SHOW REPLICAS (the
+    /// replicas streaming from this node) and SHOW REPLICA STATUS (this node's own replication,
+    /// when it is a replica). MySQL's older names work too.
+    fn replication_statement(&self, text: &str) -> Option<Outcome> {
+        let words: Vec<String> = text
+            .trim()
+            .trim_end_matches(';')
+            .split_whitespace()
+            .map(str::to_ascii_uppercase)
+            .collect();
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        match words.as_slice() {
+            ["SHOW", "REPLICAS"] | ["SHOW", "SLAVE", "HOSTS"] => {
+                let replicas = self.shared.replicas.lock().ok()?;
+                let rows = replicas
+                    .values()
+                    .map(|r| {
+                        vec![
+                            Some(r.server_id.to_string()),
+                            Some(r.peer.ip().to_string()),
+                            Some(r.peer.port().to_string()),
+                            Some(self.shared.engine.config().server_id.to_string()),
+                            Some(String::new()),
+                            Some(r.sent_seq.to_string()),
+                        ]
+                    })
+                    .collect();
+                Some(Outcome::text(
+                    &[
+                        "Server_Id",
+                        "Host",
+                        "Port",
+                        "Source_Id",
+                        "Replica_UUID",
+                        "Sent_Seq",
+                    ],
+                    rows,
+                ))
+            }
+            ["SHOW", "REPLICA", "STATUS"] | ["SHOW", "SLAVE", "STATUS"] => {
+                let fields = self
+                    .shared
+                    .replica_status
+                    .as_ref()
+                    .map(|s| s.fields())
+                    .unwrap_or_default();
+                if fields.is_empty() {
+                    // Not a replica: MySQL answers with no rows.
+                    return Some(Outcome::text(&["Replica_IO_State"], Vec::new()));
+                }
+                let names: Vec<&str> = fields.iter().map(|(n, _)| *n).collect();
+                let row = fields.into_iter().map(|(_, v)| v).collect();
+                Some(Outcome::text(&names, vec![row]))
+            }
+            _ => None,
+        }
     }
 
     /// The session's status flags and last insert id, for an OK or EOF packet.

@@ -45,6 +45,18 @@ pub(crate) struct Shared {
     busy: Arc<()>,
     /// When the server started (COM_STATISTICS).
     started: std::time::Instant,
+    /// Replicas streaming from this node now, by connection id (SHOW REPLICAS).
+    replicas: std::sync::Mutex<std::collections::BTreeMap<u32, stream::Streaming>>,
+    /// What this node reports as a replica (SHOW REPLICA STATUS), when it is one.
+    replica_status: Option<Arc<dyn ReplicaStatus>>,
+}
+
+/// A replica node's report for SHOW REPLICA STATUS, given to its server by the replica
+/// binary ([`Server::with_replica_status`]).
+pub trait ReplicaStatus: Send + Sync + std::fmt::Debug {
+    /// The fields of its one replication channel, in MySQL's order (ringrep's own last):
+    /// `(column, value)`, `None` for NULL.
+    fn fields(&self) -> Vec<(&'static str, Option<String>)>;
 }
 
 /// A bound server, not yet accepting.
@@ -102,9 +114,20 @@ impl Server {
                 tls: settings.tls.clone(),
                 busy: Arc::new(()),
                 started: std::time::Instant::now(),
+                replicas: Default::default(),
+                replica_status: None,
             }),
             next_id: AtomicU32::new(1),
         })
+    }
+
+    /// Makes SHOW REPLICA STATUS answer from `status` (a replica node's applier and source).
+    /// Only before [`Server::run`].
+    pub fn with_replica_status(mut self, status: Arc<dyn ReplicaStatus>) -> Server {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.replica_status = Some(status);
+        }
+        self
     }
 
     /// The address the server is bound to (with the port chosen, when 0 was asked for).

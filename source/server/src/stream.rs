@@ -84,10 +84,32 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
     Ok(req)
 }
 
+/// A replica streaming from this node (SHOW REPLICAS).
+#[derive(Debug, Clone)]
+pub(crate) struct Streaming {
+    /// The replica's server id.
+    pub(crate) server_id: u32,
+    /// Its address.
+    pub(crate) peer: std::net::SocketAddr,
+    /// The last sequence number sent to it.
+    pub(crate) sent_seq: u64,
+}
+
+/// Takes a streaming replica off the list when its stream ends, however it ends.
+struct Registered<'a>(&'a Shared, u32);
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.0.replicas.lock() {
+            r.remove(&self.1);
+        }
+    }
+}
+
 /// What the reading thread hands the connection.
 enum Batch {
-    /// Frames of whole durable transactions, in order.
-    Frames(Vec<Vec<u8>>),
+    /// Frames of whole durable transactions, in order, and the last one's sequence number.
+    Frames(Vec<Vec<u8>>, u64),
     /// The binlog could not be read (corruption names its position).
     Failed(Error),
 }
@@ -98,8 +120,20 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     packets: &mut Packets<S>,
     req: DumpRequest,
     conn_id: u32,
+    peer: std::net::SocketAddr,
 ) -> io::Result<()> {
     let engine = shared.engine.clone();
+    if let Ok(mut r) = shared.replicas.lock() {
+        r.insert(
+            conn_id,
+            Streaming {
+                server_id: req.replica_id,
+                peer,
+                sent_seq: req.from_seq - 1,
+            },
+        );
+    }
+    let _registered = Registered(shared, conn_id);
     let server_id = engine.config().server_id;
     tracing::info!(
         connection = conn_id,
@@ -118,7 +152,18 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     loop {
         let batch = tokio::time::timeout(req.heartbeat, rx.recv()).await;
         let frames = match batch {
-            Ok(Some(Batch::Frames(frames))) => frames,
+            Ok(Some(Batch::Frames(frames, last))) => {
+                if let Some(r) = shared
+                    .replicas
+                    .lock()
+                    .ok()
+                    .as_mut()
+                    .and_then(|r| r.get_mut(&conn_id))
+                {
+                    r.sent_seq = last;
+                }
+                frames
+            }
             Ok(Some(Batch::Failed(e))) => {
                 tracing::error!(connection = conn_id, "replication stream stopped: {e}");
                 packets.write(&super::wire::error(&e)).await?;
@@ -209,7 +254,7 @@ fn read_durable(engine: ringrep_engine::Engine, from: u64, tx: tokio::sync::mpsc
         }
         if !batch.is_empty()
             && tx
-                .blocking_send(Batch::Frames(std::mem::take(&mut batch)))
+                .blocking_send(Batch::Frames(std::mem::take(&mut batch), expected - 1))
                 .is_err()
         {
             return;

@@ -346,6 +346,17 @@ impl SqlSession {
                 ));
             }
             ("SHOW", "WARNINGS") => return Ok(self.show_warnings()),
+            ("SHOW", "BINARY" | "MASTER") => {
+                let words = lexer::first_words(&text, 4);
+                let rest: Vec<&str> = words[2..].iter().map(String::as_str).collect();
+                match (first[1].as_str(), rest.as_slice()) {
+                    (_, ["LOGS"]) => return self.show_binary_logs(),
+                    ("MASTER", ["STATUS"]) | ("BINARY", ["LOG", "STATUS"]) => {
+                        return Ok(self.show_binlog_status())
+                    }
+                    _ => {}
+                }
+            }
             ("BEGIN", _) if first.len() == 1 => {
                 self.session.begin()?;
                 return Ok(Outcome::Ok);

@@ -69,7 +69,7 @@ impl ResultSet {
 
 impl Outcome {
     /// Rows made of text (SHOW and other server-made answers).
-    pub(crate) fn text(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> Outcome {
+    pub fn text(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> Outcome {
         Outcome::Rows(ResultSet::text(columns, rows))
     }
 }

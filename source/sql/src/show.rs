@@ -1,4 +1,5 @@
-//! SHOW CREATE TABLE in MySQL 8's exact format, SHOW TABLES, SHOW VARIABLES.
+//! SHOW CREATE TABLE in MySQL 8's exact format, SHOW TABLES, SHOW VARIABLES, SHOW BINARY LOGS
+//! and SHOW BINARY LOG STATUS.
 
 use binlog_format::schema::{ColumnDefault, ColumnType, IndexKind, TableDef};
 use binlog_format::Value;
@@ -253,6 +254,47 @@ impl SqlSession {
             &[&format!("Tables_in_{db}")],
             names.into_iter().map(|n| vec![Some(n)]).collect(),
         ))
+    }
+
+    /// SHOW BINARY LOGS (and SHOW MASTER LOGS): each binlog segment with its size.
+    pub(crate) fn show_binary_logs(&self) -> Result<Outcome> {
+        let rows = self
+            .engine()
+            .binlog_files()?
+            .into_iter()
+            .map(|(name, len)| vec![Some(name), Some(len.to_string()), Some("No".into())])
+            .collect();
+        Ok(Outcome::text(&["Log_name", "File_size", "Encrypted"], rows))
+    }
+
+    /// SHOW BINARY LOG STATUS (and MySQL 5.7's SHOW MASTER STATUS): the current segment and
+    /// the offset after its last record. ringrep has no GTIDs; its position in transactions
+    /// is `@@ringrep_last_seq`.
+    pub(crate) fn show_binlog_status(&self) -> Outcome {
+        let rows = self
+            .engine()
+            .binlog_end()
+            .map(|(file, offset)| {
+                vec![
+                    Some(file),
+                    Some(offset.to_string()),
+                    Some(String::new()),
+                    Some(String::new()),
+                    Some(String::new()),
+                ]
+            })
+            .into_iter()
+            .collect();
+        Outcome::text(
+            &[
+                "File",
+                "Position",
+                "Binlog_Do_DB",
+                "Binlog_Ignore_DB",
+                "Executed_Gtid_Set",
+            ],
+            rows,
+        )
     }
 
     /// `SHOW VARIABLES [LIKE 'pattern']`.
