@@ -198,10 +198,19 @@ impl NetworkSource {
         let Some(link) = self.link.as_mut() else {
             return Ok(false);
         };
-        let item = match tokio::time::timeout(timeout, link.recv()).await {
-            Err(_) => return Ok(false),
-            Ok(None) => Item::Ended(Error::Source("the stream's reader stopped".into())),
-            Ok(Some(item)) => item,
+        // What is there already, without waiting: the applier takes it as one batch.
+        let item = match link.try_recv() {
+            Ok(item) => item,
+            Err(mpsc::error::TryRecvError::Disconnected) => {
+                Item::Ended(Error::Source("the stream's reader stopped".into()))
+            }
+            Err(mpsc::error::TryRecvError::Empty) => {
+                match tokio::time::timeout(timeout, link.recv()).await {
+                    Err(_) => return Ok(false),
+                    Ok(None) => Item::Ended(Error::Source("the stream's reader stopped".into())),
+                    Ok(Some(item)) => item,
+                }
+            }
         };
         self.update(|s| s.last_heard = Some(Instant::now()));
         match item {

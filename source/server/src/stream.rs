@@ -206,6 +206,7 @@ fn read_durable(engine: ringrep_engine::Engine, from: u64, tx: tokio::sync::mpsc
         tailer = tailer.with_notifier(n);
     }
     let mut expected = from;
+    let mut durable = 0;
     let mut batch = Vec::new();
     while !tx.is_closed() {
         let wait = if batch.is_empty() {
@@ -227,8 +228,23 @@ fn read_durable(engine: ringrep_engine::Engine, from: u64, tx: tokio::sync::mpsc
                     let _ = tx.blocking_send(Batch::Failed(e));
                     return;
                 }
-                // Never ahead of what the primary has made durable.
-                while engine.durable_seq() < t.seq {
+                // Never ahead of what the primary has made durable. (Asked only when the
+                // last answer does not cover this transaction: the answer takes the binlog
+                // writer's lock, which committers need.)
+                while durable < t.seq {
+                    durable = engine.durable_seq();
+                    if durable >= t.seq {
+                        break;
+                    }
+                    // What is durable already goes out before this wait, not after the batch
+                    // fills: under a steady load the tailer always has more to read.
+                    if !batch.is_empty()
+                        && tx
+                            .blocking_send(Batch::Frames(std::mem::take(&mut batch), expected - 1))
+                            .is_err()
+                    {
+                        return;
+                    }
                     if tx.is_closed() {
                         return;
                     }
