@@ -257,6 +257,9 @@ fn serve(
     runtime.block_on(async {
         let server = Server::bind(engine.clone(), &settings).await?;
         tracing::info!("listening on {}", server.local_addr()?);
+        if let Some(addr) = args.metrics_listen(&file) {
+            tracing::info!("metrics on http://{}/metrics", server.serve_metrics(addr).await?);
+        }
         let purge = ringrep_server::spawn_ttl_purge(engine.clone());
         let (stop_relay, relay_stop) = tokio::sync::watch::channel(false);
         let relay = kafka.map(|k| {

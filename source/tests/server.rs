@@ -607,3 +607,54 @@ fn protocol_errors_leave_the_node_serving() {
     });
     assert_eq!(c.command(&[0x0e])[0], 0);
 }
+
+/// `--metrics-listen`: `GET /metrics` in Prometheus' text format, telling the truth about the
+/// node; anything else is 404.
+#[test]
+fn metrics_endpoint() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &["--metrics-listen", "127.0.0.1:0"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let addr = loop {
+        let line = node
+            .log
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("a log line");
+        if let Some(rest) = line.split("metrics on http://").nth(1) {
+            break rest.trim_end_matches("/metrics").trim().to_string();
+        }
+        assert!(std::time::Instant::now() < deadline, "no metrics line");
+    };
+    let get = |path: &str| {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").expect("request");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("response");
+        out
+    };
+    runtime().block_on(async {
+        let mut c = connect(node.addr, Some("test")).await;
+        c.query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+            .await
+            .expect("create");
+        c.query_drop("INSERT INTO t VALUES (1), (2)")
+            .await
+            .expect("insert");
+        let seq: u64 = c
+            .query_first("SELECT @@ringrep_last_seq")
+            .await
+            .expect("seq")
+            .expect("row");
+        let page = get("/metrics");
+        assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+        assert!(
+            page.contains(&format!("\nringrep_last_seq {seq}\n")),
+            "{page}"
+        );
+        assert!(page.contains("# TYPE ringrep_binlog_bytes gauge"), "{page}");
+        assert!(page.contains("\nringrep_binlog_segments 1\n"), "{page}");
+        assert!(page.contains("\nringrep_client_connections 1\n"), "{page}");
+    });
+    assert!(get("/other").starts_with("HTTP/1.1 404"));
+}

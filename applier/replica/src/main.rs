@@ -241,6 +241,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             };
             let kafka = kafka.settings()?;
             let file = FileConfig::for_args(&server).map_err(anyhow::Error::msg)?;
+            let metrics = server.metrics_listen(&file);
             let listen = server.listen.is_some() || file.listen.is_some();
             let settings =
                 ServerSettings::resolve(&server, &file, ServerSettings::DEFAULT_REPLICA_LISTEN)
@@ -344,6 +345,9 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     let server = Server::bind(applier.engine().clone(), &settings)
                         .await?
                         .with_replica_status(Arc::new(report));
+                    if let Some(addr) = metrics {
+                        eprintln!("metrics on http://{}/metrics", server.serve_metrics(addr).await?);
+                    }
                     // Tests and scripts read the address from this line.
                     eprintln!("replica listening on {} (read-only)", server.local_addr()?);
                     let mut stopped = stop_rx.clone();

@@ -292,6 +292,8 @@ pub(crate) struct Shared {
     pub binlog: Option<BinlogWriter>,
     pub next_txn: AtomicU64,
     pub since_snapshot: AtomicU64,
+    /// Rows the TTL purge deleted since the engine opened.
+    pub purged_rows: AtomicU64,
     /// The background writer of the last automatic snapshot. One snapshot is written at a
     /// time (they share a temporary file name); dropping the engine waits for it.
     pub snapshot_writer: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -419,6 +421,7 @@ impl Engine {
                 binlog: Some(writer),
                 next_txn: AtomicU64::new(1),
                 since_snapshot: AtomicU64::new(report.replayed),
+                purged_rows: AtomicU64::new(0),
                 snapshot_writer: Mutex::new(None),
                 durability: durable::AsyncDurability::default(),
                 _dir_lock: dir_lock,
@@ -467,6 +470,7 @@ impl Engine {
                     binlog: None,
                     next_txn: AtomicU64::new(1),
                     since_snapshot: AtomicU64::new(0),
+                    purged_rows: AtomicU64::new(0),
                     snapshot_writer: Mutex::new(None),
                     durability: durable::AsyncDurability::default(),
                     _dir_lock: dir_lock,
@@ -551,6 +555,11 @@ impl Engine {
     /// The committed state, for reads that need a consistent view (the verifier).
     pub fn with_state<T>(&self, f: impl FnOnce(&State) -> T) -> T {
         f(&self.read())
+    }
+
+    /// Rows the TTL purge deleted since the engine opened.
+    pub fn purged_rows(&self) -> u64 {
+        self.shared.purged_rows.load(Ordering::Relaxed)
     }
 
     /// The binlog's segment files, oldest first, with their sizes in bytes (SHOW BINARY LOGS).

@@ -107,6 +107,9 @@ impl Engine {
         for _ in 0..max_rounds {
             let r = self.purge_expired(batch)?;
             total += r.deleted;
+            self.shared
+                .purged_rows
+                .fetch_add(r.deleted as u64, std::sync::atomic::Ordering::Relaxed);
             if r.deleted == 0 && r.skipped_locked == 0 {
                 break;
             }

@@ -38,6 +38,17 @@ pub struct ServeArgs {
     /// which bounds how much binlog a restart replays [config: snapshot_every].
     #[arg(long, env = "RINGREP_SNAPSHOT_EVERY")]
     pub snapshot_every: Option<u64>,
+    /// Serve `GET /metrics` (Prometheus' text format) on this address [config:
+    /// metrics_listen]. A replica serves it when it also serves clients (--listen).
+    #[arg(long, env = "RINGREP_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+impl ServeArgs {
+    /// `--metrics-listen`, else the file's `metrics_listen`.
+    pub fn metrics_listen(&self, file: &FileConfig) -> Option<SocketAddr> {
+        self.metrics_listen.or(file.metrics_listen)
+    }
 }
 
 impl ServeArgs {
@@ -69,6 +80,8 @@ pub struct FileConfig {
     pub tls_key: Option<PathBuf>,
     /// Transactions between automatic snapshots (0: never).
     pub snapshot_every: Option<u64>,
+    /// Where `GET /metrics` is served (`--metrics-listen`).
+    pub metrics_listen: Option<SocketAddr>,
     /// More accounts: `[[users]]` tables with `name` and `password`.
     #[serde(default)]
     pub users: Vec<UserConfig>,

@@ -14,6 +14,7 @@
 mod auth;
 pub mod config;
 mod conn;
+mod metrics;
 mod stream;
 mod wire;
 
@@ -128,6 +129,12 @@ impl Server {
             shared.replica_status = Some(status);
         }
         self
+    }
+
+    /// Serves `GET /metrics` (Prometheus' text format) on `addr` for as long as the process
+    /// runs; returns the address bound (with the port chosen, when 0 was asked for).
+    pub async fn serve_metrics(&self, addr: SocketAddr) -> io::Result<SocketAddr> {
+        metrics::serve(self.shared.clone(), addr).await
     }
 
     /// The address the server is bound to (with the port chosen, when 0 was asked for).
