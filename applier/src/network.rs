@@ -19,6 +19,7 @@ use binlog_format::format::DEFAULT_MAX_FRAME;
 use binlog_format::frame::{scan_frame, FrameScan};
 use binlog_format::{codec, Position, Record};
 use ringrep_protocol::{self as protocol, Cursor, Packets, ReadError};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
@@ -40,6 +41,9 @@ pub struct NetworkConfig {
     pub heartbeat: Duration,
     /// The longest wait between connection attempts.
     pub connect_retry: Duration,
+    /// TLS to the primary: the client configuration (its trusted CA) and the name the
+    /// primary's certificate must carry. `None`: the stream travels in clear.
+    pub tls: Option<(Arc<tokio_rustls::rustls::ClientConfig>, String)>,
 }
 
 impl std::fmt::Debug for NetworkConfig {
@@ -50,6 +54,7 @@ impl std::fmt::Debug for NetworkConfig {
             .field("replica_id", &self.replica_id)
             .field("heartbeat", &self.heartbeat)
             .field("connect_retry", &self.connect_retry)
+            .field("tls", &self.tls.as_ref().map(|(_, name)| name))
             .finish_non_exhaustive()
     }
 }
@@ -110,6 +115,9 @@ impl std::fmt::Debug for Item {
 
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
+/// The longest a connection attempt (TCP, TLS, login, the stream request) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl NetworkSource {
     /// A source that will connect on first use and stream from `from_seq`.
     pub fn new(config: NetworkConfig, from_seq: u64) -> NetworkSource {
@@ -135,7 +143,8 @@ impl NetworkSource {
         }
     }
 
-    /// Connects, logs in and opens the stream; the reading task then feeds the channel.
+    /// Connects (switching to TLS when configured), logs in and opens the stream; the reading
+    /// task then feeds the channel.
     async fn connect(&mut self) -> Result<()> {
         let stream = TcpStream::connect(&self.config.address)
             .await
@@ -144,8 +153,44 @@ impl NetworkSource {
         let mut packets = Packets::new(stream, 1 << 30);
         let greeting = read(&mut packets).await?;
         let greeting = protocol::parse_greeting(&greeting).map_err(io_error)?;
-        let answer = protocol::native_answer(&self.config.password, &greeting.salt);
         let caps = protocol::CLIENT & greeting.caps;
+        let Some((tls, name)) = self.config.tls.clone() else {
+            return self.login_and_stream(packets, &greeting, caps).await;
+        };
+        if greeting.caps & protocol::cap::SSL == 0 {
+            return Err(Error::Source(format!(
+                "{} does not offer TLS (start it with --tls-cert and --tls-key)",
+                self.config.address
+            )));
+        }
+        packets
+            .write(&protocol::ssl_request(caps))
+            .await
+            .map_err(io_error)?;
+        packets.flush().await.map_err(io_error)?;
+        let name = tokio_rustls::rustls::pki_types::ServerName::try_from(name.clone())
+            .map_err(|e| Error::Invalid(format!("TLS server name {name}: {e}")))?;
+        let tls_stream = tokio_rustls::TlsConnector::from(tls)
+            .connect(name, packets.into_inner())
+            .await
+            .map_err(|e| Error::Source(format!("TLS with {}: {e}", self.config.address)))?;
+        let mut packets = Packets::new(tls_stream, 1 << 30);
+        // The SSL request was packet 1; the handshake response goes on from there.
+        packets.set_seq(2);
+        self.login_and_stream(packets, &greeting, caps | protocol::cap::SSL)
+            .await
+    }
+
+    async fn login_and_stream<S>(
+        &mut self,
+        mut packets: Packets<S>,
+        greeting: &protocol::Greeting,
+        caps: u32,
+    ) -> Result<()>
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let answer = protocol::native_answer(&self.config.password, &greeting.salt);
         packets
             .write(&protocol::handshake_response(
                 caps,
@@ -188,6 +233,7 @@ impl NetworkSource {
         tracing::info!(
             source = %self.config.address,
             from_seq = self.next_seq,
+            tls = self.config.tls.is_some(),
             "replication stream open"
         );
         Ok(())
@@ -270,7 +316,16 @@ impl EventSource for NetworkSource {
                     tokio::time::sleep((self.retry_at - now).min(deadline - now)).await;
                     continue;
                 }
-                if let Err(e) = self.connect().await {
+                // A primary that accepts but never answers must not hold the replica.
+                let attempt = match tokio::time::timeout(CONNECT_TIMEOUT, self.connect()).await {
+                    Ok(r) => r,
+                    Err(_) => Err(Error::Source(format!(
+                        "{} did not complete the login within {} s",
+                        self.config.address,
+                        CONNECT_TIMEOUT.as_secs()
+                    ))),
+                };
+                if let Err(e) = attempt {
                     if !e.is_retriable() {
                         return Err(e);
                     }
@@ -295,7 +350,11 @@ impl EventSource for NetworkSource {
 }
 
 /// Reads stream packets until the connection ends or stays silent too long.
-async fn read_stream(mut packets: Packets<TcpStream>, tx: mpsc::Sender<Item>, silence: Duration) {
+async fn read_stream<S: AsyncRead + AsyncWrite + Unpin>(
+    mut packets: Packets<S>,
+    tx: mpsc::Sender<Item>,
+    silence: Duration,
+) {
     loop {
         let packet = match tokio::time::timeout(silence, packets.read()).await {
             Err(_) => Err(Error::Source(format!(
@@ -362,7 +421,7 @@ fn decode(p: &[u8]) -> Result<Item> {
     }
 }
 
-async fn read(packets: &mut Packets<TcpStream>) -> Result<Vec<u8>> {
+async fn read<S: AsyncRead + AsyncWrite + Unpin>(packets: &mut Packets<S>) -> Result<Vec<u8>> {
     match packets.read().await {
         Ok(Some(p)) => Ok(p),
         Ok(None) => Err(Error::Source("the primary closed the connection".into())),
@@ -372,7 +431,10 @@ async fn read(packets: &mut Packets<TcpStream>) -> Result<Vec<u8>> {
 }
 
 /// Sends a command: a new exchange, sequence 0.
-async fn command(packets: &mut Packets<TcpStream>, payload: &[u8]) -> Result<()> {
+async fn command<S: AsyncRead + AsyncWrite + Unpin>(
+    packets: &mut Packets<S>,
+    payload: &[u8],
+) -> Result<()> {
     packets.restart();
     packets.write(payload).await.map_err(io_error)?;
     packets.flush().await.map_err(io_error)

@@ -273,6 +273,7 @@ impl Follower {
                 replica_id: replica.config().server_id,
                 heartbeat: Duration::from_millis(500),
                 connect_retry: Duration::from_secs(2),
+                tls: None,
             },
             from,
         );

@@ -65,6 +65,10 @@ enum Command {
         /// attempts start 100 ms apart and double.
         #[arg(long, default_value_t = 10)]
         source_connect_retry: u64,
+        /// With --source: TLS to the primary, verifying its certificate against this CA
+        /// (PEM) and the host name of --source.
+        #[arg(long, requires = "source")]
+        source_ssl_ca: Option<PathBuf>,
         /// This replica's own server id, written into its binlog.
         #[arg(long, default_value_t = 2)]
         server_id: u32,
@@ -220,6 +224,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             source,
             source_heartbeat_ms,
             source_connect_retry,
+            source_ssl_ca,
             server_id,
             until_seq,
             exit_when_caught_up,
@@ -267,6 +272,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     server_id,
                     Duration::from_millis(source_heartbeat_ms.max(1)),
                     Duration::from_secs(source_connect_retry.max(1)),
+                    source_ssl_ca.as_deref(),
                 )?),
                 None => None,
             };
@@ -281,7 +287,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     let found = match (&kafka, &source_binlog) {
                         _ if network.is_some() => {
                             let url = source.as_deref().unwrap_or_default();
-                            match remote::server_id(url).await {
+                            match remote::server_id(url, source_ssl_ca.as_deref()).await {
                                 Ok(id) => Some(id),
                                 Err(e) => {
                                     eprintln!("waiting for the primary: {e}");
@@ -420,9 +426,30 @@ fn network_config(
     replica_id: u32,
     heartbeat: Duration,
     connect_retry: Duration,
+    ca: Option<&Path>,
 ) -> anyhow::Result<NetworkConfig> {
     let opts = mysql_async::Opts::from_url(url)
         .map_err(|e| anyhow::anyhow!("--source {}: {e}", remote::redact(url)))?;
+    let tls = match ca {
+        None => None,
+        Some(ca) => {
+            let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+            let pem =
+                std::fs::read(ca).with_context(|| format!("--source-ssl-ca {}", ca.display()))?;
+            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+                roots
+                    .add(cert.with_context(|| format!("--source-ssl-ca {}", ca.display()))?)
+                    .with_context(|| format!("--source-ssl-ca {}", ca.display()))?;
+            }
+            if roots.is_empty() {
+                bail!("--source-ssl-ca {}: no certificate in it", ca.display());
+            }
+            let config = tokio_rustls::rustls::ClientConfig::builder()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            Some((Arc::new(config), opts.ip_or_hostname().to_string()))
+        }
+    };
     Ok(NetworkConfig {
         address: format!("{}:{}", opts.ip_or_hostname(), opts.tcp_port()),
         user: opts.user().unwrap_or("root").to_string(),
@@ -430,6 +457,7 @@ fn network_config(
         replica_id,
         heartbeat,
         connect_retry,
+        tls,
     })
 }
 

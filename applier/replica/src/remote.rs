@@ -92,11 +92,17 @@ pub(crate) async fn snapshot(url: &str, attempts: usize) -> Result<Side> {
     )))
 }
 
-/// The server id of the node at `url` (a replica asks its primary before streaming).
-pub(crate) async fn server_id(url: &str) -> Result<u32> {
+/// The server id of the node at `url` (a replica asks its primary before streaming), over TLS
+/// verified against `ca` when given.
+pub(crate) async fn server_id(url: &str, ca: Option<&Path>) -> Result<u32> {
     let shown = redact(url);
     let opts = mysql_async::Opts::from_url(url).map_err(|e| remote(format!("{shown}: {e}")))?;
-    let opts = mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false);
+    let mut opts = mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false);
+    if let Some(ca) = ca {
+        opts = opts.ssl_opts(
+            mysql_async::SslOpts::default().with_root_certs(vec![ca.to_path_buf().into()]),
+        );
+    }
     let mut conn = mysql_async::Conn::new(opts)
         .await
         .map_err(|e| remote(format!("connecting to {shown}: {e}")))?;

@@ -397,3 +397,96 @@ fn replica_status(
             .collect()
     })
 }
+
+/// With `--source-ssl-ca` the stream travels over TLS, the primary's certificate verified; a
+/// replica that does not trust the certificate stays `Connecting` and says why.
+#[test]
+fn the_stream_over_tls_verifies_the_primary() {
+    let tls_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../source/tests/data/tls");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let mut cfg = EngineConfig::new(1);
+    cfg.sync = SyncPolicy::EveryCommit;
+    let (engine, _) = Engine::open(&dir.path().join("primary"), cfg).expect("primary");
+    let mut settings = ServerSettings::local(0);
+    settings.tls = Some(Arc::new(
+        ringrep_server::config::load_tls(&tls_dir.join("server.crt"), &tls_dir.join("server.key"))
+            .expect("tls"),
+    ));
+    let server = rt
+        .block_on(Server::bind(engine.clone(), &settings))
+        .expect("bind");
+    let paddr = server.local_addr().expect("addr");
+    let served = rt.spawn(server.run(std::future::pending::<()>()));
+    rt.block_on(async {
+        let mut c = connect(paddr, Some("test")).await;
+        c.query_drop("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
+            .await
+            .expect("create");
+        c.query_drop("INSERT INTO t VALUES (1, 'secret')")
+            .await
+            .expect("insert");
+    });
+    let start = |dir: &Path, ca: &Path| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+        cmd.arg("serve")
+            .arg("--replica-dir")
+            .arg(dir)
+            .arg("--source")
+            .arg(format!("mysql://root@{paddr}"))
+            .arg("--source-ssl-ca")
+            .arg(ca)
+            .args([
+                "--source-heartbeat-ms",
+                "100",
+                "--source-connect-retry",
+                "1",
+            ])
+            .args(["--listen", "127.0.0.1:0"])
+            .env_remove("RINGREP_ROOT_PASSWORD");
+        node::start(cmd, "replica listening on ")
+    };
+    let replica = start(&dir.path().join("replica"), &tls_dir.join("ca.crt"));
+    wait_applied(&rt, replica.addr, engine.last_seq(), "over TLS");
+    assert!(
+        replica_log_says(&replica, "tls=true"),
+        "the stream did not open over TLS"
+    );
+    // A certificate the replica cannot verify (the server's own, not a CA): it does not log
+    // in, says why, and keeps trying.
+    let mut wrong = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"))
+        .arg("serve")
+        .arg("--replica-dir")
+        .arg(dir.path().join("wrong"))
+        .arg("--source")
+        .arg(format!("mysql://root@{paddr}"))
+        .arg("--source-ssl-ca")
+        .arg(tls_dir.join("server.crt"))
+        .env_remove("RINGREP_ROOT_PASSWORD")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start");
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = wrong.kill();
+    let out = wrong.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("waiting for the primary"), "{err}");
+    assert!(
+        err.to_ascii_lowercase().contains("certificate") || err.contains("TLS"),
+        "{err}"
+    );
+    assert!(!err.contains("stream open"), "{err}");
+    served.abort();
+}
+
+/// Whether a node's log has a line containing `text` (waiting up to 2 s for it).
+fn replica_log_says(node: &Node, text: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        match node.log.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) if line.contains(text) => return true,
+            _ => {}
+        }
+    }
+    false
+}

@@ -111,7 +111,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Packets<S> {
         }
     }
 
-    /// The stream, for a TLS upgrade. Only between packets: nothing may be buffered.
+    /// Packets over `io` that never read ahead of the packet asked for: for a server's first
+    /// packet, after which a client that asked for TLS starts its handshake at once (bytes read
+    /// ahead would be lost to the TLS layer). See [`Packets::buffered`].
+    pub fn unbuffered(io: S, max_payload: usize) -> Packets<S> {
+        Packets {
+            // A one-byte read buffer: every read asks for at least that, so tokio reads straight
+            // into the caller's buffer and never ahead.
+            io: BufStream::with_capacity(1, 8 << 10, io),
+            seq: 0,
+            max_payload,
+        }
+    }
+
+    /// The same stream with read-ahead, keeping the sequence number.
+    pub fn buffered(self) -> Packets<S> {
+        Packets {
+            seq: self.seq,
+            max_payload: self.max_payload,
+            io: BufStream::new(self.io.into_inner()),
+        }
+    }
+
+    /// The stream, for a TLS upgrade. Only between packets, and only from [`Packets::unbuffered`]
+    /// on the reading side (or where the peer sends nothing before an answer): whatever was
+    /// read ahead is dropped.
     pub fn into_inner(self) -> S {
         self.io.into_inner()
     }
@@ -141,6 +165,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Packets<S> {
                 return Ok(Some(payload));
             }
         }
+    }
+
+    /// Sets the sequence number of the next packet written (a client that switched to TLS goes
+    /// on where its SSL request left off).
+    pub fn set_seq(&mut self, seq: u8) {
+        self.seq = seq;
     }
 
     /// Starts a new exchange: the next packet written is sequence 0 (a client's command).
@@ -564,6 +594,16 @@ pub fn handshake_response(caps: u32, user: &str, answer: &[u8], database: Option
     p
 }
 
+/// A client's SSL request: the first 32 bytes of a handshake response, with `CLIENT_SSL`; the
+/// TLS handshake follows, then the full response.
+pub fn ssl_request(caps: u32) -> Vec<u8> {
+    let mut p = (caps | cap::SSL).to_le_bytes().to_vec();
+    p.extend_from_slice(&(1u32 << 24).to_le_bytes());
+    p.push(UTF8MB4_GENERAL_CI as u8);
+    p.extend_from_slice(&[0; 23]);
+    p
+}
+
 /// An ERR packet's code, SQLSTATE and message, if `p` is one.
 pub fn parse_err(p: &[u8]) -> Option<(u16, String, String)> {
     if p.first() != Some(&0xff) || p.len() < 3 {
@@ -683,6 +723,7 @@ mod tests {
             ("repl", answer, Some("db"))
         );
         assert!(native_answer("", &salt).is_empty());
+        assert!(is_ssl_request(&ssl_request(CLIENT)));
         assert_eq!(
             parse_err(&err(1045, "28000", "denied")),
             Some((1045, "28000".into(), "denied".into()))

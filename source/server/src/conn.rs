@@ -126,7 +126,9 @@ async fn start(conn: Conn, stream: TcpStream, peer: SocketAddr) -> io::Result<()
     if conn.shared.tls.is_some() {
         server_caps |= cap::SSL;
     }
-    let mut packets = Packets::new(stream, MAX_ALLOWED_PACKET);
+    // Unbuffered until the client's first answer: a client asking for TLS starts its handshake
+    // right after it, and bytes read ahead would be lost to the TLS layer.
+    let mut packets = Packets::unbuffered(stream, MAX_ALLOWED_PACKET);
     packets
         .write(&protocol::greeting(&version(), conn.id, &salt, server_caps))
         .await?;
@@ -152,7 +154,7 @@ async fn start(conn: Conn, stream: TcpStream, peer: SocketAddr) -> io::Result<()
             .session(packets, &response, &salt, server_caps, peer)
             .await;
     }
-    conn.session(packets, &first, &salt, server_caps, peer)
+    conn.session(packets.buffered(), &first, &salt, server_caps, peer)
         .await
 }
 
