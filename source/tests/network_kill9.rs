@@ -35,20 +35,7 @@ fn start_primary(dir: &Path, port: u16) -> Node {
 }
 
 fn start_replica(bin: &Path, dir: &Path, primary: SocketAddr) -> Node {
-    let mut cmd = Command::new(bin);
-    cmd.arg("serve")
-        .arg("--replica-dir")
-        .arg(dir)
-        .arg("--source")
-        .arg(format!("mysql://root@{primary}"))
-        .args([
-            "--source-heartbeat-ms",
-            "100",
-            "--source-connect-retry",
-            "1",
-        ])
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("RINGREP_ROOT_PASSWORD");
+    let cmd = node::network_replica(bin, dir, &format!("mysql://root@{primary}"));
     node::start(cmd, "replica listening on ")
 }
 

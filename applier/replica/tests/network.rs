@@ -167,20 +167,8 @@ impl Primary {
 }
 
 fn start_replica(dir: &Path, source: SocketAddr) -> Node {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"));
-    cmd.arg("serve")
-        .arg("--replica-dir")
-        .arg(dir)
-        .arg("--source")
-        .arg(format!("mysql://root@{source}"))
-        .args([
-            "--source-heartbeat-ms",
-            "100",
-            "--source-connect-retry",
-            "1",
-        ])
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("RINGREP_ROOT_PASSWORD");
+    let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+    let cmd = node::network_replica(bin, dir, &format!("mysql://root@{source}"));
     node::start(cmd, "replica listening on ")
 }
 
@@ -428,22 +416,9 @@ fn the_stream_over_tls_verifies_the_primary() {
             .expect("insert");
     });
     let start = |dir: &Path, ca: &Path| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"));
-        cmd.arg("serve")
-            .arg("--replica-dir")
-            .arg(dir)
-            .arg("--source")
-            .arg(format!("mysql://root@{paddr}"))
-            .arg("--source-ssl-ca")
-            .arg(ca)
-            .args([
-                "--source-heartbeat-ms",
-                "100",
-                "--source-connect-retry",
-                "1",
-            ])
-            .args(["--listen", "127.0.0.1:0"])
-            .env_remove("RINGREP_ROOT_PASSWORD");
+        let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+        let mut cmd = node::network_replica(bin, dir, &format!("mysql://root@{paddr}"));
+        cmd.arg("--source-ssl-ca").arg(ca);
         node::start(cmd, "replica listening on ")
     };
     let replica = start(&dir.path().join("replica"), &tls_dir.join("ca.crt"));

@@ -170,3 +170,25 @@ pub const USER_EVENTS: &str = "CREATE TABLE user_events (
   payload VARCHAR(256),
   PRIMARY KEY (user_id, ring_idx)
 ) ENGINE=NDB COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'";
+
+/// `ringrep-applier serve` (the binary `bin`) of a replica in `dir` following the primary at
+/// `source` (`mysql://...`) over TCP, with a heartbeat of 100 ms and reconnects at most 1 s
+/// apart, serving clients on a free loopback port. Add flags, then [`start`] it with the marker
+/// `"replica listening on "`.
+pub fn network_replica(bin: &std::path::Path, dir: &std::path::Path, source: &str) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
+        .arg("--replica-dir")
+        .arg(dir)
+        .arg("--source")
+        .arg(source)
+        .args([
+            "--source-heartbeat-ms",
+            "100",
+            "--source-connect-retry",
+            "1",
+        ])
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    cmd
+}
