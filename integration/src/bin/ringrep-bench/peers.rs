@@ -284,7 +284,17 @@ impl Target {
                 } else {
                     cmd.arg("--source-binlog").arg(dir.join("primary/binlog"));
                 }
-                let (r, raddr) = spawn_node(cmd, "replica listening on ")?;
+                let (r, raddr) = match spawn_node(cmd, "replica listening on ") {
+                    Ok(started) => started,
+                    Err(e) => {
+                        // The primary must not outlive a failed start.
+                        for mut c in children {
+                            let _ = c.kill();
+                            let _ = c.wait();
+                        }
+                        return Err(e);
+                    }
+                };
                 children.push(r);
                 let (pp, rp) = (children[0].id(), children[1].id());
                 (paddr, raddr, pp, rp)
