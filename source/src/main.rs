@@ -264,7 +264,9 @@ fn serve(
         let (stop_relay, relay_stop) = tokio::sync::watch::channel(false);
         let relay = kafka.map(|k| {
             tracing::info!("relaying to Kafka at {} (topic prefix {})", k.brokers, k.topic_prefix);
-            let relay = Relay::new(k, &engine.binlog_dir(), engine.notifier());
+            let durable_engine = engine.clone();
+            let relay = Relay::new(k, &engine.binlog_dir(), engine.notifier())
+                .with_durable(std::sync::Arc::new(move || durable_engine.durable_seq()));
             let stats = relay.stats.clone();
             tokio::spawn(log_progress(stats, relay_stop.clone()));
             tokio::spawn(async move {

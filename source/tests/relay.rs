@@ -152,7 +152,9 @@ fn relay_rides_out_broker_faults() {
     let engine = primary(dir.path());
     let rt = runtime();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let relay = Relay::new(settings.clone(), &engine.binlog_dir(), engine.notifier());
+    let durable_engine = engine.clone();
+    let relay = Relay::new(settings.clone(), &engine.binlog_dir(), engine.notifier())
+        .with_durable(std::sync::Arc::new(move || durable_engine.durable_seq()));
     let stats = relay.stats.clone();
     let task = rt.spawn(relay.run(stop_rx));
     // Waits until the relay has acknowledged `last`; false if the relay task ended first.

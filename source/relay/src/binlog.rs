@@ -18,26 +18,40 @@ const BATCH_RECORDS: usize = 512;
 /// How long a batch waits for its first record.
 const FIRST_RECORD_WAIT: Duration = Duration::from_millis(100);
 
+/// What tells the relay how far the binlog is durable (the writing engine's `durable_seq`).
+pub(crate) type DurableSeq = Arc<dyn Fn() -> u64 + Send + Sync>;
+
 /// The binlog followed from a sequence number, a batch at a time.
 pub(crate) struct Batches {
+    /// When set, a transaction is relayed only once durable.
+    durable: Option<DurableSeq>,
     /// The tailer; `None` only while a batch is read on a blocking thread, or after that
     /// thread went away.
     tailer: Option<Tailer>,
     /// `first_seq` of the segment whose header was passed on last.
     last_header: Option<u64>,
+    /// A record read but not yet durable, held for the next batch.
+    held: Option<Read>,
 }
 
 impl Batches {
     /// Follows `dir` from the segment that begins at `start` (see `resume::segment_start`),
     /// woken by `notifier` when there is one.
-    pub(crate) fn open(dir: &Path, start: u64, notifier: Option<Arc<Notifier>>) -> Batches {
+    pub(crate) fn open(
+        dir: &Path,
+        start: u64,
+        notifier: Option<Arc<Notifier>>,
+        durable: Option<DurableSeq>,
+    ) -> Batches {
         let mut tailer = Tailer::open(dir, StartAt::Seq(start));
         if let Some(n) = notifier {
             tailer = tailer.with_notifier(n);
         }
         Batches {
+            durable,
             tailer: Some(tailer),
             last_header: None,
+            held: None,
         }
     }
 
@@ -50,28 +64,56 @@ impl Batches {
             .take()
             .ok_or_else(|| kafka_error("binlog", "reader lost after an error"))?;
         let mut last_header = self.last_header;
+        let mut held = self.held.take();
+        let durable = self.durable.clone();
         let (t, batch) = tokio::task::spawn_blocking(move || {
-            let batch = read_batch(&mut t, &mut last_header);
-            (t, (batch, last_header))
+            let batch = read_batch(&mut t, &mut last_header, &mut held, durable.as_deref());
+            (t, (batch, last_header, held))
         })
         .await
         .map_err(|e| kafka_error("binlog reader task", e))?;
         self.tailer = Some(t);
-        let ((records, err), last_header) = batch;
+        let ((records, err), last_header, held) = batch;
         self.last_header = last_header;
+        self.held = held;
         Ok((records, err))
     }
 }
 
 /// Reads one batch from `t` (blocking); `last_header` tells which segment's header was passed
 /// on last, and is moved on when a record comes from a new segment.
+/// With `durable`, a transaction past the durable position ends the batch (it is kept in
+/// `held`): nothing leaves for Kafka that the primary could still lose.
 fn read_batch(
     t: &mut Tailer,
     last_header: &mut Option<u64>,
+    held: &mut Option<Read>,
+    durable: Option<&(dyn Fn() -> u64 + Send + Sync)>,
 ) -> (Vec<Read>, Option<binlog_format::Error>) {
     let mut out: Vec<Read> = Vec::new();
     let mut err = None;
     let deadline = Instant::now() + FIRST_RECORD_WAIT;
+    let mut durable_seq = 0;
+    let mut is_durable = |rec: &Record| match (rec, durable) {
+        (Record::Transaction(tx), Some(f)) => {
+            if durable_seq < tx.seq {
+                durable_seq = f();
+            }
+            durable_seq >= tx.seq
+        }
+        _ => true,
+    };
+    if let Some(r) = held.take() {
+        // Wait (briefly, the fsync is in flight) for the record held last time.
+        while !is_durable(&r.1) {
+            if Instant::now() >= deadline {
+                *held = Some(r);
+                return (out, None);
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        out.push(r);
+    }
     while out.len() < BATCH_RECORDS {
         // Wait only for the first record; after it, take what is already there,
         // so that a lone commit is relayed at once rather than after the wait.
@@ -88,6 +130,23 @@ fn read_batch(
                         h.tables.clone()
                     })
                 });
+                if !is_durable(&rec) {
+                    *held = Some((pos, rec, header));
+                    if out.is_empty() {
+                        // Nothing to send yet: wait for its fsync within this batch's time.
+                        let r = held.take().expect("just held");
+                        while !is_durable(&r.1) {
+                            if Instant::now() >= deadline {
+                                *held = Some(r);
+                                return (out, None);
+                            }
+                            std::thread::sleep(Duration::from_micros(200));
+                        }
+                        out.push(r);
+                        continue;
+                    }
+                    break;
+                }
                 out.push((pos, rec, header));
             }
             Ok(None) => break,
@@ -98,4 +157,59 @@ fn read_batch(
         }
     }
     (out, err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use binlog_format::{BinlogWriter, SyncPolicy, Transaction, WriterOptions};
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    fn empty_tx(seq: u64) -> Record {
+        Record::Transaction(Transaction {
+            server_id: 1,
+            seq,
+            commit_time_us: 0,
+            origin: None,
+            events: vec![],
+        })
+    }
+
+    fn seqs(batch: &[Read]) -> Vec<u64> {
+        batch
+            .iter()
+            .filter_map(|(_, r, _)| match r {
+                Record::Transaction(t) => Some(t.seq),
+                Record::Heartbeat(_) => None,
+            })
+            .collect()
+    }
+
+    /// With a durable position, a batch stops before the first transaction past it, and that
+    /// transaction comes in a later batch once durable: nothing reaches Kafka that the primary
+    /// could still lose.
+    #[test]
+    fn only_durable_transactions_are_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut opts = WriterOptions::new(1);
+        opts.sync = SyncPolicy::Never;
+        let (w, _) = BinlogWriter::open(dir.path(), opts).expect("writer");
+        for seq in 1..=3 {
+            w.append(&empty_tx(seq)).expect("append");
+        }
+        w.flush().expect("flush");
+        let durable = Arc::new(AtomicU64::new(2));
+        let d = durable.clone();
+        let f = move || d.load(Ordering::SeqCst);
+        let mut t = Tailer::open(dir.path(), StartAt::Seq(1));
+        let (mut header, mut held) = (None, None);
+        let (batch, err) = read_batch(&mut t, &mut header, &mut held, Some(&f));
+        assert!(err.is_none());
+        assert_eq!(seqs(&batch), [1, 2]);
+        let (batch, _) = read_batch(&mut t, &mut header, &mut held, Some(&f));
+        assert!(batch.is_empty(), "seq 3 is not durable yet");
+        durable.store(3, Ordering::SeqCst);
+        let (batch, _) = read_batch(&mut t, &mut header, &mut held, Some(&f));
+        assert_eq!(seqs(&batch), [3]);
+    }
 }

@@ -50,6 +50,8 @@ pub struct Relay {
     settings: KafkaSettings,
     binlog_dir: PathBuf,
     notifier: Option<Arc<Notifier>>,
+    /// The writing engine's durable sequence number, when the relay runs beside it.
+    durable: Option<binlog::DurableSeq>,
     /// Progress of [`Relay::run`], updated while it runs: clone it before calling `run`.
     pub stats: Arc<RelayStats>,
 }
@@ -82,8 +84,18 @@ impl Relay {
             settings,
             binlog_dir: binlog_dir.to_path_buf(),
             notifier,
+            durable: None,
             stats: Arc::new(RelayStats::default()),
         }
+    }
+
+    /// Relays a transaction only once `durable()` (the writing engine's durable sequence
+    /// number) covers it, so the topics never hold a transaction the primary could lose in a
+    /// crash. For a relay in the primary's process; a relay of another process's directory
+    /// cannot know and relays what is written.
+    pub fn with_durable(mut self, durable: Arc<dyn Fn() -> u64 + Send + Sync>) -> Relay {
+        self.durable = Some(durable);
+        self
     }
 
     /// Relays until `stop` turns true, then waits for every produced record to be
@@ -99,7 +111,12 @@ impl Relay {
 
         let mut outbox = Outbox::create(&self.settings, Arc::clone(&self.stats))?;
         let start = resume::segment_start(&self.binlog_dir, resume + 1)?;
-        let mut binlog = Batches::open(&self.binlog_dir, start, self.notifier.clone());
+        let mut binlog = Batches::open(
+            &self.binlog_dir,
+            start,
+            self.notifier.clone(),
+            self.durable.clone(),
+        );
         let mut tables = Tables::default();
         while !*stop.borrow() {
             let (records, err) = binlog.next_batch().await?;
