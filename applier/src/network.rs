@@ -11,6 +11,7 @@
 //! applier sees each transaction once per run and skips any repeat by its sequence number.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -293,6 +294,9 @@ impl NetworkSource {
                 let text = e.to_string();
                 self.update(|s| s.last_error = Some(text));
                 self.retry_at = Instant::now() + self.backoff;
+                // Reset by the next transaction or heartbeat; a stream that ends at once
+                // backs off like a refused connection.
+                self.backoff = (self.backoff * 2).min(self.config.connect_retry);
                 Ok(false)
             }
         }
@@ -351,20 +355,46 @@ impl EventSource for NetworkSource {
 
 /// Reads stream packets until the connection ends or stays silent too long.
 async fn read_stream<S: AsyncRead + AsyncWrite + Unpin>(
-    mut packets: Packets<S>,
+    packets: Packets<S>,
     tx: mpsc::Sender<Item>,
     silence: Duration,
 ) {
+    // Nothing was read since the stream request: rewrapping loses no buffered byte.
+    let received = Arc::new(AtomicU64::new(0));
+    let mut packets = Packets::new(
+        Counted {
+            inner: packets.into_inner(),
+            received: Arc::clone(&received),
+        },
+        1 << 30,
+    );
     loop {
-        let packet = match tokio::time::timeout(silence, packets.read()).await {
-            Err(_) => Err(Error::Source(format!(
+        // The link is dead when no byte arrives for `silence`, not when one packet (a large
+        // transaction on a slow link) takes longer than that to arrive.
+        let read = packets.read();
+        tokio::pin!(read);
+        let read = loop {
+            let before = received.load(Ordering::Relaxed);
+            tokio::select! {
+                r = &mut read => break Some(r),
+                _ = tokio::time::sleep(silence) => {
+                    if received.load(Ordering::Relaxed) == before {
+                        break None;
+                    }
+                }
+            }
+        };
+        let packet = match read {
+            None => Err(Error::Source(format!(
                 "no heartbeat from the primary for {} ms",
                 silence.as_millis()
             ))),
-            Ok(Ok(Some(p))) => decode(&p),
-            Ok(Ok(None)) => Err(Error::Source("the primary closed the connection".into())),
-            Ok(Err(ReadError::Io(e))) => Err(Error::Source(format!("reading the stream: {e}"))),
-            Ok(Err(ReadError::TooLarge)) => Err(Error::Source("a stream packet over 1 GiB".into())),
+            Some(Ok(Some(p))) => decode(&p),
+            Some(Ok(None)) => Err(Error::Source("the primary closed the connection".into())),
+            Some(Err(ReadError::Io(e))) => Err(Error::Source(format!("reading the stream: {e}"))),
+            Some(Err(ReadError::TooLarge)) => {
+                Err(Error::Source("a stream packet over 1 GiB".into()))
+            }
         };
         let item = match packet {
             Ok(item) => item,
@@ -381,8 +411,9 @@ async fn read_stream<S: AsyncRead + AsyncWrite + Unpin>(
 fn decode(p: &[u8]) -> Result<Item> {
     if let Some((code, state, msg)) = protocol::parse_err(p) {
         let e = format!("the primary ended the stream: ERROR {code} ({state}): {msg}");
-        // The primary could not read its own binlog: nothing after that is safe.
-        return Ok(Item::Ended(if code == 1105 {
+        // The primary cannot serve its binlog from here (corruption, a gap): nothing after
+        // that is safe. Anything else may pass, and the replica reconnects.
+        return Ok(Item::Ended(if code == 1236 {
             Error::Invalid(e)
         } else {
             Error::Source(e)
@@ -454,4 +485,81 @@ fn expect_ok(p: &[u8], step: &str) -> Result<()> {
 
 fn io_error(e: std::io::Error) -> Error {
     Error::Source(e.to_string())
+}
+
+/// A stream that counts the bytes read from it (how the link's silence is measured).
+struct Counted<S> {
+    inner: S,
+    received: Arc<AtomicU64>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Counted<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let n = buf.filled().len() - before;
+        if n > 0 {
+            self.received.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Counted<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error the primary cannot get past stops the replica (1236); anything else, such as
+    /// an I/O failure that may pass (1105), ends only this connection.
+    #[test]
+    fn which_stream_errors_stop_the_replica() {
+        let fatal = protocol::err(1236, "HY000", "Got fatal error from source");
+        let Ok(Item::Ended(e)) = decode(&fatal) else {
+            panic!("an end");
+        };
+        assert!(!e.is_retriable(), "{e}");
+        let passing = protocol::err(1105, "HY000", "binlog: I/O error");
+        let Ok(Item::Ended(e)) = decode(&passing) else {
+            panic!("an end");
+        };
+        assert!(e.is_retriable(), "{e}");
+        // A frame that does not match its checksum is corruption, named with its position.
+        let mut p = vec![0u8];
+        p.extend_from_slice(&3u64.to_le_bytes());
+        p.extend_from_slice(&100u64.to_le_bytes());
+        p.extend_from_slice(&[5, 0, 0, 0, 1, 2, 3, 4, 9, 9, 9, 9, 9]);
+        let e = decode(&p).expect_err("corrupt");
+        assert!(
+            !e.is_retriable() && e.to_string().contains("binlog.000003"),
+            "{e}"
+        );
+    }
 }

@@ -153,6 +153,8 @@ pub mod code {
     pub const ER_WRONG_FIELD_WITH_GROUP: Code = Code::new(1055, "42000");
     /// An aggregate where none is allowed.
     pub const ER_INVALID_GROUP_FUNC_USE: Code = Code::new(1111, "HY000");
+    /// The source cannot serve its binlog to a replica (corruption, a gap): the replica stops.
+    pub const ER_MASTER_FATAL_ERROR_READING_BINLOG: Code = Code::new(1236, "HY000");
     /// A client packet over `max_allowed_packet`; the connection is closed.
     pub const ER_NET_PACKET_TOO_LARGE: Code = Code::new(1153, "08S01");
     /// A native function called with the wrong number of arguments.

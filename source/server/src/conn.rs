@@ -144,7 +144,12 @@ async fn start(conn: Conn, stream: TcpStream, peer: SocketAddr) -> io::Result<()
             ));
         };
         let tcp = packets.into_inner();
-        let stream = tokio_rustls::TlsAcceptor::from(tls).accept(tcp).await?;
+        let stream = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            tokio_rustls::TlsAcceptor::from(tls).accept(tcp),
+        )
+        .await
+        .map_err(|_| timed_out())??;
         tracing::debug!(connection = conn.id, "TLS");
         let mut packets = Packets::new(stream, MAX_ALLOWED_PACKET);
         let Some(response) = read_handshake(&mut packets).await? else {
@@ -158,10 +163,24 @@ async fn start(conn: Conn, stream: TcpStream, peer: SocketAddr) -> io::Result<()
         .await
 }
 
+/// How long a client has for each step of logging in (MySQL's `connect_timeout`): a client
+/// that connects and says nothing must not hold a connection slot.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+fn timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the client did not log in within 10 s",
+    )
+}
+
 async fn read_handshake<S: AsyncRead + AsyncWrite + Unpin>(
     packets: &mut Packets<S>,
 ) -> io::Result<Option<Vec<u8>>> {
-    match packets.read().await {
+    let read = tokio::time::timeout(CONNECT_TIMEOUT, packets.read())
+        .await
+        .map_err(|_| timed_out())?;
+    match read {
         Ok(p) => Ok(p),
         Err(ReadError::Io(e)) => Err(e),
         Err(ReadError::TooLarge) => Err(io::Error::new(
@@ -309,10 +328,17 @@ impl Conn {
                 let mut c = Cursor::new(body);
                 if let (Ok(stmt), Ok(param)) = (c.u32(), c.u16()) {
                     if let Some(p) = self.statements.get_mut(&stmt) {
-                        p.long_data
-                            .entry(param)
-                            .or_default()
-                            .extend_from_slice(c.rest());
+                        // Only for a parameter the statement has, and no more in all than one
+                        // packet may carry.
+                        let held: usize = p.long_data.values().map(Vec::len).sum();
+                        let data = c.rest();
+                        if usize::from(param) < p.params && held + data.len() <= MAX_ALLOWED_PACKET
+                        {
+                            p.long_data
+                                .entry(param)
+                                .or_default()
+                                .extend_from_slice(data);
+                        }
                     }
                 }
                 Ok(())
@@ -339,7 +365,7 @@ impl Conn {
             }
             com::SET_OPTION => {
                 // Multi-statements on or off: ringrep runs one statement per text either way.
-                packets.write(&protocol::eof(self.done().status, 0)).await
+                packets.write(&self.end_of_rows(self.done())).await
             }
             com::RESET_CONNECTION => {
                 // A fresh session: the old one's transaction rolls back as it is dropped.
@@ -426,8 +452,13 @@ impl Conn {
         body: &[u8],
     ) -> io::Result<()> {
         let mut c = Cursor::new(body);
-        let stmt = c.u32()?;
-        c.take(1 + 4)?;
+        let (Ok(stmt), Ok(_)) = (c.u32(), c.take(1 + 4)) else {
+            let e = Error::new(
+                code::ER_WRONG_ARGUMENTS,
+                "Incorrect arguments to mysqld_stmt_execute",
+            );
+            return packets.write(&wire::error(&e)).await;
+        };
         let Some(prepared) = self.statements.get_mut(&stmt) else {
             return packets
                 .write(&wire::error(&unknown_statement(stmt, "execute")))

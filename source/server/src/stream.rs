@@ -36,6 +36,9 @@ pub(crate) const FRAMES: &str = "ringrep-frames:";
 /// The default heartbeat period of an idle stream.
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
 
+/// How long one write to a replica may wait for it to take the bytes.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Transactions read from the binlog per batch handed to the connection.
 const BATCH: usize = 256;
 
@@ -74,7 +77,9 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
         let n: u64 = v.trim().parse().map_err(|_| bad(part))?;
         match k.trim() {
             "from_seq" => req.from_seq = n,
-            "heartbeat_ms" => req.heartbeat = Duration::from_millis(n.max(1)),
+            // At most a minute: a silent stream to a vanished replica must be written to, to
+            // be noticed.
+            "heartbeat_ms" => req.heartbeat = Duration::from_millis(n.clamp(1, 60_000)),
             _ => return Err(bad(part)),
         }
     }
@@ -166,7 +171,21 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             }
             Ok(Some(Batch::Failed(e))) => {
                 tracing::error!(connection = conn_id, "replication stream stopped: {e}");
-                packets.write(&super::wire::error(&e)).await?;
+                // MySQL's code for a binlog the source cannot serve (corruption, a gap): the
+                // replica stops there. A failure that may pass keeps its own code, and the
+                // replica reconnects.
+                let sent = if e.is_retriable() {
+                    e
+                } else {
+                    Error::new(
+                        code::ER_MASTER_FATAL_ERROR_READING_BINLOG,
+                        format!(
+                            "Got fatal error from source when reading data from binary log: '{}'",
+                            e.message
+                        ),
+                    )
+                };
+                packets.write(&super::wire::error(&sent)).await?;
                 return packets.flush().await;
             }
             Ok(None) => return Ok(()),
@@ -179,10 +198,24 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 vec![frame(&hb, None).map_err(io::Error::other)?]
             }
         };
-        for f in frames {
-            packets.write(&f).await?;
+        // A replica that vanished without closing the connection fills the send buffer; the
+        // write then waits, but not for ever.
+        let sent = tokio::time::timeout(WRITE_TIMEOUT, async {
+            for f in frames {
+                packets.write(&f).await?;
+            }
+            packets.flush().await
+        })
+        .await;
+        match sent {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the replica took nothing for 60 s",
+                ))
+            }
         }
-        packets.flush().await?;
     }
 }
 

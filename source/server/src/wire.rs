@@ -427,7 +427,7 @@ fn binary_time_text(b: &[u8]) -> String {
     let at = |i: usize| b.get(i).copied().unwrap_or(0);
     let neg = if at(0) == 1 { "-" } else { "" };
     let days = u32::from_le_bytes([at(1), at(2), at(3), at(4)]);
-    let hours = days * 24 + u32::from(at(5));
+    let hours = u64::from(days) * 24 + u64::from(at(5));
     let mut s = format!("{neg}{hours:02}:{:02}:{:02}", at(6), at(7));
     if b.len() >= 12 {
         let us = u32::from_le_bytes([at(8), at(9), at(10), at(11)]);
