@@ -26,6 +26,8 @@ struct Proxy {
     target: Arc<Mutex<SocketAddr>>,
     refuse: Arc<AtomicBool>,
     stall: Arc<AtomicBool>,
+    /// Forward at about 50 KB/s (a slow link rather than a stalled one).
+    slow: Arc<AtomicBool>,
     open: Arc<Mutex<Vec<TcpStream>>>,
 }
 
@@ -37,12 +39,14 @@ impl Proxy {
             target: Arc::new(Mutex::new(target)),
             refuse: Arc::new(AtomicBool::new(false)),
             stall: Arc::new(AtomicBool::new(false)),
+            slow: Arc::new(AtomicBool::new(false)),
             open: Arc::new(Mutex::new(Vec::new())),
         };
-        let (target, refuse, stall, open) = (
+        let (target, refuse, stall, slow, open) = (
             proxy.target.clone(),
             proxy.refuse.clone(),
             proxy.stall.clone(),
+            proxy.slow.clone(),
             proxy.open.clone(),
         );
         std::thread::spawn(move || {
@@ -65,8 +69,8 @@ impl Proxy {
                     ),
                     (server, client),
                 ] {
-                    let stall = stall.clone();
-                    std::thread::spawn(move || pump(from, to, &stall));
+                    let (stall, slow) = (stall.clone(), slow.clone());
+                    std::thread::spawn(move || pump(from, to, &stall, &slow));
                 }
             }
         });
@@ -87,7 +91,7 @@ impl Proxy {
 
 /// Copies bytes one way in small pieces (so a cut lands inside frames), holding them while
 /// the proxy stalls.
-fn pump(mut from: TcpStream, mut to: TcpStream, stall: &AtomicBool) {
+fn pump(mut from: TcpStream, mut to: TcpStream, stall: &AtomicBool, slow: &AtomicBool) {
     let mut buf = [0u8; 97];
     loop {
         let n = match from.read(&mut buf) {
@@ -96,6 +100,9 @@ fn pump(mut from: TcpStream, mut to: TcpStream, stall: &AtomicBool) {
         };
         while stall.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(10));
+        }
+        if slow.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(2));
         }
         if to.write_all(&buf[..n]).is_err() {
             break;
@@ -313,6 +320,21 @@ fn a_replica_over_tcp_converges_through_cuts_stalls_refusals_and_restarts() {
         primary.last_seq(),
         "after a replica SIGKILL",
     );
+
+    // A slow link (about 50 KB/s) and a transaction of 150 KB: it takes seconds to arrive, far
+    // more than three heartbeat periods, and arrives, since bytes keep coming.
+    proxy.slow.store(true, Ordering::SeqCst);
+    rt.block_on(async {
+        let mut c = connect(primary.addr, Some("test")).await;
+        c.query_drop("CREATE TABLE big (id INT PRIMARY KEY, v LONGTEXT)")
+            .await
+            .expect("create");
+        c.exec_drop("INSERT INTO big VALUES (?, ?)", (1, "x".repeat(150_000)))
+            .await
+            .expect("insert");
+    });
+    wait_applied(&rt, replica.addr, primary.last_seq(), "over a slow link");
+    proxy.slow.store(false, Ordering::SeqCst);
 
     let (code, out) = verify(primary.addr, replica.addr);
     assert_eq!(code, Some(0), "{out}");
