@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use binlog_format::format::DEFAULT_MAX_FRAME;
 use binlog_format::frame::{scan_frame, FrameScan};
 use binlog_format::{codec, Position, Record};
-use ringrep_protocol::{self as protocol, Cursor, Packets, ReadError};
+use ringrep_protocol::{self as protocol, Cursor, Packets};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
@@ -391,10 +391,10 @@ async fn read_stream<S: AsyncRead + AsyncWrite + Unpin>(
             ))),
             Some(Ok(Some(p))) => decode(&p),
             Some(Ok(None)) => Err(Error::Source("the primary closed the connection".into())),
-            Some(Err(ReadError::Io(e))) => Err(Error::Source(format!("reading the stream: {e}"))),
-            Some(Err(ReadError::TooLarge)) => {
-                Err(Error::Source("a stream packet over 1 GiB".into()))
-            }
+            Some(Err(e)) => Err(Error::Source(format!(
+                "reading the stream: {}",
+                std::io::Error::from(e)
+            ))),
         };
         let item = match packet {
             Ok(item) => item,
@@ -453,12 +453,11 @@ fn decode(p: &[u8]) -> Result<Item> {
 }
 
 async fn read<S: AsyncRead + AsyncWrite + Unpin>(packets: &mut Packets<S>) -> Result<Vec<u8>> {
-    match packets.read().await {
-        Ok(Some(p)) => Ok(p),
-        Ok(None) => Err(Error::Source("the primary closed the connection".into())),
-        Err(ReadError::Io(e)) => Err(io_error(e)),
-        Err(ReadError::TooLarge) => Err(Error::Source("a packet over 1 GiB".into())),
-    }
+    packets
+        .read()
+        .await
+        .map_err(|e| io_error(e.into()))?
+        .ok_or_else(|| Error::Source("the primary closed the connection".into()))
 }
 
 /// Sends a command: a new exchange, sequence 0.

@@ -101,6 +101,19 @@ impl From<io::Error> for ReadError {
     }
 }
 
+impl From<ReadError> for io::Error {
+    /// For callers that treat an oversized packet as any other broken connection.
+    fn from(e: ReadError) -> io::Error {
+        match e {
+            ReadError::Io(e) => e,
+            ReadError::TooLarge => io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a packet over max_allowed_packet",
+            ),
+        }
+    }
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin> Packets<S> {
     /// Packets over `io`, accepting payloads up to `max_payload` bytes.
     pub fn new(io: S, max_payload: usize) -> Packets<S> {

@@ -103,58 +103,52 @@ fn read_batch(
         }
         _ => true,
     };
-    if let Some(r) = held.take() {
-        // Wait (briefly, the fsync is in flight) for the record held last time.
-        while !is_durable(&r.1) {
-            if Instant::now() >= deadline {
-                *held = Some(r);
-                return (out, None);
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        out.push(r);
-    }
     while out.len() < BATCH_RECORDS {
-        // Wait only for the first record; after it, take what is already there,
-        // so that a lone commit is relayed at once rather than after the wait.
-        let left = if out.is_empty() {
-            deadline.saturating_duration_since(Instant::now())
-        } else {
-            Duration::ZERO
-        };
-        match t.next_timeout(left) {
-            Ok(Some((pos, rec))) => {
-                let header = t.header().and_then(|h| {
-                    (*last_header != Some(h.first_seq)).then(|| {
-                        *last_header = Some(h.first_seq);
-                        h.tables.clone()
-                    })
-                });
-                if !is_durable(&rec) {
-                    *held = Some((pos, rec, header));
-                    if out.is_empty() {
-                        // Nothing to send yet: wait for its fsync within this batch's time.
-                        let r = held.take().expect("just held");
-                        while !is_durable(&r.1) {
-                            if Instant::now() >= deadline {
-                                *held = Some(r);
-                                return (out, None);
-                            }
-                            std::thread::sleep(Duration::from_micros(200));
-                        }
-                        out.push(r);
-                        continue;
+        // The record held back last time comes first. Wait only for the first record; after
+        // it, take what is already there, so that a lone commit is relayed at once rather than
+        // after the wait.
+        let next = match held.take() {
+            Some(r) => r,
+            None => {
+                let left = if out.is_empty() {
+                    deadline.saturating_duration_since(Instant::now())
+                } else {
+                    Duration::ZERO
+                };
+                match t.next_timeout(left) {
+                    Ok(Some((pos, rec))) => {
+                        let header = t.header().and_then(|h| {
+                            (*last_header != Some(h.first_seq)).then(|| {
+                                *last_header = Some(h.first_seq);
+                                h.tables.clone()
+                            })
+                        });
+                        (pos, rec, header)
                     }
-                    break;
+                    Ok(None) => break,
+                    Err(e) => {
+                        err = Some(e);
+                        break;
+                    }
                 }
-                out.push((pos, rec, header));
             }
-            Ok(None) => break,
-            Err(e) => {
-                err = Some(e);
+        };
+        if !is_durable(&next.1) {
+            if !out.is_empty() {
+                // Send what is durable; this one starts the next batch.
+                *held = Some(next);
                 break;
             }
+            // Nothing to send yet: wait for its fsync (in flight) within this batch's time.
+            while !is_durable(&next.1) {
+                if Instant::now() >= deadline {
+                    *held = Some(next);
+                    return (out, None);
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
         }
+        out.push(next);
     }
     (out, err)
 }

@@ -105,7 +105,7 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAd
         questions: 0,
         peer,
     };
-    match start(conn, stream, peer).await {
+    match start(conn, stream).await {
         Ok(()) => tracing::debug!(connection = id, "closed"),
         Err(e) => tracing::debug!(connection = id, "closed: {e}"),
     }
@@ -120,7 +120,7 @@ fn new_session(shared: &Shared) -> SqlSession {
 }
 
 /// The greeting, then TLS if the client asks for it, then the rest on the stream it chose.
-async fn start(conn: Conn, stream: TcpStream, peer: SocketAddr) -> io::Result<()> {
+async fn start(conn: Conn, stream: TcpStream) -> io::Result<()> {
     let salt = auth::new_salt()?;
     let mut server_caps = cap::SERVER;
     if conn.shared.tls.is_some() {
@@ -155,11 +155,9 @@ async fn start(conn: Conn, stream: TcpStream, peer: SocketAddr) -> io::Result<()
         let Some(response) = read_handshake(&mut packets).await? else {
             return Ok(());
         };
-        return conn
-            .session(packets, &response, &salt, server_caps, peer)
-            .await;
+        return conn.session(packets, &response, &salt, server_caps).await;
     }
-    conn.session(packets.buffered(), &first, &salt, server_caps, peer)
+    conn.session(packets.buffered(), &first, &salt, server_caps)
         .await
 }
 
@@ -177,17 +175,10 @@ fn timed_out() -> io::Error {
 async fn read_handshake<S: AsyncRead + AsyncWrite + Unpin>(
     packets: &mut Packets<S>,
 ) -> io::Result<Option<Vec<u8>>> {
-    let read = tokio::time::timeout(CONNECT_TIMEOUT, packets.read())
+    tokio::time::timeout(CONNECT_TIMEOUT, packets.read())
         .await
-        .map_err(|_| timed_out())?;
-    match read {
-        Ok(p) => Ok(p),
-        Err(ReadError::Io(e)) => Err(e),
-        Err(ReadError::TooLarge) => Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "handshake response over max_allowed_packet",
-        )),
-    }
+        .map_err(|_| timed_out())?
+        .map_err(io::Error::from)
 }
 
 impl Conn {
@@ -198,8 +189,8 @@ impl Conn {
         response: &[u8],
         salt: &[u8; 20],
         server_caps: u32,
-        peer: SocketAddr,
     ) -> io::Result<()> {
+        let peer = self.peer;
         let hello = protocol::parse_handshake_response(response)?;
         self.caps = hello.caps & server_caps;
         let mut answer = hello.auth;
