@@ -284,9 +284,8 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 // Wait for the primary's first segment (or first Kafka record) to learn its
                 // server id.
                 let source_id = loop {
-                    let found = match (&kafka, &source_binlog) {
-                        _ if network.is_some() => {
-                            let url = source.as_deref().unwrap_or_default();
+                    let found = match (&source, &kafka, &source_binlog) {
+                        (Some(url), _, _) => {
                             match remote::server_id(url, source_ssl_ca.as_deref()).await {
                                 Ok(id) => Some(id),
                                 Err(e) => {
@@ -296,15 +295,15 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                                 }
                             }
                         }
-                        (Some(k), _) => {
+                        (None, Some(k), _) => {
                             let k = k.clone();
                             tokio::task::spawn_blocking(move || {
                                 KafkaSource::server_id(&k, Duration::from_secs(1))
                             })
                             .await??
                         }
-                        (None, Some(dir)) => binlog_format::segment::directory_server_id(dir)?,
-                        (None, None) => bail!("give --source, --source-binlog or --kafka-brokers"),
+                        (None, None, Some(dir)) => binlog_format::segment::directory_server_id(dir)?,
+                        (None, None, None) => bail!("give --source, --source-binlog or --kafka-brokers"),
                     };
                     if let Some(id) = found {
                         break id;
@@ -320,21 +319,21 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     return Ok(());
                 }
                 let mut link = None;
-                let mut source: Box<dyn EventSource> = match (&kafka, &source_binlog) {
-                    _ if network.is_some() => {
-                        let s = NetworkSource::new(network.clone().expect("checked"), from);
+                let mut source: Box<dyn EventSource> = match (&network, &kafka, &source_binlog) {
+                    (Some(n), _, _) => {
+                        let s = NetworkSource::new(n.clone(), from);
                         link = Some(s.status());
                         Box::new(s)
                     }
-                    (Some(k), _) => {
+                    (None, Some(k), _) => {
                         let k = k.clone();
                         Box::new(
                             tokio::task::spawn_blocking(move || KafkaSource::open(&k, from))
                                 .await??,
                         )
                     }
-                    (None, Some(dir)) => Box::new(BinlogDirSource::open(dir, from, None)),
-                    (None, None) => bail!("give --source, --source-binlog or --kafka-brokers"),
+                    (None, None, Some(dir)) => Box::new(BinlogDirSource::open(dir, from, None)),
+                    (None, None, None) => bail!("give --source, --source-binlog or --kafka-brokers"),
                 };
                 eprintln!("applying from server {source_id} at seq {from} ({})", source.describe());
                 let running = Arc::new(AtomicBool::new(true));
