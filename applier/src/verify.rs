@@ -12,7 +12,7 @@ use std::ops::Bound;
 use binlog_format::schema::{ColumnDefault, TableDef};
 use binlog_format::{Key, Value};
 use ringrep_engine::Engine;
-use ringrep_engine::{Row, State, StoredRow, SYSTEM_DB};
+use ringrep_engine::{Row, State, StoredRow};
 use serde::Serialize;
 
 /// How a verification runs.
@@ -147,7 +147,7 @@ fn digest(rows: &[StoredRow<'_>]) -> (usize, u32) {
 fn user_tables(st: &State) -> BTreeMap<(String, String), &ringrep_engine::Table> {
     st.tables
         .values()
-        .filter(|t| !t.def.database.eq_ignore_ascii_case(SYSTEM_DB))
+        .filter(|t| !ringrep_engine::is_node_local_table(&t.def.database, &t.def.name))
         .map(|t| {
             (
                 (t.def.database.to_lowercase(), t.def.name.to_lowercase()),

@@ -76,6 +76,10 @@ fn starts_statement(line: &str) -> bool {
         .chars()
         .take_while(|c| c.is_ascii_alphabetic() || *c == '_')
         .collect();
+    if matches!(word.as_str(), "GRANT" | "REVOKE") {
+        // SHOW GRANTS prints lines that start with GRANT too; a statement ends with `;`.
+        return line.trim_end().ends_with(';');
+    }
     STATEMENT_WORDS.contains(&word.as_str())
         && line[word.len()..]
             .chars()

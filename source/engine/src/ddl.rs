@@ -171,7 +171,7 @@ impl Session {
                 format!("Table '{}' already exists", def.name),
             ));
         }
-        def.id = self.allocate_table_id(def.database.eq_ignore_ascii_case(crate::SYSTEM_DB));
+        def.id = self.allocate_table_id(crate::is_node_local_table(&def.database, &def.name));
         self.ddl(DdlEvent::CreateTable { table: def }, vec![])?;
         Ok(true)
     }

@@ -129,6 +129,18 @@ pub mod code {
     pub const ER_CANT_DO_THIS_DURING_AN_TRANSACTION: Code = Code::new(1179, "25000");
     /// Wrong user or password.
     pub const ER_ACCESS_DENIED_ERROR: Code = Code::new(1045, "28000");
+    /// A database the account has no privilege on.
+    pub const ER_DBACCESS_DENIED_ERROR: Code = Code::new(1044, "42000");
+    /// A command the account may not run on a table.
+    pub const ER_TABLEACCESS_DENIED_ERROR: Code = Code::new(1142, "42000");
+    /// START REPLICA (or the like) on a node with no replication source.
+    pub const ER_BAD_SLAVE: Code = Code::new(1200, "HY000");
+    /// A replication setting changed while the replica runs.
+    pub const ER_REPLICA_CHANNEL_IO_THREAD_MUST_STOP: Code = Code::new(3021, "HY000");
+    /// A login to an account that `ACCOUNT LOCK` locked.
+    pub const ER_ACCOUNT_HAS_BEEN_LOCKED: Code = Code::new(3118, "HY000");
+    /// A global privilege the operation needs and the account lacks.
+    pub const ER_SPECIFIC_ACCESS_DENIED_ERROR: Code = Code::new(1227, "42000");
     /// Wrong arguments to a function or command.
     pub const ER_WRONG_ARGUMENTS: Code = Code::new(1210, "HY000");
     /// An unknown prepared statement.

@@ -133,6 +133,15 @@ pub const SYSTEM_DB: &str = "mysql";
 /// Table ids at or above this are ringrep's own system tables, never a primary's.
 pub(crate) const SYSTEM_TABLE_ID_BASE: u64 = 1 << 62;
 
+/// Whether `db.name` is one node's own table, never replicated: a replica's apply status
+/// (`mysql.ringrep_apply_status` and the like). Such tables take their ids from a range of
+/// their own (`SYSTEM_TABLE_ID_BASE` up), so that the tables a replica receives, which keep
+/// their primary's ids, never collide with them; the verifier leaves them out. The other
+/// tables of `mysql` (the accounts) replicate like any.
+pub fn is_node_local_table(db: &str, name: &str) -> bool {
+    db.eq_ignore_ascii_case(SYSTEM_DB) && name.to_ascii_lowercase().starts_with("ringrep_apply")
+}
+
 /// How an engine is opened: its identity, durability and limits.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {

@@ -32,7 +32,14 @@ pub struct Table {
     /// `ttl_index`): (expiry in epoch microseconds, primary key) of every data row that can
     /// expire, so the purge reads only expired rows instead of scanning the table.
     ttl_index: Option<BTreeSet<(i64, Key)>>,
+    /// Changes since the table was made, above a base of its own (see [`Table::version`]).
+    version: u64,
 }
+
+/// Bases of [`Table::version`]: each table made takes the next one, shifted past any count of
+/// changes one table will see, so that two tables (or a table and its replacement under the
+/// same id) never show the same version.
+static VERSION_BASES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl std::fmt::Debug for Table {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -68,7 +75,14 @@ impl Table {
             rows,
             uniques,
             ttl_index,
+            version: VERSION_BASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed) << 32,
         }
+    }
+
+    /// A number that changes whenever the table's rows change, and differs between tables:
+    /// caches of small tables (the accounts) compare it to know they are still current.
+    pub fn version(&self) -> u64 {
+        self.version
     }
 
     /// Rebuilds the table under a new definition, keeping rows whose layout fits it.
@@ -202,6 +216,7 @@ impl Table {
     /// [`Table::put`], with the row's encoding (`encode_row_into`'s bytes) when the caller
     /// has it already.
     pub(super) fn put_encoded(&mut self, row: &[Value], encoded: Option<&[u8]>) {
+        self.version = self.version.wrapping_add(1);
         if !self.has_secondary() {
             // Nothing else follows the row: its key is needed only as bytes.
             self.rows.put(self.def.key_refs(row), row, encoded);
@@ -228,6 +243,7 @@ impl Table {
 
     /// Removes the row under a primary key; whether there was one.
     pub fn remove(&mut self, key: &Key) -> bool {
+        self.version = self.version.wrapping_add(1);
         let Some(old) = self.rows.remove(key.0.iter()) else {
             return false;
         };
@@ -295,6 +311,7 @@ impl Table {
 
     /// Removes every row (TRUNCATE).
     pub fn clear(&mut self) {
+        self.version = self.version.wrapping_add(1);
         self.rows.clear();
         if let Some(ix) = self.ttl_index.as_mut() {
             ix.clear();

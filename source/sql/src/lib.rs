@@ -65,6 +65,8 @@
 //! (WHERE clauses), `columns` (what names reach which row slots), `rows` (a query's rows
 //! before rendering), `lexer` and `result`.
 
+mod accounts;
+mod authorize;
 mod bound;
 mod columns;
 mod ddl;
@@ -92,6 +94,8 @@ use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::Engine;
 use ringrep_engine::Session;
 
+pub use accounts::store::{Cache as AccountCache, Directory as AccountDirectory};
+pub use accounts::{store, AccountName, Authority, Grants, Privs};
 pub use lexer::{bind_placeholders, count_placeholders, split_statements};
 pub use result::ResultSet;
 
@@ -162,6 +166,8 @@ pub struct SqlSession {
     /// Results of the uncorrelated subqueries of the running statement, by their text: a
     /// subquery in a WHERE clause would otherwise run once per outer row.
     subqueries: Mutex<HashMap<String, Arc<Rows>>>,
+    /// Who the session runs as; `None` (a session without a server) holds every privilege.
+    pub authority: Option<Authority>,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -230,6 +236,7 @@ impl SqlSession {
             prepared: HashMap::new(),
             parsed: HashMap::new(),
             subqueries: Default::default(),
+            authority: None,
         }
     }
 
@@ -297,6 +304,10 @@ impl SqlSession {
         }
         let first = lexer::first_words(&text, 3);
         let w = |i: usize| first.get(i).map(String::as_str).unwrap_or("");
+        if accounts::statements::is_account_statement(&first) {
+            return self.account_statement(&text);
+        }
+        self.authorize_text(&first, &text)?;
         match (w(0), w(1)) {
             ("ALTER", "TABLE") => return self.alter_table_text(&text),
             ("LOAD", "DATA") => return self.load_data(&text),
@@ -369,6 +380,7 @@ impl SqlSession {
 
     /// Runs a parsed statement (`text` is its text, for result column names).
     fn dispatch(&mut self, stmt: Statement, text: &str) -> Result<Outcome> {
+        self.authorize(&stmt)?;
         match stmt {
             Statement::Query(q) => self.query(&q, text),
             Statement::Insert(ins) => self.insert(&ins),

@@ -1,0 +1,459 @@
+//! Accounts and privileges, as MySQL has them: `'user'@'host'` accounts with a
+//! `mysql_native_password` hash, and privileges granted globally (`*.*`), per database
+//! (`db.*`) or per table (`db.t`).
+//!
+//! Accounts live in two ordinary tables of database `mysql` ([`store`]): `mysql.user` (one row
+//! per account) and `mysql.ringrep_grants` (one row per account and level, the privileges as
+//! a list). Being ordinary tables, they are in the binlog: durable on the primary and
+//! replicated to every replica, whose clients then log in with the same accounts. Account
+//! statements ([`statements`]) are the way to change them; writing the tables directly is
+//! refused, as the server could not keep its caches true otherwise.
+//!
+//! A session runs with an [`Authority`]: who it is and, unless it is an account of the
+//! node's own configuration (root and `[[users]]`, which hold every privilege), the
+//! [`Grants`] each statement is checked against (`authorize`).
+
+pub(crate) mod statements;
+pub mod store;
+
+use std::fmt::Write as _;
+
+/// One privilege's bit in [`Privs`], in MySQL's order (the order SHOW GRANTS lists them in).
+const NAMES: [(&str, u8); 32] = [
+    ("SELECT", GDT),
+    ("INSERT", GDT),
+    ("UPDATE", GDT),
+    ("DELETE", GDT),
+    ("CREATE", GDT),
+    ("DROP", GDT),
+    ("RELOAD", G),
+    ("SHUTDOWN", G),
+    ("PROCESS", G),
+    ("FILE", G),
+    ("REFERENCES", GDT),
+    ("INDEX", GDT),
+    ("ALTER", GDT),
+    ("SHOW DATABASES", G),
+    ("SUPER", G),
+    ("CREATE TEMPORARY TABLES", GD),
+    ("LOCK TABLES", GD),
+    ("EXECUTE", GD),
+    ("REPLICATION SLAVE", G),
+    ("REPLICATION CLIENT", G),
+    ("CREATE VIEW", GDT),
+    ("SHOW VIEW", GDT),
+    ("CREATE ROUTINE", GD),
+    ("ALTER ROUTINE", GD),
+    ("CREATE USER", G),
+    ("EVENT", GD),
+    ("TRIGGER", GDT),
+    ("CREATE TABLESPACE", G),
+    ("CREATE ROLE", G),
+    ("DROP ROLE", G),
+    // MySQL 8's dynamic privilege for CHANGE REPLICATION SOURCE, START and STOP REPLICA.
+    ("REPLICATION_SLAVE_ADMIN", G | DYNAMIC),
+    ("GRANT OPTION", GDT),
+];
+
+/// Levels a privilege can be granted at, and whether it is one of MySQL 8's dynamic ones.
+const G: u8 = 1;
+const D: u8 = 2;
+const T: u8 = 4;
+const GD: u8 = G | D;
+const GDT: u8 = G | D | T;
+const DYNAMIC: u8 = 8;
+
+/// A set of privileges (a bit per entry of MySQL's list).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Privs(pub u32);
+
+#[allow(missing_docs)]
+impl Privs {
+    pub const NONE: Privs = Privs(0);
+    pub const SELECT: Privs = Privs(1 << 0);
+    pub const INSERT: Privs = Privs(1 << 1);
+    pub const UPDATE: Privs = Privs(1 << 2);
+    pub const DELETE: Privs = Privs(1 << 3);
+    pub const CREATE: Privs = Privs(1 << 4);
+    pub const DROP: Privs = Privs(1 << 5);
+    pub const RELOAD: Privs = Privs(1 << 6);
+    pub const PROCESS: Privs = Privs(1 << 8);
+    pub const FILE: Privs = Privs(1 << 9);
+    pub const INDEX: Privs = Privs(1 << 11);
+    pub const ALTER: Privs = Privs(1 << 12);
+    pub const SHOW_DATABASES: Privs = Privs(1 << 13);
+    pub const SUPER: Privs = Privs(1 << 14);
+    pub const REPLICATION_SLAVE: Privs = Privs(1 << 18);
+    pub const REPLICATION_CLIENT: Privs = Privs(1 << 19);
+    pub const CREATE_USER: Privs = Privs(1 << 24);
+    pub const REPLICATION_SLAVE_ADMIN: Privs = Privs(1 << 30);
+    pub const GRANT_OPTION: Privs = Privs(1 << 31);
+}
+
+/// Where a privilege is granted: `*.*`, `db.*` or `db.table`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// `*.*`.
+    Global,
+    /// `db.*`.
+    Database(String),
+    /// `db.table`.
+    Table(String, String),
+}
+
+impl Level {
+    fn mask(&self) -> u8 {
+        match self {
+            Level::Global => G,
+            Level::Database(_) => D,
+            Level::Table(..) => T,
+        }
+    }
+
+    /// As SHOW GRANTS writes it: `*.*`, `` `db`.* ``, `` `db`.`t` ``.
+    pub fn text(&self) -> String {
+        match self {
+            Level::Global => "*.*".into(),
+            Level::Database(d) => format!("{}.*", quote_ident(d)),
+            Level::Table(d, t) => format!("{}.{}", quote_ident(d), quote_ident(t)),
+        }
+    }
+}
+
+fn quote_ident(s: &str) -> String {
+    format!("`{}`", s.replace('`', "``"))
+}
+
+impl std::ops::BitOr for Privs {
+    type Output = Privs;
+    fn bitor(self, o: Privs) -> Privs {
+        Privs(self.0 | o.0)
+    }
+}
+
+impl Privs {
+    /// Whether every privilege of `other` is in `self`.
+    pub fn contains(self, other: Privs) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// `self` without `other`.
+    pub fn without(self, other: Privs) -> Privs {
+        Privs(self.0 & !other.0)
+    }
+
+    /// Every privilege `ALL [PRIVILEGES]` means at `level` (not GRANT OPTION).
+    pub fn all_at(level: &Level) -> Privs {
+        let m = level.mask();
+        let mut bits = 0;
+        for (i, (name, levels)) in NAMES.iter().enumerate() {
+            if levels & m != 0 && *name != "GRANT OPTION" {
+                bits |= 1 << i;
+            }
+        }
+        Privs(bits)
+    }
+
+    /// The privileges of `self` that cannot be granted at `level`.
+    pub fn invalid_at(self, level: &Level) -> Privs {
+        let m = level.mask();
+        let mut bits = 0;
+        for (i, (_, levels)) in NAMES.iter().enumerate() {
+            if self.0 & (1 << i) != 0 && levels & m == 0 {
+                bits |= 1 << i;
+            }
+        }
+        Privs(bits)
+    }
+
+    /// The privilege named `words` (upper case, one word each; `REPLICATION REPLICA` is
+    /// `REPLICATION SLAVE`).
+    pub fn parse(words: &[&str]) -> Option<Privs> {
+        let name = words.join(" ");
+        let name = match name.as_str() {
+            "REPLICATION REPLICA" => "REPLICATION SLAVE",
+            "REPLICATION_REPLICA_ADMIN" => "REPLICATION_SLAVE_ADMIN",
+            n => n,
+        };
+        NAMES
+            .iter()
+            .position(|(n, _)| *n == name)
+            .map(|i| Privs(1 << i))
+    }
+
+    /// The names of the privileges, in MySQL's order; dynamic ones apart.
+    fn names(self) -> (Vec<&'static str>, Vec<&'static str>) {
+        let mut fixed = Vec::new();
+        let mut dynamic = Vec::new();
+        for (i, (name, levels)) in NAMES.iter().enumerate() {
+            if self.0 & (1 << i) != 0 && *name != "GRANT OPTION" {
+                if levels & DYNAMIC != 0 {
+                    dynamic.push(*name);
+                } else {
+                    fixed.push(*name);
+                }
+            }
+        }
+        (fixed, dynamic)
+    }
+
+    /// The list stored in `mysql.ringrep_grants`: names joined by commas.
+    pub fn stored(self) -> String {
+        NAMES
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.0 & (1 << i) != 0)
+            .map(|(_, (n, _))| *n)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// The set a stored list names (unknown names, from a newer version, are left out).
+    pub fn from_stored(text: &str) -> Privs {
+        let mut p = Privs::NONE;
+        for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let words: Vec<&str> = name.split(' ').collect();
+            if let Some(one) = Privs::parse(&words) {
+                p = p | one;
+            }
+        }
+        p
+    }
+
+    /// The first privilege of the set, by name (for error messages).
+    pub fn first_name(self) -> &'static str {
+        NAMES
+            .iter()
+            .enumerate()
+            .find(|(i, _)| self.0 & (1 << i) != 0)
+            .map_or("USAGE", |(_, (n, _))| n)
+    }
+}
+
+/// An account: `user@host`, where the host is a name, an address, or a pattern with `%` and `_`
+/// (`%` alone: any host; `localhost`: a loopback address).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AccountName {
+    /// The user name.
+    pub user: String,
+    /// The host pattern.
+    pub host: String,
+}
+
+impl AccountName {
+    /// `'user'@'host'`, as MySQL's messages quote it.
+    pub fn quoted(&self) -> String {
+        format!("'{}'@'{}'", self.user, self.host)
+    }
+
+    /// `` `user`@`host` ``, as SHOW GRANTS writes it.
+    pub fn backquoted(&self) -> String {
+        format!("{}@{}", quote_ident(&self.user), quote_ident(&self.host))
+    }
+}
+
+/// What an account may do: its privileges at each level.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// Granted on `*.*`.
+    pub global: Privs,
+    /// Granted on `db.*`, by database name in lower case.
+    pub databases: Vec<(String, Privs)>,
+    /// Granted on `db.table`, by (database, table) in lower case.
+    pub tables: Vec<((String, String), Privs)>,
+}
+
+impl Grants {
+    /// Whether `p` (every privilege in it) is granted for table `db.table` (or, without a
+    /// table, for the database), at any level.
+    pub fn allows(&self, p: Privs, db: &str, table: Option<&str>) -> bool {
+        let mut have = self.global;
+        if let Some((_, d)) = self
+            .databases
+            .iter()
+            .find(|(d, _)| d.eq_ignore_ascii_case(db))
+        {
+            have = have | *d;
+        }
+        if let Some(t) = table {
+            if let Some((_, tp)) = self
+                .tables
+                .iter()
+                .find(|((d, n), _)| d.eq_ignore_ascii_case(db) && n.eq_ignore_ascii_case(t))
+            {
+                have = have | *tp;
+            }
+        }
+        have.contains(p)
+    }
+
+    /// Whether the account has any privilege on database `db` or on a table in it (what USE
+    /// and SHOW TABLES ask).
+    pub fn any_on_database(&self, db: &str) -> bool {
+        !self.global.without(Privs::GRANT_OPTION).is_empty()
+            || self
+                .databases
+                .iter()
+                .any(|(d, p)| d.eq_ignore_ascii_case(db) && !p.is_empty())
+            || self
+                .tables
+                .iter()
+                .any(|((d, _), p)| d.eq_ignore_ascii_case(db) && !p.is_empty())
+    }
+
+    /// Whether the account has a global privilege.
+    pub fn global_has(&self, p: Privs) -> bool {
+        self.global.contains(p)
+    }
+
+    /// SHOW GRANTS' lines for `account`, as MySQL 8 writes them.
+    pub fn show(&self, account: &AccountName) -> Vec<String> {
+        let mut lines = Vec::new();
+        let who = account.backquoted();
+        let line = |p: Privs, level: &Level, lines: &mut Vec<String>| {
+            let (fixed, dynamic) = p.names();
+            let grant_option = if p.contains(Privs::GRANT_OPTION) {
+                " WITH GRANT OPTION"
+            } else {
+                ""
+            };
+            let all = Privs::all_at(level);
+            let static_all = Privs(all.0 & !Privs::REPLICATION_SLAVE_ADMIN.0);
+            let listed = if Privs(p.0 & !Privs::GRANT_OPTION.0 & !Privs::REPLICATION_SLAVE_ADMIN.0)
+                == static_all
+            {
+                "ALL PRIVILEGES".to_string()
+            } else if fixed.is_empty() {
+                "USAGE".to_string()
+            } else {
+                fixed.join(", ")
+            };
+            if !fixed.is_empty() || dynamic.is_empty() || *level != Level::Global {
+                let mut s = String::new();
+                let _ = write!(
+                    s,
+                    "GRANT {listed} ON {} TO {who}{grant_option}",
+                    level.text()
+                );
+                lines.push(s);
+            }
+            if !dynamic.is_empty() {
+                lines.push(format!(
+                    "GRANT {} ON *.* TO {who}{grant_option}",
+                    dynamic.join(",")
+                ));
+            }
+        };
+        line(self.global, &Level::Global, &mut lines);
+        for (d, p) in &self.databases {
+            if !p.is_empty() {
+                line(*p, &Level::Database(d.clone()), &mut lines);
+            }
+        }
+        for ((d, t), p) in &self.tables {
+            if !p.is_empty() {
+                line(*p, &Level::Table(d.clone(), t.clone()), &mut lines);
+            }
+        }
+        lines
+    }
+}
+
+/// Who a session runs as: the account it logged in with (and the client's host, for
+/// messages) and, for an account of `mysql.user`, its grants. An account of the node's
+/// configuration (`grants: None`) holds every privilege.
+#[derive(Debug, Clone)]
+pub struct Authority {
+    /// The account matched at login (CURRENT_USER()).
+    pub account: AccountName,
+    /// The client's host as the server saw it (USER() and error messages).
+    pub client_host: String,
+    /// The account's grants; `None` for every privilege.
+    pub grants: Option<std::sync::Arc<Grants>>,
+}
+
+impl Authority {
+    /// An account of the node's configuration (every privilege), logged in from `client_host`.
+    pub fn superuser(user: &str, client_host: &str) -> Authority {
+        Authority {
+            account: AccountName {
+                user: user.into(),
+                host: "%".into(),
+            },
+            client_host: client_host.into(),
+            grants: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn privilege_names_round_trip_and_levels_are_checked() {
+        let p = Privs::parse(&["REPLICATION", "SLAVE"]).expect("known");
+        assert_eq!(p, Privs::REPLICATION_SLAVE);
+        assert_eq!(Privs::parse(&["REPLICATION", "REPLICA"]), Some(p));
+        assert_eq!(Privs::parse(&["SELECTT"]), None);
+        let set = Privs::SELECT | Privs::INSERT | Privs::GRANT_OPTION;
+        assert_eq!(Privs::from_stored(&set.stored()), set);
+        assert!(Privs::REPLICATION_SLAVE
+            .invalid_at(&Level::Database("d".into()))
+            .contains(Privs::REPLICATION_SLAVE));
+        assert!(Privs::SELECT
+            .invalid_at(&Level::Table("d".into(), "t".into()))
+            .is_empty());
+        assert!(!Privs::all_at(&Level::Global).contains(Privs::GRANT_OPTION));
+    }
+
+    #[test]
+    fn grants_combine_levels_and_show_as_mysql_does() {
+        let g = Grants {
+            global: Privs::REPLICATION_SLAVE,
+            databases: vec![("app".into(), Privs::SELECT | Privs::INSERT)],
+            tables: vec![(("app".into(), "log".into()), Privs::DELETE)],
+        };
+        assert!(g.allows(Privs::SELECT, "APP", Some("t")));
+        assert!(g.allows(Privs::DELETE | Privs::SELECT, "app", Some("log")));
+        assert!(!g.allows(Privs::DELETE, "app", Some("t")));
+        assert!(!g.allows(Privs::SELECT, "other", Some("t")));
+        assert!(g.any_on_database("app"));
+        assert!(
+            g.any_on_database("other"),
+            "a global privilege opens every database"
+        );
+        let who = AccountName {
+            user: "u".into(),
+            host: "%".into(),
+        };
+        assert_eq!(
+            g.show(&who),
+            [
+                "GRANT REPLICATION SLAVE ON *.* TO `u`@`%`",
+                "GRANT SELECT, INSERT ON `app`.* TO `u`@`%`",
+                "GRANT DELETE ON `app`.`log` TO `u`@`%`",
+            ]
+        );
+        let all = Grants {
+            global: Privs::all_at(&Level::Global) | Privs::GRANT_OPTION,
+            ..Default::default()
+        };
+        assert_eq!(
+            all.show(&who),
+            [
+                "GRANT ALL PRIVILEGES ON *.* TO `u`@`%` WITH GRANT OPTION",
+                "GRANT REPLICATION_SLAVE_ADMIN ON *.* TO `u`@`%` WITH GRANT OPTION",
+            ]
+        );
+        assert_eq!(
+            Grants::default().show(&who),
+            ["GRANT USAGE ON *.* TO `u`@`%`"]
+        );
+    }
+}

@@ -1,0 +1,345 @@
+//! Privilege checks: what a statement needs, against the session's [`Grants`], before it
+//! runs. Sessions without grants (the node's own accounts, `ringrep-source sql`) skip this.
+//!
+//! As in MySQL: reading a table needs SELECT, INSERT/UPDATE/DELETE need their privilege on the
+//! table they change (and SELECT where they read it: a WHERE clause, another table), REPLACE
+//! needs INSERT and DELETE, DDL needs CREATE, ALTER or DROP, and a denied table is error 1142,
+//! a denied database 1044, a missing global privilege 1227.
+
+use std::ops::ControlFlow;
+
+use sqlparser::ast::{
+    visit_relations, FromTable, ObjectName, ObjectType, Statement, TableFactor, TableObject,
+};
+
+use ringrep_engine::error::{code, Error, Result};
+
+use crate::accounts::{Grants, Privs};
+use crate::{split_name, SqlSession};
+
+/// Databases every account may read (their rows are filtered by what the account may see, or
+/// they hold nothing secret).
+fn always_readable(db: &str) -> bool {
+    db.eq_ignore_ascii_case("information_schema") || db.eq_ignore_ascii_case("performance_schema")
+}
+
+impl SqlSession {
+    fn restricted(&self) -> Option<&Grants> {
+        self.authority.as_ref().and_then(|a| a.grants.as_deref())
+    }
+
+    fn who(&self) -> String {
+        self.authority.as_ref().map_or_else(
+            || "'root'@'localhost'".into(),
+            |a| format!("'{}'@'{}'", a.account.user, a.client_host),
+        )
+    }
+
+    /// `p` on table `db.table`; `verb` names the command in the error.
+    fn require_table(&self, p: Privs, verb: &str, db: Option<&str>, table: &str) -> Result<()> {
+        let Some(g) = self.restricted() else {
+            return Ok(());
+        };
+        let Some(db) = db
+            .map(str::to_string)
+            .or_else(|| self.session.vars.database.clone())
+        else {
+            // Unqualified with no database: the statement fails with 1046 when it runs.
+            return Ok(());
+        };
+        if always_readable(&db) && p == Privs::SELECT {
+            return Ok(());
+        }
+        if g.allows(p, &db, Some(table)) {
+            return Ok(());
+        }
+        Err(Error::new(
+            code::ER_TABLEACCESS_DENIED_ERROR,
+            format!(
+                "{verb} command denied to user {} for table '{table}'",
+                self.who()
+            ),
+        ))
+    }
+
+    fn require_name(&self, p: Privs, verb: &str, name: &ObjectName) -> Result<()> {
+        let (db, t) = split_name(name)?;
+        self.require_table(p, verb, db.as_deref(), &t)
+    }
+
+    /// `p` on database `db` as a whole (CREATE DATABASE, DROP DATABASE, CREATE TABLE).
+    fn require_database(&self, p: Privs, db: Option<&str>) -> Result<()> {
+        let Some(g) = self.restricted() else {
+            return Ok(());
+        };
+        let Some(db) = db
+            .map(str::to_string)
+            .or_else(|| self.session.vars.database.clone())
+        else {
+            return Ok(());
+        };
+        if g.allows(p, &db, None) {
+            return Ok(());
+        }
+        Err(self.database_denied(&db))
+    }
+
+    fn database_denied(&self, db: &str) -> Error {
+        Error::new(
+            code::ER_DBACCESS_DENIED_ERROR,
+            format!("Access denied for user {} to database '{db}'", self.who()),
+        )
+    }
+
+    /// SELECT on every table `stmt` reads, except those in `skip` (a statement's target) and
+    /// the names of its common table expressions.
+    fn require_reads(&self, stmt: &Statement, skip: Option<&ObjectName>) -> Result<()> {
+        let mut ctes = Vec::new();
+        if let Statement::Query(q) = stmt {
+            if let Some(w) = &q.with {
+                ctes.extend(
+                    w.cte_tables
+                        .iter()
+                        .map(|c| c.alias.name.value.to_lowercase()),
+                );
+            }
+        }
+        let mut failed = None;
+        let _ = visit_relations(stmt, |name| {
+            if skip == Some(name) {
+                return ControlFlow::Continue(());
+            }
+            if name.0.len() == 1
+                && ctes.contains(&name.to_string().trim_matches('`').to_lowercase())
+            {
+                return ControlFlow::Continue(());
+            }
+            match self.require_name(Privs::SELECT, "SELECT", name) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
+            }
+        });
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Checks a parsed statement against the session's grants.
+    pub(crate) fn authorize(&self, stmt: &Statement) -> Result<()> {
+        let Some(g) = self.restricted() else {
+            return Ok(());
+        };
+        match stmt {
+            Statement::Query(_) => self.require_reads(stmt, None),
+            Statement::Insert(ins) => {
+                if let TableObject::TableName(name) = &ins.table {
+                    self.require_name(Privs::INSERT, "INSERT", name)?;
+                    if ins.replace_into {
+                        self.require_name(Privs::DELETE, "DELETE", name)?;
+                    }
+                    if ins.on.is_some() {
+                        self.require_name(Privs::UPDATE, "UPDATE", name)?;
+                    }
+                    self.require_reads(stmt, Some(name))
+                } else {
+                    Ok(())
+                }
+            }
+            Statement::Update(u) => {
+                if let TableFactor::Table { name, .. } = &u.table.relation {
+                    self.require_name(Privs::UPDATE, "UPDATE", name)?;
+                    if u.selection.is_some() {
+                        self.require_name(Privs::SELECT, "SELECT", name)?;
+                    }
+                    self.require_reads(stmt, Some(name))
+                } else {
+                    self.require_reads(stmt, None)
+                }
+            }
+            Statement::Delete(d) => {
+                let tables = match &d.from {
+                    FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+                };
+                if let Some(TableFactor::Table { name, .. }) = tables.first().map(|t| &t.relation) {
+                    self.require_name(Privs::DELETE, "DELETE", name)?;
+                    if d.selection.is_some() {
+                        self.require_name(Privs::SELECT, "SELECT", name)?;
+                    }
+                    self.require_reads(stmt, Some(name))
+                } else {
+                    self.require_reads(stmt, None)
+                }
+            }
+            Statement::CreateTable(ct) => {
+                let (db, t) = split_name(&ct.name)?;
+                self.require_table(Privs::CREATE, "CREATE", db.as_deref(), &t)?;
+                self.require_reads(stmt, Some(&ct.name))
+            }
+            Statement::CreateDatabase { db_name, .. } => {
+                let (_, name) = split_name(db_name)?;
+                self.require_database(Privs::CREATE, Some(&name))
+            }
+            Statement::Drop {
+                object_type, names, ..
+            } => {
+                for n in names {
+                    match object_type {
+                        ObjectType::Table => self.require_name(Privs::DROP, "DROP", n)?,
+                        ObjectType::Database | ObjectType::Schema => {
+                            self.require_database(Privs::DROP, Some(&split_name(n)?.1))?
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+            Statement::Truncate(t) => {
+                for target in &t.table_names {
+                    self.require_name(Privs::DROP, "DROP", &target.name)?;
+                }
+                Ok(())
+            }
+            Statement::Use(u) => {
+                let name = match u {
+                    sqlparser::ast::Use::Object(n)
+                    | sqlparser::ast::Use::Database(n)
+                    | sqlparser::ast::Use::Schema(n) => split_name(n)?.1,
+                    _ => return Ok(()),
+                };
+                if always_readable(&name) || g.any_on_database(&name) {
+                    Ok(())
+                } else {
+                    Err(self.database_denied(&name))
+                }
+            }
+            Statement::ShowCreate { obj_name, .. } => {
+                self.require_name(Privs::SELECT, "SHOW", obj_name)
+            }
+            Statement::ExplainTable { table_name, .. } => {
+                self.require_name(Privs::SELECT, "SELECT", table_name)
+            }
+            Statement::ShowColumns { show_options, .. } => {
+                match show_options
+                    .show_in
+                    .as_ref()
+                    .and_then(|i| i.parent_name.as_ref())
+                {
+                    Some(n) => self.require_name(Privs::SELECT, "SELECT", n),
+                    None => Ok(()),
+                }
+            }
+            Statement::ShowTables { .. } => match self.session.vars.database.as_deref() {
+                Some(db) if !g.any_on_database(db) && !always_readable(db) => {
+                    Err(self.database_denied(db))
+                }
+                _ => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks the statements `execute` runs from their text (without sqlparser): `first` are
+    /// their first words, upper-cased.
+    pub(crate) fn authorize_text(&self, first: &[String], text: &str) -> Result<()> {
+        if self.restricted().is_none() {
+            return Ok(());
+        }
+        let w = |i: usize| first.get(i).map(String::as_str).unwrap_or("");
+        // The name after `after` (a keyword sequence found outside quotes).
+        let name_after = |after: &str| -> Option<(Option<String>, String)> {
+            let at = crate::lexer::find_top_level(text, after)? + after.len();
+            let rest = text[at..].trim_start();
+            let rest = strip_if_not_exists(rest);
+            let end = rest
+                .find(|c: char| c.is_whitespace() || c == '(' || c == ',' || c == ';')
+                .unwrap_or(rest.len());
+            Some(split_text_name(&rest[..end]))
+        };
+        match (w(0), w(1)) {
+            ("ALTER", "TABLE") => match name_after("TABLE") {
+                Some((db, t)) => self.require_table(Privs::ALTER, "ALTER", db.as_deref(), &t),
+                None => Ok(()),
+            },
+            ("CREATE", "TABLE") => match name_after("TABLE") {
+                Some((db, t)) => self.require_table(Privs::CREATE, "CREATE", db.as_deref(), &t),
+                None => Ok(()),
+            },
+            ("LOAD", "DATA") => {
+                if w(2) != "LOCAL" {
+                    self.require_global(Privs::FILE)?;
+                }
+                match name_after("INTO TABLE") {
+                    Some((db, t)) => self.require_table(Privs::INSERT, "INSERT", db.as_deref(), &t),
+                    None => Ok(()),
+                }
+            }
+            ("RENAME", "TABLE") => {
+                let list = &text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..];
+                for pair in crate::lexer::split_top_level_commas(list) {
+                    if let Some(to) = crate::lexer::find_top_level(&pair, "TO") {
+                        let (sdb, s) = split_text_name(pair[..to].trim());
+                        let (ddb, d) = split_text_name(pair[to + 2..].trim());
+                        self.require_table(Privs::ALTER, "ALTER", sdb.as_deref(), &s)?;
+                        self.require_table(Privs::DROP, "DROP", sdb.as_deref(), &s)?;
+                        self.require_table(Privs::CREATE, "CREATE", ddb.as_deref(), &d)?;
+                        self.require_table(Privs::INSERT, "INSERT", ddb.as_deref(), &d)?;
+                    }
+                }
+                Ok(())
+            }
+            ("OPTIMIZE" | "ANALYZE", "TABLE") => {
+                let list = &text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..];
+                for n in crate::lexer::split_top_level_commas(list) {
+                    let (db, t) = split_text_name(n.trim());
+                    self.require_table(Privs::SELECT, "SELECT", db.as_deref(), &t)?;
+                    self.require_table(Privs::INSERT, "INSERT", db.as_deref(), &t)?;
+                }
+                Ok(())
+            }
+            ("SHOW", "BINARY" | "MASTER") => {
+                self.require_any_global(&[Privs::REPLICATION_CLIENT, Privs::SUPER])
+            }
+            ("FLUSH", _) => self.require_global(Privs::RELOAD),
+            _ => Ok(()),
+        }
+    }
+
+    /// One of the global privileges `any` (1227 naming them otherwise); a session without
+    /// grants holds them all.
+    pub fn require_any_global(&self, any: &[Privs]) -> Result<()> {
+        let Some(g) = self.restricted() else {
+            return Ok(());
+        };
+        if any.iter().any(|p| g.global_has(*p)) {
+            return Ok(());
+        }
+        let names: Vec<&str> = any.iter().map(|p| p.first_name()).collect();
+        Err(Error::new(
+            code::ER_SPECIFIC_ACCESS_DENIED_ERROR,
+            format!(
+                "Access denied; you need (at least one of) the {} privilege(s) for this operation",
+                names.join(", ")
+            ),
+        ))
+    }
+}
+
+fn strip_if_not_exists(s: &str) -> &str {
+    let upper = s.to_ascii_uppercase();
+    for prefix in ["IF NOT EXISTS", "IF EXISTS"] {
+        if upper.starts_with(prefix) {
+            return s[prefix.len()..].trim_start();
+        }
+    }
+    s
+}
+
+/// `db.t`, `` `db`.`t` `` or `t` as written in a statement's text.
+fn split_text_name(s: &str) -> (Option<String>, String) {
+    let s = s.replace('`', "");
+    match s.split_once('.') {
+        Some((d, t)) => (Some(d.to_string()), t.to_string()),
+        None => (None, s),
+    }
+}

@@ -1,0 +1,279 @@
+//! Accounts and privileges through the SQL layer: the account statements' effects and
+//! errors, what a session of a restricted account may run, and that accounts are durable
+//! rows of `mysql.user` and `mysql.ringrep_grants` (so they reach replicas through the binlog).
+
+use std::sync::Arc;
+
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_sql::{AccountCache, AccountName, Authority, Outcome, SqlSession};
+
+fn open(dir: &std::path::Path) -> Engine {
+    Engine::open(dir, EngineConfig::new(1)).expect("open").0
+}
+
+fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
+    match s.execute(sql) {
+        Ok(Outcome::Rows(rs)) => rs.text_rows(),
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+fn ok(s: &mut SqlSession, sql: &str) {
+    s.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e:?}"));
+}
+
+fn code(s: &mut SqlSession, sql: &str) -> u16 {
+    match s.execute(sql) {
+        Err(e) => e.code,
+        Ok(o) => panic!("{sql} succeeded: {o:?}"),
+    }
+}
+
+/// A session logged in as `user@host` with what the account tables grant it now.
+fn session_as(engine: &Engine, user: &str, host: &str) -> SqlSession {
+    let dir = AccountCache::default().get(engine);
+    let name = AccountName {
+        user: user.into(),
+        host: host.into(),
+    };
+    assert!(dir.get(&name).is_some(), "no account {user}@{host}");
+    let mut s = SqlSession::new(engine);
+    s.authority = Some(Authority {
+        grants: Some(Arc::new(dir.grants_of(&name))),
+        account: name,
+        client_host: "127.0.0.1".into(),
+    });
+    s
+}
+
+fn grants(s: &mut SqlSession, sql: &str) -> Vec<String> {
+    rows(s, sql)
+        .into_iter()
+        .map(|r| r[0].clone().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn account_statements_change_the_tables_and_answer_as_mysql() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path());
+    let mut root = SqlSession::new(&engine);
+    ok(&mut root, "CREATE DATABASE app");
+    ok(
+        &mut root,
+        "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(10))",
+    );
+    ok(
+        &mut root,
+        "CREATE USER 'app'@'%' IDENTIFIED BY 'pw', repl@'10.0.%'",
+    );
+    assert_eq!(code(&mut root, "CREATE USER app"), 1396);
+    ok(&mut root, "CREATE USER IF NOT EXISTS app");
+    assert_eq!(
+        rows(&mut root, "SHOW WARNINGS")[0][1].as_deref(),
+        Some("3163")
+    );
+    assert_eq!(
+        grants(&mut root, "SHOW GRANTS FOR app"),
+        ["GRANT USAGE ON *.* TO `app`@`%`"]
+    );
+    ok(&mut root, "GRANT SELECT, INSERT ON app.* TO 'app'@'%'");
+    ok(&mut root, "GRANT DELETE ON app.t TO app");
+    ok(
+        &mut root,
+        "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'10.0.%'",
+    );
+    assert_eq!(
+        grants(&mut root, "SHOW GRANTS FOR 'app'@'%'"),
+        [
+            "GRANT USAGE ON *.* TO `app`@`%`",
+            "GRANT SELECT, INSERT ON `app`.* TO `app`@`%`",
+            "GRANT DELETE ON `app`.`t` TO `app`@`%`",
+        ]
+    );
+    assert_eq!(
+        grants(&mut root, "SHOW GRANTS FOR repl@'10.0.%'"),
+        ["GRANT REPLICATION SLAVE ON *.* TO `repl`@`10.0.%`"]
+    );
+    // MySQL's errors: no such user for GRANT, a global privilege on a database, a database
+    // privilege on a table, a revoke of nothing, an unknown table.
+    assert_eq!(code(&mut root, "GRANT SELECT ON *.* TO nobody"), 1410);
+    assert_eq!(
+        code(&mut root, "GRANT REPLICATION SLAVE ON app.* TO app"),
+        1221
+    );
+    assert_eq!(code(&mut root, "GRANT EXECUTE ON app.t TO app"), 1144);
+    assert_eq!(code(&mut root, "REVOKE UPDATE ON app.* FROM app"), 1141);
+    assert_eq!(code(&mut root, "GRANT SELECT ON app.nothing TO app"), 1146);
+    assert_eq!(code(&mut root, "SHOW GRANTS FOR nobody"), 1141);
+    assert_eq!(code(&mut root, "GRANT FLY ON *.* TO app"), 1064);
+    assert_eq!(
+        code(
+            &mut root,
+            "CREATE USER x IDENTIFIED WITH caching_sha2_password BY 'p'"
+        ),
+        1524
+    );
+
+    ok(&mut root, "REVOKE INSERT ON app.* FROM app");
+    assert_eq!(
+        grants(&mut root, "SHOW GRANTS FOR app")[1],
+        "GRANT SELECT ON `app`.* TO `app`@`%`"
+    );
+    // The rows, as MySQL keeps them: the hash of 'pw' in mysql.user.
+    let users = rows(
+        &mut root,
+        "SELECT User, Host, plugin, authentication_string FROM mysql.user ORDER BY User",
+    );
+    assert_eq!(users.len(), 2);
+    assert_eq!(users[0][0].as_deref(), Some("app"));
+    assert_eq!(users[0][2].as_deref(), Some("mysql_native_password"));
+    assert_eq!(users[0][3].as_deref().map(str::len), Some(41));
+    assert_eq!(users[1][3].as_deref(), Some(""));
+
+    ok(&mut root, "RENAME USER app TO app2@localhost");
+    assert_eq!(
+        grants(&mut root, "SHOW GRANTS FOR app2@localhost")[1],
+        "GRANT SELECT ON `app`.* TO `app2`@`localhost`"
+    );
+    ok(&mut root, "DROP USER app2@localhost, repl@'10.0.%'");
+    assert_eq!(code(&mut root, "DROP USER app2@localhost"), 1396);
+    ok(&mut root, "DROP USER IF EXISTS app2@localhost");
+    assert_eq!(
+        rows(&mut root, "SELECT COUNT(*) FROM mysql.ringrep_grants"),
+        [[Some("0".to_string())]]
+    );
+}
+
+#[test]
+fn a_restricted_account_runs_only_what_it_was_granted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path());
+    let mut root = SqlSession::new(&engine);
+    ok(&mut root, "CREATE DATABASE app");
+    ok(
+        &mut root,
+        "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(10))",
+    );
+    ok(&mut root, "CREATE TABLE app.secret (id INT PRIMARY KEY)");
+    ok(&mut root, "INSERT INTO app.t VALUES (1, 'a')");
+    ok(&mut root, "CREATE USER reader IDENTIFIED BY 'r'");
+    ok(&mut root, "GRANT SELECT ON app.t TO reader");
+    ok(&mut root, "CREATE USER writer IDENTIFIED BY 'w'");
+    ok(
+        &mut root,
+        "GRANT SELECT, INSERT, UPDATE, DELETE ON app.* TO writer",
+    );
+    ok(&mut root, "CREATE USER repl IDENTIFIED BY 'r'");
+    ok(&mut root, "GRANT REPLICATION SLAVE ON *.* TO repl");
+
+    let mut r = session_as(&engine, "reader", "%");
+    ok(&mut r, "USE app");
+    assert_eq!(rows(&mut r, "SELECT v FROM t"), [[Some("a".to_string())]]);
+    assert_eq!(code(&mut r, "SELECT * FROM secret"), 1142);
+    assert_eq!(code(&mut r, "SELECT * FROM t JOIN secret"), 1142);
+    assert_eq!(
+        code(
+            &mut r,
+            "SELECT * FROM t WHERE id IN (SELECT id FROM secret)"
+        ),
+        1142
+    );
+    assert_eq!(code(&mut r, "INSERT INTO t VALUES (2, 'b')"), 1142);
+    assert_eq!(code(&mut r, "UPDATE t SET v = 'x'"), 1142);
+    assert_eq!(code(&mut r, "DELETE FROM t"), 1142);
+    assert_eq!(code(&mut r, "DROP TABLE t"), 1142);
+    assert_eq!(code(&mut r, "TRUNCATE TABLE t"), 1142);
+    assert_eq!(code(&mut r, "ALTER TABLE t ADD COLUMN w INT"), 1142);
+    assert_eq!(code(&mut r, "CREATE TABLE t2 (id INT PRIMARY KEY)"), 1142);
+    assert_eq!(code(&mut r, "CREATE DATABASE other"), 1044);
+    assert_eq!(code(&mut r, "USE mysql"), 1044);
+    assert_eq!(code(&mut r, "SELECT * FROM mysql.user"), 1142);
+    assert_eq!(code(&mut r, "SHOW BINARY LOGS"), 1227);
+    assert_eq!(code(&mut r, "CREATE USER x"), 1227);
+    assert_eq!(code(&mut r, "GRANT SELECT ON app.t TO writer"), 1142);
+    assert_eq!(code(&mut r, "SHOW GRANTS FOR writer"), 1044);
+    // Its own grants and password are its own business.
+    assert_eq!(
+        grants(&mut r, "SHOW GRANTS")[1],
+        "GRANT SELECT ON `app`.`t` TO `reader`@`%`"
+    );
+    ok(&mut r, "SET PASSWORD = 'new'");
+    ok(&mut r, "ALTER USER CURRENT_USER() IDENTIFIED BY 'newer'");
+    assert_eq!(code(&mut r, "SET PASSWORD FOR writer = 'x'"), 1227);
+    let e = r
+        .execute("INSERT INTO t VALUES (2, 'b')")
+        .expect_err("denied");
+    assert_eq!(
+        e.message,
+        "INSERT command denied to user 'reader'@'127.0.0.1' for table 't'"
+    );
+    assert_eq!(e.sqlstate, "42000");
+
+    let mut w = session_as(&engine, "writer", "%");
+    ok(&mut w, "INSERT INTO app.t VALUES (2, 'b')");
+    ok(&mut w, "UPDATE app.t SET v = 'c' WHERE id = 2");
+    ok(&mut w, "DELETE FROM app.secret WHERE id = 9");
+    ok(&mut w, "REPLACE INTO app.t VALUES (2, 'd')");
+    assert_eq!(
+        code(&mut w, "CREATE TABLE app.t3 (id INT PRIMARY KEY)"),
+        1142
+    );
+
+    // The stream's account may read the stream and nothing else: no table, no write.
+    let mut p = session_as(&engine, "repl", "%");
+    assert_eq!(code(&mut p, "SELECT * FROM app.t"), 1142);
+    assert_eq!(code(&mut p, "INSERT INTO app.t VALUES (3, 'x')"), 1142);
+    assert!(p
+        .require_any_global(&[ringrep_sql::Privs::REPLICATION_SLAVE])
+        .is_ok());
+    assert!(r
+        .require_any_global(&[ringrep_sql::Privs::REPLICATION_SLAVE])
+        .is_err());
+}
+
+#[test]
+fn accounts_survive_a_restart_and_the_cache_follows_changes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let engine = open(dir.path());
+        let mut root = SqlSession::new(&engine);
+        ok(
+            &mut root,
+            "CREATE USER app@localhost IDENTIFIED BY 'pw' ACCOUNT LOCK",
+        );
+        ok(
+            &mut root,
+            "GRANT ALL ON *.* TO app@localhost WITH GRANT OPTION",
+        );
+        let cache = AccountCache::default();
+        let before = cache.get(&engine);
+        assert!(before.is_current(&engine));
+        ok(&mut root, "ALTER USER app@localhost ACCOUNT UNLOCK");
+        assert!(
+            !before.is_current(&engine),
+            "a change makes the cache stale"
+        );
+        let after = cache.get(&engine);
+        assert!(!after.accounts[0].locked);
+        // An unrelated write leaves it current.
+        ok(&mut root, "CREATE TABLE test.x (id INT PRIMARY KEY)");
+        ok(&mut root, "INSERT INTO test.x VALUES (1)");
+        assert!(after.is_current(&engine));
+    }
+    let engine = open(dir.path());
+    let dir = AccountCache::default().get(&engine);
+    let a = dir
+        .login("app", "127.0.0.1".parse().expect("ip"))
+        .expect("account after a restart");
+    assert!(!a.locked);
+    assert!(dir.login("app", "10.0.0.1".parse().expect("ip")).is_none());
+    let mut root = SqlSession::new(&engine);
+    assert_eq!(
+        grants(&mut root, "SHOW GRANTS FOR app@localhost"),
+        [
+            "GRANT ALL PRIVILEGES ON *.* TO `app`@`localhost` WITH GRANT OPTION",
+            "GRANT REPLICATION_SLAVE_ADMIN ON *.* TO `app`@`localhost` WITH GRANT OPTION",
+        ]
+    );
+}
