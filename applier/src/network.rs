@@ -45,6 +45,9 @@ pub struct NetworkConfig {
     /// TLS to the primary: the client configuration (its trusted CA) and the name the
     /// primary's certificate must carry. `None`: the stream travels in clear.
     pub tls: Option<(Arc<tokio_rustls::rustls::ClientConfig>, String)>,
+    /// The CA file (PEM) `tls` trusts, for the replica's other connections to the primary
+    /// (asking its server id).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for NetworkConfig {

@@ -274,6 +274,7 @@ impl Follower {
                 heartbeat: Duration::from_millis(500),
                 connect_retry: Duration::from_secs(2),
                 tls: None,
+                ca_file: None,
             },
             from,
         );

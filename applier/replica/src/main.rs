@@ -1,27 +1,24 @@
 //! `ringrep-applier`: the replica node (`serve`), the verifier (`verify`) and `status`.
 
+mod channel;
 mod remote;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use binlog_format::SyncPolicy;
 use clap::{Parser, Subcommand};
 use ringrep_applier::applier::read_positions;
-use ringrep_applier::network::LinkStatus;
 use ringrep_applier::verify::{verify_with, VerifyOptions};
-use ringrep_applier::{
-    Applier, BinlogDirSource, EventSource, KafkaSource, NetworkConfig, NetworkSource,
-};
+use ringrep_applier::{Applier, NetworkConfig};
 use ringrep_engine::{Engine, EngineConfig};
 use ringrep_kafka::KafkaArgs;
 use ringrep_server::config::FileConfig;
 use ringrep_server::{ServeArgs, Server, ServerSettings};
 
+use channel::{SourceSpec, StoredSource};
 use remote::Side;
 
 #[derive(Parser)]
@@ -39,19 +36,17 @@ struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
-    /// Run a replica: follow a primary's binlog directory, or its replication topic in Kafka,
-    /// and apply it to DIR.
+    /// Run a replica: follow a primary over the network, its binlog directory, or its
+    /// replication topic in Kafka, and apply it to DIR. Without a source flag, the source
+    /// CHANGE REPLICATION SOURCE TO stored in DIR (none yet: the node waits for one, which
+    /// needs --listen).
     Serve {
         /// The replica's data directory (created if missing).
         #[arg(long)]
         replica_dir: PathBuf,
         /// The primary's binlog directory (DATA_DIR/binlog of the primary), on this machine or
         /// a shared file system.
-        #[arg(
-            long,
-            required_unless_present_any = ["kafka_brokers", "source"],
-            conflicts_with_all = ["kafka_brokers", "source"]
-        )]
+        #[arg(long, conflicts_with_all = ["kafka_brokers", "source"])]
         source_binlog: Option<PathBuf>,
         /// The primary over the network: mysql://USER:PASSWORD@HOST:PORT of its MySQL port;
         /// the replica pulls its replication stream with that account.
@@ -78,6 +73,10 @@ enum Command {
         /// Exit once everything the source has now is applied.
         #[arg(long)]
         exit_when_caught_up: bool,
+        /// Do not start replicating at start-up (as MySQL's --skip-replica-start): the node
+        /// serves reads and waits for START REPLICA.
+        #[arg(long)]
+        skip_replica_start: bool,
         /// Sync policy of the replica's binlog: commit, never, or milliseconds.
         #[arg(long, default_value = "commit")]
         sync: String,
@@ -228,6 +227,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             server_id,
             until_seq,
             exit_when_caught_up,
+            skip_replica_start,
             sync,
             kafka_brokers,
             kafka_topic_prefix,
@@ -265,93 +265,58 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 report.last_seq,
                 report.replayed
             );
-            let mut applier = Applier::new(&engine)?;
-            let network = match &source {
-                Some(url) => Some(network_config(
+            let applier = Applier::new(&engine)?;
+            let source = match (&source, &kafka, &source_binlog) {
+                (Some(url), _, _) => Some(SourceSpec::Network(network_config(
                     url,
                     server_id,
                     Duration::from_millis(source_heartbeat_ms.max(1)),
                     Duration::from_secs(source_connect_retry.max(1)),
                     source_ssl_ca.as_deref(),
-                )?),
-                None => None,
+                )?)),
+                (None, Some(k), _) => Some(SourceSpec::Kafka(k.clone())),
+                (None, None, Some(dir)) => Some(SourceSpec::Directory(dir.clone())),
+                (None, None, None) => match StoredSource::load(&replica_dir)? {
+                    Some(stored) => {
+                        eprintln!(
+                            "source from {}: {}:{} as {}",
+                            channel::SOURCE_FILE,
+                            stored.host,
+                            stored.port,
+                            stored.user
+                        );
+                        Some(SourceSpec::Network(stored.network(server_id)?))
+                    }
+                    None if listen => {
+                        eprintln!("no source configured yet: waiting for CHANGE REPLICATION SOURCE TO and START REPLICA");
+                        None
+                    }
+                    None => bail!("give --source, --source-binlog or --kafka-brokers, or --listen to configure the source with CHANGE REPLICATION SOURCE TO"),
+                },
             };
+            let limits = channel::RunLimits {
+                server_id,
+                until_seq,
+                exit_when_caught_up,
+                dir: replica_dir.clone(),
+                steerable: listen,
+            };
+            let (control, driver) = channel::channel(applier, source, limits);
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
                 .build()?;
             runtime.block_on(async move {
-                // Wait for the primary's first segment (or first Kafka record) to learn its
-                // server id.
-                let source_id = loop {
-                    let found = match (&source, &kafka, &source_binlog) {
-                        (Some(url), _, _) => {
-                            match remote::server_id(url, source_ssl_ca.as_deref()).await {
-                                Ok(id) => Some(id),
-                                Err(e) => {
-                                    eprintln!("waiting for the primary: {e}");
-                                    tokio::time::sleep(Duration::from_secs(1)).await;
-                                    None
-                                }
-                            }
-                        }
-                        (None, Some(k), _) => {
-                            let k = k.clone();
-                            tokio::task::spawn_blocking(move || {
-                                KafkaSource::server_id(&k, Duration::from_secs(1))
-                            })
-                            .await??
-                        }
-                        (None, None, Some(dir)) => binlog_format::segment::directory_server_id(dir)?,
-                        (None, None, None) => bail!("give --source, --source-binlog or --kafka-brokers"),
-                    };
-                    if let Some(id) = found {
-                        break id;
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                };
-                if source_id == server_id {
-                    bail!("the replica's --server-id {server_id} equals the primary's; give the replica its own id");
-                }
-                let from = applier.position(source_id).map_or(1, |p| p.last_seq + 1);
-                if until_seq.is_some_and(|u| from > u) {
-                    eprintln!("already applied seq {} from server {source_id}; nothing to do", from - 1);
-                    return Ok(());
-                }
-                let mut link = None;
-                let mut source: Box<dyn EventSource> = match (&network, &kafka, &source_binlog) {
-                    (Some(n), _, _) => {
-                        let s = NetworkSource::new(n.clone(), from);
-                        link = Some(s.status());
-                        Box::new(s)
-                    }
-                    (None, Some(k), _) => {
-                        let k = k.clone();
-                        Box::new(
-                            tokio::task::spawn_blocking(move || KafkaSource::open(&k, from))
-                                .await??,
-                        )
-                    }
-                    (None, None, Some(dir)) => Box::new(BinlogDirSource::open(dir, from, None)),
-                    (None, None, None) => bail!("give --source, --source-binlog or --kafka-brokers"),
-                };
-                eprintln!("applying from server {source_id} at seq {from} ({})", source.describe());
-                let running = Arc::new(AtomicBool::new(true));
                 let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
                 let server = if listen {
-                    let report = ReplicaReport {
-                        engine: applier.engine().clone(),
-                        source_id,
-                        network: network.clone(),
-                        link: link.clone(),
-                        describe: source.describe(),
-                        running: running.clone(),
-                    };
-                    let server = Server::bind(applier.engine().clone(), &settings)
+                    let server = Server::bind(engine.clone(), &settings)
                         .await?
-                        .with_replica_status(Arc::new(report));
+                        .with_replica(control.clone());
                     if let Some(addr) = metrics {
-                        eprintln!("metrics on http://{}/metrics", server.serve_metrics(addr).await?);
+                        eprintln!(
+                            "metrics on http://{}/metrics",
+                            server.serve_metrics(addr).await?
+                        );
                     }
                     // Tests and scripts read the address from this line.
                     eprintln!("replica listening on {} (read-only)", server.local_addr()?);
@@ -363,7 +328,8 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     None
                 };
                 // SIGINT or SIGTERM: stop between transactions, then sync and exit cleanly.
-                let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
                 let stop_tx_for_server = stop_tx.clone();
                 tokio::spawn(async move {
                     tokio::select! {
@@ -373,31 +339,15 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     eprintln!("stopping after the current transaction");
                     let _ = stop_tx.send(true);
                 });
-                let mut last_print = Instant::now();
-                let last = applier
-                    .run(source.as_mut(), until_seq, exit_when_caught_up, Duration::from_millis(200), &mut |a, item| {
-                        if last_print.elapsed() >= Duration::from_secs(1) {
-                            eprintln!(
-                                "applied seq {} ({} applied, {} skipped), lag p50 {:.2} ms p99 {:.2} ms",
-                                item.tx.seq,
-                                a.applied,
-                                a.skipped,
-                                a.lag.percentile(50.0).unwrap_or(0) as f64 / 1000.0,
-                                a.lag.percentile(99.0).unwrap_or(0) as f64 / 1000.0
-                            );
-                            last_print = Instant::now();
-                        }
-                    }, &stop_rx)
-                    .await;
-                running.store(false, Ordering::SeqCst);
-                let last = last?;
+                let last = driver.drive(!skip_replica_start, stop_rx).await;
                 if let Some(server) = server {
                     // Also when the applier stopped on its own (--until-seq, caught up, error).
                     let _ = stop_tx_for_server.send(true);
                     server.await??;
                 }
-                applier.engine().sync()?;
-                eprintln!("stopped: last applied seq {last} ({} applied, {} skipped this run)", applier.applied, applier.skipped);
+                let last = last?;
+                engine.sync()?;
+                eprintln!("stopped: last applied seq {last}");
                 Ok(())
             })
         }
@@ -431,23 +381,10 @@ fn network_config(
         .map_err(|e| anyhow::anyhow!("--source {}: {e}", remote::redact(url)))?;
     let tls = match ca {
         None => None,
-        Some(ca) => {
-            let mut roots = tokio_rustls::rustls::RootCertStore::empty();
-            let pem =
-                std::fs::read(ca).with_context(|| format!("--source-ssl-ca {}", ca.display()))?;
-            for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-                roots
-                    .add(cert.with_context(|| format!("--source-ssl-ca {}", ca.display()))?)
-                    .with_context(|| format!("--source-ssl-ca {}", ca.display()))?;
-            }
-            if roots.is_empty() {
-                bail!("--source-ssl-ca {}: no certificate in it", ca.display());
-            }
-            let config = tokio_rustls::rustls::ClientConfig::builder()
-                .with_root_certificates(roots)
-                .with_no_client_auth();
-            Some((Arc::new(config), opts.ip_or_hostname().to_string()))
-        }
+        Some(ca) => Some(
+            channel::tls_to(ca, opts.ip_or_hostname())
+                .with_context(|| format!("--source-ssl-ca {}", ca.display()))?,
+        ),
     };
     Ok(NetworkConfig {
         address: format!("{}:{}", opts.ip_or_hostname(), opts.tcp_port()),
@@ -457,120 +394,6 @@ fn network_config(
         heartbeat,
         connect_retry,
         tls,
+        ca_file: ca.map(Path::to_path_buf),
     })
-}
-
-/// SHOW REPLICA STATUS of this node: its source, the link, what it received and applied.
-#[derive(Debug)]
-struct ReplicaReport {
-    engine: Engine,
-    source_id: u32,
-    network: Option<NetworkConfig>,
-    link: Option<Arc<Mutex<LinkStatus>>>,
-    describe: String,
-    running: Arc<AtomicBool>,
-}
-
-impl ringrep_server::ReplicaStatus for ReplicaReport {
-    fn fields(&self) -> Vec<(&'static str, Option<String>)> {
-        let running = self.running.load(Ordering::SeqCst);
-        let link = self
-            .link
-            .as_ref()
-            .and_then(|l| l.lock().ok().map(|l| l.clone()));
-        let applied = read_positions(&self.engine)
-            .into_iter()
-            .find(|p| p.server_id == self.source_id);
-        let connected = link.as_ref().is_none_or(|l| l.connected);
-        let io = match (running, connected) {
-            (false, _) => "No",
-            (true, true) => "Yes",
-            (true, false) => "Connecting",
-        };
-        let (host, port, user, retry) = match &self.network {
-            Some(n) => {
-                let (h, p) = n
-                    .address
-                    .rsplit_once(':')
-                    .unwrap_or((n.address.as_str(), ""));
-                (
-                    h.to_string(),
-                    p.to_string(),
-                    n.user.clone(),
-                    n.connect_retry.as_secs().to_string(),
-                )
-            }
-            None => (
-                self.describe.clone(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ),
-        };
-        let applied_seq = applied.map_or(0, |p| p.last_seq);
-        let source_seq = link
-            .as_ref()
-            .map_or(applied_seq, |l| l.source_last_seq.max(applied_seq));
-        let received = link.as_ref().and_then(|l| l.received);
-        let now_us = self.engine.now_us();
-        // MySQL's meaning: NULL without a link; 0 when caught up; otherwise how old the last
-        // applied transaction is by the source's commit clock.
-        let behind = match (io, applied) {
-            ("Yes", _) if applied_seq >= source_seq => Some("0".to_string()),
-            ("Yes", Some(p)) => {
-                Some(((now_us - p.source_commit_us).max(0) / 1_000_000).to_string())
-            }
-            _ => None,
-        };
-        let segment = |p: &binlog_format::Position| binlog_format::segment::segment_name(p.segment);
-        vec![
-            (
-                "Replica_IO_State",
-                Some(match io {
-                    "Yes" => "Waiting for source to send event".to_string(),
-                    "Connecting" => "Connecting to source".to_string(),
-                    _ => String::new(),
-                }),
-            ),
-            ("Source_Host", Some(host)),
-            ("Source_User", Some(user)),
-            ("Source_Port", Some(port)),
-            ("Connect_Retry", Some(retry)),
-            ("Source_Log_File", received.map(|(_, p)| segment(&p))),
-            (
-                "Read_Source_Log_Pos",
-                received.map(|(_, p)| p.offset.to_string()),
-            ),
-            (
-                "Relay_Source_Log_File",
-                applied.map(|p| segment(&p.position)),
-            ),
-            ("Replica_IO_Running", Some(io.to_string())),
-            (
-                "Replica_SQL_Running",
-                Some(if running { "Yes" } else { "No" }.to_string()),
-            ),
-            (
-                "Exec_Source_Log_Pos",
-                applied.map(|p| p.position.offset.to_string()),
-            ),
-            (
-                "Last_IO_Error",
-                Some(
-                    link.as_ref()
-                        .and_then(|l| l.last_error.clone())
-                        .unwrap_or_default(),
-                ),
-            ),
-            ("Last_SQL_Error", Some(String::new())),
-            ("Seconds_Behind_Source", behind),
-            ("Source_Server_Id", Some(self.source_id.to_string())),
-            (
-                "Retrieved_Seq",
-                Some(received.map_or(applied_seq, |(s, _)| s).to_string()),
-            ),
-            ("Executed_Seq", Some(applied_seq.to_string())),
-            ("Source_Last_Seq", Some(source_seq.to_string())),
-        ]
-    }
 }

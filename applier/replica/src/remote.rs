@@ -12,8 +12,8 @@ use binlog_format::schema::{ColumnType, TableDef};
 use binlog_format::value::{Date, DateTime};
 use binlog_format::{SyncPolicy, Value};
 use mysql_async::prelude::*;
+use ringrep_engine::HIDDEN_ROW_ID;
 use ringrep_engine::{Engine, EngineConfig};
-use ringrep_engine::{HIDDEN_ROW_ID, SYSTEM_DB};
 use ringrep_sql::SqlSession;
 
 use ringrep_applier::{Error, Result};
@@ -94,24 +94,34 @@ pub(crate) async fn snapshot(url: &str, attempts: usize) -> Result<Side> {
 
 /// The server id of the node at `url` (a replica asks its primary before streaming), over TLS
 /// verified against `ca` when given.
-pub(crate) async fn server_id(url: &str, ca: Option<&Path>) -> Result<u32> {
-    let shown = redact(url);
-    let opts = mysql_async::Opts::from_url(url).map_err(|e| remote(format!("{shown}: {e}")))?;
-    let mut opts = mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false);
-    if let Some(ca) = ca {
-        opts = opts.ssl_opts(
-            mysql_async::SslOpts::default().with_root_certs(vec![ca.to_path_buf().into()]),
-        );
+pub(crate) async fn server_id_of(n: &ringrep_applier::NetworkConfig) -> Result<u32> {
+    let (host, port) = n
+        .address
+        .rsplit_once(':')
+        .ok_or_else(|| remote(format!("{}: no port", n.address)))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| remote(format!("{}: bad port", n.address)))?;
+    let mut opts = mysql_async::OptsBuilder::default()
+        .ip_or_hostname(host.trim_start_matches('[').trim_end_matches(']'))
+        .tcp_port(port)
+        .user(Some(n.user.clone()))
+        .pass(Some(n.password.clone()))
+        .prefer_socket(false);
+    // The same trust as the stream's: the CA the replica was given.
+    if let (Some(_), Some(ca)) = (&n.tls, &n.ca_file) {
+        opts =
+            opts.ssl_opts(mysql_async::SslOpts::default().with_root_certs(vec![ca.clone().into()]));
     }
     let mut conn = mysql_async::Conn::new(opts)
         .await
-        .map_err(|e| remote(format!("connecting to {shown}: {e}")))?;
+        .map_err(|e| remote(format!("connecting to {}: {e}", n.address)))?;
     let id: Option<u32> = conn
         .query_first("SELECT @@server_id")
         .await
-        .map_err(|e| remote(format!("{shown}: {e}")))?;
+        .map_err(|e| remote(format!("{}: {e}", n.address)))?;
     conn.disconnect().await.ok();
-    id.ok_or_else(|| remote(format!("{shown}: no server id")))
+    id.ok_or_else(|| remote(format!("{}: no server id", n.address)))
 }
 
 /// `mysql://user:secret@host` without the password, for messages.
@@ -138,11 +148,10 @@ async fn read_all(conn: &mut mysql_async::Conn, server_id: u32, last_seq: u64) -
     let q = |e: mysql_async::Error| remote(e.to_string());
     let databases: Vec<String> = conn.query("SHOW DATABASES").await.map_err(q)?;
     for db in databases {
-        if db.eq_ignore_ascii_case(SYSTEM_DB) {
-            continue;
-        }
         conn.query_drop(format!("USE `{db}`")).await.map_err(q)?;
-        let tables: Vec<String> = conn.query("SHOW TABLES").await.map_err(q)?;
+        let mut tables: Vec<String> = conn.query("SHOW TABLES").await.map_err(q)?;
+        // A replica's own apply status is not compared (the verifier reads it apart).
+        tables.retain(|t| !ringrep_engine::is_node_local_table(&db, t));
         if tables.is_empty() {
             continue;
         }

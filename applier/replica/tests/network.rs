@@ -487,3 +487,207 @@ fn replica_log_says(node: &Node, text: &str) -> bool {
     }
     false
 }
+
+/// A replica steered from SQL as MySQL's is: it starts with no source, gets one from CHANGE
+/// REPLICATION SOURCE TO with a least-privilege account (REPLICATION SLAVE only), starts and
+/// stops with START and STOP REPLICA, resumes by itself after a SIGKILL from the source stored
+/// in its data directory, and forgets it with RESET REPLICA ALL. The accounts, rows of
+/// `mysql.user`, reach the replica with everything else.
+#[test]
+fn a_replica_steered_from_sql_with_a_least_privilege_account() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let mut primary = Primary::start(&rt, &dir.path().join("primary"));
+    let paddr = primary.addr;
+    rt.block_on(async {
+        let mut c = connect(paddr, None).await;
+        for sql in [
+            "CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'",
+            "CREATE USER repl IDENTIFIED BY 'rpw'",
+            "GRANT REPLICATION SLAVE ON *.* TO repl",
+            "CREATE USER 'app'@'localhost' IDENTIFIED BY 'apw'",
+            "GRANT SELECT ON test.* TO 'app'@'localhost'",
+        ] {
+            c.query_drop(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+        // The stream's account reads the stream and nothing else.
+        let mut repl = mysql_async::Conn::new(node::opts(paddr, "repl", Some("rpw"), None))
+            .await
+            .expect("repl logs in");
+        let e = repl
+            .query_drop("INSERT INTO test.ue (user_id, payload) VALUES (1, 'x')")
+            .await
+            .expect_err("repl cannot write");
+        assert_eq!(node::code(&e), 1142, "{e}");
+        let e = repl
+            .query_drop("SELECT * FROM test.ue")
+            .await
+            .expect_err("repl cannot read tables");
+        assert_eq!(node::code(&e), 1142, "{e}");
+        let e = mysql_async::Conn::new(node::opts(paddr, "repl", Some("wrong"), None))
+            .await
+            .expect_err("wrong password");
+        assert_eq!(node::code(&e), 1045, "{e}");
+    });
+    write(&rt, paddr, 0, 20);
+
+    // An account without REPLICATION SLAVE is refused the stream with MySQL's error, which
+    // the replica shows while it keeps trying.
+    {
+        let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+        let cmd = node::network_replica(
+            bin,
+            &dir.path().join("refused"),
+            &format!("mysql://app:apw@{paddr}"),
+        );
+        let refused = node::start(cmd, "replica listening on ");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = replica_status(&rt, refused.addr);
+            let err = s["Last_IO_Error"].clone().unwrap_or_default();
+            if err.contains("1227") || err.contains("REPLICATION SLAVE") {
+                assert!(err.contains("REPLICATION SLAVE"), "{err}");
+                assert_eq!(s["Executed_Seq"].as_deref(), Some("0"));
+                break;
+            }
+            assert!(Instant::now() < deadline, "no refusal shown: {s:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    // A replica with no source: it serves, says it is not configured, waits.
+    let rdir = dir.path().join("replica");
+    let start = |rdir: &Path| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+        cmd.arg("serve")
+            .arg("--replica-dir")
+            .arg(rdir)
+            .args(["--listen", "127.0.0.1:0"])
+            .env_remove("RINGREP_ROOT_PASSWORD")
+            .env_remove("RINGREP_SOURCE");
+        node::start(cmd, "replica listening on ")
+    };
+    let mut replica = start(&rdir);
+    let sql = |addr: SocketAddr, text: &str| -> Result<(), u16> {
+        rt.block_on(async {
+            let mut r = connect(addr, None).await;
+            r.query_drop(text).await.map_err(|e| node::code(&e))
+        })
+    };
+    let status_rows = |addr: SocketAddr| -> usize {
+        rt.block_on(async {
+            let mut r = connect(addr, None).await;
+            let rows: Vec<mysql_async::Row> = r.query("SHOW REPLICA STATUS").await.expect("status");
+            rows.len()
+        })
+    };
+    assert_eq!(status_rows(replica.addr), 0, "no source, no channel");
+    assert_eq!(sql(replica.addr, "START REPLICA"), Err(1200));
+
+    // A wrong password first: the channel runs, cannot log in, and says why.
+    let change = |password: &str| {
+        format!(
+            "CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={}, SOURCE_USER='repl', SOURCE_PASSWORD='{password}', SOURCE_HEARTBEAT_PERIOD=0.1, SOURCE_CONNECT_RETRY=1",
+            paddr.port()
+        )
+    };
+    sql(replica.addr, &change("nope")).expect("change source");
+    sql(replica.addr, "START REPLICA").expect("start");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = replica_status(&rt, replica.addr);
+        if s["Last_IO_Error"]
+            .as_deref()
+            .unwrap_or("")
+            .contains("Access denied")
+        {
+            assert_eq!(
+                s["Replica_IO_Running"].as_deref(),
+                Some("Connecting"),
+                "{s:?}"
+            );
+            assert_eq!(s["Source_User"].as_deref(), Some("repl"));
+            break;
+        }
+        assert!(Instant::now() < deadline, "no login error shown: {s:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Settings cannot change under a running channel.
+    assert_eq!(sql(replica.addr, &change("rpw")), Err(3021));
+    sql(replica.addr, "STOP REPLICA").expect("stop");
+    sql(replica.addr, &change("rpw")).expect("change source");
+    sql(replica.addr, "START REPLICA").expect("start");
+    wait_applied(&rt, replica.addr, primary.last_seq(), "after START REPLICA");
+    let s = replica_status(&rt, replica.addr);
+    assert_eq!(s["Replica_IO_Running"].as_deref(), Some("Yes"), "{s:?}");
+    assert_eq!(s["Replica_SQL_Running"].as_deref(), Some("Yes"));
+    assert_eq!(s["Last_IO_Error"].as_deref(), Some(""));
+    assert_eq!(s["Source_Heartbeat_Period"].as_deref(), Some("0.100"));
+    // START REPLICA again: a note, nothing else.
+    sql(replica.addr, "START REPLICA").expect("start while running");
+
+    // The accounts came along: `app` logs in on the replica and reads, but cannot write.
+    rt.block_on(async {
+        let mut a = mysql_async::Conn::new(node::opts(replica.addr, "app", Some("apw"), None))
+            .await
+            .expect("app logs in on the replica");
+        let n: Option<u64> = a
+            .query_first("SELECT COUNT(*) FROM test.ue")
+            .await
+            .expect("app reads");
+        assert!(n.unwrap_or(0) > 0);
+        let e = a
+            .query_drop("INSERT INTO test.ue (user_id, payload) VALUES (1, 'x')")
+            .await
+            .expect_err("read-only");
+        assert!([1142, 1290].contains(&node::code(&e)), "{e}");
+    });
+
+    // STOP REPLICA: nothing more is applied until START.
+    sql(replica.addr, "STOP REPLICA").expect("stop");
+    let stopped_at = primary.last_seq();
+    let s = replica_status(&rt, replica.addr);
+    assert_eq!(s["Replica_IO_Running"].as_deref(), Some("No"), "{s:?}");
+    assert_eq!(s["Replica_SQL_Running"].as_deref(), Some("No"));
+    write(&rt, paddr, 1, 30);
+    std::thread::sleep(Duration::from_millis(500));
+    let s = replica_status(&rt, replica.addr);
+    assert_eq!(
+        s["Executed_Seq"].as_deref(),
+        Some(stopped_at.to_string().as_str()),
+        "applied while stopped: {s:?}"
+    );
+
+    // SIGKILL, then a start with no source flags: the stored source, started at once.
+    let _ = replica.child.kill();
+    let _ = replica.child.wait();
+    let stored = rdir.join("replication_source.json");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&stored)
+            .expect("stored source")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "the password file is the owner's only");
+    }
+    replica = start(&rdir);
+    write(&rt, paddr, 2, 30);
+    wait_applied(
+        &rt,
+        replica.addr,
+        primary.last_seq(),
+        "after a restart from the stored source",
+    );
+    let (code, out) = verify(paddr, replica.addr);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("CONVERGED"), "{out}");
+
+    // RESET REPLICA ALL forgets the source (after STOP, as MySQL wants).
+    assert_eq!(sql(replica.addr, "RESET REPLICA ALL"), Err(3021));
+    sql(replica.addr, "STOP REPLICA").expect("stop");
+    sql(replica.addr, "RESET REPLICA ALL").expect("reset");
+    assert_eq!(status_rows(replica.addr), 0);
+    assert!(!stored.exists());
+    assert_eq!(sql(replica.addr, "START REPLICA"), Err(1200));
+    primary.stop(&rt);
+}

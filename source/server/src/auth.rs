@@ -34,29 +34,41 @@ impl Accounts {
         matches!(self.users.get(user), Some(None))
     }
 
+    /// Whether `user` is one of these accounts (which then hides any of `mysql.user` with
+    /// the same name).
+    pub fn has(&self, user: &str) -> bool {
+        self.users.contains_key(user)
+    }
+
     /// Checks a `mysql_native_password` answer to `salt`.
     pub fn check(&self, user: &str, salt: &[u8], answer: &[u8]) -> bool {
         match self.users.get(user) {
             None => false,
-            Some(None) => answer.is_empty(),
-            Some(Some(stored)) => {
-                if answer.len() != 20 {
-                    return false;
-                }
-                let mask = sha1(&[salt, stored]);
-                let mut stage1 = [0u8; 20];
-                for i in 0..20 {
-                    stage1[i] = answer[i] ^ mask[i];
-                }
-                // Compare all 20 bytes whatever the first difference, so timing tells nothing.
-                sha1(&[&stage1])
-                    .iter()
-                    .zip(stored)
-                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                    == 0
-            }
+            Some(stored) => check_answer(stored.as_ref(), salt, answer),
         }
     }
+}
+
+/// Whether `answer` proves the password whose SHA1(SHA1()) is `stored` (`None`: no password,
+/// and only an empty answer passes).
+pub(crate) fn check_answer(stored: Option<&[u8; 20]>, salt: &[u8], answer: &[u8]) -> bool {
+    let Some(stored) = stored else {
+        return answer.is_empty();
+    };
+    if answer.len() != 20 {
+        return false;
+    }
+    let mask = sha1(&[salt, stored]);
+    let mut stage1 = [0u8; 20];
+    for i in 0..20 {
+        stage1[i] = answer[i] ^ mask[i];
+    }
+    // Compare all 20 bytes whatever the first difference, so timing tells nothing.
+    sha1(&[&stage1])
+        .iter()
+        .zip(stored)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
 }
 
 /// A fresh 20-byte salt of printable characters (MySQL clients expect no NUL and no `$`).

@@ -19,7 +19,7 @@ use super::wire::{self, ty, Cell};
 use super::{auth, Shared};
 use ringrep_engine::error::{code, Error};
 use ringrep_protocol::{self as protocol, cap, status, ColumnDef, Cursor, Packets, ReadError};
-use ringrep_sql::{count_placeholders, Outcome, SqlSession};
+use ringrep_sql::{count_placeholders, AccountDirectory, Authority, Outcome, Privs, SqlSession};
 
 /// The server version clients see (MySQL 8.0's protocol and behaviour).
 fn version() -> String {
@@ -73,6 +73,9 @@ struct Conn {
     questions: u64,
     /// The client's address.
     peer: SocketAddr,
+    /// For an account of `mysql.user`: the account tables as its grants were read from, to
+    /// read them again once they change.
+    directory: Option<Arc<AccountDirectory>>,
 }
 
 /// What a statement left for the OK packet.
@@ -104,6 +107,7 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAd
         caps: 0,
         questions: 0,
         peer,
+        directory: None,
     };
     match start(conn, stream).await {
         Ok(()) => tracing::debug!(connection = id, "closed"),
@@ -204,17 +208,16 @@ impl Conn {
                 None => return Ok(()),
             };
         }
-        if !self.shared.accounts.check(&hello.user, salt, &answer) {
-            tracing::warn!(connection = self.id, user = %hello.user, %peer, "authentication failed");
-            let message = format!(
-                "Access denied for user '{}'@'{}' (using password: {})",
-                hello.user,
-                peer.ip(),
-                if answer.is_empty() { "NO" } else { "YES" }
-            );
-            let e = Error::new(code::ER_ACCESS_DENIED_ERROR, message);
-            packets.write(&wire::error(&e)).await?;
-            return packets.flush().await;
+        let authority = match self.login(&hello.user, salt, &answer) {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(connection = self.id, user = %hello.user, %peer, "authentication failed: {}", e.message);
+                packets.write(&wire::error(&e)).await?;
+                return packets.flush().await;
+            }
+        };
+        if let Some(sql) = self.sql.as_mut() {
+            sql.authority = Some(authority);
         }
         tracing::debug!(connection = self.id, user = %hello.user, "authenticated");
         if let Some(db) = &hello.database {
@@ -226,6 +229,75 @@ impl Conn {
         packets.write(&self.ok(0, self.done())).await?;
         packets.flush().await?;
         self.commands(packets).await
+    }
+
+    /// The account `user` logs in as with `answer` to `salt`: one of the node's own
+    /// (configuration, every privilege) or, failing that, one of `mysql.user` matching the
+    /// client's address. 1045 for a wrong password or no such account, as MySQL answers both.
+    fn login(&mut self, user: &str, salt: &[u8; 20], answer: &[u8]) -> Result<Authority, Error> {
+        let ip = self.peer.ip();
+        let denied = || {
+            Error::new(
+                code::ER_ACCESS_DENIED_ERROR,
+                format!(
+                    "Access denied for user '{user}'@'{ip}' (using password: {})",
+                    if answer.is_empty() { "NO" } else { "YES" }
+                ),
+            )
+        };
+        if self.shared.accounts.has(user) {
+            return if self.shared.accounts.check(user, salt, answer) {
+                Ok(Authority::superuser(user, &ip.to_string()))
+            } else {
+                Err(denied())
+            };
+        }
+        let dir = self.shared.account_cache.get(&self.shared.engine);
+        let account = dir.login(user, ip).ok_or_else(denied)?;
+        if !auth::check_answer(account.hash.as_ref(), salt, answer) {
+            return Err(denied());
+        }
+        if account.locked {
+            return Err(Error::new(
+                code::ER_ACCOUNT_HAS_BEEN_LOCKED,
+                format!("Access denied for user '{user}'@'{ip}'. Account is locked."),
+            ));
+        }
+        let grants = Arc::new(dir.grants_of(&account.name));
+        let authority = Authority {
+            account: account.name.clone(),
+            client_host: ip.to_string(),
+            grants: Some(grants),
+        };
+        self.directory = Some(dir);
+        Ok(authority)
+    }
+
+    /// Reads the session's grants again when the account tables changed since (a GRANT or
+    /// REVOKE here, or one a replica applied): they take effect at the next statement.
+    fn refresh_grants(&mut self) {
+        let Some(dir) = &self.directory else {
+            return;
+        };
+        if dir.is_current(&self.shared.engine) {
+            return;
+        }
+        let fresh = self.shared.account_cache.get(&self.shared.engine);
+        if let Some(a) = self.sql.as_mut().and_then(|s| s.authority.as_mut()) {
+            a.grants = Some(Arc::new(fresh.grants_of(&a.account)));
+        }
+        self.directory = Some(fresh);
+    }
+
+    /// Whether the session holds one of the global privileges `any` (1227 otherwise).
+    fn require_global(&mut self, any: &[Privs]) -> Result<(), Error> {
+        self.refresh_grants();
+        match &self.sql {
+            Some(sql) => sql.require_any_global(any),
+            None => Err(Error::internal(
+                "the session was lost by an earlier failure",
+            )),
+        }
     }
 
     /// Serves commands until COM_QUIT or the end of the connection.
@@ -255,6 +327,11 @@ impl Conn {
             }
             if command == com::BINLOG_DUMP {
                 // The connection becomes the replication stream until it ends.
+                if let Err(e) = self.require_global(&[Privs::REPLICATION_SLAVE]) {
+                    packets.write(&wire::error(&e)).await?;
+                    packets.flush().await?;
+                    continue;
+                }
                 match stream::parse_dump(body) {
                     Ok(req) => {
                         return stream::serve(&self.shared, &mut packets, req, self.id, self.peer)
@@ -285,7 +362,14 @@ impl Conn {
                 tracing::trace!(connection = self.id, query = %text, "query");
                 if let Some(outcome) = self.replication_statement(&text) {
                     self.questions += 1;
-                    return self.reply(packets, Ok((outcome, self.done())), false).await;
+                    let outcome = outcome.map(|o| (o, self.done()));
+                    return self.reply(packets, outcome, false).await;
+                }
+                if let Some(command) = super::replica_sql::parse(&text) {
+                    self.questions += 1;
+                    let outcome = self.replica_command(command).await;
+                    let outcome = outcome.map(|o| (o, self.done()));
+                    return self.reply(packets, outcome, false).await;
                 }
                 let outcome = self.run(text, None).await;
                 self.reply(packets, outcome, false).await
@@ -359,12 +443,19 @@ impl Conn {
                 packets.write(&self.end_of_rows(self.done())).await
             }
             com::RESET_CONNECTION => {
-                // A fresh session: the old one's transaction rolls back as it is dropped.
-                self.sql = Some(new_session(&self.shared));
+                // A fresh session: the old one's transaction rolls back as it is dropped. The
+                // account stays.
+                let authority = self.sql.as_mut().and_then(|s| s.authority.take());
+                let mut sql = new_session(&self.shared);
+                sql.authority = authority;
+                self.sql = Some(sql);
                 self.statements.clear();
                 packets.write(&self.ok(0, self.done())).await
             }
             com::REGISTER_SLAVE => {
+                if let Err(e) = self.require_global(&[Privs::REPLICATION_SLAVE]) {
+                    return packets.write(&wire::error(&e)).await;
+                }
                 // `server_id:4 host user password port:2 rank:4 source_id:4`; only the id is
                 // kept (the stream request names it again).
                 match Cursor::new(body).u32() {
@@ -483,6 +574,7 @@ impl Conn {
         params: Option<Vec<binlog_format::Value>>,
     ) -> Result<(Outcome, Done), Error> {
         self.questions += 1;
+        self.refresh_grants();
         let mut sql = self
             .sql
             .take()
@@ -517,7 +609,7 @@ impl Conn {
     /// The statements the server answers itself, from what only it knows: SHOW REPLICAS (the
     /// replicas streaming from this node) and SHOW REPLICA STATUS (this node's own replication,
     /// when it is a replica). MySQL's older names work too.
-    fn replication_statement(&self, text: &str) -> Option<Outcome> {
+    fn replication_statement(&mut self, text: &str) -> Option<Result<Outcome, Error>> {
         let words: Vec<String> = text
             .trim()
             .trim_end_matches(';')
@@ -527,6 +619,9 @@ impl Conn {
         let words: Vec<&str> = words.iter().map(String::as_str).collect();
         match words.as_slice() {
             ["SHOW", "REPLICAS"] | ["SHOW", "SLAVE", "HOSTS"] => {
+                if let Err(e) = self.require_global(&[Privs::REPLICATION_SLAVE]) {
+                    return Some(Err(e));
+                }
                 let replicas = self.shared.replicas.lock().ok()?;
                 let rows = replicas
                     .values()
@@ -541,7 +636,7 @@ impl Conn {
                         ]
                     })
                     .collect();
-                Some(Outcome::text(
+                Some(Ok(Outcome::text(
                     &[
                         "Server_Id",
                         "Host",
@@ -551,25 +646,58 @@ impl Conn {
                         "Sent_Seq",
                     ],
                     rows,
-                ))
+                )))
             }
             ["SHOW", "REPLICA", "STATUS"] | ["SHOW", "SLAVE", "STATUS"] => {
+                if let Err(e) = self.require_global(&[Privs::REPLICATION_CLIENT, Privs::SUPER]) {
+                    return Some(Err(e));
+                }
                 let fields = self
                     .shared
-                    .replica_status
+                    .replica
                     .as_ref()
                     .map(|s| s.fields())
                     .unwrap_or_default();
                 if fields.is_empty() {
                     // Not a replica: MySQL answers with no rows.
-                    return Some(Outcome::text(&["Replica_IO_State"], Vec::new()));
+                    return Some(Ok(Outcome::text(&["Replica_IO_State"], Vec::new())));
                 }
                 let names: Vec<&str> = fields.iter().map(|(n, _)| *n).collect();
                 let row = fields.into_iter().map(|(_, v)| v).collect();
-                Some(Outcome::text(&names, vec![row]))
+                Some(Ok(Outcome::text(&names, vec![row])))
             }
             _ => None,
         }
+    }
+
+    /// CHANGE REPLICATION SOURCE TO, START, STOP and RESET REPLICA: on a replica, its channel
+    /// carries them out (notes go to SHOW WARNINGS); a primary has no channel to steer.
+    async fn replica_command(
+        &mut self,
+        command: Result<super::replica_sql::ReplicaCommand, Error>,
+    ) -> Result<Outcome, Error> {
+        let command = command?;
+        self.require_global(&[Privs::REPLICATION_SLAVE_ADMIN, Privs::SUPER])?;
+        let Some(replica) = self.shared.replica.clone() else {
+            return Err(match command {
+                super::replica_sql::ReplicaCommand::ChangeSource(_) => Error::unsupported(
+                    "CHANGE REPLICATION SOURCE TO on a primary (ringrep-source serve); a replica is a ringrep-applier serve node",
+                ),
+                _ => Error::new(
+                    code::ER_BAD_SLAVE,
+                    "The server is not configured as replica; fix in config file or with CHANGE REPLICATION SOURCE TO",
+                ),
+            });
+        };
+        let notes = replica.command(command).await?;
+        if let Some(sql) = self.sql.as_mut() {
+            // The previous statement's warnings give way to this one's, as in MySQL.
+            let _ = sql.session.take_warnings();
+            for (c, m) in notes {
+                sql.session.warn(c, m);
+            }
+        }
+        Ok(Outcome::Ok)
     }
 
     /// The session's status flags and last insert id, for an OK or EOF packet.

@@ -15,6 +15,7 @@ mod auth;
 pub mod config;
 mod conn;
 mod metrics;
+pub mod replica_sql;
 mod stream;
 mod wire;
 
@@ -37,7 +38,10 @@ use ringrep_engine::Engine;
 /// What every connection shares.
 pub(crate) struct Shared {
     engine: Engine,
+    /// The node's own accounts (configuration), which hold every privilege.
     accounts: Accounts,
+    /// The accounts of `mysql.user`, as last read.
+    account_cache: ringrep_sql::AccountCache,
     /// Open connections (for the limit).
     connections: AtomicUsize,
     max_connections: usize,
@@ -48,16 +52,26 @@ pub(crate) struct Shared {
     started: std::time::Instant,
     /// Replicas streaming from this node now, by connection id (SHOW REPLICAS).
     replicas: std::sync::Mutex<std::collections::BTreeMap<u32, stream::Streaming>>,
-    /// What this node reports as a replica (SHOW REPLICA STATUS), when it is one.
-    replica_status: Option<Arc<dyn ReplicaStatus>>,
+    /// This node's replication channel, when it is a replica (SHOW REPLICA STATUS, CHANGE
+    /// REPLICATION SOURCE TO, START and STOP REPLICA).
+    replica: Option<Arc<dyn ReplicaControl>>,
 }
 
-/// A replica node's report for SHOW REPLICA STATUS, given to its server by the replica
-/// binary ([`Server::with_replica_status`]).
-pub trait ReplicaStatus: Send + Sync + std::fmt::Debug {
-    /// The fields of its one replication channel, in MySQL's order (ringrep's own last):
-    /// `(column, value)`, `None` for NULL.
+/// What a replication statement answers: OK with these notes for SHOW WARNINGS (code,
+/// message), or an error.
+pub type ReplicaReply = std::pin::Pin<
+    Box<dyn Future<Output = Result<Vec<(u16, String)>, ringrep_engine::Error>> + Send>,
+>;
+
+/// A replica node's replication channel as its server's clients see and steer it, given to
+/// the server by the replica binary ([`Server::with_replica`]).
+pub trait ReplicaControl: Send + Sync + std::fmt::Debug {
+    /// SHOW REPLICA STATUS: the fields of the one channel, in MySQL's order (ringrep's own
+    /// last), `(column, value)` with `None` for NULL; empty when no source is configured.
     fn fields(&self) -> Vec<(&'static str, Option<String>)>;
+    /// Carries out a replication statement; the future completes when it is done (STOP
+    /// REPLICA: once the applier has stopped between transactions).
+    fn command(&self, command: replica_sql::ReplicaCommand) -> ReplicaReply;
 }
 
 /// A bound server, not yet accepting.
@@ -110,23 +124,24 @@ impl Server {
             shared: Arc::new(Shared {
                 engine,
                 accounts: settings.accounts.clone(),
+                account_cache: Default::default(),
                 connections: AtomicUsize::new(0),
                 max_connections: settings.max_connections,
                 tls: settings.tls.clone(),
                 busy: Arc::new(()),
                 started: std::time::Instant::now(),
                 replicas: Default::default(),
-                replica_status: None,
+                replica: None,
             }),
             next_id: AtomicU32::new(1),
         })
     }
 
-    /// Makes SHOW REPLICA STATUS answer from `status` (a replica node's applier and source).
-    /// Only before [`Server::run`].
-    pub fn with_replica_status(mut self, status: Arc<dyn ReplicaStatus>) -> Server {
+    /// Makes the replication statements act on `replica` (a replica node's channel). Only
+    /// before [`Server::run`].
+    pub fn with_replica(mut self, replica: Arc<dyn ReplicaControl>) -> Server {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
-            shared.replica_status = Some(status);
+            shared.replica = Some(replica);
         }
         self
     }

@@ -72,7 +72,7 @@ pub(crate) fn render(shared: &Shared) -> String {
         "Rows the TTL purge deleted since the node started.",
         &engine.purged_rows().to_string(),
     );
-    if let Some(status) = &shared.replica_status {
+    if let Some(status) = &shared.replica {
         let fields = status.fields();
         let get = |name: &str| {
             fields
