@@ -30,6 +30,10 @@ pub enum Error {
     /// The source failed in a way that may pass (a task that went away, a broker).
     #[error("source: {0}")]
     Source(String),
+    /// The source cannot serve the stream from the replica's position (MySQL's error 1236:
+    /// the binlog there is purged, corrupt or has a gap): retrying cannot help.
+    #[error("{0}")]
+    SourceFatal(String),
     /// A `mysql://` side of the verifier could not be read.
     #[error("{0}")]
     Remote(String),
@@ -46,7 +50,9 @@ impl Error {
             Error::Binlog(e) => e.is_retriable(),
             Error::Kafka(e) => e.is_retriable(),
             Error::Source(_) => true,
-            Error::Gap { .. } | Error::Invalid(_) | Error::Remote(_) => false,
+            Error::Gap { .. } | Error::Invalid(_) | Error::Remote(_) | Error::SourceFatal(_) => {
+                false
+            }
         }
     }
 }

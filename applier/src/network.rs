@@ -417,7 +417,7 @@ fn decode(p: &[u8]) -> Result<Item> {
         // The primary cannot serve its binlog from here (corruption, a gap): nothing after
         // that is safe. Anything else may pass, and the replica reconnects.
         return Ok(Item::Ended(if code == 1236 {
-            Error::Invalid(e)
+            Error::SourceFatal(e)
         } else {
             Error::Source(e)
         }));

@@ -106,6 +106,18 @@ impl BinlogReader {
         })
     }
 
+    /// Starts at the segment that holds `seq` (the last whose first sequence is at or below
+    /// it) instead of the first: the segments before it hold only older transactions, which
+    /// a caller resuming after `seq - 1` (recovery after a snapshot) need not read. The
+    /// iterator still returns the older transactions of that segment.
+    pub fn start_at_seq(mut self, seq: u64) -> Result<BinlogReader> {
+        let infos = crate::segment::segment_infos(&self.dir)?;
+        let start = infos.iter().rposition(|i| i.first_seq <= seq).unwrap_or(0);
+        let keep: Vec<u64> = infos[start..].iter().map(|i| i.number).collect();
+        self.segments.retain(|n| keep.contains(n));
+        Ok(self)
+    }
+
     /// The torn tail found at the end, once iteration has reached it.
     pub fn torn_tail(&self) -> Option<TornTail> {
         self.torn

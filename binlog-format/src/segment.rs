@@ -48,6 +48,46 @@ pub fn list_segments(dir: &Path) -> Result<Vec<u64>> {
     Ok(numbers)
 }
 
+/// One segment file as retention sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// Its number (`binlog.NNNNNN`).
+    pub number: u64,
+    /// The sequence number of its first transaction (from its prelude).
+    pub first_seq: u64,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// When it was last written (its modification time, as MySQL's binlog expiry uses).
+    pub modified: std::time::SystemTime,
+}
+
+/// The segments of `dir`, oldest first, with what each prelude and the file system say.
+pub fn segment_infos(dir: &Path) -> Result<Vec<SegmentInfo>> {
+    let mut out = Vec::new();
+    for number in list_segments(dir)? {
+        let path = dir.join(segment_name(number));
+        let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let meta = f.metadata().map_err(|e| Error::io(&path, e))?;
+        let mut prelude = [0u8; PRELUDE_LEN as usize];
+        f.read_exact(&mut prelude)
+            .map_err(|e| Error::io(&path, e))?;
+        let prelude = Prelude::decode(&prelude).map_err(|reason| Error::Corruption {
+            position: Position {
+                segment: number,
+                offset: 0,
+            },
+            reason,
+        })?;
+        out.push(SegmentInfo {
+            number,
+            first_seq: prelude.first_seq,
+            bytes: meta.len(),
+            modified: meta.modified().map_err(|e| Error::io(&path, e))?,
+        });
+    }
+    Ok(out)
+}
+
 /// The server id a binlog directory was written by (from its first segment's prelude), or
 /// `None` while the directory has no segment yet.
 pub fn directory_server_id(dir: &Path) -> Result<Option<u32>> {

@@ -286,8 +286,13 @@ fn create_segment(
 
 /// Rewrites the index file from the segments on disk (temporary file, rename, directory sync).
 fn write_index(dir: &Path) -> Result<()> {
+    write_index_of(dir, &list_segments(dir)?)
+}
+
+/// Rewrites the index file naming `numbers`.
+fn write_index_of(dir: &Path, numbers: &[u64]) -> Result<()> {
     let mut text = String::new();
-    for n in list_segments(dir)? {
+    for &n in numbers {
         text.push_str(&segment_name(n));
         text.push('\n');
     }
@@ -493,6 +498,35 @@ impl BinlogWriter {
             },
             recovered,
         ))
+    }
+
+    /// Removes the segments numbered below `keep_from` (whole files; never the segment being
+    /// written), oldest first, and returns their numbers. The index is rewritten without them
+    /// before any file goes, and files go oldest first, so a crash at any point leaves a
+    /// directory that opens: an index naming only files that exist, and segments that still
+    /// follow each other (a file the crash left is listed again, and removed next time).
+    /// Readers that have a removed segment open keep reading it; one that asks for it later
+    /// finds the binlog starting after it.
+    pub fn purge_before(&self, keep_from: u64) -> Result<Vec<u64>> {
+        let st = lock(&self.inner.state);
+        let keep_from = keep_from.min(st.segment);
+        let all = list_segments(&self.inner.dir)?;
+        let (gone, kept): (Vec<u64>, Vec<u64>) = all.into_iter().partition(|&n| n < keep_from);
+        if gone.is_empty() {
+            return Ok(gone);
+        }
+        write_index_of(&self.inner.dir, &kept)?;
+        for &n in &gone {
+            let path = self.inner.dir.join(segment_name(n));
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+        sync_dir(&self.inner.dir)?;
+        drop(st);
+        Ok(gone)
     }
 
     /// The binlog directory this writer appends to.

@@ -27,6 +27,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per run: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Run SQL statements against a data directory (no server needed), printing results as
@@ -242,6 +244,7 @@ fn serve(
     if let Some(n) = args.snapshot_every(&file) {
         cfg.snapshot_every = n;
     }
+    (cfg.segment_bytes, cfg.retention) = args.binlog(&file).map_err(anyhow::Error::msg)?;
     let (engine, report) =
         Engine::open(&data_dir, cfg).with_context(|| format!("opening {}", data_dir.display()))?;
     tracing::info!(
@@ -261,6 +264,7 @@ fn serve(
             tracing::info!("metrics on http://{}/metrics", server.serve_metrics(addr).await?);
         }
         let purge = ringrep_server::spawn_ttl_purge(engine.clone());
+        let mut holds = vec![server.replica_hold()];
         let (stop_relay, relay_stop) = tokio::sync::watch::channel(false);
         let relay = kafka.map(|k| {
             tracing::info!("relaying to Kafka at {} (topic prefix {})", k.brokers, k.topic_prefix);
@@ -268,6 +272,11 @@ fn serve(
             let relay = Relay::new(k, &engine.binlog_dir(), engine.notifier())
                 .with_durable(std::sync::Arc::new(move || durable_engine.durable_seq()));
             let stats = relay.stats.clone();
+            // Retention keeps what the relay has not had acknowledged yet.
+            let acked = stats.clone();
+            holds.push(std::sync::Arc::new(move || {
+                Some(acked.acked_seq.load(std::sync::atomic::Ordering::Relaxed) + 1)
+            }));
             tokio::spawn(log_progress(stats, relay_stop.clone()));
             tokio::spawn(async move {
                 let r = relay.run(relay_stop).await;
@@ -278,8 +287,10 @@ fn serve(
                 r
             })
         });
+        let retention = ringrep_server::spawn_retention(engine.clone(), holds);
         let report = server.run(ringrep_server::stop_signal()).await?;
         purge.abort();
+        retention.abort();
         if let Some(relay) = relay {
             let _ = stop_relay.send(true);
             match relay.await {

@@ -125,8 +125,17 @@ impl StoredSource {
         }
     }
 
-    /// The options of CHANGE REPLICATION SOURCE TO applied to `self`.
+    /// The options of CHANGE REPLICATION SOURCE TO applied to `self`. Naming a CA turns TLS
+    /// on unless the same statement says `SOURCE_SSL=0`.
     fn change(&mut self, options: &[SourceOption]) {
+        let ssl_named = options.iter().any(|o| matches!(o, SourceOption::Ssl(_)));
+        if !ssl_named
+            && options
+                .iter()
+                .any(|o| matches!(o, SourceOption::SslCa(ca) if !ca.is_empty()))
+        {
+            self.ssl = true;
+        }
         for o in options {
             match o {
                 SourceOption::Host(h) => self.host = h.clone(),
@@ -150,11 +159,11 @@ impl StoredSource {
             bail!("no SOURCE_HOST");
         }
         let tls = match (&self.ssl_ca, self.ssl) {
-            (Some(ca), _) => Some(tls_to(ca, &self.host)?),
+            (Some(ca), true) => Some(tls_to(ca, &self.host)?),
             (None, true) => bail!(
                 "SOURCE_SSL=1 needs SOURCE_SSL_CA: a ringrep replica verifies its source's certificate"
             ),
-            (None, false) => None,
+            (_, false) => None,
         };
         Ok(NetworkConfig {
             address: format!("{}:{}", self.host, self.port),
@@ -164,7 +173,7 @@ impl StoredSource {
             heartbeat: Duration::from_millis(self.heartbeat_ms.max(1)),
             connect_retry: Duration::from_secs(self.connect_retry_s.max(1)),
             tls,
-            ca_file: self.ssl_ca.clone(),
+            ca_file: self.ssl_ca.clone().filter(|_| self.ssl),
         })
     }
 }
@@ -403,7 +412,6 @@ impl Driver {
                 if options
                     .iter()
                     .any(|o| matches!(o, SourceOption::Password(_)))
-                    && !stored.ssl
                 {
                     // MySQL's note: the password is kept in clear in the replica's data.
                     notes.push((
@@ -485,6 +493,7 @@ fn is_io_error(e: &anyhow::Error) -> bool {
         e.downcast_ref::<ringrep_applier::Error>(),
         Some(
             ringrep_applier::Error::Source(_)
+                | ringrep_applier::Error::SourceFatal(_)
                 | ringrep_applier::Error::Gap { .. }
                 | ringrep_applier::Error::Binlog(_)
                 | ringrep_applier::Error::Kafka(_)
@@ -506,9 +515,10 @@ async fn run_once(
             return Ok(0);
         }
         let found = match &spec {
-            SourceSpec::Network(n) => match crate::remote::server_id_of(n).await {
-                Ok(id) => Some(id),
-                Err(e) => {
+            SourceSpec::Network(n) => match ask_server_id(n, &stop).await {
+                None => return Ok(0),
+                Some(Ok(id)) => Some(id),
+                Some(Err(e)) => {
                     eprintln!("waiting for the primary: {e}");
                     lock(state).last_io_error = format!("waiting for the primary: {e}");
                     wait_or_stop(&stop, Duration::from_secs(1)).await;
@@ -588,6 +598,26 @@ async fn run_once(
         )
         .await?;
     Ok(last)
+}
+
+/// The primary's server id, asked over a connection of its own; `None` once `stop` turns
+/// true. A primary that accepts and never answers costs 10 s, not a STOP REPLICA that hangs.
+async fn ask_server_id(
+    n: &NetworkConfig,
+    stop: &watch::Receiver<bool>,
+) -> Option<ringrep_applier::Result<u32>> {
+    let mut stop = stop.clone();
+    tokio::select! {
+        r = tokio::time::timeout(Duration::from_secs(10), crate::remote::server_id_of(n)) => {
+            Some(r.unwrap_or_else(|_| {
+                Err(ringrep_applier::Error::Source(format!(
+                    "{}: no answer to SELECT @@server_id within 10 s",
+                    n.address
+                )))
+            }))
+        }
+        _ = stop.wait_for(|s| *s) => None,
+    }
 }
 
 async fn wait_or_stop(stop: &watch::Receiver<bool>, d: Duration) {

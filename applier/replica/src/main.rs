@@ -257,6 +257,8 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             if let Some(n) = server.snapshot_every(&file) {
                 cfg.snapshot_every = n;
             }
+            (cfg.segment_bytes, cfg.retention) =
+                server.binlog(&file).map_err(anyhow::Error::msg)?;
             let (engine, report) = Engine::open(&replica_dir, cfg)
                 .with_context(|| format!("opening replica {}", replica_dir.display()))?;
             eprintln!(
@@ -308,10 +310,12 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 .build()?;
             runtime.block_on(async move {
                 let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+                let mut server_hold = None;
                 let server = if listen {
                     let server = Server::bind(engine.clone(), &settings)
                         .await?
                         .with_replica(control.clone());
+                    server_hold = Some(server.replica_hold());
                     if let Some(addr) = metrics {
                         eprintln!(
                             "metrics on http://{}/metrics",
@@ -339,7 +343,12 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     eprintln!("stopping after the current transaction");
                     let _ = stop_tx.send(true);
                 });
+                // The replica's own binlog is kept as a primary's is (it may serve replicas, or
+                // be promoted); only its server's streams hold it.
+                let holds = server_hold.into_iter().collect();
+                let retention = ringrep_server::spawn_retention(engine.clone(), holds);
                 let last = driver.drive(!skip_replica_start, stop_rx).await;
+                retention.abort();
                 if let Some(server) = server {
                     // Also when the applier stopped on its own (--until-seq, caught up, error).
                     let _ = stop_tx_for_server.send(true);

@@ -115,6 +115,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, stall: &AtomicBool, slow: &Atomi
 /// data directory again on a new port.
 struct Primary {
     dir: std::path::PathBuf,
+    cfg: EngineConfig,
     engine: Option<Engine>,
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -125,6 +126,10 @@ impl Primary {
     fn start(rt: &tokio::runtime::Runtime, dir: &Path) -> Primary {
         let mut cfg = EngineConfig::new(1);
         cfg.sync = SyncPolicy::EveryCommit;
+        Primary::start_with(rt, dir, cfg)
+    }
+
+    fn start_with(rt: &tokio::runtime::Runtime, dir: &Path, cfg: EngineConfig) -> Primary {
         // After a stop, a stream's reading thread lets the engine go within one wait.
         let deadline = Instant::now() + Duration::from_secs(10);
         let engine = loop {
@@ -146,6 +151,7 @@ impl Primary {
         }));
         Primary {
             dir: dir.to_path_buf(),
+            cfg,
             engine: Some(engine),
             addr,
             stop: Some(tx),
@@ -165,7 +171,7 @@ impl Primary {
 
     fn restart(&mut self, rt: &tokio::runtime::Runtime) {
         self.stop(rt);
-        *self = Primary::start(rt, &self.dir.clone());
+        *self = Primary::start_with(rt, &self.dir.clone(), self.cfg.clone());
     }
 
     fn last_seq(&self) -> u64 {
@@ -689,5 +695,66 @@ fn a_replica_steered_from_sql_with_a_least_privilege_account() {
     assert_eq!(status_rows(replica.addr), 0);
     assert!(!stored.exists());
     assert_eq!(sql(replica.addr, "START REPLICA"), Err(1200));
+    primary.stop(&rt);
+}
+
+/// Retention on the primary: a replica that keeps up goes on through PURGE BINARY LOGS; a new
+/// replica whose first transaction was purged is refused with MySQL's error 1236 and stops,
+/// saying what happened, rather than waiting or applying a gap.
+#[test]
+fn a_replica_whose_next_transaction_was_purged_is_refused_with_1236() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let mut cfg = EngineConfig::new(1);
+    cfg.sync = SyncPolicy::EveryCommit;
+    cfg.segment_bytes = 4096;
+    cfg.snapshot_every = 0;
+    let mut primary = Primary::start_with(&rt, &dir.path().join("primary"), cfg);
+    let paddr = primary.addr;
+    rt.block_on(async {
+        let mut c = connect(paddr, None).await;
+        c.query_drop("CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
+            .await
+            .expect("create");
+    });
+    let follower = start_replica(&dir.path().join("follower"), paddr);
+    write(&rt, paddr, 0, 100);
+    wait_applied(&rt, follower.addr, primary.last_seq(), "before the purge");
+    let engine = primary.engine.clone().expect("running");
+    engine.snapshot().expect("snapshot");
+    let segments = engine.binlog_segments().expect("segments");
+    assert!(segments.len() >= 3, "{segments:?}");
+    let last = binlog_format::segment::segment_name(segments.last().expect("one").number);
+    rt.block_on(async {
+        let mut c = connect(paddr, None).await;
+        c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
+            .await
+            .expect("purge");
+        let logs: Vec<(String, u64, String)> = c.query("SHOW BINARY LOGS").await.expect("logs");
+        assert_eq!(logs.len(), 1, "{logs:?}");
+    });
+    assert!(engine.first_binlog_seq().expect("first") > 1);
+    // The replica that kept up goes on.
+    write(&rt, paddr, 1, 50);
+    wait_applied(&rt, follower.addr, primary.last_seq(), "after the purge");
+    // A new one cannot start from seq 1 any more.
+    let late = start_replica(&dir.path().join("late"), paddr);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = replica_status(&rt, late.addr);
+        let err = s["Last_IO_Error"].clone().unwrap_or_default();
+        if err.contains("purged required binary logs") {
+            assert!(err.contains("1236"), "{err}");
+            assert_eq!(s["Replica_IO_Running"].as_deref(), Some("No"), "{s:?}");
+            assert_eq!(s["Executed_Seq"].as_deref(), Some("0"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the late replica was not refused: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(engine);
     primary.stop(&rt);
 }

@@ -133,6 +133,8 @@ pub mod code {
     pub const ER_DBACCESS_DENIED_ERROR: Code = Code::new(1044, "42000");
     /// A command the account may not run on a table.
     pub const ER_TABLEACCESS_DENIED_ERROR: Code = Code::new(1142, "42000");
+    /// A statement that cannot be prepared (PREPARE of PREPARE, EXECUTE or DEALLOCATE).
+    pub const ER_UNSUPPORTED_PS: Code = Code::new(1295, "HY000");
     /// START REPLICA (or the like) on a node with no replication source.
     pub const ER_BAD_SLAVE: Code = Code::new(1200, "HY000");
     /// A replication setting changed while the replica runs.

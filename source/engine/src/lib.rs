@@ -101,6 +101,7 @@ mod keybytes;
 mod locks;
 mod overlay;
 mod purge;
+mod retention;
 mod session;
 mod snapshot;
 mod store;
@@ -123,6 +124,7 @@ use binlog_format::{
 
 pub use error::{Error, Result};
 pub(crate) use locks::{LockKey, LockTable};
+pub use retention::{PurgeOutcome, Retention};
 pub use session::{InsertMode, Session, SessionVars, UpdateOutcome};
 pub use table::{Row, StoredRow, Table, HIDDEN_ROW_ID};
 
@@ -159,6 +161,9 @@ pub struct EngineConfig {
     pub read_only: bool,
     /// The clock for TTL expiry and CURRENT_TIMESTAMP.
     pub clock: Arc<dyn Clock>,
+    /// How much binlog the node keeps (applied by the server's retention task, shown as
+    /// `binlog_expire_logs_seconds` and `binlog_retention_size`).
+    pub retention: Retention,
 }
 
 impl EngineConfig {
@@ -173,6 +178,7 @@ impl EngineConfig {
             snapshot_every: 100_000,
             read_only: false,
             clock: Arc::new(SystemClock),
+            retention: Retention::default(),
         }
     }
 }
@@ -303,6 +309,10 @@ pub(crate) struct Shared {
     pub since_snapshot: AtomicU64,
     /// Rows the TTL purge deleted since the engine opened.
     pub purged_rows: AtomicU64,
+    /// Binlog segments retention and PURGE BINARY LOGS removed since the engine opened.
+    pub purged_segments: AtomicU64,
+    /// Times retention removed segments a reader still needed (past the hard cap).
+    pub readers_overtaken: AtomicU64,
     /// The background writer of the last automatic snapshot. One snapshot is written at a
     /// time (they share a temporary file name); dropping the engine waits for it.
     pub snapshot_writer: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -431,6 +441,8 @@ impl Engine {
                 next_txn: AtomicU64::new(1),
                 since_snapshot: AtomicU64::new(report.replayed),
                 purged_rows: AtomicU64::new(0),
+                purged_segments: AtomicU64::new(0),
+                readers_overtaken: AtomicU64::new(0),
                 snapshot_writer: Mutex::new(None),
                 durability: durable::AsyncDurability::default(),
                 _dir_lock: dir_lock,
@@ -480,6 +492,8 @@ impl Engine {
                     next_txn: AtomicU64::new(1),
                     since_snapshot: AtomicU64::new(0),
                     purged_rows: AtomicU64::new(0),
+                    purged_segments: AtomicU64::new(0),
+                    readers_overtaken: AtomicU64::new(0),
                     snapshot_writer: Mutex::new(None),
                     durability: durable::AsyncDurability::default(),
                     _dir_lock: dir_lock,
@@ -506,7 +520,25 @@ impl Engine {
                 ..Default::default()
             },
         };
-        let reader = BinlogReader::open(&dir.join("binlog"), ReaderOptions::default())?;
+        // Segments purged by retention held only transactions the snapshot has; reading starts
+        // at the segment that holds the first one after it.
+        let binlog = dir.join("binlog");
+        let infos = binlog_format::segment::segment_infos(&binlog)?;
+        if let Some(first) = infos.first() {
+            if first.first_seq > state.last_seq + 1 {
+                return Err(Error::internal(format!(
+                    "the binlog of {} starts at seq {} but {} ends at seq {}: transactions {} to {} are missing",
+                    dir.display(),
+                    first.first_seq,
+                    if report.snapshot_seq.is_some() { "the snapshot" } else { "an empty state (no snapshot)" },
+                    state.last_seq,
+                    state.last_seq + 1,
+                    first.first_seq - 1
+                )));
+            }
+        }
+        let reader = BinlogReader::open(&binlog, ReaderOptions::default())?
+            .start_at_seq(state.last_seq + 1)?;
         for item in reader {
             let (_, record) = item?;
             if let Record::Transaction(tx) = record {
@@ -569,6 +601,16 @@ impl Engine {
     /// Rows the TTL purge deleted since the engine opened.
     pub fn purged_rows(&self) -> u64 {
         self.shared.purged_rows.load(Ordering::Relaxed)
+    }
+
+    /// Binlog segments removed (retention, PURGE BINARY LOGS) since the engine opened.
+    pub fn purged_segments(&self) -> u64 {
+        self.shared.purged_segments.load(Ordering::Relaxed)
+    }
+
+    /// Times retention removed binlog a connected reader still needed (past the hard cap).
+    pub fn readers_overtaken(&self) -> u64 {
+        self.shared.readers_overtaken.load(Ordering::Relaxed)
     }
 
     /// The binlog's segment files, oldest first, with their sizes in bytes (SHOW BINARY LOGS).

@@ -260,6 +260,24 @@ pub(crate) fn write_encoded(dir: &Path, snap: &Encoded, binlog: Option<&SyncHand
     Ok(())
 }
 
+/// The sequence number of the newest snapshot, if any.
+pub(crate) fn newest_seq(dir: &Path) -> Result<Option<u64>> {
+    Ok(list(&snapshot_dir(dir))?.into_iter().max())
+}
+
+/// Removes the snapshots older than `seq`: once the binlog after them is gone, recovery could
+/// not use them.
+pub(crate) fn remove_older_than(dir: &Path, seq: u64) -> Result<()> {
+    let sdir = snapshot_dir(dir);
+    for old in list(&sdir)?.into_iter().filter(|&s| s < seq) {
+        fs::remove_file(sdir.join(name(old)))?;
+    }
+    if sdir.exists() {
+        fs::File::open(&sdir)?.sync_all()?;
+    }
+    Ok(())
+}
+
 fn list(sdir: &Path) -> Result<Vec<u64>> {
     let mut out = Vec::new();
     if !sdir.exists() {

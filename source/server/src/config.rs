@@ -42,6 +42,92 @@ pub struct ServeArgs {
     /// metrics_listen]. A replica serves it when it also serves clients (--listen).
     #[arg(long, env = "RINGREP_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// The size at which the binlog starts a new segment file, in bytes, with an optional K,
+    /// M or G (default 64M) [config: max_binlog_size].
+    #[arg(long, env = "RINGREP_MAX_BINLOG_SIZE")]
+    pub max_binlog_size: Option<String>,
+    /// Binlog segments last written longer ago than this many seconds are removed (default
+    /// 2592000, 30 days, as MySQL; 0: no age limit) [config: binlog_expire_logs_seconds].
+    #[arg(long, env = "RINGREP_BINLOG_EXPIRE_LOGS_SECONDS")]
+    pub binlog_expire_logs_seconds: Option<u64>,
+    /// While the binlog is larger than this (bytes, K, M or G), its oldest segments are
+    /// removed (default 8G; 0: no size limit); those a connected replica or the Kafka relay
+    /// still needs are kept up to twice this [config: binlog_retention_size].
+    #[arg(long, env = "RINGREP_BINLOG_RETENTION_SIZE")]
+    pub binlog_retention_size: Option<String>,
+}
+
+/// A byte count as flags and the file give it: a number, or text with K, M or G.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ByteSize {
+    /// A plain number of bytes.
+    Bytes(u64),
+    /// `512K`, `64M`, `8G` (or a number as text).
+    Text(String),
+}
+
+/// Parses `64M`-style sizes (K, M, G: powers of 1024).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => (&t[..i], t[i..].trim()),
+        None => (t, ""),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (a number, with K, M or G)"))?;
+    let mul: u64 = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return Err(format!("{text:?} is not a size (a number, with K, M or G)")),
+    };
+    n.checked_mul(mul)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+impl ByteSize {
+    fn bytes(&self) -> Result<u64, String> {
+        match self {
+            ByteSize::Bytes(n) => Ok(*n),
+            ByteSize::Text(t) => parse_size(t),
+        }
+    }
+}
+
+impl ServeArgs {
+    /// The binlog's segment size and retention: flags over the file over the defaults.
+    pub fn binlog(&self, file: &FileConfig) -> Result<(u64, ringrep_engine::Retention), String> {
+        let size = |flag: &Option<String>, key: &Option<ByteSize>| -> Result<Option<u64>, String> {
+            match (flag, key) {
+                (Some(f), _) => parse_size(f).map(Some),
+                (None, Some(k)) => k.bytes().map(Some),
+                (None, None) => Ok(None),
+            }
+        };
+        let segment = size(&self.max_binlog_size, &file.max_binlog_size)?
+            .unwrap_or(binlog_format::format::DEFAULT_SEGMENT_BYTES);
+        // MySQL's bounds for max_binlog_size: 4 KiB to 1 GiB.
+        if !(4096..=1 << 30).contains(&segment) {
+            return Err(format!(
+                "max_binlog_size must be between 4096 and 1G bytes, not {segment}"
+            ));
+        }
+        let mut retention = ringrep_engine::Retention::default();
+        if let Some(secs) = self
+            .binlog_expire_logs_seconds
+            .or(file.binlog_expire_logs_seconds)
+        {
+            retention.expire = (secs > 0).then(|| std::time::Duration::from_secs(secs));
+        }
+        if let Some(bytes) = size(&self.binlog_retention_size, &file.binlog_retention_size)? {
+            retention.max_bytes = (bytes > 0).then_some(bytes);
+            retention.hard_cap_bytes = (bytes > 0).then_some(bytes.saturating_mul(2));
+        }
+        Ok((segment, retention))
+    }
 }
 
 impl ServeArgs {
@@ -82,6 +168,12 @@ pub struct FileConfig {
     pub snapshot_every: Option<u64>,
     /// Where `GET /metrics` is served (`--metrics-listen`).
     pub metrics_listen: Option<SocketAddr>,
+    /// The binlog segment size (`--max-binlog-size`): bytes, or text such as "64M".
+    pub max_binlog_size: Option<ByteSize>,
+    /// Age in seconds after which binlog segments go (`--binlog-expire-logs-seconds`).
+    pub binlog_expire_logs_seconds: Option<u64>,
+    /// The binlog size past which its oldest segments go (`--binlog-retention-size`).
+    pub binlog_retention_size: Option<ByteSize>,
     /// More accounts: `[[users]]` tables with `name` and `password`.
     #[serde(default)]
     pub users: Vec<UserConfig>,
@@ -269,6 +361,46 @@ mod tests {
             ServeArgs::default().snapshot_every(&FileConfig::default()),
             None
         );
+    }
+
+    #[test]
+    fn binlog_sizes_and_retention_from_flags_and_file() {
+        let file: FileConfig = toml::from_str(
+            "max_binlog_size = \"1M\"\nbinlog_expire_logs_seconds = 60\nbinlog_retention_size = 1048576000\n",
+        )
+        .expect("toml");
+        let (segment, r) = ServeArgs::default().binlog(&file).expect("binlog");
+        assert_eq!(segment, 1 << 20);
+        assert_eq!(r.expire, Some(std::time::Duration::from_secs(60)));
+        assert_eq!(r.max_bytes, Some(1_048_576_000));
+        assert_eq!(r.hard_cap_bytes, Some(2_097_152_000));
+        let args = ServeArgs {
+            max_binlog_size: Some("8k".into()),
+            binlog_expire_logs_seconds: Some(0),
+            binlog_retention_size: Some("0".into()),
+            ..Default::default()
+        };
+        let (segment, r) = args.binlog(&file).expect("binlog");
+        assert_eq!(segment, 8192);
+        assert_eq!(
+            (r.expire, r.max_bytes, r.hard_cap_bytes),
+            (None, None, None)
+        );
+        let (segment, r) = ServeArgs::default()
+            .binlog(&FileConfig::default())
+            .expect("defaults");
+        assert_eq!(segment, 64 << 20);
+        assert_eq!(r, ringrep_engine::Retention::default());
+        let bad = ServeArgs {
+            max_binlog_size: Some("12X".into()),
+            ..Default::default()
+        };
+        assert!(bad.binlog(&FileConfig::default()).is_err());
+        let small = ServeArgs {
+            max_binlog_size: Some("100".into()),
+            ..Default::default()
+        };
+        assert!(small.binlog(&FileConfig::default()).is_err());
     }
 
     #[test]

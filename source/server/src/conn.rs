@@ -76,6 +76,9 @@ struct Conn {
     /// For an account of `mysql.user`: the account tables as its grants were read from, to
     /// read them again once they change.
     directory: Option<Arc<AccountDirectory>>,
+    /// Who logged in: kept here as well as in the session, so that a new session (after
+    /// COM_RESET_CONNECTION, or one lost to a failure) runs as the same account.
+    authority: Option<Authority>,
 }
 
 /// What a statement left for the OK packet.
@@ -108,6 +111,7 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAd
         questions: 0,
         peer,
         directory: None,
+        authority: None,
     };
     match start(conn, stream).await {
         Ok(()) => tracing::debug!(connection = id, "closed"),
@@ -217,8 +221,9 @@ impl Conn {
             }
         };
         if let Some(sql) = self.sql.as_mut() {
-            sql.authority = Some(authority);
+            sql.authority = Some(authority.clone());
         }
+        self.authority = Some(authority);
         tracing::debug!(connection = self.id, user = %hello.user, "authenticated");
         if let Some(db) = &hello.database {
             if let Err(e) = self.run(use_statement(db), None).await {
@@ -283,8 +288,11 @@ impl Conn {
             return;
         }
         let fresh = self.shared.account_cache.get(&self.shared.engine);
-        if let Some(a) = self.sql.as_mut().and_then(|s| s.authority.as_mut()) {
+        if let Some(a) = self.authority.as_mut() {
             a.grants = Some(Arc::new(fresh.grants_of(&a.account)));
+            if let Some(sql) = self.sql.as_mut() {
+                sql.authority = Some(a.clone());
+            }
         }
         self.directory = Some(fresh);
     }
@@ -359,7 +367,7 @@ impl Conn {
         match command {
             com::QUERY => {
                 let text = String::from_utf8_lossy(body).into_owned();
-                tracing::trace!(connection = self.id, query = %text, "query");
+                tracing::trace!(connection = self.id, query = %redacted(&text), "query");
                 if let Some(outcome) = self.replication_statement(&text) {
                     self.questions += 1;
                     let outcome = outcome.map(|o| (o, self.done()));
@@ -445,9 +453,8 @@ impl Conn {
             com::RESET_CONNECTION => {
                 // A fresh session: the old one's transaction rolls back as it is dropped. The
                 // account stays.
-                let authority = self.sql.as_mut().and_then(|s| s.authority.take());
                 let mut sql = new_session(&self.shared);
-                sql.authority = authority;
+                sql.authority = self.authority.clone();
                 self.sql = Some(sql);
                 self.statements.clear();
                 packets.write(&self.ok(0, self.done())).await
@@ -788,6 +795,17 @@ impl Conn {
             Ok((Outcome::Ok, done)) => packets.write(&self.ok(0, done)).await,
             Err(e) => packets.write(&wire::error(&e)).await,
         }
+    }
+}
+
+/// A statement as the trace log shows it: none that may carry a password (account
+/// statements, CHANGE REPLICATION SOURCE TO).
+fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
+    let upper = text.to_ascii_uppercase();
+    if upper.contains("PASSWORD") || upper.contains("IDENTIFIED") {
+        "(a statement with a password, not logged)".into()
+    } else {
+        text.into()
     }
 }
 

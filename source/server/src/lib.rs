@@ -226,6 +226,49 @@ async fn refuse(mut stream: TcpStream) {
     let _ = stream.shutdown().await;
 }
 
+/// The lowest sequence number a reader of this node's binlog resumes at, if any reads it.
+pub type BinlogHold = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
+
+impl Server {
+    /// Where the replicas streaming from this server stand: the lowest next sequence number
+    /// among them (for [`spawn_retention`]).
+    pub fn replica_hold(&self) -> BinlogHold {
+        let shared = self.shared.clone();
+        Arc::new(move || {
+            shared
+                .replicas
+                .lock()
+                .ok()?
+                .values()
+                .map(|r| r.sent_seq + 1)
+                .min()
+        })
+    }
+}
+
+/// Applies the engine's binlog retention ([`ringrep_engine::Retention`]) now and every 10 s
+/// until aborted, keeping what the `holds` still need (connected replicas, the Kafka relay)
+/// up to the hard cap.
+pub fn spawn_retention(engine: Engine, holds: Vec<BinlogHold>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(10));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let readers_from = holds.iter().filter_map(|h| h()).min();
+            let e = engine.clone();
+            let policy = engine.config().retention;
+            match tokio::task::spawn_blocking(move || e.enforce_retention(&policy, readers_from))
+                .await
+            {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::error!("binlog retention: {e}"),
+                Err(e) => tracing::error!("binlog retention stopped: {e}"),
+            }
+        }
+    })
+}
+
 /// Runs the TTL purge every 100 ms until aborted (primaries only: a replica purges what its
 /// primary's binlog says).
 pub fn spawn_ttl_purge(engine: Engine) -> tokio::task::JoinHandle<()> {

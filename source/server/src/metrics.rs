@@ -72,6 +72,18 @@ pub(crate) fn render(shared: &Shared) -> String {
         "Rows the TTL purge deleted since the node started.",
         &engine.purged_rows().to_string(),
     );
+    metric(
+        "ringrep_binlog_segments_purged_total",
+        "counter",
+        "Binlog segments removed by retention or PURGE BINARY LOGS since the node started.",
+        &engine.purged_segments().to_string(),
+    );
+    metric(
+        "ringrep_binlog_readers_overtaken_total",
+        "counter",
+        "Times retention removed binlog that a connected replica or the relay still needed.",
+        &engine.readers_overtaken().to_string(),
+    );
     if let Some(status) = &shared.replica {
         let fields = status.fields();
         let get = |name: &str| {

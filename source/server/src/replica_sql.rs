@@ -188,7 +188,12 @@ fn option(name: &str, prefix: &str, value: Literal) -> Result<SourceOption, Erro
         "SSL_CA" => SourceOption::SslCa(text(value)?),
         "PORT" => {
             let n = number(&value)?;
-            SourceOption::Port(n.parse().map_err(|_| wrong("a port, 1 to 65535", &n))?)
+            SourceOption::Port(
+                n.parse()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| wrong("a port, 1 to 65535", &n))?,
+            )
         }
         "SSL" | "SSL_VERIFY_SERVER_CERT" => {
             let n = number(&value)?;

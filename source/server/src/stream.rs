@@ -128,6 +128,35 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     peer: std::net::SocketAddr,
 ) -> io::Result<()> {
     let engine = shared.engine.clone();
+    // A replica whose next transaction retention removed cannot resume from the stream: it
+    // must be provisioned again (MySQL's error and advice).
+    let first = {
+        let e = engine.clone();
+        tokio::task::spawn_blocking(move || e.first_binlog_seq())
+            .await
+            .map_err(io::Error::other)?
+    };
+    match first {
+        Ok(first) if req.from_seq < first => {
+            let e = Error::new(
+                code::ER_MASTER_FATAL_ERROR_READING_BINLOG,
+                format!(
+                    "Cannot replicate because the source purged required binary logs. Replicate the missing transactions from elsewhere, or provision a new replica from backup. Consider increasing the source's binary log expiration period. The replica asked for seq {}; the source's binlog starts at seq {first}.",
+                    req.from_seq
+                ),
+            );
+            tracing::warn!(
+                connection = conn_id,
+                replica = req.replica_id,
+                "{}",
+                e.message
+            );
+            packets.write(&super::wire::error(&e)).await?;
+            return packets.flush().await;
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(connection = conn_id, "reading the binlog's segments: {e}"),
+    }
     if let Ok(mut r) = shared.replicas.lock() {
         r.insert(
             conn_id,

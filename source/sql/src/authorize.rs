@@ -9,7 +9,8 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    visit_relations, FromTable, ObjectName, ObjectType, Statement, TableFactor, TableObject,
+    visit_expressions, visit_relations, CreateTableLikeKind, Expr, FromTable, ObjectName,
+    ObjectType, Statement, TableFactor, TableObject,
 };
 
 use ringrep_engine::error::{code, Error, Result};
@@ -91,27 +92,13 @@ impl SqlSession {
         )
     }
 
-    /// SELECT on every table `stmt` reads, except those in `skip` (a statement's target) and
-    /// the names of its common table expressions.
+    /// SELECT on every table `stmt` reads (subqueries included), except `skip` (a
+    /// statement's target). A common table expression's name is checked as a table too: the
+    /// SQL layer does not run CTEs, so the name reaches a table if anything.
     fn require_reads(&self, stmt: &Statement, skip: Option<&ObjectName>) -> Result<()> {
-        let mut ctes = Vec::new();
-        if let Statement::Query(q) = stmt {
-            if let Some(w) = &q.with {
-                ctes.extend(
-                    w.cte_tables
-                        .iter()
-                        .map(|c| c.alias.name.value.to_lowercase()),
-                );
-            }
-        }
         let mut failed = None;
         let _ = visit_relations(stmt, |name| {
             if skip == Some(name) {
-                return ControlFlow::Continue(());
-            }
-            if name.0.len() == 1
-                && ctes.contains(&name.to_string().trim_matches('`').to_lowercase())
-            {
                 return ControlFlow::Continue(());
             }
             match self.require_name(Privs::SELECT, "SELECT", name) {
@@ -149,7 +136,10 @@ impl SqlSession {
             Statement::Update(u) => {
                 if let TableFactor::Table { name, .. } = &u.table.relation {
                     self.require_name(Privs::UPDATE, "UPDATE", name)?;
-                    if u.selection.is_some() {
+                    // Reading columns (WHERE, or values computed from the row) needs SELECT,
+                    // as in MySQL: else the changed-rows count tells what they hold.
+                    let reads_row = u.assignments.iter().any(|a| reads_columns(&a.value));
+                    if u.selection.is_some() || reads_row {
                         self.require_name(Privs::SELECT, "SELECT", name)?;
                     }
                     self.require_reads(stmt, Some(name))
@@ -174,6 +164,11 @@ impl SqlSession {
             Statement::CreateTable(ct) => {
                 let (db, t) = split_name(&ct.name)?;
                 self.require_table(Privs::CREATE, "CREATE", db.as_deref(), &t)?;
+                if let Some(CreateTableLikeKind::Parenthesized(l) | CreateTableLikeKind::Plain(l)) =
+                    &ct.like
+                {
+                    self.require_name(Privs::SELECT, "SELECT", &l.name)?;
+                }
                 self.require_reads(stmt, Some(&ct.name))
             }
             Statement::CreateDatabase { db_name, .. } => {
@@ -235,7 +230,14 @@ impl SqlSession {
                 }
                 _ => Ok(()),
             },
-            _ => Ok(()),
+            // SHOW DATABASES filters what it lists; transactions need nothing.
+            Statement::ShowDatabases { .. }
+            | Statement::ShowVariables { .. }
+            | Statement::StartTransaction { .. }
+            | Statement::Commit { .. }
+            | Statement::Rollback { .. } => Ok(()),
+            // Anything else (SET with a subquery, ...) needs SELECT on what it reads.
+            _ => self.require_reads(stmt, None),
         }
     }
 
@@ -266,9 +268,9 @@ impl SqlSession {
                 None => Ok(()),
             },
             ("LOAD", "DATA") => {
-                if w(2) != "LOCAL" {
-                    self.require_global(Privs::FILE)?;
-                }
+                // The server reads the file itself, LOCAL or not (it never asks the client
+                // for it): that is FILE's business either way.
+                self.require_global(Privs::FILE)?;
                 match name_after("INTO TABLE") {
                     Some((db, t)) => self.require_table(Privs::INSERT, "INSERT", db.as_deref(), &t),
                     None => Ok(()),
@@ -305,6 +307,25 @@ impl SqlSession {
         }
     }
 
+    /// Whether SHOW DATABASES lists `db` to this session: with the SHOW DATABASES privilege
+    /// every database, else those it has a privilege in (as MySQL).
+    pub(crate) fn may_see_database(&self, db: &str) -> bool {
+        match self.restricted() {
+            None => true,
+            Some(g) => {
+                always_readable(db) || g.global_has(Privs::SHOW_DATABASES) || g.any_on_database(db)
+            }
+        }
+    }
+
+    /// Whether SHOW TABLES lists `db.table` to this session: one with any privilege on it.
+    pub(crate) fn may_see_table(&self, db: &str, table: &str) -> bool {
+        match self.restricted() {
+            None => true,
+            Some(g) => always_readable(db) || g.any_on_table(db, table),
+        }
+    }
+
     /// One of the global privileges `any` (1227 naming them otherwise); a session without
     /// grants holds them all.
     pub fn require_any_global(&self, any: &[Privs]) -> Result<()> {
@@ -323,6 +344,33 @@ impl SqlSession {
             ),
         ))
     }
+}
+
+/// Whether `e` holds a subquery anywhere.
+pub(crate) fn has_subquery(e: &Expr) -> bool {
+    visit_expressions(e, |x| match x {
+        Expr::Subquery(_)
+        | Expr::Exists { .. }
+        | Expr::In {
+            target: sqlparser::ast::InTarget::Subquery(_) | sqlparser::ast::InTarget::Table { .. },
+            ..
+        } => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
+/// Whether `e` reads a column (or a subquery) rather than being a constant.
+fn reads_columns(e: &Expr) -> bool {
+    visit_expressions(e, |x| match x {
+        Expr::Identifier(_)
+        | Expr::CompoundIdentifier(_)
+        | Expr::Subquery(_)
+        | Expr::Exists { .. }
+        | Expr::In { .. } => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_break()
 }
 
 fn strip_if_not_exists(s: &str) -> &str {

@@ -178,6 +178,14 @@ fn column_def(
         if let Some(fsp) = current_timestamp_fsp(e) {
             col.default = ColumnDefault::CurrentTimestamp { fsp };
         } else {
+            // A default is evaluated once, at CREATE; a subquery there would read tables the
+            // statement's privileges never covered (MySQL refuses it too).
+            if crate::authorize::has_subquery(e) {
+                return Err(Error::new(
+                    code::ER_INVALID_DEFAULT,
+                    format!("Invalid default value for '{}'", col.name),
+                ));
+            }
             let v = eval(e, &Scope::empty(), &session.ctx())?;
             if v.is_null() {
                 if !nullable {
@@ -311,7 +319,13 @@ impl SqlSession {
             .ok_or_else(|| Error::internal("no PARTITION BY"))?;
         let partition = parse_partition(&text[at + "PARTITION BY".len()..])?;
         match parse_one(&text[..at])? {
-            sqlparser::ast::Statement::CreateTable(ct) => self.create_table(&ct, Some(partition)),
+            stmt @ sqlparser::ast::Statement::CreateTable(_) => {
+                self.authorize(&stmt)?;
+                let sqlparser::ast::Statement::CreateTable(ct) = stmt else {
+                    unreachable!("matched above")
+                };
+                self.create_table(&ct, Some(partition))
+            }
             _ => Err(Error::syntax("expected CREATE TABLE")),
         }
     }
@@ -574,7 +588,9 @@ impl SqlSession {
             "LOCK" => {}
             "ENGINE" => {}
             "COMMENT" => {
-                let rest = clause[7..]
+                let rest = clause
+                    .get(7..)
+                    .unwrap_or("")
                     .trim_start()
                     .trim_start_matches('=')
                     .trim_start();

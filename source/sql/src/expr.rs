@@ -484,6 +484,18 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
             }
         }
         Expr::BinaryOp { left, op, right } => {
+            // `t + INTERVAL n unit`, `t - INTERVAL n unit`, `INTERVAL n unit + t`: MySQL's
+            // date arithmetic, as DATE_ADD and DATE_SUB.
+            match (op, left.as_ref(), right.as_ref()) {
+                (BinaryOperator::Plus, base, Expr::Interval(iv))
+                | (BinaryOperator::Plus, Expr::Interval(iv), base) => {
+                    return functions::interval_arithmetic(base, iv, 1, scope, ctx)
+                }
+                (BinaryOperator::Minus, base, Expr::Interval(iv)) => {
+                    return functions::interval_arithmetic(base, iv, -1, scope, ctx)
+                }
+                _ => {}
+            }
             match op {
                 BinaryOperator::And => {
                     let l = truthy(&eval(left, scope, ctx)?);

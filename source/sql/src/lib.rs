@@ -67,6 +67,7 @@
 
 mod accounts;
 mod authorize;
+mod binary_logs;
 mod bound;
 mod columns;
 mod ddl;
@@ -357,6 +358,7 @@ impl SqlSession {
                 ));
             }
             ("SHOW", "WARNINGS") => return Ok(self.show_warnings()),
+            ("PURGE", "BINARY" | "MASTER") => return self.purge_binary_logs(&text),
             ("SHOW", "BINARY" | "MASTER") => {
                 let words = lexer::first_words(&text, 4);
                 let rest: Vec<&str> = words[2..].iter().map(String::as_str).collect();
@@ -461,6 +463,7 @@ impl SqlSession {
                 self.engine()
                     .databases()
                     .into_iter()
+                    .filter(|d| self.may_see_database(d))
                     .map(|d| vec![Some(d)])
                     .collect(),
             )),
@@ -511,6 +514,17 @@ impl SqlSession {
                 ))
             })?
         };
+        // As in MySQL, PREPARE, EXECUTE and DEALLOCATE cannot themselves be prepared (an
+        // EXECUTE of itself would never end).
+        if lexer::first_words(&body, 1)
+            .first()
+            .is_some_and(|w| matches!(w.as_str(), "PREPARE" | "EXECUTE" | "DEALLOCATE"))
+        {
+            return Err(Error::new(
+                code::ER_UNSUPPORTED_PS,
+                "This command is not supported in the prepared statement protocol yet",
+            ));
+        }
         // Parse now, so a bad statement fails at PREPARE as in MySQL.
         let probe = lexer::normalize_quotes(&lexer::bind_placeholders(
             &body,

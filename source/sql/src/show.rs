@@ -247,6 +247,7 @@ impl SqlSession {
             .tables()
             .into_iter()
             .filter(|t| t.database.eq_ignore_ascii_case(&db))
+            .filter(|t| self.may_see_table(&t.database, &t.name))
             .map(|t| t.name)
             .collect();
         names.sort();

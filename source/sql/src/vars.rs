@@ -232,6 +232,7 @@ impl SqlSession {
     /// Session variables as SHOW VARIABLES lists them.
     pub(crate) fn variables(&self) -> Vec<(String, String)> {
         let v = &self.session.vars;
+        let cfg = self.engine().config();
         let b = |x: bool| {
             if x {
                 "ON".to_string()
@@ -243,6 +244,15 @@ impl SqlSession {
             ("autocommit".into(), b(v.autocommit)),
             ("ndb_log_update_as_write".into(), b(v.log_update_as_write)),
             ("ndb_ring_buffer_show_meta".into(), b(v.show_meta)),
+            (
+                "binlog_expire_logs_seconds".into(),
+                cfg.retention.expire.map_or(0, |d| d.as_secs()).to_string(),
+            ),
+            (
+                "binlog_retention_size".into(),
+                cfg.retention.max_bytes.unwrap_or(0).to_string(),
+            ),
+            ("max_binlog_size".into(), cfg.segment_bytes.to_string()),
             ("read_only".into(), b(self.engine().config().read_only)),
             (
                 "server_id".into(),

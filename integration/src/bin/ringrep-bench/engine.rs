@@ -106,7 +106,7 @@ fn batch_writer(
 }
 
 /// Resident memory of this process in bytes (Linux), for memory-per-row figures.
-fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|s| {

@@ -3,13 +3,14 @@
 //!
 //! One function per subcommand: the engine's own figures in `engine` (batch and autocommit
 //! inserts, snapshot pauses, the verifier), a replica's in `replica` (catch-up, lag through the
-//! binlog directory), the relay's in `kafka`, and the side-by-side run against MariaDB and
-//! Redis in `peers`.
+//! binlog directory), the relay's in `kafka`, the side-by-side run against MariaDB and
+//! Redis in `peers`, and a primary's disk use with binlog retention in `retention`.
 
 mod engine;
 mod kafka;
 mod peers;
 mod replica;
+mod retention;
 
 use std::path::Path;
 use std::time::Duration;
@@ -106,6 +107,22 @@ enum Command {
     Verify {
         #[arg(long, default_value_t = 1_000_000)]
         rows: u64,
+    },
+    /// A primary's disk use over MINUTES of RATE inserts/s into PREFIXES rings, with binlog
+    /// retention (a size bound of RETENTION MiB on segments of SEGMENT KiB) applied every 10 s.
+    RetentionSoak {
+        #[arg(long, default_value_t = 10)]
+        minutes: u64,
+        #[arg(long, default_value_t = 2000)]
+        rate: u64,
+        #[arg(long, default_value_t = 1000)]
+        prefixes: u64,
+        #[arg(long, default_value_t = 4096)]
+        segment_kib: u64,
+        #[arg(long, default_value_t = 32)]
+        retention_mib: u64,
+        #[arg(long, default_value = "commit")]
+        sync: String,
     },
 }
 
@@ -240,6 +257,24 @@ fn main() -> anyhow::Result<()> {
         Command::Catchup { txs } => replica::catchup(dir, txs),
         Command::Lag { rate, seconds } => replica::lag(dir, rate, seconds),
         Command::Verify { rows } => engine::verify_bench(dir, rows),
+        Command::RetentionSoak {
+            minutes,
+            rate,
+            prefixes,
+            segment_kib,
+            retention_mib,
+            sync,
+        } => retention::retention_soak(
+            dir,
+            &retention::Soak {
+                minutes,
+                rate,
+                prefixes,
+                segment_bytes: segment_kib << 10,
+                retention_bytes: retention_mib << 20,
+                sync,
+            },
+        ),
     }
 }
 

@@ -6,8 +6,9 @@
 //! per account) and `mysql.ringrep_grants` (one row per account and level, the privileges as
 //! a list). Being ordinary tables, they are in the binlog: durable on the primary and
 //! replicated to every replica, whose clients then log in with the same accounts. Account
-//! statements ([`statements`]) are the way to change them; writing the tables directly is
-//! refused, as the server could not keep its caches true otherwise.
+//! statements ([`statements`]) are the way to change them; an account with the privileges
+//! may also write the tables directly, as MySQL's root can, and the change takes effect at the
+//! next statement like any other (the server notices every change to the tables).
 //!
 //! A session runs with an [`Authority`]: who it is and, unless it is an account of the
 //! node's own configuration (root and `[[users]]`, which hold every privilege), the
@@ -19,7 +20,7 @@ pub mod store;
 use std::fmt::Write as _;
 
 /// One privilege's bit in [`Privs`], in MySQL's order (the order SHOW GRANTS lists them in).
-const NAMES: [(&str, u8); 32] = [
+const NAMES: [(&str, u8); 33] = [
     ("SELECT", GDT),
     ("INSERT", GDT),
     ("UPDATE", GDT),
@@ -53,6 +54,8 @@ const NAMES: [(&str, u8); 32] = [
     // MySQL 8's dynamic privilege for CHANGE REPLICATION SOURCE, START and STOP REPLICA.
     ("REPLICATION_SLAVE_ADMIN", G | DYNAMIC),
     ("GRANT OPTION", GDT),
+    // MySQL 8's dynamic privilege for PURGE BINARY LOGS.
+    ("BINLOG_ADMIN", G | DYNAMIC),
 ];
 
 /// Levels a privilege can be granted at, and whether it is one of MySQL 8's dynamic ones.
@@ -65,7 +68,7 @@ const DYNAMIC: u8 = 8;
 
 /// A set of privileges (a bit per entry of MySQL's list).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Privs(pub u32);
+pub struct Privs(pub u64);
 
 #[allow(missing_docs)]
 impl Privs {
@@ -88,6 +91,7 @@ impl Privs {
     pub const CREATE_USER: Privs = Privs(1 << 24);
     pub const REPLICATION_SLAVE_ADMIN: Privs = Privs(1 << 30);
     pub const GRANT_OPTION: Privs = Privs(1 << 31);
+    pub const BINLOG_ADMIN: Privs = Privs(1 << 32);
 }
 
 /// Where a privilege is granted: `*.*`, `db.*` or `db.table`.
@@ -153,7 +157,7 @@ impl Privs {
         let mut bits = 0;
         for (i, (name, levels)) in NAMES.iter().enumerate() {
             if levels & m != 0 && *name != "GRANT OPTION" {
-                bits |= 1 << i;
+                bits |= 1u64 << i;
             }
         }
         Privs(bits)
@@ -164,8 +168,8 @@ impl Privs {
         let m = level.mask();
         let mut bits = 0;
         for (i, (_, levels)) in NAMES.iter().enumerate() {
-            if self.0 & (1 << i) != 0 && levels & m == 0 {
-                bits |= 1 << i;
+            if self.0 & (1u64 << i) != 0 && levels & m == 0 {
+                bits |= 1u64 << i;
             }
         }
         Privs(bits)
@@ -183,7 +187,18 @@ impl Privs {
         NAMES
             .iter()
             .position(|(n, _)| *n == name)
-            .map(|i| Privs(1 << i))
+            .map(|i| Privs(1u64 << i))
+    }
+
+    /// MySQL 8's dynamic privileges (listed apart by SHOW GRANTS).
+    fn dynamic() -> Privs {
+        let mut bits = 0;
+        for (i, (_, levels)) in NAMES.iter().enumerate() {
+            if levels & DYNAMIC != 0 {
+                bits |= 1u64 << i;
+            }
+        }
+        Privs(bits)
     }
 
     /// The names of the privileges, in MySQL's order; dynamic ones apart.
@@ -191,7 +206,7 @@ impl Privs {
         let mut fixed = Vec::new();
         let mut dynamic = Vec::new();
         for (i, (name, levels)) in NAMES.iter().enumerate() {
-            if self.0 & (1 << i) != 0 && *name != "GRANT OPTION" {
+            if self.0 & (1u64 << i) != 0 && *name != "GRANT OPTION" {
                 if levels & DYNAMIC != 0 {
                     dynamic.push(*name);
                 } else {
@@ -199,6 +214,8 @@ impl Privs {
                 }
             }
         }
+        // SHOW GRANTS lists dynamic privileges alphabetically.
+        dynamic.sort_unstable();
         (fixed, dynamic)
     }
 
@@ -207,7 +224,7 @@ impl Privs {
         NAMES
             .iter()
             .enumerate()
-            .filter(|(i, _)| self.0 & (1 << i) != 0)
+            .filter(|(i, _)| self.0 & (1u64 << i) != 0)
             .map(|(_, (n, _))| *n)
             .collect::<Vec<_>>()
             .join(",")
@@ -230,7 +247,7 @@ impl Privs {
         NAMES
             .iter()
             .enumerate()
-            .find(|(i, _)| self.0 & (1 << i) != 0)
+            .find(|(i, _)| self.0 & (1u64 << i) != 0)
             .map_or("USAGE", |(_, (n, _))| n)
     }
 }
@@ -306,6 +323,19 @@ impl Grants {
                 .any(|((d, _), p)| d.eq_ignore_ascii_case(db) && !p.is_empty())
     }
 
+    /// Whether the account has any privilege on table `db.table` (at any level).
+    pub fn any_on_table(&self, db: &str, table: &str) -> bool {
+        let some = |p: Privs| !p.without(Privs::GRANT_OPTION).is_empty();
+        some(self.global)
+            || self
+                .databases
+                .iter()
+                .any(|(d, p)| d.eq_ignore_ascii_case(db) && some(*p))
+            || self.tables.iter().any(|((d, t), p)| {
+                d.eq_ignore_ascii_case(db) && t.eq_ignore_ascii_case(table) && some(*p)
+            })
+    }
+
     /// Whether the account has a global privilege.
     pub fn global_has(&self, p: Privs) -> bool {
         self.global.contains(p)
@@ -322,11 +352,9 @@ impl Grants {
             } else {
                 ""
             };
-            let all = Privs::all_at(level);
-            let static_all = Privs(all.0 & !Privs::REPLICATION_SLAVE_ADMIN.0);
-            let listed = if Privs(p.0 & !Privs::GRANT_OPTION.0 & !Privs::REPLICATION_SLAVE_ADMIN.0)
-                == static_all
-            {
+            let dynamic_bits = Privs::dynamic().0;
+            let static_all = Privs(Privs::all_at(level).0 & !dynamic_bits);
+            let listed = if Privs(p.0 & !Privs::GRANT_OPTION.0 & !dynamic_bits) == static_all {
                 "ALL PRIVILEGES".to_string()
             } else if fixed.is_empty() {
                 "USAGE".to_string()
@@ -448,7 +476,7 @@ mod tests {
             all.show(&who),
             [
                 "GRANT ALL PRIVILEGES ON *.* TO `u`@`%` WITH GRANT OPTION",
-                "GRANT REPLICATION_SLAVE_ADMIN ON *.* TO `u`@`%` WITH GRANT OPTION",
+                "GRANT BINLOG_ADMIN,REPLICATION_SLAVE_ADMIN ON *.* TO `u`@`%` WITH GRANT OPTION",
             ]
         );
         assert_eq!(

@@ -215,6 +215,9 @@ impl Parser {
         } else {
             "%".to_string()
         };
+        // Host names compare without case, as MySQL's: kept in lower case, so that rows
+        // are keyed one way.
+        let host = host.to_lowercase();
         if user.chars().count() > 32 {
             return Err(Error::new(
                 code::ER_WRONG_ARGUMENTS,
@@ -251,10 +254,8 @@ impl Parser {
                 return Ok(Some(None));
             }
         } else {
+            // MySQL 8 removed `IDENTIFIED BY PASSWORD 'hash'`: a syntax error there too.
             self.expect("BY")?;
-            if self.word("PASSWORD") {
-                return self.hash_literal().map(Some);
-            }
         }
         Ok(Some(password_hash(&self.string()?)))
     }
@@ -437,18 +438,8 @@ impl SqlSession {
             if !p.sym('=') {
                 return Err(near(&p));
             }
-            let hash = if p.word("PASSWORD") {
-                if !p.sym('(') {
-                    return Err(near(&p));
-                }
-                let pw = p.string()?;
-                if !p.sym(')') {
-                    return Err(near(&p));
-                }
-                password_hash(&pw)
-            } else {
-                password_hash(&p.string()?)
-            };
+            // MySQL 8 removed PASSWORD('...'): only a string.
+            let hash = password_hash(&p.string()?);
             p.end()?;
             if !same_account(&who, &me) {
                 self.require_global(Privs::CREATE_USER)?;
@@ -658,10 +649,12 @@ impl SqlSession {
         self.account_transaction(|s, user, grants| {
             for (from, to) in pairs {
                 let mut a = dir.get(from).cloned().expect("checked above");
-                s.raw_delete(user, account_key(from))?;
+                // The rows are keyed by the stored name, whatever the statement's spelling.
+                let stored = a.name.clone();
+                s.raw_delete(user, account_key(&stored))?;
                 a.name = to.clone();
                 s.raw_write(user, account_row(&a))?;
-                for key in grant_keys(s, grants, from)? {
+                for key in grant_keys(s, grants, &stored)? {
                     let row = s.scan(grants, &key)?.into_iter().next().unwrap_or_default();
                     s.raw_delete(grants, key)?;
                     if row.len() == 5 {
@@ -739,13 +732,16 @@ impl SqlSession {
                 });
             }
         }
+        // Names fold to lower case as ringrep's tables do, so a level has one row.
         let (db_col, table_col) = match &level {
             Level::Global => (String::new(), String::new()),
-            Level::Database(d) => (d.clone(), String::new()),
-            Level::Table(d, t) => (d.clone(), t.clone()),
+            Level::Database(d) => (d.to_lowercase(), String::new()),
+            Level::Table(d, t) => (d.to_lowercase(), t.to_lowercase()),
         };
         let mut rows = Vec::new();
         for n in &names {
+            // Keyed by the stored account's name, whatever the statement's spelling.
+            let n = &dir.get(n).map_or_else(|| n.clone(), |a| a.name.clone());
             let held = held_at(&dir.grants_of(n), &level);
             let next = if grant {
                 held | set
@@ -814,6 +810,7 @@ impl SqlSession {
         }
         self.account_transaction(|s, _, grants| {
             for n in names {
+                let n = dir.get(n).map_or(n, |a| &a.name);
                 for key in grant_keys(s, grants, n)? {
                     s.raw_delete(grants, key)?;
                 }

@@ -226,12 +226,21 @@ impl Directory {
                     let (db, table) = (text(row.get(2)), text(row.get(3)));
                     let p = Privs::from_stored(&text(row.get(4)));
                     let g = dir.grants.entry(who).or_default();
+                    // Rows written by hand may repeat a level in another case: one entry each.
+                    let (db, table) = (db.to_lowercase(), table.to_lowercase());
                     match (db.is_empty(), table.is_empty()) {
                         (true, _) => g.global = g.global | p,
-                        (false, true) => g.databases.push((db.to_lowercase(), p)),
-                        (false, false) => g
-                            .tables
-                            .push(((db.to_lowercase(), table.to_lowercase()), p)),
+                        (false, true) => match g.databases.iter_mut().find(|(d, _)| *d == db) {
+                            Some((_, have)) => *have = *have | p,
+                            None => g.databases.push((db, p)),
+                        },
+                        (false, false) => {
+                            let key = (db, table);
+                            match g.tables.iter_mut().find(|(k, _)| *k == key) {
+                                Some((_, have)) => *have = *have | p,
+                                None => g.tables.push((key, p)),
+                            }
+                        }
                     }
                 }
             }

@@ -192,6 +192,28 @@ fn date_arithmetic(name: &str, f: &Function, scope: &Scope<'_>, ctx: &Ctx<'_>) -
     }
 }
 
+/// `base` moved by the interval `iv`, forwards (`sign` 1) or back (-1): `t + INTERVAL ...`.
+pub(super) fn interval_arithmetic(
+    base: &Expr,
+    iv: &sqlparser::ast::Interval,
+    sign: i64,
+    scope: &Scope<'_>,
+    ctx: &Ctx<'_>,
+) -> Result<Value> {
+    let base = eval(base, scope, ctx)?;
+    let amount = eval(&iv.value, scope, ctx)?;
+    if amount.is_null() || base.is_null() {
+        return Ok(Value::Null);
+    }
+    let unit = iv.leading_field.clone().unwrap_or(DateTimeField::Day);
+    Ok(add_interval(
+        &base,
+        interval_us(&amount, &unit)?,
+        sign,
+        ctx.tz,
+    ))
+}
+
 /// An interval's length: exact microseconds, or calendar months (which vary in length).
 enum IntervalAmount {
     Micros(i64),

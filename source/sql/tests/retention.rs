@@ -1,0 +1,247 @@
+//! Binlog retention: PURGE BINARY LOGS and the retention policy remove whole segments, never
+//! one that recovery needs after the oldest snapshot, and keep what a reader still needs up to
+//! the hard cap; a directory purged (or cut short by a crash in the middle of a purge) opens
+//! with every transaction.
+
+use std::path::Path;
+use std::time::Duration;
+
+use binlog_format::SyncPolicy;
+use ringrep_engine::{Engine, EngineConfig, Retention};
+use ringrep_sql::{Outcome, SqlSession};
+
+fn config() -> EngineConfig {
+    let mut cfg = EngineConfig::new(1);
+    cfg.sync = SyncPolicy::Never;
+    cfg.snapshot_every = 0;
+    cfg.segment_bytes = 4096;
+    cfg
+}
+
+fn open(dir: &Path) -> (Engine, ringrep_engine::OpenReport) {
+    Engine::open(dir, config()).expect("open")
+}
+
+fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
+    match s.execute(sql) {
+        Ok(Outcome::Rows(rs)) => rs.text_rows(),
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+fn fill(s: &mut SqlSession, from: u32, n: u32) {
+    for i in from..from + n {
+        s.execute(&format!(
+            "INSERT INTO test.t VALUES ({i}, '{}')",
+            "x".repeat(100)
+        ))
+        .expect("insert");
+    }
+}
+
+fn count(s: &mut SqlSession) -> String {
+    rows(s, "SELECT COUNT(*) FROM test.t")[0][0]
+        .clone()
+        .unwrap_or_default()
+}
+
+fn names(engine: &Engine) -> Vec<String> {
+    engine
+        .binlog_segments()
+        .expect("segments")
+        .into_iter()
+        .map(|s| binlog_format::segment::segment_name(s.number))
+        .collect()
+}
+
+#[test]
+fn purge_keeps_what_recovery_needs_and_the_directory_reopens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _) = open(dir.path());
+    let mut s = SqlSession::new(&engine);
+    s.execute("CREATE TABLE test.t (id INT PRIMARY KEY, v VARCHAR(200))")
+        .expect("create");
+    fill(&mut s, 0, 300);
+    let before = names(&engine);
+    assert!(before.len() > 5, "{before:?}");
+    assert_eq!(
+        rows(&mut s, "SELECT @@max_binlog_size")[0][0].as_deref(),
+        Some("4096")
+    );
+
+    // No snapshot yet: recovery needs every segment, nothing goes, and a note says why.
+    let last = before.last().expect("a segment").clone();
+    s.execute(&format!("PURGE BINARY LOGS TO '{last}'"))
+        .expect("purge");
+    assert_eq!(names(&engine), before);
+    let warnings = rows(&mut s, "SHOW WARNINGS");
+    assert_eq!(warnings[0][1].as_deref(), Some("1868"), "{warnings:?}");
+    assert_eq!(
+        s.execute("PURGE BINARY LOGS TO 'binlog.999999'")
+            .expect_err("unknown file")
+            .code,
+        1373
+    );
+
+    // After a snapshot, everything before the segment holding its next transaction goes.
+    let snap = engine.snapshot().expect("snapshot");
+    s.execute(&format!("PURGE BINARY LOGS TO '{last}'"))
+        .expect("purge");
+    let after = names(&engine);
+    assert!(after.len() < before.len(), "{after:?}");
+    assert_eq!(after.last(), Some(&last), "the segment being written stays");
+    assert!(engine.first_binlog_seq().expect("first") <= snap + 1);
+    let shown = rows(&mut s, "SHOW BINARY LOGS");
+    assert_eq!(shown.len(), after.len());
+    assert_eq!(
+        engine.purged_segments(),
+        (before.len() - after.len()) as u64
+    );
+
+    fill(&mut s, 300, 50);
+    let last_seq = engine.last_seq();
+    drop(s);
+    drop(engine);
+    let (engine, report) = open(dir.path());
+    assert_eq!(report.last_seq, last_seq);
+    assert!(
+        report.replayed < 100,
+        "recovery replays only what follows the snapshot: {}",
+        report.replayed
+    );
+    let mut s = SqlSession::new(&engine);
+    assert_eq!(count(&mut s), "350");
+    // A purge by date: everything last written before now (but the segment being written
+    // and what recovery needs) goes.
+    engine.snapshot().expect("snapshot");
+    s.execute("PURGE BINARY LOGS BEFORE NOW() + INTERVAL 1 DAY")
+        .expect("purge before");
+    assert_eq!(names(&engine).len(), 1, "{:?}", names(&engine));
+    drop(s);
+    drop(engine);
+    let (engine, _) = open(dir.path());
+    assert_eq!(count(&mut SqlSession::new(&engine)), "350");
+}
+
+#[test]
+fn retention_by_size_keeps_readers_until_the_hard_cap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _) = open(dir.path());
+    let mut s = SqlSession::new(&engine);
+    s.execute("CREATE TABLE test.t (id INT PRIMARY KEY, v VARCHAR(200))")
+        .expect("create");
+    fill(&mut s, 0, 400);
+    let total: u64 = engine
+        .binlog_segments()
+        .expect("segments")
+        .iter()
+        .map(|s| s.bytes)
+        .sum();
+    let policy = Retention {
+        expire: None,
+        max_bytes: Some(total / 2),
+        hard_cap_bytes: Some(total * 2),
+    };
+    // A reader at seq 1 holds everything while the binlog is under the hard cap.
+    let held = engine
+        .enforce_retention(&policy, Some(1))
+        .expect("retention");
+    assert!(held.removed.is_empty(), "{held:?}");
+    assert_eq!(held.kept_for_readers.as_deref(), Some("binlog.000001"));
+    // Without readers, the oldest go until the binlog is within its size; a snapshot is taken
+    // so that recovery no longer needs them.
+    let done = engine.enforce_retention(&policy, None).expect("retention");
+    assert!(!done.removed.is_empty(), "{done:?}");
+    let left: u64 = engine
+        .binlog_segments()
+        .expect("segments")
+        .iter()
+        .map(|s| s.bytes)
+        .sum();
+    assert!(left <= total / 2 + 4096, "{left} of {total}");
+    // Past the hard cap, a reader's segments go too, and that is counted.
+    fill(&mut s, 400, 400);
+    let first = engine.first_binlog_seq().expect("first");
+    let tight = Retention {
+        expire: None,
+        max_bytes: Some(8192),
+        hard_cap_bytes: Some(16384),
+    };
+    let over = engine
+        .enforce_retention(&tight, Some(first))
+        .expect("retention");
+    assert!(over.readers_overtaken, "{over:?}");
+    assert!(engine.first_binlog_seq().expect("first") > first);
+    assert_eq!(engine.readers_overtaken(), 1);
+    // By age: segments older than the limit go.
+    fill(&mut s, 800, 100);
+    std::thread::sleep(Duration::from_millis(20));
+    let by_age = Retention {
+        expire: Some(Duration::from_millis(1)),
+        max_bytes: None,
+        hard_cap_bytes: None,
+    };
+    engine.enforce_retention(&by_age, None).expect("retention");
+    assert_eq!(names(&engine).len(), 1);
+    let last_seq = engine.last_seq();
+    drop(s);
+    drop(engine);
+    let (engine, report) = open(dir.path());
+    assert_eq!(report.last_seq, last_seq);
+    assert_eq!(count(&mut SqlSession::new(&engine)), "900");
+}
+
+/// A crash in the middle of a purge: the index was rewritten, and none, or only the oldest, of
+/// the files went. The directory opens with every transaction, and the next purge finishes.
+#[test]
+fn a_purge_cut_short_by_a_crash_leaves_a_directory_that_opens() {
+    for removed_before_crash in [0usize, 1] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let saved = tempfile::tempdir().expect("tempdir");
+        let (engine, _) = open(dir.path());
+        let mut s = SqlSession::new(&engine);
+        s.execute("CREATE TABLE test.t (id INT PRIMARY KEY, v VARCHAR(200))")
+            .expect("create");
+        fill(&mut s, 0, 200);
+        engine.snapshot().expect("snapshot");
+        let binlog = engine.binlog_dir();
+        let before = names(&engine);
+        for n in &before {
+            std::fs::copy(binlog.join(n), saved.path().join(n)).expect("save");
+        }
+        let last = before.last().expect("segment").clone();
+        let purged = engine.purge_binlogs_to(
+            binlog_format::segment::parse_segment_name(&last).expect("name"),
+            false,
+        );
+        let purged = purged.expect("purge").removed;
+        assert!(purged.len() >= 2, "{purged:?}");
+        let last_seq = engine.last_seq();
+        drop(s);
+        drop(engine);
+        // What the crash left: the purged files after the first `removed_before_crash`.
+        for n in &purged[removed_before_crash..] {
+            std::fs::copy(saved.path().join(n), binlog.join(n)).expect("restore");
+        }
+        let (engine, report) = open(dir.path());
+        assert_eq!(report.last_seq, last_seq);
+        assert_eq!(count(&mut SqlSession::new(&engine)), "200");
+        let listed = names(&engine);
+        assert_eq!(
+            listed.first(),
+            purged.get(removed_before_crash),
+            "{listed:?}"
+        );
+        for item in binlog_format::BinlogReader::open(&binlog, Default::default()).expect("reader")
+        {
+            item.expect("every segment reads, in sequence");
+        }
+        engine
+            .purge_binlogs_to(
+                binlog_format::segment::parse_segment_name(&last).expect("name"),
+                false,
+            )
+            .expect("purge again");
+        assert_eq!(names(&engine), vec![last.clone()]);
+    }
+}
