@@ -8,13 +8,16 @@
 use std::time::Duration;
 
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, TableDef};
-use binlog_format::{Cause, Event, Key, Origin, Position, RowChange, RowEvent, Value};
+use binlog_format::{Cause, DdlEvent, Event, Key, Origin, Position, RowChange, RowEvent, Value};
 use ringrep_engine::ddl::prepare_table;
 use ringrep_engine::SYSTEM_DB;
 use ringrep_engine::{Engine, Session};
 
 use crate::error::{Error, Result};
-use crate::source::{EventSource, SourcedTx};
+use crate::source::{EventSource, Provision, SourcedTx};
+
+/// Rows per transaction while a snapshot is loaded ([`Applier::provision`]).
+pub const PROVISION_ROWS: usize = 4096;
 
 /// The replica's position table in database `mysql`: one row per source server, written in
 /// the same commit as the rows it applied.
@@ -258,6 +261,134 @@ impl Applier {
         Ok(ApplyOutcome::Applied { seq: tx.seq })
     }
 
+    /// Loads a primary's snapshot (sent because the primary no longer has this replica's next
+    /// transaction) in place of everything the replica holds but its own tables, and stores
+    /// the position at the snapshot's sequence number. All of it goes through the replica's
+    /// binlog, in order: a transaction dropping what is there, one with the definitions, the
+    /// rows in transactions of [`PROVISION_ROWS`], and last the position. A crash before the
+    /// last leaves the old position, so the replica is sent a snapshot again and starts over;
+    /// nothing is half-loaded for good. Returns the snapshot's sequence number.
+    pub fn provision(&mut self, p: &Provision) -> Result<u64> {
+        self.flush()?;
+        let started = std::time::Instant::now();
+        let state = Engine::decode_snapshot(&p.snapshot)?;
+        let origin = Origin {
+            server_id: p.server_id,
+            seq: p.seq,
+        };
+        let keep = |db: &str, name: &str| !ringrep_engine::is_node_local_table(db, name);
+        // What is there goes, but the replica's own tables and database `mysql` itself.
+        let (tables, databases) = self.engine().with_state(|st| {
+            (
+                st.tables
+                    .values()
+                    .map(|t| t.def.clone())
+                    .collect::<Vec<_>>(),
+                st.databases.iter().cloned().collect::<Vec<_>>(),
+            )
+        });
+        let mut drops: Vec<Event> = tables
+            .into_iter()
+            .filter(|d| keep(&d.database, &d.name))
+            .map(|d| {
+                Event::Ddl(DdlEvent::DropTable {
+                    table_id: d.id,
+                    database: d.database,
+                    name: d.name,
+                })
+            })
+            .collect();
+        drops.extend(
+            databases
+                .into_iter()
+                .filter(|d| !d.eq_ignore_ascii_case(SYSTEM_DB))
+                .map(|name| Event::Ddl(DdlEvent::DropDatabase { name })),
+        );
+        if !drops.is_empty() {
+            self.session
+                .apply_replicated_nowait(drops, vec![], origin)?;
+        }
+        let mut ddl: Vec<Event> = state
+            .databases
+            .iter()
+            .filter(|d| {
+                !d.eq_ignore_ascii_case(SYSTEM_DB)
+                    || !self.engine().with_state(|st| st.has_database(d))
+            })
+            .map(|name| Event::Ddl(DdlEvent::CreateDatabase { name: name.clone() }))
+            .collect();
+        ddl.extend(
+            state
+                .tables
+                .values()
+                .filter(|t| keep(&t.def.database, &t.def.name))
+                .map(|t| {
+                    Event::Ddl(DdlEvent::CreateTable {
+                        table: t.def.clone(),
+                    })
+                }),
+        );
+        if !ddl.is_empty() {
+            self.session.apply_replicated_nowait(ddl, vec![], origin)?;
+        }
+        let mut rows = 0u64;
+        let mut batch = Vec::with_capacity(PROVISION_ROWS);
+        for t in state
+            .tables
+            .values()
+            .filter(|t| keep(&t.def.database, &t.def.name))
+        {
+            for (_, row) in t.iter() {
+                batch.push(Event::Row(RowEvent {
+                    table_id: t.def.id,
+                    change: RowChange::Write { row },
+                    cause: Cause::Insert,
+                }));
+                if batch.len() == PROVISION_ROWS {
+                    rows += batch.len() as u64;
+                    let (_, lsn) = self.session.apply_replicated_nowait(
+                        std::mem::take(&mut batch),
+                        vec![],
+                        origin,
+                    )?;
+                    self.pending_lsn = Some(lsn);
+                }
+            }
+        }
+        rows += batch.len() as u64;
+        let now = self.session.engine().now_us();
+        let status_row = vec![
+            Value::UInt(u64::from(p.server_id)),
+            Value::UInt(p.seq),
+            Value::UInt(0),
+            Value::UInt(0),
+            Value::Int(p.time_us),
+            Value::Timestamp(now),
+        ];
+        let position = Event::Row(RowEvent {
+            table_id: self.status.id,
+            change: RowChange::Write { row: status_row },
+            cause: Cause::Update,
+        });
+        crate::failpoint::hit("provision_before_position");
+        let (_, lsn) = self
+            .session
+            .apply_replicated_nowait(batch, vec![position], origin)?;
+        self.pending_lsn = Some(lsn);
+        self.flush()?;
+        let secs = started.elapsed().as_secs_f64().max(1e-3);
+        tracing::info!(
+            "provisioned from server {} at seq {}: {} tables, {rows} rows, {} MiB in {secs:.1} s ({:.0} rows/s, {:.1} MiB/s)",
+            p.server_id,
+            p.seq,
+            state.tables.len(),
+            p.snapshot.len() >> 20,
+            rows as f64 / secs,
+            p.snapshot.len() as f64 / (1 << 20) as f64 / secs
+        );
+        Ok(p.seq)
+    }
+
     /// Applies from `source` until `until_seq` is applied, or (with `exit_when_caught_up`)
     /// until the source has nothing new for `idle`. `on_progress` is called after each
     /// transaction. Returns the last applied sequence.
@@ -282,7 +413,17 @@ impl Applier {
             if item.is_none() {
                 self.flush()?;
                 unsynced = 0;
+                if let Some(p) = source.take_provision() {
+                    last = self.provision(&p)?;
+                    continue;
+                }
                 item = source.next(idle).await?;
+            }
+            if item.is_none() {
+                if let Some(p) = source.take_provision() {
+                    last = self.provision(&p)?;
+                    continue;
+                }
             }
             match item {
                 Some(item) => {

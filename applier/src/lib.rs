@@ -24,5 +24,5 @@ pub use applier::{AppliedPosition, Applier, ApplyOutcome};
 pub use error::{Error, Result};
 pub use kafka::KafkaSource;
 pub use network::{NetworkConfig, NetworkSource};
-pub use source::{BinlogDirSource, EventSource, SourcedTx};
+pub use source::{BinlogDirSource, EventSource, Provision, SourcedTx};
 pub use verify::{verify, Report, VerifyOptions};

@@ -25,7 +25,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::error::{Error, Result};
-use crate::source::{EventSource, SourcedTx};
+use crate::source::{EventSource, Provision, SourcedTx};
 
 /// Where and how to reach a primary.
 #[derive(Clone)]
@@ -73,6 +73,39 @@ enum Item {
     },
     /// The stream ended; retriable unless the error says otherwise.
     Ended(Error),
+    /// A snapshot follows (the replica's next transaction is purged on the primary): its
+    /// origin, the sequence it stands at, its size, the primary's clock.
+    SnapshotBegin {
+        server_id: u32,
+        seq: u64,
+        bytes: u64,
+        time_us: i64,
+    },
+    /// The next bytes of the snapshot.
+    SnapshotChunk(Vec<u8>),
+    /// The snapshot is whole; the stream goes on after its sequence number.
+    SnapshotEnd,
+}
+
+/// A snapshot being received.
+struct Incoming {
+    server_id: u32,
+    seq: u64,
+    bytes: u64,
+    time_us: i64,
+    data: Vec<u8>,
+    started: Instant,
+    logged: u64,
+}
+
+impl std::fmt::Debug for Incoming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Incoming")
+            .field("seq", &self.seq)
+            .field("bytes", &self.bytes)
+            .field("received", &self.data.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What the link last said, for status and lag.
@@ -105,6 +138,9 @@ pub struct NetworkSource {
     backoff: Duration,
     /// What the link last said, shared with whoever reports it ([`NetworkSource::status`]).
     status: Arc<Mutex<LinkStatus>>,
+    /// A snapshot arriving, and one whole for the applier to load.
+    incoming: Option<Incoming>,
+    provision: Option<Provision>,
 }
 
 impl std::fmt::Debug for Item {
@@ -113,6 +149,9 @@ impl std::fmt::Debug for Item {
             Item::Tx(t) => write!(f, "Tx({})", t.tx.seq),
             Item::Heartbeat { last_seq, .. } => write!(f, "Heartbeat({last_seq})"),
             Item::Ended(e) => write!(f, "Ended({e})"),
+            Item::SnapshotBegin { seq, bytes, .. } => write!(f, "SnapshotBegin({seq}, {bytes})"),
+            Item::SnapshotChunk(c) => write!(f, "SnapshotChunk({})", c.len()),
+            Item::SnapshotEnd => write!(f, "SnapshotEnd"),
         }
     }
 }
@@ -133,6 +172,8 @@ impl NetworkSource {
             retry_at: Instant::now(),
             backoff: FIRST_BACKOFF,
             status: Arc::default(),
+            incoming: None,
+            provision: None,
         }
     }
 
@@ -222,7 +263,7 @@ impl NetworkSource {
         p.extend_from_slice(&self.config.replica_id.to_le_bytes());
         p.extend_from_slice(
             format!(
-                "ringrep-frames:from_seq={},heartbeat_ms={}",
+                "ringrep-frames:from_seq={},heartbeat_ms={},provision=1",
                 self.next_seq,
                 self.config.heartbeat.as_millis().max(1)
             )
@@ -287,8 +328,80 @@ impl NetworkSource {
                 self.backoff = FIRST_BACKOFF;
                 Ok(true)
             }
+            Item::SnapshotBegin {
+                server_id,
+                seq,
+                bytes,
+                time_us,
+            } => {
+                tracing::info!(
+                    source = %self.config.address,
+                    seq,
+                    bytes,
+                    "provisioning: the primary no longer has seq {}; receiving a snapshot at seq {seq}",
+                    self.next_seq
+                );
+                self.incoming = Some(Incoming {
+                    server_id,
+                    seq,
+                    bytes,
+                    time_us,
+                    // Grown as bytes arrive: the announced size is the primary's word only.
+                    data: Vec::new(),
+                    started: Instant::now(),
+                    logged: 0,
+                });
+                self.backoff = FIRST_BACKOFF;
+                Ok(true)
+            }
+            Item::SnapshotChunk(chunk) => {
+                let Some(inc) = self.incoming.as_mut() else {
+                    return Err(Error::Invalid("snapshot bytes without a snapshot".into()));
+                };
+                inc.data.extend_from_slice(&chunk);
+                if inc.data.len() as u64 > inc.bytes {
+                    return Err(Error::Invalid(format!(
+                        "the snapshot is longer than the {} bytes announced",
+                        inc.bytes
+                    )));
+                }
+                let got = inc.data.len() as u64;
+                if got - inc.logged >= 64 << 20 {
+                    inc.logged = got;
+                    let rate = got as f64 / inc.started.elapsed().as_secs_f64().max(1e-3);
+                    tracing::info!(
+                        "provisioning: {} of {} MiB received ({:.1} MiB/s)",
+                        got >> 20,
+                        inc.bytes >> 20,
+                        rate / (1 << 20) as f64
+                    );
+                }
+                Ok(true)
+            }
+            Item::SnapshotEnd => {
+                let Some(inc) = self.incoming.take() else {
+                    return Err(Error::Invalid("a snapshot end without a snapshot".into()));
+                };
+                if inc.data.len() as u64 != inc.bytes {
+                    return Err(Error::Invalid(format!(
+                        "the snapshot ended after {} of {} bytes",
+                        inc.data.len(),
+                        inc.bytes
+                    )));
+                }
+                self.next_seq = inc.seq + 1;
+                self.provision = Some(Provision {
+                    server_id: inc.server_id,
+                    seq: inc.seq,
+                    time_us: inc.time_us,
+                    snapshot: inc.data,
+                });
+                Ok(true)
+            }
             Item::Ended(e) => {
                 self.link = None;
+                // A snapshot cut short is asked for again with the stream.
+                self.incoming = None;
                 self.update(|s| s.connected = false);
                 if !e.is_retriable() {
                     return Err(e);
@@ -313,6 +426,10 @@ impl EventSource for NetworkSource {
         loop {
             if let Some(t) = self.ready.pop_front() {
                 return Ok(Some(t));
+            }
+            if self.provision.is_some() {
+                // The applier loads it before anything after it.
+                return Ok(None);
             }
             if self.link.is_none() {
                 let now = Instant::now();
@@ -353,6 +470,10 @@ impl EventSource for NetworkSource {
 
     fn describe(&self) -> String {
         format!("replication stream of {}", self.config.address)
+    }
+
+    fn take_provision(&mut self) -> Option<Provision> {
+        self.provision.take()
     }
 }
 
@@ -410,8 +531,28 @@ async fn read_stream<S: AsyncRead + AsyncWrite + Unpin>(
     }
 }
 
-/// One stream packet: `0x00 segment:8 offset:8 frame`, an ERR packet, or EOF.
+/// One stream packet: `0x00 segment:8 offset:8 frame`, an ERR packet, EOF, or a snapshot's
+/// (`0x01 server_id:4 seq:8 bytes:8 time_us:8`, `0x02 bytes`, `0x03`).
 fn decode(p: &[u8]) -> Result<Item> {
+    match p.first() {
+        Some(0x01) => {
+            let mut c = Cursor::new(&p[1..]);
+            let (Ok(server_id), Ok(seq), Ok(bytes), Ok(time)) =
+                (c.u32(), c.u64(), c.u64(), c.u64())
+            else {
+                return Err(Error::Invalid("a short snapshot header".into()));
+            };
+            return Ok(Item::SnapshotBegin {
+                server_id,
+                seq,
+                bytes,
+                time_us: time as i64,
+            });
+        }
+        Some(0x02) => return Ok(Item::SnapshotChunk(p[1..].to_vec())),
+        Some(0x03) => return Ok(Item::SnapshotEnd),
+        _ => {}
+    }
     if let Some((code, state, msg)) = protocol::parse_err(p) {
         let e = format!("the primary ended the stream: ERROR {code} ({state}): {msg}");
         // The primary cannot serve its binlog from here (corruption, a gap): nothing after

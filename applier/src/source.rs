@@ -20,6 +20,31 @@ pub struct SourcedTx {
     pub position: Position,
 }
 
+/// The whole state of a primary, sent to a replica whose next transaction the primary no
+/// longer has: the replica loads it in place of its own data, then applies the stream after
+/// `seq`.
+pub struct Provision {
+    /// The primary's server id.
+    pub server_id: u32,
+    /// The sequence number the snapshot stands at (its rows may come from later transactions,
+    /// which the stream after it makes right, as recovery does).
+    pub seq: u64,
+    /// The primary's clock when it took the snapshot, in microseconds since 1970-01-01 UTC.
+    pub time_us: i64,
+    /// The snapshot's bytes, as a snapshot file holds them.
+    pub snapshot: Vec<u8>,
+}
+
+impl std::fmt::Debug for Provision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provision")
+            .field("server_id", &self.server_id)
+            .field("seq", &self.seq)
+            .field("bytes", &self.snapshot.len())
+            .finish()
+    }
+}
+
 /// A stream of a primary's transactions.
 ///
 /// Guarantees: transactions come in sequence order, each at most once per call sequence
@@ -32,6 +57,12 @@ pub trait EventSource: Send {
     async fn next(&mut self, timeout: Duration) -> Result<Option<SourcedTx>>;
     /// A short description for logs ("binlog directory /x/binlog").
     fn describe(&self) -> String;
+    /// A snapshot to load before the transactions that follow, when the source sent one (the
+    /// network stream does when the primary no longer has the next transaction). `next`
+    /// returns `None` while one waits to be taken.
+    fn take_provision(&mut self) -> Option<Provision> {
+        None
+    }
 }
 
 /// A primary's binlog directory, followed as it grows and rotates.

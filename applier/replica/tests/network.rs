@@ -698,11 +698,13 @@ fn a_replica_steered_from_sql_with_a_least_privilege_account() {
     primary.stop(&rt);
 }
 
-/// Retention on the primary: a replica that keeps up goes on through PURGE BINARY LOGS; a new
-/// replica whose first transaction was purged is refused with MySQL's error 1236 and stops,
-/// saying what happened, rather than waiting or applying a gap.
+/// Retention on the primary and provisioning: a replica that keeps up goes on through PURGE
+/// BINARY LOGS; a new replica, and one that was down while the primary purged past its
+/// position, are each sent a snapshot over their replication connection, load it in place of
+/// what they had, and go on from the stream after it, while the primary takes writes; both
+/// end converged (the verifier), nothing skipped or applied twice.
 #[test]
-fn a_replica_whose_next_transaction_was_purged_is_refused_with_1236() {
+fn a_replica_whose_next_transaction_was_purged_is_provisioned_from_a_snapshot() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = runtime();
     let mut cfg = EngineConfig::new(1);
@@ -717,9 +719,29 @@ fn a_replica_whose_next_transaction_was_purged_is_refused_with_1236() {
             .await
             .expect("create");
     });
-    let follower = start_replica(&dir.path().join("follower"), paddr);
+    let follower_dir = dir.path().join("follower");
+    let mut follower = start_replica(&follower_dir, paddr);
     write(&rt, paddr, 0, 100);
     wait_applied(&rt, follower.addr, primary.last_seq(), "before the purge");
+    // The follower goes down; the primary writes on (overwrites, a prefix delete, DDL, an
+    // account) and purges its binlog past the follower's position.
+    let _ = follower.child.kill();
+    let _ = follower.child.wait();
+    write(&rt, paddr, 1, 100);
+    rt.block_on(async {
+        let mut c = connect(paddr, None).await;
+        for sql in [
+            "DELETE FROM test.ue WHERE user_id = 3",
+            "CREATE TABLE test.plain (id INT PRIMARY KEY, v VARCHAR(20))",
+            "INSERT INTO test.plain VALUES (1, 'one'), (2, 'two')",
+            "CREATE USER app IDENTIFIED BY 'apw'",
+            "GRANT SELECT ON test.* TO app",
+        ] {
+            c.query_drop(sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+    });
     let engine = primary.engine.clone().expect("running");
     engine.snapshot().expect("snapshot");
     let segments = engine.binlog_segments().expect("segments");
@@ -730,31 +752,84 @@ fn a_replica_whose_next_transaction_was_purged_is_refused_with_1236() {
         c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
             .await
             .expect("purge");
-        let logs: Vec<(String, u64, String)> = c.query("SHOW BINARY LOGS").await.expect("logs");
-        assert_eq!(logs.len(), 1, "{logs:?}");
     });
-    assert!(engine.first_binlog_seq().expect("first") > 1);
-    // The replica that kept up goes on.
-    write(&rt, paddr, 1, 50);
-    wait_applied(&rt, follower.addr, primary.last_seq(), "after the purge");
-    // A new one cannot start from seq 1 any more.
+    let first = engine.first_binlog_seq().expect("first");
+    assert!(
+        first > 50,
+        "the follower's next transaction is purged: binlog starts at {first}"
+    );
+
+    // A new replica, while the primary takes writes.
+    let writer = std::thread::spawn(move || write(&runtime(), paddr, 2, 300));
+    let mut late = start_replica(&dir.path().join("late"), paddr);
+    writer.join().expect("writer");
+    wait_applied(
+        &rt,
+        late.addr,
+        primary.last_seq(),
+        "a new replica, provisioned",
+    );
+    assert!(
+        replica_log_says(&late, "provisioned from server 1"),
+        "the new replica was not provisioned"
+    );
+    let (code, out) = verify(paddr, late.addr);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("CONVERGED"), "{out}");
+    // The account came with the snapshot.
+    rt.block_on(async {
+        let mut a = mysql_async::Conn::new(node::opts(late.addr, "app", Some("apw"), None))
+            .await
+            .expect("app logs in on the provisioned replica");
+        let n: Option<u64> = a
+            .query_first("SELECT COUNT(*) FROM test.plain")
+            .await
+            .expect("read");
+        assert_eq!(n, Some(2));
+    });
+    // It goes on from the stream, and after a restart from its own position.
+    write(&rt, paddr, 3, 20);
+    wait_applied(&rt, late.addr, primary.last_seq(), "after provisioning");
+    let _ = late.child.kill();
+    let _ = late.child.wait();
+    write(&rt, paddr, 4, 20);
     let late = start_replica(&dir.path().join("late"), paddr);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let s = replica_status(&rt, late.addr);
-        let err = s["Last_IO_Error"].clone().unwrap_or_default();
-        if err.contains("purged required binary logs") {
-            assert!(err.contains("1236"), "{err}");
-            assert_eq!(s["Replica_IO_Running"].as_deref(), Some("No"), "{s:?}");
-            assert_eq!(s["Executed_Seq"].as_deref(), Some("0"));
-            break;
+    wait_applied(
+        &rt,
+        late.addr,
+        primary.last_seq(),
+        "a provisioned replica restarted",
+    );
+    assert!(
+        !replica_log_says(&late, "provisioned from server 1"),
+        "provisioned twice"
+    );
+
+    // The follower comes back behind the purge, and dies in the middle of loading the
+    // snapshot (rows loaded, position not stored yet): started again, it loads it afresh.
+    let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+    let mut cmd = node::network_replica(bin, &follower_dir, &format!("mysql://root@{paddr}"));
+    cmd.env("RINGREP_FAILPOINT", "provision_before_position");
+    let mut crashing = node::start(cmd, "replica listening on ");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = crashing.child.try_wait().expect("wait") {
+            break status;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the late replica was not refused: {s:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        assert!(Instant::now() < deadline, "the failpoint was not reached");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "{status:?}");
+    // Its old rows give way to the snapshot.
+    let follower = start_replica(&follower_dir, paddr);
+    wait_applied(
+        &rt,
+        follower.addr,
+        primary.last_seq(),
+        "the old follower, provisioned",
+    );
+    let (code, out) = verify(paddr, follower.addr);
+    assert_eq!(code, Some(0), "{out}");
     drop(engine);
     primary.stop(&rt);
 }

@@ -127,6 +127,13 @@ pub(crate) struct Encoded {
     bytes: Vec<u8>,
 }
 
+impl Encoded {
+    /// The file's bytes.
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
 /// Encodes the committed state as an exact snapshot file, copying each row's stored encoding
 /// into one buffer (cheaper than cloning the state: an allocation per row, and as many frees
 /// later).
@@ -326,8 +333,8 @@ pub(crate) fn load_newest(dir: &Path) -> Result<Option<Loaded>> {
 
 /// Reads frames from a file one at a time, so that loading needs one frame's memory, not the
 /// file's.
-struct Frames {
-    file: BufReader<fs::File>,
+struct Frames<R> {
+    file: R,
     buf: Vec<u8>,
 }
 
@@ -339,7 +346,7 @@ enum Next<'a> {
     Bad,
 }
 
-impl Frames {
+impl<R: std::io::Read> Frames<R> {
     fn next(&mut self) -> Result<Next<'_>> {
         self.buf.clear();
         // Both reads grow the buffer as the bytes arrive, so a damaged length costs no large
@@ -368,8 +375,18 @@ impl Frames {
 
 /// One snapshot file as a state; `None` when it does not read back whole.
 fn read(path: &Path) -> Result<Option<Loaded>> {
+    read_from(BufReader::new(fs::File::open(path)?))
+}
+
+/// A snapshot's bytes (as a file holds them) read back, or `None` when they do not read back
+/// whole: what a replica provisioned over the network loads.
+pub(crate) fn decode_bytes(bytes: &[u8]) -> Result<Option<Loaded>> {
+    read_from(bytes)
+}
+
+fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
     let mut frames = Frames {
-        file: BufReader::new(fs::File::open(path)?),
+        file,
         buf: Vec::new(),
     };
     let Next::Frame(first) = frames.next()? else {

@@ -51,6 +51,9 @@ pub(crate) struct DumpRequest {
     pub(crate) heartbeat: Duration,
     /// The replica's server id.
     pub(crate) replica_id: u32,
+    /// When the primary no longer has `from_seq`: send a snapshot first, then the stream
+    /// after it (`provision=1`), instead of error 1236.
+    pub(crate) provision: bool,
 }
 
 /// Parses COM_BINLOG_DUMP's body: `pos:4 flags:2 server_id:4 file`.
@@ -71,6 +74,7 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
         from_seq: 0,
         heartbeat: DEFAULT_HEARTBEAT,
         replica_id,
+        provision: false,
     };
     for part in args.split(',').filter(|p| !p.is_empty()) {
         let (k, v) = part.split_once('=').ok_or_else(|| bad(part))?;
@@ -80,6 +84,7 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
             // At most a minute: a silent stream to a vanished replica must be written to, to
             // be noticed.
             "heartbeat_ms" => req.heartbeat = Duration::from_millis(n.clamp(1, 60_000)),
+            "provision" => req.provision = n == 1,
             _ => return Err(bad(part)),
         }
     }
@@ -136,7 +141,11 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             .await
             .map_err(io::Error::other)?
     };
+    let mut from = req.from_seq;
     match first {
+        Ok(first) if req.from_seq < first && req.provision => {
+            from = provision(&engine, packets, &req, conn_id).await? + 1;
+        }
         Ok(first) if req.from_seq < first => {
             let e = Error::new(
                 code::ER_MASTER_FATAL_ERROR_READING_BINLOG,
@@ -163,7 +172,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             Streaming {
                 server_id: req.replica_id,
                 peer,
-                sent_seq: req.from_seq - 1,
+                sent_seq: from - 1,
             },
         );
     }
@@ -172,14 +181,13 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     tracing::info!(
         connection = conn_id,
         replica = req.replica_id,
-        from_seq = req.from_seq,
+        from_seq = from,
         "replica streaming"
     );
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Batch>(4);
     // A thread of its own (not the blocking pool): it lives as long as the stream and ends
     // within one wait once the connection is gone.
     let reader_engine = engine.clone();
-    let from = req.from_seq;
     std::thread::Builder::new()
         .name(format!("stream-{conn_id}"))
         .spawn(move || read_durable(reader_engine, from, tx))?;
@@ -259,6 +267,92 @@ fn frame(record: &Record, at: Option<Position>) -> binlog_format::Result<Vec<u8>
     out.extend_from_slice(&at.offset.to_le_bytes());
     write_frame_with(&mut out, |buf| codec::encode_record_into(record, buf))?;
     Ok(out)
+}
+
+/// Snapshot bytes per stream packet while provisioning.
+const SNAPSHOT_CHUNK: usize = 1 << 20;
+
+/// Sends a replica the whole state (a snapshot taken now) for it to load in place of what it
+/// has; returns the sequence number the snapshot stands at, after which the stream goes on.
+/// Packets: `0x01 server_id:4 seq:8 bytes:8 time_us:8`, then `0x02 chunk` until `bytes` are
+/// sent, then `0x03`. Heartbeats go out while the snapshot is taken, so the replica keeps the
+/// link.
+async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
+    engine: &ringrep_engine::Engine,
+    packets: &mut Packets<S>,
+    req: &DumpRequest,
+    conn_id: u32,
+) -> io::Result<u64> {
+    let started = std::time::Instant::now();
+    tracing::info!(
+        connection = conn_id,
+        replica = req.replica_id,
+        from_seq = req.from_seq,
+        "provisioning a replica: its next transaction is purged; sending a snapshot"
+    );
+    let e = engine.clone();
+    let mut taking = tokio::task::spawn_blocking(move || e.snapshot_for_replica());
+    let (seq, bytes) = loop {
+        tokio::select! {
+            r = &mut taking => break r.map_err(io::Error::other)?.map_err(io::Error::other)?,
+            _ = tokio::time::sleep(req.heartbeat) => {
+                let hb = Record::Heartbeat(Heartbeat {
+                    server_id: engine.config().server_id,
+                    time_us: engine.now_us(),
+                    last_seq: engine.durable_seq(),
+                });
+                packets.write(&frame(&hb, None).map_err(io::Error::other)?).await?;
+                packets.flush().await?;
+            }
+        }
+    };
+    let mut begin = vec![0x01];
+    begin.extend_from_slice(&engine.config().server_id.to_le_bytes());
+    begin.extend_from_slice(&seq.to_le_bytes());
+    begin.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    begin.extend_from_slice(&engine.now_us().to_le_bytes());
+    let mut chunk = Vec::with_capacity(SNAPSHOT_CHUNK + 1);
+    let sent = async {
+        packets.write(&begin).await?;
+        for (i, part) in bytes.chunks(SNAPSHOT_CHUNK).enumerate() {
+            chunk.clear();
+            chunk.push(0x02);
+            chunk.extend_from_slice(part);
+            packets.write(&chunk).await?;
+            packets.flush().await?;
+            if i % 64 == 63 {
+                tracing::info!(
+                    connection = conn_id,
+                    "provisioning: {} of {} MiB sent",
+                    ((i + 1) * SNAPSHOT_CHUNK) >> 20,
+                    bytes.len() >> 20
+                );
+            }
+        }
+        packets.write(&[0x03]).await?;
+        packets.flush().await
+    };
+    // The time limit is per snapshot here: a slow link gets a minute per 64 MiB.
+    let limit = WRITE_TIMEOUT * (1 + (bytes.len() / (64 << 20)) as u32);
+    match tokio::time::timeout(limit, sent).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the replica took no snapshot bytes for too long",
+            ))
+        }
+    }
+    tracing::info!(
+        connection = conn_id,
+        replica = req.replica_id,
+        seq,
+        bytes = bytes.len(),
+        "provisioned in {:.1?}; streaming from seq {}",
+        started.elapsed(),
+        seq + 1
+    );
+    Ok(seq)
 }
 
 /// Reads the binlog from `from` and sends each transaction once it is durable, in batches.
@@ -358,8 +452,14 @@ mod tests {
             DumpRequest {
                 from_seq: 12,
                 heartbeat: Duration::from_millis(250),
-                replica_id: 7
+                replica_id: 7,
+                provision: false,
             }
+        );
+        assert!(
+            parse_dump(&body("ringrep-frames:from_seq=1,provision=1"))
+                .expect("parse")
+                .provision
         );
         assert_eq!(
             parse_dump(&body("binlog.000001")).expect_err("mysql").code,

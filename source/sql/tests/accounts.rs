@@ -305,13 +305,19 @@ fn the_ways_around_the_checks_are_closed() {
     }
     let mut d = session_as(&engine, "dev", "%");
     ok(&mut d, "USE app");
-    assert_eq!(code(&mut d, "WITH secret AS (SELECT 1) SELECT * FROM secret"), 1142);
+    assert_eq!(
+        code(&mut d, "WITH secret AS (SELECT 1) SELECT * FROM secret"),
+        1142
+    );
     assert_eq!(
         code(&mut d, "SET @x = (SELECT pw FROM app.secret LIMIT 1)"),
         1142
     );
     assert_eq!(
-        code(&mut d, "LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE app.t"),
+        code(
+            &mut d,
+            "LOAD DATA LOCAL INFILE '/etc/hostname' INTO TABLE app.t"
+        ),
         1227
     );
     assert_eq!(
@@ -335,7 +341,10 @@ fn the_ways_around_the_checks_are_closed() {
         .into_iter()
         .filter_map(|r| r[0].clone())
         .collect();
-    assert!(dbs.contains(&"app".to_string()) && dbs.contains(&"mine".to_string()), "{dbs:?}");
+    assert!(
+        dbs.contains(&"app".to_string()) && dbs.contains(&"mine".to_string()),
+        "{dbs:?}"
+    );
     assert!(!dbs.contains(&"test".to_string()), "{dbs:?}");
     assert_eq!(rows(&mut d, "SHOW TABLES"), [[Some("t".to_string())]]);
     // PREPARE of EXECUTE would run forever.
@@ -343,11 +352,19 @@ fn the_ways_around_the_checks_are_closed() {
 
     // An UPDATE that reads the row needs SELECT (its count tells what the row holds).
     let mut u = session_as(&engine, "upd", "%");
-    assert_eq!(code(&mut u, "UPDATE app.t SET v = IF(v = 'a', 'x', 'y')"), 1142);
+    assert_eq!(
+        code(&mut u, "UPDATE app.t SET v = IF(v = 'a', 'x', 'y')"),
+        1142
+    );
     ok(&mut u, "UPDATE app.t SET v = 'z'");
 
     // Names in another case are one grant.
-    ok(&mut root, "GRANT SELECT ON App.* TO 'UPD'@'%'".replace("UPD", "upd").as_str());
+    ok(
+        &mut root,
+        "GRANT SELECT ON App.* TO 'UPD'@'%'"
+            .replace("UPD", "upd")
+            .as_str(),
+    );
     ok(&mut root, "REVOKE SELECT ON app.* FROM upd");
     assert_eq!(
         grants(&mut root, "SHOW GRANTS FOR upd"),
@@ -360,7 +377,10 @@ fn the_ways_around_the_checks_are_closed() {
     ok(&mut root, "GRANT SELECT ON app.t TO caps@localhost");
     ok(&mut root, "DROP USER caps@LOCALHOST");
     assert_eq!(
-        rows(&mut root, "SELECT COUNT(*) FROM mysql.ringrep_grants WHERE User = 'caps'"),
+        rows(
+            &mut root,
+            "SELECT COUNT(*) FROM mysql.ringrep_grants WHERE User = 'caps'"
+        ),
         [[Some("0".to_string())]]
     );
 }

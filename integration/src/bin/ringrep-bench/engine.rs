@@ -67,7 +67,7 @@ pub(crate) fn engine_batch(
 
 /// One native writer of `engine-batch`: `rows` rows into prefixes `first`, `first + step`,
 /// ... (`prefixes` of them), one transaction per `batch` rows.
-fn batch_writer(
+pub(crate) fn batch_writer(
     engine: &Engine,
     def: &TableDef,
     first: u64,

@@ -108,6 +108,12 @@ enum Command {
         #[arg(long, default_value_t = 1_000_000)]
         rows: u64,
     },
+    /// A new replica provisioned over the network from a primary of ROWS rows whose binlog is
+    /// purged, while a writer commits on the primary: the rate, and the commit latency.
+    Provision {
+        #[arg(long, default_value_t = 1_000_000)]
+        rows: u64,
+    },
     /// A primary's disk use over MINUTES of RATE inserts/s into PREFIXES rings, with binlog
     /// retention (a size bound of RETENTION MiB on segments of SEGMENT KiB) applied every 10 s.
     RetentionSoak {
@@ -257,6 +263,7 @@ fn main() -> anyhow::Result<()> {
         Command::Catchup { txs } => replica::catchup(dir, txs),
         Command::Lag { rate, seconds } => replica::lag(dir, rate, seconds),
         Command::Verify { rows } => engine::verify_bench(dir, rows),
+        Command::Provision { rows } => replica::provision(dir, rows),
         Command::RetentionSoak {
             minutes,
             rate,
