@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, TableDef};
 use binlog_format::{Cause, DdlEvent, Event, Key, Origin, Position, RowChange, RowEvent, Value};
-use ringrep_engine::ddl::prepare_table;
+use ringrep_engine::ddl::system_table;
 use ringrep_engine::SYSTEM_DB;
 use ringrep_engine::{Engine, Session};
 
@@ -95,11 +95,9 @@ fn status_def() -> TableDef {
         width: w,
         unsigned: true,
     };
-    let def = TableDef {
-        id: 0,
-        database: SYSTEM_DB.into(),
-        name: STATUS_TABLE.into(),
-        columns: vec![
+    system_table(
+        STATUS_TABLE,
+        vec![
             col("server_id", u(IntWidth::Int), false),
             col("last_seq", u(IntWidth::Big), false),
             col("binlog_segment", u(IntWidth::Big), false),
@@ -114,15 +112,8 @@ fn status_def() -> TableDef {
             ),
             col("applied_at", ColumnType::Timestamp { fsp: 6 }, false),
         ],
-        primary_key: vec![0],
-        indexes: vec![],
-        ring: None,
-        ttl: None,
-        partitioning: None,
-        comment: None,
-    };
-    // A fixed definition; preparing it cannot fail.
-    prepare_table(def.clone(), None, false).unwrap_or(def)
+        1,
+    )
 }
 
 /// Replays a primary's transactions on a replica engine through the privileged path, exactly

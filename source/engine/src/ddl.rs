@@ -21,6 +21,25 @@ pub struct PartitionSpec {
     pub partitions: Option<u32>,
 }
 
+/// A plain table of ringrep's own in database `mysql` (the apply status, the accounts):
+/// `columns`, the first `key_columns` of them the primary key, no ring, no TTL.
+pub fn system_table(name: &str, columns: Vec<ColumnDef>, key_columns: usize) -> TableDef {
+    let def = TableDef {
+        id: 0,
+        database: crate::SYSTEM_DB.into(),
+        name: name.into(),
+        columns,
+        primary_key: (0..key_columns).collect(),
+        indexes: vec![],
+        ring: None,
+        ttl: None,
+        partitioning: None,
+        comment: None,
+    };
+    // A plain table of known columns; preparing it cannot fail.
+    prepare_table(def.clone(), None, false).unwrap_or(def)
+}
+
 /// Resolves the ring, TTL and partitioning of `def` (whose columns, keys and comment are set)
 /// and checks every rule of the spec. `def.id` is kept.
 pub fn prepare_table(

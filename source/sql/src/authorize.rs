@@ -36,15 +36,18 @@ impl SqlSession {
         )
     }
 
+    /// The database a name falls in: its own, else the session's.
+    fn database_of(&self, db: Option<&str>) -> Option<String> {
+        db.map(str::to_string)
+            .or_else(|| self.session.vars.database.clone())
+    }
+
     /// `p` on table `db.table`; `verb` names the command in the error.
     fn require_table(&self, p: Privs, verb: &str, db: Option<&str>, table: &str) -> Result<()> {
         let Some(g) = self.restricted() else {
             return Ok(());
         };
-        let Some(db) = db
-            .map(str::to_string)
-            .or_else(|| self.session.vars.database.clone())
-        else {
+        let Some(db) = self.database_of(db) else {
             // Unqualified with no database: the statement fails with 1046 when it runs.
             return Ok(());
         };
@@ -73,10 +76,8 @@ impl SqlSession {
         let Some(g) = self.restricted() else {
             return Ok(());
         };
-        let Some(db) = db
-            .map(str::to_string)
-            .or_else(|| self.session.vars.database.clone())
-        else {
+        let Some(db) = self.database_of(db) else {
+            // Unqualified with no database: the statement fails with 1046 when it runs.
             return Ok(());
         };
         if g.allows(p, &db, None) {

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, TableDef};
 use binlog_format::Value;
-use ringrep_engine::ddl::prepare_table;
+use ringrep_engine::ddl::system_table;
 use ringrep_engine::error::Result;
 use ringrep_engine::{Engine, Session, SYSTEM_DB};
 
@@ -90,25 +90,8 @@ fn varchar(name: &str, len: u32) -> ColumnDef {
     }
 }
 
-fn table_def(name: &str, columns: Vec<ColumnDef>, key_columns: usize) -> TableDef {
-    let def = TableDef {
-        id: 0,
-        database: SYSTEM_DB.into(),
-        name: name.into(),
-        columns,
-        primary_key: (0..key_columns).collect(),
-        indexes: vec![],
-        ring: None,
-        ttl: None,
-        partitioning: None,
-        comment: None,
-    };
-    // A fixed definition; preparing it cannot fail.
-    prepare_table(def.clone(), None, false).unwrap_or(def)
-}
-
 fn user_def() -> TableDef {
-    table_def(
+    system_table(
         USER_TABLE,
         vec![
             varchar("Host", 255),
@@ -122,7 +105,7 @@ fn user_def() -> TableDef {
 }
 
 fn grants_def() -> TableDef {
-    table_def(
+    system_table(
         GRANTS_TABLE,
         vec![
             varchar("Host", 255),

@@ -164,23 +164,11 @@ fn date_arithmetic(name: &str, f: &Function, scope: &Scope<'_>, ctx: &Ctx<'_>) -
     let [base, interval] = args.as_slice() else {
         return Err(Error::syntax(format!("{name} takes 2 arguments")));
     };
-    let base = eval(base, scope, ctx)?;
     let sign = if name.contains("SUB") { -1 } else { 1 };
     match interval {
-        Expr::Interval(iv) => {
-            let amount = eval(&iv.value, scope, ctx)?;
-            if amount.is_null() {
-                return Ok(Value::Null);
-            }
-            let unit = iv.leading_field.clone().unwrap_or(DateTimeField::Day);
-            Ok(add_interval(
-                &base,
-                interval_us(&amount, &unit)?,
-                sign,
-                ctx.tz,
-            ))
-        }
+        Expr::Interval(iv) => interval_arithmetic(base, iv, sign, scope, ctx),
         other => {
+            let base = eval(base, scope, ctx)?;
             let days = eval(other, scope, ctx)?;
             Ok(add_interval(
                 &base,
