@@ -221,20 +221,7 @@ impl Applier {
                 position,
             });
         }
-        let now = self.session.engine().now_us();
-        let status_row = vec![
-            Value::UInt(u64::from(tx.server_id)),
-            Value::UInt(tx.seq),
-            Value::UInt(position.segment),
-            Value::UInt(position.offset),
-            Value::Int(tx.commit_time_us),
-            Value::Timestamp(now),
-        ];
-        let extra = vec![Event::Row(RowEvent {
-            table_id: self.status.id,
-            change: RowChange::Write { row: status_row },
-            cause: Cause::Update,
-        })];
+        let extra = vec![self.position_event(tx.server_id, tx.seq, position, tx.commit_time_us)];
         crate::failpoint::hit("apply_before_commit");
         let (_, lsn) = self.session.apply_replicated_nowait(
             tx.events.clone(),
@@ -250,6 +237,57 @@ impl Applier {
         self.lag
             .record(self.session.engine().now_us() - tx.commit_time_us);
         Ok(ApplyOutcome::Applied { seq: tx.seq })
+    }
+
+    /// The write of the stored position: `seq` of `server_id`, read at `position`, committed
+    /// there at `commit_us`.
+    fn position_event(
+        &self,
+        server_id: u32,
+        seq: u64,
+        position: Position,
+        commit_us: i64,
+    ) -> Event {
+        let row = vec![
+            Value::UInt(u64::from(server_id)),
+            Value::UInt(seq),
+            Value::UInt(position.segment),
+            Value::UInt(position.offset),
+            Value::Int(commit_us),
+            Value::Timestamp(self.session.engine().now_us()),
+        ];
+        Event::Row(RowEvent {
+            table_id: self.status.id,
+            change: RowChange::Write { row },
+            cause: Cause::Update,
+        })
+    }
+
+    /// Stores `seq` as the position applied from `server_id`, for a replica whose data came
+    /// from a backup of that server at `seq` (`ringrep-applier seed`): it then resumes the
+    /// stream after it. Refused when a position from that server is stored already.
+    pub fn seed_position(&mut self, server_id: u32, seq: u64) -> Result<()> {
+        if let Some(p) = self.position(server_id) {
+            return Err(Error::Invalid(format!(
+                "this replica has applied seq {} from server {server_id} already",
+                p.last_seq
+            )));
+        }
+        let now = self.session.engine().now_us();
+        let event = self.position_event(
+            server_id,
+            seq,
+            Position {
+                segment: 0,
+                offset: 0,
+            },
+            now,
+        );
+        let (_, lsn) =
+            self.session
+                .apply_replicated_nowait(vec![], vec![event], Origin { server_id, seq })?;
+        self.pending_lsn = Some(lsn);
+        self.flush()
     }
 
     /// Loads a primary's snapshot (sent because the primary no longer has this replica's next
@@ -347,20 +385,15 @@ impl Applier {
             }
         }
         rows += batch.len() as u64;
-        let now = self.session.engine().now_us();
-        let status_row = vec![
-            Value::UInt(u64::from(p.server_id)),
-            Value::UInt(p.seq),
-            Value::UInt(0),
-            Value::UInt(0),
-            Value::Int(p.time_us),
-            Value::Timestamp(now),
-        ];
-        let position = Event::Row(RowEvent {
-            table_id: self.status.id,
-            change: RowChange::Write { row: status_row },
-            cause: Cause::Update,
-        });
+        let position = self.position_event(
+            p.server_id,
+            p.seq,
+            Position {
+                segment: 0,
+                offset: 0,
+            },
+            p.time_us,
+        );
         crate::failpoint::hit("provision_before_position");
         let (_, lsn) = self
             .session

@@ -50,6 +50,91 @@ pub struct NetworkConfig {
     pub ca_file: Option<std::path::PathBuf>,
 }
 
+impl NetworkConfig {
+    /// The settings of `mysql://USER:PASSWORD@HOST[:PORT]` (port 3306 by default; user and
+    /// password percent-decoded), with TLS verified against the CA file `ca` when given.
+    pub fn from_url(
+        spec: &str,
+        replica_id: u32,
+        heartbeat: Duration,
+        connect_retry: Duration,
+        ca: Option<&std::path::Path>,
+    ) -> std::result::Result<NetworkConfig, String> {
+        let url = url::Url::parse(spec).map_err(|e| format!("{}: {e}", redact(spec)))?;
+        if url.scheme() != "mysql" {
+            return Err(format!("{}: not a mysql:// address", redact(spec)));
+        }
+        let host = url
+            .host_str()
+            .ok_or_else(|| format!("{}: no host", redact(spec)))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        let user = match url.username() {
+            "" => "root".to_string(),
+            u => decode(u),
+        };
+        let tls = match ca {
+            None => None,
+            Some(ca) => Some(tls_to(ca, &host)?),
+        };
+        Ok(NetworkConfig {
+            address: if host.contains(':') {
+                format!("[{host}]:{}", url.port().unwrap_or(3306))
+            } else {
+                format!("{host}:{}", url.port().unwrap_or(3306))
+            },
+            user,
+            password: url.password().map(decode).unwrap_or_default(),
+            replica_id,
+            heartbeat,
+            connect_retry,
+            tls,
+            ca_file: ca.map(std::path::Path::to_path_buf),
+        })
+    }
+}
+
+/// `mysql://user:secret@host` without the password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// TLS to `host`, trusting the CA certificates of the PEM file `ca`.
+pub fn tls_to(
+    ca: &std::path::Path,
+    host: &str,
+) -> std::result::Result<(Arc<tokio_rustls::rustls::ClientConfig>, String), String> {
+    let what = || format!("the CA file {}", ca.display());
+    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
+    let pem = std::fs::read(ca).map_err(|e| format!("{}: {e}", what()))?;
+    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+        let cert = cert.map_err(|e| format!("{}: {e}", what()))?;
+        roots.add(cert).map_err(|e| format!("{}: {e}", what()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!("{}: no certificate in it", what()));
+    }
+    let config = tokio_rustls::rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok((Arc::new(config), host.to_string()))
+}
+
 impl std::fmt::Debug for NetworkConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NetworkConfig")
@@ -141,6 +226,8 @@ pub struct NetworkSource {
     /// A snapshot arriving, and one whole for the applier to load.
     incoming: Option<Incoming>,
     provision: Option<Provision>,
+    /// Ask for a snapshot first whatever the position (an online backup).
+    want_snapshot: bool,
 }
 
 impl std::fmt::Debug for Item {
@@ -174,7 +261,15 @@ impl NetworkSource {
             status: Arc::default(),
             incoming: None,
             provision: None,
+            want_snapshot: false,
         }
+    }
+
+    /// Asks the primary for a snapshot of its whole state before the stream, whatever the
+    /// starting sequence (what an online backup reads); once per source.
+    pub fn with_snapshot(mut self) -> NetworkSource {
+        self.want_snapshot = true;
+        self
     }
 
     /// The link's state, as it changes (for SHOW REPLICA STATUS).
@@ -263,9 +358,14 @@ impl NetworkSource {
         p.extend_from_slice(&self.config.replica_id.to_le_bytes());
         p.extend_from_slice(
             format!(
-                "ringrep-frames:from_seq={},heartbeat_ms={},provision=1",
+                "ringrep-frames:from_seq={},heartbeat_ms={},provision=1{}",
                 self.next_seq,
-                self.config.heartbeat.as_millis().max(1)
+                self.config.heartbeat.as_millis().max(1),
+                if self.want_snapshot {
+                    ",snapshot=1"
+                } else {
+                    ""
+                }
             )
             .as_bytes(),
         );
@@ -390,6 +490,8 @@ impl NetworkSource {
                     )));
                 }
                 self.next_seq = inc.seq + 1;
+                // One snapshot: a reconnect resumes the stream after it.
+                self.want_snapshot = false;
                 self.provision = Some(Provision {
                     server_id: inc.server_id,
                     seq: inc.seq,

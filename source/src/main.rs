@@ -2,6 +2,8 @@
 //! the relay beside it), the Kafka relay on its own (`relay`), SQL against a data directory
 //! (`sql`), backup and restore.
 
+mod backup;
+
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -53,8 +55,17 @@ enum Command {
     },
     /// Write a backup (data rows and meta rows) of a stopped node's data directory.
     Backup {
+        /// The data directory of a stopped node.
+        #[arg(long, required_unless_present = "from", conflicts_with = "from")]
+        data_dir: Option<PathBuf>,
+        /// A serving node, mysql://USER:PASSWORD@HOST:PORT, read through its replication
+        /// stream (the account needs REPLICATION SLAVE): an online backup.
         #[arg(long)]
-        data_dir: PathBuf,
+        from: Option<String>,
+        /// With --from: TLS to the node, verifying its certificate against this CA (PEM).
+        #[arg(long, requires = "from")]
+        ssl_ca: Option<PathBuf>,
+        /// Where the backup goes (a directory, created if missing).
         #[arg(long)]
         to: PathBuf,
     },
@@ -184,15 +195,29 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             })
         }
-        Command::Backup { data_dir, to } => {
-            let (engine, _) = Engine::open(&data_dir, EngineConfig::new(1))
-                .with_context(|| format!("opening {}", data_dir.display()))?;
-            let seq = engine.backup(&to)?;
-            println!(
-                "backup of {} at seq {seq} written to {}",
-                data_dir.display(),
-                to.display()
-            );
+        Command::Backup {
+            data_dir,
+            from,
+            ssl_ca,
+            to,
+        } => {
+            let (what, seq) = match (data_dir, from) {
+                (_, Some(url)) => {
+                    ringrep_server::init_logging();
+                    let seq = backup::online(&url, ssl_ca.as_deref(), &to)?;
+                    (ringrep_applier::network::redact(&url), seq)
+                }
+                (Some(dir), None) => {
+                    let server_id =
+                        binlog_format::segment::directory_server_id(&dir.join("binlog"))?
+                            .unwrap_or(1);
+                    let (engine, _) = Engine::open(&dir, EngineConfig::new(server_id))
+                        .with_context(|| format!("opening {}", dir.display()))?;
+                    (dir.display().to_string(), engine.backup(&to)?)
+                }
+                (None, None) => anyhow::bail!("give --data-dir or --from"),
+            };
+            println!("backup of {what} at seq {seq} written to {}", to.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Restore { from, data_dir } => {

@@ -159,7 +159,9 @@ impl StoredSource {
             bail!("no SOURCE_HOST");
         }
         let tls = match (&self.ssl_ca, self.ssl) {
-            (Some(ca), true) => Some(tls_to(ca, &self.host)?),
+            (Some(ca), true) => Some(
+                ringrep_applier::network::tls_to(ca, &self.host).map_err(anyhow::Error::msg)?,
+            ),
             (None, true) => bail!(
                 "SOURCE_SSL=1 needs SOURCE_SSL_CA: a ringrep replica verifies its source's certificate"
             ),
@@ -176,27 +178,6 @@ impl StoredSource {
             ca_file: self.ssl_ca.clone().filter(|_| self.ssl),
         })
     }
-}
-
-/// TLS to `host`, trusting the CA certificates of the PEM file `ca`.
-pub(crate) fn tls_to(
-    ca: &Path,
-    host: &str,
-) -> anyhow::Result<(Arc<tokio_rustls::rustls::ClientConfig>, String)> {
-    let mut roots = tokio_rustls::rustls::RootCertStore::empty();
-    let pem = std::fs::read(ca).with_context(|| format!("the CA file {}", ca.display()))?;
-    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-        roots
-            .add(cert.with_context(|| format!("the CA file {}", ca.display()))?)
-            .with_context(|| format!("the CA file {}", ca.display()))?;
-    }
-    if roots.is_empty() {
-        bail!("the CA file {}: no certificate in it", ca.display());
-    }
-    let config = tokio_rustls::rustls::ClientConfig::builder()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok((Arc::new(config), host.to_string()))
 }
 
 /// How a run of the applier is bounded.

@@ -113,6 +113,20 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         chunk_rows: usize,
     },
+    /// Make a replica's data directory from a backup (`ringrep-source backup`): the backup's
+    /// rows, and the position at its sequence number, so that `serve` resumes the stream
+    /// after it instead of loading a whole snapshot.
+    Seed {
+        /// The backup directory.
+        #[arg(long)]
+        from: PathBuf,
+        /// The new replica's data directory (must not exist yet).
+        #[arg(long)]
+        replica_dir: PathBuf,
+        /// The replica's own server id.
+        #[arg(long, default_value_t = 2)]
+        server_id: u32,
+    },
     /// Show a replica's stored apply positions.
     Status {
         #[arg(long)]
@@ -360,6 +374,34 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 Ok(())
             })
         }
+        Command::Seed {
+            from,
+            replica_dir,
+            server_id,
+        } => {
+            let (source_id, seq) = Engine::backup_origin(&from)?.with_context(|| {
+                format!(
+                    "{} does not say which server and seq it is of (no backup.json): make it with ringrep-source backup",
+                    from.display()
+                )
+            })?;
+            if source_id == server_id {
+                bail!("the replica's --server-id {server_id} equals the backup's server; give the replica its own id");
+            }
+            Engine::restore(&from, &replica_dir)?;
+            let mut cfg = EngineConfig::new(server_id);
+            cfg.read_only = true;
+            let (engine, _) = Engine::open(&replica_dir, cfg)
+                .with_context(|| format!("opening {}", replica_dir.display()))?;
+            let mut applier = Applier::new(&engine)?;
+            applier.seed_position(source_id, seq)?;
+            println!(
+                "replica {} seeded from {} at seq {seq} of server {source_id}; `ringrep-applier serve` resumes the stream after it",
+                replica_dir.display(),
+                from.display()
+            );
+            Ok(())
+        }
         Command::Status { replica_dir } => {
             let (engine, _) = Engine::open_read_only(&replica_dir)?;
             println!("server_id\tlast_seq\tbinlog_position\tapplied_at");
@@ -386,23 +428,6 @@ fn network_config(
     connect_retry: Duration,
     ca: Option<&Path>,
 ) -> anyhow::Result<NetworkConfig> {
-    let opts = mysql_async::Opts::from_url(url)
-        .map_err(|e| anyhow::anyhow!("--source {}: {e}", remote::redact(url)))?;
-    let tls = match ca {
-        None => None,
-        Some(ca) => Some(
-            channel::tls_to(ca, opts.ip_or_hostname())
-                .with_context(|| format!("--source-ssl-ca {}", ca.display()))?,
-        ),
-    };
-    Ok(NetworkConfig {
-        address: format!("{}:{}", opts.ip_or_hostname(), opts.tcp_port()),
-        user: opts.user().unwrap_or("root").to_string(),
-        password: opts.pass().unwrap_or("").to_string(),
-        replica_id,
-        heartbeat,
-        connect_retry,
-        tls,
-        ca_file: ca.map(Path::to_path_buf),
-    })
+    NetworkConfig::from_url(url, replica_id, heartbeat, connect_retry, ca)
+        .map_err(|e| anyhow::anyhow!("--source: {e}"))
 }

@@ -135,6 +135,19 @@ pub const SYSTEM_DB: &str = "mysql";
 /// Table ids at or above this are ringrep's own system tables, never a primary's.
 pub(crate) const SYSTEM_TABLE_ID_BASE: u64 = 1 << 62;
 
+/// The file beside a backup's snapshot naming its origin (see [`Engine::backup_origin`]).
+const BACKUP_ORIGIN: &str = "backup.json";
+
+fn write_backup_origin(to: &Path, server_id: u32, seq: u64) -> Result<()> {
+    let text = format!("{{\"server_id\": {server_id}, \"seq\": {seq}}}\n");
+    let tmp = to.join(format!("{BACKUP_ORIGIN}.tmp"));
+    fs::write(&tmp, text)?;
+    fs::File::open(&tmp)?.sync_all()?;
+    fs::rename(&tmp, to.join(BACKUP_ORIGIN))?;
+    fs::File::open(to)?.sync_all()?;
+    Ok(())
+}
+
 /// Whether `db.name` is one node's own table, never replicated: a replica's apply status
 /// (`mysql.ringrep_apply_status` and the like). Such tables take their ids from a range of
 /// their own (`SYSTEM_TABLE_ID_BASE` up), so that the tables a replica receives, which keep
@@ -221,6 +234,16 @@ impl State {
     /// Whether database `db` exists.
     pub fn has_database(&self, db: &str) -> bool {
         self.databases.iter().any(|d| d.eq_ignore_ascii_case(db))
+    }
+
+    /// Applies one committed transaction of a binlog or a stream over this state (what recovery
+    /// does, for a copy of the state kept outside an engine: an online backup).
+    pub fn apply_transaction(&mut self, tx: &binlog_format::Transaction) -> Result<()> {
+        for ev in &tx.events {
+            self.apply_event(ev)?;
+        }
+        self.last_seq = tx.seq;
+        Ok(())
     }
 
     /// Applies one committed event. Writes are upserts; deleting an absent row is not an
@@ -881,7 +904,41 @@ impl Engine {
         let snap = snapshot::encode(&self.read())?;
         fs::create_dir_all(to)?;
         snapshot::write_encoded(to, &snap, self.binlog_sync().as_ref())?;
+        write_backup_origin(to, self.shared.cfg.server_id, snap.seq)?;
         Ok(snap.seq)
+    }
+
+    /// Writes `state` as a backup into `to` (an online backup's copy, built from a node's
+    /// stream), with the server id whose binlog its sequence number counts.
+    pub fn write_backup(state: &State, server_id: u32, to: &Path) -> Result<u64> {
+        let snap = snapshot::encode(state)?;
+        fs::create_dir_all(to)?;
+        snapshot::write_encoded(to, &snap, None)?;
+        write_backup_origin(to, server_id, snap.seq)?;
+        Ok(snap.seq)
+    }
+
+    /// The server id and sequence number a backup stands at (`backup.json`), if it says:
+    /// what a replica seeded from it resumes the stream after.
+    pub fn backup_origin(backup: &Path) -> Result<Option<(u32, u64)>> {
+        let path = backup.join(BACKUP_ORIGIN);
+        match fs::read_to_string(&path) {
+            Ok(text) => {
+                let v: serde_json::Value = serde_json::from_str(&text)
+                    .map_err(|e| Error::internal(format!("{}: {e}", path.display())))?;
+                let id = v["server_id"].as_u64().and_then(|i| u32::try_from(i).ok());
+                let seq = v["seq"].as_u64();
+                match (id, seq) {
+                    (Some(id), Some(seq)) => Ok(Some((id, seq))),
+                    _ => Err(Error::internal(format!(
+                        "{}: no server_id and seq in it",
+                        path.display()
+                    ))),
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Creates data directory `dir` from a backup made by [`Engine::backup`].

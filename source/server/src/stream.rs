@@ -54,6 +54,8 @@ pub(crate) struct DumpRequest {
     /// When the primary no longer has `from_seq`: send a snapshot first, then the stream
     /// after it (`provision=1`), instead of error 1236.
     pub(crate) provision: bool,
+    /// Send a snapshot first whatever `from_seq` is (`snapshot=1`: an online backup).
+    pub(crate) snapshot: bool,
 }
 
 /// Parses COM_BINLOG_DUMP's body: `pos:4 flags:2 server_id:4 file`.
@@ -75,6 +77,7 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
         heartbeat: DEFAULT_HEARTBEAT,
         replica_id,
         provision: false,
+        snapshot: false,
     };
     for part in args.split(',').filter(|p| !p.is_empty()) {
         let (k, v) = part.split_once('=').ok_or_else(|| bad(part))?;
@@ -85,6 +88,7 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
             // be noticed.
             "heartbeat_ms" => req.heartbeat = Duration::from_millis(n.clamp(1, 60_000)),
             "provision" => req.provision = n == 1,
+            "snapshot" => req.snapshot = n == 1,
             _ => return Err(bad(part)),
         }
     }
@@ -143,7 +147,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     };
     let mut from = req.from_seq;
     match first {
-        Ok(first) if req.from_seq < first && req.provision => {
+        Ok(first) if (req.from_seq < first && req.provision) || req.snapshot => {
             from = provision(&engine, packets, &req, conn_id).await? + 1;
         }
         Ok(first) if req.from_seq < first => {
@@ -288,7 +292,12 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
         connection = conn_id,
         replica = req.replica_id,
         from_seq = req.from_seq,
-        "provisioning a replica: its next transaction is purged; sending a snapshot"
+        "sending a snapshot: {}",
+        if req.snapshot {
+            "asked for (an online backup)"
+        } else {
+            "the replica's next transaction is purged"
+        }
     );
     let e = engine.clone();
     let mut taking = tokio::task::spawn_blocking(move || e.snapshot_for_replica());
@@ -454,6 +463,7 @@ mod tests {
                 heartbeat: Duration::from_millis(250),
                 replica_id: 7,
                 provision: false,
+                snapshot: false,
             }
         );
         assert!(

@@ -1,0 +1,97 @@
+//! `ringrep-source backup --from mysql://...`: an online backup of a serving node, read through
+//! its replication stream as a new replica would be provisioned: a snapshot of the whole state
+//! (taken while the node goes on taking writes), then the transactions after it until the
+//! stream has nothing more, applied over it. The result is the node's state exactly at that
+//! sequence number, written as a backup (`restore` makes a data directory of it;
+//! `ringrep-applier seed` makes a replica of it that resumes the stream after it).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use ringrep_applier::{EventSource, NetworkConfig, NetworkSource};
+use ringrep_engine::Engine;
+
+/// The server id the backup registers with (SHOW REPLICAS lists it while it reads).
+const BACKUP_ID: u32 = u32::MAX;
+
+/// How long the stream may have nothing new before the backup is taken as caught up.
+const QUIET: Duration = Duration::from_millis(300);
+
+/// Reads the node at `url` and writes its backup into `to`; returns the sequence number the
+/// backup stands at.
+pub(crate) fn online(url: &str, ca: Option<&Path>, to: &Path) -> anyhow::Result<u64> {
+    if to.join("snapshots").exists() || to.join("binlog").exists() {
+        bail!(
+            "{} holds a data directory; back up into a new directory",
+            to.display()
+        );
+    }
+    let config = NetworkConfig::from_url(
+        url,
+        BACKUP_ID,
+        Duration::from_millis(500),
+        Duration::from_secs(5),
+        ca,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let started = Instant::now();
+        let mut source = NetworkSource::new(config, 1).with_snapshot();
+        let status = source.status();
+        // The snapshot first: nothing else comes before it.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let provision = loop {
+            if let Some(t) = source.next(Duration::from_millis(200)).await? {
+                bail!("the node sent transaction {} before its snapshot", t.tx.seq);
+            }
+            if let Some(p) = source.take_provision() {
+                break p;
+            }
+            if Instant::now() > deadline {
+                let why = status
+                    .lock()
+                    .ok()
+                    .and_then(|s| s.last_error.clone())
+                    .unwrap_or_else(|| "no answer".into());
+                bail!("no snapshot from the node within 60 s: {why}");
+            }
+        };
+        let server_id = provision.server_id;
+        let mut state = Engine::decode_snapshot(&provision.snapshot)
+            .context("the snapshot the node sent")?;
+        eprintln!(
+            "snapshot of server {server_id} at seq {} received ({} MiB); applying what followed it",
+            provision.seq,
+            provision.snapshot.len() >> 20
+        );
+        drop(provision);
+        // The snapshot's rows may be newer than its sequence number; the transactions after
+        // it, applied over it, make it exact (as recovery does).
+        let mut applied = 0u64;
+        while let Some(t) = source.next(QUIET).await? {
+            if t.tx.seq <= state.last_seq {
+                continue;
+            }
+            if t.tx.seq != state.last_seq + 1 {
+                bail!(
+                    "the stream skipped from seq {} to {}",
+                    state.last_seq,
+                    t.tx.seq
+                );
+            }
+            state.apply_transaction(&t.tx)?;
+            applied += 1;
+        }
+        let seq = Engine::write_backup(&state, server_id, to)?;
+        eprintln!(
+            "online backup: {} tables at seq {seq} ({applied} transactions after the snapshot) in {:.1?}",
+            state.tables.len(),
+            started.elapsed()
+        );
+        Ok(seq)
+    })
+}

@@ -1,0 +1,193 @@
+//! Online backup of a serving primary (`ringrep-source backup --from mysql://...`) while it
+//! takes writes: the backup is the primary's state at one sequence number; restored, it opens
+//! there; a replica seeded from it (`ringrep-applier seed`) resumes the stream after it, with no
+//! snapshot sent, and converges.
+
+use ringrep_testkit::node;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::*;
+use node::{connect, runtime};
+
+fn applier_bin() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_BIN_EXE_ringrep-source")).with_file_name("ringrep-applier");
+    p.exists().then_some(p)
+}
+
+fn insert(rt: &tokio::runtime::Runtime, addr: SocketAddr, from: u32, n: u32) {
+    rt.block_on(async {
+        let mut c = connect(addr, Some("test")).await;
+        for i in from..from + n {
+            c.exec_drop(
+                "INSERT INTO ue (user_id, payload) VALUES (?, ?)",
+                (i % 9, format!("row {i}")),
+            )
+            .await
+            .expect("insert");
+        }
+    });
+}
+
+fn last_seq(rt: &tokio::runtime::Runtime, addr: SocketAddr) -> u64 {
+    rt.block_on(async {
+        let mut c = connect(addr, None).await;
+        c.query_first::<u64, _>("SELECT @@ringrep_last_seq")
+            .await
+            .expect("seq")
+            .expect("row")
+    })
+}
+
+#[test]
+fn an_online_backup_seeds_a_replica_that_resumes_the_stream() {
+    let Some(applier) = applier_bin() else {
+        eprintln!("skipped: ringrep-applier is not built next to ringrep-source (run cargo test --workspace)");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
+    cmd.arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path().join("p"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    let primary = node::start(cmd, "listening on ");
+    let paddr = primary.addr;
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = connect(paddr, Some("test")).await;
+        c.query_drop("CREATE TABLE ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=5'")
+            .await
+            .expect("create");
+    });
+    insert(&rt, paddr, 0, 200);
+
+    // The backup while a writer goes on.
+    let writer = std::thread::spawn(move || insert(&runtime(), paddr, 200, 300));
+    let backup = dir.path().join("backup");
+    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-source"))
+        .args(["backup", "--from", &format!("mysql://root@{paddr}"), "--to"])
+        .arg(&backup)
+        .output()
+        .expect("backup");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    let seq: u64 = text
+        .split("at seq ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no seq in {text}"));
+    assert!(seq >= 201, "{text}");
+    writer.join().expect("writer");
+
+    // Restored, it opens at that sequence number.
+    let restored = dir.path().join("restored");
+    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-source"))
+        .args(["restore", "--from"])
+        .arg(&backup)
+        .arg("--data-dir")
+        .arg(&restored)
+        .output()
+        .expect("restore");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-source"))
+        .args(["sql", "--data-dir"])
+        .arg(&restored)
+        .args(["-e", "SELECT @@ringrep_last_seq"])
+        .output()
+        .expect("sql");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&seq.to_string()),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // A replica seeded from it resumes the stream after it: no snapshot, converged.
+    let rdir = dir.path().join("replica");
+    let out = Command::new(&applier)
+        .args(["seed", "--from"])
+        .arg(&backup)
+        .arg("--replica-dir")
+        .arg(&rdir)
+        .output()
+        .expect("seed");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replica = node::start(
+        node::network_replica(&applier, &rdir, &format!("mysql://root@{paddr}")),
+        "replica listening on ",
+    );
+    let mut saw_start = false;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        match replica.log.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) => {
+                assert!(
+                    !line.contains("provisioning"),
+                    "a snapshot was sent: {line}"
+                );
+                if line.contains(&format!("at seq {}", seq + 1)) {
+                    saw_start = true;
+                }
+            }
+            Err(_) if saw_start => break,
+            Err(_) => {}
+        }
+    }
+    assert!(
+        saw_start,
+        "the seeded replica did not start at seq {}",
+        seq + 1
+    );
+    let want = last_seq(&rt, paddr);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got: Option<u64> = rt.block_on(async {
+            let mut r = connect(replica.addr, None).await;
+            r.query_first("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 1")
+                .await
+                .unwrap_or(None)
+        });
+        if got == Some(want) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replica at {got:?}, primary at {want}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = Command::new(&applier)
+        .args(["verify", "--primary", &format!("mysql://root@{paddr}")])
+        .args(["--replica", &format!("mysql://root@{}", replica.addr)])
+        .output()
+        .expect("verify");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(report.contains("CONVERGED"), "{report}");
+    // A second seed into the same directory is refused.
+    let again = Command::new(&applier)
+        .args(["seed", "--from"])
+        .arg(&backup)
+        .arg("--replica-dir")
+        .arg(&rdir)
+        .output()
+        .expect("seed again");
+    assert!(!again.status.success());
+}
