@@ -833,3 +833,75 @@ fn a_replica_whose_next_transaction_was_purged_is_provisioned_from_a_snapshot() 
     drop(engine);
     primary.stop(&rt);
 }
+
+/// A chain: a replica serves its own replica from its binlog (which records the origin of
+/// each transaction), and the last link converges with the first through the middle one.
+#[test]
+fn a_replica_serves_a_replica_of_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let mut primary = Primary::start(&rt, &dir.path().join("primary"));
+    let paddr = primary.addr;
+    rt.block_on(async {
+        let mut c = connect(paddr, None).await;
+        c.query_drop("CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
+            .await
+            .expect("create");
+    });
+    let middle = start_replica(&dir.path().join("middle"), paddr);
+    let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+    let mut cmd = node::network_replica(
+        bin,
+        &dir.path().join("last"),
+        &format!("mysql://root@{}", middle.addr),
+    );
+    cmd.args(["--server-id", "3"]);
+    let last = node::start(cmd, "replica listening on ");
+    write(&rt, paddr, 0, 200);
+    wait_applied(
+        &rt,
+        middle.addr,
+        primary.last_seq(),
+        "the middle of the chain",
+    );
+    // The last link counts the middle's own sequence numbers (server 2).
+    let middle_seq: u64 = rt.block_on(async {
+        let mut c = connect(middle.addr, None).await;
+        c.query_first("SELECT @@ringrep_last_seq")
+            .await
+            .expect("seq")
+            .expect("row")
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got: Option<u64> = rt.block_on(async {
+            let mut r = connect(last.addr, None).await;
+            r.query_first("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 2")
+                .await
+                .unwrap_or(None)
+        });
+        if got == Some(middle_seq) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the last link at {got:?}, the middle at {middle_seq}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, out) = verify(paddr, middle.addr);
+    assert_eq!(code, Some(0), "{out}");
+    let out = Command::new(bin)
+        .args([
+            "verify",
+            "--primary",
+            &format!("mysql://root@{}", middle.addr),
+        ])
+        .args(["--replica", &format!("mysql://root@{}", last.addr)])
+        .output()
+        .expect("verify");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(report.contains("CONVERGED"), "{report}");
+    primary.stop(&rt);
+}
