@@ -82,7 +82,8 @@ enum Command {
         /// The data directory (created if missing) [config: data_dir].
         #[arg(long, env = "RINGREP_DATA_DIR")]
         data_dir: Option<PathBuf>,
-        /// This node's server id, written into its binlog (default 1) [config: server_id].
+        /// This node's server id, written into its binlog (default: the id the data directory
+        /// was written with, else 1) [config: server_id].
         #[arg(long, env = "RINGREP_SERVER_ID")]
         server_id: Option<u32>,
         /// Binlog sync policy: commit, never, or milliseconds (default commit) [config: sync].
@@ -260,7 +261,12 @@ fn serve(
     let data_dir = data_dir
         .or(file.data_dir.clone())
         .context("--data-dir (or data_dir in the config file) is required")?;
-    let mut cfg = EngineConfig::new(server_id.or(file.server_id).unwrap_or(1));
+    // Without --server-id, a data directory keeps the id its binlog was written with (a
+    // directory restored from another node's backup, or a promoted replica's, is not 1).
+    let dir_id = binlog_format::segment::directory_server_id(&data_dir.join("binlog"))
+        .ok()
+        .flatten();
+    let mut cfg = EngineConfig::new(server_id.or(file.server_id).or(dir_id).unwrap_or(1));
     cfg.sync = sync
         .or(file.sync.clone())
         .as_deref()

@@ -133,6 +133,12 @@ pub mod code {
     pub const ER_DBACCESS_DENIED_ERROR: Code = Code::new(1044, "42000");
     /// A command the account may not run on a table.
     pub const ER_TABLEACCESS_DENIED_ERROR: Code = Code::new(1142, "42000");
+    /// SET SESSION of a global-only variable.
+    pub const ER_GLOBAL_VARIABLE: Code = Code::new(1229, "HY000");
+    /// SET of a read-only variable.
+    pub const ER_INCORRECT_GLOBAL_LOCAL_VAR: Code = Code::new(1238, "HY000");
+    /// SET of a variable to a value of the wrong type.
+    pub const ER_WRONG_TYPE_FOR_VAR: Code = Code::new(1232, "42000");
     /// A statement that cannot be prepared (PREPARE of PREPARE, EXECUTE or DEALLOCATE).
     pub const ER_UNSUPPORTED_PS: Code = Code::new(1295, "HY000");
     /// START REPLICA (or the like) on a node with no replication source.

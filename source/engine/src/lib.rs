@@ -334,6 +334,8 @@ pub(crate) struct Shared {
     pub purged_rows: AtomicU64,
     /// Binlog segments retention and PURGE BINARY LOGS removed since the engine opened.
     pub purged_segments: AtomicU64,
+    /// The retention in force: the configuration's, until SET GLOBAL changes it.
+    pub retention: Mutex<Retention>,
     /// Times retention removed segments a reader still needed (past the hard cap).
     pub readers_overtaken: AtomicU64,
     /// The background writer of the last automatic snapshot. One snapshot is written at a
@@ -454,9 +456,11 @@ impl Engine {
         if state.table(SYSTEM_DB, "ringrep_apply_status").is_some() {
             cfg.read_only = true;
         }
+        let retention = Mutex::new(cfg.retention);
         let engine = Engine {
             shared: Arc::new(Shared {
                 dir: dir.to_path_buf(),
+                retention,
                 cfg,
                 state: Arc::new(RwLock::new(state)),
                 locks: LockTable::default(),
@@ -508,6 +512,7 @@ impl Engine {
             Engine {
                 shared: Arc::new(Shared {
                     dir: dir.to_path_buf(),
+                    retention: Mutex::new(cfg.retention),
                     cfg,
                     state: Arc::new(RwLock::new(state)),
                     locks: LockTable::default(),
@@ -516,7 +521,7 @@ impl Engine {
                     since_snapshot: AtomicU64::new(0),
                     purged_rows: AtomicU64::new(0),
                     purged_segments: AtomicU64::new(0),
-                    readers_overtaken: AtomicU64::new(0),
+                        readers_overtaken: AtomicU64::new(0),
                     snapshot_writer: Mutex::new(None),
                     durability: durable::AsyncDurability::default(),
                     _dir_lock: dir_lock,
@@ -624,6 +629,25 @@ impl Engine {
     /// Rows the TTL purge deleted since the engine opened.
     pub fn purged_rows(&self) -> u64 {
         self.shared.purged_rows.load(Ordering::Relaxed)
+    }
+
+    /// The binlog retention in force (see [`Engine::set_retention`]).
+    pub fn retention(&self) -> Retention {
+        *self
+            .shared
+            .retention
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Changes the binlog retention until the engine closes (SET GLOBAL
+    /// binlog_expire_logs_seconds and binlog_retention_size); the next retention run applies it.
+    pub fn set_retention(&self, r: Retention) {
+        *self
+            .shared
+            .retention
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = r;
     }
 
     /// Binlog segments removed (retention, PURGE BINARY LOGS) since the engine opened.

@@ -257,7 +257,7 @@ pub fn spawn_retention(engine: Engine, holds: Vec<BinlogHold>) -> tokio::task::J
             tick.tick().await;
             let readers_from = holds.iter().filter_map(|h| h()).min();
             let e = engine.clone();
-            let policy = engine.config().retention;
+            let policy = engine.retention();
             match tokio::task::spawn_blocking(move || e.enforce_retention(&policy, readers_from))
                 .await
             {

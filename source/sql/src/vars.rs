@@ -99,13 +99,20 @@ impl SqlSession {
     pub(crate) fn set(&mut self, set: Set) -> Result<Outcome> {
         let assignments: Vec<(String, Expr)> = match set {
             Set::SingleAssignment {
-                variable, values, ..
+                variable,
+                values,
+                scope,
+                ..
             } => {
                 let v = values
                     .into_iter()
                     .next()
                     .ok_or_else(|| Error::syntax("SET needs a value"))?;
-                vec![(variable.to_string(), v)]
+                let name = match scope {
+                    Some(sqlparser::ast::ContextModifier::Global) => format!("@@global.{variable}"),
+                    _ => variable.to_string(),
+                };
+                vec![(name, v)]
             }
             Set::MultipleAssignments { assignments } => assignments
                 .into_iter()
@@ -133,6 +140,33 @@ impl SqlSession {
             return Ok(());
         }
         let lower = raw.trim_start_matches("@@").to_lowercase();
+        if let Some(global) = lower.strip_prefix("global.") {
+            if matches!(
+                global,
+                "binlog_expire_logs_seconds" | "binlog_retention_size"
+            ) {
+                return self.set_retention_variable(global, &v);
+            }
+        }
+        if matches!(
+            lower.as_str(),
+            "binlog_expire_logs_seconds"
+                | "binlog_retention_size"
+                | "session.binlog_expire_logs_seconds"
+                | "session.binlog_retention_size"
+        ) {
+            let name = lower.trim_start_matches("session.");
+            return Err(Error::new(
+                code::ER_GLOBAL_VARIABLE,
+                format!("Variable '{name}' is a GLOBAL variable and should be set with SET GLOBAL"),
+            ));
+        }
+        if lower.trim_start_matches("global.") == "max_binlog_size" {
+            return Err(Error::new(
+                code::ER_INCORRECT_GLOBAL_LOCAL_VAR,
+                "Variable 'max_binlog_size' is a read only variable (set it at start-up: --max-binlog-size)",
+            ));
+        }
         let lower = lower
             .strip_prefix("session.")
             .or_else(|| lower.strip_prefix("global."))
@@ -229,10 +263,40 @@ impl SqlSession {
         }
     }
 
+    /// SET GLOBAL binlog_expire_logs_seconds / binlog_retention_size: the retention in force
+    /// until the node stops (SUPER needed, as MySQL's SYSTEM_VARIABLES_ADMIN).
+    fn set_retention_variable(&mut self, name: &str, v: &Value) -> Result<()> {
+        self.require_any_global(&[crate::Privs::SUPER])?;
+        let n = match v {
+            Value::Int(i) if *i >= 0 => *i as u64,
+            Value::UInt(u) => *u,
+            other => {
+                return Err(Error::new(
+                    code::ER_WRONG_TYPE_FOR_VAR,
+                    format!(
+                        "Incorrect argument type to variable '{name}' ({})",
+                        ringrep_engine::types::text_of(other)
+                    ),
+                ))
+            }
+        };
+        let engine = self.engine().clone();
+        let mut r = engine.retention();
+        if name == "binlog_expire_logs_seconds" {
+            r.expire = (n > 0).then(|| std::time::Duration::from_secs(n));
+        } else {
+            r.max_bytes = (n > 0).then_some(n);
+            r.hard_cap_bytes = (n > 0).then_some(n.saturating_mul(2));
+        }
+        engine.set_retention(r);
+        Ok(())
+    }
+
     /// Session variables as SHOW VARIABLES lists them.
     pub(crate) fn variables(&self) -> Vec<(String, String)> {
         let v = &self.session.vars;
         let cfg = self.engine().config();
+        let retention = self.engine().retention();
         let b = |x: bool| {
             if x {
                 "ON".to_string()
@@ -246,11 +310,11 @@ impl SqlSession {
             ("ndb_ring_buffer_show_meta".into(), b(v.show_meta)),
             (
                 "binlog_expire_logs_seconds".into(),
-                cfg.retention.expire.map_or(0, |d| d.as_secs()).to_string(),
+                retention.expire.map_or(0, |d| d.as_secs()).to_string(),
             ),
             (
                 "binlog_retention_size".into(),
-                cfg.retention.max_bytes.unwrap_or(0).to_string(),
+                retention.max_bytes.unwrap_or(0).to_string(),
             ),
             ("max_binlog_size".into(), cfg.segment_bytes.to_string()),
             ("read_only".into(), b(self.engine().config().read_only)),

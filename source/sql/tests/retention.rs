@@ -245,3 +245,32 @@ fn a_purge_cut_short_by_a_crash_leaves_a_directory_that_opens() {
         assert_eq!(names(&engine), vec![last.clone()]);
     }
 }
+
+/// The retention settings are MySQL's global variables: SET GLOBAL changes them until the
+/// node stops, SET SESSION is MySQL's error 1229, the segment size is read-only.
+#[test]
+fn retention_variables_are_set_with_set_global() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _) = open(dir.path());
+    let mut s = SqlSession::new(&engine);
+    s.execute("SET GLOBAL binlog_retention_size = 8192")
+        .expect("set global");
+    s.execute("SET @@global.binlog_expire_logs_seconds = 3600")
+        .expect("set global");
+    let r = engine.retention();
+    assert_eq!(r.max_bytes, Some(8192));
+    assert_eq!(r.hard_cap_bytes, Some(16384));
+    assert_eq!(r.expire, Some(Duration::from_secs(3600)));
+    assert_eq!(
+        rows(&mut s, "SELECT @@binlog_retention_size")[0][0].as_deref(),
+        Some("8192")
+    );
+    s.execute("SET GLOBAL binlog_expire_logs_seconds = 0")
+        .expect("no age limit");
+    assert_eq!(engine.retention().expire, None);
+    let code = |s: &mut SqlSession, sql: &str| s.execute(sql).expect_err(sql).code;
+    assert_eq!(code(&mut s, "SET binlog_expire_logs_seconds = 5"), 1229);
+    assert_eq!(code(&mut s, "SET SESSION binlog_retention_size = 5"), 1229);
+    assert_eq!(code(&mut s, "SET GLOBAL max_binlog_size = 4096"), 1238);
+    assert_eq!(code(&mut s, "SET GLOBAL binlog_retention_size = 'big'"), 1232);
+}
