@@ -521,7 +521,7 @@ impl Engine {
                     since_snapshot: AtomicU64::new(0),
                     purged_rows: AtomicU64::new(0),
                     purged_segments: AtomicU64::new(0),
-                        readers_overtaken: AtomicU64::new(0),
+                    readers_overtaken: AtomicU64::new(0),
                     snapshot_writer: Mutex::new(None),
                     durability: durable::AsyncDurability::default(),
                     _dir_lock: dir_lock,

@@ -272,5 +272,8 @@ fn retention_variables_are_set_with_set_global() {
     assert_eq!(code(&mut s, "SET binlog_expire_logs_seconds = 5"), 1229);
     assert_eq!(code(&mut s, "SET SESSION binlog_retention_size = 5"), 1229);
     assert_eq!(code(&mut s, "SET GLOBAL max_binlog_size = 4096"), 1238);
-    assert_eq!(code(&mut s, "SET GLOBAL binlog_retention_size = 'big'"), 1232);
+    assert_eq!(
+        code(&mut s, "SET GLOBAL binlog_retention_size = 'big'"),
+        1232
+    );
 }
