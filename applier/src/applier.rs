@@ -221,16 +221,39 @@ impl Applier {
                 position,
             });
         }
-        let extra = vec![self.position_event(tx.server_id, tx.seq, position, tx.commit_time_us)];
+        let mut extra =
+            vec![self.position_event(tx.server_id, tx.seq, position, tx.commit_time_us)];
+        // A transaction the source re-logged from where it first committed (a promoted
+        // replica's history, a chain): the replica keeps that origin, and its position for
+        // the first server moves too; one it already has from there changes no rows.
+        let origin = tx.origin.unwrap_or(Origin {
+            server_id: tx.server_id,
+            seq: tx.seq,
+        });
+        // The source's own apply status is its business: a replica keeps its own.
+        let mut events: Vec<Event> = tx
+            .events
+            .iter()
+            .filter(|e| !ringrep_engine::is_node_local_event(e))
+            .cloned()
+            .collect();
+        if origin.server_id != tx.server_id {
+            let had = self.position(origin.server_id).map_or(0, |p| p.last_seq);
+            if origin.seq <= had {
+                events.clear();
+            } else {
+                extra.push(self.position_event(
+                    origin.server_id,
+                    origin.seq,
+                    position,
+                    tx.commit_time_us,
+                ));
+            }
+        }
         crate::failpoint::hit("apply_before_commit");
-        let (_, lsn) = self.session.apply_replicated_nowait(
-            tx.events.clone(),
-            extra,
-            Origin {
-                server_id: tx.server_id,
-                seq: tx.seq,
-            },
-        )?;
+        let (_, lsn) = self
+            .session
+            .apply_replicated_nowait(events, extra, origin)?;
         self.pending_lsn = Some(lsn);
         crate::failpoint::hit("apply_after_commit");
         self.applied += 1;
@@ -261,6 +284,26 @@ impl Applier {
             change: RowChange::Write { row },
             cause: Cause::Update,
         })
+    }
+
+    /// Stores `seq - 1` as applied from `server_id` when nothing is stored for it: the source
+    /// found, from what this replica applied of other servers, that its stream starts at `seq`
+    /// for this replica (a replica of the old primary re-pointed at a promoted one).
+    pub fn set_baseline(&mut self, server_id: u32, seq: u64) -> Result<()> {
+        match self.position(server_id) {
+            Some(p) if p.last_seq + 1 == seq => Ok(()),
+            Some(p) => Err(Error::Invalid(format!(
+                "server {server_id} starts this replica at seq {seq} but it applied up to {}",
+                p.last_seq
+            ))),
+            None if seq <= 1 => Ok(()),
+            None => {
+                tracing::info!(
+                    "resuming server {server_id} at its seq {seq}, found from this replica's other positions"
+                );
+                self.seed_position(server_id, seq - 1)
+            }
+        }
     }
 
     /// Stores `seq` as the position applied from `server_id`, for a replica whose data came
@@ -441,11 +484,19 @@ impl Applier {
                     last = self.provision(&p)?;
                     continue;
                 }
+                if let Some((id, seq)) = source.take_baseline() {
+                    self.set_baseline(id, seq)?;
+                    continue;
+                }
                 item = source.next(idle).await?;
             }
             if item.is_none() {
                 if let Some(p) = source.take_provision() {
                     last = self.provision(&p)?;
+                    continue;
+                }
+                if let Some((id, seq)) = source.take_baseline() {
+                    self.set_baseline(id, seq)?;
                     continue;
                 }
             }

@@ -170,6 +170,12 @@ enum Item {
     SnapshotChunk(Vec<u8>),
     /// The snapshot is whole; the stream goes on after its sequence number.
     SnapshotEnd,
+    /// The primary found where this replica stands in its own numbering from the origins it
+    /// was told (a failover): the stream starts at `seq` of `server_id`.
+    Baseline {
+        server_id: u32,
+        seq: u64,
+    },
 }
 
 /// A snapshot being received.
@@ -228,6 +234,11 @@ pub struct NetworkSource {
     provision: Option<Provision>,
     /// Ask for a snapshot first whatever the position (an online backup).
     want_snapshot: bool,
+    /// What the replica applied from other servers, told to the primary when it has no
+    /// position in the primary's own numbering (after a failover).
+    origins: Vec<(u32, u64)>,
+    /// Where the primary said the stream starts, for the applier to store.
+    baseline: Option<(u32, u64)>,
 }
 
 impl std::fmt::Debug for Item {
@@ -239,6 +250,7 @@ impl std::fmt::Debug for Item {
             Item::SnapshotBegin { seq, bytes, .. } => write!(f, "SnapshotBegin({seq}, {bytes})"),
             Item::SnapshotChunk(c) => write!(f, "SnapshotChunk({})", c.len()),
             Item::SnapshotEnd => write!(f, "SnapshotEnd"),
+            Item::Baseline { server_id, seq } => write!(f, "Baseline({server_id}, {seq})"),
         }
     }
 }
@@ -262,7 +274,17 @@ impl NetworkSource {
             incoming: None,
             provision: None,
             want_snapshot: false,
+            origins: Vec::new(),
+            baseline: None,
         }
+    }
+
+    /// Tells the primary what this replica applied from other servers (`(server id, seq)`),
+    /// so that a primary promoted after a failover can find where it stands in its own
+    /// numbering; sent while the replica has no position from this primary.
+    pub fn with_origins(mut self, origins: Vec<(u32, u64)>) -> NetworkSource {
+        self.origins = origins;
+        self
     }
 
     /// Asks the primary for a snapshot of its whole state before the stream, whatever the
@@ -358,13 +380,21 @@ impl NetworkSource {
         p.extend_from_slice(&self.config.replica_id.to_le_bytes());
         p.extend_from_slice(
             format!(
-                "ringrep-frames:from_seq={},heartbeat_ms={},provision=1{}",
+                "ringrep-frames:from_seq={},heartbeat_ms={},provision=1{}{}",
                 self.next_seq,
                 self.config.heartbeat.as_millis().max(1),
                 if self.want_snapshot {
                     ",snapshot=1"
                 } else {
                     ""
+                },
+                if self.next_seq == 1 {
+                    self.origins
+                        .iter()
+                        .map(|(id, seq)| format!(",origin.{id}={seq}"))
+                        .collect::<String>()
+                } else {
+                    String::new()
                 }
             )
             .as_bytes(),
@@ -478,6 +508,16 @@ impl NetworkSource {
                 }
                 Ok(true)
             }
+            Item::Baseline { server_id, seq } => {
+                tracing::info!(
+                    source = %self.config.address,
+                    "the primary (server {server_id}) found this replica's positions {:?} at its seq {seq}",
+                    self.origins
+                );
+                self.next_seq = seq;
+                self.baseline = Some((server_id, seq));
+                Ok(true)
+            }
             Item::SnapshotEnd => {
                 let Some(inc) = self.incoming.take() else {
                     return Err(Error::Invalid("a snapshot end without a snapshot".into()));
@@ -529,8 +569,8 @@ impl EventSource for NetworkSource {
             if let Some(t) = self.ready.pop_front() {
                 return Ok(Some(t));
             }
-            if self.provision.is_some() {
-                // The applier loads it before anything after it.
+            if self.provision.is_some() || self.baseline.is_some() {
+                // The applier takes it before anything after it.
                 return Ok(None);
             }
             if self.link.is_none() {
@@ -576,6 +616,10 @@ impl EventSource for NetworkSource {
 
     fn take_provision(&mut self) -> Option<Provision> {
         self.provision.take()
+    }
+
+    fn take_baseline(&mut self) -> Option<(u32, u64)> {
+        self.baseline.take()
     }
 }
 
@@ -653,6 +697,13 @@ fn decode(p: &[u8]) -> Result<Item> {
         }
         Some(0x02) => return Ok(Item::SnapshotChunk(p[1..].to_vec())),
         Some(0x03) => return Ok(Item::SnapshotEnd),
+        Some(0x04) => {
+            let mut c = Cursor::new(&p[1..]);
+            let (Ok(server_id), Ok(seq)) = (c.u32(), c.u64()) else {
+                return Err(Error::Invalid("a short stream start".into()));
+            };
+            return Ok(Item::Baseline { server_id, seq });
+        }
         _ => {}
     }
     if let Some((code, state, msg)) = protocol::parse_err(p) {

@@ -63,6 +63,12 @@ pub trait EventSource: Send {
     fn take_provision(&mut self) -> Option<Provision> {
         None
     }
+    /// Where the stream starts in the source's numbering, when the source found it from the
+    /// replica's positions of other servers (a failover): `(server id, seq)`, for the applier
+    /// to store as applied up to `seq - 1`. `next` returns `None` while one waits.
+    fn take_baseline(&mut self) -> Option<(u32, u64)> {
+        None
+    }
 }
 
 /// A primary's binlog directory, followed as it grows and rotates.

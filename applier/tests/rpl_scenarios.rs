@@ -280,7 +280,7 @@ fn a_replica_directory_stays_read_only_whoever_opens_it() {
     let replica = Engine::open(rd.path(), EngineConfig::new(2))
         .expect("reopen")
         .0;
-    assert!(replica.config().read_only);
+    assert!(replica.is_read_only());
     let err = SqlSession::new(&replica)
         .execute("CREATE DATABASE x")
         .expect_err("read only");

@@ -103,6 +103,11 @@ impl StoredSource {
         std::fs::File::open(dir)?.sync_all()
     }
 
+    /// Removes the stored source of `dir` (promotion, RESET REPLICA ALL).
+    pub(crate) fn remove_from(dir: &Path) -> std::io::Result<()> {
+        StoredSource::remove(dir)
+    }
+
     fn remove(dir: &Path) -> std::io::Result<()> {
         match std::fs::remove_file(dir.join(SOURCE_FILE)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
@@ -362,6 +367,17 @@ impl Driver {
                     st.source = None;
                     st.source_id = None;
                     st.link = None;
+                    // No source any more: the node is a primary (its positions stay, for
+                    // the old primary's other replicas to follow it).
+                    let engine = self.applier.engine().clone();
+                    if engine.is_read_only() {
+                        engine.promote()?;
+                        ringrep_server::spawn_ttl_purge(engine);
+                        return Ok(vec![(
+                            1105,
+                            "This node is a primary now: it takes writes (RESET REPLICA ALL promotes a ringrep replica)".into(),
+                        )]);
+                    }
                 }
                 Ok(vec![])
             }
@@ -385,6 +401,11 @@ impl Driver {
                 stored
                     .save(&self.limits.dir)
                     .map_err(|e| Error::internal(format!("writing {SOURCE_FILE}: {e}")))?;
+                // A promoted node given a source is a replica again.
+                let engine = self.applier.engine().clone();
+                if !engine.is_read_only() {
+                    engine.demote()?;
+                }
                 let mut st = lock(&self.state);
                 st.source = Some(SourceSpec::Network(network));
                 st.source_id = None;
@@ -536,7 +557,14 @@ async fn run_once(
     }
     let mut source: Box<dyn EventSource> = match &spec {
         SourceSpec::Network(n) => {
-            let s = NetworkSource::new(n.clone(), from);
+            // With no position from this source yet, what was applied from others tells a
+            // promoted primary where this replica stands (a failover).
+            let others: Vec<(u32, u64)> = read_positions(applier.engine())
+                .into_iter()
+                .filter(|p| p.server_id != source_id)
+                .map(|p| (p.server_id, p.last_seq))
+                .collect();
+            let s = NetworkSource::new(n.clone(), from).with_origins(others);
             lock(state).link = Some(s.status());
             Box::new(s)
         }

@@ -127,6 +127,14 @@ enum Command {
         #[arg(long, default_value_t = 2)]
         server_id: u32,
     },
+    /// Make a (stopped) replica a primary: clients may write, and its apply positions stay,
+    /// so that the old primary's other replicas can follow it (`ringrep-source serve
+    /// --data-dir DIR` or `ringrep-applier serve --replica-dir DIR --listen ...` then serves
+    /// it). The same as STOP REPLICA; RESET REPLICA ALL on a running one.
+    Promote {
+        #[arg(long)]
+        replica_dir: PathBuf,
+    },
     /// Show a replica's stored apply positions.
     Status {
         #[arg(long)]
@@ -267,7 +275,9 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     .map_err(anyhow::Error::msg)?;
             let mut cfg = EngineConfig::new(server_id);
             cfg.sync = sync.parse::<SyncPolicy>()?;
-            cfg.read_only = true;
+            // A promoted replica is a primary: writable, and it runs the TTL purge.
+            let promoted = Engine::is_promoted(&replica_dir);
+            cfg.read_only = !promoted;
             if let Some(n) = server.snapshot_every(&file) {
                 cfg.snapshot_every = n;
             }
@@ -361,6 +371,10 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 // be promoted); only its server's streams hold it.
                 let holds = server_hold.into_iter().collect();
                 let retention = ringrep_server::spawn_retention(engine.clone(), holds);
+                if promoted {
+                    eprintln!("this node was promoted: it takes writes and purges expired rows");
+                    ringrep_server::spawn_ttl_purge(engine.clone());
+                }
                 let last = driver.drive(!skip_replica_start, stop_rx).await;
                 retention.abort();
                 if let Some(server) = server {
@@ -400,6 +414,26 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 replica_dir.display(),
                 from.display()
             );
+            Ok(())
+        }
+        Command::Promote { replica_dir } => {
+            let server_id =
+                binlog_format::segment::directory_server_id(&replica_dir.join("binlog"))?
+                    .context("not a data directory (no binlog)")?;
+            let mut cfg = EngineConfig::new(server_id);
+            cfg.read_only = true;
+            let (engine, _) = Engine::open(&replica_dir, cfg)
+                .with_context(|| format!("opening {}", replica_dir.display()))?;
+            engine.promote()?;
+            channel::StoredSource::remove_from(&replica_dir)?;
+            println!(
+                "{} promoted: server id {server_id}, at its own seq {}; positions kept:",
+                replica_dir.display(),
+                engine.last_seq()
+            );
+            for p in read_positions(&engine) {
+                println!("  server {}: seq {}", p.server_id, p.last_seq);
+            }
             Ok(())
         }
         Command::Status { replica_dir } => {

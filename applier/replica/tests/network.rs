@@ -905,3 +905,171 @@ fn a_replica_serves_a_replica_of_its_own() {
     assert!(report.contains("CONVERGED"), "{report}");
     primary.stop(&rt);
 }
+
+/// Failover, end to end: a primary with two replicas under load is killed with SIGKILL; one
+/// replica is promoted (STOP REPLICA; RESET REPLICA ALL), the other is re-pointed at it
+/// (CHANGE REPLICATION SOURCE TO) and goes on from where it stood, found from the origins the
+/// promoted one recorded, with no snapshot; writes resume on the new primary; both converge.
+#[test]
+fn failover_promotes_a_replica_and_the_other_follows_it() {
+    let source_bin =
+        Path::new(env!("CARGO_BIN_EXE_ringrep-applier")).with_file_name("ringrep-source");
+    if !source_bin.exists() {
+        eprintln!("skipped: ringrep-source is not built next to ringrep-applier (run cargo test --workspace)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let mut cmd = Command::new(&source_bin);
+    cmd.arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path().join("primary"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    let mut primary = node::start(cmd, "listening on ");
+    let paddr = primary.addr;
+    rt.block_on(async {
+        let mut c = connect(paddr, None).await;
+        c.query_drop("CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
+            .await
+            .expect("create");
+    });
+    let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+    let replica = |name: &str, id: &str| {
+        let mut cmd = node::network_replica(
+            bin,
+            &dir.path().join(name),
+            &format!("mysql://root@{paddr}"),
+        );
+        cmd.args(["--server-id", id]);
+        node::start(cmd, "replica listening on ")
+    };
+    let r1 = replica("r1", "2");
+    let r2 = replica("r2", "3");
+    let seq_of = |addr: SocketAddr| -> u64 {
+        rt.block_on(async {
+            let mut c = connect(addr, None).await;
+            c.query_first("SELECT @@ringrep_last_seq")
+                .await
+                .expect("seq")
+                .expect("row")
+        })
+    };
+    let sql = |addr: SocketAddr, text: &str| {
+        rt.block_on(async {
+            let mut c = connect(addr, None).await;
+            c.query_drop(text)
+                .await
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
+        })
+    };
+    write(&rt, paddr, 0, 100);
+    let p_seq = seq_of(paddr);
+    wait_applied(&rt, r1.addr, p_seq, "r1 before the failover");
+    wait_applied(&rt, r2.addr, p_seq, "r2 before the failover");
+    // r2 falls behind; r1 gets more; then the primary dies under load.
+    sql(r2.addr, "STOP REPLICA");
+    write(&rt, paddr, 1, 50);
+    let writer = std::thread::spawn(move || {
+        let rt = runtime();
+        rt.block_on(async {
+            let Ok(mut c) =
+                mysql_async::Conn::new(node::opts(paddr, "root", None, Some("test"))).await
+            else {
+                return 0;
+            };
+            let mut acked = 0u32;
+            for i in 0..1000u32 {
+                if c.exec_drop(
+                    "INSERT INTO ue (user_id, payload) VALUES (?, ?)",
+                    (i % 5, format!("last {i}")),
+                )
+                .await
+                .is_err()
+                {
+                    break;
+                }
+                acked += 1;
+            }
+            acked
+        })
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    let _ = primary.child.kill();
+    let _ = primary.child.wait();
+    let acked = writer.join().expect("writer");
+    // Promote r1 once it has what it received.
+    std::thread::sleep(Duration::from_millis(300));
+    sql(r1.addr, "STOP REPLICA");
+    let r1_had: u64 = rt.block_on(async {
+        let mut c = connect(r1.addr, None).await;
+        c.query_first("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 1")
+            .await
+            .expect("position")
+            .expect("row")
+    });
+    sql(r1.addr, "RESET REPLICA ALL");
+    sql(
+        r1.addr,
+        "INSERT INTO test.ue (user_id, payload) VALUES (1, 'on the new primary')",
+    );
+    // r2 follows r1 from where it stood.
+    sql(
+        r2.addr,
+        &format!(
+            "CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={}, SOURCE_USER='root', SOURCE_HEARTBEAT_PERIOD=0.1, SOURCE_CONNECT_RETRY=1",
+            r1.addr.port()
+        ),
+    );
+    sql(r2.addr, "START REPLICA");
+    write(&rt, r1.addr, 2, 50);
+    let r1_seq = seq_of(r1.addr);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got: Option<u64> = rt.block_on(async {
+            let mut r = connect(r2.addr, None).await;
+            r.query_first("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 2")
+                .await
+                .unwrap_or(None)
+        });
+        if got == Some(r1_seq) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "r2 at {got:?} of r1's {r1_seq}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // It went on from where it stood: r1 found r2's position deep in its own numbering (not
+    // at its start, which would replay everything), and sent no snapshot.
+    let mut found = None;
+    while let Ok(line) = r2.log.try_recv() {
+        assert!(
+            !line.contains("provision"),
+            "r2 was sent a snapshot: {line}"
+        );
+        if let Some(rest) = line.split("found this replica's positions").nth(1) {
+            found = rest
+                .split("at its seq ")
+                .nth(1)
+                .and_then(|t| t.split_whitespace().next())
+                .and_then(|n| n.parse::<u64>().ok());
+        }
+    }
+    let found = found.expect("r1 did not place r2 by its origins");
+    assert!(
+        found > 100,
+        "r2 resumed at r1's seq {found}: a replay from the start"
+    );
+    let out = Command::new(bin)
+        .args(["verify", "--primary", &format!("mysql://root@{}", r1.addr)])
+        .args(["--replica", &format!("mysql://root@{}", r2.addr)])
+        .output()
+        .expect("verify");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert!(report.contains("CONVERGED"), "{report}");
+    // What asynchronous replication can lose: acknowledged commits of the old primary after
+    // what r1 had received (counted, not asserted: it depends on the moment of the kill).
+    eprintln!(
+        "failover: r1 had the old primary's seq {r1_had}; {acked} inserts were acknowledged in the last burst"
+    );
+}

@@ -110,7 +110,7 @@ mod table;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -134,6 +134,27 @@ use crate::clock::{Clock, SystemClock};
 pub const SYSTEM_DB: &str = "mysql";
 /// Table ids at or above this are ringrep's own system tables, never a primary's.
 pub(crate) const SYSTEM_TABLE_ID_BASE: u64 = 1 << 62;
+
+/// Whether a replicated event belongs to the source's own bookkeeping (its apply status,
+/// in the id range of node-local tables, or a DROP of database `mysql`), which a replica
+/// keeps for itself and never takes from its source.
+pub fn is_node_local_event(ev: &Event) -> bool {
+    let local = |id: u64| id >= SYSTEM_TABLE_ID_BASE;
+    match ev {
+        Event::Row(r) => local(r.table_id),
+        Event::Ddl(DdlEvent::CreateTable { table } | DdlEvent::AlterTable { table }) => {
+            local(table.id)
+        }
+        Event::Ddl(DdlEvent::DropTable { table_id, .. } | DdlEvent::TruncateTable { table_id }) => {
+            local(*table_id)
+        }
+        Event::Ddl(DdlEvent::DropDatabase { name }) => name.eq_ignore_ascii_case(SYSTEM_DB),
+        Event::Ddl(DdlEvent::CreateDatabase { .. }) => false,
+    }
+}
+
+/// The file that marks a promoted replica's data directory (see [`Engine::promote`]).
+const PROMOTED: &str = "PROMOTED";
 
 /// The file beside a backup's snapshot naming its origin (see [`Engine::backup_origin`]).
 const BACKUP_ORIGIN: &str = "backup.json";
@@ -336,6 +357,8 @@ pub(crate) struct Shared {
     pub purged_segments: AtomicU64,
     /// The retention in force: the configuration's, until SET GLOBAL changes it.
     pub retention: Mutex<Retention>,
+    /// Clients may not write (a replica); turned off when the replica is promoted.
+    pub read_only: AtomicBool,
     /// Times retention removed segments a reader still needed (past the hard cap).
     pub readers_overtaken: AtomicU64,
     /// The background writer of the last automatic snapshot. One snapshot is written at a
@@ -451,16 +474,18 @@ impl Engine {
         }
         report.last_seq = state.last_seq;
         // A replica's data directory (it holds the apply status) is read-only to clients
-        // whoever opens it; only the applier writes there.
+        // whoever opens it; only the applier writes there. A promoted one is a primary.
         let mut cfg = cfg;
-        if state.table(SYSTEM_DB, "ringrep_apply_status").is_some() {
+        if state.table(SYSTEM_DB, "ringrep_apply_status").is_some() && !Engine::is_promoted(dir) {
             cfg.read_only = true;
         }
+        let read_only = AtomicBool::new(cfg.read_only);
         let retention = Mutex::new(cfg.retention);
         let engine = Engine {
             shared: Arc::new(Shared {
                 dir: dir.to_path_buf(),
                 retention,
+                read_only,
                 cfg,
                 state: Arc::new(RwLock::new(state)),
                 locks: LockTable::default(),
@@ -513,6 +538,7 @@ impl Engine {
                 shared: Arc::new(Shared {
                     dir: dir.to_path_buf(),
                     retention: Mutex::new(cfg.retention),
+                    read_only: AtomicBool::new(true),
                     cfg,
                     state: Arc::new(RwLock::new(state)),
                     locks: LockTable::default(),
@@ -629,6 +655,51 @@ impl Engine {
     /// Rows the TTL purge deleted since the engine opened.
     pub fn purged_rows(&self) -> u64 {
         self.shared.purged_rows.load(Ordering::Relaxed)
+    }
+
+    /// Whether clients may not write (a replica, until promoted). The configuration's
+    /// `read_only` is what the engine opened with.
+    pub fn is_read_only(&self) -> bool {
+        self.shared.read_only.load(Ordering::SeqCst)
+    }
+
+    /// Whether the data directory `dir` belongs to a promoted replica (a primary now).
+    pub fn is_promoted(dir: &Path) -> bool {
+        dir.join(PROMOTED).exists()
+    }
+
+    /// Makes a replica a primary: clients may write from now on, and the data directory says
+    /// so (the `PROMOTED` file, synced) for every later open. Its apply positions (the origin
+    /// and sequence of what it applied from each source) stay, so that replicas of the old
+    /// primary can follow it.
+    pub fn promote(&self) -> Result<()> {
+        if self.shared.binlog.is_none() {
+            return Err(Error::read_only());
+        }
+        let path = self.shared.dir.join(PROMOTED);
+        let text = format!(
+            "promoted at {} (server id {})\n",
+            binlog_format::value::format_timestamp(self.now_us(), 6),
+            self.shared.cfg.server_id
+        );
+        fs::write(&path, text)?;
+        fs::File::open(&path)?.sync_all()?;
+        fs::File::open(&self.shared.dir)?.sync_all()?;
+        self.shared.read_only.store(false, Ordering::SeqCst);
+        tracing::info!("{} promoted: writable", self.shared.dir.display());
+        Ok(())
+    }
+
+    /// Makes a promoted node a replica again (CHANGE REPLICATION SOURCE TO on it): read-only
+    /// to clients, the `PROMOTED` file gone.
+    pub fn demote(&self) -> Result<()> {
+        self.shared.read_only.store(true, Ordering::SeqCst);
+        match fs::remove_file(self.shared.dir.join(PROMOTED)) {
+            Ok(()) => fs::File::open(&self.shared.dir)?.sync_all()?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(())
     }
 
     /// The binlog retention in force (see [`Engine::set_retention`]).

@@ -427,7 +427,7 @@ impl Session {
     }
 
     fn check_writable(&self) -> Result<()> {
-        if self.engine.config().read_only && !self.vars.applier {
+        if self.engine.is_read_only() && !self.vars.applier {
             return Err(Error::read_only());
         }
         Ok(())
@@ -1188,7 +1188,7 @@ impl Session {
     }
 
     pub(crate) fn ensure_database(&mut self, name: &str) -> Result<()> {
-        if self.engine.read().has_database(name) || self.engine.config().read_only {
+        if self.engine.read().has_database(name) || self.engine.is_read_only() {
             return Ok(());
         }
         self.ddl(DdlEvent::CreateDatabase { name: name.into() }, vec![])?;

@@ -56,6 +56,10 @@ pub(crate) struct DumpRequest {
     pub(crate) provision: bool,
     /// Send a snapshot first whatever `from_seq` is (`snapshot=1`: an online backup).
     pub(crate) snapshot: bool,
+    /// What the replica applied from other servers (`origin.ID=SEQ`): a replica of this
+    /// node's old primary, re-pointed here after a failover, has no position in this node's
+    /// numbering; where it starts is found from these.
+    pub(crate) origins: Vec<(u32, u64)>,
 }
 
 /// Parses COM_BINLOG_DUMP's body: `pos:4 flags:2 server_id:4 file`.
@@ -78,10 +82,16 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
         replica_id,
         provision: false,
         snapshot: false,
+        origins: Vec::new(),
     };
     for part in args.split(',').filter(|p| !p.is_empty()) {
         let (k, v) = part.split_once('=').ok_or_else(|| bad(part))?;
         let n: u64 = v.trim().parse().map_err(|_| bad(part))?;
+        if let Some(id) = k.trim().strip_prefix("origin.") {
+            let id: u32 = id.parse().map_err(|_| bad(part))?;
+            req.origins.push((id, n));
+            continue;
+        }
         match k.trim() {
             "from_seq" => req.from_seq = n,
             // At most a minute: a silent stream to a vanished replica must be written to, to
@@ -146,11 +156,45 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             .map_err(io::Error::other)?
     };
     let mut from = req.from_seq;
+    // A replica that has nothing of this node's own numbering but has applied another
+    // server's transactions (it followed this node's old primary): where it stands in this
+    // node's binlog is found from the origins recorded there.
+    if req.from_seq == 1 && !req.origins.is_empty() && !req.snapshot {
+        let e = engine.clone();
+        let origins = req.origins.clone();
+        let found = tokio::task::spawn_blocking(move || resume_point(&e, &origins))
+            .await
+            .map_err(io::Error::other)?;
+        match found {
+            Ok(Some(seq)) => {
+                tracing::info!(
+                    connection = conn_id,
+                    replica = req.replica_id,
+                    "the replica's positions {:?} are this node's seq {}: streaming from there",
+                    req.origins,
+                    seq
+                );
+                let mut p = vec![0x04];
+                p.extend_from_slice(&engine.config().server_id.to_le_bytes());
+                p.extend_from_slice(&seq.to_le_bytes());
+                packets.write(&p).await?;
+                packets.flush().await?;
+                from = seq;
+            }
+            Ok(None) => tracing::info!(
+                connection = conn_id,
+                replica = req.replica_id,
+                "the replica's positions {:?} are not in this node's history",
+                req.origins
+            ),
+            Err(e) => tracing::warn!(connection = conn_id, "finding the replica's position: {e}"),
+        }
+    }
     match first {
-        Ok(first) if (req.from_seq < first && req.provision) || req.snapshot => {
+        Ok(first) if (from < first && req.provision) || req.snapshot => {
             from = provision(&engine, packets, &req, conn_id).await? + 1;
         }
-        Ok(first) if req.from_seq < first => {
+        Ok(first) if from < first => {
             let e = Error::new(
                 code::ER_MASTER_FATAL_ERROR_READING_BINLOG,
                 format!(
@@ -271,6 +315,72 @@ fn frame(record: &Record, at: Option<Position>) -> binlog_format::Result<Vec<u8>
     out.extend_from_slice(&at.offset.to_le_bytes());
     write_frame_with(&mut out, |buf| codec::encode_record_into(record, buf))?;
     Ok(out)
+}
+
+/// Where in this node's binlog a replica with `origins` (what it applied, per server) goes
+/// on: the first transaction it has not applied, judged by each record's origin (the server
+/// and sequence where it first committed; this node's own for its own commits). `None` when
+/// the replica is not on this node's history: it has transactions of a server beyond what
+/// this binlog holds (asynchronous replication let it see more than this node did), or the
+/// binlog no longer starts early enough; it must then be provisioned.
+fn resume_point(
+    engine: &ringrep_engine::Engine,
+    origins: &[(u32, u64)],
+) -> Result<Option<u64>, Error> {
+    let me = engine.config().server_id;
+    let had = |id: u32| origins.iter().find(|(o, _)| *o == id).map(|(_, s)| *s);
+    let mut reader = binlog_format::BinlogReader::open(&engine.binlog_dir(), Default::default())
+        .map_err(|e| Error::internal(e.to_string()))?;
+    let mut start = None;
+    // The highest sequence of each origin this binlog holds.
+    let mut highest: Vec<(u32, u64)> = Vec::new();
+    let mut first_of: Vec<(u32, u64)> = Vec::new();
+    for item in &mut reader {
+        let (_, record) = item.map_err(|e| Error::internal(e.to_string()))?;
+        let Record::Transaction(t) = record else {
+            continue;
+        };
+        // This node's own bookkeeping (creating its apply status when it was a replica) is
+        // nothing a replica takes.
+        if t.origin.is_none()
+            && t.events.iter().all(|e| {
+                ringrep_engine::is_node_local_event(e)
+                    || matches!(e, binlog_format::Event::Ddl(binlog_format::DdlEvent::CreateDatabase { name }) if name.eq_ignore_ascii_case(ringrep_engine::SYSTEM_DB))
+            })
+        {
+            continue;
+        }
+        let (oid, oseq) = t.origin.map_or((me, t.seq), |o| (o.server_id, o.seq));
+        match highest.iter_mut().find(|(o, _)| *o == oid) {
+            Some((_, s)) => *s = (*s).max(oseq),
+            None => {
+                highest.push((oid, oseq));
+                first_of.push((oid, oseq));
+            }
+        }
+        let applied = had(oid).is_some_and(|s| s >= oseq);
+        if !applied && start.is_none() {
+            start = Some(t.seq);
+        }
+    }
+    for &(o, s) in origins {
+        if o == me {
+            continue;
+        }
+        match highest.iter().find(|(id, _)| *id == o) {
+            // Transactions of `o` this node never had.
+            Some((_, h)) if *h < s => return Ok(None),
+            None => return Ok(None),
+            _ => {}
+        }
+        // The binlog must still hold the transaction after the replica's position.
+        if let Some((_, f)) = first_of.iter().find(|(id, _)| *id == o) {
+            if *f > s + 1 {
+                return Ok(None);
+            }
+        }
+    }
+    Ok(Some(start.unwrap_or(engine.last_seq() + 1)))
 }
 
 /// Snapshot bytes per stream packet while provisioning.
@@ -464,6 +574,7 @@ mod tests {
                 replica_id: 7,
                 provision: false,
                 snapshot: false,
+                origins: vec![],
             }
         );
         assert!(

@@ -19,7 +19,7 @@ impl SqlSession {
     /// PURGE BINARY LOGS; `text` is the whole statement.
     pub(crate) fn purge_binary_logs(&mut self, text: &str) -> Result<Outcome> {
         self.require_any_global(&[Privs::BINLOG_ADMIN, Privs::SUPER])?;
-        if self.engine().config().read_only {
+        if self.engine().is_read_only() {
             return Err(Error::read_only());
         }
         let words = lexer::first_words(text, 4);

@@ -317,7 +317,7 @@ impl SqlSession {
                 retention.max_bytes.unwrap_or(0).to_string(),
             ),
             ("max_binlog_size".into(), cfg.segment_bytes.to_string()),
-            ("read_only".into(), b(self.engine().config().read_only)),
+            ("read_only".into(), b(self.engine().is_read_only())),
             (
                 "server_id".into(),
                 self.engine().config().server_id.to_string(),

@@ -403,7 +403,7 @@ impl SqlSession {
             p.end()?;
             return self.show_grants(&who);
         }
-        if self.engine().config().read_only {
+        if self.engine().is_read_only() {
             return Err(Error::read_only());
         }
         if p.words(&["CREATE", "USER"]) {
