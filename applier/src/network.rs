@@ -165,6 +165,7 @@ enum Item {
         seq: u64,
         bytes: u64,
         time_us: i64,
+        covered: u64,
     },
     /// The next bytes of the snapshot.
     SnapshotChunk(Vec<u8>),
@@ -182,6 +183,7 @@ enum Item {
 struct Incoming {
     server_id: u32,
     seq: u64,
+    covered: u64,
     bytes: u64,
     time_us: i64,
     data: Vec<u8>,
@@ -463,6 +465,7 @@ impl NetworkSource {
                 seq,
                 bytes,
                 time_us,
+                covered,
             } => {
                 tracing::info!(
                     source = %self.config.address,
@@ -474,6 +477,7 @@ impl NetworkSource {
                 self.incoming = Some(Incoming {
                     server_id,
                     seq,
+                    covered,
                     bytes,
                     time_us,
                     // Grown as bytes arrive: the announced size is the primary's word only.
@@ -535,6 +539,7 @@ impl NetworkSource {
                 self.provision = Some(Provision {
                     server_id: inc.server_id,
                     seq: inc.seq,
+                    covered: inc.covered.max(inc.seq),
                     time_us: inc.time_us,
                     snapshot: inc.data,
                 });
@@ -693,6 +698,7 @@ fn decode(p: &[u8]) -> Result<Item> {
                 seq,
                 bytes,
                 time_us: time as i64,
+                covered: c.u64().unwrap_or(seq),
             });
         }
         Some(0x02) => return Ok(Item::SnapshotChunk(p[1..].to_vec())),

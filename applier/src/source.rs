@@ -29,6 +29,9 @@ pub struct Provision {
     /// The sequence number the snapshot stands at (its rows may come from later transactions,
     /// which the stream after it makes right, as recovery does).
     pub seq: u64,
+    /// The last sequence number whose rows the snapshot may hold: applied up to there, it
+    /// is the primary's state exactly (an online backup stops there).
+    pub covered: u64,
     /// The primary's clock when it took the snapshot, in microseconds since 1970-01-01 UTC.
     pub time_us: i64,
     /// The snapshot's bytes, as a snapshot file holds them.

@@ -66,7 +66,12 @@ pub fn segment_infos(dir: &Path) -> Result<Vec<SegmentInfo>> {
     let mut out = Vec::new();
     for number in list_segments(dir)? {
         let path = dir.join(segment_name(number));
-        let mut f = File::open(&path).map_err(|e| Error::io(&path, e))?;
+        let mut f = match File::open(&path) {
+            Ok(f) => f,
+            // Removed by a purge since the listing: it is gone, not an error.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&path, e)),
+        };
         let meta = f.metadata().map_err(|e| Error::io(&path, e))?;
         let mut prelude = [0u8; PRELUDE_LEN as usize];
         f.read_exact(&mut prelude)

@@ -85,6 +85,20 @@ impl Tailer {
                 break;
             }
         }
+        // The transactions before the first segment are gone (retention): starting later
+        // would skip them without a word.
+        if let Some(c) = &chosen {
+            if self.start_seq > 0 && c.prelude.first_seq > self.start_seq {
+                return Err(Error::SequenceGap {
+                    position: Position {
+                        segment: c.number(),
+                        offset: 0,
+                    },
+                    expected: self.start_seq,
+                    found: c.prelude.first_seq,
+                });
+            }
+        }
         self.cursor = chosen;
         Ok(self.cursor.is_some())
     }
@@ -161,6 +175,14 @@ impl Tailer {
                         self.cursor =
                             Some(SegmentCursor::open(&self.dir, next_number, self.max_frame)?);
                         continue;
+                    }
+                    // No next segment, and this one is gone: retention removed both (only the
+                    // segment being written is never removed), and what followed with them.
+                    if !self.dir.join(segment_name(position.segment)).exists() {
+                        return Err(Error::Invalid(format!(
+                            "{} was removed by binlog retention while it was being read, and the segment after it too",
+                            segment_name(position.segment)
+                        )));
                     }
                     if trailing > 0 {
                         // A write in progress, or a torn tail the writer will cut on restart:

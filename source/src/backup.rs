@@ -15,8 +15,9 @@ use ringrep_engine::Engine;
 /// The server id the backup registers with (SHOW REPLICAS lists it while it reads).
 const BACKUP_ID: u32 = u32::MAX;
 
-/// How long the stream may have nothing new before the backup is taken as caught up.
-const QUIET: Duration = Duration::from_millis(300);
+/// How long the stream may bring nothing while the backup waits for the transactions its
+/// snapshot's rows may come from.
+const STALL: Duration = Duration::from_secs(30);
 
 /// Reads the node at `url` and writes its backup into `to`; returns the sequence number the
 /// backup stands at.
@@ -61,18 +62,31 @@ pub(crate) fn online(url: &str, ca: Option<&Path>, to: &Path) -> anyhow::Result<
             }
         };
         let server_id = provision.server_id;
+        let covered = provision.covered;
         let mut state = Engine::decode_snapshot(&provision.snapshot)
             .context("the snapshot the node sent")?;
+        // A backup of a replica leaves out its own apply status: restored, it is a primary.
+        state
+            .tables
+            .retain(|_, t| !ringrep_engine::is_node_local_table(&t.def.database, &t.def.name));
         eprintln!(
-            "snapshot of server {server_id} at seq {} received ({} MiB); applying what followed it",
+            "snapshot of server {server_id} at seq {} received ({} MiB); applying up to seq {covered}",
             provision.seq,
             provision.snapshot.len() >> 20
         );
         drop(provision);
-        // The snapshot's rows may be newer than its sequence number; the transactions after
-        // it, applied over it, make it exact (as recovery does).
+        // The snapshot's rows may come from transactions up to `covered`; those transactions,
+        // applied over it, make it the state at `covered` exactly (as recovery does). The
+        // backup stops there, however busy the node is.
         let mut applied = 0u64;
-        while let Some(t) = source.next(QUIET).await? {
+        while state.last_seq < covered {
+            let Some(t) = source.next(STALL).await? else {
+                bail!(
+                    "the node sent nothing for {} s at seq {} (up to {covered} needed)",
+                    STALL.as_secs(),
+                    state.last_seq
+                );
+            };
             if t.tx.seq <= state.last_seq {
                 continue;
             }

@@ -295,7 +295,7 @@ fn serve(
             tracing::info!("metrics on http://{}/metrics", server.serve_metrics(addr).await?);
         }
         let purge = ringrep_server::spawn_ttl_purge(engine.clone());
-        let mut holds = vec![server.replica_hold()];
+        let mut holds: Vec<ringrep_server::BinlogHold> = Vec::new();
         let (stop_relay, relay_stop) = tokio::sync::watch::channel(false);
         let relay = kafka.map(|k| {
             tracing::info!("relaying to Kafka at {} (topic prefix {})", k.brokers, k.topic_prefix);

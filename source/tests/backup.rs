@@ -66,8 +66,21 @@ fn an_online_backup_seeds_a_replica_that_resumes_the_stream() {
     });
     insert(&rt, paddr, 0, 200);
 
-    // The backup while a writer goes on.
-    let writer = std::thread::spawn(move || insert(&runtime(), paddr, 200, 300));
+    // The backup while a writer goes on, and on after it: the backup must end all the same.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let rt = runtime();
+            let mut n = 200;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                insert(&rt, paddr, n, 20);
+                n += 20;
+            }
+            n
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
     let backup = dir.path().join("backup");
     let out = Command::new(env!("CARGO_BIN_EXE_ringrep-source"))
         .args(["backup", "--from", &format!("mysql://root@{paddr}"), "--to"])
@@ -87,7 +100,12 @@ fn an_online_backup_seeds_a_replica_that_resumes_the_stream() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no seq in {text}"));
     assert!(seq >= 201, "{text}");
-    writer.join().expect("writer");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.join().expect("writer");
+    assert!(
+        u64::from(written) > seq - 1,
+        "the writer kept going past the backup"
+    );
 
     // Restored, it opens at that sequence number.
     let restored = dir.path().join("restored");
@@ -109,10 +127,11 @@ fn an_online_backup_seeds_a_replica_that_resumes_the_stream() {
         .args(["-e", "SELECT @@ringrep_last_seq"])
         .output()
         .expect("sql");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains(&seq.to_string()),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        shown.lines().nth(1).map(str::trim),
+        Some(seq.to_string().as_str()),
+        "{shown}"
     );
 
     // A replica seeded from it resumes the stream after it: no snapshot, converged.
@@ -190,4 +209,6 @@ fn an_online_backup_seeds_a_replica_that_resumes_the_stream() {
         .output()
         .expect("seed again");
     assert!(!again.status.success());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("already holds a data directory"), "{err}");
 }

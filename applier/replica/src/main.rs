@@ -334,12 +334,10 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 .build()?;
             runtime.block_on(async move {
                 let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-                let mut server_hold = None;
                 let server = if listen {
                     let server = Server::bind(engine.clone(), &settings)
                         .await?
                         .with_replica(control.clone());
-                    server_hold = Some(server.replica_hold());
                     if let Some(addr) = metrics {
                         eprintln!(
                             "metrics on http://{}/metrics",
@@ -369,8 +367,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 });
                 // The replica's own binlog is kept as a primary's is (it may serve replicas, or
                 // be promoted); only its server's streams hold it.
-                let holds = server_hold.into_iter().collect();
-                let retention = ringrep_server::spawn_retention(engine.clone(), holds);
+                let retention = ringrep_server::spawn_retention(engine.clone(), Vec::new());
                 if promoted {
                     eprintln!("this node was promoted: it takes writes and purges expired rows");
                     ringrep_server::spawn_ttl_purge(engine.clone());

@@ -719,6 +719,15 @@ fn a_replica_whose_next_transaction_was_purged_is_provisioned_from_a_snapshot() 
             .await
             .expect("create");
     });
+    rt.block_on(async {
+        let mut c = connect(paddr, None).await;
+        c.query_drop("CREATE TABLE test.gone (id INT PRIMARY KEY)")
+            .await
+            .expect("create");
+        c.query_drop("INSERT INTO test.gone VALUES (1), (2)")
+            .await
+            .expect("insert");
+    });
     let follower_dir = dir.path().join("follower");
     let mut follower = start_replica(&follower_dir, paddr);
     write(&rt, paddr, 0, 100);
@@ -732,6 +741,8 @@ fn a_replica_whose_next_transaction_was_purged_is_provisioned_from_a_snapshot() 
         let mut c = connect(paddr, None).await;
         for sql in [
             "DELETE FROM test.ue WHERE user_id = 3",
+            // A table the follower has goes while it is down: its snapshot must not bring it.
+            "DROP TABLE test.gone",
             "CREATE TABLE test.plain (id INT PRIMARY KEY, v VARCHAR(20))",
             "INSERT INTO test.plain VALUES (1, 'one'), (2, 'two')",
             "CREATE USER app IDENTIFIED BY 'apw'",
@@ -830,6 +841,14 @@ fn a_replica_whose_next_transaction_was_purged_is_provisioned_from_a_snapshot() 
     );
     let (code, out) = verify(paddr, follower.addr);
     assert_eq!(code, Some(0), "{out}");
+    rt.block_on(async {
+        let mut r = connect(follower.addr, None).await;
+        let e = r
+            .query_drop("SELECT * FROM test.gone")
+            .await
+            .expect_err("dropped on the primary");
+        assert_eq!(node::code(&e), 1146, "{e}");
+    });
     drop(engine);
     primary.stop(&rt);
 }

@@ -124,7 +124,7 @@ use binlog_format::{
 
 pub use error::{Error, Result};
 pub(crate) use locks::{LockKey, LockTable};
-pub use retention::{PurgeOutcome, Retention};
+pub use retention::{BinlogHold, PurgeOutcome, Retention};
 pub use session::{InsertMode, Session, SessionVars, UpdateOutcome};
 pub use table::{Row, StoredRow, Table, HIDDEN_ROW_ID};
 
@@ -359,6 +359,12 @@ pub(crate) struct Shared {
     pub retention: Mutex<Retention>,
     /// Clients may not write (a replica); turned off when the replica is promoted.
     pub read_only: AtomicBool,
+    /// Readers of the binlog (replicas' streams, online backups) and the sequence each
+    /// reads next, by hold id; a purge keeps what they need and holds this lock while it
+    /// removes files, so a reader registers either before (and is kept) or after (and sees
+    /// the binlog as purged).
+    pub holds: Mutex<std::collections::BTreeMap<u64, u64>>,
+    pub next_hold: AtomicU64,
     /// Times retention removed segments a reader still needed (past the hard cap).
     pub readers_overtaken: AtomicU64,
     /// The background writer of the last automatic snapshot. One snapshot is written at a
@@ -486,6 +492,8 @@ impl Engine {
                 dir: dir.to_path_buf(),
                 retention,
                 read_only,
+                holds: Mutex::default(),
+                next_hold: AtomicU64::new(1),
                 cfg,
                 state: Arc::new(RwLock::new(state)),
                 locks: LockTable::default(),
@@ -539,6 +547,8 @@ impl Engine {
                     dir: dir.to_path_buf(),
                     retention: Mutex::new(cfg.retention),
                     read_only: AtomicBool::new(true),
+                    holds: Mutex::default(),
+                    next_hold: AtomicU64::new(1),
                     cfg,
                     state: Arc::new(RwLock::new(state)),
                     locks: LockTable::default(),
@@ -936,12 +946,17 @@ impl Engine {
     /// transactions; applying the binlog after the sequence number over it gives the state
     /// exactly, as recovery does. The binlog is synced after the copy, so every transaction
     /// in it is durable before it leaves.
-    pub fn snapshot_for_replica(&self) -> Result<(u64, Vec<u8>)> {
+    ///
+    /// Returns the sequence number the snapshot stands at, the last one whose rows it may
+    /// hold (commits went on while it was copied: applying the binlog up to there makes it
+    /// exact), and the bytes.
+    pub fn snapshot_for_replica(&self) -> Result<(u64, u64, Vec<u8>)> {
         let snap = snapshot::encode_live(&self.shared.state)?;
+        let covered = self.last_seq();
         if let Some(sync) = self.binlog_sync() {
             sync.sync()?;
         }
-        Ok((snap.seq, snap.into_bytes()))
+        Ok((snap.seq, covered, snap.into_bytes()))
     }
 
     /// Reads back the bytes [`Engine::snapshot_for_replica`] made: the state they hold.

@@ -57,6 +57,44 @@ pub struct PurgeOutcome {
     pub readers_overtaken: bool,
 }
 
+/// A reader's claim on the binlog from a sequence number on (a replica's stream, an online
+/// backup): retention and PURGE BINARY LOGS keep the segments it needs, up to the hard cap.
+/// Released when dropped.
+pub struct BinlogHold {
+    engine: Engine,
+    id: u64,
+}
+
+impl std::fmt::Debug for BinlogHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BinlogHold").field("id", &self.id).finish()
+    }
+}
+
+impl BinlogHold {
+    /// The reader reads `next_seq` next now (it never moves back).
+    pub fn advance(&self, next_seq: u64) {
+        let mut holds = lock_holds(&self.engine);
+        if let Some(h) = holds.get_mut(&self.id) {
+            *h = (*h).max(next_seq);
+        }
+    }
+}
+
+impl Drop for BinlogHold {
+    fn drop(&mut self) {
+        lock_holds(&self.engine).remove(&self.id);
+    }
+}
+
+fn lock_holds(engine: &Engine) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<u64, u64>> {
+    engine
+        .shared
+        .holds
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
 /// The first segment that must stay for a reader resuming at `seq`: the last whose first
 /// sequence is at or below it.
 fn segment_holding(infos: &[SegmentInfo], seq: u64) -> usize {
@@ -68,6 +106,25 @@ impl Engine {
     /// modification times.
     pub fn binlog_segments(&self) -> Result<Vec<SegmentInfo>> {
         Ok(segment_infos(&self.binlog_dir())?)
+    }
+
+    /// Registers a reader that reads `from_seq` next; what it needs is kept while the hold
+    /// lives. A purge in progress finishes first, so the reader sees the binlog as it is after.
+    pub fn hold_binlog(&self, from_seq: u64) -> BinlogHold {
+        let id = self
+            .shared
+            .next_hold
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock_holds(self).insert(id, from_seq);
+        BinlogHold {
+            engine: self.clone(),
+            id,
+        }
+    }
+
+    /// The lowest sequence number a registered reader reads next.
+    pub fn readers_from(&self) -> Option<u64> {
+        lock_holds(self).values().min().copied()
     }
 
     /// The first sequence number the binlog still holds (what a replica can resume from).
@@ -88,12 +145,26 @@ impl Engine {
     }
 
     /// Removes the segments before `keep_from` (a segment number; `PURGE BINARY LOGS TO`),
-    /// except those recovery needs. With `snapshot_if_needed`, a snapshot is taken first when
+    /// except those recovery needs and those a registered reader still needs (as MySQL keeps
+    /// the files a replica reads). With `snapshot_if_needed`, a snapshot is taken first when
     /// recovery would hold segments back, so that they can go.
     pub fn purge_binlogs_to(
         &self,
         keep_from: u64,
         snapshot_if_needed: bool,
+    ) -> Result<PurgeOutcome> {
+        self.purge_to(keep_from, snapshot_if_needed, true, None)
+    }
+
+    /// [`Engine::purge_binlogs_to`]; with `respect_readers` false (past the hard cap) the
+    /// registered readers' segments go too. `extra_reader` is a reader that is not registered
+    /// (the Kafka relay's position).
+    fn purge_to(
+        &self,
+        keep_from: u64,
+        snapshot_if_needed: bool,
+        respect_readers: bool,
+        extra_reader: Option<u64>,
     ) -> Result<PurgeOutcome> {
         let Some(writer) = self.shared.binlog.as_ref() else {
             return Err(Error::read_only());
@@ -115,7 +186,19 @@ impl Engine {
         if floor_number < want {
             outcome.kept_for_recovery = Some(segment_name(floor_number));
         }
-        let keep = want.min(floor_number);
+        let mut keep = want.min(floor_number);
+        // Readers are read, and files removed, under the holds' lock: one registering now
+        // waits, then finds the binlog as purged.
+        let holds = lock_holds(self);
+        if respect_readers {
+            if let Some(seq) = holds.values().copied().chain(extra_reader).min() {
+                let hold = infos[segment_holding(&infos, seq)].number;
+                if hold < keep {
+                    outcome.kept_for_readers = Some(segment_name(hold));
+                    keep = hold;
+                }
+            }
+        }
         // Snapshots whose next transaction goes with these segments go first: a recovery
         // falling back to one would find its binlog missing.
         if let Some(next) = infos.iter().find(|s| s.number >= keep) {
@@ -126,6 +209,7 @@ impl Engine {
             .into_iter()
             .map(segment_name)
             .collect();
+        drop(holds);
         if !outcome.removed.is_empty() {
             self.shared.purged_segments.fetch_add(
                 outcome.removed.len() as u64,
@@ -183,11 +267,14 @@ impl Engine {
             left -= s.bytes;
         }
         let mut outcome = PurgeOutcome::default();
-        if let Some(seq) = readers_from {
+        let readers = self.readers_from().into_iter().chain(readers_from).min();
+        let mut respect = true;
+        if let Some(seq) = readers {
             let hold = segment_holding(&infos, seq);
             if hold < cut {
                 let over_cap = policy.hard_cap_bytes.is_some_and(|c| total > c);
                 if over_cap {
+                    respect = false;
                     outcome.readers_overtaken = true;
                     self.shared
                         .readers_overtaken
@@ -204,9 +291,12 @@ impl Engine {
         if cut == 0 {
             return Ok(outcome);
         }
-        let purged = self.purge_binlogs_to(infos[cut].number, true)?;
+        let purged = self.purge_to(infos[cut].number, true, respect, readers_from)?;
         outcome.removed = purged.removed;
         outcome.kept_for_recovery = purged.kept_for_recovery;
+        if purged.kept_for_readers.is_some() {
+            outcome.kept_for_readers = purged.kept_for_readers;
+        }
         Ok(outcome)
     }
 }

@@ -277,7 +277,10 @@ pub(crate) fn newest_seq(dir: &Path) -> Result<Option<u64>> {
 pub(crate) fn remove_older_than(dir: &Path, seq: u64) -> Result<()> {
     let sdir = snapshot_dir(dir);
     for old in list(&sdir)?.into_iter().filter(|&s| s < seq) {
-        fs::remove_file(sdir.join(name(old)))?;
+        match fs::remove_file(sdir.join(name(old))) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
     }
     if sdir.exists() {
         fs::File::open(&sdir)?.sync_all()?;

@@ -226,29 +226,13 @@ async fn refuse(mut stream: TcpStream) {
     let _ = stream.shutdown().await;
 }
 
-/// The lowest sequence number a reader of this node's binlog resumes at, if any reads it.
+/// The lowest sequence number a reader of this node's binlog that is not registered with the
+/// engine resumes at (the Kafka relay inside the node), if any.
 pub type BinlogHold = Arc<dyn Fn() -> Option<u64> + Send + Sync>;
 
-impl Server {
-    /// Where the replicas streaming from this server stand: the lowest next sequence number
-    /// among them (for [`spawn_retention`]).
-    pub fn replica_hold(&self) -> BinlogHold {
-        let shared = self.shared.clone();
-        Arc::new(move || {
-            shared
-                .replicas
-                .lock()
-                .ok()?
-                .values()
-                .map(|r| r.sent_seq + 1)
-                .min()
-        })
-    }
-}
-
-/// Applies the engine's binlog retention ([`ringrep_engine::Retention`]) now and every 10 s
-/// until aborted, keeping what the `holds` still need (connected replicas, the Kafka relay)
-/// up to the hard cap.
+/// Applies the engine's binlog retention ([`ringrep_engine::Retention`]) every 10 s until
+/// aborted, keeping what readers still need up to the hard cap: those registered with the
+/// engine (replicas' streams, online backups) and `holds` (the Kafka relay).
 pub fn spawn_retention(engine: Engine, holds: Vec<BinlogHold>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(10));

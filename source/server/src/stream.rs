@@ -147,6 +147,9 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     peer: std::net::SocketAddr,
 ) -> io::Result<()> {
     let engine = shared.engine.clone();
+    // Registered before anything is read: a purge from now on keeps what this stream needs
+    // (up to the hard cap), and one under way finishes first.
+    let hold = engine.hold_binlog(req.from_seq.max(1));
     // A replica whose next transaction retention removed cannot resume from the stream: it
     // must be provisioned again (MySQL's error and advice).
     let first = {
@@ -179,6 +182,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 p.extend_from_slice(&seq.to_le_bytes());
                 packets.write(&p).await?;
                 packets.flush().await?;
+                hold.advance(seq);
                 from = seq;
             }
             Ok(None) => tracing::info!(
@@ -192,6 +196,8 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     }
     match first {
         Ok(first) if (from < first && req.provision) || req.snapshot => {
+            // What the snapshot will not hold must stay: it is taken after this.
+            hold.advance(engine.last_seq() + 1);
             from = provision(&engine, packets, &req, conn_id).await? + 1;
         }
         Ok(first) if from < first => {
@@ -252,6 +258,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 {
                     r.sent_seq = last;
                 }
+                hold.advance(last + 1);
                 frames
             }
             Ok(Some(Batch::Failed(e))) => {
@@ -388,7 +395,8 @@ const SNAPSHOT_CHUNK: usize = 1 << 20;
 
 /// Sends a replica the whole state (a snapshot taken now) for it to load in place of what it
 /// has; returns the sequence number the snapshot stands at, after which the stream goes on.
-/// Packets: `0x01 server_id:4 seq:8 bytes:8 time_us:8`, then `0x02 chunk` until `bytes` are
+/// Packets: `0x01 server_id:4 seq:8 bytes:8 time_us:8 covered:8` (`covered`: the last
+/// sequence whose rows the snapshot may hold), then `0x02 chunk` until `bytes` are
 /// sent, then `0x03`. Heartbeats go out while the snapshot is taken, so the replica keeps the
 /// link.
 async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
@@ -411,7 +419,7 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
     );
     let e = engine.clone();
     let mut taking = tokio::task::spawn_blocking(move || e.snapshot_for_replica());
-    let (seq, bytes) = loop {
+    let (seq, covered, bytes) = loop {
         tokio::select! {
             r = &mut taking => break r.map_err(io::Error::other)?.map_err(io::Error::other)?,
             _ = tokio::time::sleep(req.heartbeat) => {
@@ -430,6 +438,7 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
     begin.extend_from_slice(&seq.to_le_bytes());
     begin.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
     begin.extend_from_slice(&engine.now_us().to_le_bytes());
+    begin.extend_from_slice(&covered.to_le_bytes());
     let mut chunk = Vec::with_capacity(SNAPSHOT_CHUNK + 1);
     let sent = async {
         packets.write(&begin).await?;
@@ -539,7 +548,20 @@ fn read_durable(engine: ringrep_engine::Engine, from: u64, tx: tokio::sync::mpsc
             }
             Ok(None) => {}
             Err(e) => {
-                let _ = tx.blocking_send(Batch::Failed(e.into()));
+                let mut e: Error = e.into();
+                // Retention went past this stream (the hard cap): the replica is to come back
+                // and be provisioned, not stop for good.
+                if engine
+                    .first_binlog_seq()
+                    .is_ok_and(|first| first > expected)
+                {
+                    e.kind = ringrep_engine::error::ErrorKind::Transient;
+                    e.message = format!(
+                        "binlog retention removed seq {expected} while it was being sent: {}",
+                        e.message
+                    );
+                }
+                let _ = tx.blocking_send(Batch::Failed(e));
                 return;
             }
         }

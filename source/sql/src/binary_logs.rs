@@ -1,7 +1,7 @@
 //! `PURGE BINARY LOGS TO 'binlog.NNNNNN'` and `PURGE BINARY LOGS BEFORE datetime` (also with
 //! MySQL 5.7's `MASTER`): whole segments removed, never one that recovery needs (what the
-//! oldest snapshot does not cover) nor the one being written, as the engine's retention
-//! decides ([`ringrep_engine::Engine::purge_binlogs_to`]).
+//! newest snapshot does not cover), one a connected replica still reads, or the one being
+//! written, as the engine's retention decides ([`ringrep_engine::Engine::purge_binlogs_to`]).
 
 use binlog_format::Value;
 use ringrep_engine::error::{code, Error, Result};
@@ -9,8 +9,8 @@ use ringrep_engine::error::{code, Error, Result};
 use crate::accounts::Privs;
 use crate::{lexer, Outcome, SqlSession};
 
-/// MySQL's note for a log it kept although it was asked to go.
-const ER_WARN_PURGE_LOG_IN_USE: u16 = 1868;
+/// MySQL's note for a log it kept although it was asked to go (in use).
+const ER_WARN_PURGE_LOG_IN_USE: u16 = 1867;
 /// MySQL's error for a `TO` name that is not in the index.
 const ER_UNKNOWN_TARGET_BINLOG: ringrep_engine::error::Code =
     ringrep_engine::error::Code::new(1373, "HY000");
@@ -78,6 +78,14 @@ impl SqlSession {
                 "You have an error in your SQL syntax; PURGE BINARY LOGS TO 'name' or BEFORE datetime",
             ));
         };
+        if let Some(kept) = outcome.kept_for_readers {
+            self.session.warn(
+                ER_WARN_PURGE_LOG_IN_USE,
+                format!(
+                    "file {kept} was not purged because it is being read by a replica or a backup; purged only the files before it"
+                ),
+            );
+        }
         if let Some(kept) = outcome.kept_for_recovery {
             self.session.warn(
                 ER_WARN_PURGE_LOG_IN_USE,

@@ -75,7 +75,7 @@ fn purge_keeps_what_recovery_needs_and_the_directory_reopens() {
         .expect("purge");
     assert_eq!(names(&engine), before);
     let warnings = rows(&mut s, "SHOW WARNINGS");
-    assert_eq!(warnings[0][1].as_deref(), Some("1868"), "{warnings:?}");
+    assert_eq!(warnings[0][1].as_deref(), Some("1867"), "{warnings:?}");
     assert_eq!(
         s.execute("PURGE BINARY LOGS TO 'binlog.999999'")
             .expect_err("unknown file")
@@ -275,5 +275,59 @@ fn retention_variables_are_set_with_set_global() {
     assert_eq!(
         code(&mut s, "SET GLOBAL binlog_retention_size = 'big'"),
         1232
+    );
+}
+
+/// A reader registered with the engine (a replica's stream, an online backup) keeps what it
+/// needs through PURGE BINARY LOGS (note 1867) and retention, until the hard cap; a tailer
+/// asked for a purged transaction says so instead of starting later.
+#[test]
+fn readers_keep_their_segments_and_a_tailer_never_skips_purged_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _) = open(dir.path());
+    let mut s = SqlSession::new(&engine);
+    s.execute("CREATE TABLE test.t (id INT PRIMARY KEY, v VARCHAR(200))")
+        .expect("create");
+    fill(&mut s, 0, 300);
+    engine.snapshot().expect("snapshot");
+    let before = names(&engine);
+    let last = before.last().expect("a segment").clone();
+    let hold = engine.hold_binlog(1);
+    s.execute(&format!("PURGE BINARY LOGS TO '{last}'"))
+        .expect("purge");
+    assert_eq!(names(&engine), before, "the reader's segments stay");
+    let warnings = rows(&mut s, "SHOW WARNINGS");
+    assert!(
+        warnings.iter().any(|w| w[1].as_deref() == Some("1867")),
+        "{warnings:?}"
+    );
+    // It moves on: what it has read goes.
+    hold.advance(200);
+    s.execute(&format!("PURGE BINARY LOGS TO '{last}'"))
+        .expect("purge");
+    let after = names(&engine);
+    assert!(after.len() < before.len() && after.len() > 1, "{after:?}");
+    assert!(engine.first_binlog_seq().expect("first") <= 200);
+    // Past the hard cap it goes too.
+    let tight = Retention {
+        expire: None,
+        max_bytes: Some(4096),
+        hard_cap_bytes: Some(8192),
+    };
+    let over = engine.enforce_retention(&tight, None).expect("retention");
+    assert!(over.readers_overtaken, "{over:?}");
+    drop(hold);
+    assert_eq!(engine.readers_from(), None);
+    // A tailer from seq 1 finds the binlog purged, and says so.
+    let first = engine.first_binlog_seq().expect("first");
+    assert!(first > 1);
+    let mut tailer =
+        binlog_format::Tailer::open(&engine.binlog_dir(), binlog_format::StartAt::Seq(1));
+    let err = tailer
+        .next_timeout(Duration::from_millis(100))
+        .expect_err("seq 1 is purged");
+    assert!(
+        err.to_string().contains("gap") || err.to_string().contains("expected"),
+        "{err}"
     );
 }

@@ -227,7 +227,7 @@ pub(crate) fn provision(dir: &Path, rows: u64) -> anyhow::Result<()> {
         .map_err(|_| anyhow::anyhow!("writer panicked"))??;
     let _ = stop_server.send(());
     let _ = rt.block_on(served);
-    let bytes = primary.snapshot_for_replica()?.1.len();
+    let bytes = primary.snapshot_for_replica()?.2.len();
     let pct = |v: &[u64], p: f64| {
         let mut v = v.to_vec();
         v.sort_unstable();
