@@ -237,6 +237,10 @@ impl Applier {
             .filter(|e| !ringrep_engine::is_node_local_event(e))
             .cloned()
             .collect();
+        // This node's own transaction coming back (it was the primary once): never again.
+        if origin.server_id == self.session.engine().config().server_id {
+            events.clear();
+        }
         if origin.server_id != tx.server_id {
             let had = self.position(origin.server_id).map_or(0, |p| p.last_seq);
             if origin.seq <= had {

@@ -931,6 +931,20 @@ fn a_replica_serves_a_replica_of_its_own() {
 /// promoted one recorded, with no snapshot; writes resume on the new primary; both converge.
 #[test]
 fn failover_promotes_a_replica_and_the_other_follows_it() {
+    failover(false);
+}
+
+/// Failover where the other replica saw more of the old primary than the promoted one: it is
+/// not on the new primary's history, so it is provisioned from it (and loses what only it had,
+/// which asynchronous replication allows), and both converge.
+#[test]
+fn failover_provisions_a_replica_that_saw_more_than_the_new_primary() {
+    failover(true);
+}
+
+/// The failover scenario; with `r2_ahead`, r2 rather than r1 has the old primary's last
+/// transactions.
+fn failover(r2_ahead: bool) {
     let source_bin =
         Path::new(env!("CARGO_BIN_EXE_ringrep-applier")).with_file_name("ringrep-source");
     if !source_bin.exists() {
@@ -986,8 +1000,9 @@ fn failover_promotes_a_replica_and_the_other_follows_it() {
     let p_seq = seq_of(paddr);
     wait_applied(&rt, r1.addr, p_seq, "r1 before the failover");
     wait_applied(&rt, r2.addr, p_seq, "r2 before the failover");
-    // r2 falls behind; r1 gets more; then the primary dies under load.
-    sql(r2.addr, "STOP REPLICA");
+    // One replica falls behind, the other gets more; then the primary dies under load.
+    let behind = if r2_ahead { &r1 } else { &r2 };
+    sql(behind.addr, "STOP REPLICA");
     write(&rt, paddr, 1, 50);
     let writer = std::thread::spawn(move || {
         let rt = runtime();
@@ -1019,7 +1034,7 @@ fn failover_promotes_a_replica_and_the_other_follows_it() {
     let acked = writer.join().expect("writer");
     // Promote r1 once it has what it received.
     std::thread::sleep(Duration::from_millis(300));
-    sql(r1.addr, "STOP REPLICA");
+    sql(if r2_ahead { r2.addr } else { r1.addr }, "STOP REPLICA");
     let r1_had: u64 = rt.block_on(async {
         let mut c = connect(r1.addr, None).await;
         c.query_first("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 1")
@@ -1057,14 +1072,13 @@ fn failover_promotes_a_replica_and_the_other_follows_it() {
         assert!(Instant::now() < deadline, "r2 at {got:?} of r1's {r1_seq}");
         std::thread::sleep(Duration::from_millis(50));
     }
-    // It went on from where it stood: r1 found r2's position deep in its own numbering (not
-    // at its start, which would replay everything), and sent no snapshot.
+    // Behind, it went on from where it stood: r1 found r2's position deep in its own
+    // numbering (not at its start, which would replay everything), and sent no snapshot.
+    // Ahead, it was provisioned.
     let mut found = None;
+    let mut provisioned = false;
     while let Ok(line) = r2.log.try_recv() {
-        assert!(
-            !line.contains("provision"),
-            "r2 was sent a snapshot: {line}"
-        );
+        provisioned |= line.contains("provisioned from server 2");
         if let Some(rest) = line.split("found this replica's positions").nth(1) {
             found = rest
                 .split("at its seq ")
@@ -1073,11 +1087,16 @@ fn failover_promotes_a_replica_and_the_other_follows_it() {
                 .and_then(|n| n.parse::<u64>().ok());
         }
     }
-    let found = found.expect("r1 did not place r2 by its origins");
-    assert!(
-        found > 100,
-        "r2 resumed at r1's seq {found}: a replay from the start"
-    );
+    if r2_ahead {
+        assert!(provisioned, "r2, ahead of r1, was not provisioned");
+    } else {
+        assert!(!provisioned, "r2 was sent a snapshot instead of going on");
+        let found = found.expect("r1 did not place r2 by its origins");
+        assert!(
+            found > 100,
+            "r2 resumed at r1's seq {found}: a replay from the start"
+        );
+    }
     let out = Command::new(bin)
         .args(["verify", "--primary", &format!("mysql://root@{}", r1.addr)])
         .args(["--replica", &format!("mysql://root@{}", r2.addr)])

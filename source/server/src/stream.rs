@@ -159,6 +159,8 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             .map_err(io::Error::other)?
     };
     let mut from = req.from_seq;
+    // Set when the replica is not on this node's history: it must be provisioned.
+    let mut off_history = false;
     // A replica that has nothing of this node's own numbering but has applied another
     // server's transactions (it followed this node's old primary): where it stands in this
     // node's binlog is found from the origins recorded there.
@@ -185,20 +187,31 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 hold.advance(seq);
                 from = seq;
             }
-            Ok(None) => tracing::info!(
-                connection = conn_id,
-                replica = req.replica_id,
-                "the replica's positions {:?} are not in this node's history",
-                req.origins
-            ),
+            Ok(None) => {
+                tracing::info!(
+                    connection = conn_id,
+                    replica = req.replica_id,
+                    "the replica's positions {:?} are not in this node's history: it must be provisioned",
+                    req.origins
+                );
+                off_history = true;
+            }
             Err(e) => tracing::warn!(connection = conn_id, "finding the replica's position: {e}"),
         }
     }
     match first {
-        Ok(first) if (from < first && req.provision) || req.snapshot => {
+        Ok(first) if ((from < first || off_history) && req.provision) || req.snapshot => {
             // What the snapshot will not hold must stay: it is taken after this.
             hold.advance(engine.last_seq() + 1);
             from = provision(&engine, packets, &req, conn_id).await? + 1;
+        }
+        Ok(_) if off_history => {
+            let e = Error::new(
+                code::ER_MASTER_FATAL_ERROR_READING_BINLOG,
+                "The replica holds transactions this source does not have (it saw more of the old primary than this node did); provision it again",
+            );
+            packets.write(&super::wire::error(&e)).await?;
+            return packets.flush().await;
         }
         Ok(first) if from < first => {
             let e = Error::new(
