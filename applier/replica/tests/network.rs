@@ -1111,3 +1111,85 @@ fn failover(r2_ahead: bool) {
         "failover: r1 had the old primary's seq {r1_had}; {acked} inserts were acknowledged in the last burst"
     );
 }
+
+/// Retention with a connected replica that lags: its segments are kept while the binlog is
+/// under the hard cap, and past it they go; its stream then ends, it comes back, is
+/// provisioned, and converges.
+#[test]
+fn a_lagging_replica_is_kept_until_the_hard_cap_then_provisioned() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let mut cfg = EngineConfig::new(1);
+    cfg.sync = SyncPolicy::EveryCommit;
+    cfg.segment_bytes = 4096;
+    cfg.snapshot_every = 0;
+    let mut primary = Primary::start_with(&rt, &dir.path().join("primary"), cfg);
+    let paddr = primary.addr;
+    rt.block_on(async {
+        let mut c = connect(paddr, None).await;
+        c.query_drop("CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
+            .await
+            .expect("create");
+    });
+    let proxy = Proxy::start(paddr);
+    let replica = start_replica(&dir.path().join("replica"), proxy.addr);
+    write(&rt, paddr, 0, 20);
+    wait_applied(&rt, replica.addr, primary.last_seq(), "before the lag");
+    let engine = primary.engine.clone().expect("running");
+    // The link slows to about 50 KB/s: the replica stays connected and falls behind.
+    proxy.slow.store(true, Ordering::SeqCst);
+    // Far more than the sockets between them buffer (about 25 MB), so that the stream itself
+    // waits to read the binlog.
+    rt.block_on(async {
+        let mut c = connect(paddr, Some("test")).await;
+        let values: Vec<String> = (0..500)
+            .map(|i| format!("({}, '{}')", i % 5, "x".repeat(48)))
+            .collect();
+        let insert = format!(
+            "INSERT INTO ue (user_id, payload) VALUES {}",
+            values.join(", ")
+        );
+        for _ in 0..200 {
+            c.query_drop(&insert).await.expect("insert");
+        }
+    });
+    let held = engine.readers_from().expect("the stream holds the binlog");
+    assert!(
+        held < primary.last_seq(),
+        "the stream sent everything: {held}"
+    );
+    let wide = ringrep_engine::Retention {
+        expire: None,
+        max_bytes: Some(4096),
+        hard_cap_bytes: Some(1 << 30),
+    };
+    let kept = engine.enforce_retention(&wide, None).expect("retention");
+    assert!(kept.kept_for_readers.is_some(), "{kept:?}");
+    assert!(engine.first_binlog_seq().expect("first") <= held);
+    let tight = ringrep_engine::Retention {
+        expire: None,
+        max_bytes: Some(4096),
+        hard_cap_bytes: Some(8192),
+    };
+    let over = engine.enforce_retention(&tight, None).expect("retention");
+    assert!(over.readers_overtaken, "{over:?}");
+    assert!(engine.first_binlog_seq().expect("first") > held);
+    // The link comes back: the old stream fails on what is gone, the replica reconnects and
+    // is provisioned.
+    proxy.slow.store(false, Ordering::SeqCst);
+    write(&rt, paddr, 2, 20);
+    wait_applied(
+        &rt,
+        replica.addr,
+        primary.last_seq(),
+        "after being overtaken",
+    );
+    assert!(
+        replica_log_says(&replica, "provisioned from server 1"),
+        "the overtaken replica was not provisioned"
+    );
+    let (code, out) = verify(paddr, replica.addr);
+    assert_eq!(code, Some(0), "{out}");
+    drop(engine);
+    primary.stop(&rt);
+}
