@@ -102,7 +102,7 @@ impl Drop for Conn {
 pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAddr, id: u32) {
     let _ = stream.set_nodelay(true);
     let conn = Conn {
-        sql: Some(new_session(&shared)),
+        sql: Some(new_session(&shared, id)),
         shared,
         id,
         statements: HashMap::new(),
@@ -119,8 +119,9 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAd
     }
 }
 
-fn new_session(shared: &Shared) -> SqlSession {
+fn new_session(shared: &Shared, id: u32) -> SqlSession {
     let mut sql = SqlSession::new(&shared.engine);
+    sql.connection_id = u64::from(id);
     // Commits return once logged; `Conn::run` awaits their durability before replying, so no
     // thread sleeps in the group commit per statement.
     sql.session.defer_durability = true;
@@ -453,7 +454,7 @@ impl Conn {
             com::RESET_CONNECTION => {
                 // A fresh session: the old one's transaction rolls back as it is dropped. The
                 // account stays.
-                let mut sql = new_session(&self.shared);
+                let mut sql = new_session(&self.shared, self.id);
                 sql.authority = self.authority.clone();
                 self.sql = Some(sql);
                 self.statements.clear();

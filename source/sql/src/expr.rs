@@ -62,6 +62,10 @@ pub(crate) struct Ctx<'a> {
     pub(crate) database: Option<&'a str>,
     /// `LAST_INSERT_ID()`.
     pub(crate) last_insert_id: u64,
+    /// Who runs the statement (`CURRENT_USER()`, `USER()`); `None` without a server.
+    pub(crate) authority: Option<&'a crate::Authority>,
+    /// `CONNECTION_ID()`.
+    pub(crate) connection_id: u64,
     /// The row an INSERT ... ON DUPLICATE KEY UPDATE tried to insert, by lower-case column
     /// name, for `VALUES(col)`.
     pub(crate) inserted: Option<&'a HashMap<String, Value>>,

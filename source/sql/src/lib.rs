@@ -122,6 +122,8 @@ pub enum Outcome {
 
 /// An owned copy of what expressions see (see `SqlSession::owned_ctx`).
 pub(crate) struct OwnedCtx {
+    authority: Option<Authority>,
+    connection_id: u64,
     now_us: i64,
     tz: i64,
     user_vars: HashMap<String, Value>,
@@ -143,6 +145,8 @@ impl OwnedCtx {
             user_vars: &self.user_vars,
             database: self.database.as_deref(),
             last_insert_id: self.last_insert_id,
+            authority: self.authority.as_ref(),
+            connection_id: self.connection_id,
             inserted: None,
         }
     }
@@ -169,6 +173,8 @@ pub struct SqlSession {
     subqueries: Mutex<HashMap<String, Arc<Rows>>>,
     /// Who the session runs as; `None` (a session without a server) holds every privilege.
     pub authority: Option<Authority>,
+    /// The server's connection id (`CONNECTION_ID()`); 1 without a server.
+    pub connection_id: u64,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -238,6 +244,7 @@ impl SqlSession {
             parsed: HashMap::new(),
             subqueries: Default::default(),
             authority: None,
+            connection_id: 1,
         }
     }
 
@@ -264,6 +271,8 @@ impl SqlSession {
             user_vars: &self.user_vars,
             database: self.session.vars.database.as_deref(),
             last_insert_id: self.last_insert_id,
+            authority: self.authority.as_ref(),
+            connection_id: self.connection_id,
             inserted: None,
         }
     }
@@ -276,6 +285,8 @@ impl SqlSession {
             user_vars: self.user_vars.clone(),
             database: self.session.vars.database.clone(),
             last_insert_id: self.last_insert_id,
+            authority: self.authority.clone(),
+            connection_id: self.connection_id,
             subqueries: self
                 .subqueries
                 .lock()

@@ -168,6 +168,18 @@ fn a_restricted_account_runs_only_what_it_was_granted() {
     ok(&mut root, "GRANT REPLICATION SLAVE ON *.* TO repl");
 
     let mut r = session_as(&engine, "reader", "%");
+    assert_eq!(
+        rows(&mut r, "SELECT CURRENT_USER(), USER(), CONNECTION_ID()"),
+        [[
+            Some("reader@%".to_string()),
+            Some("reader@127.0.0.1".to_string()),
+            Some("1".to_string()),
+        ]]
+    );
+    assert_eq!(
+        rows(&mut root, "SELECT CURRENT_USER()"),
+        [[Some("root@localhost".to_string())]]
+    );
     ok(&mut r, "USE app");
     assert_eq!(rows(&mut r, "SELECT v FROM t"), [[Some("a".to_string())]]);
     assert_eq!(code(&mut r, "SELECT * FROM secret"), 1142);

@@ -534,14 +534,23 @@ fn choice(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     }))
 }
 
-/// DATABASE (SCHEMA), VERSION, LAST_INSERT_ID, CONNECTION_ID and SLEEP (which returns at
-/// once).
+/// DATABASE (SCHEMA), VERSION, LAST_INSERT_ID, CONNECTION_ID, CURRENT_USER, USER (and
+/// SESSION_USER, SYSTEM_USER) and SLEEP (which returns at once).
 fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     Ok(Some(match name {
         "DATABASE" | "SCHEMA" => ctx.database.map_or(Value::Null, |d| Value::Text(d.into())),
         "VERSION" => Value::Text(format!("8.0.0-ringrep-{}", env!("CARGO_PKG_VERSION"))),
         "LAST_INSERT_ID" => Value::UInt(ctx.last_insert_id),
-        "CONNECTION_ID" => Value::UInt(1),
+        "CONNECTION_ID" => Value::UInt(ctx.connection_id),
+        // The account (its host pattern), and the user with the client's host, as MySQL.
+        "CURRENT_USER" => Value::Text(ctx.authority.map_or_else(
+            || "root@localhost".into(),
+            |a| format!("{}@{}", a.account.user, a.account.host),
+        )),
+        "USER" | "SESSION_USER" | "SYSTEM_USER" => Value::Text(ctx.authority.map_or_else(
+            || "root@localhost".into(),
+            |a| format!("{}@{}", a.account.user, a.client_host),
+        )),
         "SLEEP" => Value::Int(0),
         _ => return Ok(None),
     }))
