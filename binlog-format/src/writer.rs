@@ -208,6 +208,9 @@ struct Inner {
     stop: AtomicBool,
     /// Wakes the background syncer (see `WRITEBACK_STEP`).
     nudge: std::sync::mpsc::SyncSender<()>,
+    /// Segments below this were purged (or are being): a rotation's new index leaves them
+    /// out even while their files are still being removed.
+    purged_below: AtomicU64,
 }
 
 /// Appends records to a binlog directory. Safe to share between threads.
@@ -252,6 +255,7 @@ fn create_segment(
     server_id: u32,
     first_seq: u64,
     schema: &Schema,
+    purged_below: u64,
 ) -> Result<(File, u64)> {
     let header = SegmentHeader {
         server_id,
@@ -276,7 +280,7 @@ fn create_segment(
         .map_err(|e| Error::io(&tmp, e))?;
     fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
     sync_dir(dir)?;
-    write_index(dir)?;
+    write_index(dir, purged_below)?;
     let f = OpenOptions::new()
         .append(true)
         .open(&path)
@@ -284,9 +288,14 @@ fn create_segment(
     Ok((f, bytes.len() as u64))
 }
 
-/// Rewrites the index file from the segments on disk (temporary file, rename, directory sync).
-fn write_index(dir: &Path) -> Result<()> {
-    write_index_of(dir, &list_segments(dir)?)
+/// Rewrites the index file from the segments on disk (temporary file, rename, directory sync),
+/// leaving out those below `purged_below` (a purge may still be removing their files).
+fn write_index(dir: &Path, purged_below: u64) -> Result<()> {
+    let numbers: Vec<u64> = list_segments(dir)?
+        .into_iter()
+        .filter(|&n| n >= purged_below)
+        .collect();
+    write_index_of(dir, &numbers)
 }
 
 /// Rewrites the index file naming `numbers`.
@@ -409,7 +418,7 @@ impl BinlogWriter {
         let (file, segment, segment_len, segment_records, recovered) = match segments.last() {
             None => {
                 let schema = Schema::default();
-                let (f, len) = create_segment(dir, 1, opts.server_id, opts.first_seq, &schema)?;
+                let (f, len) = create_segment(dir, 1, opts.server_id, opts.first_seq, &schema, 0)?;
                 let end = Position {
                     segment: 1,
                     offset: len,
@@ -467,6 +476,7 @@ impl BinlogWriter {
             notifier: Arc::new(Notifier::default()),
             stop: AtomicBool::new(false),
             nudge,
+            purged_below: AtomicU64::new(0),
         });
         // The background syncer: every N ms with that policy, and whenever a segment has
         // grown by `WRITEBACK_STEP`.
@@ -508,14 +518,22 @@ impl BinlogWriter {
     /// Readers that have a removed segment open keep reading it; one that asks for it later
     /// finds the binlog starting after it.
     pub fn purge_before(&self, keep_from: u64) -> Result<Vec<u64>> {
-        let st = lock(&self.inner.state);
-        let keep_from = keep_from.min(st.segment);
-        let all = list_segments(&self.inner.dir)?;
-        let (gone, kept): (Vec<u64>, Vec<u64>) = all.into_iter().partition(|&n| n < keep_from);
-        if gone.is_empty() {
-            return Ok(gone);
-        }
-        write_index_of(&self.inner.dir, &kept)?;
+        // Under the lock: the index without them, and the floor below which a rotation's
+        // index leaves files out. The files go after it, so commits do not wait for them.
+        let gone = {
+            let st = lock(&self.inner.state);
+            let keep_from = keep_from.min(st.segment);
+            let all = list_segments(&self.inner.dir)?;
+            let (gone, kept): (Vec<u64>, Vec<u64>) = all.into_iter().partition(|&n| n < keep_from);
+            if gone.is_empty() {
+                return Ok(gone);
+            }
+            self.inner
+                .purged_below
+                .fetch_max(keep_from, Ordering::SeqCst);
+            write_index_of(&self.inner.dir, &kept)?;
+            gone
+        };
         for &n in &gone {
             let path = self.inner.dir.join(segment_name(n));
             match fs::remove_file(&path) {
@@ -525,7 +543,6 @@ impl BinlogWriter {
             }
         }
         sync_dir(&self.inner.dir)?;
-        drop(st);
         Ok(gone)
     }
 
@@ -852,6 +869,7 @@ impl Inner {
             self.opts.server_id,
             st.last_seq + 1,
             &st.schema,
+            self.purged_below.load(Ordering::SeqCst),
         )?;
         st.file = Arc::new(file);
         st.segment = number;

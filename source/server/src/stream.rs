@@ -99,7 +99,9 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
             "heartbeat_ms" => req.heartbeat = Duration::from_millis(n.clamp(1, 60_000)),
             "provision" => req.provision = n == 1,
             "snapshot" => req.snapshot = n == 1,
-            _ => return Err(bad(part)),
+            // A newer replica's request: what this version does not know, it does without
+            // (the replica is told nothing about it, and streams as before).
+            other => tracing::debug!("COM_BINLOG_DUMP: unknown key {other} ignored"),
         }
     }
     if req.from_seq == 0 {
@@ -627,9 +629,13 @@ mod tests {
                 .code,
             1210
         );
+        assert!(
+            parse_dump(&body("ringrep-frames:from_seq=3,later_feature=1")).is_ok(),
+            "a newer replica's keys are ignored"
+        );
         assert_eq!(
-            parse_dump(&body("ringrep-frames:nope=1"))
-                .expect_err("key")
+            parse_dump(&body("ringrep-frames:from_seq=x"))
+                .expect_err("value")
                 .code,
             1210
         );
