@@ -290,6 +290,20 @@ impl Applier {
         })
     }
 
+    /// What a source gives besides transactions, taken before the next one: a snapshot to
+    /// load (provisioning) or where its stream starts (a failover). The snapshot's sequence
+    /// number when one was loaded; `Some(0)` for a start point; `None` when there is neither.
+    fn take_from_source(&mut self, source: &mut dyn EventSource) -> Result<Option<u64>> {
+        if let Some(p) = source.take_provision() {
+            return self.provision(&p).map(Some);
+        }
+        if let Some((id, seq)) = source.take_baseline() {
+            self.set_baseline(id, seq)?;
+            return Ok(Some(0));
+        }
+        Ok(None)
+    }
+
     /// Stores `seq - 1` as applied from `server_id` when nothing is stored for it: the source
     /// found, from what this replica applied of other servers, that its stream starts at `seq`
     /// for this replica (a replica of the old primary re-pointed at a promoted one).
@@ -484,23 +498,15 @@ impl Applier {
             if item.is_none() {
                 self.flush()?;
                 unsynced = 0;
-                if let Some(p) = source.take_provision() {
-                    last = self.provision(&p)?;
-                    continue;
-                }
-                if let Some((id, seq)) = source.take_baseline() {
-                    self.set_baseline(id, seq)?;
+                if let Some(seq) = self.take_from_source(source)? {
+                    last = seq.max(last);
                     continue;
                 }
                 item = source.next(idle).await?;
             }
             if item.is_none() {
-                if let Some(p) = source.take_provision() {
-                    last = self.provision(&p)?;
-                    continue;
-                }
-                if let Some((id, seq)) = source.take_baseline() {
-                    self.set_baseline(id, seq)?;
+                if let Some(seq) = self.take_from_source(source)? {
+                    last = seq.max(last);
                     continue;
                 }
             }

@@ -124,19 +124,7 @@ pub(crate) async fn server_id_of(n: &ringrep_applier::NetworkConfig) -> Result<u
     id.ok_or_else(|| remote(format!("{}: no server id", n.address)))
 }
 
-/// `mysql://user:secret@host` without the password, for messages.
-pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
+pub(crate) use ringrep_applier::network::redact;
 
 async fn read_all(conn: &mut mysql_async::Conn, server_id: u32, last_seq: u64) -> Result<Side> {
     let dir = tempfile::tempdir().map_err(|e| remote(format!("scratch directory: {e}")))?;

@@ -185,6 +185,16 @@ fn start_replica(dir: &Path, source: SocketAddr) -> Node {
     node::start(cmd, "replica listening on ")
 }
 
+/// The tests' ring table, `test.ue` (rings of 4 per user), on the primary at `addr`.
+fn create_ue(rt: &tokio::runtime::Runtime, addr: SocketAddr) {
+    rt.block_on(async {
+        let mut c = connect(addr, None).await;
+        c.query_drop("CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
+            .await
+            .expect("create");
+    });
+}
+
 /// Inserts `n` rows for each of a few users through the primary.
 fn write(rt: &tokio::runtime::Runtime, primary: SocketAddr, round: u32, n: u32) {
     rt.block_on(async {
@@ -248,12 +258,7 @@ fn a_replica_over_tcp_converges_through_cuts_stalls_refusals_and_restarts() {
     let rt = runtime();
     let mut primary = Primary::start(&rt, &dir.path().join("primary"));
     let proxy = Proxy::start(primary.addr);
-    rt.block_on(async {
-        let mut c = connect(primary.addr, None).await;
-        c.query_drop("CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
-            .await
-            .expect("create");
-    });
+    create_ue(&rt, primary.addr);
     let replica_dir = dir.path().join("replica");
     let mut replica = start_replica(&replica_dir, proxy.addr);
     write(&rt, primary.addr, 0, 50);
@@ -713,12 +718,7 @@ fn a_replica_whose_next_transaction_was_purged_is_provisioned_from_a_snapshot() 
     cfg.snapshot_every = 0;
     let mut primary = Primary::start_with(&rt, &dir.path().join("primary"), cfg);
     let paddr = primary.addr;
-    rt.block_on(async {
-        let mut c = connect(paddr, None).await;
-        c.query_drop("CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
-            .await
-            .expect("create");
-    });
+    create_ue(&rt, paddr);
     rt.block_on(async {
         let mut c = connect(paddr, None).await;
         c.query_drop("CREATE TABLE test.gone (id INT PRIMARY KEY)")
@@ -861,12 +861,7 @@ fn a_replica_serves_a_replica_of_its_own() {
     let rt = runtime();
     let mut primary = Primary::start(&rt, &dir.path().join("primary"));
     let paddr = primary.addr;
-    rt.block_on(async {
-        let mut c = connect(paddr, None).await;
-        c.query_drop("CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
-            .await
-            .expect("create");
-    });
+    create_ue(&rt, paddr);
     let middle = start_replica(&dir.path().join("middle"), paddr);
     let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
     let mut cmd = node::network_replica(
@@ -961,12 +956,7 @@ fn failover(r2_ahead: bool) {
         .env_remove("RINGREP_ROOT_PASSWORD");
     let mut primary = node::start(cmd, "listening on ");
     let paddr = primary.addr;
-    rt.block_on(async {
-        let mut c = connect(paddr, None).await;
-        c.query_drop("CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
-            .await
-            .expect("create");
-    });
+    create_ue(&rt, paddr);
     let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
     let replica = |name: &str, id: &str| {
         let mut cmd = node::network_replica(
@@ -1125,12 +1115,7 @@ fn a_lagging_replica_is_kept_until_the_hard_cap_then_provisioned() {
     cfg.snapshot_every = 0;
     let mut primary = Primary::start_with(&rt, &dir.path().join("primary"), cfg);
     let paddr = primary.addr;
-    rt.block_on(async {
-        let mut c = connect(paddr, None).await;
-        c.query_drop("CREATE TABLE test.ue (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), payload VARCHAR(64), PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
-            .await
-            .expect("create");
-    });
+    create_ue(&rt, paddr);
     let proxy = Proxy::start(paddr);
     let replica = start_replica(&dir.path().join("replica"), proxy.addr);
     write(&rt, paddr, 0, 20);
