@@ -444,7 +444,17 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                         .unwrap_or(Value::Null));
                 }
             }
-            let i = resolve(scope, None, &id.value)?;
+            let i = match resolve(scope, None, &id.value) {
+                Ok(i) => i,
+                // MySQL's CURRENT_USER without parentheses, where no column is so named.
+                Err(_)
+                    if id.quote_style.is_none()
+                        && id.value.eq_ignore_ascii_case("CURRENT_USER") =>
+                {
+                    return Ok(functions::current_user(ctx));
+                }
+                Err(e) => return Err(e),
+            };
             Ok(scope.row[i].clone())
         }
         Expr::CompoundIdentifier(parts) => {

@@ -169,11 +169,15 @@ fn a_restricted_account_runs_only_what_it_was_granted() {
 
     let mut r = session_as(&engine, "reader", "%");
     assert_eq!(
-        rows(&mut r, "SELECT CURRENT_USER(), USER(), CONNECTION_ID()"),
+        rows(
+            &mut r,
+            "SELECT CURRENT_USER(), USER(), CONNECTION_ID(), CURRENT_USER"
+        ),
         [[
             Some("reader@%".to_string()),
             Some("reader@127.0.0.1".to_string()),
             Some("1".to_string()),
+            Some("reader@%".to_string()),
         ]]
     );
     assert_eq!(

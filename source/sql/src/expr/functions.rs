@@ -543,10 +543,7 @@ fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>
         "LAST_INSERT_ID" => Value::UInt(ctx.last_insert_id),
         "CONNECTION_ID" => Value::UInt(ctx.connection_id),
         // The account (its host pattern), and the user with the client's host, as MySQL.
-        "CURRENT_USER" => Value::Text(ctx.authority.map_or_else(
-            || "root@localhost".into(),
-            |a| format!("{}@{}", a.account.user, a.account.host),
-        )),
+        "CURRENT_USER" => current_user(ctx),
         "USER" | "SESSION_USER" | "SYSTEM_USER" => Value::Text(ctx.authority.map_or_else(
             || "root@localhost".into(),
             |a| format!("{}@{}", a.account.user, a.client_host),
@@ -554,6 +551,14 @@ fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>
         "SLEEP" => Value::Int(0),
         _ => return Ok(None),
     }))
+}
+
+/// CURRENT_USER(): the session's account, `user@host` with the account's host pattern.
+pub(super) fn current_user(ctx: &Ctx<'_>) -> Value {
+    Value::Text(ctx.authority.map_or_else(
+        || "root@localhost".into(),
+        |a| format!("{}@{}", a.account.user, a.account.host),
+    ))
 }
 
 /// Error 1582 unless `name` got at least `n` arguments, as MySQL checks native functions.
