@@ -52,6 +52,14 @@ pub(crate) fn online(url: &str, ca: Option<&Path>, to: &Path) -> anyhow::Result<
             if let Some(p) = source.take_provision() {
                 break p;
             }
+            // A refusal that retrying cannot mend (no REPLICATION SLAVE, a wrong password)
+            // ends the backup at once.
+            let refused = status.lock().ok().and_then(|s| s.last_error.clone()).filter(|e| {
+                e.contains("ERROR 1227") || e.contains("ERROR 1045") || e.contains("ERROR 3118")
+            });
+            if let Some(e) = refused {
+                bail!("the node refused the backup: {e}");
+            }
             if Instant::now() > deadline {
                 let why = status
                     .lock()

@@ -53,7 +53,8 @@ enum Command {
         /// A file of statements (standard input when neither FILE nor -e is given).
         file: Option<PathBuf>,
     },
-    /// Write a backup (data rows and meta rows) of a stopped node's data directory.
+    /// Write a backup (data rows and meta rows): of a stopped node's data directory, or online
+    /// of a serving node through its replication stream (--from).
     Backup {
         /// The data directory of a stopped node.
         #[arg(long, required_unless_present = "from", conflicts_with = "from")]
@@ -71,8 +72,10 @@ enum Command {
     },
     /// Create a new data directory from a backup; inserts continue each ring.
     Restore {
+        /// The backup directory (`ringrep-source backup --to`).
         #[arg(long)]
         from: PathBuf,
+        /// The new data directory (must not hold one yet).
         #[arg(long)]
         data_dir: PathBuf,
     },

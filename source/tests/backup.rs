@@ -200,6 +200,28 @@ fn an_online_backup_seeds_a_replica_that_resumes_the_stream() {
     let report = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{report}");
     assert!(report.contains("CONVERGED"), "{report}");
+    // An account without REPLICATION SLAVE is refused at once, with MySQL's error.
+    rt.block_on(async {
+        let mut c = connect(paddr, None).await;
+        c.query_drop("CREATE USER app IDENTIFIED BY 'apw'")
+            .await
+            .expect("create user");
+    });
+    let refused = Command::new(env!("CARGO_BIN_EXE_ringrep-source"))
+        .args([
+            "backup",
+            "--from",
+            &format!("mysql://app:apw@{paddr}"),
+            "--to",
+        ])
+        .arg(dir.path().join("refused"))
+        .output()
+        .expect("backup");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{err}");
+    assert!(err.contains("1227"), "{err}");
+    // Refused as such, not after the minute a silent node is given.
+    assert!(err.contains("refused the backup"), "{err}");
     // A second seed into the same directory is refused.
     let again = Command::new(&applier)
         .args(["seed", "--from"])

@@ -757,7 +757,10 @@ impl ReplicaControl for Channel {
             ),
             (
                 "Relay_Source_Log_File",
-                applied.map(|p| segment(&p.position)),
+                // A position loaded with a snapshot (provisioning, seed) has no file.
+                applied
+                    .filter(|p| p.position.segment > 0)
+                    .map(|p| segment(&p.position)),
             ),
             ("Replica_IO_Running", Some(io.to_string())),
             (

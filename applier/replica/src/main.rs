@@ -64,9 +64,10 @@ enum Command {
         /// (PEM) and the host name of --source.
         #[arg(long, requires = "source")]
         source_ssl_ca: Option<PathBuf>,
-        /// This replica's own server id, written into its binlog.
-        #[arg(long, default_value_t = 2)]
-        server_id: u32,
+        /// This replica's own server id, written into its binlog (default: the id its data
+        /// directory was written with, else 2).
+        #[arg(long)]
+        server_id: Option<u32>,
         /// Stop after applying this sequence number.
         #[arg(long)]
         until_seq: Option<u64>,
@@ -132,11 +133,13 @@ enum Command {
     /// --data-dir DIR` or `ringrep-applier serve --replica-dir DIR --listen ...` then serves
     /// it). The same as STOP REPLICA; RESET REPLICA ALL on a running one.
     Promote {
+        /// The replica's data directory (the replica stopped).
         #[arg(long)]
         replica_dir: PathBuf,
     },
     /// Show a replica's stored apply positions.
     Status {
+        /// The replica's data directory.
         #[arg(long)]
         replica_dir: PathBuf,
     },
@@ -257,6 +260,14 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             server,
         } => {
             ringrep_server::init_logging();
+            // A directory keeps the id it was written with (one made by `seed`, or promoted).
+            let server_id = server_id
+                .or(
+                    binlog_format::segment::directory_server_id(&replica_dir.join("binlog"))
+                        .ok()
+                        .flatten(),
+                )
+                .unwrap_or(2);
             // A reader: the topic-creation settings do not apply.
             let kafka = KafkaArgs {
                 kafka_brokers,
@@ -314,7 +325,9 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                         Some(SourceSpec::Network(stored.network(server_id)?))
                     }
                     None if listen => {
-                        eprintln!("no source configured yet: waiting for CHANGE REPLICATION SOURCE TO and START REPLICA");
+                        if !promoted {
+                            eprintln!("no source configured yet: waiting for CHANGE REPLICATION SOURCE TO and START REPLICA");
+                        }
                         None
                     }
                     None => bail!("give --source, --source-binlog or --kafka-brokers, or --listen to configure the source with CHANGE REPLICATION SOURCE TO"),
@@ -345,7 +358,15 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                         );
                     }
                     // Tests and scripts read the address from this line.
-                    eprintln!("replica listening on {} (read-only)", server.local_addr()?);
+                    eprintln!(
+                        "replica listening on {} ({})",
+                        server.local_addr()?,
+                        if promoted {
+                            "promoted: writable"
+                        } else {
+                            "read-only"
+                        }
+                    );
                     let mut stopped = stop_rx.clone();
                     Some(tokio::spawn(server.run(async move {
                         let _ = stopped.wait_for(|s| *s).await;

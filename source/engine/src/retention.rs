@@ -226,7 +226,7 @@ impl Engine {
     }
 
     /// Removes the segments last written before `before` (`PURGE BINARY LOGS BEFORE`), except
-    /// those recovery needs.
+    /// those readers need; a snapshot is taken first when recovery would keep them.
     pub fn purge_binlogs_before(&self, before: SystemTime) -> Result<PurgeOutcome> {
         let infos = self.binlog_segments()?;
         let keep_from = infos
@@ -234,7 +234,7 @@ impl Engine {
             .find(|s| s.modified >= before)
             .or(infos.last())
             .map_or(0, |s| s.number);
-        self.purge_binlogs_to(keep_from, false)
+        self.purge_binlogs_to(keep_from, true)
     }
 
     /// Applies `policy`: the oldest segments go while they are older than its age or the

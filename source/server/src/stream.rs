@@ -236,6 +236,9 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         Err(e) => tracing::warn!(connection = conn_id, "reading the binlog's segments: {e}"),
     }
     if let Ok(mut r) = shared.replicas.lock() {
+        // A replica that comes back (STOP/START REPLICA, a reconnect) replaces its old entry,
+        // as MySQL's new dump thread replaces the old one's; the old stream ends on its own.
+        r.retain(|_, s| s.server_id != req.replica_id);
         r.insert(
             conn_id,
             Streaming {

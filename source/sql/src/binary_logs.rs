@@ -52,7 +52,8 @@ impl SqlSession {
                         "Target log not found in binlog index",
                     )
                 })?;
-            self.engine().purge_binlogs_to(number, false)?
+            // A snapshot first when recovery would keep the segments: PURGE does what it says.
+            self.engine().purge_binlogs_to(number, true)?
         } else if upper.starts_with("BEFORE") {
             let expr = rest[6..].trim();
             let secs = match self.execute(&format!("SELECT UNIX_TIMESTAMP({expr})"))? {
@@ -88,7 +89,7 @@ impl SqlSession {
             self.session.warn(
                 ER_WARN_PURGE_LOG_IN_USE,
                 format!(
-                    "file {kept} was not purged because crash recovery needs it (it holds transactions after the oldest snapshot; a snapshot is taken every --snapshot-every transactions)"
+                    "file {kept} was not purged because crash recovery needs it (it holds transactions after the newest snapshot)"
                 ),
             );
         }
