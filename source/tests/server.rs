@@ -658,3 +658,64 @@ fn metrics_endpoint() {
     });
     assert!(get("/other").starts_with("HTTP/1.1 404"));
 }
+
+/// `caching_sha2_password`, MySQL 8's default and the only method of MySQL 9's clients: a
+/// client that answers the greeting with it is checked as it is (fast authentication: `0x01
+/// 0x03`, then OK), for the node's own accounts and for those made with IDENTIFIED BY; an
+/// account known only by its native hash (`AS '*HASH'`) has the client asked again for
+/// `mysql_native_password`; a wrong password is 1045 either way.
+#[test]
+fn caching_sha2_password_clients_log_in() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &["--root-password", "s3cret"]);
+    let login = |user: &str, password: &str| -> (std::net::TcpStream, Vec<u8>, Vec<u8>) {
+        let mut s = std::net::TcpStream::connect(node.addr).expect("connect");
+        let (_, greeting) = raw::read(&mut s).expect("greeting");
+        let g = ringrep_protocol::parse_greeting(&greeting).expect("greeting");
+        let answer = ringrep_protocol::sha2_answer(password, &g.salt);
+        let hello = ringrep_protocol::handshake_response_for(
+            ringrep_protocol::CLIENT,
+            user,
+            &answer,
+            None,
+            ringrep_protocol::CACHING_SHA2,
+        );
+        raw::write(&mut s, 1, &hello);
+        let (_, first) = raw::read(&mut s).expect("answer");
+        (s, first, g.salt)
+    };
+    // The node's own account.
+    let (mut s, first, _) = login("root", "s3cret");
+    assert_eq!(first, [0x01, 0x03], "fast authentication");
+    let (_, ok) = raw::read(&mut s).expect("ok");
+    assert_eq!(ok[0], 0, "{ok:?}");
+    let (_, first, _) = login("root", "wrong");
+    assert_eq!(raw::error(&first).0, 1045);
+    // Accounts made in SQL.
+    runtime().block_on(async {
+        let mut c = mysql_async::Conn::new(opts(node.addr, "root", Some("s3cret"), None))
+            .await
+            .expect("root");
+        c.query_drop("CREATE USER app IDENTIFIED BY 'apw'").await.expect("app");
+        c.query_drop("CREATE USER old IDENTIFIED WITH mysql_native_password AS '*14E65567ABDB5135D0CFD9A70B3032C179A49EE7'")
+            .await
+            .expect("old");
+        c.query_drop("CREATE USER eight IDENTIFIED WITH caching_sha2_password BY 'epw'")
+            .await
+            .expect("eight");
+    });
+    for (user, password) in [("app", "apw"), ("eight", "epw")] {
+        let (mut s, first, _) = login(user, password);
+        assert_eq!(first, [0x01, 0x03], "{user}");
+        let (_, ok) = raw::read(&mut s).expect("ok");
+        assert_eq!(ok[0], 0, "{user}: {ok:?}");
+    }
+    let (_, first, _) = login("app", "nope");
+    assert_eq!(raw::error(&first).0, 1045);
+    // Known by its native hash only: asked again, then in with mysql_native_password.
+    let (mut s, first, salt) = login("old", "secret");
+    assert_eq!(first[0], 0xfe, "an auth switch: {first:?}");
+    raw::write(&mut s, 3, &ringrep_protocol::native_answer("secret", &salt));
+    let (_, ok) = raw::read(&mut s).expect("ok");
+    assert_eq!(ok[0], 0, "{ok:?}");
+}

@@ -363,6 +363,61 @@ pub fn greeting(version: &str, conn_id: u32, salt: &[u8; 20], caps: u32) -> Vec<
 
 /// The authentication method ringrep uses.
 pub const NATIVE_PASSWORD: &str = "mysql_native_password";
+/// MySQL 8's default authentication method (the only one of MySQL 9's clients).
+pub const CACHING_SHA2: &str = "caching_sha2_password";
+
+fn sha256(parts: &[&[u8]]) -> [u8; 32] {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.finalize().into()
+}
+
+/// What a server keeps to check `caching_sha2_password` answers: SHA256(SHA256(password)).
+pub fn sha2_stored(password: &str) -> [u8; 32] {
+    sha256(&[&sha256(&[password.as_bytes()])])
+}
+
+/// A client's `caching_sha2_password` answer to `salt`: SHA256(password) XOR
+/// SHA256(SHA256(SHA256(password)) + salt); empty for an empty password.
+pub fn sha2_answer(password: &str, salt: &[u8]) -> Vec<u8> {
+    if password.is_empty() {
+        return Vec::new();
+    }
+    let stage1 = sha256(&[password.as_bytes()]);
+    let mask = sha256(&[&sha256(&[&stage1]), salt]);
+    stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect()
+}
+
+/// Whether `answer` proves the password whose SHA256(SHA256()) is `stored` (`None`: no
+/// password, and only an empty answer passes). All 32 bytes are compared whatever the first
+/// difference.
+pub fn check_sha2(stored: Option<&[u8; 32]>, salt: &[u8], answer: &[u8]) -> bool {
+    let Some(stored) = stored else {
+        return answer.is_empty();
+    };
+    if answer.len() != 32 {
+        return false;
+    }
+    let mask = sha256(&[stored, salt]);
+    let mut stage1 = [0u8; 32];
+    for i in 0..32 {
+        stage1[i] = answer[i] ^ mask[i];
+    }
+    sha256(&[&stage1])
+        .iter()
+        .zip(stored)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
+}
+
+/// `caching_sha2_password`'s "fast authentication succeeded": more data `0x01`, then `0x03`;
+/// the OK packet follows.
+pub fn sha2_fast_auth_ok() -> Vec<u8> {
+    vec![0x01, 0x03]
+}
 
 /// What a client said in its handshake response (Protocol::HandshakeResponse41).
 #[derive(Debug, Default)]
@@ -587,6 +642,17 @@ pub const CLIENT: u32 = cap::LONG_PASSWORD
 /// A client's handshake response (see [`parse_handshake_response`] for the layout), answering
 /// with `mysql_native_password`.
 pub fn handshake_response(caps: u32, user: &str, answer: &[u8], database: Option<&str>) -> Vec<u8> {
+    handshake_response_for(caps, user, answer, database, NATIVE_PASSWORD)
+}
+
+/// [`handshake_response`] answering with the method `plugin` (`caching_sha2_password`).
+pub fn handshake_response_for(
+    caps: u32,
+    user: &str,
+    answer: &[u8],
+    database: Option<&str>,
+    plugin: &str,
+) -> Vec<u8> {
     let mut caps = caps | cap::PLUGIN_AUTH_LENENC_CLIENT_DATA | cap::PLUGIN_AUTH;
     if database.is_some() {
         caps |= cap::CONNECT_WITH_DB;
@@ -602,7 +668,7 @@ pub fn handshake_response(caps: u32, user: &str, answer: &[u8], database: Option
         p.extend_from_slice(db.as_bytes());
         p.push(0);
     }
-    p.extend_from_slice(NATIVE_PASSWORD.as_bytes());
+    p.extend_from_slice(plugin.as_bytes());
     p.push(0);
     p
 }

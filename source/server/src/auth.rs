@@ -20,6 +20,8 @@ fn sha1(parts: &[&[u8]]) -> [u8; 20] {
 #[derive(Debug, Clone, Default)]
 pub struct Accounts {
     users: HashMap<String, Option<[u8; 20]>>,
+    /// SHA256(SHA256(password)) of each, for `caching_sha2_password` (`None`: no password).
+    sha2: HashMap<String, Option<[u8; 32]>>,
 }
 
 impl Accounts {
@@ -27,6 +29,8 @@ impl Accounts {
     pub fn add(&mut self, user: &str, password: &str) {
         let stored = (!password.is_empty()).then(|| sha1(&[&sha1(&[password.as_bytes()])]));
         self.users.insert(user.to_string(), stored);
+        let sha2 = (!password.is_empty()).then(|| ringrep_protocol::sha2_stored(password));
+        self.sha2.insert(user.to_string(), sha2);
     }
 
     /// Whether `user` has an account without a password.
@@ -38,6 +42,14 @@ impl Accounts {
     /// the same name).
     pub fn has(&self, user: &str) -> bool {
         self.users.contains_key(user)
+    }
+
+    /// Checks a `caching_sha2_password` answer to `salt`.
+    pub fn check_sha2(&self, user: &str, salt: &[u8], answer: &[u8]) -> bool {
+        match self.sha2.get(user) {
+            None => false,
+            Some(stored) => ringrep_protocol::check_sha2(stored.as_ref(), salt, answer),
+        }
     }
 
     /// Checks a `mysql_native_password` answer to `salt`.

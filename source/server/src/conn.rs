@@ -204,8 +204,12 @@ impl Conn {
         self.caps = hello.caps & server_caps;
         let mut answer = hello.auth;
         let plugin = hello.plugin.as_deref().unwrap_or(protocol::NATIVE_PASSWORD);
-        if hello.caps & cap::PLUGIN_AUTH != 0 && plugin != protocol::NATIVE_PASSWORD {
-            // MySQL 8 clients answer for caching_sha2_password first: ask again.
+        let plugin_auth = hello.caps & cap::PLUGIN_AUTH != 0;
+        // MySQL 8 and 9 clients answer for caching_sha2_password first: taken as it is when
+        // the account has that method's hash (fast authentication), else they are asked again
+        // for mysql_native_password.
+        let sha2 = plugin_auth && plugin == protocol::CACHING_SHA2 && self.knows_sha2(&hello.user);
+        if plugin_auth && plugin != protocol::NATIVE_PASSWORD && !sha2 {
             packets.write(&protocol::auth_switch(salt)).await?;
             packets.flush().await?;
             answer = match read_handshake(&mut packets).await? {
@@ -213,7 +217,7 @@ impl Conn {
                 None => return Ok(()),
             };
         }
-        let authority = match self.login(&hello.user, salt, &answer) {
+        let authority = match self.login(&hello.user, salt, &answer, sha2) {
             Ok(a) => a,
             Err(e) => {
                 tracing::warn!(connection = self.id, user = %hello.user, %peer, "authentication failed: {}", e.message);
@@ -225,7 +229,10 @@ impl Conn {
             sql.authority = Some(authority.clone());
         }
         self.authority = Some(authority);
-        tracing::debug!(connection = self.id, user = %hello.user, "authenticated");
+        if sha2 {
+            packets.write(&protocol::sha2_fast_auth_ok()).await?;
+        }
+        tracing::debug!(connection = self.id, user = %hello.user, sha2, "authenticated");
         if let Some(db) = &hello.database {
             if let Err(e) = self.run(use_statement(db), None).await {
                 packets.write(&wire::error(&e)).await?;
@@ -240,7 +247,13 @@ impl Conn {
     /// The account `user` logs in as with `answer` to `salt`: one of the node's own
     /// (configuration, every privilege) or, failing that, one of `mysql.user` matching the
     /// client's address. 1045 for a wrong password or no such account, as MySQL answers both.
-    fn login(&mut self, user: &str, salt: &[u8; 20], answer: &[u8]) -> Result<Authority, Error> {
+    fn login(
+        &mut self,
+        user: &str,
+        salt: &[u8; 20],
+        answer: &[u8],
+        sha2: bool,
+    ) -> Result<Authority, Error> {
         let ip = self.peer.ip();
         let denied = || {
             Error::new(
@@ -252,7 +265,12 @@ impl Conn {
             )
         };
         if self.shared.accounts.has(user) {
-            return if self.shared.accounts.check(user, salt, answer) {
+            let right = if sha2 {
+                self.shared.accounts.check_sha2(user, salt, answer)
+            } else {
+                self.shared.accounts.check(user, salt, answer)
+            };
+            return if right {
                 Ok(Authority::superuser(user, &ip.to_string()))
             } else {
                 Err(denied())
@@ -260,7 +278,12 @@ impl Conn {
         }
         let dir = self.shared.account_cache.get(&self.shared.engine);
         let account = dir.login(user, ip).ok_or_else(denied)?;
-        if !auth::check_answer(account.hash.as_ref(), salt, answer) {
+        let right = if sha2 {
+            protocol::check_sha2(account.sha2.as_ref(), salt, answer)
+        } else {
+            auth::check_answer(account.hash.as_ref(), salt, answer)
+        };
+        if !right {
             return Err(denied());
         }
         if account.locked {
@@ -277,6 +300,17 @@ impl Conn {
         };
         self.directory = Some(dir);
         Ok(authority)
+    }
+
+    /// Whether `user` can be checked with `caching_sha2_password`: an account of the node's
+    /// own, or one of `mysql.user` whose password was given in clear (not `AS '*HASH'`).
+    fn knows_sha2(&self, user: &str) -> bool {
+        if self.shared.accounts.has(user) {
+            return true;
+        }
+        let dir = self.shared.account_cache.get(&self.shared.engine);
+        dir.login(user, self.peer.ip())
+            .is_some_and(|a| a.sha2.is_some() || a.hash.is_none())
     }
 
     /// Reads the session's grants again when the account tables changed since (a GRANT or

@@ -29,6 +29,29 @@ mod err {
     pub(super) const ER_USER_DOES_NOT_EXIST: u16 = 3162;
 }
 
+/// What an account keeps of its password: the hash of each method it can be checked with.
+#[derive(Debug, Clone, Copy)]
+struct Secret {
+    hash: Option<[u8; 20]>,
+    sha2: Option<[u8; 32]>,
+}
+
+impl Secret {
+    fn of(password: &str) -> Secret {
+        Secret {
+            hash: password_hash(password),
+            sha2: (!password.is_empty()).then(|| ringrep_protocol_sha2(password)),
+        }
+    }
+}
+
+/// SHA256(SHA256(password)), as `caching_sha2_password` checks it.
+fn ringrep_protocol_sha2(password: &str) -> [u8; 32] {
+    use sha2::Digest;
+    let once: [u8; 32] = sha2::Sha256::digest(password.as_bytes()).into();
+    sha2::Sha256::digest(once).into()
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     /// A bare word: upper-cased, and as written.
@@ -235,29 +258,39 @@ impl Parser {
 
     /// `IDENTIFIED BY 'pw' | IDENTIFIED WITH plugin [BY 'pw' | AS 'hash']`, if present:
     /// `Some(hash)`.
-    fn identified(&mut self) -> Result<Option<Option<[u8; 20]>>> {
+    fn identified(&mut self) -> Result<Option<Secret>> {
         if !self.word("IDENTIFIED") {
             return Ok(None);
         }
         if self.word("WITH") {
             let plugin = self.name()?;
-            if !plugin.eq_ignore_ascii_case("mysql_native_password") {
+            let native = plugin.eq_ignore_ascii_case("mysql_native_password");
+            if !native && !plugin.eq_ignore_ascii_case("caching_sha2_password") {
                 return Err(Error::new(
                     err::ER_PLUGIN_IS_NOT_LOADED,
                     format!("Plugin '{plugin}' is not loaded"),
                 ));
             }
             if self.word("AS") {
-                return self.hash_literal().map(Some);
+                if !native {
+                    // MySQL's stored form for caching_sha2_password ($A$005$...) is not ours.
+                    return Err(Error::new(
+                        err::ER_PASSWORD_FORMAT,
+                        "The password hash doesn't have the expected format.",
+                    ));
+                }
+                return self
+                    .hash_literal()
+                    .map(|hash| Some(Secret { hash, sha2: None }));
             }
             if !self.word("BY") {
-                return Ok(Some(None));
+                return Ok(Some(Secret::of("")));
             }
         } else {
             // MySQL 8 removed `IDENTIFIED BY PASSWORD 'hash'`: a syntax error there too.
             self.expect("BY")?;
         }
-        Ok(Some(password_hash(&self.string()?)))
+        Ok(Some(Secret::of(&self.string()?)))
     }
 
     fn hash_literal(&mut self) -> Result<Option<[u8; 20]>> {
@@ -439,13 +472,14 @@ impl SqlSession {
                 return Err(near(&p));
             }
             // MySQL 8 removed PASSWORD('...'): only a string.
-            let hash = password_hash(&p.string()?);
+            let secret = Secret::of(&p.string()?);
             p.end()?;
             if !same_account(&who, &me) {
                 self.require_global(Privs::CREATE_USER)?;
             }
             self.change_accounts("SET PASSWORD", &[who], false, |a| {
-                a.hash = hash;
+                a.hash = secret.hash;
+                a.sha2 = secret.sha2;
                 Ok(())
             })
         } else if p.word("GRANT") {
@@ -463,10 +497,11 @@ impl SqlSession {
         let mut new = Vec::new();
         loop {
             let name = p.account(me)?;
-            let hash = p.identified()?.unwrap_or(None);
+            let secret = p.identified()?.unwrap_or(Secret::of(""));
             new.push(Account {
                 name,
-                hash,
+                hash: secret.hash,
+                sha2: secret.sha2,
                 locked: false,
             });
             if !p.sym(',') {
@@ -534,8 +569,9 @@ impl SqlSession {
             match dir.get(&name) {
                 Some(a) => {
                     let mut a = a.clone();
-                    if let Some(h) = hash {
-                        a.hash = h;
+                    if let Some(secret) = hash {
+                        a.hash = secret.hash;
+                        a.sha2 = secret.sha2;
                     }
                     if let Some(l) = locked {
                         a.locked = l;

@@ -35,6 +35,10 @@ pub struct Account {
     pub name: AccountName,
     /// SHA1(SHA1(password)); `None` for no password.
     pub hash: Option<[u8; 20]>,
+    /// SHA256(SHA256(password)), for `caching_sha2_password` clients; `None` when only the
+    /// native hash is known (an account made `AS '*HASH'`: such clients are asked for
+    /// `mysql_native_password` instead) or there is no password.
+    pub sha2: Option<[u8; 32]>,
     /// `ACCOUNT LOCK`: logins are refused.
     pub locked: bool,
 }
@@ -99,6 +103,7 @@ fn user_def() -> TableDef {
             varchar("plugin", 64),
             varchar("authentication_string", 64),
             varchar("account_locked", 1),
+            varchar("ringrep_sha2", 64),
         ],
         2,
     )
@@ -144,7 +149,23 @@ pub(crate) fn account_row(a: &Account) -> Vec<Value> {
         Value::Text("mysql_native_password".into()),
         Value::Text(hash_text(a.hash)),
         Value::Text(if a.locked { "Y" } else { "N" }.into()),
+        Value::Text(a.sha2.map(|h| hex(&h)).unwrap_or_default()),
     ]
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex32(text: &str) -> Option<[u8; 32]> {
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
 }
 
 /// The grants row of `who` at level (`db`, `table`), `""` standing for `*`.
@@ -194,6 +215,7 @@ impl Directory {
                     };
                     dir.accounts.push(Account {
                         hash: parse_hash_text(&text(row.get(3))).unwrap_or(Some([0; 20])),
+                        sha2: unhex32(&text(row.get(5))),
                         locked: text(row.get(4)) == "Y",
                         name,
                     });
