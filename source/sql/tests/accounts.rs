@@ -110,7 +110,7 @@ fn account_statements_change_the_tables_and_answer_as_mysql() {
     assert_eq!(
         code(
             &mut root,
-            "CREATE USER x IDENTIFIED WITH caching_sha2_password BY 'p'"
+            "CREATE USER x IDENTIFIED WITH auth_socket BY 'p'"
         ),
         1524
     );
