@@ -375,11 +375,6 @@ fn sha256(parts: &[&[u8]]) -> [u8; 32] {
     h.finalize().into()
 }
 
-/// What a server keeps to check `caching_sha2_password` answers: SHA256(SHA256(password)).
-pub fn sha2_stored(password: &str) -> [u8; 32] {
-    sha256(&[&sha256(&[password.as_bytes()])])
-}
-
 /// A client's `caching_sha2_password` answer to `salt`: SHA256(password) XOR
 /// SHA256(SHA256(SHA256(password)) + salt); empty for an empty password.
 pub fn sha2_answer(password: &str, salt: &[u8]) -> Vec<u8> {
@@ -391,26 +386,51 @@ pub fn sha2_answer(password: &str, salt: &[u8]) -> Vec<u8> {
     stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect()
 }
 
-/// Whether `answer` proves the password whose SHA256(SHA256()) is `stored` (`None`: no
-/// password, and only an empty answer passes). All 32 bytes are compared whatever the first
-/// difference.
-pub fn check_sha2(stored: Option<&[u8; 32]>, salt: &[u8], answer: &[u8]) -> bool {
+fn sha1(parts: &[&[u8]]) -> [u8; 20] {
+    let mut h = sha1_smol::Sha1::new();
+    for p in parts {
+        h.update(p);
+    }
+    h.digest().bytes()
+}
+
+/// Whether `answer` proves the password whose double digest is `stored` (`None`: no password,
+/// and only an empty answer passes): `answer` XOR `mask` must be a value whose digest is
+/// `stored`. All the bytes are compared whatever the first difference, so timing tells nothing.
+fn check_scramble<const N: usize>(
+    stored: Option<&[u8; N]>,
+    answer: &[u8],
+    mask: impl FnOnce(&[u8; N]) -> [u8; N],
+    digest: impl FnOnce(&[u8]) -> [u8; N],
+) -> bool {
     let Some(stored) = stored else {
         return answer.is_empty();
     };
-    if answer.len() != 32 {
+    if answer.len() != N {
         return false;
     }
-    let mask = sha256(&[stored, salt]);
-    let mut stage1 = [0u8; 32];
-    for i in 0..32 {
+    let mask = mask(stored);
+    let mut stage1 = [0u8; N];
+    for i in 0..N {
         stage1[i] = answer[i] ^ mask[i];
     }
-    sha256(&[&stage1])
+    digest(&stage1)
         .iter()
         .zip(stored)
         .fold(0u8, |acc, (a, b)| acc | (a ^ b))
         == 0
+}
+
+/// Whether a `mysql_native_password` answer to `salt` proves the password whose
+/// SHA1(SHA1()) is `stored`: the client sent SHA1(password) XOR SHA1(salt + stored).
+pub fn check_native(stored: Option<&[u8; 20]>, salt: &[u8], answer: &[u8]) -> bool {
+    check_scramble(stored, answer, |st| sha1(&[salt, st]), |x| sha1(&[x]))
+}
+
+/// Whether a `caching_sha2_password` answer to `salt` proves the password whose
+/// SHA256(SHA256()) is `stored`: the client sent SHA256(password) XOR SHA256(stored + salt).
+pub fn check_sha2(stored: Option<&[u8; 32]>, salt: &[u8], answer: &[u8]) -> bool {
+    check_scramble(stored, answer, |st| sha256(&[st, salt]), |x| sha256(&[x]))
 }
 
 /// `caching_sha2_password`'s "fast authentication succeeded": more data `0x01`, then `0x03`;
@@ -617,13 +637,6 @@ pub fn native_answer(password: &str, salt: &[u8]) -> Vec<u8> {
     if password.is_empty() {
         return Vec::new();
     }
-    let sha1 = |parts: &[&[u8]]| {
-        let mut h = sha1_smol::Sha1::new();
-        for p in parts {
-            h.update(p);
-        }
-        h.digest().bytes()
-    };
     let stage1 = sha1(&[password.as_bytes()]);
     let mask = sha1(&[salt, &sha1(&[&stage1])]);
     stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect()

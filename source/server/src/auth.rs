@@ -1,41 +1,42 @@
-//! Accounts and `mysql_native_password`.
+//! The node's own accounts (root and the config file's) and the salts of logins.
 //!
-//! The server keeps only SHA1(SHA1(password)) of each account, as MySQL does. A client proves
-//! it knows the password by sending SHA1(password) XOR SHA1(salt + SHA1(SHA1(password))); the
-//! salt is new for every connection, so a recorded answer is worth nothing on the next one.
+//! The server keeps only digests of each password, as MySQL does: SHA1(SHA1(password)) for
+//! `mysql_native_password`, SHA256(SHA256(password)) for `caching_sha2_password`. A client
+//! proves it knows the password by answering a salt that is new for every connection, so a
+//! recorded answer is worth nothing on the next one (the checks: `ringrep_protocol`).
 
 use std::collections::HashMap;
 
-use sha1_smol::Sha1;
+use ringrep_protocol::{check_native, check_sha2};
+use ringrep_sql::store::{password_hash, sha2_hash};
 
-fn sha1(parts: &[&[u8]]) -> [u8; 20] {
-    let mut h = Sha1::new();
-    for p in parts {
-        h.update(p);
-    }
-    h.digest().bytes()
+/// What is kept of one account's password: the digest each method checks (`None`: no
+/// password).
+#[derive(Debug, Clone, Copy)]
+struct Stored {
+    native: Option<[u8; 20]>,
+    sha2: Option<[u8; 32]>,
 }
 
-/// The accounts a server accepts: user name to stored hash (`None`: no password).
+/// The accounts a server accepts, by user name.
 #[derive(Debug, Clone, Default)]
 pub struct Accounts {
-    users: HashMap<String, Option<[u8; 20]>>,
-    /// SHA256(SHA256(password)) of each, for `caching_sha2_password` (`None`: no password).
-    sha2: HashMap<String, Option<[u8; 32]>>,
+    users: HashMap<String, Stored>,
 }
 
 impl Accounts {
     /// Adds or replaces an account; an empty password means none.
     pub fn add(&mut self, user: &str, password: &str) {
-        let stored = (!password.is_empty()).then(|| sha1(&[&sha1(&[password.as_bytes()])]));
+        let stored = Stored {
+            native: password_hash(password),
+            sha2: sha2_hash(password),
+        };
         self.users.insert(user.to_string(), stored);
-        let sha2 = (!password.is_empty()).then(|| ringrep_protocol::sha2_stored(password));
-        self.sha2.insert(user.to_string(), sha2);
     }
 
     /// Whether `user` has an account without a password.
     pub fn passwordless(&self, user: &str) -> bool {
-        matches!(self.users.get(user), Some(None))
+        self.users.get(user).is_some_and(|s| s.native.is_none())
     }
 
     /// Whether `user` is one of these accounts (which then hides any of `mysql.user` with
@@ -46,41 +47,17 @@ impl Accounts {
 
     /// Checks a `caching_sha2_password` answer to `salt`.
     pub fn check_sha2(&self, user: &str, salt: &[u8], answer: &[u8]) -> bool {
-        match self.sha2.get(user) {
-            None => false,
-            Some(stored) => ringrep_protocol::check_sha2(stored.as_ref(), salt, answer),
-        }
+        self.users
+            .get(user)
+            .is_some_and(|s| check_sha2(s.sha2.as_ref(), salt, answer))
     }
 
     /// Checks a `mysql_native_password` answer to `salt`.
     pub fn check(&self, user: &str, salt: &[u8], answer: &[u8]) -> bool {
-        match self.users.get(user) {
-            None => false,
-            Some(stored) => check_answer(stored.as_ref(), salt, answer),
-        }
+        self.users
+            .get(user)
+            .is_some_and(|s| check_native(s.native.as_ref(), salt, answer))
     }
-}
-
-/// Whether `answer` proves the password whose SHA1(SHA1()) is `stored` (`None`: no password,
-/// and only an empty answer passes).
-pub(crate) fn check_answer(stored: Option<&[u8; 20]>, salt: &[u8], answer: &[u8]) -> bool {
-    let Some(stored) = stored else {
-        return answer.is_empty();
-    };
-    if answer.len() != 20 {
-        return false;
-    }
-    let mask = sha1(&[salt, stored]);
-    let mut stage1 = [0u8; 20];
-    for i in 0..20 {
-        stage1[i] = answer[i] ^ mask[i];
-    }
-    // Compare all 20 bytes whatever the first difference, so timing tells nothing.
-    sha1(&[&stage1])
-        .iter()
-        .zip(stored)
-        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-        == 0
 }
 
 /// A fresh 20-byte salt of printable characters (MySQL clients expect no NUL and no `$`).
@@ -102,9 +79,7 @@ mod tests {
 
     /// What a client computes (see the module comment).
     fn answer(password: &str, salt: &[u8]) -> Vec<u8> {
-        let stage1 = sha1(&[password.as_bytes()]);
-        let mask = sha1(&[salt, &sha1(&[&stage1])]);
-        stage1.iter().zip(mask).map(|(a, b)| a ^ b).collect()
+        ringrep_protocol::native_answer(password, salt)
     }
 
     #[test]

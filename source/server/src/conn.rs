@@ -281,7 +281,7 @@ impl Conn {
         let right = if sha2 {
             protocol::check_sha2(account.sha2.as_ref(), salt, answer)
         } else {
-            auth::check_answer(account.hash.as_ref(), salt, answer)
+            protocol::check_native(account.hash.as_ref(), salt, answer)
         };
         if !right {
             return Err(denied());

@@ -9,8 +9,8 @@ use binlog_format::{Key, Value};
 use ringrep_engine::error::{code, Code, Error, Result};
 
 use super::store::{
-    account_row, ensure_tables, grants_row, parse_hash_text, password_hash, same_account, Account,
-    Directory,
+    account_row, ensure_tables, grants_row, parse_hash_text, password_hash, same_account,
+    sha2_hash, Account, Directory,
 };
 use super::{AccountName, Grants, Level, Privs};
 use crate::{Outcome, SqlSession};
@@ -40,16 +40,9 @@ impl Secret {
     fn of(password: &str) -> Secret {
         Secret {
             hash: password_hash(password),
-            sha2: (!password.is_empty()).then(|| ringrep_protocol_sha2(password)),
+            sha2: sha2_hash(password),
         }
     }
-}
-
-/// SHA256(SHA256(password)), as `caching_sha2_password` checks it.
-fn ringrep_protocol_sha2(password: &str) -> [u8; 32] {
-    use sha2::Digest;
-    let once: [u8; 32] = sha2::Sha256::digest(password.as_bytes()).into();
-    sha2::Sha256::digest(once).into()
 }
 
 #[derive(Debug, Clone, PartialEq)]

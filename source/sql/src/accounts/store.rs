@@ -52,6 +52,17 @@ pub fn password_hash(password: &str) -> Option<[u8; 20]> {
     Some(sha1_smol::Sha1::from(stage1).digest().bytes())
 }
 
+/// SHA256(SHA256(password)), what `caching_sha2_password`'s fast authentication checks;
+/// `None` for an empty password.
+pub fn sha2_hash(password: &str) -> Option<[u8; 32]> {
+    use sha2::Digest;
+    if password.is_empty() {
+        return None;
+    }
+    let once: [u8; 32] = sha2::Sha256::digest(password.as_bytes()).into();
+    Some(sha2::Sha256::digest(once).into())
+}
+
 /// `*` and 40 upper-case hex digits, or empty.
 pub fn hash_text(hash: Option<[u8; 20]>) -> String {
     match hash {
