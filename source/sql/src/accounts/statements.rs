@@ -470,7 +470,7 @@ impl SqlSession {
             if !same_account(&who, &me) {
                 self.require_global(Privs::CREATE_USER)?;
             }
-            self.change_accounts("SET PASSWORD", &[who], false, |a| {
+            self.change_accounts("SET PASSWORD", &[who], false, |_, a| {
                 a.hash = secret.hash;
                 a.sha2 = secret.sha2;
                 Ok(())
@@ -555,62 +555,42 @@ impl SqlSession {
         if changes.iter().any(|(n, _)| !same_account(n, me)) || locked.is_some() {
             self.require_global(Privs::CREATE_USER)?;
         }
-        let dir = Directory::read(self.engine());
-        let mut missing = Vec::new();
-        let mut updated = Vec::new();
-        for (name, hash) in changes {
-            match dir.get(&name) {
-                Some(a) => {
-                    let mut a = a.clone();
-                    if let Some(secret) = hash {
-                        a.hash = secret.hash;
-                        a.sha2 = secret.sha2;
-                    }
-                    if let Some(l) = locked {
-                        a.locked = l;
-                    }
-                    updated.push(a);
-                }
-                None if if_exists => self.session.warn(
-                    err::ER_USER_DOES_NOT_EXIST,
-                    format!("Authorization ID {} does not exist.", name.quoted()),
-                ),
-                None => missing.push(name.quoted()),
+        let names: Vec<AccountName> = changes.iter().map(|(n, _)| n.clone()).collect();
+        self.change_accounts("ALTER USER", &names, if_exists, |i, a| {
+            if let Some(secret) = changes[i].1 {
+                a.hash = secret.hash;
+                a.sha2 = secret.sha2;
             }
-        }
-        if !missing.is_empty() {
-            return Err(Error::new(
-                err::ER_CANNOT_USER,
-                format!("Operation ALTER USER failed for {}", missing.join(",")),
-            ));
-        }
-        self.account_transaction(|s, user, _| {
-            for a in &updated {
-                s.raw_write(user, account_row(a))?;
+            if let Some(l) = locked {
+                a.locked = l;
             }
             Ok(())
         })
     }
 
-    /// Changes each named account with `f`; 1396 naming the operation when one is missing.
+    /// Changes each named account with `f` (given its place in `names`); 1396 naming the
+    /// operation when one is missing, or with `if_exists` note 3162 and the others changed.
     fn change_accounts(
         &mut self,
         op: &str,
         names: &[AccountName],
         if_exists: bool,
-        mut f: impl FnMut(&mut Account) -> Result<()>,
+        mut f: impl FnMut(usize, &mut Account) -> Result<()>,
     ) -> Result<Outcome> {
         let dir = Directory::read(self.engine());
         let mut changed = Vec::new();
         let mut missing = Vec::new();
-        for n in names {
+        for (i, n) in names.iter().enumerate() {
             match dir.get(n) {
                 Some(a) => {
                     let mut a = a.clone();
-                    f(&mut a)?;
+                    f(i, &mut a)?;
                     changed.push(a);
                 }
-                None if if_exists => {}
+                None if if_exists => self.session.warn(
+                    err::ER_USER_DOES_NOT_EXIST,
+                    format!("Authorization ID {} does not exist.", n.quoted()),
+                ),
                 None => missing.push(n.quoted()),
             }
         }
