@@ -249,7 +249,6 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         );
     }
     let _registered = Registered(shared, conn_id);
-    let server_id = engine.config().server_id;
     tracing::info!(
         connection = conn_id,
         replica = req.replica_id,
@@ -300,12 +299,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             }
             Ok(None) => return Ok(()),
             Err(_) => {
-                let hb = Record::Heartbeat(Heartbeat {
-                    server_id,
-                    time_us: engine.now_us(),
-                    last_seq: engine.durable_seq(),
-                });
-                vec![frame(&hb, None).map_err(io::Error::other)?]
+                vec![heartbeat(&engine)?]
             }
         };
         // A replica that vanished without closing the connection fills the send buffer; the
@@ -408,6 +402,16 @@ fn resume_point(
     Ok(Some(start.unwrap_or(engine.last_seq() + 1)))
 }
 
+/// A heartbeat's packet: this node's clock and last durable sequence number.
+fn heartbeat(engine: &ringrep_engine::Engine) -> io::Result<Vec<u8>> {
+    let hb = Record::Heartbeat(Heartbeat {
+        server_id: engine.config().server_id,
+        time_us: engine.now_us(),
+        last_seq: engine.durable_seq(),
+    });
+    frame(&hb, None).map_err(io::Error::other)
+}
+
 /// Snapshot bytes per stream packet while provisioning.
 const SNAPSHOT_CHUNK: usize = 1 << 20;
 
@@ -441,12 +445,7 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
         tokio::select! {
             r = &mut taking => break r.map_err(io::Error::other)?.map_err(io::Error::other)?,
             _ = tokio::time::sleep(req.heartbeat) => {
-                let hb = Record::Heartbeat(Heartbeat {
-                    server_id: engine.config().server_id,
-                    time_us: engine.now_us(),
-                    last_seq: engine.durable_seq(),
-                });
-                packets.write(&frame(&hb, None).map_err(io::Error::other)?).await?;
+                packets.write(&heartbeat(engine)?).await?;
                 packets.flush().await?;
             }
         }
