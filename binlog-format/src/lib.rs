@@ -72,6 +72,7 @@
 pub mod codec;
 pub mod error;
 pub mod events;
+pub mod failpoint;
 mod fast_codec;
 pub mod format;
 pub mod frame;

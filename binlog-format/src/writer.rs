@@ -8,7 +8,6 @@
 //! was waiting behind it is covered by that one fsync.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -18,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::codec;
 use crate::error::{Error, Position, Result};
 use crate::events::{Event, Record, SegmentHeader};
+use crate::failpoint;
 use crate::format::{
     FormatVersion, Prelude, DEFAULT_MAX_FRAME, DEFAULT_SEGMENT_BYTES, PRELUDE_LEN,
 };
@@ -172,11 +172,67 @@ struct State {
     written: u64,
     last_seq: u64,
     schema: Schema,
-    /// Set after a failed write or fsync: nothing after it can be trusted to be on disk.
-    poisoned: Option<String>,
+    /// Set after a failed write or fsync: nothing after it can be trusted to be on disk until
+    /// [`BinlogWriter::heal`] cuts the file back to what can.
+    poisoned: Option<Poison>,
+    /// After a full disk, appends write through at once (see `WRITE_THROUGH`) until then.
+    write_through_until: Option<std::time::Instant>,
     /// Transactions appended and not yet known durable: (LSN at their end, seq), oldest
     /// first. Pruned as the durable LSN passes them, so it holds at most what is in flight.
     unsynced: std::collections::VecDeque<(u64, u64)>,
+}
+
+/// A failure that stopped the writer.
+#[derive(Debug, Clone)]
+struct Poison {
+    /// The operating system's error kind (kept so that a full disk stays one upstream).
+    kind: std::io::ErrorKind,
+    message: String,
+    /// The file it happened on.
+    path: PathBuf,
+    /// An fsync failed: after it, not even what was written to the OS can be trusted (the
+    /// kernel may have dropped the pages it could not write), only what an fsync confirmed.
+    sync: bool,
+}
+
+impl Poison {
+    fn new(path: PathBuf, e: &std::io::Error, sync: bool) -> Poison {
+        Poison {
+            kind: e.kind(),
+            message: e.to_string(),
+            path,
+            sync,
+        }
+    }
+
+    fn error(&self) -> Error {
+        Error::io(
+            &self.path,
+            std::io::Error::new(
+                self.kind,
+                format!(
+                    "the binlog writer stopped after an earlier failure ({}); it resumes once healed",
+                    self.message
+                ),
+            ),
+        )
+    }
+}
+
+/// How long appends write through at once after a full disk: a commit that cannot be written
+/// then fails before it is applied, instead of in the group commit after, which would make
+/// the engine rebuild its state for every commit while the disk stays full.
+const WRITE_THROUGH: Duration = Duration::from_secs(10);
+
+/// What [`BinlogWriter::heal`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Healed {
+    /// The sequence number of the last transaction kept: everything after it is gone.
+    pub last_seq: u64,
+    /// The LSNs (exclusive, inclusive) of the records cut off: a commit in this range failed.
+    pub lost: (u64, u64),
+    /// Bytes cut from the end of the segment.
+    pub cut_bytes: u64,
 }
 
 /// Where the group commit stands.
@@ -211,6 +267,16 @@ struct Inner {
     /// Segments below this were purged (or are being): a rotation's new index leaves them
     /// out even while their files are still being removed.
     purged_below: AtomicU64,
+    /// LSN ranges (exclusive, inclusive) that heals cut off; LSNs are never reused, so a
+    /// commit in one of them failed even though the durable LSN has passed it.
+    lost: Mutex<Vec<(u64, u64, std::io::ErrorKind)>>,
+    /// The end of the last lost range: commits above it need not look at `lost`.
+    lost_through: AtomicU64,
+    /// Heals so far: a reader holding records it has not yet been allowed to send compares
+    /// this to know they may be gone.
+    heals: AtomicU64,
+    /// Everything up to this LSN is written to the OS (see [`BinlogWriter::acknowledged_lsn`]).
+    written_lsn: AtomicU64,
 }
 
 /// Appends records to a binlog directory. Safe to share between threads.
@@ -242,7 +308,8 @@ fn now_us() -> i64 {
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
+    failpoint::check("binlog::dir_sync")
+        .and_then(|()| File::open(dir))
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(dir, e))
 }
@@ -274,11 +341,21 @@ fn create_segment(
     write_frame(&codec::encode(&header)?, &mut bytes)?;
     let path = dir.join(segment_name(number));
     let tmp = dir.join(format!("{}.tmp", segment_name(number)));
-    let mut f = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    f.write_all(&bytes)
-        .and_then(|_| f.sync_all())
-        .map_err(|e| Error::io(&tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
+    let written = File::create(&tmp).and_then(|mut f| {
+        failpoint::write_all("binlog::segment_create", &mut f, &bytes)?;
+        f.sync_all()
+    });
+    if let Err(e) = written {
+        // A full disk must not be kept full by the attempt.
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io(&tmp, e));
+    }
+    if let Err(e) =
+        failpoint::check("binlog::segment_rename").and_then(|()| fs::rename(&tmp, &path))
+    {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io(&path, e));
+    }
     sync_dir(dir)?;
     write_index(dir, purged_below)?;
     let f = OpenOptions::new()
@@ -307,10 +384,14 @@ fn write_index_of(dir: &Path, numbers: &[u64]) -> Result<()> {
     }
     let tmp = dir.join(format!("{INDEX_FILE}.tmp"));
     let path = dir.join(INDEX_FILE);
-    fs::write(&tmp, text).map_err(|e| Error::io(&tmp, e))?;
-    File::open(&tmp)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| Error::io(&tmp, e))?;
+    let written = File::create(&tmp).and_then(|mut f| {
+        failpoint::write_all("binlog::index_write", &mut f, text.as_bytes())?;
+        f.sync_all()
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io(&tmp, e));
+    }
     fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))?;
     sync_dir(dir)
 }
@@ -391,7 +472,8 @@ fn recover_last(dir: &Path, number: u64, opts: &WriterOptions) -> Result<(Recove
             .write(true)
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
-        f.set_len(end.offset)
+        failpoint::check("binlog::truncate")
+            .and_then(|()| f.set_len(end.offset))
             .and_then(|_| f.sync_all())
             .map_err(|e| Error::io(&path, e))?;
     }
@@ -458,6 +540,7 @@ impl BinlogWriter {
             last_seq: recovered.last_seq,
             schema: recovered.schema.clone(),
             poisoned: None,
+            write_through_until: None,
             unsynced: std::collections::VecDeque::new(),
         };
         let (nudge, nudged) = std::sync::mpsc::sync_channel(1);
@@ -477,6 +560,10 @@ impl BinlogWriter {
             stop: AtomicBool::new(false),
             nudge,
             purged_below: AtomicU64::new(0),
+            lost: Mutex::new(Vec::new()),
+            lost_through: AtomicU64::new(0),
+            heals: AtomicU64::new(0),
+            written_lsn: AtomicU64::new(0),
         });
         // The background syncer: every N ms with that policy, and whenever a segment has
         // grown by `WRITEBACK_STEP`.
@@ -536,7 +623,7 @@ impl BinlogWriter {
         };
         for &n in &gone {
             let path = self.inner.dir.join(segment_name(n));
-            match fs::remove_file(&path) {
+            match failpoint::check("binlog::remove").and_then(|()| fs::remove_file(&path)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(Error::io(&path, e)),
@@ -635,9 +722,7 @@ impl BinlogWriter {
         }
         let mut st = lock(&self.inner.state);
         if let Some(p) = &st.poisoned {
-            return Err(Error::Invalid(format!(
-                "binlog writer stopped after an earlier failure: {p}"
-            )));
+            return Err(p.error());
         }
         if let Record::Transaction(tx) = record {
             if tx.seq != st.last_seq + 1 {
@@ -671,7 +756,10 @@ impl BinlogWriter {
                 }
             }
         }
-        if st.buf.len() >= (1 << 20) {
+        let write_through = st
+            .write_through_until
+            .is_some_and(|until| std::time::Instant::now() < until);
+        if write_through || st.buf.len() >= (1 << 20) {
             self.inner.write_out(&mut st)?;
         }
         Ok(st.appended)
@@ -679,11 +767,148 @@ impl BinlogWriter {
 
     /// Makes everything up to `lsn` as durable as the sync policy promises, and visible to
     /// readers.
+    /// A commit whose record a [`BinlogWriter::heal`] cut off fails, with the error that
+    /// stopped the writer, even after the durable LSN has moved past it.
     pub fn commit(&self, lsn: u64) -> Result<()> {
-        match self.inner.opts.sync {
+        self.inner.check_lost(lsn)?;
+        let r = match self.inner.opts.sync {
             SyncPolicy::EveryCommit => self.inner.sync_to(lsn),
             SyncPolicy::EveryMillis(_) | SyncPolicy::Never => self.flush(),
+        };
+        // A heal may have run while this commit waited.
+        self.inner.check_lost(lsn)?;
+        r
+    }
+
+    /// Whether a failed write or fsync stopped the writer: appends and commits fail until
+    /// [`BinlogWriter::heal`] succeeds.
+    pub fn is_stopped(&self) -> bool {
+        lock(&self.inner.state).poisoned.is_some()
+    }
+
+    /// How many times [`BinlogWriter::heal`] has cut the binlog back. A reader that holds
+    /// records not yet durable must drop them and read again when this moves.
+    pub fn heals(&self) -> u64 {
+        self.inner.heals.load(Ordering::Acquire)
+    }
+
+    /// The LSN up to which a reader may be shown what was committed: what the sync policy
+    /// acknowledges to committers (fsynced with `EveryCommit`, written to the OS otherwise).
+    pub fn acknowledged_lsn(&self) -> u64 {
+        match self.inner.opts.sync {
+            SyncPolicy::EveryCommit => self.durable_lsn(),
+            SyncPolicy::EveryMillis(_) | SyncPolicy::Never => {
+                self.inner.written_lsn.load(Ordering::Acquire)
+            }
         }
+    }
+
+    /// Whether the commit whose record ends at `lsn` was cut off by a heal (it failed).
+    pub fn is_lost(&self, lsn: u64) -> bool {
+        self.inner.check_lost(lsn).is_err()
+    }
+
+    /// After a failed write or fsync, cuts the current segment back to the last byte that can
+    /// be trusted, fsyncs it, and lets the writer go on; `None` when it was not stopped.
+    ///
+    /// After a failed write, trusted is what was written before it (whole, in the page cache),
+    /// which the heal then fsyncs; after a failed fsync only what an earlier fsync confirmed
+    /// (the kernel may already have dropped pages it could not write, so what reads back
+    /// from the file proves nothing: PostgreSQL's lesson). Every commit after that point
+    /// fails, including those still waiting, and its LSN is never reused; a commit before it
+    /// that was waiting is durable once the heal returns. The caller that applied the failed
+    /// commits to any state must take them back ([`Healed::last_seq`] says up to where).
+    pub fn heal(&self) -> Result<Option<Healed>> {
+        let inner = &*self.inner;
+        // No fsync may run on the old file while it is cut, nor a new one start.
+        let mut round = lock(&inner.syncing);
+        while round.in_flight.is_some() {
+            let generation = round.generation;
+            round = inner.synced[parity(generation)]
+                .wait(round)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+        let mut st = lock(&inner.state);
+        let Some(poison) = st.poisoned.clone() else {
+            return Ok(None);
+        };
+        let trusted = if poison.sync {
+            inner.durable.load(Ordering::Acquire)
+        } else {
+            st.written
+        };
+        // Rotation makes everything before a new segment durable, so what is cut lies in the
+        // current one.
+        let cut = st.appended - trusted;
+        let offset = st.segment_len.checked_sub(cut).ok_or_else(|| {
+            Error::Invalid(format!(
+                "heal: {cut} bytes to cut but the segment holds {}",
+                st.segment_len
+            ))
+        })?;
+        let path = inner.dir.join(segment_name(st.segment));
+        let cut_and_synced = failpoint::check("binlog::truncate")
+            .and_then(|()| OpenOptions::new().write(true).open(&path))
+            .and_then(|f| {
+                f.set_len(offset)?;
+                failpoint::check("binlog::fsync")?;
+                f.sync_all()
+            });
+        if let Err(e) = cut_and_synced {
+            // What was written before cannot be known on disk now: the next heal trusts only
+            // what an fsync confirmed.
+            st.poisoned = Some(Poison::new(path.clone(), &e, true));
+            return Err(Error::io(&path, e));
+        }
+        let (rec, records) = recover_last(&inner.dir, st.segment, &inner.opts)?;
+        if rec.end.offset != offset {
+            return Err(Error::Corruption {
+                position: rec.end,
+                reason: format!(
+                    "heal: the segment cut at offset {offset} holds whole records only to {}",
+                    rec.end.offset
+                ),
+            });
+        }
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        st.file = Arc::new(file);
+        st.buf.clear();
+        st.segment_len = offset;
+        st.synced_from = offset;
+        st.segment_records = records;
+        st.last_seq = rec.last_seq;
+        st.schema = rec.schema;
+        st.unsynced.clear();
+        let lost = (trusted, st.appended);
+        // LSNs go on from where they were: a waiter for a lost one must not find it durable
+        // because a later commit reused it.
+        st.written = st.appended;
+        if matches!(
+            poison.kind,
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        ) {
+            st.write_through_until = Some(std::time::Instant::now() + WRITE_THROUGH);
+        }
+        if lost.1 > lost.0 {
+            lock(&inner.lost).push((lost.0, lost.1, poison.kind));
+            inner.lost_through.fetch_max(lost.1, Ordering::AcqRel);
+        }
+        inner.written_lsn.store(st.written, Ordering::Release);
+        inner.durable.fetch_max(st.appended, Ordering::AcqRel);
+        inner.durable_seq.store(rec.last_seq, Ordering::Release);
+        st.poisoned = None;
+        inner.heals.fetch_add(1, Ordering::AcqRel);
+        drop(st);
+        drop(round);
+        inner.notifier.notify();
+        Ok(Some(Healed {
+            last_seq: rec.last_seq,
+            lost,
+            cut_bytes: cut,
+        }))
     }
 
     /// Appends a record and commits it.
@@ -751,6 +976,25 @@ impl SyncHandle {
 }
 
 impl Inner {
+    /// Fails a commit whose record a heal cut off, with the kind of error that caused it.
+    fn check_lost(&self, lsn: u64) -> Result<()> {
+        if lsn > self.lost_through.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let lost = lock(&self.lost);
+        match lost.iter().find(|&&(from, to, _)| lsn > from && lsn <= to) {
+            None => Ok(()),
+            Some(&(_, _, kind)) => Err(Error::io(
+                &self.dir,
+                std::io::Error::new(
+                    kind,
+                    "the commit was not made durable: a binlog write or fsync failed, and the \
+                     binlog was cut back to before it (the transaction did not happen)",
+                ),
+            )),
+        }
+    }
+
     /// Drops the transactions the durable LSN has passed, moving `durable_seq` up to them.
     fn prune_unsynced(&self, st: &mut State) {
         let durable = self.durable.load(Ordering::Acquire);
@@ -770,19 +1014,19 @@ impl Inner {
 
     fn write_out(&self, st: &mut State) -> Result<()> {
         if let Some(p) = &st.poisoned {
-            return Err(Error::Invalid(format!(
-                "binlog writer stopped after an earlier failure: {p}"
-            )));
+            return Err(p.error());
         }
         if st.buf.is_empty() {
             return Ok(());
         }
         let file = Arc::clone(&st.file);
-        if let Err(e) = (&*file).write_all(&st.buf) {
-            st.poisoned = Some(e.to_string());
-            return Err(Error::io(self.dir.join(segment_name(st.segment)), e));
+        if let Err(e) = failpoint::write_all("binlog::write", &mut &*file, &st.buf) {
+            let path = self.dir.join(segment_name(st.segment));
+            st.poisoned = Some(Poison::new(path.clone(), &e, false));
+            return Err(Error::io(path, e));
         }
         st.written += st.buf.len() as u64;
+        self.written_lsn.store(st.written, Ordering::Release);
         st.buf.clear();
         self.notifier.notify();
         Ok(())
@@ -820,14 +1064,15 @@ impl Inner {
                 drop(round);
                 // The fsync runs without any lock: appends continue meanwhile, and the next
                 // leader covers them.
-                match file.sync_data() {
+                match failpoint::check("binlog::fsync").and_then(|()| file.sync_data()) {
                     Ok(()) => {
                         self.durable.fetch_max(target, Ordering::AcqRel);
                         Ok(())
                     }
                     Err(e) => {
-                        lock(&self.state).poisoned = Some(e.to_string());
-                        Err(Error::io(self.dir.join(segment_name(segment)), e))
+                        let path = self.dir.join(segment_name(segment));
+                        lock(&self.state).poisoned = Some(Poison::new(path.clone(), &e, true));
+                        Err(Error::io(path, e))
                     }
                 }
             }
@@ -861,7 +1106,12 @@ impl Inner {
     fn rotate(&self, st: &mut State) -> Result<()> {
         self.write_out(st)?;
         let path = self.dir.join(segment_name(st.segment));
-        st.file.sync_data().map_err(|e| Error::io(&path, e))?;
+        if let Err(e) = failpoint::check("binlog::fsync").and_then(|()| st.file.sync_data()) {
+            st.poisoned = Some(Poison::new(path.clone(), &e, true));
+            return Err(Error::io(&path, e));
+        }
+        // Everything in the closing segment is on disk now, whatever happens next.
+        self.durable.fetch_max(st.written, Ordering::AcqRel);
         let number = st.segment + 1;
         let (file, len) = create_segment(
             &self.dir,
@@ -876,8 +1126,6 @@ impl Inner {
         st.segment_len = len;
         st.synced_from = len;
         st.segment_records = 0;
-        // Everything before the new segment is on disk now.
-        self.durable.fetch_max(st.written, Ordering::AcqRel);
         self.notifier.notify();
         Ok(())
     }

@@ -117,6 +117,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A test build (failpoints compiled in) takes injected faults from FAILPOINTS.
+    binlog_format::failpoint::setup_from_env();
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {

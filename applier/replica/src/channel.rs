@@ -295,6 +295,8 @@ impl Driver {
     ) -> anyhow::Result<u64> {
         let mut want_running = start && lock(&self.state).source.is_some();
         let mut last = 0;
+        // After a storage fault (a full disk), how long until the next try.
+        let mut pause = FIRST_PAUSE;
         loop {
             if *shutdown.borrow() {
                 return Ok(last);
@@ -315,8 +317,43 @@ impl Driver {
             want_running = false;
             match self.run_until_stopped(&mut shutdown).await {
                 Ok(Ended::Limits(seq)) => return Ok(seq),
-                Ok(Ended::Statement(seq)) => last = seq,
+                Ok(Ended::Statement(seq)) => {
+                    last = seq;
+                    pause = FIRST_PAUSE;
+                }
                 Ok(Ended::Shutdown(seq)) => return Ok(seq),
+                Err(e) if is_storage_fault(&e) => {
+                    // The replica's own disk is full or failing: its engine took back what
+                    // did not become durable, so the next try goes on from the stored
+                    // position. It pauses rather than stops: the fault usually passes (space
+                    // is freed) without anyone to run START REPLICA.
+                    eprintln!(
+                        "replication paused: {e}; trying again in {} s",
+                        pause.as_secs()
+                    );
+                    lock(&self.state).last_sql_error = format!(
+                        "{e} (paused: trying again every {} s until it succeeds, or STOP REPLICA)",
+                        pause.as_secs()
+                    );
+                    want_running = tokio::select! {
+                        _ = tokio::time::sleep(pause) => true,
+                        cmd = self.commands.recv() => match cmd {
+                            Some((ReplicaCommand::Stop, reply)) => {
+                                let _ = reply.send(Ok(vec![]));
+                                false
+                            }
+                            Some((cmd, reply)) => {
+                                let mut start = true;
+                                let r = self.stopped_command(cmd, &mut start);
+                                let _ = reply.send(r);
+                                true
+                            }
+                            None => return Ok(last),
+                        },
+                        _ = shutdown.changed() => return Ok(last),
+                    };
+                    pause = (pause * 2).min(MAX_PAUSE);
+                }
                 Err(e) if self.limits.steerable => {
                     // As MySQL's replica threads: stop with the error shown, keep serving.
                     eprintln!("replication stopped: {e:#}; fix the cause, then START REPLICA");
@@ -487,6 +524,20 @@ impl Driver {
         }
         Ok(Ended::Limits(last))
     }
+}
+
+/// The first pause after a storage fault, and the longest (the pause doubles each time).
+const FIRST_PAUSE: Duration = Duration::from_secs(1);
+const MAX_PAUSE: Duration = Duration::from_secs(30);
+
+/// Whether a run failed because the replica's own storage did (a full disk, an I/O error):
+/// a fault that may pass, after which applying goes on where it stopped.
+fn is_storage_fault(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<ringrep_applier::Error>(),
+        Some(ringrep_applier::Error::Engine(e))
+            if e.kind == ringrep_engine::error::ErrorKind::Transient
+    )
 }
 
 /// Whether a run's error is the link's (MySQL's Last_IO_Error) rather than applying's.

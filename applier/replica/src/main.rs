@@ -146,6 +146,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A test build (failpoints compiled in) takes injected faults from FAILPOINTS.
+    binlog_format::failpoint::setup_from_env();
     let cli = Cli::parse();
     match cli.command {
         Command::Verify {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use binlog_format::SyncPolicy;
 use tokio::sync::watch;
 
-use super::Engine;
+use super::{Engine, ReadFence};
 use crate::error::{Error, Result};
 
 /// How far the binlog is durable, as the waiters see it.
@@ -21,8 +21,9 @@ use crate::error::{Error, Result};
 enum Durable {
     /// Everything appended up to this LSN is durable.
     UpTo(u64),
-    /// An fsync failed: the writer is stopped, and no later commit can become durable.
-    Failed(String),
+    /// A write or fsync failed: the writer is stopped, and no commit after the durable point
+    /// can become durable, until a heal.
+    Failed(Error),
 }
 
 pub(crate) struct AsyncDurability {
@@ -43,6 +44,14 @@ impl Default for AsyncDurability {
     }
 }
 
+impl AsyncDurability {
+    /// After a heal: everything up to `lsn` is durable or lost (the writer says which), and
+    /// commits may become durable again.
+    pub(crate) fn healed(&self, lsn: u64) {
+        self.durable.send_replace(Durable::UpTo(lsn));
+    }
+}
+
 impl Engine {
     /// Returns once the commit whose record ends at `lsn` (from a session that defers
     /// durability) is as durable as the sync policy promises. Call it within a tokio runtime.
@@ -51,6 +60,52 @@ impl Engine {
             // Only a write to the OS, no fsync to wait for.
             return self.wait_durable(lsn);
         }
+        self.await_fsync(lsn).await?;
+        self.count_durable_commit();
+        Ok(())
+    }
+
+    /// Returns once a statement that began at `fence` may show what it read: every commit it
+    /// could have seen (up to the last one applied now) is acknowledged as its sync policy
+    /// says. With `EveryCommit` a reader therefore never sees a commit that a failed fsync,
+    /// or a power loss, then takes back; it waits for the group commit in flight instead
+    /// (docs/operations.md, "What readers see"). Fails when a commit the statement could have
+    /// seen failed, or the binlog was healed while it ran.
+    pub async fn wait_read_async(&self, fence: ReadFence) -> Result<()> {
+        let Some(writer) = self.shared.binlog.as_ref() else {
+            return Ok(());
+        };
+        let lsn = self.shared.applied_lsn.load(Ordering::Acquire);
+        let withheld = |e: Error| Error::withheld(&e);
+        let taken_back = || self.shared.taken_back.load(Ordering::Acquire) != fence.taken_back;
+        if taken_back() {
+            return Err(withheld(Error::internal(
+                "the binlog was cut back after a failed write while the statement ran",
+            )));
+        }
+        if lsn > writer.acknowledged_lsn() {
+            let waited = if self.shared.cfg.sync == SyncPolicy::EveryCommit {
+                self.await_fsync(lsn).await
+            } else {
+                writer.commit(lsn).map_err(Error::from)
+            };
+            waited.map_err(withheld)?;
+        }
+        if writer.is_lost(lsn) {
+            return Err(withheld(Error::internal(format!(
+                "the binlog was cut back past LSN {lsn} after a failed write"
+            ))));
+        }
+        if taken_back() {
+            return Err(withheld(Error::internal(
+                "the binlog was cut back after a failed write while the statement ran",
+            )));
+        }
+        Ok(())
+    }
+
+    /// Waits for the group commit to fsync past `lsn`, starting one if none is running.
+    async fn await_fsync(&self, lsn: u64) -> Result<()> {
         let d = &self.shared.durability;
         let mut rx = d.durable.subscribe();
         // Ask first, then look for a running fsync task: that task looks at the requests
@@ -72,13 +127,12 @@ impl Engine {
             .map_err(|_| Error::internal("the durability channel closed"))?
             .clone();
         match state {
-            Durable::UpTo(_) => {
-                self.count_durable_commit();
-                Ok(())
-            }
-            Durable::Failed(msg) => Err(Error::internal(format!(
-                "the commit is not durable: the binlog fsync failed ({msg})"
-            ))),
+            // A heal may have cut this commit off: the writer knows.
+            Durable::UpTo(_) => match self.shared.binlog.as_ref() {
+                Some(w) => w.commit(lsn).map_err(Error::from),
+                None => Ok(()),
+            },
+            Durable::Failed(e) => Err(e),
         }
     }
 
@@ -93,28 +147,40 @@ impl Engine {
                 if std::thread::panicking() {
                     self.0
                         .durable
-                        .send_replace(Durable::Failed("the fsync task panicked".into()));
+                        .send_replace(Durable::Failed(Error::internal("the fsync task panicked")));
                     self.0.in_flight.store(false, Ordering::SeqCst);
                 }
             }
         }
         let _on_panic = OnPanic(d);
         loop {
-            let target = d.requested.load(Ordering::SeqCst);
             let synced = match self.shared.binlog.as_ref() {
-                // `commit` fsyncs everything appended so far, which includes `target` and
-                // often commits appended since: publishing what the writer made durable
-                // spares those a round.
-                Some(w) => w
-                    .commit(target)
-                    .map(|()| w.durable_lsn().max(target))
-                    .map_err(Error::from),
+                // This fsyncs everything appended so far, which includes what every waiter
+                // asked for and often commits appended since: publishing what the writer made
+                // durable spares those a round. (Not `commit(requested)`: a request a heal
+                // cut off is no reason to stop every later commit; its own waiter hears.)
+                Some(w) => w.sync().map(|()| w.durable_lsn()).map_err(Error::from),
                 None => Err(Error::internal("engine opened read-only")),
             };
             let synced = match synced {
                 Ok(at) => at,
                 Err(e) => {
-                    d.durable.send_replace(Durable::Failed(e.message));
+                    // The heal cuts the binlog back to what can be trusted and takes the
+                    // failed commits out of the state; then every waiter learns from the
+                    // writer whether its commit is among them. Only if the heal fails too do
+                    // they all fail.
+                    let healed = self.heal();
+                    match (&healed, self.shared.binlog.as_ref()) {
+                        (Ok(_), Some(w)) if !w.is_stopped() => d.healed(w.durable_lsn()),
+                        _ => {
+                            if let Err(h) = &healed {
+                                tracing::error!(
+                                    "the binlog could not be healed after a failure: {h}"
+                                );
+                            }
+                            d.durable.send_replace(Durable::Failed(e));
+                        }
+                    }
                     d.in_flight.store(false, Ordering::SeqCst);
                     return;
                 }

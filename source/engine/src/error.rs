@@ -183,6 +183,8 @@ pub mod code {
     pub const ER_SP_DOES_NOT_EXIST: Code = Code::new(1305, "42000");
     /// File not found (LOAD DATA INFILE).
     pub const EE_FILENOTFOUND: Code = Code::new(29, "HY000");
+    /// The disk (or the quota) is full: a write or commit that needed space was not made.
+    pub const ER_DISK_FULL: Code = Code::new(1021, "HY000");
     /// NDB: direct write to a ring buffer table (wrapped in 1296 by the server, as MySQL does).
     pub const NDB_DIRECT_WRITE: Code = Code::new(940, "HY000");
     /// NDB: parameter error in API call.
@@ -355,6 +357,34 @@ impl Error {
         )
     }
 
+    /// Error 1213 for a transaction that read state a heal then took back (a commit whose
+    /// write or fsync failed): what it computed from it must not commit. Retriable, and
+    /// retried by the SQL layer for a statement in autocommit mode.
+    pub fn read_taken_back() -> Error {
+        Error::new(code::ER_LOCK_DEADLOCK, READ_TAKEN_BACK)
+    }
+
+    /// Whether this is [`Error::read_taken_back`].
+    pub fn is_read_taken_back(&self) -> bool {
+        self.code == code::ER_LOCK_DEADLOCK && self.message == READ_TAKEN_BACK
+    }
+
+    /// A statement's result held back because a commit it could have read failed: the code
+    /// of that failure, a message that says so. [`Error::is_withheld`] tells it apart.
+    pub fn withheld(cause: &Error) -> Error {
+        let mut err = Error::new(
+            Code::new(cause.code, cause.sqlstate),
+            format!("{WITHHELD}{})", cause.message),
+        );
+        err.kind = cause.kind;
+        err
+    }
+
+    /// Whether this is [`Error::withheld`]: the statement changed nothing and may run again.
+    pub fn is_withheld(&self) -> bool {
+        self.message.starts_with(WITHHELD)
+    }
+
     /// Error 1180 with NDB's error 125: the transaction was rolled back at commit (INSERT IGNORE
     /// on a ring that hit a duplicate, as the spec says).
     pub fn rolled_back_at_commit() -> Error {
@@ -398,11 +428,45 @@ impl Error {
     }
 }
 
+const WITHHELD: &str =
+    "the result is withheld: a transaction it could have read failed to commit (";
+
+const READ_TAKEN_BACK: &str =
+    "The transaction read data that a failed commit then took back; try restarting transaction";
+
+/// Whether an I/O error says the disk or the quota is full.
+fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
+}
+
+/// MySQL's error 1021 for a full disk at `what` (a file or directory); the I/O error goes
+/// into the source.
+fn disk_full(what: &str) -> Error {
+    let mut err = Error::new(
+        code::ER_DISK_FULL,
+        format!(
+            "Disk full ({what}); nothing was changed: free some space and retry (errno: 28 - \
+             No space left on device)"
+        ),
+    );
+    err.kind = ErrorKind::Transient;
+    err
+}
+
 impl From<binlog_format::Error> for Error {
     /// Keeps the binlog error as the source, and its retry class: an I/O error is
-    /// [`ErrorKind::Transient`], corruption [`ErrorKind::Internal`].
+    /// [`ErrorKind::Transient`] (a full disk MySQL's 1021), corruption
+    /// [`ErrorKind::Internal`].
     fn from(e: binlog_format::Error) -> Error {
-        let mut err = Error::internal(format!("binlog: {e}"));
+        let mut err = match &e {
+            binlog_format::Error::Io { path, source } if is_disk_full(source) => {
+                disk_full(&path.display().to_string())
+            }
+            _ => Error::internal(format!("binlog: {e}")),
+        };
         if e.is_retriable() {
             err.kind = ErrorKind::Transient;
         }
@@ -412,9 +476,14 @@ impl From<binlog_format::Error> for Error {
 }
 
 impl From<std::io::Error> for Error {
-    /// Keeps the I/O error as the source; an I/O error is [`ErrorKind::Transient`].
+    /// Keeps the I/O error as the source; an I/O error is [`ErrorKind::Transient`] (a full
+    /// disk MySQL's 1021).
     fn from(e: std::io::Error) -> Error {
-        let mut err = Error::internal(format!("I/O: {e}"));
+        let mut err = if is_disk_full(&e) {
+            disk_full("data directory")
+        } else {
+            Error::internal(format!("I/O: {e}"))
+        };
         err.kind = ErrorKind::Transient;
         err.source = Some(Arc::new(e));
         err
@@ -449,6 +518,17 @@ mod tests {
         assert!(e.is_retriable() && !e.is_lock_conflict());
         let source = std::error::Error::source(&e).expect("a source");
         assert!(source.to_string().contains("disk went away"), "{source}");
+
+        let full = binlog_format::Error::Io {
+            path: "/x/binlog.000001".into(),
+            source: std::io::Error::from_raw_os_error(28),
+        };
+        let e = Error::from(full);
+        assert_eq!((e.code, e.sqlstate), (1021, "HY000"), "{e}");
+        assert!(
+            e.is_retriable() && e.message.contains("binlog.000001"),
+            "{e}"
+        );
 
         let corrupt = binlog_format::Error::Invalid("bad".into());
         let e = Error::from(corrupt);

@@ -372,6 +372,12 @@ pub(crate) struct Shared {
     pub snapshot_writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Durability for sessions that defer it (the server's connections).
     pub durability: durable::AsyncDurability,
+    /// The LSN of the last commit applied to the state: a reader may have seen anything up
+    /// to it (see [`Engine::wait_read_async`]).
+    pub applied_lsn: AtomicU64,
+    /// Heals that took applied transactions back out of the state: a statement that ran
+    /// across one may have read them.
+    pub taken_back: AtomicU64,
     /// Held for the life of the engine: a second engine on the same directory is refused.
     _dir_lock: File,
 }
@@ -398,6 +404,13 @@ impl std::fmt::Debug for Engine {
             .field("last_seq", &self.last_seq())
             .finish_non_exhaustive()
     }
+}
+
+/// Taken before a statement runs ([`Engine::begin_read`]) and awaited before its result goes
+/// out ([`Engine::wait_read_async`]): no reader is shown a commit that is not durable.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadFence {
+    taken_back: u64,
 }
 
 /// What opening a data directory found and did.
@@ -505,6 +518,8 @@ impl Engine {
                 readers_overtaken: AtomicU64::new(0),
                 snapshot_writer: Mutex::new(None),
                 durability: durable::AsyncDurability::default(),
+                applied_lsn: AtomicU64::new(0),
+                taken_back: AtomicU64::new(0),
                 _dir_lock: dir_lock,
             }),
         };
@@ -560,6 +575,8 @@ impl Engine {
                     readers_overtaken: AtomicU64::new(0),
                     snapshot_writer: Mutex::new(None),
                     durability: durable::AsyncDurability::default(),
+                    applied_lsn: AtomicU64::new(0),
+                    taken_back: AtomicU64::new(0),
                     _dir_lock: dir_lock,
                 }),
             },
@@ -815,9 +832,92 @@ impl Engine {
             .binlog
             .as_ref()
             .ok_or_else(|| Error::internal("engine opened read-only"))?;
-        writer.commit(lsn)?;
+        if let Err(e) = writer.commit(lsn) {
+            // Nobody may read what did not become durable: take it back now (or, if that
+            // fails too, at the next commit). The heal keeps what was written whole before
+            // a failed write: this commit may be among it, and durable after all.
+            if !writer.is_stopped() {
+                return Err(e.into());
+            }
+            if let Err(h) = self.heal() {
+                tracing::error!("the binlog could not be healed after a failure: {h}");
+                return Err(e.into());
+            }
+            writer.commit(lsn)?;
+        }
         self.count_durable_commit();
         Ok(())
+    }
+
+    /// After a binlog write or fsync failed: cuts the binlog back to what is durable and, if
+    /// the state holds commits that were cut, rebuilds the state from the disk, so that no
+    /// reader sees a transaction whose commit failed. The state's lock is held throughout:
+    /// nobody reads or commits meanwhile. Returns whether there was anything to heal; an
+    /// error leaves the node refusing commits (and reads that could see a failed one) until a
+    /// later heal succeeds.
+    pub fn heal(&self) -> Result<bool> {
+        let mut st = self.write();
+        self.heal_locked(&mut st)
+    }
+
+    fn heal_locked(&self, st: &mut State) -> Result<bool> {
+        let Some(writer) = self.shared.binlog.as_ref() else {
+            return Ok(false);
+        };
+        let Some(healed) = writer.heal()? else {
+            return Ok(false);
+        };
+        let dropped = st.last_seq.saturating_sub(healed.last_seq);
+        if st.last_seq != healed.last_seq {
+            let mut report = OpenReport::default();
+            let snap = snapshot::load_newest(&self.shared.dir)?;
+            let rebuilt = Self::recover_state(&self.shared.dir, snap, &mut report)?;
+            if rebuilt.last_seq != healed.last_seq {
+                return Err(Error::internal(format!(
+                    "heal: the binlog ends at seq {} but the state rebuilt from it at {}",
+                    healed.last_seq, rebuilt.last_seq
+                )));
+            }
+            *st = rebuilt;
+            self.shared.taken_back.fetch_add(1, Ordering::AcqRel);
+        }
+        // Everything the state holds now is durable (the heal synced it): a reader has
+        // nothing to wait for until the next commit. (A reader that saw what was taken back
+        // learns it from `taken_back`.)
+        self.shared.applied_lsn.store(0, Ordering::Release);
+        self.shared.durability.healed(writer.durable_lsn());
+        if dropped > 0 {
+            tracing::warn!(
+                "binlog healed after a failed write or fsync: cut {} bytes back to seq {}; {} \
+                 applied transaction(s) taken back (their commits failed)",
+                healed.cut_bytes,
+                healed.last_seq,
+                dropped
+            );
+        } else {
+            // A commit refused before it was applied (a full disk, while appends write
+            // through): one line per refused commit would flood the log.
+            tracing::debug!(
+                "binlog healed: cut {} bytes back to seq {}",
+                healed.cut_bytes,
+                healed.last_seq
+            );
+        }
+        Ok(true)
+    }
+
+    /// How many times the binlog was healed (see [`Engine::heal`]): a reader holding records
+    /// not yet durable drops them and reads again when this moves.
+    pub fn binlog_heals(&self) -> u64 {
+        self.shared.binlog.as_ref().map_or(0, BinlogWriter::heals)
+    }
+
+    /// Marks the start of a statement whose result may show committed data, for
+    /// [`Engine::wait_read_async`].
+    pub fn begin_read(&self) -> ReadFence {
+        ReadFence {
+            taken_back: self.shared.taken_back.load(Ordering::Acquire),
+        }
     }
 
     /// Counts a durable commit towards the next automatic snapshot.
@@ -859,6 +959,9 @@ impl Engine {
         ENCODED.with(|cell| cell.borrow_mut().encode(events));
         let (seq, lsn) = {
             let mut st = self.write();
+            if writer.is_stopped() {
+                self.heal_locked(&mut st)?;
+            }
             validate(&st, events)?;
             let seq = st.last_seq + 1;
             let tx = Transaction {
@@ -890,6 +993,7 @@ impl Engine {
                 Ok((lsn, scratch))
             })?;
             st.last_seq = seq;
+            self.shared.applied_lsn.store(lsn, Ordering::Release);
             let Record::Transaction(tx) = record else {
                 unreachable!("built above")
             };

@@ -6,6 +6,7 @@
 //! what committed meanwhile, logs the transaction and applies it (see `Engine::commit_events`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
 
 use binlog_format::schema::{ColumnType, IndexKind, RingOptions, TableDef};
 use binlog_format::{Cause, DdlEvent, Event, Key, RowChange, RowEvent, Value};
@@ -120,6 +121,10 @@ pub struct Session {
     pending_lsn: Option<u64>,
     /// What the last commit left for the next transaction to reuse.
     spare: Spare,
+    /// The engine's take-back count when the open transaction (or the statement that will
+    /// open one) began: a transaction that read state a heal then took back must not commit
+    /// what it computed from it.
+    read_epoch: u64,
 }
 
 /// A committed transaction's emptied event list, lock list and overlay, kept so that the
@@ -222,7 +227,9 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     pub(crate) fn new(engine: Engine) -> Session {
+        let read_epoch = engine.shared.taken_back.load(Ordering::Acquire);
         Session {
+            read_epoch,
             engine,
             vars: SessionVars::default(),
             txn: None,
@@ -314,9 +321,14 @@ impl Session {
             None if txn.ops.is_empty() => Ok(None),
             None => {
                 let overlay = &txn.overlay;
+                let (shared, epoch) = (&self.engine.shared, self.read_epoch);
                 let committed = self
                     .engine
                     .commit_events_into(&mut txn.ops, None, |st, ops| {
+                        // Checked under the state's lock, which a heal holds while it works.
+                        if shared.taken_back.load(Ordering::Acquire) != epoch {
+                            return Err(Error::read_taken_back());
+                        }
                         validate_uniques(st, ops, overlay)
                     });
                 match committed {
@@ -373,6 +385,9 @@ impl Session {
 
     /// Marks the start of a statement (for callers that cannot pass a closure).
     pub fn begin_statement(&mut self) {
+        if !self.in_transaction() {
+            self.read_epoch = self.engine.shared.taken_back.load(Ordering::Acquire);
+        }
         self.stmt_explicit = self.in_transaction();
         self.undo.clear();
         self.ops_mark = self.txn.as_ref().map_or(0, |t| t.ops.len());

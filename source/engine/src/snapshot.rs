@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
 use binlog_format::codec;
+use binlog_format::failpoint;
 use binlog_format::format::FRAME_HEADER_LEN;
 use binlog_format::frame::{scan_frame, write_frame_with, FrameScan};
 use binlog_format::schema::TableDef;
@@ -253,9 +254,20 @@ pub(crate) fn write_encoded(dir: &Path, snap: &Encoded, binlog: Option<&SyncHand
     let sdir = snapshot_dir(dir);
     fs::create_dir_all(&sdir)?;
     let tmp = sdir.join(format!("{}.tmp", name(snap.seq)));
-    fs::write(&tmp, &snap.bytes)?;
-    fs::File::open(&tmp)?.sync_all()?;
-    fs::rename(&tmp, sdir.join(name(snap.seq)))?;
+    let written = fs::File::create(&tmp).and_then(|mut f| {
+        failpoint::write_all("snapshot::write", &mut f, &snap.bytes)?;
+        f.sync_all()
+    });
+    let renamed = written.and_then(|()| {
+        failpoint::check("snapshot::rename")?;
+        fs::rename(&tmp, sdir.join(name(snap.seq)))
+    });
+    if let Err(e) = renamed {
+        // A half-written snapshot is never read (no final name), but on a full disk its
+        // space is what the node needs back.
+        let _ = fs::remove_file(&tmp);
+        return Err(e.into());
+    }
     fs::File::open(&sdir)?.sync_all()?;
     // Keep the two newest; older ones only cost space.
     let mut all = list(&sdir)?;

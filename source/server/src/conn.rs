@@ -617,35 +617,56 @@ impl Conn {
     ) -> Result<(Outcome, Done), Error> {
         self.questions += 1;
         self.refresh_grants();
-        let mut sql = self
-            .sql
-            .take()
-            .ok_or_else(|| Error::internal("the session was lost by an earlier failure"))?;
-        let busy = self.shared.busy.clone();
         // Held until the reply is ready, durability wait included: shutdown waits for it.
         let _busy = self.shared.busy.clone();
-        let joined = tokio::task::spawn_blocking(move || {
-            let _busy = busy;
-            let r = match &params {
-                Some(values) => sql.execute_bound(&text, values),
-                None => sql.execute(&text),
-            };
-            let pending = sql.session.take_pending_lsn();
-            (sql, r, pending)
-        })
-        .await;
-        let (sql, mut r, pending) =
-            joined.map_err(|e| Error::internal(format!("statement failed: {e}")))?;
-        // Nothing is acknowledged before what it committed is durable. (Also after an error:
-        // an earlier statement of the same text may have committed.)
-        if let Some(lsn) = pending {
-            if let Err(e) = self.shared.engine.wait_durable_async(lsn).await {
-                r = Err(e);
+        let (mut text, mut params) = (text, params);
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let mut sql = self
+                .sql
+                .take()
+                .ok_or_else(|| Error::internal("the session was lost by an earlier failure"))?;
+            let busy = self.shared.busy.clone();
+            let fence = self.shared.engine.begin_read();
+            let joined = tokio::task::spawn_blocking(move || {
+                let _busy = busy;
+                let r = match &params {
+                    Some(values) => sql.execute_bound(&text, values),
+                    None => sql.execute(&text),
+                };
+                let pending = sql.session.take_pending_lsn();
+                (sql, r, pending, text, params)
+            })
+            .await;
+            let (sql, mut r, pending, t, p) =
+                joined.map_err(|e| Error::internal(format!("statement failed: {e}")))?;
+            (text, params) = (t, p);
+            // Nothing is acknowledged before what it committed is durable. (Also after an
+            // error: an earlier statement of the same text may have committed.)
+            if let Some(lsn) = pending {
+                if let Err(e) = self.shared.engine.wait_durable_async(lsn).await {
+                    r = Err(e);
+                }
             }
+            // Nor is anything shown that could be taken back: a result that may hold a commit
+            // not yet durable waits for it (a commit's own wait above covers what it read).
+            if r.is_ok() && pending.is_none() {
+                if let Err(e) = self.shared.engine.wait_read_async(fence).await {
+                    // It changed nothing and showed nothing: outside a transaction it runs
+                    // again, on the state the heal left.
+                    let again = e.is_withheld() && !sql.session.in_transaction() && attempts < 3;
+                    self.sql = Some(sql);
+                    if again {
+                        continue;
+                    }
+                    return Err(e);
+                }
+            }
+            self.sql = Some(sql);
+            let done = self.done();
+            return r.map(|o| (o, done));
         }
-        self.sql = Some(sql);
-        let done = self.done();
-        r.map(|o| (o, done))
     }
 
     /// The statements the server answers itself, from what only it knows: SHOW REPLICAS (the

@@ -502,10 +502,17 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
 
 /// Reads the binlog from `from` and sends each transaction once it is durable, in batches.
 fn read_durable(engine: ringrep_engine::Engine, from: u64, tx: tokio::sync::mpsc::Sender<Batch>) {
-    let mut tailer = Tailer::open(&engine.binlog_dir(), StartAt::Seq(from));
-    if let Some(n) = engine.notifier() {
-        tailer = tailer.with_notifier(n);
-    }
+    let open = |from: u64| {
+        let tailer = Tailer::open(&engine.binlog_dir(), StartAt::Seq(from));
+        match engine.notifier() {
+            Some(n) => tailer.with_notifier(n),
+            None => tailer,
+        }
+    };
+    let mut tailer = open(from);
+    // A heal cuts records off the end of the binlog that the tailer may have read (and
+    // rewrites where they were): it then reads again from the first one not yet sent.
+    let mut heals = engine.binlog_heals();
     let mut expected = from;
     let mut durable = 0;
     let mut batch = Vec::new();
@@ -532,8 +539,13 @@ fn read_durable(engine: ringrep_engine::Engine, from: u64, tx: tokio::sync::mpsc
                 // Never ahead of what the primary has made durable. (Asked only when the
                 // last answer does not cover this transaction: the answer takes the binlog
                 // writer's lock, which committers need.)
+                let mut cut = false;
                 while durable < t.seq {
                     durable = engine.durable_seq();
+                    if engine.binlog_heals() != heals {
+                        cut = true;
+                        break;
+                    }
                     if durable >= t.seq {
                         break;
                     }
@@ -551,6 +563,12 @@ fn read_durable(engine: ringrep_engine::Engine, from: u64, tx: tokio::sync::mpsc
                     }
                     std::thread::sleep(Duration::from_micros(200));
                 }
+                if cut {
+                    heals = engine.binlog_heals();
+                    durable = 0;
+                    tailer = open(expected);
+                    continue;
+                }
                 expected += 1;
                 match frame(&Record::Transaction(t), Some(pos)) {
                     Ok(f) => batch.push(f),
@@ -564,6 +582,12 @@ fn read_durable(engine: ringrep_engine::Engine, from: u64, tx: tokio::sync::mpsc
                 }
             }
             Ok(None) => {}
+            Err(_) if engine.binlog_heals() != heals => {
+                heals = engine.binlog_heals();
+                durable = 0;
+                tailer = open(expected);
+                continue;
+            }
             Err(e) => {
                 let mut e: Error = e.into();
                 // Retention went past this stream (the hard cap): the replica is to come back

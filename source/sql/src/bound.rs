@@ -20,6 +20,10 @@ const CACHED_TEXTS: usize = 256;
 impl SqlSession {
     /// Runs `sql`, whose `?` placeholders take `values` in order (a missing value is NULL).
     pub fn execute_bound(&mut self, sql: &str, values: &[Value]) -> Result<Outcome> {
+        self.retrying_taken_back(|s| s.execute_bound_once(sql, values))
+    }
+
+    fn execute_bound_once(&mut self, sql: &str, values: &[Value]) -> Result<Outcome> {
         let template = match self.parsed.get(sql) {
             Some(t) => t.clone(),
             None => {

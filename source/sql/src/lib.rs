@@ -309,6 +309,30 @@ impl SqlSession {
     /// with autocommit on (the default) and no transaction open, a change commits before this
     /// returns. Bad SQL is an error with MySQL's code and message.
     pub fn execute(&mut self, sql: &str) -> Result<Outcome> {
+        self.retrying_taken_back(|s| s.execute_once(sql))
+    }
+
+    /// Runs `run` again (twice at most) when it failed because it read what a failed commit
+    /// took back ([`Error::read_taken_back`]) and no transaction was open: the statement
+    /// changed nothing, and a client should not have to retry what ringrep itself undid.
+    pub(crate) fn retrying_taken_back(
+        &mut self,
+        mut run: impl FnMut(&mut SqlSession) -> Result<Outcome>,
+    ) -> Result<Outcome> {
+        let outside = !self.session.in_transaction();
+        let mut r = run(self);
+        for _ in 0..2 {
+            match &r {
+                Err(e) if outside && e.is_read_taken_back() && !self.session.in_transaction() => {
+                    r = run(self)
+                }
+                _ => break,
+            }
+        }
+        r
+    }
+
+    fn execute_once(&mut self, sql: &str) -> Result<Outcome> {
         let text = normalized(sql);
         self.forget_subqueries();
         if text.is_empty() {

@@ -141,6 +141,9 @@ impl SqlSession {
         }
         let lower = raw.trim_start_matches("@@").to_lowercase();
         if let Some(global) = lower.strip_prefix("global.") {
+            if global == "debug" && binlog_format::failpoint::ENABLED {
+                return self.set_debug(&v);
+            }
             if matches!(
                 global,
                 "binlog_expire_logs_seconds" | "binlog_retention_size"
@@ -261,6 +264,19 @@ impl SqlSession {
                 )),
             },
         }
+    }
+
+    /// SET GLOBAL debug = 'point=actions;...': arms failpoints in a build that has them (as
+    /// MySQL's debug builds take DBUG keywords here); other builds have no such variable.
+    fn set_debug(&mut self, v: &Value) -> Result<()> {
+        self.require_any_global(&[crate::Privs::SUPER])?;
+        let spec = ringrep_engine::types::text_of(v);
+        binlog_format::failpoint::configure(&spec).map_err(|e| {
+            Error::new(
+                code::ER_WRONG_VALUE_FOR_VAR,
+                format!("Variable 'debug' can't be set to the value of '{spec}' ({e})"),
+            )
+        })
     }
 
     /// SET GLOBAL binlog_expire_logs_seconds / binlog_retention_size: the retention in force

@@ -4,8 +4,10 @@
 //! files: [`engine`] (an engine on a manual clock, ring and plain table definitions, a
 //! reference model of rings), [`node`] (`ringrep-source serve` and `ringrep-applier serve` as
 //! real processes, with a client), and [`broker`] (the Kafka broker of a test: a real one named
-//! by `RINGREP_TEST_KAFKA_BROKERS`, or librdkafka's in-process mock cluster).
+//! by `RINGREP_TEST_KAFKA_BROKERS`, or librdkafka's in-process mock cluster), and [`faults`]
+//! (a small filesystem that fills up; waiting for a replica and verifying it).
 
 pub mod broker;
 pub mod engine;
+pub mod faults;
 pub mod node;

@@ -1,0 +1,355 @@
+//! Faults from outside, on real processes: a primary and a replica whose disk fills up (a
+//! small tmpfs the test mounts; skipped with a message where it cannot). Clients get MySQL's
+//! error for a full disk (1021), reads go on, nothing a client was told failed is ever seen,
+//! and writes (or the replica's applying) succeed again once space is freed, without a
+//! restart.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::*;
+use ringrep_testkit::faults::{self, SmallFs};
+use ringrep_testkit::node::{self, code, connect, runtime, terminate, Node};
+
+fn start_primary(data_dir: &Path) -> Node {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
+    cmd.arg("serve")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    node::start(cmd, "listening on ")
+}
+
+const TABLE: &str = "CREATE TABLE r (u INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
+                     ring_meta VARBINARY(64), v VARCHAR(2000), PRIMARY KEY (u, ring_idx)) \
+                     COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=100000'";
+
+fn value(client: u32, n: u32) -> String {
+    format!("{client}-{n:06}-{}", "p".repeat(1000))
+}
+
+/// What `SELECT v FROM r` gives, as a set.
+async fn stored(addr: SocketAddr) -> BTreeSet<String> {
+    let mut c = connect(addr, Some("test")).await;
+    let rows: Vec<String> = c.query("SELECT v FROM r").await.expect("select");
+    rows.into_iter().collect()
+}
+
+/// Inserts from `clients` connections until each has had `failures` refused inserts (or,
+/// with `failures` 0, until each has `until_ok` acknowledged ones after its first try).
+/// Returns what was acknowledged and every error code seen.
+async fn load(
+    addr: SocketAddr,
+    clients: u32,
+    first: u32,
+    failures: usize,
+) -> (Vec<String>, Vec<u16>) {
+    let mut tasks = Vec::new();
+    for client in 0..clients {
+        tasks.push(tokio::spawn(async move {
+            let mut c = connect(addr, Some("test")).await;
+            let (mut acked, mut codes) = (Vec::new(), Vec::new());
+            let deadline = Instant::now() + Duration::from_secs(120);
+            let mut n = first;
+            while codes.len() < failures {
+                assert!(Instant::now() < deadline, "the disk never filled");
+                let v = value(client, n);
+                n += 1;
+                match c
+                    .exec_drop("INSERT INTO r (u, v) VALUES (?, ?)", (client, &v))
+                    .await
+                {
+                    Ok(()) => acked.push(v),
+                    Err(e) => codes.push(code(&e)),
+                }
+            }
+            (acked, codes)
+        }));
+    }
+    let mut acked = Vec::new();
+    let mut codes = Vec::new();
+    for t in tasks {
+        let (a, c) = t.await.expect("client");
+        acked.extend(a);
+        codes.extend(c);
+    }
+    (acked, codes)
+}
+
+/// Retries one insert per client until it succeeds (space was freed), then a few more.
+async fn load_after(addr: SocketAddr, clients: u32, first: u32) -> Vec<String> {
+    let mut acked = Vec::new();
+    for client in 0..clients {
+        let mut c = connect(addr, Some("test")).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut n = first;
+        let mut ok = 0;
+        while ok < 20 {
+            let v = value(client, n);
+            n += 1;
+            match c
+                .exec_drop("INSERT INTO r (u, v) VALUES (?, ?)", (client, &v))
+                .await
+            {
+                Ok(()) => {
+                    acked.push(v);
+                    ok += 1;
+                }
+                Err(e) => {
+                    assert_eq!(code(&e), 1021, "{e}");
+                    assert!(ok == 0, "a write failed after writes succeeded again: {e}");
+                    assert!(
+                        Instant::now() < deadline,
+                        "writes never succeeded again: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    acked
+}
+
+#[test]
+fn a_primary_on_a_full_disk_refuses_writes_with_1021_and_recovers_without_restart() {
+    let fs = match SmallFs::mount(24) {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let ballast = fs.ballast("ballast", 6);
+    let data = fs.path.join("data");
+    let mut primary = start_primary(&data);
+    let rt = runtime();
+    rt.block_on(async {
+        connect(primary.addr, Some("test"))
+            .await
+            .query_drop(TABLE)
+            .await
+            .expect("create");
+    });
+    // Four clients fill the disk, and go on trying a while.
+    let (mut acked, codes) = rt.block_on(load(primary.addr, 4, 0, 10));
+    assert!(
+        !acked.is_empty(),
+        "nothing was acknowledged before the disk filled"
+    );
+    assert!(
+        codes.iter().all(|&c| c == 1021),
+        "a full disk is error 1021 and only that: {codes:?}"
+    );
+    // Reads go on, and show exactly what was acknowledged: nothing of a refused insert.
+    let want: BTreeSet<String> = acked.iter().cloned().collect();
+    assert_eq!(
+        rt.block_on(stored(primary.addr)),
+        want,
+        "while the disk is full"
+    );
+    let (ok, out, err) = match node::mysql_client() {
+        Some(client) => {
+            node::run_client(client, primary.addr, Some("test"), "SELECT COUNT(*) FROM r")
+        }
+        None => (true, format!("COUNT(*)\n{}\n", want.len()), String::new()),
+    };
+    assert!(ok, "{err}");
+    assert!(out.contains(&want.len().to_string()), "{out}");
+
+    // Space is freed: writes succeed again, without a restart.
+    std::fs::remove_file(&ballast).expect("free space");
+    acked.extend(rt.block_on(load_after(primary.addr, 4, 100_000)));
+    let want: BTreeSet<String> = acked.iter().cloned().collect();
+    assert_eq!(
+        rt.block_on(stored(primary.addr)),
+        want,
+        "after space was freed"
+    );
+
+    // And the data directory holds exactly that after a restart.
+    assert!(terminate(&mut primary).success());
+    let primary = start_primary(&data);
+    assert_eq!(rt.block_on(stored(primary.addr)), want, "after a restart");
+    drop(primary);
+    drop(fs);
+}
+
+#[test]
+fn a_replica_on_a_full_disk_pauses_and_resumes_when_space_is_freed() {
+    let Some(applier) = faults::applier_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-source")))
+    else {
+        eprintln!("skipped: ringrep-applier is not built next to ringrep-source (run cargo test --workspace)");
+        return;
+    };
+    let fs = match SmallFs::mount(24) {
+        Ok(fs) => fs,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let ballast = fs.ballast("ballast", 16);
+    let pdir = tempfile::tempdir().expect("tempdir");
+    let primary = start_primary(pdir.path());
+    let mut replica = node::start(
+        node::network_replica(
+            &applier,
+            &fs.path.join("replica"),
+            &format!("mysql://root@{}", primary.addr),
+        ),
+        "replica listening on ",
+    );
+    let rt = runtime();
+    // About 12 MiB of binlog on a small ring: more than the replica's 8 MiB free.
+    rt.block_on(async {
+        let mut c = connect(primary.addr, Some("test")).await;
+        c.query_drop(
+            "CREATE TABLE s (u INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
+             ring_meta VARBINARY(64), v VARCHAR(9000), PRIMARY KEY (u, ring_idx)) \
+             COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'",
+        )
+        .await
+        .expect("create");
+        for n in 0..150u32 {
+            let rows: Vec<String> = (0..10)
+                .map(|i| format!("({}, '{n}-{i}-{}')", i % 4, "q".repeat(8000)))
+                .collect();
+            c.query_drop(format!("INSERT INTO s (u, v) VALUES {}", rows.join(", ")))
+                .await
+                .expect("insert");
+        }
+    });
+    let seq = rt
+        .block_on(faults::query_u64(primary.addr, "SELECT @@ringrep_last_seq"))
+        .expect("seq");
+    // The replica pauses on its full disk (and says so), rather than stopping.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match replica.log.recv_timeout(Duration::from_secs(1)) {
+            Ok(line) if line.contains("replication paused") => {
+                assert!(line.contains("Disk full"), "{line}");
+                break;
+            }
+            _ => assert!(
+                Instant::now() < deadline,
+                "the replica never paused on its full disk"
+            ),
+        }
+    }
+    let status = rt.block_on(async {
+        let mut c = connect(replica.addr, None).await;
+        let row: mysql_async::Row = c
+            .query_first("SHOW REPLICA STATUS")
+            .await
+            .expect("status")
+            .expect("a row");
+        row.get::<String, _>("Last_SQL_Error").unwrap_or_default()
+    });
+    assert!(
+        status.contains("Disk full") && status.contains("paused"),
+        "{status}"
+    );
+    // Reads go on meanwhile.
+    assert!(rt
+        .block_on(faults::query_u64(
+            replica.addr,
+            "SELECT COUNT(*) FROM test.s"
+        ))
+        .is_some());
+
+    std::fs::remove_file(&ballast).expect("free space");
+    faults::wait_applied(
+        &rt,
+        replica.addr,
+        seq,
+        Duration::from_secs(90),
+        "after freeing space",
+    );
+    let (code, report) = faults::verify(&applier, primary.addr, replica.addr);
+    assert_eq!(code, Some(0), "{report}");
+    assert!(report.contains("CONVERGED"), "{report}");
+    let _ = terminate(&mut replica);
+    drop(fs);
+}
+
+/// The heart of it: a reader that asks while a commit's fsync hangs is not shown that commit
+/// (it waits), the fsync then fails, the writer is told so, and neither that reader, nor any
+/// later one, nor the replica ever sees the row. (The node is a test build: `SET GLOBAL
+/// debug` arms its failpoints.)
+#[test]
+fn a_commit_whose_fsync_fails_is_never_seen_by_a_reader_or_a_replica() {
+    let Some(applier) = faults::applier_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-source")))
+    else {
+        eprintln!("skipped: ringrep-applier is not built next to ringrep-source (run cargo test --workspace)");
+        return;
+    };
+    let pdir = tempfile::tempdir().expect("tempdir");
+    let rdir = tempfile::tempdir().expect("tempdir");
+    let primary = start_primary(pdir.path());
+    let replica = node::start(
+        node::network_replica(
+            &applier,
+            rdir.path(),
+            &format!("mysql://root@{}", primary.addr),
+        ),
+        "replica listening on ",
+    );
+    let rt = runtime();
+    rt.block_on(async {
+        let mut c = connect(primary.addr, Some("test")).await;
+        c.query_drop(TABLE).await.expect("create");
+        c.query_drop("INSERT INTO r (u, v) VALUES (1, 'kept')")
+            .await
+            .expect("insert");
+        c.query_drop("SET GLOBAL debug = 'binlog::fsync=1*return(eio@1500)'")
+            .await
+            .expect("arm the failpoint");
+        let writer = tokio::spawn(async move {
+            c.query_drop("INSERT INTO r (u, v) VALUES (1, 'failed')")
+                .await
+        });
+        // While that fsync hangs, a reader asks.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let asked = Instant::now();
+        let mut reader = connect(primary.addr, Some("test")).await;
+        let read: Result<Vec<String>, _> = reader.query("SELECT v FROM r").await;
+        match &read {
+            Ok(rows) => assert_eq!(rows, &["kept"], "a reader saw a commit that then failed"),
+            Err(e) => assert_eq!(code(e), 1105, "{e}"),
+        }
+        assert!(
+            asked.elapsed() >= Duration::from_millis(500),
+            "the reader was answered while the commit it could see was not durable"
+        );
+        let e = writer.await.expect("writer").expect_err("the fsync failed");
+        assert_eq!(code(&e), 1105, "{e}");
+        let rows: Vec<String> = reader.query("SELECT v FROM r").await.expect("select");
+        assert_eq!(rows, ["kept"]);
+        reader
+            .query_drop("INSERT INTO r (u, v) VALUES (1, 'after')")
+            .await
+            .expect("writes go on");
+    });
+    let seq = rt
+        .block_on(faults::query_u64(primary.addr, "SELECT @@ringrep_last_seq"))
+        .expect("seq");
+    faults::wait_applied(&rt, replica.addr, seq, Duration::from_secs(60), "replica");
+    let rows: Vec<String> = rt.block_on(async {
+        connect(replica.addr, Some("test"))
+            .await
+            .query("SELECT v FROM r ORDER BY ring_idx")
+            .await
+            .expect("select")
+    });
+    assert_eq!(
+        rows,
+        ["kept", "after"],
+        "the replica never had the failed commit"
+    );
+    let (code, report) = faults::verify(&applier, primary.addr, replica.addr);
+    assert_eq!(code, Some(0), "{report}");
+}
