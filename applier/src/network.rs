@@ -241,6 +241,10 @@ pub struct NetworkSource {
     origins: Vec<(u32, u64)>,
     /// Where the primary said the stream starts, for the applier to store.
     baseline: Option<(u32, u64)>,
+    /// When the source committed the transaction before `next_seq`, as this replica has it:
+    /// told to the primary, which refuses the stream if its own transaction there differs
+    /// (the replica kept what the primary lost: the two diverged).
+    last_commit_us: Option<i64>,
 }
 
 impl std::fmt::Debug for Item {
@@ -278,7 +282,15 @@ impl NetworkSource {
             want_snapshot: false,
             origins: Vec::new(),
             baseline: None,
+            last_commit_us: None,
         }
+    }
+
+    /// Tells the primary when it committed the transaction just before `from_seq` (what the
+    /// replica's stored position says), so that it can check the replica holds its history.
+    pub fn with_last_commit(mut self, commit_us: Option<i64>) -> NetworkSource {
+        self.last_commit_us = commit_us;
+        self
     }
 
     /// Tells the primary what this replica applied from other servers (`(server id, seq)`),
@@ -382,9 +394,13 @@ impl NetworkSource {
         p.extend_from_slice(&self.config.replica_id.to_le_bytes());
         p.extend_from_slice(
             format!(
-                "ringrep-frames:from_seq={},heartbeat_ms={},provision=1{}{}",
+                "ringrep-frames:from_seq={},heartbeat_ms={},provision=1{}{}{}",
                 self.next_seq,
                 self.config.heartbeat.as_millis().max(1),
+                match self.last_commit_us {
+                    Some(us) if self.next_seq > 1 && us > 0 => format!(",last_commit_us={us}"),
+                    _ => String::new(),
+                },
                 if self.want_snapshot {
                     ",snapshot=1"
                 } else {
@@ -442,6 +458,7 @@ impl NetworkSource {
                     return Ok(true);
                 }
                 self.next_seq = t.tx.seq + 1;
+                self.last_commit_us = Some(t.tx.commit_time_us);
                 self.backoff = FIRST_BACKOFF;
                 let received = (t.tx.seq, t.position);
                 self.update(|s| {
@@ -519,6 +536,7 @@ impl NetworkSource {
                     self.origins
                 );
                 self.next_seq = seq;
+                self.last_commit_us = None;
                 self.baseline = Some((server_id, seq));
                 Ok(true)
             }
@@ -534,6 +552,7 @@ impl NetworkSource {
                     )));
                 }
                 self.next_seq = inc.seq + 1;
+                self.last_commit_us = None;
                 // One snapshot: a reconnect resumes the stream after it.
                 self.want_snapshot = false;
                 self.provision = Some(Provision {

@@ -22,6 +22,7 @@
 //! own (see the engine crate).
 
 use std::io;
+use std::path::{Path, PathBuf};
 
 /// Fails with the armed action's error if the point `name` is armed; `Ok` otherwise.
 #[inline]
@@ -80,6 +81,72 @@ pub fn configure(spec: &str) -> Result<(), String> {
         let _ = (name, actions);
     }
     Ok(())
+}
+
+/// Every point a file operation passes, for a test that freezes all of them at once (the
+/// `pause` action on each: the moment of a simulated power loss, see [`synced_lengths`]).
+pub const POINTS: &[&str] = &[
+    "binlog::write",
+    "binlog::fsync",
+    "binlog::segment_create",
+    "binlog::segment_rename",
+    "binlog::index_write",
+    "binlog::dir_sync",
+    "binlog::truncate",
+    "binlog::remove",
+    "snapshot::write",
+    "snapshot::rename",
+];
+
+#[cfg(feature = "failpoints")]
+static SYNCED: std::sync::Mutex<Option<std::collections::HashMap<PathBuf, u64>>> =
+    std::sync::Mutex::new(None);
+
+/// Records that `path` is on disk up to `len` bytes at least (an fsync of it returned): what
+/// a power loss would leave of an append-only file. (Fsyncs that end out of order do not move
+/// it back.) Kept only in a build with failpoints.
+#[inline]
+#[allow(unused_variables)]
+pub fn synced(path: &Path, len: u64) {
+    #[cfg(feature = "failpoints")]
+    {
+        let mut map = SYNCED.lock().unwrap_or_else(|p| p.into_inner());
+        let at = map
+            .get_or_insert_with(Default::default)
+            .entry(path.to_path_buf())
+            .or_insert(0);
+        *at = (*at).max(len);
+    }
+}
+
+/// Records that `path` was cut to `len` bytes and synced (see [`synced`]).
+#[inline]
+#[allow(unused_variables)]
+pub fn synced_cut(path: &Path, len: u64) {
+    #[cfg(feature = "failpoints")]
+    SYNCED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get_or_insert_with(Default::default)
+        .insert(path.to_path_buf(), len);
+}
+
+/// The length of every binlog segment as of its last fsync (see [`synced`]), for a test
+/// that simulates a power loss: with every point paused, it copies the directory and cuts
+/// each segment back to this (empty without failpoints).
+pub fn synced_lengths() -> std::collections::HashMap<PathBuf, u64> {
+    #[cfg(feature = "failpoints")]
+    {
+        SYNCED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default()
+    }
+    #[cfg(not(feature = "failpoints"))]
+    {
+        Default::default()
+    }
 }
 
 /// Whether this build has failpoints (the `failpoints` feature).

@@ -266,6 +266,39 @@ impl SegmentCursor {
         &self.path
     }
 
+    /// After [`Next::Bad`]: whether a whole, checksummed frame starts anywhere after the bad
+    /// one (within what was read). Damage in the middle of a segment is followed by the
+    /// records after it; the tail a power loss garbles is not. Gives up (says yes, the
+    /// cautious answer) after checksumming `budget` bytes of candidates.
+    pub fn valid_frame_follows(&self, budget: u64) -> bool {
+        let rest = &self.buf[self.pos..];
+        let mut spent = 0u64;
+        for start in 1..rest.len() {
+            let candidate = &rest[start..];
+            if candidate.len() < crate::format::FRAME_HEADER_LEN {
+                break;
+            }
+            let len = u32::from_le_bytes([candidate[0], candidate[1], candidate[2], candidate[3]]);
+            if len == 0
+                || len > self.max_frame
+                || len as usize > candidate.len() - crate::format::FRAME_HEADER_LEN
+            {
+                continue;
+            }
+            spent += u64::from(len);
+            if spent > budget {
+                return true;
+            }
+            if matches!(
+                scan_frame(candidate, self.max_frame),
+                FrameScan::Frame { .. }
+            ) {
+                return true;
+            }
+        }
+        false
+    }
+
     /// File offset of the next frame.
     pub fn offset(&self) -> u64 {
         self.buf_start + self.pos as u64

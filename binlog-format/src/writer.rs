@@ -152,6 +152,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The most the end of a segment usually holds that no fsync has covered: one buffer written
+/// out at once (1 MiB) plus one background writeback step. A bad frame within this distance of
+/// the end of the last segment is a torn tail when opening (see `recover_last`).
+const UNSYNCED_WINDOW: u64 = (1 << 20) + WRITEBACK_STEP;
+
 /// A background fsync is started each time a segment grows by this much. A segment is fsynced
 /// before the next one starts (so that after a machine crash only the last one can be torn),
 /// and that happens under the writer's lock: without these, closing a 64 MiB segment whose
@@ -277,6 +282,8 @@ struct Inner {
     heals: AtomicU64,
     /// Everything up to this LSN is written to the OS (see [`BinlogWriter::acknowledged_lsn`]).
     written_lsn: AtomicU64,
+    /// Whether `State::poisoned` is set, readable without the lock (every commit asks).
+    stopped: AtomicBool,
 }
 
 /// Appends records to a binlog directory. Safe to share between threads.
@@ -357,6 +364,7 @@ fn create_segment(
         return Err(Error::io(&path, e));
     }
     sync_dir(dir)?;
+    failpoint::synced(&path, bytes.len() as u64);
     write_index(dir, purged_below)?;
     let f = OpenOptions::new()
         .append(true)
@@ -440,12 +448,19 @@ fn recover_last(dir: &Path, number: u64, opts: &WriterOptions) -> Result<(Recove
                     bytes: trailing,
                 })
             }
+            // Garbage at the end of the last segment, no longer than what the writer can have
+            // had unsynced and followed by no whole record, is a write a power loss
+            // interrupted (the disk kept part of it, or other blocks): nothing there was
+            // acknowledged with `EveryCommit`. Longer, or with records after it, it is damage
+            // to what was acknowledged, and opening refuses it.
             Next::Bad {
                 position,
-                tail_like: true,
+                tail_like,
                 trailing,
                 ..
-            } => {
+            } if tail_like
+                || (trailing <= UNSYNCED_WINDOW && !cursor.valid_frame_follows(64 << 20)) =>
+            {
                 break Some(TornTail {
                     position,
                     bytes: trailing,
@@ -476,6 +491,7 @@ fn recover_last(dir: &Path, number: u64, opts: &WriterOptions) -> Result<(Recove
             .and_then(|()| f.set_len(end.offset))
             .and_then(|_| f.sync_all())
             .map_err(|e| Error::io(&path, e))?;
+        failpoint::synced_cut(&path, end.offset);
     }
     Ok((
         Recovered {
@@ -564,6 +580,7 @@ impl BinlogWriter {
             lost_through: AtomicU64::new(0),
             heals: AtomicU64::new(0),
             written_lsn: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
         });
         // The background syncer: every N ms with that policy, and whenever a segment has
         // grown by `WRITEBACK_STEP`.
@@ -783,7 +800,7 @@ impl BinlogWriter {
     /// Whether a failed write or fsync stopped the writer: appends and commits fail until
     /// [`BinlogWriter::heal`] succeeds.
     pub fn is_stopped(&self) -> bool {
-        lock(&self.inner.state).poisoned.is_some()
+        self.inner.stopped.load(Ordering::Acquire)
     }
 
     /// How many times [`BinlogWriter::heal`] has cut the binlog back. A reader that holds
@@ -857,9 +874,10 @@ impl BinlogWriter {
         if let Err(e) = cut_and_synced {
             // What was written before cannot be known on disk now: the next heal trusts only
             // what an fsync confirmed.
-            st.poisoned = Some(Poison::new(path.clone(), &e, true));
+            inner.poison(&mut st, Poison::new(path.clone(), &e, true));
             return Err(Error::io(&path, e));
         }
+        failpoint::synced_cut(&path, offset);
         let (rec, records) = recover_last(&inner.dir, st.segment, &inner.opts)?;
         if rec.end.offset != offset {
             return Err(Error::Corruption {
@@ -900,6 +918,7 @@ impl BinlogWriter {
         inner.durable.fetch_max(st.appended, Ordering::AcqRel);
         inner.durable_seq.store(rec.last_seq, Ordering::Release);
         st.poisoned = None;
+        inner.stopped.store(false, Ordering::Release);
         inner.heals.fetch_add(1, Ordering::AcqRel);
         drop(st);
         drop(round);
@@ -976,6 +995,12 @@ impl SyncHandle {
 }
 
 impl Inner {
+    /// Stops the writer after a failed write or fsync (see [`BinlogWriter::heal`]).
+    fn poison(&self, st: &mut State, poison: Poison) {
+        st.poisoned = Some(poison);
+        self.stopped.store(true, Ordering::Release);
+    }
+
     /// Fails a commit whose record a heal cut off, with the kind of error that caused it.
     fn check_lost(&self, lsn: u64) -> Result<()> {
         if lsn > self.lost_through.load(Ordering::Acquire) {
@@ -1022,7 +1047,7 @@ impl Inner {
         let file = Arc::clone(&st.file);
         if let Err(e) = failpoint::write_all("binlog::write", &mut &*file, &st.buf) {
             let path = self.dir.join(segment_name(st.segment));
-            st.poisoned = Some(Poison::new(path.clone(), &e, false));
+            self.poison(st, Poison::new(path.clone(), &e, false));
             return Err(Error::io(path, e));
         }
         st.written += st.buf.len() as u64;
@@ -1059,19 +1084,22 @@ impl Inner {
         // out under the round's lock lets followers know what the fsync will cover.
         let generation = round.generation;
         let result = match self.write_out_for_sync() {
-            Ok((file, target, segment)) => {
+            Ok((file, target, segment, len)) => {
                 round.in_flight = Some(target);
                 drop(round);
                 // The fsync runs without any lock: appends continue meanwhile, and the next
                 // leader covers them.
                 match failpoint::check("binlog::fsync").and_then(|()| file.sync_data()) {
                     Ok(()) => {
+                        if failpoint::ENABLED {
+                            failpoint::synced(&self.dir.join(segment_name(segment)), len);
+                        }
                         self.durable.fetch_max(target, Ordering::AcqRel);
                         Ok(())
                     }
                     Err(e) => {
                         let path = self.dir.join(segment_name(segment));
-                        lock(&self.state).poisoned = Some(Poison::new(path.clone(), &e, true));
+                        self.poison(&mut lock(&self.state), Poison::new(path.clone(), &e, true));
                         Err(Error::io(path, e))
                     }
                 }
@@ -1093,12 +1121,13 @@ impl Inner {
         result
     }
 
-    /// Writes out the buffer; returns the file, the LSN everything up to which it holds, and
-    /// its segment number.
-    fn write_out_for_sync(&self) -> Result<(Arc<File>, u64, u64)> {
+    /// Writes out the buffer; returns the file, the LSN everything up to which it holds, its
+    /// segment number and its length.
+    fn write_out_for_sync(&self) -> Result<(Arc<File>, u64, u64, u64)> {
         let mut st = lock(&self.state);
         self.write_out(&mut st)?;
-        Ok((Arc::clone(&st.file), st.written, st.segment))
+        // Written out, the buffer is empty: the segment's length is the file's.
+        Ok((Arc::clone(&st.file), st.written, st.segment, st.segment_len))
     }
 
     /// Closes the current segment (written and synced) and starts the next one with the
@@ -1107,9 +1136,10 @@ impl Inner {
         self.write_out(st)?;
         let path = self.dir.join(segment_name(st.segment));
         if let Err(e) = failpoint::check("binlog::fsync").and_then(|()| st.file.sync_data()) {
-            st.poisoned = Some(Poison::new(path.clone(), &e, true));
+            self.poison(st, Poison::new(path.clone(), &e, true));
             return Err(Error::io(&path, e));
         }
+        failpoint::synced(&path, st.segment_len);
         // Everything in the closing segment is on disk now, whatever happens next.
         self.durable.fetch_max(st.written, Ordering::AcqRel);
         let number = st.segment + 1;

@@ -353,3 +353,133 @@ fn a_commit_whose_fsync_fails_is_never_seen_by_a_reader_or_a_replica() {
     let (code, report) = faults::verify(&applier, primary.addr, replica.addr);
     assert_eq!(code, Some(0), "{report}");
 }
+
+fn start_primary_at(data_dir: &Path, port: u16) -> Node {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
+    cmd.arg("serve")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    node::start(cmd, "listening on ")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
+
+/// Waits until the replica reports a link error containing `needle`; returns it.
+fn wait_io_error(rt: &tokio::runtime::Runtime, replica: SocketAddr, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let err = rt.block_on(async {
+            let mut c = connect(replica, None).await;
+            let row: Option<mysql_async::Row> =
+                c.query_first("SHOW REPLICA STATUS").await.expect("status");
+            row.and_then(|r| r.get::<String, _>("Last_IO_Error"))
+                .unwrap_or_default()
+        });
+        if err.contains(needle) {
+            return err;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica never reported {needle:?} (last error: {err:?})"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A primary that lost commits its replica had received (here: its data directory put back to
+/// an older copy, as a power loss with `--sync never` or a restored backup would leave it):
+/// the replica is not silently streamed the primary's new history on top of its own. Ahead of
+/// the primary, or holding another transaction under the same number, it is refused with
+/// error 1236 naming the divergence.
+#[test]
+fn a_replica_that_kept_what_the_primary_lost_is_named_not_followed() {
+    let Some(applier) = faults::applier_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-source")))
+    else {
+        eprintln!("skipped: ringrep-applier is not built next to ringrep-source (run cargo test --workspace)");
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("port")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let pdir = tempfile::tempdir().expect("tempdir");
+    let older = tempfile::tempdir().expect("tempdir");
+    let rdir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let insert = |addr: SocketAddr, from: u32, n: u32| {
+        rt.block_on(async {
+            let mut c = connect(addr, Some("test")).await;
+            for i in from..from + n {
+                c.query_drop(format!("INSERT INTO r (u, v) VALUES (1, 'row {i}')"))
+                    .await
+                    .expect("insert");
+            }
+        })
+    };
+    let mut primary = start_primary_at(pdir.path(), port);
+    rt.block_on(async {
+        connect(primary.addr, Some("test"))
+            .await
+            .query_drop(TABLE)
+            .await
+            .expect("create");
+    });
+    insert(primary.addr, 0, 5);
+    assert!(terminate(&mut primary).success());
+    copy_dir(pdir.path(), older.path());
+    let mut primary = start_primary_at(pdir.path(), port);
+    let start_replica = || {
+        node::start(
+            node::network_replica(
+                &applier,
+                rdir.path(),
+                &format!("mysql://root@127.0.0.1:{port}"),
+            ),
+            "replica listening on ",
+        )
+    };
+    let mut replica = start_replica();
+    insert(primary.addr, 5, 5);
+    let seq = rt
+        .block_on(faults::query_u64(primary.addr, "SELECT @@ringrep_last_seq"))
+        .expect("seq");
+    faults::wait_applied(&rt, replica.addr, seq, Duration::from_secs(60), "replica");
+
+    // The primary loses its last five commits; the replica kept them.
+    let _ = terminate(&mut replica);
+    assert!(terminate(&mut primary).success());
+    std::fs::remove_dir_all(pdir.path()).expect("rm");
+    copy_dir(older.path(), pdir.path());
+    let primary = start_primary_at(pdir.path(), port);
+    let mut replica = start_replica();
+    let err = wait_io_error(&rt, replica.addr, "lost");
+    assert!(err.contains(&format!("up to seq {seq}")), "{err}");
+    let _ = terminate(&mut replica);
+
+    // The primary goes on past that number with other transactions.
+    insert(primary.addr, 100, 10);
+    let replica = start_replica();
+    let err = wait_io_error(&rt, replica.addr, "diverged");
+    assert!(err.contains(&format!("seq {seq}")), "{err}");
+    // What the replica holds is untouched: its five rows are still there.
+    let rows = rt
+        .block_on(faults::query_u64(
+            replica.addr,
+            "SELECT COUNT(*) FROM test.r",
+        ))
+        .expect("count");
+    assert_eq!(rows, 10);
+}

@@ -615,7 +615,15 @@ async fn run_once(
                 .filter(|p| p.server_id != source_id)
                 .map(|p| (p.server_id, p.last_seq))
                 .collect();
-            let s = NetworkSource::new(n.clone(), from).with_origins(others);
+            // Known only for a position an applied transaction left (a seeded or provisioned
+            // one has no place in the source's binlog, segment 0, nor its commit time).
+            let last_commit = applier
+                .position(source_id)
+                .filter(|p| p.position.segment != 0)
+                .map(|p| p.source_commit_us);
+            let s = NetworkSource::new(n.clone(), from)
+                .with_origins(others)
+                .with_last_commit(last_commit);
             lock(state).link = Some(s.status());
             Box::new(s)
         }

@@ -60,6 +60,9 @@ pub(crate) struct DumpRequest {
     /// node's old primary, re-pointed here after a failover, has no position in this node's
     /// numbering; where it starts is found from these.
     pub(crate) origins: Vec<(u32, u64)>,
+    /// When this node committed seq `from_seq - 1`, as the replica has it
+    /// (`last_commit_us=T`): a replica whose transaction there is not this node's diverged.
+    pub(crate) last_commit_us: Option<u64>,
 }
 
 /// Parses COM_BINLOG_DUMP's body: `pos:4 flags:2 server_id:4 file`.
@@ -83,6 +86,7 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
         provision: false,
         snapshot: false,
         origins: Vec::new(),
+        last_commit_us: None,
     };
     for part in args.split(',').filter(|p| !p.is_empty()) {
         let (k, v) = part.split_once('=').ok_or_else(|| bad(part))?;
@@ -99,6 +103,7 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
             "heartbeat_ms" => req.heartbeat = Duration::from_millis(n.clamp(1, 60_000)),
             "provision" => req.provision = n == 1,
             "snapshot" => req.snapshot = n == 1,
+            "last_commit_us" => req.last_commit_us = Some(n),
             // A newer replica's request: what this version does not know, it does without
             // (the replica is told nothing about it, and streams as before).
             other => tracing::debug!("COM_BINLOG_DUMP: unknown key {other} ignored"),
@@ -235,6 +240,24 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         Ok(_) => {}
         Err(e) => tracing::warn!(connection = conn_id, "reading the binlog's segments: {e}"),
     }
+    if !req.snapshot {
+        let e = engine.clone();
+        let (seq, commit) = (from - 1, req.last_commit_us);
+        let diverged = tokio::task::spawn_blocking(move || divergence(&e, seq, commit))
+            .await
+            .map_err(io::Error::other)?;
+        if let Some(why) = diverged {
+            let e = Error::new(code::ER_MASTER_FATAL_ERROR_READING_BINLOG, why);
+            tracing::warn!(
+                connection = conn_id,
+                replica = req.replica_id,
+                "{}",
+                e.message
+            );
+            packets.write(&super::wire::error(&e)).await?;
+            return packets.flush().await;
+        }
+    }
     if let Ok(mut r) = shared.replicas.lock() {
         // A replica that comes back (STOP/START REPLICA, a reconnect) replaces its old entry,
         // as MySQL's new dump thread replaces the old one's; the old stream ends on its own.
@@ -334,6 +357,48 @@ fn frame(record: &Record, at: Option<Position>) -> binlog_format::Result<Vec<u8>
     out.extend_from_slice(&at.offset.to_le_bytes());
     write_frame_with(&mut out, |buf| codec::encode_record_into(record, buf))?;
     Ok(out)
+}
+
+/// Whether a replica that applied this node's transactions up to `seq` (the last one committed
+/// here at `commit_us`, as the replica has it) holds a history this node does not: it is
+/// ahead of this node's binlog, or its `seq` is another transaction than this node's. That
+/// happens when this node lost commits the replica had received (a power loss with
+/// `--sync never`, a data directory restored from an older backup). Says how, or `None`.
+fn divergence(engine: &ringrep_engine::Engine, seq: u64, commit_us: Option<u64>) -> Option<String> {
+    if seq == 0 {
+        return None;
+    }
+    let last = engine.last_seq();
+    if seq > last {
+        return Some(format!(
+            "The replica has applied this source's transactions up to seq {seq}, but this source's binlog ends at seq {last}: the replica holds {} transaction(s) this source lost (a crash with --sync never, or a data directory restored from an older copy). Promote the replica, or provision it again",
+            seq - last
+        ));
+    }
+    let want = commit_us?;
+    // Purged here: nothing to compare with.
+    let reader = binlog_format::BinlogReader::open(
+        &engine.binlog_dir(),
+        binlog_format::ReaderOptions::default(),
+    )
+    .and_then(|r| r.start_at_seq(seq))
+    .ok()?;
+    for item in reader {
+        match item {
+            Ok((_, Record::Transaction(t))) if t.seq == seq => {
+                return (t.commit_time_us as u64 != want).then(|| {
+                    format!(
+                        "The replica's seq {seq} is not this source's: the replica has it committed at {want} µs, this source at {} µs. The two diverged (this source lost commits the replica had received, then committed others under the same numbers); provision the replica again",
+                        t.commit_time_us
+                    )
+                });
+            }
+            Ok((_, Record::Transaction(t))) if t.seq > seq => return None,
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// Where in this node's binlog a replica with `origins` (what it applied, per server) goes
@@ -638,7 +703,16 @@ mod tests {
                 provision: false,
                 snapshot: false,
                 origins: vec![],
+                last_commit_us: None,
             }
+        );
+        assert_eq!(
+            parse_dump(&body(
+                "ringrep-frames:from_seq=5,last_commit_us=1700000000000001"
+            ))
+            .expect("parse")
+            .last_commit_us,
+            Some(1_700_000_000_000_001)
         );
         assert!(
             parse_dump(&body("ringrep-frames:from_seq=1,provision=1"))
