@@ -483,3 +483,140 @@ fn a_replica_that_kept_what_the_primary_lost_is_named_not_followed() {
         .expect("count");
     assert_eq!(rows, 10);
 }
+
+/// Hostile and broken clients, all at once: connections that never log in, a flood past
+/// `--max-connections`, a client that stops reading a large result while it holds a row lock,
+/// and a run of wrong passwords. Each gets MySQL's error or a closed connection, and a client
+/// that was already connected is served throughout.
+#[test]
+fn hostile_clients_get_errors_and_the_node_serves_everyone_else() {
+    use ringrep_testkit::raw;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
+    cmd.arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["--listen", "127.0.0.1:0", "--max-connections", "40"])
+        .args(["--net-write-timeout", "2"])
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    let node = node::start(cmd, "listening on ");
+    let addr = node.addr;
+    let rt = runtime();
+    let mut steady = rt.block_on(async {
+        let mut c = connect(addr, Some("test")).await;
+        c.query_drop("CREATE TABLE r (u INT PRIMARY KEY, v MEDIUMTEXT)")
+            .await
+            .expect("create");
+        for u in 0..20 {
+            c.query_drop(format!(
+                "INSERT INTO r (u, v) VALUES ({u}, REPEAT('x', 1000000))"
+            ))
+            .await
+            .expect("insert");
+        }
+        c.query_drop("CREATE USER 'app'@'%' IDENTIFIED BY 'right'")
+            .await
+            .expect("user");
+        c.query_drop("GRANT ALL ON test.* TO 'app'@'%'")
+            .await
+            .expect("grant");
+        c
+    });
+    let still_served = |c: &mut mysql_async::Conn| {
+        let n: u64 = rt
+            .block_on(c.query_first("SELECT COUNT(*) FROM r"))
+            .expect("the steady client is served")
+            .expect("a row");
+        assert_eq!(n, 20);
+    };
+
+    // Half-open: 30 connections that read the greeting and say nothing.
+    let mut silent = Vec::new();
+    for _ in 0..30 {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        raw::read(&mut s).expect("greeting");
+        silent.push(s);
+    }
+    // A flood past the limit: what is over it gets error 1040 in place of the greeting.
+    let mut refused = 0;
+    let mut flood = Vec::new();
+    for _ in 0..40 {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        let (_, first) = raw::read(&mut s).expect("first packet");
+        if first[0] == 0xff {
+            assert_eq!(raw::error(&first).0, 1040);
+            refused += 1;
+        }
+        flood.push(s);
+    }
+    assert!(refused >= 30, "only {refused} of the flood were refused");
+    still_served(&mut steady);
+    // The silent ones are closed after the connect timeout (10 s), freeing their slots.
+    drop(flood);
+    for s in &mut silent {
+        s.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        let mut buf = [0u8; 64];
+        assert!(
+            matches!(std::io::Read::read(s, &mut buf), Ok(0) | Err(_)),
+            "a connection that never logged in was kept"
+        );
+    }
+
+    // A client that stops reading while it holds a row lock: after net_write_timeout the
+    // connection is closed and its transaction rolled back, so the row can be written again.
+    let mut stuck = raw::Client::login(addr);
+    assert_eq!(stuck.command(b"\x03BEGIN")[0], 0);
+    assert_eq!(
+        stuck.command(b"\x03UPDATE test.r SET v = 'locked' WHERE u = 1")[0],
+        0
+    );
+    raw::write(&mut stuck.0, 0, b"\x03SELECT v FROM test.r");
+    let started = Instant::now();
+    rt.block_on(async {
+        loop {
+            match steady
+                .query_drop("UPDATE r SET v = 'mine' WHERE u = 1")
+                .await
+            {
+                Ok(()) => break,
+                Err(e) => {
+                    assert_eq!(code(&e), 1205, "{e}");
+                    assert!(
+                        started.elapsed() < Duration::from_secs(30),
+                        "the stuck client's lock was never released"
+                    );
+                }
+            }
+        }
+    });
+    let v: String = rt
+        .block_on(steady.query_first("SELECT v FROM r WHERE u = 1"))
+        .expect("select")
+        .expect("row");
+    assert_eq!(
+        v, "mine",
+        "the stuck client's update was rolled back, then ours applied"
+    );
+    drop(stuck);
+
+    // Wrong passwords, many times: each is 1045; the right one still works.
+    rt.block_on(async {
+        for _ in 0..100 {
+            let e = mysql_async::Conn::new(node::opts(addr, "app", Some("wrong"), None))
+                .await
+                .expect_err("a wrong password");
+            assert_eq!(code(&e), 1045, "{e}");
+        }
+        let mut app = mysql_async::Conn::new(node::opts(addr, "app", Some("right"), Some("test")))
+            .await
+            .expect("the right password");
+        let n: u64 = app
+            .query_first("SELECT COUNT(*) FROM r")
+            .await
+            .expect("select")
+            .expect("row");
+        assert_eq!(n, 20);
+    });
+    still_served(&mut steady);
+}

@@ -25,6 +25,11 @@ pub struct ServeArgs {
     /// Most client connections at once (default 151, as MySQL); one more gets error 1040.
     #[arg(long, env = "RINGREP_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+    /// Seconds a reply may wait for a client that does not read it before the connection is
+    /// closed (its transaction rolled back), as MySQL's net_write_timeout (default 60)
+    /// [config: net_write_timeout].
+    #[arg(long, env = "RINGREP_NET_WRITE_TIMEOUT")]
+    pub net_write_timeout: Option<u64>,
     /// A TOML configuration file (see docs/operations.md).
     #[arg(long, env = "RINGREP_CONFIG")]
     pub config: Option<PathBuf>,
@@ -158,6 +163,8 @@ pub struct FileConfig {
     pub sync: Option<String>,
     /// Client connections served at once; more are refused with error 1040.
     pub max_connections: Option<usize>,
+    /// Seconds a reply may wait for a client that does not read it (`--net-write-timeout`).
+    pub net_write_timeout: Option<u64>,
     /// root's password; without one root has none and the node serves loopback only.
     pub root_password: Option<String>,
     /// PEM certificate chain and private key: clients may then connect with TLS.
@@ -215,6 +222,8 @@ pub struct ServerSettings {
     pub accounts: Accounts,
     /// Client connections served at once.
     pub max_connections: usize,
+    /// How long a reply may wait for a client that does not read it.
+    pub net_write_timeout: std::time::Duration,
     /// Offered to clients that ask for TLS.
     pub tls: Option<Arc<ServerConfig>>,
 }
@@ -251,6 +260,9 @@ pub fn load_tls(cert: &Path, key: &Path) -> Result<ServerConfig, String> {
         .map_err(|e| format!("TLS: {} and {}: {e}", cert.display(), key.display()))
 }
 
+/// MySQL's default `net_write_timeout`.
+pub const DEFAULT_NET_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// MySQL's default `max_connections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 151;
 
@@ -270,6 +282,7 @@ impl ServerSettings {
             listen: SocketAddr::from(([127, 0, 0, 1], port)),
             accounts,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            net_write_timeout: DEFAULT_NET_WRITE_TIMEOUT,
             tls: None,
         }
     }
@@ -303,6 +316,11 @@ impl ServerSettings {
         if max_connections == 0 {
             return Err("max_connections must be at least 1".into());
         }
+        let net_write_timeout = match args.net_write_timeout.or(file.net_write_timeout) {
+            None => DEFAULT_NET_WRITE_TIMEOUT,
+            Some(0) => return Err("net_write_timeout must be at least 1 second".into()),
+            Some(s) => std::time::Duration::from_secs(s),
+        };
         let tls = match (
             args.tls_cert.as_ref().or(file.tls_cert.as_ref()),
             args.tls_key.as_ref().or(file.tls_key.as_ref()),
@@ -315,6 +333,7 @@ impl ServerSettings {
             listen: args.listen.or(file.listen).unwrap_or(default_listen),
             accounts,
             max_connections,
+            net_write_timeout,
             tls,
         })
     }

@@ -113,7 +113,12 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAd
         directory: None,
         authority: None,
     };
-    match start(conn, stream).await {
+    // A client that stops reading its replies (MySQL's net_write_timeout): the write fails
+    // after the timeout, the connection closes and its transaction is rolled back, instead of
+    // holding its locks and its slot for ever.
+    let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+    stream.set_write_timeout(Some(conn.shared.net_write_timeout));
+    match start(conn, Box::pin(stream)).await {
         Ok(()) => tracing::debug!(connection = id, "closed"),
         Err(e) => tracing::debug!(connection = id, "closed: {e}"),
     }
@@ -122,14 +127,18 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAd
 fn new_session(shared: &Shared, id: u32) -> SqlSession {
     let mut sql = SqlSession::new(&shared.engine);
     sql.connection_id = u64::from(id);
+    sql.net_write_timeout = shared.net_write_timeout.as_secs();
     // Commits return once logged; `Conn::run` awaits their durability before replying, so no
     // thread sleeps in the group commit per statement.
     sql.session.defer_durability = true;
     sql
 }
 
+/// A client's TCP connection, writes bounded by `net_write_timeout`.
+type Socket = std::pin::Pin<Box<tokio_io_timeout::TimeoutStream<TcpStream>>>;
+
 /// The greeting, then TLS if the client asks for it, then the rest on the stream it chose.
-async fn start(conn: Conn, stream: TcpStream) -> io::Result<()> {
+async fn start(conn: Conn, stream: Socket) -> io::Result<()> {
     let salt = auth::new_salt()?;
     let mut server_caps = cap::SERVER;
     if conn.shared.tls.is_some() {

@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     /// Open connections (for the limit).
     connections: AtomicUsize,
     max_connections: usize,
+    /// How long a write may wait for a client that does not read (`net_write_timeout`).
+    net_write_timeout: std::time::Duration,
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     /// One clone per statement running on the blocking pool: shutdown waits for them.
     busy: Arc<()>,
@@ -127,6 +129,7 @@ impl Server {
                 account_cache: Default::default(),
                 connections: AtomicUsize::new(0),
                 max_connections: settings.max_connections,
+                net_write_timeout: settings.net_write_timeout,
                 tls: settings.tls.clone(),
                 busy: Arc::new(()),
                 started: std::time::Instant::now(),

@@ -175,6 +175,9 @@ pub struct SqlSession {
     pub authority: Option<Authority>,
     /// The server's connection id (`CONNECTION_ID()`); 1 without a server.
     pub connection_id: u64,
+    /// The server's `net_write_timeout` in seconds (`SELECT @@net_write_timeout`); 60, MySQL's
+    /// default, without a server.
+    pub net_write_timeout: u64,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -245,6 +248,7 @@ impl SqlSession {
             subqueries: Default::default(),
             authority: None,
             connection_id: 1,
+            net_write_timeout: 60,
         }
     }
 

@@ -164,6 +164,16 @@ impl SqlSession {
                 format!("Variable '{name}' is a GLOBAL variable and should be set with SET GLOBAL"),
             ));
         }
+        if lower
+            .trim_start_matches("global.")
+            .trim_start_matches("session.")
+            == "net_write_timeout"
+        {
+            return Err(Error::new(
+                code::ER_INCORRECT_GLOBAL_LOCAL_VAR,
+                "Variable 'net_write_timeout' is a read only variable (set it at start-up: --net-write-timeout)",
+            ));
+        }
         if lower.trim_start_matches("global.") == "max_binlog_size" {
             return Err(Error::new(
                 code::ER_INCORRECT_GLOBAL_LOCAL_VAR,
@@ -233,7 +243,7 @@ impl SqlSession {
         match lower {
             "max_allowed_packet" => Ok(Value::Int(64 << 20)),
             "wait_timeout" | "interactive_timeout" => Ok(Value::Int(28800)),
-            "net_write_timeout" => Ok(Value::Int(60)),
+            "net_write_timeout" => Ok(Value::UInt(self.net_write_timeout)),
             "lower_case_table_names" => Ok(Value::Int(0)),
             "version" => text(&format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))),
             "version_comment" => text("ringrep ring buffer tables"),

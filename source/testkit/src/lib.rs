@@ -8,6 +8,9 @@
 //! (a small filesystem that fills up; waiting for a replica and verifying it).
 
 pub mod broker;
-pub mod engine;
+/// The engine fixtures (they live in `ringrep-model`, which the fuzz targets build without
+/// this crate's Kafka and MySQL clients).
+pub use ringrep_model::fixtures as engine;
 pub mod faults;
 pub mod node;
+pub mod raw;

@@ -4,13 +4,15 @@
 //! One function per subcommand: the engine's own figures in `engine` (batch and autocommit
 //! inserts, snapshot pauses, the verifier), a replica's in `replica` (catch-up, lag through the
 //! binlog directory), the relay's in `kafka`, the side-by-side run against MariaDB and
-//! Redis in `peers`, and a primary's disk use with binlog retention in `retention`.
+//! Redis in `peers`, a primary's disk use with binlog retention in `retention`, and a
+//! primary and replica under a mixed workload for minutes in `soak`.
 
 mod engine;
 mod kafka;
 mod peers;
 mod replica;
 mod retention;
+mod soak;
 
 use std::path::Path;
 use std::time::Duration;
@@ -116,6 +118,18 @@ enum Command {
     },
     /// A primary's disk use over MINUTES of RATE inserts/s into PREFIXES rings, with binlog
     /// retention (a size bound of RETENTION MiB on segments of SEGMENT KiB) applied every 10 s.
+    /// A primary and its replica (processes, from the directory of this binary) for MINUTES
+    /// under RATE mixed operations/s (ring inserts, updates, prefix deletes, a TTL ring, DDL each
+    /// minute; the relay too with --kafka-brokers): memory, open files and binlog size every
+    /// 30 s, then the verifier.
+    Soak {
+        #[arg(long, default_value_t = 10)]
+        minutes: u64,
+        #[arg(long, default_value_t = 500)]
+        rate: u64,
+        #[arg(long)]
+        kafka_brokers: Option<String>,
+    },
     RetentionSoak {
         #[arg(long, default_value_t = 10)]
         minutes: u64,
@@ -264,6 +278,22 @@ fn main() -> anyhow::Result<()> {
         Command::Lag { rate, seconds } => replica::lag(dir, rate, seconds),
         Command::Verify { rows } => engine::verify_bench(dir, rows),
         Command::Provision { rows } => replica::provision(dir, rows),
+        Command::Soak {
+            minutes,
+            rate,
+            kafka_brokers,
+        } => soak::soak(
+            dir,
+            &soak::Soak {
+                minutes,
+                rate,
+                kafka_brokers,
+                bin_dir: std::env::current_exe()?
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default(),
+            },
+        ),
         Command::RetentionSoak {
             minutes,
             rate,

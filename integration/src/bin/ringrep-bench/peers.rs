@@ -945,7 +945,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// Starts a ringrep node and reads its listening address from the log line containing
 /// `marker`. The rest of its log is drained so that it never blocks on a full pipe.
-fn spawn_node(mut cmd: Command, marker: &str) -> anyhow::Result<(Child, SocketAddr)> {
+pub(crate) fn spawn_node(mut cmd: Command, marker: &str) -> anyhow::Result<(Child, SocketAddr)> {
     use std::io::{BufRead, BufReader};
     let program = cmd.get_program().to_string_lossy().into_owned();
     let mut child = cmd
