@@ -14,6 +14,22 @@ use mysql_async::prelude::*;
 use ringrep_testkit::faults::{self, SmallFs};
 use ringrep_testkit::node::{self, code, connect, runtime, terminate, Node};
 
+/// A tmpfs of `mib` MiB, or `None` (having said why) where it cannot be mounted.
+fn small_fs(mib: u64) -> Option<SmallFs> {
+    SmallFs::mount(mib)
+        .map_err(|why| eprintln!("skipped: {why}"))
+        .ok()
+}
+
+/// `ringrep-applier`, or `None` (having said why) when `cargo test` did not build it here.
+fn applier() -> Option<std::path::PathBuf> {
+    let found = faults::applier_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-source")));
+    if found.is_none() {
+        eprintln!("skipped: ringrep-applier is not built next to ringrep-source (run cargo test --workspace)");
+    }
+    found
+}
+
 fn start_primary(data_dir: &Path) -> Node {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
     cmd.arg("serve")
@@ -116,12 +132,8 @@ async fn load_after(addr: SocketAddr, clients: u32, first: u32) -> Vec<String> {
 
 #[test]
 fn a_primary_on_a_full_disk_refuses_writes_with_1021_and_recovers_without_restart() {
-    let fs = match SmallFs::mount(24) {
-        Ok(fs) => fs,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some(fs) = small_fs(24) else {
+        return;
     };
     let ballast = fs.ballast("ballast", 6);
     let data = fs.path.join("data");
@@ -180,17 +192,11 @@ fn a_primary_on_a_full_disk_refuses_writes_with_1021_and_recovers_without_restar
 
 #[test]
 fn a_replica_on_a_full_disk_pauses_and_resumes_when_space_is_freed() {
-    let Some(applier) = faults::applier_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-source")))
-    else {
-        eprintln!("skipped: ringrep-applier is not built next to ringrep-source (run cargo test --workspace)");
+    let Some(applier) = applier() else {
         return;
     };
-    let fs = match SmallFs::mount(24) {
-        Ok(fs) => fs,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some(fs) = small_fs(24) else {
+        return;
     };
     let ballast = fs.ballast("ballast", 16);
     let pdir = tempfile::tempdir().expect("tempdir");
@@ -282,9 +288,7 @@ fn a_replica_on_a_full_disk_pauses_and_resumes_when_space_is_freed() {
 /// debug` arms its failpoints.)
 #[test]
 fn a_commit_whose_fsync_fails_is_never_seen_by_a_reader_or_a_replica() {
-    let Some(applier) = faults::applier_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-source")))
-    else {
-        eprintln!("skipped: ringrep-applier is not built next to ringrep-source (run cargo test --workspace)");
+    let Some(applier) = applier() else {
         return;
     };
     let pdir = tempfile::tempdir().expect("tempdir");
@@ -405,9 +409,7 @@ fn wait_io_error(rt: &tokio::runtime::Runtime, replica: SocketAddr, needle: &str
 /// error 1236 naming the divergence.
 #[test]
 fn a_replica_that_kept_what_the_primary_lost_is_named_not_followed() {
-    let Some(applier) = faults::applier_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-source")))
-    else {
-        eprintln!("skipped: ringrep-applier is not built next to ringrep-source (run cargo test --workspace)");
+    let Some(applier) = applier() else {
         return;
     };
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -4,7 +4,7 @@
 //! the replica is killed with SIGKILL and started again. Writes go on throughout, and every case
 //! ends converged (the verifier) with nothing skipped or applied twice.
 
-use ringrep_testkit::node;
+use ringrep_testkit::{faults, node};
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -210,45 +210,16 @@ fn write(rt: &tokio::runtime::Runtime, primary: SocketAddr, round: u32, n: u32) 
     });
 }
 
-/// Waits until the replica has applied `seq` of server 1.
+/// Waits until the replica has applied `seq` of server 1 (at most a minute).
 fn wait_applied(rt: &tokio::runtime::Runtime, replica: SocketAddr, seq: u64, what: &str) {
-    rt.block_on(async {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(mut r) = mysql_async::Conn::new(node::opts(replica, "root", None, None)).await
-            {
-                let got: Option<u64> = r
-                    .query_first(
-                        "SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 1",
-                    )
-                    .await
-                    .unwrap_or(None);
-                if got == Some(seq) {
-                    return;
-                }
-                assert!(
-                    got.unwrap_or(0) <= seq,
-                    "{what}: replica ahead of the primary: {got:?} > {seq}"
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{what}: replica never reached seq {seq}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
+    faults::wait_applied(rt, replica, seq, Duration::from_secs(60), what)
 }
 
 fn verify(primary: SocketAddr, replica: SocketAddr) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"))
-        .args(["verify", "--primary", &format!("mysql://root@{primary}")])
-        .args(["--replica", &format!("mysql://root@{replica}")])
-        .output()
-        .expect("verify");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
+    faults::verify(
+        Path::new(env!("CARGO_BIN_EXE_ringrep-applier")),
+        primary,
+        replica,
     )
 }
 

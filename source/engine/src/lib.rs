@@ -478,6 +478,14 @@ impl Engine {
             ..WriterOptions::new(cfg.server_id)
         };
         let (writer, recovered) = BinlogWriter::open(&binlog_dir, wopts)?;
+        if let Some(t) = &recovered.cut {
+            tracing::warn!(
+                "cut a torn tail of {} bytes at {} from the binlog of {} (a write a crash or power loss interrupted; it was never acknowledged)",
+                t.bytes,
+                t.position,
+                dir.display()
+            );
+        }
         let mut report = OpenReport {
             torn_tail_cut: recovered.cut.map(|t| t.bytes),
             ..Default::default()

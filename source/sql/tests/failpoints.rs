@@ -1,5 +1,6 @@
-//! Error injection at the file operations of the binlog, snapshots and purges (TiKV's `fail`
-//! crate; one scenario at a time, as raft-engine's failpoint suite runs). For every point the
+//! Error injection at the file operations of the binlog, snapshots, backups and purges (TiKV's
+//! `fail` crate; one scenario at a time, each point armed by a guard that disarms it when
+//! dropped, as raft-engine's failpoint suite does). For every point the
 //! rules are the same: a commit whose write or fsync fails is refused with MySQL's error for
 //! it (1021 for a full disk), nobody reads it, the node goes on without a restart once the
 //! fault passes, and the data directory reopens with every acknowledged commit, nothing of
@@ -29,6 +30,15 @@ fn session(engine: &Engine) -> SqlSession {
         .expect("database");
     s.execute("USE d").expect("use");
     s
+}
+
+/// A new engine in `dir` with segments of `segment_bytes`, and a session on it with the ring
+/// table created.
+fn ring_engine(dir: &Path, segment_bytes: u64) -> (Engine, SqlSession) {
+    let engine = Engine::open(dir, config(segment_bytes)).expect("open").0;
+    let mut s = session(&engine);
+    s.execute(RING).expect("create");
+    (engine, s)
 }
 
 fn rows(s: &mut SqlSession, sql: &str) -> Vec<String> {
@@ -124,7 +134,7 @@ fn run(case: &Case) {
     }
     assert_eq!(read(&mut s), expected(&acked), "{label}: before the fault");
 
-    fail::cfg(case.point, case.action).expect("arm");
+    let armed = fail::FailGuard::new(case.point, case.action).expect("arm");
     // The point fires on the first operation through it; inserts go on until one fails
     // (a rotation point needs a segment to fill first).
     let mut failed = None;
@@ -146,7 +156,7 @@ fn run(case: &Case) {
         expected(&acked),
         "{label}: another session after the failure"
     );
-    fail::remove(case.point);
+    drop(armed);
 
     // The node goes on, without a restart.
     for n in 400..440 {
@@ -237,15 +247,11 @@ fn a_failed_rotation_is_refused_and_not_seen() {
 fn a_failed_heal_is_retried() {
     let scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().expect("tempdir");
-    let engine = Engine::open(dir.path(), config(BIG_SEGMENTS))
-        .expect("open")
-        .0;
-    let mut s = session(&engine);
-    s.execute(RING).expect("create");
+    let (engine, mut s) = ring_engine(dir.path(), BIG_SEGMENTS);
     s.execute("INSERT INTO r (u, v) VALUES (1, 'kept')")
         .expect("insert");
-    fail::cfg("binlog::truncate", "2*return(eio)").expect("arm");
-    fail::cfg("binlog::fsync", "1*return(eio)").expect("arm");
+    let truncate = fail::FailGuard::new("binlog::truncate", "2*return(eio)").expect("arm");
+    let _fsync = fail::FailGuard::new("binlog::fsync", "1*return(eio)").expect("arm");
     let e = s
         .execute("INSERT INTO r (u, v) VALUES (1, 'lost')")
         .expect_err("the fsync fails");
@@ -255,7 +261,7 @@ fn a_failed_heal_is_retried() {
         .execute("INSERT INTO r (u, v) VALUES (1, 'refused')")
         .expect_err("the heal fails");
     assert_eq!(e.code, 1105, "{e}");
-    fail::remove("binlog::truncate");
+    drop(truncate);
     s.execute("INSERT INTO r (u, v) VALUES (1, 'after')")
         .expect("healed");
     assert_eq!(read(&mut s), ["1 after", "1 kept"]);
@@ -279,21 +285,17 @@ fn a_failed_snapshot_leaves_nothing_behind() {
     ] {
         let scenario = fail::FailScenario::setup();
         let dir = tempfile::tempdir().expect("tempdir");
-        let engine = Engine::open(dir.path(), config(BIG_SEGMENTS))
-            .expect("open")
-            .0;
-        let mut s = session(&engine);
-        s.execute(RING).expect("create");
+        let (engine, mut s) = ring_engine(dir.path(), BIG_SEGMENTS);
         s.execute("INSERT INTO r (u, v) VALUES (1, 'a')")
             .expect("insert");
-        fail::cfg(point, action).expect("arm");
+        let armed = fail::FailGuard::new(point, action).expect("arm");
         let e = engine.snapshot().expect_err("the snapshot fails");
         assert!(e.is_retriable(), "{point}: {e}");
         assert!(
             !leftovers(dir.path()),
             "{point}: a temporary file was left in the snapshot directory"
         );
-        fail::remove(point);
+        drop(armed);
         s.execute("INSERT INTO r (u, v) VALUES (1, 'b')")
             .expect("insert");
         engine.snapshot().expect("a snapshot once the fault passed");
@@ -322,11 +324,7 @@ fn leftovers(dir: &Path) -> bool {
 fn a_failed_purge_leaves_a_directory_that_opens() {
     let scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().expect("tempdir");
-    let engine = Engine::open(dir.path(), config(SMALL_SEGMENTS))
-        .expect("open")
-        .0;
-    let mut s = session(&engine);
-    s.execute(RING).expect("create");
+    let (engine, mut s) = ring_engine(dir.path(), SMALL_SEGMENTS);
     for n in 0..200 {
         s.execute(&format!("INSERT INTO r (u, v) VALUES ({}, 'v{n}')", n % 5))
             .expect("insert");
@@ -335,12 +333,12 @@ fn a_failed_purge_leaves_a_directory_that_opens() {
     let files = engine.binlog_files().expect("files");
     assert!(files.len() > 3, "{files:?}");
     let keep = files[files.len() - 2].0.clone();
-    fail::cfg("binlog::remove", "1*return(eio)").expect("arm");
+    let armed = fail::FailGuard::new("binlog::remove", "1*return(eio)").expect("arm");
     let e = s
         .execute(&format!("PURGE BINARY LOGS TO '{keep}'"))
         .expect_err("the removal fails");
     assert!(e.is_retriable() || e.code == 1105, "{e}");
-    fail::remove("binlog::remove");
+    drop(armed);
     let want = read(&mut s);
     drop(s);
     drop(engine);
@@ -357,4 +355,49 @@ fn a_failed_purge_leaves_a_directory_that_opens() {
         "the files before {keep} are gone"
     );
     scenario.teardown();
+}
+
+/// A backup whose write fails is an error (retriable for I/O), leaves nothing that restores as
+/// if it were whole, and the next backup is whole.
+#[test]
+fn a_failed_backup_is_an_error_and_never_half_restored() {
+    for (point, action) in [
+        ("snapshot::write", "1*return(short)"),
+        ("snapshot::write", "1*return(enospc)"),
+        ("snapshot::rename", "1*return(eio)"),
+    ] {
+        let scenario = fail::FailScenario::setup();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (engine, mut s) = ring_engine(dir.path(), BIG_SEGMENTS);
+        for n in 0..30 {
+            s.execute(&format!("INSERT INTO r (u, v) VALUES ({}, 'b{n}')", n % 3))
+                .expect("insert");
+        }
+        let backup = tempfile::tempdir().expect("tempdir");
+        let armed = fail::FailGuard::new(point, action).expect("arm");
+        let e = engine
+            .backup(&backup.path().join("b"))
+            .expect_err("the backup fails");
+        assert!(e.is_retriable(), "{point}: {e}");
+        drop(armed);
+        let restored = tempfile::tempdir().expect("tempdir");
+        assert!(
+            Engine::restore(&backup.path().join("b"), &restored.path().join("d")).is_err(),
+            "{point}: a failed backup restored"
+        );
+        // The node goes on, and the next backup is whole.
+        s.execute("INSERT INTO r (u, v) VALUES (0, 'after')")
+            .expect("insert after");
+        let want = read(&mut s);
+        engine
+            .backup(&backup.path().join("again"))
+            .expect("a backup once the fault passed");
+        let into = restored.path().join("again");
+        Engine::restore(&backup.path().join("again"), &into).expect("restore");
+        let copy = Engine::open(&into, config(BIG_SEGMENTS))
+            .expect("open restored")
+            .0;
+        assert_eq!(read(&mut session(&copy)), want, "{point}");
+        scenario.teardown();
+    }
 }

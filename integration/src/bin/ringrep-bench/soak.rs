@@ -93,13 +93,7 @@ async fn workload(
     client: u64,
     clients: u64,
 ) -> anyhow::Result<()> {
-    let opts = mysql_async::OptsBuilder::default()
-        .ip_or_hostname(addr.ip().to_string())
-        .tcp_port(addr.port())
-        .user(Some("root"))
-        .db_name(Some("test"))
-        .prefer_socket(false);
-    let mut c = mysql_async::Conn::new(opts).await?;
+    let mut c = mysql_async::Conn::new(root(addr, Some("test"))).await?;
     let per_client = (rate / clients).max(1);
     let period = Duration::from_secs_f64(1.0 / per_client as f64);
     let mut next = Instant::now();
@@ -172,13 +166,18 @@ async fn workload(
     Ok(())
 }
 
-async fn query_u64(addr: SocketAddr, sql: &str) -> Option<u64> {
-    let opts = mysql_async::OptsBuilder::default()
+/// Root's login at `addr`, in database `db`.
+fn root(addr: SocketAddr, db: Option<&str>) -> mysql_async::OptsBuilder {
+    mysql_async::OptsBuilder::default()
         .ip_or_hostname(addr.ip().to_string())
         .tcp_port(addr.port())
         .user(Some("root"))
-        .prefer_socket(false);
-    let mut c = mysql_async::Conn::new(opts).await.ok()?;
+        .db_name(db)
+        .prefer_socket(false)
+}
+
+async fn query_u64(addr: SocketAddr, sql: &str) -> Option<u64> {
+    let mut c = mysql_async::Conn::new(root(addr, None)).await.ok()?;
     c.query_first(sql).await.ok().flatten()
 }
 
@@ -233,13 +232,7 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async {
-        let opts = mysql_async::OptsBuilder::default()
-            .ip_or_hostname(paddr.ip().to_string())
-            .tcp_port(paddr.port())
-            .user(Some("root"))
-            .db_name(Some("test"))
-            .prefer_socket(false);
-        let mut c = mysql_async::Conn::new(opts).await?;
+        let mut c = mysql_async::Conn::new(root(paddr, Some("test"))).await?;
         c.query_drop(
             "CREATE TABLE soak (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
              ring_meta VARBINARY(64), payload VARCHAR(256), PRIMARY KEY (user_id, ring_idx)) \
