@@ -304,9 +304,10 @@ fn serve(
         let (stop_relay, relay_stop) = tokio::sync::watch::channel(false);
         let relay = kafka.map(|k| {
             tracing::info!("relaying to Kafka at {} (topic prefix {})", k.brokers, k.topic_prefix);
-            let durable_engine = engine.clone();
+            let (durable_engine, healing_engine) = (engine.clone(), engine.clone());
             let relay = Relay::new(k, &engine.binlog_dir(), engine.notifier())
-                .with_durable(std::sync::Arc::new(move || durable_engine.durable_seq()));
+                .with_durable(std::sync::Arc::new(move || durable_engine.durable_seq()))
+                .with_heals(std::sync::Arc::new(move || healing_engine.binlog_heals()));
             let stats = relay.stats.clone();
             // Retention keeps what the relay has not had acknowledged yet.
             let acked = stats.clone();

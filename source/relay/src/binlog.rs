@@ -21,10 +21,18 @@ const FIRST_RECORD_WAIT: Duration = Duration::from_millis(100);
 /// What tells the relay how far the binlog is durable (the writing engine's `durable_seq`).
 pub(crate) type DurableSeq = Arc<dyn Fn() -> u64 + Send + Sync>;
 
+/// How many times the writing engine cut its binlog back after a failed write (its
+/// `binlog_heals`): a record held while not durable may be gone when this moves.
+pub(crate) type Heals = Arc<dyn Fn() -> u64 + Send + Sync>;
+
 /// The binlog followed from a sequence number, a batch at a time.
 pub(crate) struct Batches {
+    dir: std::path::PathBuf,
+    notifier: Option<Arc<Notifier>>,
     /// When set, a transaction is relayed only once durable.
     durable: Option<DurableSeq>,
+    /// When set, a held record is dropped and read again after a heal.
+    heals: Option<Heals>,
     /// The tailer; `None` only while a batch is read on a blocking thread, or after that
     /// thread went away.
     tailer: Option<Tailer>,
@@ -42,14 +50,14 @@ impl Batches {
         start: u64,
         notifier: Option<Arc<Notifier>>,
         durable: Option<DurableSeq>,
+        heals: Option<Heals>,
     ) -> Batches {
-        let mut tailer = Tailer::open(dir, StartAt::Seq(start));
-        if let Some(n) = notifier {
-            tailer = tailer.with_notifier(n);
-        }
         Batches {
+            tailer: Some(tailer_at(dir, start, notifier.clone())),
+            dir: dir.to_path_buf(),
+            notifier,
             durable,
-            tailer: Some(tailer),
+            heals,
             last_header: None,
             held: None,
         }
@@ -66,29 +74,54 @@ impl Batches {
         let mut last_header = self.last_header;
         let mut held = self.held.take();
         let durable = self.durable.clone();
+        let heals = self.heals.clone();
         let (t, batch) = tokio::task::spawn_blocking(move || {
-            let batch = read_batch(&mut t, &mut last_header, &mut held, durable.as_deref());
-            (t, (batch, last_header, held))
+            let seen = heals.as_ref().map(|h| h());
+            let cut = || matches!((&heals, seen), (Some(h), Some(s)) if h() != s);
+            let mut reread = None;
+            let batch = read_batch(
+                &mut t,
+                &mut last_header,
+                &mut held,
+                durable.as_deref(),
+                (&cut, &mut reread),
+            );
+            (t, (batch, last_header, held, reread))
         })
         .await
         .map_err(|e| kafka_error("binlog reader task", e))?;
-        self.tailer = Some(t);
-        let ((records, err), last_header, held) = batch;
+        let ((records, err), last_header, held, reread) = batch;
+        // A heal cut the binlog back under the record held: read again from it.
+        self.tailer = Some(match reread {
+            Some(seq) => tailer_at(&self.dir, seq, self.notifier.clone()),
+            None => t,
+        });
         self.last_header = last_header;
         self.held = held;
         Ok((records, err))
     }
 }
 
+fn tailer_at(dir: &Path, seq: u64, notifier: Option<Arc<Notifier>>) -> Tailer {
+    let tailer = Tailer::open(dir, StartAt::Seq(seq));
+    match notifier {
+        Some(n) => tailer.with_notifier(n),
+        None => tailer,
+    }
+}
+
 /// Reads one batch from `t` (blocking); `last_header` tells which segment's header was passed
 /// on last, and is moved on when a record comes from a new segment.
 /// With `durable`, a transaction past the durable position ends the batch (it is kept in
-/// `held`): nothing leaves for Kafka that the primary could still lose.
+/// `held`): nothing leaves for Kafka that the primary could still lose. When `cut` says the
+/// binlog was healed while a transaction waited to become durable, that transaction is
+/// dropped and its sequence number put in `reread`: the caller reads again from there.
 fn read_batch(
     t: &mut Tailer,
     last_header: &mut Option<u64>,
     held: &mut Option<Read>,
     durable: Option<&(dyn Fn() -> u64 + Send + Sync)>,
+    (cut, reread): (&dyn Fn() -> bool, &mut Option<u64>),
 ) -> (Vec<Read>, Option<binlog_format::Error>) {
     let mut out: Vec<Read> = Vec::new();
     let mut err = None;
@@ -141,6 +174,12 @@ fn read_batch(
             }
             // Nothing to send yet: wait for its fsync (in flight) within this batch's time.
             while !is_durable(&next.1) {
+                if cut() {
+                    if let Record::Transaction(tx) = &next.1 {
+                        *reread = Some(tx.seq);
+                    }
+                    return (out, None);
+                }
                 if Instant::now() >= deadline {
                     *held = Some(next);
                     return (out, None);
@@ -197,13 +236,69 @@ mod tests {
         let f = move || d.load(Ordering::SeqCst);
         let mut t = Tailer::open(dir.path(), StartAt::Seq(1));
         let (mut header, mut held) = (None, None);
-        let (batch, err) = read_batch(&mut t, &mut header, &mut held, Some(&f));
+        let (batch, err) = read_batch(
+            &mut t,
+            &mut header,
+            &mut held,
+            Some(&f),
+            (&|| false, &mut None),
+        );
         assert!(err.is_none());
         assert_eq!(seqs(&batch), [1, 2]);
-        let (batch, _) = read_batch(&mut t, &mut header, &mut held, Some(&f));
+        let (batch, _) = read_batch(
+            &mut t,
+            &mut header,
+            &mut held,
+            Some(&f),
+            (&|| false, &mut None),
+        );
         assert!(batch.is_empty(), "seq 3 is not durable yet");
         durable.store(3, Ordering::SeqCst);
-        let (batch, _) = read_batch(&mut t, &mut header, &mut held, Some(&f));
+        let (batch, _) = read_batch(
+            &mut t,
+            &mut header,
+            &mut held,
+            Some(&f),
+            (&|| false, &mut None),
+        );
         assert_eq!(seqs(&batch), [3]);
+    }
+
+    /// A transaction held until durable is dropped when a heal cuts the binlog back under
+    /// it, and its sequence number comes back to be read again: the one that takes its number
+    /// after the heal is another transaction.
+    #[test]
+    fn a_held_transaction_cut_by_a_heal_is_read_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut opts = WriterOptions::new(1);
+        opts.sync = SyncPolicy::Never;
+        let (w, _) = BinlogWriter::open(dir.path(), opts).expect("writer");
+        for seq in 1..=2 {
+            w.append(&empty_tx(seq)).expect("append");
+        }
+        w.flush().expect("flush");
+        let f = || 1;
+        let mut t = Tailer::open(dir.path(), StartAt::Seq(1));
+        let (mut header, mut held) = (None, None);
+        let mut reread = None;
+        let (batch, _) = read_batch(
+            &mut t,
+            &mut header,
+            &mut held,
+            Some(&f),
+            (&|| false, &mut reread),
+        );
+        assert_eq!(seqs(&batch), [1]);
+        assert!(held.is_some(), "seq 2 waits to be durable");
+        let (batch, _) = read_batch(
+            &mut t,
+            &mut header,
+            &mut held,
+            Some(&f),
+            (&|| true, &mut reread),
+        );
+        assert!(batch.is_empty());
+        assert!(held.is_none(), "the cut transaction is not kept");
+        assert_eq!(reread, Some(2));
     }
 }

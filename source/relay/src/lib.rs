@@ -52,6 +52,8 @@ pub struct Relay {
     notifier: Option<Arc<Notifier>>,
     /// The writing engine's durable sequence number, when the relay runs beside it.
     durable: Option<binlog::DurableSeq>,
+    /// The writing engine's count of binlog heals, when the relay runs beside it.
+    heals: Option<binlog::Heals>,
     /// Progress of [`Relay::run`], updated while it runs: clone it before calling `run`.
     pub stats: Arc<RelayStats>,
 }
@@ -85,6 +87,7 @@ impl Relay {
             binlog_dir: binlog_dir.to_path_buf(),
             notifier,
             durable: None,
+            heals: None,
             stats: Arc::new(RelayStats::default()),
         }
     }
@@ -95,6 +98,14 @@ impl Relay {
     /// cannot know and relays what is written.
     pub fn with_durable(mut self, durable: Arc<dyn Fn() -> u64 + Send + Sync>) -> Relay {
         self.durable = Some(durable);
+        self
+    }
+
+    /// Tells the relay how many times the writing engine healed its binlog (`binlog_heals`):
+    /// a transaction it holds until durable is dropped and read again when a heal cuts the
+    /// binlog back under it, so that a record cut off never reaches Kafka.
+    pub fn with_heals(mut self, heals: Arc<dyn Fn() -> u64 + Send + Sync>) -> Relay {
+        self.heals = Some(heals);
         self
     }
 
@@ -116,6 +127,7 @@ impl Relay {
             start,
             self.notifier.clone(),
             self.durable.clone(),
+            self.heals.clone(),
         );
         let mut tables = Tables::default();
         while !*stop.borrow() {
