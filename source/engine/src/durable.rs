@@ -75,6 +75,13 @@ impl Engine {
         let Some(writer) = self.shared.binlog.as_ref() else {
             return Ok(());
         };
+        // A replica's rows came from its primary only once durable there: if the replica's
+        // own fsync fails or it crashes, it applies them again, so showing them before its
+        // fsync shows nothing the system can lose (and a reader of a replica does not wait
+        // for the replica's group commit). A promoted replica is a primary again.
+        if self.is_read_only() {
+            return Ok(());
+        }
         let lsn = self.shared.applied_lsn.load(Ordering::Acquire);
         let withheld = |e: Error| Error::withheld(&e);
         let taken_back = || self.shared.taken_back.load(Ordering::Acquire) != fence.taken_back;
