@@ -85,6 +85,9 @@ struct Done {
 
 const PREFIXES: u64 = 2000;
 
+/// What a replica applied of the primary (server 1).
+const APPLIED: &str = "SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 1";
+
 async fn workload(
     addr: SocketAddr,
     rate: u64,
@@ -226,6 +229,27 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
         .env_remove("RINGREP_ROOT_PASSWORD");
     let (replica, raddr) = spawn_node(cmd, "replica listening on ")?;
     nodes.children.push(replica);
+    // With a broker, a second replica reads what the relay put there: the relay is checked
+    // end to end, by the same verifier.
+    let kdir = dir.join("soak-kafka-replica");
+    if kdir.exists() {
+        std::fs::remove_dir_all(&kdir)?;
+    }
+    let kafka_replica = match &s.kafka_brokers {
+        Some(b) => {
+            let mut cmd = Command::new(s.bin_dir.join("ringrep-applier"));
+            cmd.arg("serve")
+                .arg("--replica-dir")
+                .arg(&kdir)
+                .args(["--kafka-brokers", b, "--server-id", "3"])
+                .args(["--listen", "127.0.0.1:0"])
+                .env_remove("RINGREP_ROOT_PASSWORD");
+            let (k, kaddr) = spawn_node(cmd, "replica listening on ")?;
+            nodes.children.push(k);
+            Some(kaddr)
+        }
+        None => None,
+    };
     let (ppid, rpid) = (nodes.children[0].id(), nodes.children[1].id());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -271,8 +295,8 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
         s.rate,
         if s.kafka_brokers.is_some() { "; relay to Kafka on" } else { "; no relay (no --kafka-brokers)" }
     );
-    println!("| minute | primary RSS MiB | primary files | primary binlog MiB | replica RSS MiB | replica files | replica binlog MiB | replica behind (tx) | ops done |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| minute | primary RSS MiB | primary files | primary binlog MiB | replica RSS MiB | replica files | replica binlog MiB | replica behind (tx) | Kafka replica behind (tx) | ops done |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let started = Instant::now();
     let total = Duration::from_secs(s.minutes * 60);
     let every = Duration::from_secs(30).min(total);
@@ -285,19 +309,21 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
         let pseq = rt
             .block_on(query_u64(paddr, "SELECT @@ringrep_last_seq"))
             .unwrap_or(0);
-        let rseq = rt
-            .block_on(query_u64(
-                raddr,
-                "SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 1",
-            ))
-            .unwrap_or(0);
+        let rseq = rt.block_on(query_u64(raddr, APPLIED)).unwrap_or(0);
         let ops = done.inserts.load(Ordering::Relaxed)
             + done.updates.load(Ordering::Relaxed)
             + done.deletes.load(Ordering::Relaxed)
             + done.ttl_inserts.load(Ordering::Relaxed);
         let mib = |b: u64| b as f64 / (1 << 20) as f64;
+        let relay = match kafka_replica {
+            Some(k) => {
+                let kseq = rt.block_on(query_u64(k, APPLIED)).unwrap_or(0);
+                pseq.saturating_sub(kseq).to_string()
+            }
+            None => "-".into(),
+        };
         println!(
-            "| {:.1} | {:.1} | {} | {:.1} | {:.1} | {} | {:.1} | {} | {ops} |",
+            "| {:.1} | {:.1} | {} | {:.1} | {:.1} | {} | {:.1} | {} | {relay} | {ops} |",
             at.as_secs_f64() / 60.0,
             p.rss_kib as f64 / 1024.0,
             p.open_files,
@@ -322,12 +348,7 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
             .block_on(query_u64(paddr, "SELECT @@ringrep_last_seq"))
             .context("the primary's last seq")?;
         loop {
-            let rseq = rt
-                .block_on(query_u64(
-                    raddr,
-                    "SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 1",
-                ))
-                .unwrap_or(0);
+            let rseq = rt.block_on(query_u64(raddr, APPLIED)).unwrap_or(0);
             if rseq >= pseq {
                 break;
             }
@@ -355,6 +376,31 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
             report,
             pseq,
         );
+    };
+    // The replica fed by the relay through Kafka converges too.
+    let kafka_converged = match kafka_replica {
+        None => true,
+        Some(k) => {
+            let deadline = Instant::now() + Duration::from_secs(300);
+            while rt.block_on(query_u64(k, APPLIED)).unwrap_or(0) < pseq {
+                if Instant::now() > deadline {
+                    bail!("the Kafka-fed replica did not reach seq {pseq}");
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            let out = Command::new(s.bin_dir.join("ringrep-applier"))
+                .args(["verify", "--primary", &format!("mysql://root@{paddr}")])
+                .args(["--replica", &format!("mysql://root@{k}")])
+                .output()
+                .context("running the verifier")?;
+            let ok =
+                out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CONVERGED");
+            println!(
+                "soak: the replica fed by the relay through Kafka: {}",
+                if ok { "CONVERGED" } else { "DIFFERENT" }
+            );
+            ok
+        }
     };
     // Memory from the first sample after a warm-up (a quarter of the run) to the last.
     let warm = samples.len() / 4;
@@ -392,6 +438,9 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
         }
     );
     drop(nodes);
+    if !kafka_converged {
+        bail!("the Kafka-fed replica did not converge");
+    }
     if !converged {
         println!("{report}");
         bail!("the replica did not converge");
