@@ -878,20 +878,34 @@ impl BinlogWriter {
             return Err(Error::io(&path, e));
         }
         failpoint::synced_cut(&path, offset);
-        let (rec, records) = recover_last(&inner.dir, st.segment, &inner.opts)?;
-        if rec.end.offset != offset {
-            return Err(Error::Corruption {
-                position: rec.end,
-                reason: format!(
-                    "heal: the segment cut at offset {offset} holds whole records only to {}",
-                    rec.end.offset
-                ),
+        let reopened =
+            recover_last(&inner.dir, st.segment, &inner.opts).and_then(|(rec, records)| {
+                if rec.end.offset != offset {
+                    return Err(Error::Corruption {
+                        position: rec.end,
+                        reason: format!(
+                        "heal: the segment cut at offset {offset} holds whole records only to {}",
+                        rec.end.offset
+                    ),
+                    });
+                }
+                let file = OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .map_err(|e| Error::io(&path, e))?;
+                Ok((rec, records, file))
             });
-        }
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|e| Error::io(&path, e))?;
+        let (rec, records, file) = match reopened {
+            Ok(r) => r,
+            Err(e) => {
+                // Commits past the durable point may have been told they failed: the next
+                // heal keeps nothing that an fsync did not confirm.
+                if let Some(p) = st.poisoned.as_mut() {
+                    p.sync = true;
+                }
+                return Err(e);
+            }
+        };
         st.file = Arc::new(file);
         st.buf.clear();
         st.segment_len = offset;

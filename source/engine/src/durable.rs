@@ -176,9 +176,13 @@ impl Engine {
                     // failed commits out of the state; then every waiter learns from the
                     // writer whether its commit is among them. Only if the heal fails too do
                     // they all fail.
+                    // A heal leaves everything appended before it durable or cut, so every
+                    // waiter can be answered, even if a commit after it stopped the writer
+                    // again (telling waiters it failed would be wrong for those whose records
+                    // the heal kept).
                     let healed = self.heal();
                     match (&healed, self.shared.binlog.as_ref()) {
-                        (Ok(_), Some(w)) if !w.is_stopped() => d.healed(w.durable_lsn()),
+                        (Ok(_), Some(w)) => d.healed(w.durable_lsn()),
                         _ => {
                             if let Err(h) = &healed {
                                 tracing::error!(

@@ -208,6 +208,19 @@ mod tests {
         })
     }
 
+    /// A binlog in a new directory holding empty transactions 1..=`n`, written out.
+    fn binlog_of(n: u64) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut opts = WriterOptions::new(1);
+        opts.sync = SyncPolicy::Never;
+        let (w, _) = BinlogWriter::open(dir.path(), opts).expect("writer");
+        for seq in 1..=n {
+            w.append(&empty_tx(seq)).expect("append");
+        }
+        w.flush().expect("flush");
+        dir
+    }
+
     fn seqs(batch: &[Read]) -> Vec<u64> {
         batch
             .iter()
@@ -223,14 +236,7 @@ mod tests {
     /// could still lose.
     #[test]
     fn only_durable_transactions_are_read() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut opts = WriterOptions::new(1);
-        opts.sync = SyncPolicy::Never;
-        let (w, _) = BinlogWriter::open(dir.path(), opts).expect("writer");
-        for seq in 1..=3 {
-            w.append(&empty_tx(seq)).expect("append");
-        }
-        w.flush().expect("flush");
+        let dir = binlog_of(3);
         let durable = Arc::new(AtomicU64::new(2));
         let d = durable.clone();
         let f = move || d.load(Ordering::SeqCst);
@@ -269,14 +275,7 @@ mod tests {
     /// after the heal is another transaction.
     #[test]
     fn a_held_transaction_cut_by_a_heal_is_read_again() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut opts = WriterOptions::new(1);
-        opts.sync = SyncPolicy::Never;
-        let (w, _) = BinlogWriter::open(dir.path(), opts).expect("writer");
-        for seq in 1..=2 {
-            w.append(&empty_tx(seq)).expect("append");
-        }
-        w.flush().expect("flush");
+        let dir = binlog_of(2);
         let f = || 1;
         let mut t = Tailer::open(dir.path(), StartAt::Seq(1));
         let (mut header, mut held) = (None, None);

@@ -213,29 +213,25 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             from = provision(&engine, packets, &req, conn_id).await? + 1;
         }
         Ok(_) if off_history => {
-            let e = Error::new(
-                code::ER_MASTER_FATAL_ERROR_READING_BINLOG,
-                "The replica holds transactions this source does not have (it saw more of the old primary than this node did); provision it again",
-            );
-            packets.write(&super::wire::error(&e)).await?;
-            return packets.flush().await;
+            return refuse(
+                packets,
+                "The replica holds transactions this source does not have (it saw more of the old primary than this node did); provision it again".into(),
+                conn_id,
+                req.replica_id,
+            )
+            .await;
         }
         Ok(first) if from < first => {
-            let e = Error::new(
-                code::ER_MASTER_FATAL_ERROR_READING_BINLOG,
+            return refuse(
+                packets,
                 format!(
                     "Cannot replicate because the source purged required binary logs. Replicate the missing transactions from elsewhere, or provision a new replica from backup. Consider increasing the source's binary log expiration period. The replica asked for seq {}; the source's binlog starts at seq {first}.",
                     req.from_seq
                 ),
-            );
-            tracing::warn!(
-                connection = conn_id,
-                replica = req.replica_id,
-                "{}",
-                e.message
-            );
-            packets.write(&super::wire::error(&e)).await?;
-            return packets.flush().await;
+                conn_id,
+                req.replica_id,
+            )
+            .await;
         }
         Ok(_) => {}
         Err(e) => tracing::warn!(connection = conn_id, "reading the binlog's segments: {e}"),
@@ -247,15 +243,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             .await
             .map_err(io::Error::other)?;
         if let Some(why) = diverged {
-            let e = Error::new(code::ER_MASTER_FATAL_ERROR_READING_BINLOG, why);
-            tracing::warn!(
-                connection = conn_id,
-                replica = req.replica_id,
-                "{}",
-                e.message
-            );
-            packets.write(&super::wire::error(&e)).await?;
-            return packets.flush().await;
+            return refuse(packets, why, conn_id, req.replica_id).await;
         }
     }
     if let Ok(mut r) = shared.replicas.lock() {
@@ -357,6 +345,20 @@ fn frame(record: &Record, at: Option<Position>) -> binlog_format::Result<Vec<u8>
     out.extend_from_slice(&at.offset.to_le_bytes());
     write_frame_with(&mut out, |buf| codec::encode_record_into(record, buf))?;
     Ok(out)
+}
+
+/// Ends a replica's stream request with MySQL's error 1236 (`why`), logged: the replica
+/// stops and shows it.
+async fn refuse<S: AsyncRead + AsyncWrite + Unpin + Send>(
+    packets: &mut Packets<S>,
+    why: String,
+    conn_id: u32,
+    replica_id: u32,
+) -> io::Result<()> {
+    let e = Error::new(code::ER_MASTER_FATAL_ERROR_READING_BINLOG, why);
+    tracing::warn!(connection = conn_id, replica = replica_id, "{}", e.message);
+    packets.write(&super::wire::error(&e)).await?;
+    packets.flush().await
 }
 
 /// Whether a replica that applied this node's transactions up to `seq` (the last one committed

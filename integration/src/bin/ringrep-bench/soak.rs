@@ -184,6 +184,26 @@ async fn query_u64(addr: SocketAddr, sql: &str) -> Option<u64> {
     c.query_first(sql).await.ok().flatten()
 }
 
+/// `ringrep-applier verify` of two nodes: whether they converged, and the report (with what
+/// the verifier printed on standard error).
+fn verify(
+    bin_dir: &Path,
+    primary: SocketAddr,
+    replica: SocketAddr,
+) -> anyhow::Result<(bool, String)> {
+    let out = Command::new(bin_dir.join("ringrep-applier"))
+        .args(["verify", "--primary", &format!("mysql://root@{primary}")])
+        .args(["--replica", &format!("mysql://root@{replica}")])
+        .output()
+        .context("running the verifier")?;
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok((out.status.success() && report.contains("CONVERGED"), report))
+}
+
 /// `soak`: see the module's documentation.
 pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
     let pdir = dir.join("soak-primary");
@@ -357,25 +377,12 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        let out = Command::new(s.bin_dir.join("ringrep-applier"))
-            .args(["verify", "--primary", &format!("mysql://root@{paddr}")])
-            .args(["--replica", &format!("mysql://root@{raddr}")])
-            .output()
-            .context("running the verifier")?;
-        let report = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let (converged, report) = verify(&s.bin_dir, paddr, raddr)?;
         if report.contains("while it was read") && Instant::now() < deadline {
             std::thread::sleep(Duration::from_secs(5));
             continue;
         }
-        break (
-            out.status.success() && report.contains("CONVERGED"),
-            report,
-            pseq,
-        );
+        break (converged, report, pseq);
     };
     // The replica fed by the relay through Kafka converges too.
     let kafka_converged = match kafka_replica {
@@ -388,13 +395,7 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
                 }
                 std::thread::sleep(Duration::from_millis(200));
             }
-            let out = Command::new(s.bin_dir.join("ringrep-applier"))
-                .args(["verify", "--primary", &format!("mysql://root@{paddr}")])
-                .args(["--replica", &format!("mysql://root@{k}")])
-                .output()
-                .context("running the verifier")?;
-            let ok =
-                out.status.success() && String::from_utf8_lossy(&out.stdout).contains("CONVERGED");
+            let (ok, _) = verify(&s.bin_dir, paddr, k)?;
             println!(
                 "soak: the replica fed by the relay through Kafka: {}",
                 if ok { "CONVERGED" } else { "DIFFERENT" }
