@@ -84,11 +84,16 @@ impl Engine {
         }
         let lsn = self.shared.applied_lsn.load(Ordering::Acquire);
         let withheld = |e: Error| Error::withheld(&e);
-        let taken_back = || self.shared.taken_back.load(Ordering::Acquire) != fence.taken_back;
-        if taken_back() {
-            return Err(withheld(Error::internal(
-                "the binlog was cut back after a failed write while the statement ran",
-            )));
+        // A heal took applied transactions back while the statement ran.
+        let taken_back = || {
+            (self.shared.taken_back.load(Ordering::Acquire) != fence.taken_back).then(|| {
+                withheld(Error::internal(
+                    "the binlog was cut back after a failed write while the statement ran",
+                ))
+            })
+        };
+        if let Some(e) = taken_back() {
+            return Err(e);
         }
         if lsn > writer.acknowledged_lsn() {
             let waited = if self.shared.cfg.sync == SyncPolicy::EveryCommit {
@@ -103,12 +108,7 @@ impl Engine {
                 "the binlog was cut back past LSN {lsn} after a failed write"
             ))));
         }
-        if taken_back() {
-            return Err(withheld(Error::internal(
-                "the binlog was cut back after a failed write while the statement ran",
-            )));
-        }
-        Ok(())
+        taken_back().map_or(Ok(()), Err)
     }
 
     /// Waits for the group commit to fsync past `lsn`, starting one if none is running.
@@ -173,13 +173,11 @@ impl Engine {
                 Ok(at) => at,
                 Err(e) => {
                     // The heal cuts the binlog back to what can be trusted and takes the
-                    // failed commits out of the state; then every waiter learns from the
-                    // writer whether its commit is among them. Only if the heal fails too do
-                    // they all fail.
-                    // A heal leaves everything appended before it durable or cut, so every
-                    // waiter can be answered, even if a commit after it stopped the writer
-                    // again (telling waiters it failed would be wrong for those whose records
-                    // the heal kept).
+                    // failed commits out of the state. It leaves everything appended before
+                    // it durable or cut, so every waiter learns from the writer whether its
+                    // own commit was cut, even if a commit after the heal stopped the writer
+                    // again (telling them all they failed would be wrong for those the heal
+                    // kept). Only if the heal fails do they all fail.
                     let healed = self.heal();
                     match (&healed, self.shared.binlog.as_ref()) {
                         (Ok(_), Some(w)) => d.healed(w.durable_lsn()),

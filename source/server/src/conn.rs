@@ -621,14 +621,13 @@ impl Conn {
     /// and they fill its placeholders.
     async fn run(
         &mut self,
-        text: String,
-        params: Option<Vec<binlog_format::Value>>,
+        mut text: String,
+        mut params: Option<Vec<binlog_format::Value>>,
     ) -> Result<(Outcome, Done), Error> {
         self.questions += 1;
         self.refresh_grants();
         // Held until the reply is ready, durability wait included: shutdown waits for it.
         let _busy = self.shared.busy.clone();
-        let (mut text, mut params) = (text, params);
         let mut attempts = 0;
         loop {
             attempts += 1;

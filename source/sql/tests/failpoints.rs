@@ -274,15 +274,18 @@ fn a_failed_heal_is_retried() {
     scenario.teardown();
 }
 
+/// The faults of a snapshot file's write (snapshots and backups are the same file).
+const SNAPSHOT_FAULTS: &[(&str, &str)] = &[
+    ("snapshot::write", "1*return(short)"),
+    ("snapshot::write", "1*return(enospc)"),
+    ("snapshot::rename", "1*return(eio)"),
+];
+
 /// A snapshot that cannot be written leaves no temporary file behind (on a full disk its
 /// space is needed) and changes nothing: the node reopens from the binlog.
 #[test]
 fn a_failed_snapshot_leaves_nothing_behind() {
-    for (point, action) in [
-        ("snapshot::write", "1*return(short)"),
-        ("snapshot::write", "1*return(enospc)"),
-        ("snapshot::rename", "1*return(eio)"),
-    ] {
+    for &(point, action) in SNAPSHOT_FAULTS {
         let scenario = fail::FailScenario::setup();
         let dir = tempfile::tempdir().expect("tempdir");
         let (engine, mut s) = ring_engine(dir.path(), BIG_SEGMENTS);
@@ -361,11 +364,7 @@ fn a_failed_purge_leaves_a_directory_that_opens() {
 /// if it were whole, and the next backup is whole.
 #[test]
 fn a_failed_backup_is_an_error_and_never_half_restored() {
-    for (point, action) in [
-        ("snapshot::write", "1*return(short)"),
-        ("snapshot::write", "1*return(enospc)"),
-        ("snapshot::rename", "1*return(eio)"),
-    ] {
+    for &(point, action) in SNAPSHOT_FAULTS {
         let scenario = fail::FailScenario::setup();
         let dir = tempfile::tempdir().expect("tempdir");
         let (engine, mut s) = ring_engine(dir.path(), BIG_SEGMENTS);
