@@ -8,7 +8,8 @@
 //! - [`events`]: transactions, row and DDL events, heartbeats, segment headers.
 //! - [`codec`]: the one bincode 2 configuration (and a faster decoder for transactions of row
 //!   events and rows, checked against it); [`frame`]: length + CRC32C frames.
-//! - [`segment`], [`reader`], [`writer`], [`tailer`]: files on disk.
+//! - [`segment`], [`reader`], [`writer`], [`tailer`]: files on disk; [`durable`]: how
+//!   readers in other processes know what the writer has fsynced.
 //! - [`kafka`]: how records are laid out on Kafka topics.
 //!
 //! ## Starting points
@@ -70,6 +71,7 @@
 //! ```
 
 pub mod codec;
+pub mod durable;
 pub mod error;
 pub mod events;
 pub mod failpoint;

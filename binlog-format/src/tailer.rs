@@ -3,11 +3,16 @@
 //! In the writer's process a [`Notifier`] wakes the tailer as soon as records are written.
 //! Across processes the tailer sleeps between looks, starting at 1 ms and backing off to
 //! 20 ms while nothing arrives, so an idle follower costs about 50 wake-ups a second.
+//!
+//! A tailer passes on only what the writer has made durable (see [`crate::durable`]): a
+//! record written and not yet fsynced could still be lost to a power cut or cut back by a
+//! heal, and a replica or the relay must never receive it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::durable::{DurableEnd, Verdict};
 use crate::error::{Error, Position, Result};
 use crate::events::{Record, SegmentHeader};
 use crate::format::DEFAULT_MAX_FRAME;
@@ -26,7 +31,8 @@ pub enum StartAt {
 /// Follows a binlog directory as it is written: returns each record once, oldest first,
 /// moving on to the next segment when the writer rotates, and waits for more at the end. A
 /// partial record at the end is read again once it is whole; damage before the end is an
-/// error. The directory need not exist yet.
+/// error; a record the writer has not yet fsynced is read again once it has. The directory
+/// need not exist yet.
 #[derive(Debug)]
 pub struct Tailer {
     dir: PathBuf,
@@ -35,6 +41,9 @@ pub struct Tailer {
     notifier: Option<Arc<Notifier>>,
     max_frame: u32,
     idle: Duration,
+    durable: DurableEnd,
+    /// No writer held the directory at the last look: take the shared lock before reading.
+    writerless: bool,
 }
 
 const MIN_IDLE: Duration = Duration::from_millis(1);
@@ -55,6 +64,8 @@ impl Tailer {
             notifier: None,
             max_frame: DEFAULT_MAX_FRAME,
             idle: MIN_IDLE,
+            durable: DurableEnd::new(dir),
+            writerless: false,
         }
     }
 
@@ -104,6 +115,9 @@ impl Tailer {
     }
 
     fn wait(&mut self, deadline: Instant) {
+        // A writer opening meanwhile must not wait for this reader; what is read after the
+        // wait is checked again.
+        self.durable.release();
         let now = Instant::now();
         if now >= deadline {
             return;
@@ -124,6 +138,16 @@ impl Tailer {
     /// The next record, waiting up to `timeout` for one to be written. `Ok(None)` means none
     /// arrived in time.
     pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<(Position, Record)>> {
+        if self.writerless {
+            self.writerless = self.durable.hold()?;
+        }
+        let next = self.next_durable(timeout);
+        // Held only while records are read with no writer present (see `Verdict::NoWriter`).
+        self.durable.release();
+        next
+    }
+
+    fn next_durable(&mut self, timeout: Duration) -> Result<Option<(Position, Record)>> {
         let deadline = Instant::now() + timeout;
         loop {
             if self.cursor.is_none() && !self.open_first()? {
@@ -139,8 +163,32 @@ impl Tailer {
             let outcome = cursor.read_next()?;
             match outcome {
                 Next::Record {
-                    position, record, ..
+                    position,
+                    record,
+                    len,
                 } => {
+                    match self
+                        .durable
+                        .check(position.segment, position.offset + len)?
+                    {
+                        Verdict::Durable => {}
+                        Verdict::NoWriter => {
+                            // Read again under the lock: a writer may have appended it
+                            // between the read and the look at the lock.
+                            self.writerless = true;
+                            cursor.seek(position.offset)?;
+                            continue;
+                        }
+                        Verdict::NotYet => {
+                            // From the file again later: a heal may rewrite these bytes.
+                            cursor.seek(position.offset)?;
+                            if Instant::now() >= deadline {
+                                return Ok(None);
+                            }
+                            self.wait(deadline);
+                            continue;
+                        }
+                    }
                     if let Record::Transaction(tx) = &record {
                         if tx.seq < self.start_seq {
                             continue;

@@ -15,6 +15,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::codec;
+use crate::durable::Publisher;
 use crate::error::{Error, Position, Result};
 use crate::events::{Event, Record, SegmentHeader};
 use crate::failpoint;
@@ -284,12 +285,15 @@ struct Inner {
     written_lsn: AtomicU64,
     /// Whether `State::poisoned` is set, readable without the lock (every commit asks).
     stopped: AtomicBool,
+    /// The durable end, for readers in other processes (see [`crate::durable`]).
+    published: Publisher,
 }
 
 /// Appends records to a binlog directory. Safe to share between threads.
 ///
-/// Open one writer per directory: nothing locks the directory against a second one. Dropping
-/// the writer stops its background fsync thread and fsyncs what was appended.
+/// One writer per directory: a second one is refused while the first is open (see
+/// [`crate::durable`]). Dropping the writer stops its background fsync thread and fsyncs
+/// what was appended.
 pub struct BinlogWriter {
     inner: Arc<Inner>,
     syncer: Option<JoinHandle<()>>,
@@ -512,6 +516,8 @@ impl BinlogWriter {
         if opts.server_id == 0 {
             return Err(Error::Invalid("server id 0 is reserved".into()));
         }
+        // Before recovery touches a file: readers in other processes go by this lock.
+        let published = Publisher::open(dir, 0, 0)?;
         let segments = list_segments(dir)?;
         let (file, segment, segment_len, segment_records, recovered) = match segments.last() {
             None => {
@@ -544,6 +550,7 @@ impl BinlogWriter {
                 (f, last, rec.end.offset, records, rec)
             }
         };
+        published.publish(segment, segment_len);
         let state = State {
             file: Arc::new(file),
             segment,
@@ -581,6 +588,7 @@ impl BinlogWriter {
             heals: AtomicU64::new(0),
             written_lsn: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
+            published,
         });
         // The background syncer: every N ms with that policy, and whenever a segment has
         // grown by `WRITEBACK_STEP`.
@@ -931,6 +939,7 @@ impl BinlogWriter {
         inner.written_lsn.store(st.written, Ordering::Release);
         inner.durable.fetch_max(st.appended, Ordering::AcqRel);
         inner.durable_seq.store(rec.last_seq, Ordering::Release);
+        inner.published.publish(st.segment, offset);
         st.poisoned = None;
         inner.stopped.store(false, Ordering::Release);
         inner.heals.fetch_add(1, Ordering::AcqRel);
@@ -1067,6 +1076,11 @@ impl Inner {
         st.written += st.buf.len() as u64;
         self.written_lsn.store(st.written, Ordering::Release);
         st.buf.clear();
+        if self.opts.sync == SyncPolicy::Never {
+            // Nothing is ever fsynced for a commit: what is written is what readers get, as
+            // the engine's durable position counts it.
+            self.published.publish(st.segment, st.segment_len);
+        }
         self.notifier.notify();
         Ok(())
     }
@@ -1109,6 +1123,10 @@ impl Inner {
                             failpoint::synced(&self.dir.join(segment_name(segment)), len);
                         }
                         self.durable.fetch_max(target, Ordering::AcqRel);
+                        // Before the round ends, so that fsyncs publish in order; readers in
+                        // this process wait on the notifier for it.
+                        self.published.publish(segment, len);
+                        self.notifier.notify();
                         Ok(())
                     }
                     Err(e) => {

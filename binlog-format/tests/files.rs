@@ -218,6 +218,77 @@ fn tailer_follows_rotation_and_resumes_from_a_sequence() {
     assert_eq!(rec, ring_insert(150));
 }
 
+/// A tailer passes on only what the writer has fsynced: a record written to the OS and not
+/// yet synced (lost to a power cut, or cut back by a heal) waits, in this process (with the
+/// notifier) and in another (without); once the writer is gone, what the files hold is read.
+#[test]
+fn a_tailer_waits_for_the_fsync_of_a_live_writer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    let (w, _) = BinlogWriter::open(&path, opts(1 << 20, SyncPolicy::EveryCommit)).expect("writer");
+    assert!(
+        BinlogWriter::open(&path, opts(1 << 20, SyncPolicy::EveryCommit)).is_err(),
+        "one writer per directory"
+    );
+    w.append_commit(&ring_insert(1)).expect("commit");
+    let mut local = Tailer::open(&path, StartAt::Beginning).with_notifier(w.notifier());
+    let mut other = Tailer::open(&path, StartAt::Beginning);
+    for t in [&mut local, &mut other] {
+        let (_, rec) = t
+            .next_timeout(Duration::from_secs(5))
+            .expect("tail")
+            .expect("the durable record");
+        assert_eq!(rec, ring_insert(1));
+    }
+    // Written to the OS, not synced.
+    w.append(&ring_insert(2)).expect("append");
+    w.flush().expect("flush");
+    for t in [&mut local, &mut other] {
+        assert!(
+            t.next_timeout(Duration::from_millis(100))
+                .expect("tail")
+                .is_none(),
+            "a record not yet fsynced was passed on"
+        );
+    }
+    w.sync().expect("sync");
+    for t in [&mut local, &mut other] {
+        let (_, rec) = t
+            .next_timeout(Duration::from_secs(5))
+            .expect("tail")
+            .expect("the record, once synced");
+        assert_eq!(rec, ring_insert(2));
+    }
+    // A writer that is gone leaves the files as recovery will find them.
+    w.append(&ring_insert(3)).expect("append");
+    w.flush().expect("flush");
+    drop(w);
+    let (_, rec) = other
+        .next_timeout(Duration::from_secs(5))
+        .expect("tail")
+        .expect("the record the writer left");
+    assert_eq!(rec, ring_insert(3));
+    // The reader holds no lock between calls: a writer opens again.
+    let (w, recovered) =
+        BinlogWriter::open(&path, opts(1 << 20, SyncPolicy::EveryCommit)).expect("reopen");
+    assert_eq!(recovered.last_seq, 3);
+    w.append(&ring_insert(4)).expect("append");
+    w.flush().expect("flush");
+    assert!(other
+        .next_timeout(Duration::from_millis(100))
+        .expect("tail")
+        .is_none());
+    w.sync().expect("sync");
+    assert_eq!(
+        other
+            .next_timeout(Duration::from_secs(5))
+            .expect("tail")
+            .expect("record")
+            .1,
+        ring_insert(4)
+    );
+}
+
 /// With no fsync per commit, a growing segment is still fsynced in the background (so that
 /// closing it does not stall commits): the durable position moves without anyone syncing.
 #[test]

@@ -284,8 +284,9 @@ fn a_replica_on_a_full_disk_pauses_and_resumes_when_space_is_freed() {
 
 /// The heart of it: a reader that asks while a commit's fsync hangs is not shown that commit
 /// (it waits), the fsync then fails, the writer is told so, and neither that reader, nor any
-/// later one, nor the replica ever sees the row. (The node is a test build: `SET GLOBAL
-/// debug` arms its failpoints.)
+/// later one, nor a replica ever sees the row: neither one on the replication stream nor
+/// one following the binlog directory, where the row's bytes were written before the fsync
+/// failed. (The node is a test build: `SET GLOBAL debug` arms its failpoints.)
 #[test]
 fn a_commit_whose_fsync_fails_is_never_seen_by_a_reader_or_a_replica() {
     let Some(applier) = applier() else {
@@ -293,6 +294,7 @@ fn a_commit_whose_fsync_fails_is_never_seen_by_a_reader_or_a_replica() {
     };
     let pdir = tempfile::tempdir().expect("tempdir");
     let rdir = tempfile::tempdir().expect("tempdir");
+    let ddir = tempfile::tempdir().expect("tempdir");
     let primary = start_primary(pdir.path());
     let replica = node::start(
         node::network_replica(
@@ -302,6 +304,16 @@ fn a_commit_whose_fsync_fails_is_never_seen_by_a_reader_or_a_replica() {
         ),
         "replica listening on ",
     );
+    let mut follower = Command::new(&applier);
+    follower
+        .arg("serve")
+        .arg("--replica-dir")
+        .arg(ddir.path())
+        .arg("--source-binlog")
+        .arg(pdir.path().join("binlog"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    let follower = node::start(follower, "replica listening on ");
     let rt = runtime();
     rt.block_on(async {
         let mut c = connect(primary.addr, Some("test")).await;
@@ -341,21 +353,19 @@ fn a_commit_whose_fsync_fails_is_never_seen_by_a_reader_or_a_replica() {
     let seq = rt
         .block_on(faults::query_u64(primary.addr, "SELECT @@ringrep_last_seq"))
         .expect("seq");
-    faults::wait_applied(&rt, replica.addr, seq, Duration::from_secs(60), "replica");
-    let rows: Vec<String> = rt.block_on(async {
-        connect(replica.addr, Some("test"))
-            .await
-            .query("SELECT v FROM r ORDER BY ring_idx")
-            .await
-            .expect("select")
-    });
-    assert_eq!(
-        rows,
-        ["kept", "after"],
-        "the replica never had the failed commit"
-    );
-    let (code, report) = faults::verify(&applier, primary.addr, replica.addr);
-    assert_eq!(code, Some(0), "{report}");
+    for (name, node) in [("replica", &replica), ("directory follower", &follower)] {
+        faults::wait_applied(&rt, node.addr, seq, Duration::from_secs(60), name);
+        let rows: Vec<String> = rt.block_on(async {
+            connect(node.addr, Some("test"))
+                .await
+                .query("SELECT v FROM r ORDER BY ring_idx")
+                .await
+                .expect("select")
+        });
+        assert_eq!(rows, ["kept", "after"], "the {name} had the failed commit");
+        let (code, report) = faults::verify(&applier, primary.addr, node.addr);
+        assert_eq!(code, Some(0), "{name}: {report}");
+    }
 }
 
 fn start_primary_at(data_dir: &Path, port: u16) -> Node {
