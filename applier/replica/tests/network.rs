@@ -1146,6 +1146,19 @@ fn a_lagging_replica_is_kept_until_the_hard_cap_then_provisioned() {
     );
     let (code, out) = verify(paddr, replica.addr);
     assert_eq!(code, Some(0), "{out}");
+    // And the stream goes on after the snapshot (the primary once took the provisioned
+    // replica for a diverged one, comparing its snapshot with the commit before its request).
+    write(&rt, paddr, 3, 5);
+    wait_applied(
+        &rt,
+        replica.addr,
+        primary.last_seq(),
+        "after being provisioned",
+    );
+    assert!(
+        !replica_log_says(&replica, "1236"),
+        "the provisioned replica was refused"
+    );
     drop(engine);
     primary.stop(&rt);
 }

@@ -236,7 +236,9 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         Ok(_) => {}
         Err(e) => tracing::warn!(connection = conn_id, "reading the binlog's segments: {e}"),
     }
-    if !req.snapshot {
+    // Only where the replica asked to go on: a replica just provisioned holds this node's
+    // snapshot, and its last commit is not the one before its request.
+    if !req.snapshot && from == req.from_seq {
         let e = engine.clone();
         let (seq, commit) = (from - 1, req.last_commit_us);
         let diverged = tokio::task::spawn_blocking(move || divergence(&e, seq, commit))
