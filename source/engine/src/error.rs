@@ -49,6 +49,8 @@ pub mod code {
     pub const ER_DUP_ENTRY: Code = Code::new(1062, "23000");
     /// The table does not exist.
     pub const ER_NO_SUCH_TABLE: Code = Code::new(1146, "42S02");
+    /// A table that is not in a database of computed tables (`information_schema`).
+    pub const ER_UNKNOWN_TABLE: Code = Code::new(1109, "42S02");
     /// An unknown column.
     pub const ER_BAD_FIELD_ERROR: Code = Code::new(1054, "42S22");
     /// A syntax error.

@@ -22,13 +22,13 @@ pub(crate) fn key_hash(key: &[Value]) -> u64 {
     h.finish()
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Overlay {
     tables: FastMap<u64, Staged>,
 }
 
 /// One table's part: event indexes by key hash.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Staged {
     /// The table's primary-key positions, to read a written row's key.
     pk: Vec<usize>,
@@ -36,7 +36,7 @@ struct Staged {
 }
 
 /// The events at the keys of one hash: one key, but for a collision of 64-bit hashes.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum At {
     One(usize),
     Many(Vec<usize>),

@@ -96,6 +96,8 @@ struct Txn {
     locks: LockSet,
     doomed: Option<Error>,
     explicit: bool,
+    /// SAVEPOINTs, oldest first: name (as given), the events before it, and the overlay then.
+    savepoints: Vec<(String, usize, Overlay)>,
 }
 
 /// One client's view of the engine: session variables, the open transaction with its row
@@ -198,6 +200,7 @@ fn open_txn<'a>(txn: &'a mut Option<Txn>, engine: &Engine, spare: &mut Spare) ->
         locks: std::mem::take(&mut spare.locks),
         doomed: None,
         explicit: false,
+        savepoints: Vec::new(),
     })
 }
 
@@ -381,6 +384,58 @@ impl Session {
         self.begin_statement();
         let r = f(self);
         self.end_statement(r)
+    }
+
+    /// `SAVEPOINT name`: a point in the open transaction to roll back to. One of the same
+    /// name (compared case-insensitively) is replaced. Outside a transaction there is nothing
+    /// to mark, as in MySQL (the next ROLLBACK TO finds no such savepoint).
+    pub fn savepoint(&mut self, name: &str) {
+        if !self.in_transaction() {
+            return;
+        }
+        let txn = self.txn();
+        txn.savepoints
+            .retain(|(n, ..)| !n.eq_ignore_ascii_case(name));
+        let mark = txn.ops.len();
+        let overlay = txn.overlay.clone();
+        txn.savepoints.push((name.to_string(), mark, overlay));
+    }
+
+    fn savepoint_index(&self, name: &str) -> Result<usize> {
+        self.txn
+            .as_ref()
+            .and_then(|t| {
+                t.savepoints
+                    .iter()
+                    .position(|(n, ..)| n.eq_ignore_ascii_case(name))
+            })
+            .ok_or_else(|| {
+                Error::new(
+                    code::ER_SP_DOES_NOT_EXIST,
+                    format!("SAVEPOINT {name} does not exist"),
+                )
+            })
+    }
+
+    /// `ROLLBACK TO SAVEPOINT name`: undoes what the transaction did after it (row locks taken
+    /// since are kept, as InnoDB keeps them) and drops the savepoints set after it.
+    pub fn rollback_to_savepoint(&mut self, name: &str) -> Result<()> {
+        let at = self.savepoint_index(name)?;
+        let txn = self.txn.as_mut().expect("a savepoint was found");
+        txn.savepoints.truncate(at + 1);
+        let (_, mark, overlay) = &txn.savepoints[at];
+        txn.ops.truncate(*mark);
+        txn.overlay = overlay.clone();
+        Ok(())
+    }
+
+    /// `RELEASE SAVEPOINT name`: forgets it and the savepoints set after it.
+    pub fn release_savepoint(&mut self, name: &str) -> Result<()> {
+        let at = self.savepoint_index(name)?;
+        if let Some(txn) = self.txn.as_mut() {
+            txn.savepoints.truncate(at);
+        }
+        Ok(())
     }
 
     /// Marks the start of a statement (for callers that cannot pass a closure).

@@ -968,6 +968,111 @@ impl AlterPlan {
 
 /// The altered table, checked and completed as CREATE TABLE would; with `ALGORITHM=INPLACE`,
 /// a table option it refuses is reported as an ALTER that cannot be done in place.
+/// `CREATE [UNIQUE] INDEX name [USING type] ON t (columns) [options]` and `DROP INDEX name
+/// ON t [options]` as the ALTER TABLE that MySQL takes them to be (`ADD [UNIQUE] INDEX`,
+/// `DROP INDEX`, `DROP PRIMARY KEY` for `PRIMARY`), with ALGORITHM and LOCK as clauses of
+/// their own.
+pub(crate) fn index_statement_as_alter(text: &str) -> Result<String> {
+    let syntax = || {
+        Error::syntax(format!(
+            "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version for the right syntax to use near '{text}'"
+        ))
+    };
+    let on = find_top_level(text, "ON").ok_or_else(syntax)?;
+    let head: Vec<&str> = text[..on].split_whitespace().collect();
+    let upper: Vec<String> = head.iter().map(|w| w.to_ascii_uppercase()).collect();
+    let at = upper.iter().position(|w| w == "INDEX").ok_or_else(syntax)?;
+    let name = *head.get(at + 1).ok_or_else(syntax)?;
+    let kind = &upper[1..at];
+    let using = upper
+        .get(at + 2)
+        .filter(|w| *w == "USING")
+        .map(|_| format!(" USING {}", head.get(at + 3).copied().unwrap_or("BTREE")));
+    let tail = text[on + 2..].trim();
+    let table_end = tail
+        .find(|c: char| c.is_whitespace() || c == '(')
+        .unwrap_or(tail.len());
+    let table = &tail[..table_end];
+    if table.is_empty() {
+        return Err(syntax());
+    }
+    let mut rest = tail[table_end..].trim_start();
+    let mut clauses = Vec::new();
+    if upper[0] == "CREATE" {
+        if kind.iter().any(|k| k == "FULLTEXT" || k == "SPATIAL") {
+            return Err(Error::unsupported(format!("{} indexes", kind.join(" "))));
+        }
+        if !rest.starts_with('(') {
+            return Err(syntax());
+        }
+        let close = matching_paren(rest).ok_or_else(syntax)?;
+        let columns = &rest[..=close];
+        rest = rest[close + 1..].trim_start();
+        let unique = if kind.iter().any(|k| k == "UNIQUE") {
+            "UNIQUE "
+        } else {
+            ""
+        };
+        clauses.push(format!(
+            "ADD {unique}INDEX {name}{} {columns}",
+            using.unwrap_or_default()
+        ));
+    } else if name.trim_matches('`').eq_ignore_ascii_case("PRIMARY") {
+        clauses.push("DROP PRIMARY KEY".to_string());
+    } else {
+        clauses.push(format!("DROP INDEX {name}"));
+    }
+    // What follows: index options, and ALGORITHM / LOCK, which become clauses of the ALTER.
+    let mut options = String::new();
+    // Set while an ALGORITHM or LOCK clause waits for its value (`ALGORITHM [=] INPLACE`).
+    let mut joining = false;
+    for word in rest.split_whitespace() {
+        let w = word.to_ascii_uppercase();
+        if joining {
+            let last = clauses.pop().unwrap_or_default();
+            let joined = if last.ends_with('=') || word.starts_with('=') {
+                format!("{last}{word}")
+            } else {
+                format!("{last}={word}")
+            };
+            joining = joined.ends_with('=');
+            clauses.push(joined);
+        } else if w.starts_with("ALGORITHM") || w.starts_with("LOCK") {
+            joining = !word.contains('=') || word.ends_with('=');
+            clauses.push(word.to_string());
+        } else {
+            options.push(' ');
+            options.push_str(word);
+        }
+    }
+    if !options.trim().is_empty() {
+        clauses[0].push_str(&options);
+    }
+    Ok(format!("ALTER TABLE {table} {}", clauses.join(", ")))
+}
+
+/// The byte offset of the parenthesis that closes the one `s` starts with (outside quotes).
+fn matching_paren(s: &str) -> Option<usize> {
+    let mut depth = 0;
+    let mut quote = None;
+    for (i, c) in s.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"' | '`') => quote = Some(c),
+            (None, '(') => depth += 1,
+            (None, ')') => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 fn prepare_altered(new: TableDef, algorithm_inplace: bool) -> Result<TableDef> {
     prepare_table(new, None, false).map_err(|e| {
         if algorithm_inplace && e.code == code::ER_ILLEGAL_HA_CREATE_OPTION {
@@ -1135,4 +1240,32 @@ fn remove_column(def: &mut TableDef, at: usize) {
         i.columns.iter_mut().for_each(f);
     }
     def.indexes.retain(|i| !i.columns.is_empty());
+}
+
+#[cfg(test)]
+mod index_statement_tests {
+    use super::index_statement_as_alter as alter;
+
+    #[test]
+    fn create_and_drop_index_are_alters() {
+        assert_eq!(
+            alter("CREATE INDEX i ON t (a, b)").expect("create"),
+            "ALTER TABLE t ADD INDEX i (a, b)"
+        );
+        assert_eq!(
+            alter("CREATE UNIQUE INDEX `u` USING BTREE ON db.t(a) ALGORITHM = INPLACE LOCK=NONE")
+                .expect("unique"),
+            "ALTER TABLE db.t ADD UNIQUE INDEX `u` USING BTREE (a), ALGORITHM=INPLACE, LOCK=NONE"
+        );
+        assert_eq!(
+            alter("DROP INDEX i ON t ALGORITHM INPLACE").expect("drop"),
+            "ALTER TABLE t DROP INDEX i, ALGORITHM=INPLACE"
+        );
+        assert_eq!(
+            alter("DROP INDEX `PRIMARY` ON t").expect("primary"),
+            "ALTER TABLE t DROP PRIMARY KEY"
+        );
+        assert!(alter("CREATE INDEX i ON t").is_err(), "no columns");
+        assert!(alter("CREATE FULLTEXT INDEX i ON t (a)").is_err());
+    }
 }

@@ -165,10 +165,16 @@ impl SqlSession {
         let (shown, right, table) = match relation {
             TableFactor::Table { name, alias, .. } => {
                 let (db, t) = split_name(name)?;
-                let def = self.session.table_def(db.as_deref(), &t)?;
+                let (def, rows) = match self.computed_table(db.as_deref(), &t) {
+                    Some(computed) => computed?,
+                    None => {
+                        let def = self.session.table_def(db.as_deref(), &t)?;
+                        let rows = self.session.scan(&def, &[])?;
+                        (def, rows)
+                    }
+                };
                 let shown = alias.as_ref().map_or(t, |a| a.name.value.clone());
                 let alias_l = shown.to_lowercase();
-                let rows = self.session.scan(&def, &[])?;
                 let cols = table_columns(&def, Some(&alias_l));
                 let table = FromTable::of_def(alias_l, &def, j.columns.len());
                 (shown, rows, (table, cols))

@@ -69,6 +69,7 @@ mod accounts;
 mod authorize;
 mod binary_logs;
 mod bound;
+mod catalog;
 mod columns;
 mod ddl;
 mod dml;
@@ -349,7 +350,16 @@ impl SqlSession {
         }
         self.authorize_text(&first, &text)?;
         match (w(0), w(1)) {
-            ("ALTER", "TABLE") => return self.alter_table_text(&text),
+            ("ALTER", "TABLE") => {
+                let words = lexer::first_words(&text, 5);
+                if words.len() == 5
+                    && matches!(words[3].as_str(), "DISABLE" | "ENABLE")
+                    && words[4] == "KEYS"
+                {
+                    return self.disable_keys(&text);
+                }
+                return self.alter_table_text(&text);
+            }
             ("LOAD", "DATA") => return self.load_data(&text),
             ("CREATE", "TABLE") if lexer::find_top_level(&text, "PARTITION BY").is_some() => {
                 return self.create_table_text(&text)
@@ -362,6 +372,9 @@ impl SqlSession {
                 return Err(Error::unsupported("stored programs"));
             }
             ("FLUSH", _) => return Ok(Outcome::Ok),
+            // No session holds table locks (LOCK TABLES is refused), so there is never one to
+            // release; dump tools send it after starting their transaction.
+            ("UNLOCK", "TABLES" | "TABLE") => return Ok(Outcome::Ok),
             ("PREPARE", _) => return self.prepare(&text),
             ("EXECUTE", _) => return self.execute_prepared(&text),
             ("DEALLOCATE", "PREPARE") | ("DROP", "PREPARE") => {
@@ -397,6 +410,13 @@ impl SqlSession {
                 ));
             }
             ("SHOW", "WARNINGS") => return Ok(self.show_warnings()),
+            ("SHOW", "TABLE") if w(2) == "STATUS" => return self.show_table_status(&text),
+            ("SHOW", "INDEX" | "INDEXES" | "KEYS") => return self.show_index(&text),
+            ("CREATE", "INDEX" | "UNIQUE") | ("DROP", "INDEX") => {
+                let alter = ddl::index_statement_as_alter(&text)?;
+                self.authorize_text(&lexer::first_words(&alter, 3), &alter)?;
+                return self.alter_table_text(&alter);
+            }
             ("PURGE", "BINARY" | "MASTER") => return self.purge_binary_logs(&text),
             ("SHOW", "BINARY" | "MASTER") => {
                 let words = lexer::first_words(&text, 4);
@@ -408,6 +428,16 @@ impl SqlSession {
                     }
                     _ => {}
                 }
+            }
+            ("START", "TRANSACTION") if lexer::find_top_level(&text, "CONSISTENT").is_some() => {
+                // As MySQL does for an engine without consistent snapshots: the transaction
+                // starts, and a note says what it does not do.
+                self.session.begin()?;
+                self.session.warn(
+                    code::ER_UNKNOWN_ERROR.number,
+                    "WITH CONSISTENT SNAPSHOT was ignored: ndbcluster tables are read committed, so reads under concurrent writes are not of one point in time (ringrep-source backup --from is)",
+                );
+                return Ok(Outcome::Ok);
             }
             ("BEGIN", _) if first.len() == 1 => {
                 self.session.begin()?;
@@ -464,7 +494,9 @@ impl SqlSession {
                     | sqlparser::ast::Use::Schema(n) => split_name(&n)?.1,
                     other => return Err(Error::unsupported(format!("{other}"))),
                 };
-                if !self.engine().with_state(|st| st.has_database(&name)) {
+                if !name.eq_ignore_ascii_case(catalog::INFORMATION_SCHEMA)
+                    && !self.engine().with_state(|st| st.has_database(&name))
+                {
                     return Err(Error::new(
                         code::ER_BAD_DB_ERROR,
                         format!("Unknown database '{name}'"),
@@ -482,33 +514,94 @@ impl SqlSession {
                 r?;
                 Ok(Outcome::Ok)
             }
+            Statement::Rollback {
+                savepoint: Some(name),
+                ..
+            } => {
+                self.session.rollback_to_savepoint(&name.value)?;
+                Ok(Outcome::Ok)
+            }
             Statement::Rollback { .. } => {
                 self.session.rollback();
                 Ok(Outcome::Ok)
             }
+            Statement::Savepoint { name } => {
+                self.session.savepoint(&name.value);
+                Ok(Outcome::Ok)
+            }
+            Statement::ReleaseSavepoint { name } => {
+                self.session.release_savepoint(&name.value)?;
+                Ok(Outcome::Ok)
+            }
             Statement::Set(set) => self.set(set),
             Statement::ShowCreate { obj_type, obj_name } => self.show_create(obj_type, &obj_name),
-            Statement::ShowTables { .. } => self.show_tables(),
-            Statement::ExplainTable { table_name, .. } => self.describe(&table_name),
-            Statement::ShowColumns { show_options, .. } => {
+            Statement::ShowTables {
+                full, show_options, ..
+            } => {
+                let db = match show_options
+                    .show_in
+                    .as_ref()
+                    .and_then(|i| i.parent_name.as_ref())
+                {
+                    Some(n) => Some(split_name(n)?.1),
+                    None => None,
+                };
+                let filter = catalog::ShowFilter::of(&show_options);
+                self.show_tables_in(full, db.as_deref(), filter.as_ref())
+            }
+            Statement::ExplainTable { table_name, .. } => {
+                let (db, t) = split_name(&table_name)?;
+                self.show_columns(false, db.as_deref(), &t, None)
+            }
+            Statement::ShowColumns {
+                full, show_options, ..
+            } => {
                 let name = show_options
                     .show_in
-                    .and_then(|i| i.parent_name)
+                    .as_ref()
+                    .and_then(|i| i.parent_name.as_ref())
                     .ok_or_else(|| Error::syntax("SHOW COLUMNS needs FROM table"))?;
-                self.describe(&name)
+                let (db, t) = split_name(name)?;
+                let filter = catalog::ShowFilter::of(&show_options);
+                self.show_columns(full, db.as_deref(), &t, filter.as_ref())
             }
-            Statement::ShowDatabases { .. } => Ok(Outcome::text(
-                &["Database"],
-                self.engine()
-                    .databases()
+            Statement::ShowDatabases { show_options, .. } => {
+                let rows = self
+                    .visible_databases()
                     .into_iter()
-                    .filter(|d| self.may_see_database(d))
-                    .map(|d| vec![Some(d)])
-                    .collect(),
-            )),
+                    .map(|d| vec![Value::Text(d)])
+                    .collect();
+                let filter = catalog::ShowFilter::of(&show_options);
+                self.show_result(&["Database"], rows, filter.as_ref())
+            }
             Statement::ShowVariables { filter, .. } => self.show_variables(filter.as_ref()),
             other => Err(Error::unsupported(first_keyword(&other.to_string()))),
         }
+    }
+
+    /// `ALTER TABLE t DISABLE KEYS` / `ENABLE KEYS` (dump files wrap their INSERTs in them):
+    /// as MySQL does for an engine that keeps its indexes current, nothing changes and a note
+    /// says the engine has no such option.
+    fn disable_keys(&mut self, text: &str) -> Result<Outcome> {
+        let after = text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..].trim();
+        let name = after
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .replace('`', "");
+        let (db, t) = match name.split_once('.') {
+            Some((d, t)) => (Some(d.to_string()), t.to_string()),
+            None => (None, name.clone()),
+        };
+        let def = self.session.table_def(db.as_deref(), &t)?;
+        self.session.warn(
+            code::ER_ILLEGAL_HA.number,
+            format!(
+                "Table storage engine for '{}' doesn't have this option",
+                def.name
+            ),
+        );
+        Ok(Outcome::Ok)
     }
 
     /// SHOW WARNINGS: the warnings and notes of the last statement, which are then cleared.

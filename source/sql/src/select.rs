@@ -413,15 +413,14 @@ impl SqlSession {
             None => (None, Vec::new()),
             Some(TableFactor::Table { name, alias, .. }) => {
                 let (db, t) = split_name(name)?;
-                if db
-                    .as_deref()
-                    .is_some_and(|d| d.eq_ignore_ascii_case("ndbinfo"))
-                    && t.eq_ignore_ascii_case("memory_per_fragment")
-                {
-                    let (vdef, rows) = super::show::memory_per_fragment(self.engine());
-                    let cols = table_columns(&vdef, alias.as_ref().map(|a| a.name.value.as_str()));
+                if let Some(computed) = self.computed_table(db.as_deref(), &t) {
+                    let (vdef, rows) = computed?;
+                    let alias = alias
+                        .as_ref()
+                        .map_or(t.to_lowercase(), |a| a.name.value.to_lowercase());
+                    let cols = table_columns(&vdef, Some(&alias));
                     let kept = keep_matching(select.selection.as_ref(), &cols, rows, &self.ctx())?;
-                    let from = vec![FromTable::of_def(String::new(), &vdef, 0)];
+                    let from = vec![FromTable::of_def(alias, &vdef, 0)];
                     let from = SelectFrom {
                         tables: from,
                         star: None,

@@ -149,7 +149,7 @@ pub(crate) fn memory_per_fragment(engine: &ringrep_engine::Engine) -> (TableDef,
 }
 
 /// DESCRIBE / SHOW COLUMNS rows: Field, Type, Null, Key, Default, Extra (MySQL 8's format).
-fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
+pub(crate) fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
     let first_of = |kind: IndexKind, c: usize| {
         def.indexes
             .iter()
@@ -210,16 +210,6 @@ fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
 }
 
 impl SqlSession {
-    /// DESCRIBE and SHOW COLUMNS.
-    pub(crate) fn describe(&mut self, name: &ObjectName) -> Result<Outcome> {
-        let (db, t) = split_name(name)?;
-        let def = self.session.table_def(db.as_deref(), &t)?;
-        Ok(Outcome::text(
-            &["Field", "Type", "Null", "Key", "Default", "Extra"],
-            describe_rows(&def),
-        ))
-    }
-
     /// SHOW CREATE TABLE (other objects are not supported).
     pub(crate) fn show_create(
         &mut self,
@@ -237,24 +227,6 @@ impl SqlSession {
             }
             other => Err(Error::unsupported(format!("SHOW CREATE {other}"))),
         }
-    }
-
-    /// SHOW TABLES of the current database, sorted by name.
-    pub(crate) fn show_tables(&mut self) -> Result<Outcome> {
-        let db = self.session.current_db()?;
-        let mut names: Vec<String> = self
-            .engine()
-            .tables()
-            .into_iter()
-            .filter(|t| t.database.eq_ignore_ascii_case(&db))
-            .filter(|t| self.may_see_table(&t.database, &t.name))
-            .map(|t| t.name)
-            .collect();
-        names.sort();
-        Ok(Outcome::text(
-            &[&format!("Tables_in_{db}")],
-            names.into_iter().map(|n| vec![Some(n)]).collect(),
-        ))
     }
 
     /// SHOW BINARY LOGS (and SHOW MASTER LOGS): each binlog segment with its size.

@@ -31,6 +31,7 @@ const ACCEPTED: &[&str] = &[
     "session_track_gtids",
     "ndb_default_column_format",
     "ndb_deferred_constraints",
+    "sql_notes",
 ];
 
 fn on_off(v: &Value, name: &str) -> Result<bool> {
@@ -189,6 +190,12 @@ impl SqlSession {
         let vars = &mut self.session.vars;
         match lower.as_str() {
             "ndb_ring_buffer_show_meta" => vars.show_meta = on_off(&v, &lower)?,
+            // SHOW CREATE TABLE always quotes names (dump tools set it on).
+            "sql_quote_show_create" => {
+                if !on_off(&v, &lower)? {
+                    return Err(wrong_value(&lower, &v));
+                }
+            }
             "ttl_expired_rows_visible_in_delete" => {
                 vars.ttl_expired_visible_in_delete = on_off(&v, &lower)?
             }
@@ -262,6 +269,13 @@ impl SqlSession {
             "license" => text("Apache-2.0"),
             "session_track_gtids" => text("OFF"),
             "sql_select_limit" => Ok(Value::UInt(u64::MAX)),
+            // Accepted when set, and ignored: read back as MySQL's defaults (dump files save
+            // and restore them).
+            "sql_quote_show_create"
+            | "unique_checks"
+            | "foreign_key_checks"
+            | "sql_log_bin"
+            | "sql_notes" => Ok(Value::Int(1)),
             // The last sequence number in this node's binlog (for the verifier).
             "ringrep_last_seq" => Ok(Value::UInt(self.engine().last_seq())),
             _ => match self.variables().into_iter().find(|(n, _)| n == lower) {
