@@ -71,6 +71,7 @@ mod binary_logs;
 mod bound;
 mod catalog;
 mod columns;
+mod conflict;
 mod ddl;
 mod dml;
 mod expr;
@@ -179,6 +180,8 @@ pub struct SqlSession {
     /// The server's `net_write_timeout` in seconds (`SELECT @@net_write_timeout`); 60, MySQL's
     /// default, without a server.
     pub net_write_timeout: u64,
+    /// The last statement's error (code, message), for SHOW WARNINGS and SHOW ERRORS.
+    last_error: Option<(u16, String)>,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -218,6 +221,16 @@ pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
 }
 
 /// `db.name` or `name` into (db, name).
+/// Whether `sql` is SHOW WARNINGS or SHOW ERRORS (also `SHOW COUNT(*) WARNINGS`), which show
+/// the last statement's diagnostics instead of replacing them.
+fn is_diagnostics(sql: &str) -> bool {
+    let words = lexer::first_words(sql.trim_start(), 3);
+    words.first().is_some_and(|w| w == "SHOW")
+        && words[1..].iter().any(|w| {
+            w == "WARNINGS" || w == "ERRORS" || w.starts_with("WARNINGS") || w.starts_with("ERRORS")
+        })
+}
+
 pub(crate) fn split_name(name: &ObjectName) -> Result<(Option<String>, String)> {
     let parts: Vec<String> = name
         .0
@@ -250,6 +263,7 @@ impl SqlSession {
             authority: None,
             connection_id: 1,
             net_write_timeout: 60,
+            last_error: None,
         }
     }
 
@@ -314,7 +328,18 @@ impl SqlSession {
     /// with autocommit on (the default) and no transaction open, a change commits before this
     /// returns. Bad SQL is an error with MySQL's code and message.
     pub fn execute(&mut self, sql: &str) -> Result<Outcome> {
-        self.retrying_taken_back(|s| s.execute_once(sql))
+        // MySQL's diagnostics area: each statement's warnings (and error) replace the last
+        // one's, except those of the statements that show them.
+        let diagnostics = is_diagnostics(sql);
+        if !diagnostics {
+            let _ = self.session.take_warnings();
+            self.last_error = None;
+        }
+        let r = self.retrying_taken_back(|s| s.execute_once(sql));
+        if let (Err(e), false) = (&r, diagnostics) {
+            self.last_error = Some((e.code, e.message.clone()));
+        }
+        r
     }
 
     /// Runs `run` again (twice at most) when it failed because it read what a failed commit
@@ -409,7 +434,8 @@ impl SqlSession {
                     rows,
                 ));
             }
-            ("SHOW", "WARNINGS") => return Ok(self.show_warnings()),
+            ("SHOW", "WARNINGS") => return Ok(self.show_warnings(false)),
+            ("SHOW", "ERRORS") => return Ok(self.show_warnings(true)),
             ("SHOW", "TABLE") if w(2) == "STATUS" => return self.show_table_status(&text),
             ("SHOW", "INDEX" | "INDEXES" | "KEYS") => return self.show_index(&text),
             ("CREATE", "INDEX" | "UNIQUE") | ("DROP", "INDEX") => {
@@ -604,12 +630,21 @@ impl SqlSession {
         Ok(Outcome::Ok)
     }
 
-    /// SHOW WARNINGS: the warnings and notes of the last statement, which are then cleared.
-    fn show_warnings(&mut self) -> Outcome {
-        let rows = self
-            .session
-            .take_warnings()
+    /// SHOW WARNINGS: the warnings and notes of the last statement and its error if it failed
+    /// (Level `Error`, as MySQL lists it); SHOW ERRORS: the error only.
+    fn show_warnings(&mut self, errors_only: bool) -> Outcome {
+        // Shown, not cleared: the next statement replaces them.
+        let warnings = self.session.take_warnings();
+        for (c, m) in &warnings {
+            self.session.warn(*c, m.clone());
+        }
+        let error = self
+            .last_error
+            .clone()
+            .map(|(c, m)| vec![Some("Error".to_string()), Some(c.to_string()), Some(m)]);
+        let rows = warnings
             .into_iter()
+            .filter(|_| !errors_only)
             .map(|(c, m)| {
                 vec![
                     Some(if c == code::ER_DUP_ENTRY || c == 1264 {
@@ -621,6 +656,7 @@ impl SqlSession {
                     Some(m),
                 ]
             })
+            .chain(error)
             .collect();
         Outcome::text(&["Level", "Code", "Message"], rows)
     }
