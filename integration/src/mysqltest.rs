@@ -67,6 +67,8 @@ pub(crate) struct Unit {
     pub(crate) statement: String,
     /// The lines the statement printed in the transcript.
     pub(crate) expected: Vec<String>,
+    /// The delimiter a stored program ended with (`//`), not part of the statement.
+    pub(crate) delimiter: Option<&'static str>,
 }
 
 fn starts_statement(line: &str) -> bool {
@@ -85,6 +87,19 @@ fn starts_statement(line: &str) -> bool {
             .chars()
             .next()
             .is_none_or(|c| c == ' ' || c == ';' || c == '(' || c == '\t')
+}
+
+/// Whether `line` starts a stored program (CREATE [DEFINER=...] PROCEDURE, FUNCTION or
+/// TRIGGER), whose body holds `;`.
+fn stored_program(line: &str) -> bool {
+    let upper = line.to_ascii_uppercase();
+    let mut words = upper.split_whitespace();
+    if words.next() != Some("CREATE") {
+        return false;
+    }
+    words
+        .take(3)
+        .any(|w| matches!(w, "PROCEDURE" | "FUNCTION" | "TRIGGER"))
 }
 
 /// Lines mysqltest prints for its own commands (not statements, not output).
@@ -107,9 +122,25 @@ pub(crate) fn parse_transcript(text: &str) -> Vec<Unit> {
         }
         let start = i;
         let mut stmt = String::new();
+        // A stored program was written under another delimiter (`delimiter //`, which
+        // mysqltest does not echo): it ends at the line that ends with it, not at a `;`.
+        let program = stored_program(line);
+        let mut delimiter = None;
         loop {
-            stmt.push_str(lines[i]);
-            if lines[i].trim_end().ends_with(';') || i + 1 >= lines.len() {
+            let l = lines[i];
+            if program {
+                if let Some(d) = ["//", "$$", "|"]
+                    .iter()
+                    .find(|d| l.trim_end().ends_with(*d))
+                {
+                    stmt.push_str(l.trim_end().strip_suffix(d).unwrap_or(l));
+                    delimiter = Some(*d);
+                    i += 1;
+                    break;
+                }
+            }
+            stmt.push_str(l);
+            if (!program && l.trim_end().ends_with(';')) || i + 1 >= lines.len() {
                 i += 1;
                 break;
             }
@@ -126,6 +157,7 @@ pub(crate) fn parse_transcript(text: &str) -> Vec<Unit> {
             line: start + 1,
             statement: stmt,
             expected,
+            delimiter,
         });
     }
     units
@@ -440,6 +472,7 @@ pub fn record(text: &str) -> anyhow::Result<String> {
             li += 1;
         }
         out.push_str(&u.statement);
+        out.push_str(u.delimiter.unwrap_or(""));
         out.push('\n');
         for l in a {
             out.push_str(&l);

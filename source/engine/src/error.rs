@@ -183,6 +183,12 @@ pub mod code {
     pub const ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT: Code = Code::new(1582, "42000");
     /// An unknown function or procedure.
     pub const ER_SP_DOES_NOT_EXIST: Code = Code::new(1305, "42000");
+    /// CREATE PROCEDURE of a name that exists.
+    pub const ER_SP_ALREADY_EXISTS: Code = Code::new(1304, "42000");
+    /// CALL with the wrong number of arguments.
+    pub const ER_SP_WRONG_NO_OF_ARGS: Code = Code::new(1318, "42000");
+    /// CALLs nested too deep.
+    pub const ER_SP_RECURSION_LIMIT: Code = Code::new(1456, "HY000");
     /// File not found (LOAD DATA INFILE).
     pub const EE_FILENOTFOUND: Code = Code::new(29, "HY000");
     /// The disk (or the quota) is full: a write or commit that needed space was not made.

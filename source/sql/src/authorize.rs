@@ -72,7 +72,7 @@ impl SqlSession {
     }
 
     /// `p` on database `db` as a whole (CREATE DATABASE, DROP DATABASE, CREATE TABLE).
-    fn require_database(&self, p: Privs, db: Option<&str>) -> Result<()> {
+    pub(crate) fn require_database(&self, p: Privs, db: Option<&str>) -> Result<()> {
         let Some(g) = self.restricted() else {
             return Ok(());
         };

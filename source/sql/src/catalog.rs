@@ -5,8 +5,8 @@
 //!
 //! Catalog tables are computed when a query reads them, from the engine's table definitions
 //! and the session's privileges (a table the account may not see is not listed). They are
-//! read-only; ringrep has no views, triggers, stored routines or foreign keys, so VIEWS,
-//! TRIGGERS, ROUTINES and REFERENTIAL_CONSTRAINTS are empty.
+//! read-only; ringrep has no views, triggers, stored functions or foreign keys, so VIEWS,
+//! TRIGGERS and REFERENTIAL_CONSTRAINTS are empty, and ROUTINES lists the stored procedures.
 
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IndexKind, IntWidth, TableDef};
 use binlog_format::Value;
@@ -647,10 +647,55 @@ impl SqlSession {
                         .collect::<Vec<_>>()
                 })
                 .collect(),
-            // No views, triggers, routines or foreign keys exist.
+            "ROUTINES" => self.routines_rows()?,
+            // No views, triggers or foreign keys exist.
             _ => Vec::new(),
         };
         Ok((def, rows))
+    }
+
+    fn routines_rows(&self) -> Result<Vec<Vec<Value>>> {
+        Ok(self
+            .procedures()?
+            .into_iter()
+            .filter(|p| self.may_see_database(&p.db))
+            .map(|p| {
+                let (db, name, definition, definer, created) =
+                    (p.db, p.name, p.definition, p.definer, p.created_us);
+                let body = crate::lexer::find_top_level(&definition, "BEGIN")
+                    .map_or(definition.as_str(), |at| &definition[at..])
+                    .to_string();
+                let mut row = vec![
+                    text(&name),
+                    text("def"),
+                    text(&db),
+                    text(&name),
+                    text("PROCEDURE"),
+                    text(""),
+                ];
+                row.extend(std::iter::repeat_n(Value::Null, 8));
+                row.extend([
+                    text("SQL"),
+                    text(body),
+                    Value::Null,
+                    text("SQL"),
+                    text("SQL"),
+                    text("NO"),
+                    text("CONTAINS SQL"),
+                    Value::Null,
+                    text("INVOKER"),
+                    Value::Timestamp(created),
+                    Value::Timestamp(created),
+                    text("STRICT_TRANS_TABLES"),
+                    text(""),
+                    text(definer),
+                    text(CHARSET),
+                    text(COLLATION),
+                    text(COLLATION),
+                ]);
+                row
+            })
+            .collect())
     }
 
     fn tables_rows(&self) -> Vec<Vec<Value>> {

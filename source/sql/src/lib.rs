@@ -79,6 +79,7 @@ mod join;
 mod lexer;
 mod predicate;
 mod result;
+mod routines;
 mod rows;
 mod rowset;
 mod select;
@@ -182,6 +183,8 @@ pub struct SqlSession {
     pub net_write_timeout: u64,
     /// The last statement's error (code, message), for SHOW WARNINGS and SHOW ERRORS.
     last_error: Option<(u16, String)>,
+    /// How many CALLs are running, one inside the other.
+    call_depth: usize,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -264,6 +267,7 @@ impl SqlSession {
             connection_id: 1,
             net_write_timeout: 60,
             last_error: None,
+            call_depth: 0,
         }
     }
 
@@ -362,6 +366,12 @@ impl SqlSession {
         r
     }
 
+    /// A statement of a stored procedure: run as the caller's are, in the caller's
+    /// diagnostics.
+    pub(crate) fn execute_inner(&mut self, sql: &str) -> Result<Outcome> {
+        self.retrying_taken_back(|s| s.execute_once(sql))
+    }
+
     fn execute_once(&mut self, sql: &str) -> Result<Outcome> {
         let text = normalized(sql);
         self.forget_subqueries();
@@ -389,12 +399,20 @@ impl SqlSession {
             ("CREATE", "TABLE") if lexer::find_top_level(&text, "PARTITION BY").is_some() => {
                 return self.create_table_text(&text)
             }
-            ("CREATE", "PROCEDURE")
-            | ("CREATE", "FUNCTION")
-            | ("CALL", _)
-            | ("DROP", "PROCEDURE")
-            | ("DROP", "FUNCTION") => {
-                return Err(Error::unsupported("stored programs"));
+            ("CREATE", "PROCEDURE") => return self.create_procedure(&text),
+            ("CREATE", "DEFINER") if lexer::find_top_level(&text, "PROCEDURE").is_some() => {
+                return self.create_procedure(&text)
+            }
+            ("CALL", _) => return self.call(&text),
+            ("DROP", "PROCEDURE") => return self.drop_procedure(&text),
+            ("SHOW", "CREATE") if w(2) == "PROCEDURE" => {
+                let name = text.split_whitespace().nth(3).unwrap_or_default();
+                return self.show_create_procedure(name.trim_end_matches(';'));
+            }
+            ("CREATE", "FUNCTION" | "TRIGGER" | "EVENT" | "DEFINER") | ("DROP", "FUNCTION") => {
+                return Err(Error::unsupported(
+                    "stored functions, triggers and events (stored procedures are supported)",
+                ));
             }
             ("FLUSH", _) => return Ok(Outcome::Ok),
             // No session holds table locks (LOCK TABLES is refused), so there is never one to

@@ -86,6 +86,9 @@ impl Privs {
     pub const ALTER: Privs = Privs(1 << 12);
     pub const SHOW_DATABASES: Privs = Privs(1 << 13);
     pub const SUPER: Privs = Privs(1 << 14);
+    pub const EXECUTE: Privs = Privs(1 << 17);
+    pub const CREATE_ROUTINE: Privs = Privs(1 << 22);
+    pub const ALTER_ROUTINE: Privs = Privs(1 << 23);
     pub const REPLICATION_SLAVE: Privs = Privs(1 << 18);
     pub const REPLICATION_CLIENT: Privs = Privs(1 << 19);
     pub const CREATE_USER: Privs = Privs(1 << 24);
