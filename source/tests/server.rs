@@ -658,3 +658,130 @@ fn caching_sha2_password_clients_log_in() {
     let (_, ok) = raw::read(&mut s).expect("ok");
     assert_eq!(ok[0], 0, "{ok:?}");
 }
+
+/// SHOW PROCESSLIST lists the connections, with the statement a waiting one runs; KILL ends the
+/// connection that holds a row lock, its transaction is rolled back, and the statement that
+/// waited for the lock goes through. KILL QUERY of a running statement is refused (ringrep cannot
+/// interrupt one), of an idle connection does nothing; an unknown id is 1094; an account without
+/// SUPER may kill only its own connections (1095) and, without PROCESS, sees only its own.
+#[test]
+fn show_processlist_and_kill() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut admin = connect(node.addr, Some("test")).await;
+        admin
+            .query_drop("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+            .await
+            .expect("create");
+        admin
+            .query_drop("INSERT INTO t VALUES (1, 0)")
+            .await
+            .expect("insert");
+        let mut holder = connect(node.addr, Some("test")).await;
+        let holder_id: u32 = holder
+            .query_first("SELECT CONNECTION_ID()")
+            .await
+            .expect("id")
+            .expect("row");
+        holder.query_drop("BEGIN").await.expect("begin");
+        holder
+            .query_drop("UPDATE t SET v = 1 WHERE id = 1")
+            .await
+            .expect("update holds the row");
+        let mut waiter = connect(node.addr, Some("test")).await;
+        let waiter_id: u32 = waiter
+            .query_first("SELECT CONNECTION_ID()")
+            .await
+            .expect("id")
+            .expect("row");
+        let waiting = tokio::spawn(async move {
+            let r = waiter.query_drop("UPDATE t SET v = 2 WHERE id = 1").await;
+            (waiter, r)
+        });
+        // The waiter shows up in the list, running its UPDATE.
+        let mut seen = None;
+        for _ in 0..100 {
+            let rows: Vec<Row> = admin.query("SHOW FULL PROCESSLIST").await.expect("list");
+            seen = rows.into_iter().find(|r| {
+                r.get::<u32, _>("Id") == Some(waiter_id)
+                    && r.get::<String, _>("Command").as_deref() == Some("Query")
+            });
+            if seen.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let seen = seen.expect("the waiting connection in SHOW FULL PROCESSLIST");
+        assert_eq!(
+            seen.get::<String, _>("Info").as_deref(),
+            Some("UPDATE t SET v = 2 WHERE id = 1")
+        );
+        assert_eq!(seen.get::<String, _>("db").as_deref(), Some("test"));
+        let e = admin
+            .query_drop(format!("KILL QUERY {waiter_id}"))
+            .await
+            .expect_err("a running statement cannot be interrupted");
+        assert_eq!(code(&e), 1235, "{e}");
+        admin
+            .query_drop(format!("KILL QUERY {holder_id}"))
+            .await
+            .expect("an idle connection's query: nothing to do");
+        let e = admin
+            .query_drop("KILL 999999")
+            .await
+            .expect_err("unknown id");
+        assert_eq!(code(&e), 1094, "{e}");
+        admin
+            .query_drop(format!("KILL {holder_id}"))
+            .await
+            .expect("kill the lock holder");
+        let (mut waiter, r) = waiting.await.expect("waiter");
+        r.expect("the waiting UPDATE goes through once the holder is gone");
+        let v: i64 = waiter
+            .query_first("SELECT v FROM t WHERE id = 1")
+            .await
+            .expect("v")
+            .expect("row");
+        assert_eq!(v, 2, "the killed transaction was rolled back");
+        assert!(
+            holder.query_drop("SELECT 1").await.is_err(),
+            "the killed connection is closed"
+        );
+        let rows: Vec<Row> = admin.query("SHOW PROCESSLIST").await.expect("list");
+        assert!(rows
+            .iter()
+            .all(|r| r.get::<u32, _>("Id") != Some(holder_id)));
+
+        // An account without PROCESS or SUPER.
+        admin
+            .query_drop("CREATE USER app IDENTIFIED BY 'pw'")
+            .await
+            .expect("user");
+        admin
+            .query_drop("GRANT SELECT ON test.* TO app")
+            .await
+            .expect("grant");
+        let mut app = mysql_async::Conn::new(opts(node.addr, "app", Some("pw"), Some("test")))
+            .await
+            .expect("app logs in");
+        let rows: Vec<Row> = app.query("SHOW PROCESSLIST").await.expect("list");
+        assert_eq!(rows.len(), 1, "only its own connection");
+        let e = app
+            .query_drop(format!("KILL {waiter_id}"))
+            .await
+            .expect_err("not its connection");
+        assert_eq!(code(&e), 1095, "{e}");
+        let app_id: u32 = app
+            .query_first("SELECT CONNECTION_ID()")
+            .await
+            .expect("id")
+            .expect("row");
+        let e = app
+            .query_drop(format!("KILL {app_id}"))
+            .await
+            .expect_err("its own: interrupted");
+        assert_eq!(code(&e), 1317, "{e}");
+        assert!(app.query_drop("SELECT 1").await.is_err(), "and closed");
+    });
+}

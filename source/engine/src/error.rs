@@ -183,6 +183,12 @@ pub mod code {
     pub const ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT: Code = Code::new(1582, "42000");
     /// An unknown function or procedure.
     pub const ER_SP_DOES_NOT_EXIST: Code = Code::new(1305, "42000");
+    /// KILL of a connection id that is not one.
+    pub const ER_NO_SUCH_THREAD: Code = Code::new(1094, "HY000");
+    /// KILL of another account's connection without the privilege.
+    pub const ER_KILL_DENIED_ERROR: Code = Code::new(1095, "HY000");
+    /// The statement's connection was killed (KILL of its own connection).
+    pub const ER_QUERY_INTERRUPTED: Code = Code::new(1317, "70100");
     /// CREATE PROCEDURE of a name that exists.
     pub const ER_SP_ALREADY_EXISTS: Code = Code::new(1304, "42000");
     /// CALL with the wrong number of arguments.

@@ -79,6 +79,8 @@ struct Conn {
     /// Who logged in: kept here as well as in the session, so that a new session (after
     /// COM_RESET_CONNECTION, or one lost to a failure) runs as the same account.
     authority: Option<Authority>,
+    /// Set once logged in: KILL of this connection.
+    kill: Option<Arc<super::processes::Kill>>,
 }
 
 /// What a statement left for the OK packet.
@@ -90,6 +92,9 @@ struct Done {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        if self.kill.is_some() {
+            self.shared.processes.leave(self.id);
+        }
         self.shared
             .connections
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
@@ -112,6 +117,7 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAd
         peer,
         directory: None,
         authority: None,
+        kill: None,
     };
     // A client that stops reading its replies (MySQL's net_write_timeout): the write fails
     // after the timeout, the connection closes and its transaction is rolled back, instead of
@@ -237,6 +243,12 @@ impl Conn {
         if let Some(sql) = self.sql.as_mut() {
             sql.authority = Some(authority.clone());
         }
+        self.kill = Some(self.shared.processes.enter(
+            self.id,
+            &authority.account.user,
+            &peer.to_string(),
+            hello.database.clone(),
+        ));
         self.authority = Some(authority);
         if sha2 {
             packets.write(&protocol::sha2_fast_auth_ok()).await?;
@@ -357,8 +369,16 @@ impl Conn {
         mut self,
         mut packets: Packets<S>,
     ) -> io::Result<()> {
+        let kill = self.kill.clone();
         loop {
-            let payload = match packets.read().await {
+            if kill.as_ref().is_some_and(|k| k.is_killed()) {
+                return Ok(());
+            }
+            let read = tokio::select! {
+                r = packets.read() => r,
+                () = killed(kill.as_deref()) => return Ok(()),
+            };
+            let payload = match read {
                 Ok(Some(p)) => p,
                 Ok(None) => return Ok(()),
                 Err(ReadError::Io(e)) => return Err(e),
@@ -386,8 +406,14 @@ impl Conn {
                 }
                 match stream::parse_dump(body) {
                     Ok(req) => {
+                        self.shared.processes.doing(
+                            self.id,
+                            super::processes::Doing::BinlogDump,
+                            None,
+                            None,
+                        );
                         return stream::serve(&self.shared, &mut packets, req, self.id, self.peer)
-                            .await
+                            .await;
                     }
                     Err(e) => {
                         packets.write(&wire::error(&e)).await?;
@@ -396,9 +422,42 @@ impl Conn {
                     }
                 }
             }
+            let info = match command {
+                com::QUERY => Some(String::from_utf8_lossy(body).into_owned()),
+                com::STMT_EXECUTE => body
+                    .get(..4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .and_then(|s| self.statements.get(&s))
+                    .map(|p| p.text.clone()),
+                _ => None,
+            };
+            let db = self.database();
+            let processes = &self.shared.processes;
+            if info.is_some() {
+                processes.doing(
+                    self.id,
+                    super::processes::Doing::Query,
+                    info.as_deref(),
+                    db.as_deref(),
+                );
+            }
             self.command(&mut packets, command, body).await?;
             packets.flush().await?;
+            let db = self.database();
+            self.shared.processes.doing(
+                self.id,
+                super::processes::Doing::Sleep,
+                None,
+                db.as_deref(),
+            );
         }
+    }
+
+    /// The session's current database.
+    fn database(&self) -> Option<String> {
+        self.sql
+            .as_ref()
+            .and_then(|s| s.session.vars.database.clone())
     }
 
     /// One command; its answer is queued on `packets`.
@@ -719,6 +778,42 @@ impl Conn {
                     rows,
                 )))
             }
+            ["SHOW", "PROCESSLIST"] | ["SHOW", "FULL", "PROCESSLIST"] => {
+                let full = words.len() == 3;
+                let all = self.require_global(&[Privs::PROCESS]).is_ok();
+                let user = self.user();
+                let rows = self.shared.processes.rows(full, all, &user);
+                Some(Ok(Outcome::text(
+                    &[
+                        "Id", "User", "Host", "db", "Command", "Time", "State", "Info",
+                    ],
+                    rows,
+                )))
+            }
+            ["KILL", rest @ ..] if !rest.is_empty() && rest.len() <= 2 => {
+                let (query_only, id) = match rest {
+                    ["QUERY", id] => (true, id),
+                    ["CONNECTION", id] | [id] => (false, id),
+                    _ => return None,
+                };
+                let Ok(id) = id.parse::<u32>() else {
+                    return Some(Err(Error::syntax(format!(
+                        "You have an error in your SQL syntax; KILL needs a connection id, not '{id}'"
+                    ))));
+                };
+                let any = self.require_global(&[Privs::SUPER]).is_ok();
+                let user = self.user();
+                if let Err(e) = self.shared.processes.kill(id, query_only, &user, any) {
+                    return Some(Err(e));
+                }
+                if id == self.id && !query_only {
+                    return Some(Err(Error::new(
+                        code::ER_QUERY_INTERRUPTED,
+                        "Query execution was interrupted",
+                    )));
+                }
+                Some(Ok(Outcome::Ok))
+            }
             ["SHOW", "REPLICA", "STATUS"] | ["SHOW", "SLAVE", "STATUS"] => {
                 if let Err(e) = self.require_global(&[Privs::REPLICATION_CLIENT, Privs::SUPER]) {
                     return Some(Err(e));
@@ -739,6 +834,14 @@ impl Conn {
             }
             _ => None,
         }
+    }
+
+    /// The account's user name.
+    fn user(&self) -> String {
+        self.authority
+            .as_ref()
+            .map(|a| a.account.user.clone())
+            .unwrap_or_default()
     }
 
     /// CHANGE REPLICATION SOURCE TO, START, STOP and RESET REPLICA: on a replica, its channel
@@ -876,6 +979,14 @@ fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
 /// `USE` of a database named by a client (COM_INIT_DB or the handshake).
 fn use_statement(db: &str) -> String {
     format!("USE `{}`", db.replace('`', "``"))
+}
+
+/// Completes when `kill` fires; never without one.
+async fn killed(kill: Option<&super::processes::Kill>) {
+    match kill {
+        Some(k) => k.killed().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn unknown_command() -> Vec<u8> {

@@ -15,6 +15,7 @@ mod auth;
 pub mod config;
 mod conn;
 mod metrics;
+mod processes;
 pub mod replica_sql;
 mod stream;
 mod wire;
@@ -57,6 +58,8 @@ pub(crate) struct Shared {
     /// This node's replication channel, when it is a replica (SHOW REPLICA STATUS, CHANGE
     /// REPLICATION SOURCE TO, START and STOP REPLICA).
     replica: Option<Arc<dyn ReplicaControl>>,
+    /// The logged-in connections (SHOW PROCESSLIST, KILL).
+    processes: processes::Processes,
 }
 
 /// What a replication statement answers: OK with these notes for SHOW WARNINGS (code,
@@ -127,6 +130,7 @@ impl Server {
                 engine,
                 accounts: settings.accounts.clone(),
                 account_cache: Default::default(),
+                processes: Default::default(),
                 connections: AtomicUsize::new(0),
                 max_connections: settings.max_connections,
                 net_write_timeout: settings.net_write_timeout,
