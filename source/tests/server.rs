@@ -706,6 +706,8 @@ fn show_processlist_and_kill() {
             seen = rows.into_iter().find(|r| {
                 r.get::<u32, _>("Id") == Some(waiter_id)
                     && r.get::<String, _>("Command").as_deref() == Some("Query")
+                    && r.get::<String, _>("Info")
+                        .is_some_and(|i| i.starts_with("UPDATE"))
             });
             if seen.is_some() {
                 break;

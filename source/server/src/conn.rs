@@ -442,7 +442,7 @@ impl Conn {
                 );
             }
             self.command(&mut packets, command, body).await?;
-            packets.flush().await?;
+            // Idle again before the client hears back: its next command may come at once.
             let db = self.database();
             self.shared.processes.doing(
                 self.id,
@@ -450,6 +450,7 @@ impl Conn {
                 None,
                 db.as_deref(),
             );
+            packets.flush().await?;
         }
     }
 
