@@ -189,6 +189,12 @@ pub mod code {
     pub const ER_KILL_DENIED_ERROR: Code = Code::new(1095, "HY000");
     /// The statement's connection was killed (KILL of its own connection).
     pub const ER_QUERY_INTERRUPTED: Code = Code::new(1317, "70100");
+    /// INSERT, UPDATE or DELETE through a view.
+    pub const ER_NON_UPDATABLE_TABLE: Code = Code::new(1288, "HY000");
+    /// A view's column list and its query's columns differ in number.
+    pub const ER_VIEW_WRONG_LIST: Code = Code::new(1353, "HY000");
+    /// A view that reads itself.
+    pub const ER_VIEW_RECURSIVE: Code = Code::new(1462, "HY000");
     /// CREATE PROCEDURE of a name that exists.
     pub const ER_SP_ALREADY_EXISTS: Code = Code::new(1304, "42000");
     /// CALL with the wrong number of arguments.

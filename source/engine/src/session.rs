@@ -1044,6 +1044,20 @@ impl Session {
         compute: &mut dyn FnMut(&Row) -> Result<Vec<Value>>,
         limit: Option<u64>,
     ) -> Result<UpdateOutcome> {
+        self.update_in(def, &[], assigned, filter, compute, limit)
+    }
+
+    /// [`Session::update`] of the rows whose primary key starts with `prefix` only: the
+    /// caller knows its WHERE fixes those leading key columns, and only those rows are read.
+    pub fn update_in(
+        &mut self,
+        def: &TableDef,
+        prefix: &[Value],
+        assigned: &[usize],
+        filter: &mut dyn FnMut(&Row) -> Result<bool>,
+        compute: &mut dyn FnMut(&Row) -> Result<Vec<Value>>,
+        limit: Option<u64>,
+    ) -> Result<UpdateOutcome> {
         self.check_writable()?;
         if let Some(ring) = &def.ring {
             for &c in assigned {
@@ -1067,7 +1081,7 @@ impl Session {
         }
         let saved = self.vars.show_meta;
         self.vars.show_meta = false;
-        let rows = self.scan(def, &[]);
+        let rows = self.scan(def, prefix);
         self.vars.show_meta = saved;
         let now = self.now_us();
         let mut out = UpdateOutcome::default();
@@ -1207,12 +1221,23 @@ impl Session {
         filter: &mut dyn FnMut(&Row) -> Result<bool>,
         limit: Option<u64>,
     ) -> Result<u64> {
+        self.delete_where_in(def, &[], filter, limit)
+    }
+
+    /// [`Session::delete_where`] of the rows whose primary key starts with `prefix` only.
+    pub fn delete_where_in(
+        &mut self,
+        def: &TableDef,
+        prefix: &[Value],
+        filter: &mut dyn FnMut(&Row) -> Result<bool>,
+        limit: Option<u64>,
+    ) -> Result<u64> {
         self.check_writable()?;
         if def.ring.is_some() {
             return Err(Error::internal("delete_where on a ring table"));
         }
         let mut deleted = 0;
-        for row in self.scan(def, &[])? {
+        for row in self.scan(def, prefix)? {
             if limit.is_some_and(|l| deleted >= l) {
                 break;
             }

@@ -5,8 +5,9 @@
 //!
 //! Catalog tables are computed when a query reads them, from the engine's table definitions
 //! and the session's privileges (a table the account may not see is not listed). They are
-//! read-only; ringrep has no views, triggers, stored functions or foreign keys, so VIEWS,
-//! TRIGGERS and REFERENTIAL_CONSTRAINTS are empty, and ROUTINES lists the stored procedures.
+//! read-only; ringrep has no triggers, stored functions or foreign keys, so TRIGGERS and
+//! REFERENTIAL_CONSTRAINTS are empty; ROUTINES lists the stored procedures, VIEWS (and TABLES)
+//! the views.
 
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IndexKind, IntWidth, TableDef};
 use binlog_format::Value;
@@ -508,7 +509,11 @@ impl SqlSession {
         if db.eq_ignore_ascii_case("ndbinfo") && name.eq_ignore_ascii_case("memory_per_fragment") {
             return Some(Ok(super::show::memory_per_fragment(self.engine())));
         }
-        None
+        match self.view(&db, name) {
+            Ok(Some(v)) => Some(self.view_rows(&v)),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
     }
 
     /// The stored tables this session may see, ordered by database and name.
@@ -521,6 +526,17 @@ impl SqlSession {
             .collect();
         tables.sort_by(|a, b| (&a.database, &a.name).cmp(&(&b.database, &b.name)));
         tables
+    }
+
+    /// The views this session may see, ordered by database and name.
+    fn visible_views(&self) -> Result<Vec<super::views::StoredView>> {
+        let mut views: Vec<_> = self
+            .views()?
+            .into_iter()
+            .filter(|v| self.may_see_table(&v.db, &v.name))
+            .collect();
+        views.sort_by(|a, b| (&a.db, &a.name).cmp(&(&b.db, &b.name)));
+        Ok(views)
     }
 
     /// Every database this session may see, `information_schema` included, in name order.
@@ -620,7 +636,6 @@ impl SqlSession {
                 })
                 .collect(),
             "STATISTICS" => self.statistics_rows(),
-            "TABLES" => self.tables_rows(),
             "TABLE_CONSTRAINTS" => self
                 .visible_tables()
                 .iter()
@@ -648,6 +663,34 @@ impl SqlSession {
                 })
                 .collect(),
             "ROUTINES" => self.routines_rows()?,
+            "VIEWS" => self
+                .visible_views()?
+                .into_iter()
+                .map(|v| {
+                    vec![
+                        text("def"),
+                        text(&v.db),
+                        text(&v.name),
+                        text(&v.query),
+                        text("NONE"),
+                        text("NO"),
+                        text(&v.definer),
+                        text("DEFINER"),
+                        text(CHARSET),
+                        text(COLLATION),
+                    ]
+                })
+                .collect(),
+            "TABLES" => {
+                let mut rows = self.tables_rows();
+                for v in self.visible_views()? {
+                    let mut row = vec![text("def"), text(&v.db), text(&v.name), text("VIEW")];
+                    row.extend(std::iter::repeat_n(Value::Null, 16));
+                    row.push(text("VIEW"));
+                    rows.push(row);
+                }
+                rows
+            }
             // No views, triggers or foreign keys exist.
             _ => Vec::new(),
         };
@@ -1091,11 +1134,20 @@ impl SqlSession {
                 .map(|n| vec![text(n), text("SYSTEM VIEW")])
                 .collect()
         } else {
-            self.visible_tables()
+            let mut rows: Vec<Vec<Value>> = self
+                .visible_tables()
                 .into_iter()
                 .filter(|t| t.database.eq_ignore_ascii_case(&db))
                 .map(|t| vec![text(t.name), text("BASE TABLE")])
-                .collect()
+                .chain(
+                    self.visible_views()?
+                        .into_iter()
+                        .filter(|v| v.db.eq_ignore_ascii_case(&db))
+                        .map(|v| vec![text(v.name), text("VIEW")]),
+                )
+                .collect();
+            rows.sort_by_key(|r| ringrep_engine::types::text_of(&r[0]));
+            rows
         };
         let header = format!("Tables_in_{db}");
         let (columns, rows): (Vec<&str>, Vec<Vec<Value>>) = if full {

@@ -31,9 +31,15 @@ fn has_wildcard(s: &str) -> bool {
 }
 
 impl SqlSession {
-    /// Fails when `def` is a ring table that `mysql.ndb_replication` gives a conflict
-    /// function.
-    pub(crate) fn check_conflict_function(&self, def: &TableDef) -> Result<()> {
+    /// Fails when a view has `def`'s name (1050), or `def` is a ring table that
+    /// `mysql.ndb_replication` gives a conflict function.
+    pub(crate) fn check_new_table(&self, def: &TableDef) -> Result<()> {
+        if self.view(&def.database, &def.name)?.is_some() {
+            return Err(Error::new(
+                ringrep_engine::error::code::ER_TABLE_EXISTS_ERROR,
+                format!("Table '{}' already exists", def.name),
+            ));
+        }
         // A replica (and the verifier's copy) takes the tables its primary created.
         if def.ring.is_none() || self.session.vars.applier {
             return Ok(());

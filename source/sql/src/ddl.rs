@@ -351,7 +351,7 @@ impl SqlSession {
             let mut def = self.session.table_def(sdb.as_deref(), &sname)?;
             def.database = db;
             def.name = name;
-            self.check_conflict_function(&def)?;
+            self.check_new_table(&def)?;
             self.session.create_table(def, ct.if_not_exists)?;
             return Ok(Outcome::Affected {
                 rows: 0,
@@ -476,7 +476,7 @@ impl SqlSession {
             def.comment = None;
             let def = prepare_table(def, partition.as_ref(), foreign_keys)?;
             let (dbn, tn) = (def.database.clone(), def.name.clone());
-            self.check_conflict_function(&def)?;
+            self.check_new_table(&def)?;
             self.session.create_table(def, ct.if_not_exists)?;
             let created = self.session.table_def(Some(&dbn), &tn)?;
             let cols: Vec<usize> = (0..rows.columns.len()).collect();
@@ -492,7 +492,7 @@ impl SqlSession {
             });
         }
         let def = prepare_table(def, partition.as_ref(), foreign_keys)?;
-        self.check_conflict_function(&def)?;
+        self.check_new_table(&def)?;
         self.session.create_table(def, ct.if_not_exists)?;
         Ok(Outcome::Affected {
             rows: 0,

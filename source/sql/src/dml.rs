@@ -64,7 +64,7 @@ impl SqlSession {
         match table {
             TableObject::TableName(name) => {
                 let (db, t) = split_name(name)?;
-                self.session.table_def(db.as_deref(), &t)
+                self.target_table(db.as_deref(), &t, "INSERT")
             }
             other => Err(Error::unsupported(format!("INSERT INTO {other}"))),
         }
@@ -237,7 +237,7 @@ impl SqlSession {
             return Err(Error::unsupported("UPDATE of this table form"));
         };
         let (db, t) = split_name(name)?;
-        let def = self.session.table_def(db.as_deref(), &t)?;
+        let def = self.target_table(db.as_deref(), &t, "UPDATE")?;
         let columns = table_columns(&def, alias.as_ref().map(|a| a.name.value.as_str()));
         let mut assigned = assigned_columns(&def, &u.assignments)?;
         if let (Some(r), Some(w)) = (&def.ring, &u.selection) {
@@ -274,6 +274,8 @@ impl SqlSession {
         assigned.extend(gens.iter().map(|(g, _)| *g));
         let outcome = self.statement(|s| {
             s.prefetch_subqueries(&def, selection.iter().chain(&exprs))?;
+            // `WHERE user_id = ?` reads that prefix's rows, not the table.
+            let prefix = s.key_prefix(&def, selection.as_ref())?;
             let owned = s.owned_ctx();
             let ctx = owned.ctx();
             let mut filter =
@@ -318,7 +320,7 @@ impl SqlSession {
                 Ok(vals)
             };
             s.session
-                .update(&def, &assigned, &mut filter, &mut compute, limit)
+                .update_in(&def, &prefix, &assigned, &mut filter, &mut compute, limit)
         })?;
         let warnings = self.session_warning_count();
         Ok(Outcome::Affected {
@@ -348,7 +350,7 @@ impl SqlSession {
             return Err(Error::unsupported("DELETE of this table form"));
         };
         let (db, t) = split_name(name)?;
-        let def = self.session.table_def(db.as_deref(), &t)?;
+        let def = self.target_table(db.as_deref(), &t, "DELETE")?;
         if def.ring.is_some() {
             if multi || d.limit.is_some() || !d.order_by.is_empty() {
                 return Err(Error::not_allowed("DELETE with LIMIT, ORDER BY or several tables is not allowed on ring-buffer tables"));
@@ -374,11 +376,12 @@ impl SqlSession {
         let selection = d.selection.clone();
         let deleted = self.statement(|s| {
             s.prefetch_subqueries(&def, selection.iter())?;
+            let prefix = s.key_prefix(&def, selection.as_ref())?;
             let owned = s.owned_ctx();
             let ctx = owned.ctx();
             let mut filter =
                 |row: &Vec<Value>| row_matches(selection.as_ref(), &columns, row, &ctx);
-            s.session.delete_where(&def, &mut filter, limit)
+            s.session.delete_where_in(&def, &prefix, &mut filter, limit)
         })?;
         Ok(Outcome::Affected {
             rows: deleted,

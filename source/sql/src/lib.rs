@@ -85,6 +85,7 @@ mod rowset;
 mod select;
 mod show;
 mod vars;
+mod views;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -185,6 +186,8 @@ pub struct SqlSession {
     last_error: Option<(u16, String)>,
     /// How many CALLs are running, one inside the other.
     call_depth: usize,
+    /// How many views are being read, one inside the other.
+    view_depth: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -268,6 +271,7 @@ impl SqlSession {
             net_write_timeout: 60,
             last_error: None,
             call_depth: 0,
+            view_depth: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -398,6 +402,17 @@ impl SqlSession {
             ("LOAD", "DATA") => return self.load_data(&text),
             ("CREATE", "TABLE") if lexer::find_top_level(&text, "PARTITION BY").is_some() => {
                 return self.create_table_text(&text)
+            }
+            ("CREATE", "VIEW" | "OR" | "ALGORITHM" | "DEFINER" | "SQL")
+                if lexer::find_top_level(&text, "VIEW").is_some()
+                    && lexer::find_top_level(&text, "PROCEDURE").is_none() =>
+            {
+                return self.create_view(&text)
+            }
+            ("DROP", "VIEW") => return self.drop_view(&text),
+            ("SHOW", "CREATE") if w(2) == "VIEW" => {
+                let name = text.split_whitespace().nth(3).unwrap_or_default();
+                return self.show_create_view(name.trim_end_matches(';'));
             }
             ("CREATE", "PROCEDURE") => return self.create_procedure(&text),
             ("CREATE", "DEFINER") if lexer::find_top_level(&text, "PROCEDURE").is_some() => {

@@ -271,6 +271,18 @@ impl SqlSession {
         columns: &[ColumnRef],
         selection: Option<&Expr>,
     ) -> Result<Vec<Vec<Value>>> {
+        let prefix = self.key_prefix(def, selection)?;
+        let rows = self.session.scan(def, &prefix)?;
+        keep_matching(selection, columns, rows, &self.ctx())
+    }
+
+    /// The leading primary-key values a WHERE fixes with `=` (exact values of the columns'
+    /// types): only rows under that prefix can match, so only they need reading.
+    pub(crate) fn key_prefix(
+        &self,
+        def: &TableDef,
+        selection: Option<&Expr>,
+    ) -> Result<Vec<Value>> {
         let mut prefix = Vec::new();
         if let Some(w) = selection {
             let mut eqs = Vec::new();
@@ -291,8 +303,7 @@ impl SqlSession {
                 }
             }
         }
-        let rows = self.session.scan(def, &prefix)?;
-        keep_matching(selection, columns, rows, &self.ctx())
+        Ok(prefix)
     }
 
     /// Runs the subqueries of an UPDATE, DELETE or ON DUPLICATE KEY UPDATE before it changes

@@ -87,6 +87,7 @@ impl Privs {
     pub const SHOW_DATABASES: Privs = Privs(1 << 13);
     pub const SUPER: Privs = Privs(1 << 14);
     pub const EXECUTE: Privs = Privs(1 << 17);
+    pub const CREATE_VIEW: Privs = Privs(1 << 20);
     pub const CREATE_ROUTINE: Privs = Privs(1 << 22);
     pub const ALTER_ROUTINE: Privs = Privs(1 << 23);
     pub const REPLICATION_SLAVE: Privs = Privs(1 << 18);
