@@ -92,17 +92,17 @@ fn dump_tool() -> Option<&'static str> {
     found
 }
 
+/// `program` pointed at `node` as root.
+fn client_of(program: &str, node: &Node) -> Command {
+    let mut cmd = Command::new(program);
+    let port = node.addr.port().to_string();
+    cmd.args(["-h", "127.0.0.1", "-P", &port, "-u", "root"]);
+    cmd
+}
+
 /// A dump tool's output against `node` (stdout, and whether it succeeded with stderr).
 fn dump(tool: &str, node: &Node, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(tool)
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-P",
-            &node.addr.port().to_string(),
-            "-u",
-            "root",
-        ])
+    let out = client_of(tool, node)
         .args(args)
         .output()
         .expect("run the dump tool");
@@ -116,15 +116,7 @@ fn dump(tool: &str, node: &Node, args: &[&str]) -> (bool, String, String) {
 /// Feeds `sql` to the mariadb client on `node`: (succeeded, stderr).
 fn load(client: &str, node: &Node, sql: &str) -> (bool, String) {
     use std::io::Write;
-    let mut child = Command::new(client)
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-P",
-            &node.addr.port().to_string(),
-            "-u",
-            "root",
-        ])
+    let mut child = client_of(client, node)
         .stdin(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())

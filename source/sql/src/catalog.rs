@@ -333,16 +333,42 @@ pub(crate) fn catalog_table_names() -> impl Iterator<Item = &'static str> {
     TABLES.iter().map(|(n, _)| *n)
 }
 
-fn catalog_def(name: &str, columns: &[(&str, K)]) -> TableDef {
+/// The definition of a computed table (a catalog table, a view): its columns, no keys.
+pub(crate) fn computed_def(database: &str, name: &str, columns: Vec<ColumnDef>) -> TableDef {
     TableDef {
         id: 0,
-        database: INFORMATION_SCHEMA.into(),
+        database: database.into(),
         name: name.into(),
-        columns: columns
+        columns,
+        primary_key: vec![],
+        indexes: vec![],
+        ring: None,
+        ttl: None,
+        partitioning: None,
+        comment: None,
+    }
+}
+
+/// A column of a system or computed table: no default, no auto-increment.
+pub(crate) fn plain_column(name: &str, ty: ColumnType, nullable: bool) -> ColumnDef {
+    ColumnDef {
+        name: name.into(),
+        ty,
+        nullable,
+        default: ColumnDefault::None,
+        on_update_now: false,
+        auto_increment: false,
+    }
+}
+
+fn catalog_def(name: &str, columns: &[(&str, K)]) -> TableDef {
+    computed_def(
+        INFORMATION_SCHEMA,
+        name,
+        columns
             .iter()
-            .map(|&(name, k)| ColumnDef {
-                name: name.into(),
-                ty: match k {
+            .map(|&(name, k)| {
+                let ty = match k {
                     Name => ColumnType::VarChar { len: 64 },
                     Long => ColumnType::Text {
                         size: binlog_format::schema::LobSize::Long,
@@ -352,20 +378,11 @@ fn catalog_def(name: &str, columns: &[(&str, K)]) -> TableDef {
                         unsigned: true,
                     },
                     Time => ColumnType::DateTime { fsp: 0 },
-                },
-                nullable: true,
-                default: ColumnDefault::None,
-                on_update_now: false,
-                auto_increment: false,
+                };
+                plain_column(name, ty, true)
             })
             .collect(),
-        primary_key: vec![],
-        indexes: vec![],
-        ring: None,
-        ttl: None,
-        partitioning: None,
-        comment: None,
-    }
+    )
 }
 
 /// The visible columns of a table, with their positions.
@@ -846,10 +863,18 @@ impl SqlSession {
     }
 
     fn statistics_rows(&self) -> Vec<Vec<Value>> {
+        self.visible_tables()
+            .iter()
+            .flat_map(|def| self.index_rows(def))
+            .collect()
+    }
+
+    /// The STATISTICS rows of one table: one per column of each index.
+    fn index_rows(&self, def: &TableDef) -> Vec<Vec<Value>> {
         let mut rows = Vec::new();
-        for def in self.visible_tables() {
-            let count = self.row_count(&def);
-            for (name, unique, cols) in indexes(&def) {
+        {
+            let count = self.row_count(def);
+            for (name, unique, cols) in indexes(def) {
                 for (seq, &c) in cols.iter().enumerate() {
                     let col = &def.columns[c];
                     rows.push(vec![
@@ -1285,30 +1310,16 @@ impl SqlSession {
             (None, None) => (None, named.to_string()),
         };
         let def = self.described_def(db.as_deref(), &table)?;
-        let count = self.row_count(&def);
-        let mut rows = Vec::new();
-        for (name, unique, cols) in indexes(&def) {
-            for (seq, &c) in cols.iter().enumerate() {
-                let col = &def.columns[c];
-                rows.push(vec![
-                    text(&def.name),
-                    num(u64::from(!unique)),
-                    text(&name),
-                    num(seq as u64 + 1),
-                    text(&col.name),
-                    text("A"),
-                    num(count),
-                    Value::Null,
-                    Value::Null,
-                    text(if col.nullable { "YES" } else { "" }),
-                    text("BTREE"),
-                    text(""),
-                    text(""),
-                    text("YES"),
-                    Value::Null,
-                ]);
-            }
-        }
+        // STATISTICS without TABLE_CATALOG, TABLE_SCHEMA and INDEX_SCHEMA: SHOW INDEX's columns.
+        let rows = self
+            .index_rows(&def)
+            .into_iter()
+            .map(|mut r| {
+                r.remove(4);
+                r.drain(..2);
+                r
+            })
+            .collect();
         self.show_result(
             &[
                 "Table",

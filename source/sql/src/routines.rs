@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, LobSize};
+use binlog_format::schema::{ColumnType, LobSize};
 use binlog_format::Value;
 
 use super::expr::truthy;
@@ -491,14 +491,7 @@ fn substitute(text: &str, vars: &HashMap<String, Value>) -> Result<String> {
 }
 
 fn routines_def() -> binlog_format::schema::TableDef {
-    let col = |name: &str, ty: ColumnType| ColumnDef {
-        name: name.into(),
-        ty,
-        nullable: false,
-        default: ColumnDefault::None,
-        on_update_now: false,
-        auto_increment: false,
-    };
+    let col = |name: &str, ty| super::catalog::plain_column(name, ty, false);
     ringrep_engine::ddl::system_table(
         ROUTINES_TABLE,
         vec![

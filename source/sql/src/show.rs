@@ -102,15 +102,8 @@ fn show_create_table(def: &TableDef) -> String {
 /// `ndbinfo.memory_per_fragment` as ringrep can answer it: one row per table with the rows it
 /// stores (meta rows and expired rows not purged yet included) as `fixed_elem_count`.
 pub(crate) fn memory_per_fragment(engine: &ringrep_engine::Engine) -> (TableDef, Vec<Vec<Value>>) {
-    use binlog_format::schema::{ColumnDef, IntWidth};
-    let col = |name: &str, ty| ColumnDef {
-        name: name.into(),
-        ty,
-        nullable: false,
-        default: ColumnDefault::None,
-        on_update_now: false,
-        auto_increment: false,
-    };
+    use binlog_format::schema::IntWidth;
+    let col = |name: &str, ty| super::catalog::plain_column(name, ty, false);
     let big = ColumnType::Integer {
         width: IntWidth::Big,
         unsigned: true,

@@ -9,10 +9,11 @@
 //! rows. Views are read-only here (MySQL's 1288 for INSERT, UPDATE and DELETE through one),
 //! and `WITH CHECK OPTION` is refused.
 
-use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, LobSize, TableDef};
+use binlog_format::schema::{ColumnType, IntWidth, LobSize, TableDef};
 use binlog_format::Value;
 use std::sync::atomic::Ordering;
 
+use super::catalog::{computed_def, plain_column};
 use super::lexer::{find_top_level, split_top_level_commas};
 use super::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
@@ -38,14 +39,7 @@ pub(crate) struct StoredView {
 const MAX_DEPTH: usize = 16;
 
 fn views_def() -> TableDef {
-    let col = |name: &str, ty: ColumnType| ColumnDef {
-        name: name.into(),
-        ty,
-        nullable: false,
-        default: ColumnDefault::None,
-        on_update_now: false,
-        auto_increment: false,
-    };
+    let col = |name: &str, ty| plain_column(name, ty, false);
     let long = || ColumnType::Text {
         size: LobSize::Long,
     };
@@ -179,31 +173,17 @@ impl SqlSession {
                 "In definition of view, derived table or common table expression, SELECT list and column names list have different column counts",
             ));
         };
-        let def = TableDef {
-            id: 0,
-            database: v.db.clone(),
-            name: v.name.clone(),
-            columns: names
-                .iter()
-                .zip(&rows.types)
-                .map(|(n, ty)| ColumnDef {
-                    name: n.clone(),
-                    ty: ty.clone().unwrap_or(ColumnType::Text {
-                        size: LobSize::Long,
-                    }),
-                    nullable: true,
-                    default: ColumnDefault::None,
-                    on_update_now: false,
-                    auto_increment: false,
-                })
-                .collect(),
-            primary_key: vec![],
-            indexes: vec![],
-            ring: None,
-            ttl: None,
-            partitioning: None,
-            comment: None,
-        };
+        let columns = names
+            .iter()
+            .zip(&rows.types)
+            .map(|(n, ty)| {
+                let ty = ty.clone().unwrap_or(ColumnType::Text {
+                    size: LobSize::Long,
+                });
+                plain_column(n, ty, true)
+            })
+            .collect();
+        let def = computed_def(&v.db, &v.name, columns);
         Ok((def, rows.rows))
     }
 
