@@ -787,3 +787,42 @@ fn show_processlist_and_kill() {
         assert!(app.query_drop("SELECT 1").await.is_err(), "and closed");
     });
 }
+
+/// A view reads with its definer's rights: so creating one needs SELECT on everything it
+/// reads (1142 otherwise), and SHOW INDEX / SHOW CREATE VIEW need SELECT on what they show.
+#[test]
+fn a_view_cannot_read_what_its_creator_may_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut root = connect(node.addr, Some("test")).await;
+        for sql in [
+            "CREATE DATABASE app",
+            "CREATE TABLE test.secret (id INT PRIMARY KEY, v VARCHAR(10))",
+            "INSERT INTO test.secret VALUES (1, 'hidden')",
+            "CREATE TABLE app.mine (id INT PRIMARY KEY)",
+            "CREATE USER dev IDENTIFIED BY 'pw'",
+            "GRANT ALL ON app.* TO dev",
+        ] {
+            root.query_drop(sql).await.expect(sql);
+        }
+        let mut dev = mysql_async::Conn::new(opts(node.addr, "dev", Some("pw"), Some("app")))
+            .await
+            .expect("dev logs in");
+        let e = dev
+            .query_drop("CREATE VIEW app.leak AS SELECT * FROM test.secret")
+            .await
+            .expect_err("a view of a table dev may not read");
+        assert_eq!(code(&e), 1142, "{e}");
+        dev.query_drop("CREATE VIEW app.own AS SELECT id FROM mine")
+            .await
+            .expect("a view of its own table");
+        let ids: Vec<i64> = dev.query("SELECT id FROM app.own").await.expect("read it");
+        assert!(ids.is_empty());
+        let e = dev
+            .query_drop("SHOW INDEX FROM test.secret")
+            .await
+            .expect_err("SHOW INDEX of a table dev may not read");
+        assert_eq!(code(&e), 1142, "{e}");
+    });
+}

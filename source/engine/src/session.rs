@@ -391,7 +391,11 @@ impl Session {
     /// to mark, as in MySQL (the next ROLLBACK TO finds no such savepoint).
     pub fn savepoint(&mut self, name: &str) {
         if !self.in_transaction() {
-            return;
+            if self.vars.autocommit {
+                return;
+            }
+            // With autocommit off a transaction is open from the first statement on.
+            self.txn().explicit = true;
         }
         let txn = self.txn();
         txn.savepoints

@@ -376,7 +376,7 @@ impl Conn {
             }
             let read = tokio::select! {
                 r = packets.read() => r,
-                () = killed(kill.as_deref()) => return Ok(()),
+                () = super::processes::killed(kill.as_deref()) => return Ok(()),
             };
             let payload = match read {
                 Ok(Some(p)) => p,
@@ -412,8 +412,14 @@ impl Conn {
                             None,
                             None,
                         );
-                        return stream::serve(&self.shared, &mut packets, req, self.id, self.peer)
-                            .await;
+                        return stream::serve(
+                            &self.shared,
+                            &mut packets,
+                            req,
+                            (self.id, self.peer),
+                            self.kill.clone(),
+                        )
+                        .await;
                     }
                     Err(e) => {
                         packets.write(&wire::error(&e)).await?;
@@ -980,14 +986,6 @@ fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
 /// `USE` of a database named by a client (COM_INIT_DB or the handshake).
 fn use_statement(db: &str) -> String {
     format!("USE `{}`", db.replace('`', "``"))
-}
-
-/// Completes when `kill` fires; never without one.
-async fn killed(kill: Option<&super::processes::Kill>) {
-    match kill {
-        Some(k) => k.killed().await,
-        None => std::future::pending().await,
-    }
 }
 
 fn unknown_command() -> Vec<u8> {

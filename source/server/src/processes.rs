@@ -75,6 +75,14 @@ impl Kill {
     }
 }
 
+/// Completes when `kill` fires; never without one.
+pub(crate) async fn killed(kill: Option<&Kill>) {
+    match kill {
+        Some(k) => k.killed().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Every logged-in connection of the node.
 #[derive(Debug, Default)]
 pub(crate) struct Processes {

@@ -145,13 +145,14 @@ enum Batch {
     Failed(Error),
 }
 
-/// Streams transactions to the replica until the connection fails or the server stops.
+/// Streams transactions to the replica until the connection fails, the server stops or the
+/// connection is killed (`kill`).
 pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     shared: &Arc<Shared>,
     packets: &mut Packets<S>,
     req: DumpRequest,
-    conn_id: u32,
-    peer: std::net::SocketAddr,
+    (conn_id, peer): (u32, std::net::SocketAddr),
+    kill: Option<Arc<super::processes::Kill>>,
 ) -> io::Result<()> {
     let engine = shared.engine.clone();
     // Registered before anything is read: a purge from now on keeps what this stream needs
@@ -276,7 +277,10 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         .name(format!("stream-{conn_id}"))
         .spawn(move || read_durable(reader_engine, from, tx))?;
     loop {
-        let batch = tokio::time::timeout(req.heartbeat, rx.recv()).await;
+        let batch = tokio::select! {
+            b = tokio::time::timeout(req.heartbeat, rx.recv()) => b,
+            () = super::processes::killed(kill.as_deref()) => return Ok(()),
+        };
         let frames = match batch {
             Ok(Some(Batch::Frames(frames, last))) => {
                 if let Some(r) = shared

@@ -43,7 +43,13 @@ impl SqlSession {
     }
 
     /// `p` on table `db.table`; `verb` names the command in the error.
-    fn require_table(&self, p: Privs, verb: &str, db: Option<&str>, table: &str) -> Result<()> {
+    pub(crate) fn require_table(
+        &self,
+        p: Privs,
+        verb: &str,
+        db: Option<&str>,
+        table: &str,
+    ) -> Result<()> {
         let Some(g) = self.restricted() else {
             return Ok(());
         };
@@ -96,7 +102,7 @@ impl SqlSession {
     /// SELECT on every table `stmt` reads (subqueries included), except `skip` (a
     /// statement's target). A common table expression's name is checked as a table too: the
     /// SQL layer does not run CTEs, so the name reaches a table if anything.
-    fn require_reads(&self, stmt: &Statement, skip: Option<&ObjectName>) -> Result<()> {
+    pub(crate) fn require_reads(&self, stmt: &Statement, skip: Option<&ObjectName>) -> Result<()> {
         let mut failed = None;
         let _ = visit_relations(stmt, |name| {
             if skip == Some(name) {
@@ -304,6 +310,11 @@ impl SqlSession {
                 self.require_any_global(&[Privs::REPLICATION_CLIENT, Privs::SUPER])
             }
             ("FLUSH", _) => self.require_global(Privs::RELOAD),
+            // MySQL asks INDEX (not ALTER) for CREATE INDEX and DROP INDEX.
+            ("CREATE", "INDEX" | "UNIQUE") | ("DROP", "INDEX") => match name_after("ON") {
+                Some((db, t)) => self.require_table(Privs::INDEX, "INDEX", db.as_deref(), &t),
+                None => Ok(()),
+            },
             _ => Ok(()),
         }
     }

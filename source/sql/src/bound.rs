@@ -20,7 +20,9 @@ const CACHED_TEXTS: usize = 256;
 impl SqlSession {
     /// Runs `sql`, whose `?` placeholders take `values` in order (a missing value is NULL).
     pub fn execute_bound(&mut self, sql: &str, values: &[Value]) -> Result<Outcome> {
-        self.retrying_taken_back(|s| s.execute_bound_once(sql, values))
+        self.with_diagnostics(sql, |s| {
+            s.retrying_taken_back(|s| s.execute_bound_once(sql, values))
+        })
     }
 
     fn execute_bound_once(&mut self, sql: &str, values: &[Value]) -> Result<Outcome> {

@@ -1310,6 +1310,12 @@ impl SqlSession {
             (None, None) => (None, named.to_string()),
         };
         let def = self.described_def(db.as_deref(), &table)?;
+        self.require_table(
+            crate::Privs::SELECT,
+            "SELECT",
+            Some(&def.database),
+            &def.name,
+        )?;
         // STATISTICS without TABLE_CATALOG, TABLE_SCHEMA and INDEX_SCHEMA: SHOW INDEX's columns.
         let rows = self
             .index_rows(&def)

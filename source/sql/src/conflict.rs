@@ -73,7 +73,15 @@ impl SqlSession {
                     && like(&def.name, &ptable, '\\')
                     && (server == 0 || server == own);
                 matches.then(|| {
-                    let rank = (!has_wildcard(&pdb), !has_wildcard(&ptable), server == own);
+                    // A pattern equal to the name is the name itself (`_` in `rb_events` is
+                    // more often a letter than a wildcard).
+                    let exact =
+                        |p: &str, name: &str| p.eq_ignore_ascii_case(name) || !has_wildcard(p);
+                    let rank = (
+                        exact(&pdb, &def.database),
+                        exact(&ptable, &def.name),
+                        server == own,
+                    );
                     (rank, text(&r[c_fn]).unwrap_or_default())
                 })
             })

@@ -194,13 +194,16 @@ fn parse_block(
                 Step::Declare { names, default }
             }
             "SET" => {
-                let rest = piece[3..].trim();
-                let eq = rest.find('=').ok_or_else(|| syntax(&piece))?;
-                let name = rest[..eq].trim().trim_start_matches(':').trim();
-                Step::Set {
-                    name: name.trim_matches('`').to_lowercase(),
-                    expr: rest[eq + 1..].trim().to_string(),
+                // `SET a = 1, b := 2`: one step per assignment.
+                for assignment in split_top_level_commas(piece[3..].trim()) {
+                    let eq = assignment.find('=').ok_or_else(|| syntax(&piece))?;
+                    let name = assignment[..eq].trim().trim_end_matches(':').trim();
+                    steps.push(Step::Set {
+                        name: name.trim_matches('`').to_lowercase(),
+                        expr: assignment[eq + 1..].trim().to_string(),
+                    });
                 }
+                continue;
             }
             "IF" => {
                 let cond = split_header(&piece, 2, "THEN", pieces)?;
@@ -382,7 +385,9 @@ fn substitute(text: &str, vars: &HashMap<String, Value>) -> Result<String> {
     if vars.is_empty() {
         return Ok(text.to_string());
     }
+    // Strings stay as written (escapes and doubled quotes kept), so the text goes back whole.
     let tokens = Tokenizer::new(&MySqlDialect {}, text)
+        .with_unescape(false)
         .tokenize()
         .map_err(syntax)?;
     let mut out = String::with_capacity(text.len());
@@ -458,7 +463,9 @@ fn substitute(text: &str, vars: &HashMap<String, Value>) -> Result<String> {
         }
         // `SET col = ...` of an UPDATE (or `, col = ...` in its list): the column is assigned.
         let assigned = matches!(next, Some(Token::Eq))
-            && (word_is(prev, "SET") || matches!(prev, Some(Token::Comma)));
+            && (word_is(prev, "SET")
+                || word_is(prev, "UPDATE")
+                || matches!(prev, Some(Token::Comma)));
         match t {
             Token::Word(w)
                 if w.quote_style.is_none()
@@ -905,6 +912,21 @@ mod tests {
         );
         assert!(is_labelled("l1: WHILE 1 DO"));
         assert!(!is_labelled("SET a := 1"));
+    }
+
+    #[test]
+    fn strings_keep_their_escapes_and_set_lists_split() {
+        let vars: HashMap<String, Value> = [("n".to_string(), Value::Int(1))].into();
+        assert_eq!(
+            substitute("INSERT INTO t VALUES (n, 'don''t', 'a\\b')", &vars).expect("sub"),
+            "INSERT INTO t VALUES (1, 'don''t', 'a\\b')"
+        );
+        let p = parse_procedure(
+            "CREATE PROCEDURE p() BEGIN DECLARE a, b INT; SET a = 1, b := 2; END",
+            Some("d"),
+        )
+        .expect("parse");
+        assert_eq!(p.body.len(), 3, "{:?}", p.body);
     }
 
     #[test]

@@ -289,6 +289,11 @@ impl SqlSession {
             equalities(w, &mut eqs);
             let ctx = self.ctx();
             for &pk in &def.primary_key {
+                // Text compares without case and trailing spaces (and with numbers by value),
+                // keys byte for byte: a text key column cannot narrow the scan.
+                if def.columns[pk].ty.is_string() {
+                    break;
+                }
                 let name = def.columns[pk].name.to_lowercase();
                 let Some((_, e)) = eqs.iter().find(|(c, _)| *c == name) else {
                     break;

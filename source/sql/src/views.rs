@@ -205,19 +205,21 @@ impl SqlSession {
             }
             None => (head, Vec::new()),
         };
-        let mut query = text[as_at + 2..]
+        let query = text[as_at + 2..]
             .trim()
             .trim_end_matches(';')
             .trim()
             .to_string();
-        if let Some(check) = find_top_level(&query, "WITH") {
-            if query[check..].to_ascii_uppercase().contains("CHECK OPTION") {
-                return Err(Error::unsupported(
-                    "WITH CHECK OPTION (views are read-only)",
-                ));
-            }
-            query.truncate(check);
-            query = query.trim().to_string();
+        let upper = query.to_ascii_uppercase();
+        if upper.ends_with("CHECK OPTION") {
+            return Err(Error::unsupported(
+                "WITH CHECK OPTION (views are read-only)",
+            ));
+        }
+        if upper.starts_with("WITH") {
+            return Err(Error::unsupported(
+                "views of common table expressions (WITH)",
+            ));
         }
         let current = self.session.vars.database.clone();
         let (db, name) = qualified(name, current.as_deref())?;
@@ -242,6 +244,9 @@ impl SqlSession {
         if !matches!(stmt, sqlparser::ast::Statement::Query(_)) {
             return Err(syntax(&query));
         }
+        // Readers of the view need SELECT on the view only (SQL SECURITY DEFINER): its creator
+        // must be allowed to read what it reads.
+        self.require_reads(&stmt, None)?;
         let _ = sqlparser::ast::visit_relations_mut(&mut stmt, |n| {
             if n.0.len() == 1 {
                 n.0.insert(
@@ -363,6 +368,7 @@ impl SqlSession {
                 format!("Table '{db}.{name}' doesn't exist"),
             )
         })?;
+        self.require_table(crate::Privs::SELECT, "SELECT", Some(&db), &name)?;
         Ok(Outcome::text(
             &[
                 "View",
