@@ -520,7 +520,10 @@ impl SqlSession {
             }
             ObjectType::Database | ObjectType::Schema => {
                 for n in names {
-                    self.session.drop_database(&split_name(n)?.1, if_exists)?;
+                    let db = split_name(n)?.1;
+                    self.session.drop_database(&db, if_exists)?;
+                    // Its views and procedures go with it, as in MySQL.
+                    self.drop_stored_objects_of(&db)?;
                 }
                 Ok(Outcome::Affected {
                     rows: 0,

@@ -358,6 +358,24 @@ impl SqlSession {
         Ok(Outcome::Ok)
     }
 
+    /// Removes the views and procedures of database `db` (DROP DATABASE).
+    pub(crate) fn drop_stored_objects_of(&mut self, db: &str) -> Result<()> {
+        for table in [VIEWS_TABLE, super::routines::ROUTINES_TABLE] {
+            let Some(def) = self.engine().table_def(SYSTEM_DB, table) else {
+                continue;
+            };
+            let text_of = ringrep_engine::types::text_of;
+            self.statement(|s| {
+                s.session.delete_where(
+                    &def,
+                    &mut |r| Ok(text_of(&r[0]).eq_ignore_ascii_case(db)),
+                    None,
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// `SHOW CREATE VIEW v`, as MySQL 8 prints it.
     pub(crate) fn show_create_view(&self, name: &str) -> Result<Outcome> {
         let current = self.session.vars.database.clone();
