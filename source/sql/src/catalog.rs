@@ -1083,6 +1083,20 @@ fn show_words(text: &str, keywords: usize) -> Result<ShowWords> {
     Ok(ShowWords { words, filter })
 }
 
+/// Catalog rows without the columns at `drop` (positions in the catalog table): the SHOW
+/// statements show the catalog's rows under fewer columns.
+fn without_columns(rows: Vec<Vec<Value>>, drop: &[usize]) -> Vec<Vec<Value>> {
+    rows.into_iter()
+        .map(|r| {
+            r.into_iter()
+                .enumerate()
+                .filter(|(i, _)| !drop.contains(i))
+                .map(|(_, v)| v)
+                .collect()
+        })
+        .collect()
+}
+
 /// `FROM name` / `IN name` at `words[i..]`: the name.
 fn from_name(words: &[String], i: usize) -> Option<&str> {
     match words.get(i)?.to_ascii_uppercase().as_str() {
@@ -1262,13 +1276,9 @@ impl SqlSession {
         let rows = all
             .into_iter()
             .filter(|r| matches!(&r[1], Value::Text(d) if d.eq_ignore_ascii_case(&db)))
-            .map(|mut r| {
-                // TABLES from TABLE_NAME on, without TABLE_TYPE: SHOW's columns in order.
-                r.remove(3);
-                r.drain(..2);
-                r
-            })
             .collect();
+        // TABLES without TABLE_CATALOG, TABLE_SCHEMA and TABLE_TYPE: SHOW's columns in order.
+        let rows = without_columns(rows, &[0, 1, 3]);
         self.show_result(
             &[
                 "Name",
@@ -1317,15 +1327,7 @@ impl SqlSession {
             &def.name,
         )?;
         // STATISTICS without TABLE_CATALOG, TABLE_SCHEMA and INDEX_SCHEMA: SHOW INDEX's columns.
-        let rows = self
-            .index_rows(&def)
-            .into_iter()
-            .map(|mut r| {
-                r.remove(4);
-                r.drain(..2);
-                r
-            })
-            .collect();
+        let rows = without_columns(self.index_rows(&def), &[0, 1, 4]);
         self.show_result(
             &[
                 "Table",

@@ -130,6 +130,12 @@ impl SqlSession {
         name: &str,
         verb: &str,
     ) -> Result<TableDef> {
+        // A name is a table or a view, never both (CREATE of either refuses the other's name):
+        // the stored table is looked up first, so a write to one pays nothing for views.
+        let missing = match self.session.table_def(db, name) {
+            Ok(def) => return Ok(def),
+            Err(e) => e,
+        };
         let current = db
             .map(str::to_string)
             .or_else(|| self.session.vars.database.clone());
@@ -141,7 +147,7 @@ impl SqlSession {
                 ));
             }
         }
-        self.session.table_def(db, name)
+        Err(missing)
     }
 
     /// The rows of view `v`: its query run in its database, under its column names.
