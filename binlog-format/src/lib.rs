@@ -84,6 +84,7 @@ mod position;
 pub mod reader;
 pub mod schema;
 pub mod segment;
+pub mod sql_text;
 pub mod tailer;
 pub mod value;
 pub mod writer;

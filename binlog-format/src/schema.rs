@@ -311,6 +311,9 @@ pub struct Partitioning {
     pub partitions: Option<u32>,
 }
 
+/// Name of the hidden primary-key column that tables declared without a primary key get.
+pub const HIDDEN_ROW_ID: &str = "__ringrep_row_id";
+
 /// A table's definition. `id` is stable for the life of the table (ALTER keeps it; DROP and
 /// CREATE give a new one).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]

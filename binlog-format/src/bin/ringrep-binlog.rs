@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use binlog_format::inspect::{record_json, record_text, Stats};
+use binlog_format::sql_text::{SqlDump, DUMP_PROLOGUE};
 use binlog_format::{BinlogReader, Error, Position, ReaderOptions, Record, Schema};
 use clap::{Parser, Subcommand};
 
@@ -26,8 +27,13 @@ enum Command {
         /// A binlog directory or one segment file.
         path: PathBuf,
         /// One JSON object per line.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "sql")]
         json: bool,
+        /// The statements that replay each record, as `mysqlbinlog` output is replayed
+        /// through a client (row writes as REPLACE naming every column; a server refuses
+        /// them on ring buffer tables, as the spec says).
+        #[arg(long)]
+        sql: bool,
         /// Skip transactions below this sequence number.
         #[arg(long)]
         from_seq: Option<u64>,
@@ -49,13 +55,19 @@ struct SchemaTracker {
 }
 
 impl SchemaTracker {
-    fn observe(&mut self, reader: &BinlogReader, position: Position, record: &Record) {
+    /// Takes the schema of a new segment's header.
+    fn enter(&mut self, reader: &BinlogReader, position: Position) {
         if self.segment != Some(position.segment) {
             if let Some(h) = reader.current_header() {
                 self.schema = Schema::from_header(&h.databases, &h.tables);
             }
             self.segment = Some(position.segment);
         }
+    }
+
+    /// The segment's schema, then the record's DDL applied.
+    fn observe(&mut self, reader: &BinlogReader, position: Position, record: &Record) {
+        self.enter(reader, position);
         if let Record::Transaction(tx) = record {
             for ev in &tx.events {
                 if let binlog_format::Event::Ddl(d) = ev {
@@ -84,9 +96,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dump {
             path,
             json,
+            sql,
             from_seq,
             to_seq,
         } => {
+            if sql {
+                write!(out, "{DUMP_PROLOGUE}")?;
+            }
             let mut reader = BinlogReader::open(
                 &path,
                 ReaderOptions {
@@ -98,22 +114,37 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 schema: Schema::default(),
                 segment: None,
             };
+            let mut sql_dump = SqlDump::default();
             while let Some(item) = reader.next() {
                 let (position, record) = item?;
+                let skip = match &record {
+                    Record::Transaction(tx) if to_seq.is_some_and(|t| tx.seq > t) => break,
+                    Record::Transaction(tx) => from_seq.is_some_and(|f| tx.seq < f),
+                    _ => false,
+                };
+                if sql && !skip {
+                    // Rendered with the schema before the record: an ALTER names the table
+                    // it changes, and the rows after it use the new definition.
+                    tracker.enter(&reader, position);
+                    let text = sql_dump.record(&mut tracker.schema, position, &record);
+                    write!(out, "{text}")?;
+                    continue;
+                }
                 tracker.observe(&reader, position, &record);
-                if let Record::Transaction(tx) = &record {
-                    if from_seq.is_some_and(|f| tx.seq < f) {
-                        continue;
-                    }
-                    if to_seq.is_some_and(|t| tx.seq > t) {
-                        break;
-                    }
+                if skip {
+                    continue;
                 }
                 if json {
                     writeln!(out, "{}", record_json(&tracker.schema, position, &record))?;
                 } else {
                     write!(out, "{}", record_text(&tracker.schema, position, &record))?;
                 }
+            }
+            if sql_dump.not_replayable > 0 {
+                eprintln!(
+                    "warning: {} row changes could not be written as SQL (updates and deletes of tables without a primary key, or rows of tables without a definition); see the # comments",
+                    sql_dump.not_replayable
+                );
             }
             if let Some(t) = reader.torn_tail() {
                 eprintln!(

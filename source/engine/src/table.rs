@@ -18,7 +18,7 @@ pub use super::store::StoredRow;
 pub type Row = Vec<Value>;
 
 /// Name of the hidden primary-key column that tables declared without a primary key get.
-pub const HIDDEN_ROW_ID: &str = "__ringrep_row_id";
+pub use binlog_format::schema::HIDDEN_ROW_ID;
 
 /// A table's definition and rows (data and meta rows alike), with its unique and TTL indexes.
 #[derive(Clone)]

@@ -2,6 +2,7 @@
 //! and SHOW BINARY LOG STATUS.
 
 use binlog_format::schema::{ColumnDefault, ColumnType, IndexKind, TableDef};
+use binlog_format::sql_text::{create_table_sql, CreateStyle};
 use binlog_format::Value;
 use sqlparser::ast::{ObjectName, ShowCreateObject, ShowStatementFilter};
 
@@ -14,89 +15,23 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
 }
 
-/// `CREATE TABLE ...` exactly as MySQL 8 prints it for an NDB table.
+/// `CREATE TABLE ...` exactly as MySQL 8 prints it for an NDB table: every default as a
+/// quoted string.
 fn show_create_table(def: &TableDef) -> String {
-    let mut lines = Vec::new();
-    for c in def.columns.iter().filter(|c| c.name != HIDDEN_ROW_ID) {
-        let mut l = format!("  `{}` {}", c.name, c.ty.sql());
-        let is_ts = matches!(c.ty, ColumnType::Timestamp { .. });
-        if !c.nullable {
-            l.push_str(" NOT NULL");
-        } else if is_ts {
-            l.push_str(" NULL");
-        }
-        match &c.default {
-            ColumnDefault::Value(Value::Null) if c.nullable => l.push_str(" DEFAULT NULL"),
-            ColumnDefault::Value(v) => {
-                let text = match (v, &c.ty) {
-                    (Value::Bytes(b), _) => String::from_utf8_lossy(b).into_owned(),
-                    (v, ty) => render(v, Some(ty), 0).unwrap_or_default(),
-                };
-                l.push_str(&format!(" DEFAULT {}", quote(&text)));
-            }
-            ColumnDefault::CurrentTimestamp { fsp: 0 } => l.push_str(" DEFAULT CURRENT_TIMESTAMP"),
-            ColumnDefault::CurrentTimestamp { fsp } => {
-                l.push_str(&format!(" DEFAULT CURRENT_TIMESTAMP({fsp})"))
-            }
-            ColumnDefault::Generated { expr, stored } => l.push_str(&format!(
-                " GENERATED ALWAYS AS ({expr}) {}",
-                if *stored { "STORED" } else { "VIRTUAL" }
-            )),
-            ColumnDefault::None if c.nullable && !c.ty.is_lob() => l.push_str(" DEFAULT NULL"),
-            ColumnDefault::None => {}
-        }
-        if c.on_update_now {
-            match c.ty {
-                ColumnType::Timestamp { fsp } | ColumnType::DateTime { fsp } if fsp > 0 => {
-                    l.push_str(&format!(" ON UPDATE CURRENT_TIMESTAMP({fsp})"))
-                }
-                _ => l.push_str(" ON UPDATE CURRENT_TIMESTAMP"),
-            }
-        }
-        if c.auto_increment {
-            l.push_str(" AUTO_INCREMENT");
-        }
-        lines.push(l);
-    }
-    let cols = |ps: &[usize]| {
-        ps.iter()
-            .map(|&p| format!("`{}`", def.columns[p].name))
-            .collect::<Vec<_>>()
-            .join(",")
+    let default_text = |v: &Value, ty: &ColumnType| {
+        let text = match v {
+            Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+            v => render(v, Some(ty), 0).unwrap_or_default(),
+        };
+        quote(&text)
     };
-    let hidden_pk = def
-        .primary_key
-        .iter()
-        .any(|&p| def.columns[p].name == HIDDEN_ROW_ID);
-    if !def.primary_key.is_empty() && !hidden_pk {
-        lines.push(format!("  PRIMARY KEY ({})", cols(&def.primary_key)));
-    }
-    for i in def.indexes.iter().filter(|i| i.kind == IndexKind::Unique) {
-        lines.push(format!("  UNIQUE KEY `{}` ({})", i.name, cols(&i.columns)));
-    }
-    for i in def
-        .indexes
-        .iter()
-        .filter(|i| i.kind == IndexKind::Secondary)
-    {
-        lines.push(format!("  KEY `{}` ({})", i.name, cols(&i.columns)));
-    }
-    let mut out = format!("CREATE TABLE `{}` (\n{}\n) ENGINE=ndbcluster DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci", def.name, lines.join(",\n"));
-    if let Some(c) = &def.comment {
-        out.push_str(&format!(" COMMENT={}", quote(c)));
-    }
-    if let Some(p) = &def.partitioning {
-        let kind = if p.linear { "LINEAR KEY" } else { "KEY" };
-        out.push_str(&format!(
-            "\n/*!50100 PARTITION BY {kind} ({})",
-            cols(&p.columns)
-        ));
-        if let Some(n) = p.partitions {
-            out.push_str(&format!("\nPARTITIONS {n}"));
-        }
-        out.push_str(" */");
-    }
-    out
+    create_table_sql(
+        def,
+        &CreateStyle {
+            qualified: false,
+            default_text: &default_text,
+        },
+    )
 }
 
 /// `ndbinfo.memory_per_fragment` as ringrep can answer it: one row per table with the rows it
