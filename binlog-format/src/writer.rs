@@ -790,6 +790,20 @@ impl BinlogWriter {
         Ok(st.appended)
     }
 
+    /// Closes the current segment and starts the next one (FLUSH BINARY LOGS), so that what
+    /// comes next is in a file of its own. A segment that holds no record yet is already
+    /// such a file and is kept.
+    pub fn rotate_now(&self) -> Result<()> {
+        let mut st = lock(&self.inner.state);
+        if let Some(p) = &st.poisoned {
+            return Err(p.error());
+        }
+        if st.segment_records == 0 {
+            return Ok(());
+        }
+        self.inner.rotate(&mut st)
+    }
+
     /// Makes everything up to `lsn` as durable as the sync policy promises, and visible to
     /// readers.
     /// A commit whose record a [`BinlogWriter::heal`] cut off fails, with the error that

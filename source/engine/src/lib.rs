@@ -781,6 +781,15 @@ impl Engine {
         Ok(out)
     }
 
+    /// FLUSH BINARY LOGS: the binlog goes on in a new segment file (nothing to do without a
+    /// writer).
+    pub fn flush_binary_logs(&self) -> Result<()> {
+        match &self.shared.binlog {
+            Some(b) => Ok(b.rotate_now()?),
+            None => Ok(()),
+        }
+    }
+
     /// Where the next record goes: the current segment's file name and the offset after its
     /// last record (SHOW BINARY LOG STATUS); `None` without a writer.
     pub fn binlog_end(&self) -> Option<(String, u64)> {

@@ -442,7 +442,23 @@ impl SqlSession {
                     "stored functions, triggers and events (stored procedures are supported)",
                 ));
             }
-            ("FLUSH", _) => return Ok(Outcome::Ok),
+            // FLUSH BINARY LOGS (and FLUSH LOGS, which includes it) starts a new binlog
+            // file; the other FLUSH statements have nothing to flush in one engine.
+            ("FLUSH", _) => {
+                let what: Vec<String> = text
+                    .split_whitespace()
+                    .skip(1)
+                    .map(|t| t.trim_end_matches(';').to_ascii_uppercase())
+                    .filter(|t| t != "LOCAL" && t != "NO_WRITE_TO_BINLOG")
+                    .collect();
+                if matches!(
+                    what.iter().map(String::as_str).collect::<Vec<_>>()[..],
+                    ["BINARY", "LOGS"] | ["LOGS"]
+                ) {
+                    self.engine().flush_binary_logs()?;
+                }
+                return Ok(Outcome::Ok);
+            }
             // No session holds table locks (LOCK TABLES is refused), so there is never one to
             // release; dump tools send it after starting their transaction.
             ("UNLOCK", "TABLES" | "TABLE") => return Ok(Outcome::Ok),
