@@ -356,6 +356,11 @@ impl SqlSession {
                 "binlog_retention_size".into(),
                 retention.max_bytes.unwrap_or(0).to_string(),
             ),
+            // Every change is logged as row events with full images (what CDC tools check).
+            ("binlog_format".into(), "ROW".into()),
+            ("binlog_row_image".into(), "FULL".into()),
+            ("gtid_mode".into(), "OFF".into()),
+            ("log_bin".into(), "ON".into()),
             ("max_binlog_size".into(), cfg.segment_bytes.to_string()),
             ("read_only".into(), b(self.engine().is_read_only())),
             (
