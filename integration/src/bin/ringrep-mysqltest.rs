@@ -1,21 +1,73 @@
-//! `ringrep-mysqltest`: replays mysqltest transcripts against a fresh ringrep engine and
-//! compares every statement's output.
+//! `ringrep-mysqltest`: runs mysqltest `.test` scripts against fresh ringrep nodes and compares
+//! what they print with their `.result` recordings, or replays `.result` transcripts on their
+//! own; either way statement by statement.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use integration::mysqltest::{load_deviations, record, run_file, RunReport};
+use integration::mysqltest::{
+    compare_run, load_deviations, record, run_file, run_script, RunEnv, RunReport, Topology,
+};
+
+fn is_script(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e == "test")
+}
+
+/// `suite/t/name.test` -> `suite/r/name.result` (mysqltest's layout); a script outside a
+/// `t/` folder is recorded beside itself.
+fn recording_of(script: &Path) -> anyhow::Result<PathBuf> {
+    let name = script
+        .file_stem()
+        .ok_or_else(|| anyhow::anyhow!("{}: no file name", script.display()))?;
+    let dir = script.parent().unwrap_or(Path::new("."));
+    let r = match dir.file_name() {
+        Some(t) if t == "t" => dir.with_file_name("r"),
+        _ => dir.to_path_buf(),
+    };
+    Ok(r.join(name).with_extension("result"))
+}
+
+fn topology(cli: &Cli, script: &Path) -> Topology {
+    // The suite is the folder above `t/` (mysqltest's layout) or the script's own folder.
+    let rpl_suite = script
+        .ancestors()
+        .skip(1)
+        .take(2)
+        .filter_map(|s| s.file_name())
+        .any(|n| n.to_string_lossy().contains("rpl"));
+    if cli.replica || rpl_suite {
+        Topology::SourceReplica
+    } else {
+        Topology::Single
+    }
+}
 
 #[derive(Parser)]
 #[command(
     name = "ringrep-mysqltest",
     version,
-    about = "Replay mysqltest .result transcripts against ringrep"
+    about = "Run mysqltest .test scripts (or replay .result transcripts) against ringrep"
 )]
 struct Cli {
-    /// Transcripts (.result files) or folders holding them (searched recursively).
+    /// Scripts (.test files, compared with the .result of the same name in the suite's `r/`
+    /// folder), transcripts (.result files), or folders holding either (searched
+    /// recursively; a folder's .result files are replayed unless --scripts).
     paths: Vec<PathBuf>,
+    /// In folders, run the .test scripts rather than replaying the .result files.
+    #[arg(long)]
+    scripts: bool,
+    /// Folders `--source` looks in after the script's own folder (repeatable).
+    #[arg(long = "include")]
+    includes: Vec<PathBuf>,
+    /// Run scripts with a replica fed from the source (`master` and `slave` connections);
+    /// the default for scripts in a suite whose name holds `rpl`.
+    #[arg(long)]
+    replica: bool,
+    /// The recording to compare a single script with (default: `../r/NAME.result` beside
+    /// the script's `t/` folder).
+    #[arg(long)]
+    result: Option<PathBuf>,
     /// Deviations file (TOML): statements where the spec overrides a recording.
     #[arg(long)]
     deviations: Option<PathBuf>,
@@ -30,7 +82,7 @@ struct Cli {
     quiet: bool,
 }
 
-fn transcripts(p: &Path, out: &mut Vec<PathBuf>) {
+fn transcripts(p: &Path, ext: &str, out: &mut Vec<PathBuf>) {
     if p.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
             .into_iter()
@@ -40,9 +92,9 @@ fn transcripts(p: &Path, out: &mut Vec<PathBuf>) {
             .collect();
         entries.sort();
         for e in entries {
-            transcripts(&e, out);
+            transcripts(&e, ext, out);
         }
-    } else if p.extension().is_some_and(|e| e == "result") {
+    } else if p.extension().is_some_and(|e| e == ext) {
         out.push(p.to_path_buf());
     }
 }
@@ -65,13 +117,46 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         if !p.exists() {
             anyhow::bail!("{} does not exist", p.display());
         }
-        transcripts(p, &mut files);
+        let ext = if cli.scripts || p.extension().is_some_and(|e| e == "test") {
+            "test"
+        } else {
+            "result"
+        };
+        transcripts(p, ext, &mut files);
     }
+    let env = RunEnv {
+        includes: cli.includes.clone(),
+        mysql_client: ["mariadb", "mysql"]
+            .into_iter()
+            .find(|c| {
+                std::process::Command::new(c)
+                    .arg("--version")
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+            .map(str::to_string),
+        binlog_tool: std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().map(|d| d.join("ringrep-binlog")))
+            .filter(|p| p.is_file()),
+    };
     if cli.record {
         for f in &files {
-            let text = std::fs::read_to_string(f)?;
-            std::fs::write(f, record(&text)?)?;
-            println!("recorded {}", f.display());
+            if is_script(f) {
+                let result = recording_of(f)?;
+                let run = run_script(f, topology(&cli, f), &env)?;
+                let mut text = run.lines.join("\n");
+                text.push('\n');
+                std::fs::write(&result, text)?;
+                for p in &run.problems {
+                    println!("{}:{}: {}", f.display(), p.script_line, p.text);
+                }
+                println!("recorded {}", result.display());
+            } else {
+                let text = std::fs::read_to_string(f)?;
+                std::fs::write(f, record(&text)?)?;
+                println!("recorded {}", f.display());
+            }
         }
         return Ok(true);
     }
@@ -91,7 +176,28 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             .unwrap_or(f)
             .to_string_lossy()
             .into_owned();
-        let report = run_file(f, &rel, &deviations)?;
+        let report = if is_script(f) {
+            let result = match &cli.result {
+                Some(r) if files.len() == 1 => r.clone(),
+                Some(_) => anyhow::bail!("--result goes with a single script"),
+                None => recording_of(f)?,
+            };
+            let rel = result
+                .strip_prefix(&base)
+                .unwrap_or(&result)
+                .to_string_lossy()
+                .into_owned();
+            let recorded = std::fs::read_to_string(&result)
+                .map_err(|e| anyhow::anyhow!("reading {}: {e}", result.display()))?;
+            let run = run_script(f, topology(&cli, f), &env)?;
+            if let Some(why) = &run.skipped {
+                println!("{rel}: skipped: {why}");
+                continue;
+            }
+            compare_run(&recorded, &run, &rel, &deviations)
+        } else {
+            run_file(f, &rel, &deviations)?
+        };
         if !cli.quiet {
             for m in &report.mismatches {
                 let tag = if m.deviation.is_some() {

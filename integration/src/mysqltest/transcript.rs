@@ -1,4 +1,5 @@
-//! Replaying mysqltest transcripts (`.result` files) against a fresh engine.
+//! mysqltest transcripts (`.result` files): splitting them into statements with their output,
+//! replaying them against a fresh engine, deviations and reports.
 //!
 //! A transcript is the statements as executed, each followed by exactly what the server
 //! printed: a result set (header line and tab-separated rows), `ERROR <sqlstate>: <message>`,
@@ -293,6 +294,20 @@ pub(crate) fn render_outcome(
     warnings: &[(u16, String)],
     show_warnings: bool,
 ) -> Vec<String> {
+    let mut out = render_result(result, info);
+    if show_warnings {
+        out.extend(render_warnings(warnings));
+    }
+    out
+}
+
+/// A statement's result as mysqltest prints it: a result set (header, then one line per row,
+/// NULL as `NULL`), `ERROR <sqlstate>: <message>`, or with `info` on the `affected rows` and
+/// `info` lines.
+pub(crate) fn render_result(
+    result: &Result<Outcome, ringrep_engine::Error>,
+    info: bool,
+) -> Vec<String> {
     let mut out = Vec::new();
     match result {
         Ok(Outcome::Rows(rs)) => {
@@ -322,18 +337,154 @@ pub(crate) fn render_outcome(
         }
         Err(e) => out.push(format!("ERROR {}: {}", e.sqlstate, e.message)),
     }
-    if show_warnings && !warnings.is_empty() {
-        out.push("Warnings:".into());
-        for (c, m) in warnings {
-            let level = if *c == 1062 || *c == 1264 || *c == 1366 {
-                "Warning"
-            } else {
-                "Note"
-            };
-            out.push(format!("{level}\t{c}\t{m}"));
-        }
+    out
+}
+
+/// The `Warnings:` block mysqltest prints after a statement that left warnings (nothing when
+/// there are none).
+pub(crate) fn render_warnings(warnings: &[(u16, String)]) -> Vec<String> {
+    if warnings.is_empty() {
+        return vec![];
+    }
+    let mut out = vec!["Warnings:".to_string()];
+    for (c, m) in warnings {
+        let level = if *c == 1062 || *c == 1264 || *c == 1366 {
+            "Warning"
+        } else {
+            "Note"
+        };
+        out.push(format!("{level}\t{c}\t{m}"));
     }
     out
+}
+
+/// Counts one statement of a transcript: passed, a listed deviation or a failure, and flags
+/// a deviation entry that no longer matches. `problem` (a step mysqltest would have failed
+/// on) makes the statement differ even when its output matches.
+fn judge(
+    report: &mut RunReport,
+    u: &Unit,
+    mut actual: Vec<String>,
+    dev: Option<&Deviation>,
+    problem: Option<&str>,
+) {
+    if let Some(d) = dev {
+        let first = u.statement.lines().next().unwrap_or("");
+        if first.trim() != d.statement.trim() {
+            report.stale_deviations.push(format!(
+                "{}:{}: listed as {:?}, transcript has {:?}",
+                d.file, d.line, d.statement, first
+            ));
+        }
+    }
+    if let Some(p) = problem {
+        actual.push(format!("-- ringrep-mysqltest: {p}"));
+    }
+    if actual == u.expected {
+        report.passed += 1;
+        if let Some(d) = dev {
+            report.stale_deviations.push(format!(
+                "{}:{}: listed as a deviation but passes now; remove the entry",
+                d.file, d.line
+            ));
+        }
+        return;
+    }
+    match dev {
+        Some(d) => {
+            report.deviations += 1;
+            *report.by_kind.entry(d.kind.clone()).or_default() += 1;
+        }
+        None => report.failed += 1,
+    }
+    report.mismatches.push(Mismatch {
+        line: u.line,
+        statement: u.statement.clone(),
+        expected: u.expected.clone(),
+        actual,
+        deviation: dev.map(|d| d.reason.clone()),
+    });
+}
+
+/// Compares what a script run printed with its recording, statement by statement. The
+/// statements must be the same, in the same order (a script from another revision than its
+/// recording is reported where the two part ways, and every later statement counts as
+/// failed); each statement's output must match or be a listed deviation.
+pub fn compare_run(
+    recorded: &str,
+    run: &super::runner::RunOutput,
+    rel_name: &str,
+    deviations: &[Deviation],
+) -> RunReport {
+    let devs: HashMap<usize, &Deviation> = deviations
+        .iter()
+        .filter(|d| d.file == rel_name)
+        .map(|d| (d.line, d))
+        .collect();
+    let expected = parse_transcript(recorded);
+    let actual = parse_transcript(&run.lines.join("\n"));
+    let mut report = RunReport::default();
+    let same = |a: &str, b: &str| a.lines().map(str::trim).eq(b.lines().map(str::trim));
+    for (i, e) in expected.iter().enumerate() {
+        let Some(a) = actual.get(i).filter(|a| same(&a.statement, &e.statement)) else {
+            let ran = actual
+                .get(i)
+                .map_or("nothing (the script ended)".to_string(), |a| {
+                    format!("{:?} (output line {})", a.statement, a.line)
+                });
+            report.failed += expected.len() - i;
+            report.mismatches.push(Mismatch {
+                line: e.line,
+                statement: e.statement.clone(),
+                expected: e.expected.clone(),
+                actual: vec![format!(
+                    "-- ringrep-mysqltest: the script and the recording part ways here: the script ran {ran}; the {} statements from here on count as failed",
+                    expected.len() - i
+                )],
+                deviation: None,
+            });
+            return report;
+        };
+        let problems: Vec<&str> = run
+            .problems
+            .iter()
+            .filter(|p| p.output_line == Some(a.line))
+            .map(|p| p.text.as_str())
+            .collect();
+        let problem = (!problems.is_empty()).then(|| problems.join("; "));
+        judge(
+            &mut report,
+            e,
+            a.expected.clone(),
+            devs.get(&e.line).copied(),
+            problem.as_deref(),
+        );
+    }
+    if actual.len() > expected.len() {
+        let extra = &actual[expected.len()];
+        report.failed += actual.len() - expected.len();
+        report.mismatches.push(Mismatch {
+            line: extra.line,
+            statement: extra.statement.clone(),
+            expected: vec![],
+            actual: vec![format!(
+                "-- ringrep-mysqltest: the script runs {} statements more than the recording holds",
+                actual.len() - expected.len()
+            )],
+            deviation: None,
+        });
+    }
+    for p in run.problems.iter().filter(|p| p.output_line.is_none()) {
+        report.failed += 1;
+        report.mismatches.push(Mismatch {
+            line: 0,
+            statement: format!("(script line {})", p.script_line),
+            expected: vec![],
+            actual: vec![format!("-- ringrep-mysqltest: {}", p.text)],
+            deviation: None,
+        });
+    }
+    report
 }
 
 /// Options of one run.
@@ -373,40 +524,8 @@ pub(crate) fn run_units(
         let info = u.expected.iter().any(|l| l.starts_with("affected rows: "));
         let show_warnings = u.expected.iter().any(|l| l == "Warnings:");
         let actual = render_outcome(&result, info, &warnings, show_warnings);
-        let dev = opts.deviations.get(&u.line);
-        if let Some(d) = dev {
-            let first = u.statement.lines().next().unwrap_or("");
-            if first.trim() != d.statement.trim() {
-                report.stale_deviations.push(format!(
-                    "{}:{}: listed as {:?}, transcript has {:?}",
-                    d.file, d.line, d.statement, first
-                ));
-            }
-        }
-        if actual == u.expected {
-            report.passed += 1;
-            if let Some(d) = dev {
-                report.stale_deviations.push(format!(
-                    "{}:{}: listed as a deviation but passes now; remove the entry",
-                    d.file, d.line
-                ));
-            }
-        } else {
-            match dev {
-                Some(d) => {
-                    report.deviations += 1;
-                    *report.by_kind.entry(d.kind.clone()).or_default() += 1;
-                }
-                None => report.failed += 1,
-            }
-            report.mismatches.push(Mismatch {
-                line: u.line,
-                statement: u.statement.clone(),
-                expected: u.expected.clone(),
-                actual: actual.clone(),
-                deviation: dev.map(|d| d.reason.clone()),
-            });
-        }
+        let dev = opts.deviations.get(&u.line).copied();
+        judge(&mut report, u, actual.clone(), dev, None);
         actual_all.push(actual);
     }
     Ok((report, actual_all))

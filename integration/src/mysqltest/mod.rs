@@ -1,0 +1,13 @@
+//! mysqltest for ringrep: the `.test` language run against ringrep nodes ([`runner`], parsed
+//! by [`script`]), and `.result` transcripts ([`transcript`]): replayed on their own, or
+//! compared with what a script printed, statement by statement, with the statements where
+//! the spec overrides a recording listed as deviations.
+
+pub mod runner;
+pub mod script;
+pub mod transcript;
+
+pub use runner::{run_script, Problem, RunEnv, RunOutput, Topology};
+pub use transcript::{
+    compare_run, load_deviations, record, run_file, Deviation, Mismatch, RunReport,
+};
