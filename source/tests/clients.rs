@@ -3,12 +3,14 @@
 //! read back, an error with its code, a prepared statement, and introspection of the schema
 //! (`integration/clients/scenario.py` and `scenario.js`). PyMySQL, mysql-connector-python (pure
 //! Python and its C extension), SQLAlchemy's table reflection and Node's mysql2. A client that
-//! is not installed is skipped with a message (`.ci/run` installs them all); mysql_async and the
-//! mariadb client are driven by the other server tests.
+//! is not installed is skipped with a message (`.ci/run` installs them all). mysql_async (Rust)
+//! runs the same scenario in-process; the mariadb client and mariadb-dump are driven below
+//! and by the other server tests.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use mysql_async::prelude::*;
 use ringrep_testkit::node::{self, Node};
 
 fn clients_dir() -> PathBuf {
@@ -218,4 +220,86 @@ fn mariadb_dump_output_loads_into_another_node() {
         after.ends_with("0\n"),
         "the refused load left rows: {after}"
     );
+}
+
+/// The scenario of `scenario.py` through mysql_async, Rust's asynchronous driver: text and
+/// binary (prepared) protocol, its error type, and the schema as its users read it.
+#[test]
+fn mysql_async_runs_the_scenario() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let primary = start_primary(dir.path());
+    let rt = node::runtime();
+    rt.block_on(async {
+        let mut c = node::connect(primary.addr, Some("test")).await;
+        c.query_drop(
+            "CREATE TABLE clients_ring (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
+             ring_meta VARBINARY(64), payload VARCHAR(64), amount DECIMAL(8,2), \
+             PRIMARY KEY (user_id, ring_idx), KEY by_payload (payload)) \
+             COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'",
+        )
+        .await
+        .expect("create");
+        for (i, p) in ["a", "b", "c", "d"].iter().enumerate() {
+            c.exec_drop(
+                "INSERT INTO clients_ring (user_id, payload, amount) VALUES (?, ?, ?)",
+                (1, p, format!("{i}.50")),
+            )
+            .await
+            .expect("insert");
+        }
+        let rows: Vec<(String, String)> = c
+            .query("SELECT payload, amount FROM clients_ring WHERE user_id = 1 ORDER BY payload")
+            .await
+            .expect("read back");
+        assert_eq!(
+            rows,
+            [("b", "1.50"), ("c", "2.50"), ("d", "3.50")]
+                .map(|(p, a)| (p.to_string(), a.to_string()))
+        );
+        let e = c
+            .query_drop("INSERT INTO clients_ring (user_id, ring_idx, payload) VALUES (1, 2, 'x')")
+            .await
+            .expect_err("an INSERT naming the slot column");
+        assert_eq!(node::code(&e), 1031, "{e}");
+        let e = c
+            .query_drop("SELECT * FROM no_such_table")
+            .await
+            .expect_err("a missing table");
+        assert_eq!(node::code(&e), 1146, "{e}");
+        let stmt = c
+            .prep("SELECT COUNT(*) FROM clients_ring WHERE user_id = ?")
+            .await
+            .expect("prepare");
+        let n: Option<u64> = c.exec_first(&stmt, (1,)).await.expect("execute");
+        assert_eq!(n, Some(3));
+        let cols: Vec<(String, String, String)> = c
+            .query(
+                "SELECT COLUMN_NAME, DATA_TYPE, COLUMN_KEY FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'clients_ring' \
+                 ORDER BY ORDINAL_POSITION",
+            )
+            .await
+            .expect("information_schema.COLUMNS");
+        let want = [
+            ("user_id", "int", "PRI"),
+            ("ring_idx", "int", "PRI"),
+            ("ring_meta", "varbinary", ""),
+            ("payload", "varchar", "MUL"),
+            ("amount", "decimal", ""),
+        ]
+        .map(|(a, b, k)| (a.to_string(), b.to_string(), k.to_string()));
+        assert_eq!(cols, want);
+        let keys: Vec<String> = c
+            .query_map("SHOW INDEX FROM clients_ring", |row: mysql_async::Row| {
+                row.get::<String, _>(2).unwrap_or_default()
+            })
+            .await
+            .expect("SHOW INDEX");
+        let mut keys = keys;
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys, ["PRIMARY", "by_payload"]);
+        c.query_drop("DROP TABLE clients_ring").await.expect("drop");
+        c.disconnect().await.expect("disconnect");
+    });
 }
