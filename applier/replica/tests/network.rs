@@ -1156,7 +1156,7 @@ fn a_lagging_replica_is_kept_until_the_hard_cap_then_provisioned() {
         "after being provisioned",
     );
     assert!(
-        !replica_log_says(&replica, "1236"),
+        !replica_log_says(&replica, "ERROR 1236"),
         "the provisioned replica was refused"
     );
     drop(engine);
