@@ -80,6 +80,7 @@ pub mod format;
 pub mod frame;
 pub mod inspect;
 pub mod kafka;
+pub mod mysql_binlog;
 mod position;
 pub mod reader;
 pub mod schema;
