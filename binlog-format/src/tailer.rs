@@ -44,6 +44,8 @@ pub struct Tailer {
     durable: DurableEnd,
     /// No writer held the directory at the last look: take the shared lock before reading.
     writerless: bool,
+    /// Where the record last returned ends (the next one's position in its segment).
+    last_end: Option<Position>,
 }
 
 const MIN_IDLE: Duration = Duration::from_millis(1);
@@ -66,6 +68,7 @@ impl Tailer {
             idle: MIN_IDLE,
             durable: DurableEnd::new(dir),
             writerless: false,
+            last_end: None,
         }
     }
 
@@ -135,6 +138,12 @@ impl Tailer {
         }
     }
 
+    /// Where the record [`Tailer::next_timeout`] last returned ends in its segment: the
+    /// position the next record of the segment starts at.
+    pub fn last_end(&self) -> Option<Position> {
+        self.last_end
+    }
+
     /// The next record, waiting up to `timeout` for one to be written. `Ok(None)` means none
     /// arrived in time.
     pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<(Position, Record)>> {
@@ -195,6 +204,10 @@ impl Tailer {
                         }
                     }
                     self.idle = MIN_IDLE;
+                    self.last_end = Some(Position {
+                        segment: position.segment,
+                        offset: position.offset + len,
+                    });
                     return Ok(Some((position, record)));
                 }
                 Next::End { position, trailing } => {
@@ -203,13 +216,19 @@ impl Tailer {
                         // The writer finishes a segment before creating the next, so what
                         // is here now is all there will be.
                         if let Next::Record {
-                            position, record, ..
+                            position,
+                            record,
+                            len,
                         } = cursor.read_next()?
                         {
                             if matches!(&record, Record::Transaction(tx) if tx.seq < self.start_seq)
                             {
                                 continue;
                             }
+                            self.last_end = Some(Position {
+                                segment: position.segment,
+                                offset: position.offset + len,
+                            });
                             return Ok(Some((position, record)));
                         }
                         if trailing > 0 {

@@ -22,7 +22,7 @@ use ringrep_protocol::{self as protocol, cap, status, ColumnDef, Cursor, Packets
 use ringrep_sql::{count_placeholders, AccountDirectory, Authority, Outcome, Privs, SqlSession};
 
 /// The server version clients see (MySQL 8.0's protocol and behaviour).
-fn version() -> String {
+pub(crate) fn version() -> String {
     format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))
 }
 
@@ -323,6 +323,27 @@ impl Conn {
         Ok(authority)
     }
 
+    /// What a MySQL replica set on its session before COM_BINLOG_DUMP: whether it reads
+    /// checksums (`@master_binlog_checksum`) and its heartbeat period
+    /// (`@master_heartbeat_period`, nanoseconds).
+    fn mysql_replica_settings(&self) -> super::mysql_stream::ClientSettings {
+        let var = |name: &str| self.sql.as_ref().and_then(|s| s.user_variable(name));
+        let checksum = var("master_binlog_checksum").is_some_and(|v| {
+            !v.is_null() && !ringrep_engine::types::text_of(&v).eq_ignore_ascii_case("NONE")
+        });
+        let heartbeat = var("master_heartbeat_period").and_then(|v| {
+            ringrep_engine::types::text_of(&v)
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .map(|ns| std::time::Duration::from_nanos(ns.max(0.0) as u64))
+        });
+        super::mysql_stream::ClientSettings {
+            checksum,
+            heartbeat,
+        }
+    }
+
     /// Whether `user` can be checked with `caching_sha2_password`: an account of the node's
     /// own, or one of `mysql.user` whose password was given in clear (not `AS '*HASH'`).
     fn knows_sha2(&self, user: &str) -> bool {
@@ -405,21 +426,37 @@ impl Conn {
                     continue;
                 }
                 match stream::parse_dump(body) {
-                    Ok(req) => {
+                    Ok(dump) => {
                         self.shared.processes.doing(
                             self.id,
                             super::processes::Doing::BinlogDump,
                             None,
                             None,
                         );
-                        return stream::serve(
-                            &self.shared,
-                            &mut packets,
-                            req,
-                            (self.id, self.peer),
-                            self.kill.clone(),
-                        )
-                        .await;
+                        return match dump {
+                            stream::Dump::Frames(req) => {
+                                stream::serve(
+                                    &self.shared,
+                                    &mut packets,
+                                    req,
+                                    (self.id, self.peer),
+                                    self.kill.clone(),
+                                )
+                                .await
+                            }
+                            stream::Dump::Mysql(req) => {
+                                let settings = self.mysql_replica_settings();
+                                super::mysql_stream::serve(
+                                    &self.shared,
+                                    &mut packets,
+                                    req,
+                                    settings,
+                                    (self.id, self.peer),
+                                    self.kill.clone(),
+                                )
+                                .await
+                            }
+                        };
                     }
                     Err(e) => {
                         packets.write(&wire::error(&e)).await?;

@@ -15,6 +15,7 @@ mod auth;
 pub mod config;
 mod conn;
 mod metrics;
+mod mysql_stream;
 mod processes;
 pub mod replica_sql;
 mod stream;

@@ -65,19 +65,33 @@ pub(crate) struct DumpRequest {
     pub(crate) last_commit_us: Option<u64>,
 }
 
+/// What COM_BINLOG_DUMP asks for: ringrep's frames (a ringrep replica) or MySQL's binlog
+/// events (a MySQL replica or CDC tool), chosen by the file name field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Dump {
+    /// `ringrep-frames:...`.
+    Frames(DumpRequest),
+    /// A binlog file name (or none) and a position, as MySQL's replicas ask.
+    Mysql(super::mysql_stream::MysqlDump),
+}
+
 /// Parses COM_BINLOG_DUMP's body: `pos:4 flags:2 server_id:4 file`.
-pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
+pub(crate) fn parse_dump(body: &[u8]) -> Result<Dump, Error> {
     let bad = |why: &str| Error::new(code::ER_WRONG_ARGUMENTS, format!("COM_BINLOG_DUMP: {why}"));
     let mut c = Cursor::new(body);
-    let (Ok(_pos), Ok(_flags), Ok(replica_id)) = (c.u32(), c.u16(), c.u32()) else {
+    let (Ok(pos), Ok(flags), Ok(replica_id)) = (c.u32(), c.u16(), c.u32()) else {
         return Err(bad("short packet"));
     };
-    let file = String::from_utf8_lossy(c.rest()).into_owned();
+    let file = String::from_utf8_lossy(c.rest())
+        .trim_end_matches('\0')
+        .to_string();
     let Some(args) = file.strip_prefix(FRAMES) else {
-        // A MySQL replica or CDC tool asking for MySQL's binlog events.
-        return Err(Error::unsupported(
-            "the MySQL binlog encoding of the replication stream (only ringrep-frames)",
-        ));
+        return Ok(Dump::Mysql(super::mysql_stream::MysqlDump {
+            file,
+            pos: u64::from(pos),
+            non_block: flags & 0x01 != 0,
+            replica_id,
+        }));
     };
     let mut req = DumpRequest {
         from_seq: 0,
@@ -112,7 +126,7 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<DumpRequest, Error> {
     if req.from_seq == 0 {
         return Err(bad("from_seq must be 1 or more"));
     }
-    Ok(req)
+    Ok(Dump::Frames(req))
 }
 
 /// A replica streaming from this node (SHOW REPLICAS).
@@ -127,7 +141,7 @@ pub(crate) struct Streaming {
 }
 
 /// Takes a streaming replica off the list when its stream ends, however it ends.
-struct Registered<'a>(&'a Shared, u32);
+pub(crate) struct Registered<'a>(pub(crate) &'a Shared, pub(crate) u32);
 
 impl Drop for Registered<'_> {
     fn drop(&mut self) {
@@ -138,11 +152,39 @@ impl Drop for Registered<'_> {
 }
 
 /// What the reading thread hands the connection.
-enum Batch {
-    /// Frames of whole durable transactions, in order, and the last one's sequence number.
+pub(crate) enum Batch {
+    /// Packets of whole durable transactions, in order, and the last one's sequence number.
     Frames(Vec<Vec<u8>>, u64),
+    /// Everything durable has been sent (only when the stream was asked to end there).
+    CaughtUp,
     /// The binlog could not be read (corruption names its position).
     Failed(Error),
+}
+
+/// How a stream's transactions become packets: ringrep's frames or MySQL's events. Called
+/// on the stream's reading thread for each durable transaction, in sequence order, once.
+pub(crate) trait Encode: Send {
+    /// The packets of `tx`, whose record starts at `at` and ends at `end` in the binlog.
+    fn transaction(
+        &mut self,
+        at: Position,
+        end: Position,
+        tx: binlog_format::Transaction,
+    ) -> Result<Vec<Vec<u8>>, Error>;
+}
+
+/// ringrep's own encoding: one packet per transaction, its frame as the files hold it.
+struct Frames;
+
+impl Encode for Frames {
+    fn transaction(
+        &mut self,
+        at: Position,
+        _end: Position,
+        tx: binlog_format::Transaction,
+    ) -> Result<Vec<Vec<u8>>, Error> {
+        Ok(vec![frame(&Record::Transaction(tx), Some(at))?])
+    }
 }
 
 /// Streams transactions to the replica until the connection fails, the server stops or the
@@ -269,17 +311,68 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         from_seq = from,
         "replica streaming"
     );
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Batch>(4);
+    let rx = start_reader(&engine, from, Box::new(Frames), false, conn_id)?;
+    let heartbeat_engine = engine.clone();
+    pump(
+        shared,
+        packets,
+        rx,
+        Pumping {
+            conn_id,
+            kill,
+            hold: &hold,
+            every: req.heartbeat,
+        },
+        &mut || heartbeat(&heartbeat_engine),
+    )
+    .await
+}
+
+/// Starts the thread that reads the binlog from `from` and encodes each durable transaction.
+pub(crate) fn start_reader(
+    engine: &ringrep_engine::Engine,
+    from: u64,
+    encoder: Box<dyn Encode>,
+    end_when_caught_up: bool,
+    conn_id: u32,
+) -> io::Result<tokio::sync::mpsc::Receiver<Batch>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Batch>(4);
     // A thread of its own (not the blocking pool): it lives as long as the stream and ends
     // within one wait once the connection is gone.
     let reader_engine = engine.clone();
     std::thread::Builder::new()
         .name(format!("stream-{conn_id}"))
-        .spawn(move || read_durable(reader_engine, from, tx))?;
+        .spawn(move || read_durable(reader_engine, from, tx, encoder, end_when_caught_up))?;
+    Ok(rx)
+}
+
+/// What [`pump`] needs of its stream.
+pub(crate) struct Pumping<'a> {
+    /// The connection's id (the SHOW REPLICAS entry).
+    pub(crate) conn_id: u32,
+    /// Set when the connection is killed.
+    pub(crate) kill: Option<Arc<super::processes::Kill>>,
+    /// The retention hold, moved on as transactions go out.
+    pub(crate) hold: &'a ringrep_engine::BinlogHold,
+    /// How long the stream may stay silent before a heartbeat.
+    pub(crate) every: Duration,
+}
+
+/// Sends what the reading thread encodes until the connection fails, the server stops, the
+/// connection is killed, or (when asked) the stream caught up; a heartbeat goes out when
+/// nothing did for `every`.
+pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
+    shared: &Arc<Shared>,
+    packets: &mut Packets<S>,
+    mut rx: tokio::sync::mpsc::Receiver<Batch>,
+    p: Pumping<'_>,
+    heartbeat: &mut (dyn FnMut() -> io::Result<Vec<u8>> + Send),
+) -> io::Result<()> {
+    let conn_id = p.conn_id;
     loop {
         let batch = tokio::select! {
-            b = tokio::time::timeout(req.heartbeat, rx.recv()) => b,
-            () = super::processes::killed(kill.as_deref()) => return Ok(()),
+            b = tokio::time::timeout(p.every, rx.recv()) => b,
+            () = super::processes::killed(p.kill.as_deref()) => return Ok(()),
         };
         let frames = match batch {
             Ok(Some(Batch::Frames(frames, last))) => {
@@ -292,8 +385,13 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 {
                     r.sent_seq = last;
                 }
-                hold.advance(last + 1);
+                p.hold.advance(last + 1);
                 frames
+            }
+            Ok(Some(Batch::CaughtUp)) => {
+                // MySQL's answer to BINLOG_DUMP_NON_BLOCK once nothing is left: EOF.
+                packets.write(&[0xfe, 0, 0, 0, 0]).await?;
+                return packets.flush().await;
             }
             Ok(Some(Batch::Failed(e))) => {
                 tracing::error!(connection = conn_id, "replication stream stopped: {e}");
@@ -315,9 +413,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 return packets.flush().await;
             }
             Ok(None) => return Ok(()),
-            Err(_) => {
-                vec![heartbeat(&engine)?]
-            }
+            Err(_) => vec![heartbeat()?],
         };
         // A replica that vanished without closing the connection fills the send buffer; the
         // write then waits, but not for ever.
@@ -574,7 +670,14 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
 }
 
 /// Reads the binlog from `from` and sends each transaction once it is durable, in batches.
-fn read_durable(engine: ringrep_engine::Engine, from: u64, tx: tokio::sync::mpsc::Sender<Batch>) {
+/// With `end_when_caught_up`, ends with [`Batch::CaughtUp`] once nothing durable is left.
+fn read_durable(
+    engine: ringrep_engine::Engine,
+    from: u64,
+    tx: tokio::sync::mpsc::Sender<Batch>,
+    mut encoder: Box<dyn Encode>,
+    end_when_caught_up: bool,
+) {
     let open = |from: u64| {
         let tailer = Tailer::open(&engine.binlog_dir(), StartAt::Seq(from));
         match engine.notifier() {
@@ -643,16 +746,21 @@ fn read_durable(engine: ringrep_engine::Engine, from: u64, tx: tokio::sync::mpsc
                     continue;
                 }
                 expected += 1;
-                match frame(&Record::Transaction(t), Some(pos)) {
-                    Ok(f) => batch.push(f),
+                let end = tailer.last_end().unwrap_or(pos);
+                match encoder.transaction(pos, end, t) {
+                    Ok(f) => batch.extend(f),
                     Err(e) => {
-                        let _ = tx.blocking_send(Batch::Failed(e.into()));
+                        let _ = tx.blocking_send(Batch::Failed(e));
                         return;
                     }
                 }
                 if batch.len() < BATCH {
                     continue;
                 }
+            }
+            Ok(None) if end_when_caught_up && batch.is_empty() => {
+                let _ = tx.blocking_send(Batch::CaughtUp);
+                return;
             }
             Ok(None) => {}
             Err(_) if engine.binlog_heals() != heals => {
@@ -704,7 +812,7 @@ mod tests {
         let r = parse_dump(&body("ringrep-frames:from_seq=12,heartbeat_ms=250")).expect("parse");
         assert_eq!(
             r,
-            DumpRequest {
+            Dump::Frames(DumpRequest {
                 from_seq: 12,
                 heartbeat: Duration::from_millis(250),
                 replica_id: 7,
@@ -712,25 +820,30 @@ mod tests {
                 snapshot: false,
                 origins: vec![],
                 last_commit_us: None,
-            }
+            })
         );
+        let frames = |d: Dump| match d {
+            Dump::Frames(r) => r,
+            other => panic!("{other:?}"),
+        };
         assert_eq!(
-            parse_dump(&body(
-                "ringrep-frames:from_seq=5,last_commit_us=1700000000000001"
-            ))
-            .expect("parse")
+            frames(
+                parse_dump(&body(
+                    "ringrep-frames:from_seq=5,last_commit_us=1700000000000001"
+                ))
+                .expect("parse")
+            )
             .last_commit_us,
             Some(1_700_000_000_000_001)
         );
         assert!(
-            parse_dump(&body("ringrep-frames:from_seq=1,provision=1"))
-                .expect("parse")
+            frames(parse_dump(&body("ringrep-frames:from_seq=1,provision=1")).expect("parse"))
                 .provision
         );
-        assert_eq!(
-            parse_dump(&body("binlog.000001")).expect_err("mysql").code,
-            1235
-        );
+        assert!(matches!(
+            parse_dump(&body("binlog.000001")).expect("mysql"),
+            Dump::Mysql(super::super::mysql_stream::MysqlDump { ref file, pos: 4, .. }) if file == "binlog.000001"
+        ));
         assert_eq!(
             parse_dump(&body("ringrep-frames:from_seq=0"))
                 .expect_err("zero")

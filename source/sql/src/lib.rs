@@ -260,6 +260,11 @@ pub(crate) fn split_name(name: &ObjectName) -> Result<(Option<String>, String)> 
 }
 
 impl SqlSession {
+    /// The user variable `@name` (names compare case-insensitively), if set.
+    pub fn user_variable(&self, name: &str) -> Option<Value> {
+        self.user_vars.get(&name.to_lowercase()).cloned()
+    }
+
     /// A session on `engine`: a new engine session (database `test`, autocommit on), no
     /// user variables, no prepared statements.
     pub fn new(engine: &Engine) -> SqlSession {

@@ -357,8 +357,12 @@ impl SqlSession {
                 retention.max_bytes.unwrap_or(0).to_string(),
             ),
             // Every change is logged as row events with full images (what CDC tools check).
+            // What MySQL-protocol clients of the stream read (docs/cdc.md): row events with
+            // CRC32 checksums when asked, column names and the like in every TABLE_MAP.
+            ("binlog_checksum".into(), "CRC32".into()),
             ("binlog_format".into(), "ROW".into()),
             ("binlog_row_image".into(), "FULL".into()),
+            ("binlog_row_metadata".into(), "FULL".into()),
             ("gtid_mode".into(), "OFF".into()),
             ("log_bin".into(), "ON".into()),
             ("max_binlog_size".into(), cfg.segment_bytes.to_string()),
@@ -367,6 +371,10 @@ impl SqlSession {
                 "server_id".into(),
                 self.engine().config().server_id.to_string(),
             ),
+            (
+                "server_uuid".into(),
+                server_uuid(self.engine().config().server_id),
+            ),
             ("time_zone".into(), format_tz(v.tz_offset)),
             (
                 "ttl_expired_rows_visible_in_delete".into(),
@@ -374,4 +382,12 @@ impl SqlSession {
             ),
         ]
     }
+}
+
+/// A server's UUID, made from its server id (stable across restarts, distinct per id).
+fn server_uuid(server_id: u32) -> String {
+    format!(
+        "{server_id:08x}-0000-4000-8000-{:012x}",
+        u64::from(server_id)
+    )
 }
