@@ -224,6 +224,8 @@ pub mod code {
     pub const ER_SP_BADSELECT: Code = Code::new(1312, "0A000");
     /// A commit (COMMIT, or DDL's implicit one) inside a trigger.
     pub const ER_COMMIT_NOT_ALLOWED_IN_SF_OR_TRG: Code = Code::new(1422, "HY000");
+    /// SET autocommit inside a trigger.
+    pub const ER_SP_CANT_SET_AUTOCOMMIT: Code = Code::new(1445, "HY000");
     /// A statement a trigger may not run (dynamic SQL).
     pub const ER_STMT_NOT_ALLOWED_IN_SF_OR_TRG: Code = Code::new(1336, "0A000");
     /// A trigger writing the table its statement is changing.
