@@ -444,6 +444,9 @@ impl SqlSession {
             ("CREATE", "TABLE") if lexer::find_top_level(&text, "PARTITION BY").is_some() => {
                 return self.create_table_text(&text)
             }
+            ("CREATE", "TRIGGER" | "DEFINER") if triggers::is_create_trigger(&text) => {
+                return self.create_trigger(&text)
+            }
             ("CREATE", "VIEW" | "OR" | "ALGORITHM" | "DEFINER" | "SQL")
                 if lexer::find_top_level(&text, "VIEW").is_some()
                     && lexer::find_top_level(&text, "PROCEDURE").is_none() =>
@@ -464,9 +467,6 @@ impl SqlSession {
             ("SHOW", "CREATE") if w(2) == "PROCEDURE" => {
                 let name = text.split_whitespace().nth(3).unwrap_or_default();
                 return self.show_create_procedure(name.trim_end_matches(';'));
-            }
-            ("CREATE", "TRIGGER" | "DEFINER") if triggers::is_create_trigger(&text) => {
-                return self.create_trigger(&text)
             }
             ("DROP", "TRIGGER") => return self.drop_trigger(&text),
             ("SHOW", "TRIGGERS") => return self.show_triggers(&text),

@@ -510,13 +510,18 @@ fn matching(s: &str) -> Option<usize> {
 /// hex, times as text in the session's time zone `tz`).
 pub(crate) fn literal(v: &Value, tz: i64) -> String {
     let quoted = |text: &str| format!("'{}'", text.replace('\\', "\\\\").replace('\'', "''"));
+    // A negative number in parentheses: `-x` or `a - x` must not become `--5`, a comment.
+    let number = |text: String| match text.starts_with('-') {
+        true => format!("({text})"),
+        false => text,
+    };
     match v {
         Value::Null => "NULL".into(),
-        Value::Int(i) => i.to_string(),
+        Value::Int(i) => number(i.to_string()),
         Value::UInt(u) => u.to_string(),
-        Value::Decimal(d) if d.parse::<f64>().is_ok() => d.clone(),
-        Value::Double(f) if f.is_finite() => format!("{f:e}"),
-        Value::Float(f) if f.is_finite() => format!("{:e}", f64::from(*f)),
+        Value::Decimal(d) if d.parse::<f64>().is_ok() => number(d.clone()),
+        Value::Double(f) if f.is_finite() => number(format!("{f:e}")),
+        Value::Float(f) if f.is_finite() => number(format!("{:e}", f64::from(*f))),
         Value::Bytes(b) => {
             let hex: String = b.iter().map(|x| format!("{x:02X}")).collect();
             format!("X'{hex}'")
@@ -1286,6 +1291,21 @@ mod tests {
         )
         .expect("parse");
         assert_eq!(p.body.len(), 3, "{:?}", p.body);
+    }
+
+    #[test]
+    fn values_go_in_as_literals_of_their_kind() {
+        assert_eq!(literal(&Value::Int(-5), 0), "(-5)");
+        assert_eq!(literal(&Value::Decimal("-2.50".into()), 0), "(-2.50)");
+        assert_eq!(literal(&Value::Decimal("2.50".into()), 0), "2.50");
+        assert_eq!(literal(&Value::Double(0.5), 0), "5e-1");
+        assert_eq!(literal(&Value::Text("it's".into()), 0), "'it''s'");
+        assert_eq!(literal(&Value::Timestamp(0), 3600), "'1970-01-01 01:00:00'");
+        let vars: HashMap<String, Value> = [("d".to_string(), Value::Int(-2))].into();
+        assert_eq!(
+            substitute("SELECT 1 - d, -d", &vars, 0).expect("sub"),
+            "SELECT 1 - (-2), -(-2)"
+        );
     }
 
     #[test]
