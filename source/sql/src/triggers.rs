@@ -487,6 +487,40 @@ fn check_body(steps: &[Step], event: TrgEvent, timing: Timing) -> Result<()> {
     Ok(())
 }
 
+/// The `NEW.col` and `OLD.col` a body names anywhere (SET targets included).
+fn body_references(steps: &[Step], out: &mut Vec<(String, String)>) {
+    for step in steps {
+        match step {
+            Step::Declare { default, .. } => {
+                out.extend(default.iter().flat_map(|d| row_references(d)));
+            }
+            Step::Set { name, expr } => {
+                out.extend(row_references(name));
+                out.extend(row_references(expr));
+            }
+            Step::If {
+                branches,
+                otherwise,
+            } => {
+                for (cond, body) in branches {
+                    out.extend(row_references(cond));
+                    body_references(body, out);
+                }
+                body_references(otherwise, out);
+            }
+            Step::While { cond: c, body } | Step::Repeat { body, until: c } => {
+                out.extend(row_references(c));
+                body_references(body, out);
+            }
+            Step::Signal { items, .. } => {
+                out.extend(items.iter().flat_map(|(_, v)| row_references(v)));
+            }
+            Step::SelectInto { query, .. } => out.extend(row_references(query)),
+            Step::Sql(sql) => out.extend(row_references(sql)),
+        }
+    }
+}
+
 /// A statement a trigger may not hold: one returning rows (1415), or one it may not run at
 /// all (see [`check_in_trigger`]).
 fn check_statement(sql: &str) -> Result<()> {
@@ -923,6 +957,17 @@ impl SqlSession {
                 code::ER_TRG_ALREADY_EXISTS,
                 "Trigger already exists",
             ));
+        }
+        // Every NEW.col and OLD.col names a column of the table (MySQL checks it here too).
+        let mut refs = Vec::new();
+        body_references(&body, &mut refs);
+        for (row, column) in refs {
+            let known = def
+                .column_index(&column)
+                .is_some_and(|i| def.columns[i].name != ringrep_engine::HIDDEN_ROW_ID);
+            if !known {
+                return Err(Error::bad_field(&column, &row));
+            }
         }
         // Its place among the table's triggers of its event and timing: last, or next to
         // the one FOLLOWS / PRECEDES names (those after it move down one).
@@ -1549,6 +1594,15 @@ mod tests {
             3011
         );
         assert_eq!(code(&mut s, &trg("SIGNAL SQLSTATE '00000'")), 1407);
+        let e = s.execute(&trg("SET NEW.nosuch = 1")).expect_err("1054");
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (1054, "Unknown column 'nosuch' in 'NEW'")
+        );
+        assert_eq!(
+            code(&mut s, &trg("INSERT INTO t VALUES (NEW.id, NEW.b)")),
+            1054
+        );
         assert_eq!(
             code(&mut s, "CREATE TRIGGER x BEFORE INSERT ON t FOR EACH ROW"),
             1064
