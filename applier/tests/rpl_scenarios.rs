@@ -246,6 +246,35 @@ fn a_replica_that_lost_a_row_first_still_converges_through_overwrites() {
 }
 
 #[test]
+fn triggers_replicate_as_rows_and_never_fire_on_the_replica() {
+    let mut t = Pair::new();
+    t.on_primary(RB);
+    t.on_primary(
+        "CREATE TABLE test.audit (n INT AUTO_INCREMENT PRIMARY KEY, client_id INT, ring_idx INT)",
+    );
+    t.on_primary("CREATE TRIGGER test.rb_ai AFTER INSERT ON test.rb FOR EACH ROW INSERT INTO test.audit (client_id, ring_idx) VALUES (NEW.client_id, NEW.ring_idx)");
+    t.on_primary("CREATE TRIGGER test.rb_bi BEFORE INSERT ON test.rb FOR EACH ROW SET NEW.event_data = UPPER(NEW.event_data)");
+    t.on_primary("INSERT INTO test.rb (client_id, event_data) VALUES (1, 'a'), (1, 'b'), (2, 'c')");
+    // The trigger is a row of mysql.ringrep_triggers on both sides; what it wrote arrives as
+    // rows of their own, once: the applier writes rows, it runs no SQL, so nothing fires.
+    assert_eq!(
+        text(&t.same("SELECT TRIGGER_NAME, ACTION_TIMING FROM information_schema.TRIGGERS ORDER BY TRIGGER_NAME")),
+        ["rb_ai AFTER", "rb_bi BEFORE"]
+    );
+    assert_eq!(
+        text(&t.same("SELECT n, client_id, ring_idx FROM test.audit ORDER BY n")),
+        ["1 1 1", "2 1 2", "3 2 1"]
+    );
+    assert_eq!(
+        text(&t.same(
+            "SELECT client_id, ring_idx, event_data FROM test.rb ORDER BY client_id, ring_idx"
+        )),
+        ["1 1 A", "1 2 B", "2 1 C"]
+    );
+    t.converged();
+}
+
+#[test]
 fn the_replica_refuses_sql_writes() {
     let mut t = Pair::new();
     t.on_primary(RB);

@@ -482,8 +482,9 @@ fn tls_when_configured() {
 
 /// Bad and unknown input at the protocol level gets MySQL's errors, and the node goes on
 /// serving everyone else: an unknown command (1047), a replication command ringrep does not
-/// serve yet (1235), a garbled handshake (the connection is closed), a command over
-/// max_allowed_packet (1153, then closed).
+/// serve (COM_BINLOG_DUMP_GTID, 1235), a binlog dump of a file the node does not have (1236),
+/// a garbled handshake (the connection is closed), a command over max_allowed_packet (1153,
+/// then closed). A MySQL binlog dump of the oldest file starts with the artificial ROTATE.
 #[test]
 fn protocol_errors_leave_the_node_serving() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -491,8 +492,18 @@ fn protocol_errors_leave_the_node_serving() {
     let mut c = raw::Client::login(node.addr);
     assert_eq!(raw::error(&c.command(&[0x42])).0, 1047);
     assert_eq!(raw::error(&c.command(&[])).0, 1047);
-    let (code, msg) = raw::error(&c.command(&[0x12, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0]));
+    let (code, msg) = raw::error(&c.command(&[0x1e, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]));
     assert_eq!(code, 1235, "{msg}");
+    // A dump ends its connection, as MySQL's dump thread does, whether it streamed or not.
+    let mut dump = vec![0x12, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0];
+    dump.extend_from_slice(b"binlog.000099");
+    let (code, msg) = raw::error(&raw::Client::login(node.addr).command(&dump));
+    assert_eq!(code, 1236, "{msg}");
+    // The oldest file from its start: the connection becomes the stream.
+    let mut stream = raw::Client::login(node.addr);
+    let first = stream.command(&[0x12, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
+    assert_eq!((first[0], first[1 + 4]), (0x00, 4), "OK byte, then a ROTATE: {first:?}");
+    assert!(first.ends_with(b"binlog.000001"), "{first:?}");
     // COM_PING still works on the same connection.
     assert_eq!(c.command(&[0x0e])[0], 0);
     // A statement of the text protocol, by hand: one column, one row, then OK (0xfe).

@@ -103,6 +103,12 @@ fn stored_program(line: &str) -> bool {
         .any(|w| matches!(w, "PROCEDURE" | "FUNCTION" | "TRIGGER"))
 }
 
+/// Whether `text` holds `word` as a whole word, in any case.
+fn has_word(text: &str, word: &str) -> bool {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| w.eq_ignore_ascii_case(word))
+}
+
 /// Lines mysqltest prints for its own commands (not statements, not output).
 fn is_runner_line(line: &str) -> bool {
     line.starts_with('#')
@@ -141,7 +147,10 @@ pub(crate) fn parse_transcript(text: &str) -> Vec<Unit> {
                 }
             }
             stmt.push_str(l);
-            if (!program && l.trim_end().ends_with(';')) || i + 1 >= lines.len() {
+            // A stored program without BEGIN ... END (a trigger of one statement) has no `;`
+            // of its own: it ends at one, as under the default delimiter.
+            let compound = program && has_word(&stmt, "BEGIN");
+            if (!compound && l.trim_end().ends_with(';')) || i + 1 >= lines.len() {
                 i += 1;
                 break;
             }
@@ -623,6 +632,20 @@ mod tests {
         assert_eq!(u[1].line, 6);
         assert_eq!(u[1].expected, vec!["a", "1"]);
         assert_eq!(u[2].expected, vec!["ERROR 23000: Duplicate"]);
+    }
+
+    #[test]
+    fn a_trigger_of_one_statement_ends_at_its_semicolon() {
+        let t = "CREATE TRIGGER a BEFORE INSERT ON t\nFOR EACH ROW SET @n = @n + 1;\nCREATE TRIGGER b AFTER INSERT ON t FOR EACH ROW\nBEGIN\nSET @n = 0;\nEND//\nSELECT 1;\n1\n1\n";
+        let u = parse_transcript(t);
+        assert_eq!(u.len(), 3, "{u:?}");
+        assert_eq!(
+            u[0].statement,
+            "CREATE TRIGGER a BEFORE INSERT ON t\nFOR EACH ROW SET @n = @n + 1;"
+        );
+        assert_eq!(u[0].delimiter, None);
+        assert_eq!(u[1].delimiter, Some("//"));
+        assert_eq!(u[2].expected, vec!["1", "1"]);
     }
 
     #[test]

@@ -201,6 +201,43 @@ pub mod code {
     pub const ER_SP_WRONG_NO_OF_ARGS: Code = Code::new(1318, "42000");
     /// CALLs nested too deep.
     pub const ER_SP_RECURSION_LIMIT: Code = Code::new(1456, "HY000");
+    /// CREATE TRIGGER of a name its database has.
+    pub const ER_TRG_ALREADY_EXISTS: Code = Code::new(1359, "HY000");
+    /// DROP TRIGGER (or SHOW CREATE TRIGGER) of an unknown trigger.
+    pub const ER_TRG_DOES_NOT_EXIST: Code = Code::new(1360, "HY000");
+    /// CREATE TRIGGER on a view.
+    pub const ER_TRG_ON_VIEW_OR_TEMP_TABLE: Code = Code::new(1361, "HY000");
+    /// A trigger that sets a row it may not change (OLD, or NEW in an AFTER trigger).
+    pub const ER_TRG_CANT_CHANGE_ROW: Code = Code::new(1362, "HY000");
+    /// A trigger that names a row its event has not (OLD on INSERT, NEW on DELETE).
+    pub const ER_TRG_NO_SUCH_ROW_IN_TRG: Code = Code::new(1363, "HY000");
+    /// FOLLOWS or PRECEDES of a trigger that is not one of the table's for the same event and
+    /// timing.
+    pub const ER_REFERENCED_TRG_DOES_NOT_EXIST: Code = Code::new(3011, "HY000");
+    /// A trigger in another database than its table.
+    pub const ER_TRG_IN_WRONG_SCHEMA: Code = Code::new(1435, "HY000");
+    /// CREATE TRIGGER on a table of the system database.
+    pub const ER_NO_TRIGGERS_ON_SYSTEM_SCHEMA: Code = Code::new(1465, "HY000");
+    /// A trigger that would return a result set.
+    pub const ER_SP_NO_RETSET: Code = Code::new(1415, "0A000");
+    /// A procedure returning a result set where none can go (CALL in a trigger).
+    pub const ER_SP_BADSELECT: Code = Code::new(1312, "0A000");
+    /// A commit (COMMIT, or DDL's implicit one) inside a trigger.
+    pub const ER_COMMIT_NOT_ALLOWED_IN_SF_OR_TRG: Code = Code::new(1422, "HY000");
+    /// SET autocommit inside a trigger.
+    pub const ER_SP_CANT_SET_AUTOCOMMIT: Code = Code::new(1445, "HY000");
+    /// A statement a trigger may not run (dynamic SQL).
+    pub const ER_STMT_NOT_ALLOWED_IN_SF_OR_TRG: Code = Code::new(1336, "0A000");
+    /// A trigger writing the table its statement is changing.
+    pub const ER_CANT_UPDATE_USED_TABLE_IN_SF_OR_TRG: Code = Code::new(1442, "HY000");
+    /// SIGNAL of an SQLSTATE that is not one ('00xxx', not five characters).
+    pub const ER_SP_BAD_SQLSTATE: Code = Code::new(1407, "42000");
+    /// A stored program assigning a variable it did not declare.
+    pub const ER_SP_UNDECLARED_VAR: Code = Code::new(1327, "42000");
+    /// SELECT ... INTO of a query with more than one row.
+    pub const ER_TOO_MANY_ROWS: Code = Code::new(1172, "42000");
+    /// SELECT ... INTO of a query without rows (a warning).
+    pub const ER_SP_FETCH_NO_DATA: Code = Code::new(1329, "02000");
     /// File not found (LOAD DATA INFILE).
     pub const EE_FILENOTFOUND: Code = Code::new(29, "HY000");
     /// The disk (or the quota) is full: a write or commit that needed space was not made.

@@ -190,6 +190,28 @@ fn meta_of(ring: &RingOptions, row: &[Value]) -> Option<Meta> {
     }
 }
 
+/// The ring rules of an UPDATE's assignments: the slot, the meta column and the other key
+/// columns of a ring table are not the statement's to set.
+fn check_ring_assignments(def: &TableDef, assigned: &[usize]) -> Result<()> {
+    let Some(ring) = &def.ring else {
+        return Ok(());
+    };
+    for &c in assigned {
+        let name = &def.columns[c].name;
+        if c == ring.slot_column || c == ring.meta_column {
+            return Err(Error::not_allowed(&format!(
+                "Cannot update {name} on ring-buffer table"
+            )));
+        }
+        if def.primary_key.contains(&c) {
+            return Err(Error::not_allowed(&format!(
+                "Cannot update primary key column {name} on ring-buffer table"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The session's open transaction, opened if there is none. (A function of the two fields,
 /// so that callers can still use the engine handle while holding the transaction.)
 fn open_txn<'a>(txn: &'a mut Option<Txn>, engine: &Engine, spare: &mut Spare) -> &'a mut Txn {
@@ -1063,26 +1085,7 @@ impl Session {
         limit: Option<u64>,
     ) -> Result<UpdateOutcome> {
         self.check_writable()?;
-        if let Some(ring) = &def.ring {
-            for &c in assigned {
-                let name = &def.columns[c].name;
-                if c == ring.slot_column {
-                    return Err(Error::not_allowed(&format!(
-                        "Cannot update {name} on ring-buffer table"
-                    )));
-                }
-                if c == ring.meta_column {
-                    return Err(Error::not_allowed(&format!(
-                        "Cannot update {name} on ring-buffer table"
-                    )));
-                }
-                if def.primary_key.contains(&c) {
-                    return Err(Error::not_allowed(&format!(
-                        "Cannot update primary key column {name} on ring-buffer table"
-                    )));
-                }
-            }
-        }
+        check_ring_assignments(def, assigned)?;
         let saved = self.vars.show_meta;
         self.vars.show_meta = false;
         let rows = self.scan(def, prefix);
@@ -1098,82 +1101,124 @@ impl Session {
             }
             out.matched += 1;
             let old_key = Key(def.key_of(&old));
-            self.lock(def.id, &old_key)?;
-            // Re-read after the lock: another transaction may have changed it meanwhile.
-            let Some(old) = self.get_row(def.id, &old_key) else {
-                continue;
-            };
-            let values = compute(&old)?;
-            let mut new = old.clone();
-            for (&c, v) in assigned.iter().zip(values) {
-                new[c] = coerce(
-                    v,
-                    &def.columns[c],
-                    out.matched as usize,
-                    self.vars.tz_offset,
-                )?;
-            }
-            if new == old {
-                continue;
-            }
-            for (i, col) in def.columns.iter().enumerate() {
-                if col.on_update_now && !assigned.contains(&i) {
-                    new[i] = default_value(
-                        &binlog_format::schema::ColumnDef {
-                            default: binlog_format::schema::ColumnDefault::CurrentTimestamp {
-                                fsp: fsp_of(&col.ty),
-                            },
-                            ..col.clone()
-                        },
-                        now,
-                        self.vars.tz_offset,
-                    )
-                    .unwrap_or(Value::Null);
-                }
-            }
-            let new_key = Key(def.key_of(&new));
-            if new_key != old_key {
-                self.lock(def.id, &new_key)?;
-                if self.get_row(def.id, &new_key).is_some() {
-                    return Err(Error::dup_entry(
-                        &dup_text(&new_key.0),
-                        &format!("{}.PRIMARY", def.name),
-                    ));
-                }
-            }
-            {
-                let st = self.engine.read();
-                let table = st
-                    .tables
-                    .get(&def.id)
-                    .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
-                self.check_unique(table, &new_key, &new)?;
-            }
-            out.changed += 1;
-            if new_key != old_key {
-                self.stage_delete(def, old_key, Cause::Update);
-                self.stage_write(def, &new_key, new, Cause::Update);
-            } else if self.vars.log_update_as_write {
-                self.stage_write(def, &new_key, new, Cause::Update);
-            } else {
-                let hash = key_hash(&new_key.0);
-                let change = RowChange::Update {
-                    key: old_key.0,
-                    after: new,
-                    before: Some(old),
-                };
-                self.stage(
-                    def,
-                    hash,
-                    RowEvent {
-                        table_id: def.id,
-                        change,
-                        cause: Cause::Update,
-                    },
-                );
+            let row_no = out.matched as usize;
+            if self.update_one(def, old_key, assigned, compute, row_no, now)? {
+                out.changed += 1;
             }
         }
         Ok(out)
+    }
+
+    /// UPDATE of the one row whose primary key is `key`, a row the caller matched itself (the
+    /// SQL layer, when its WHERE or its values need more than a closure can give: subqueries,
+    /// triggers). `values` are the new values of `assigned`; `row_no` is the row's number in
+    /// the statement, for messages. The checks are [`Session::update`]'s; a meta row or a row
+    /// that is gone counts as matched and unchanged.
+    pub fn update_row(
+        &mut self,
+        def: &TableDef,
+        key: &[Value],
+        assigned: &[usize],
+        values: Vec<Value>,
+        row_no: usize,
+    ) -> Result<bool> {
+        self.check_writable()?;
+        check_ring_assignments(def, assigned)?;
+        if def.is_meta_key(key) {
+            return Ok(false);
+        }
+        let now = self.now_us();
+        let mut values = Some(values);
+        self.update_one(
+            def,
+            Key(key.to_vec()),
+            assigned,
+            &mut |_| Ok(values.take().unwrap_or_default()),
+            row_no,
+            now,
+        )
+    }
+
+    /// Locks and updates the row at `old_key` with what `compute` gives for it; whether it
+    /// changed.
+    fn update_one(
+        &mut self,
+        def: &TableDef,
+        old_key: Key,
+        assigned: &[usize],
+        compute: &mut dyn FnMut(&Row) -> Result<Vec<Value>>,
+        row_no: usize,
+        now: i64,
+    ) -> Result<bool> {
+        self.lock(def.id, &old_key)?;
+        // Re-read after the lock: another transaction may have changed it meanwhile.
+        let Some(old) = self.get_row(def.id, &old_key) else {
+            return Ok(false);
+        };
+        let values = compute(&old)?;
+        let mut new = old.clone();
+        for (&c, v) in assigned.iter().zip(values) {
+            new[c] = coerce(v, &def.columns[c], row_no, self.vars.tz_offset)?;
+        }
+        if new == old {
+            return Ok(false);
+        }
+        for (i, col) in def.columns.iter().enumerate() {
+            if col.on_update_now && !assigned.contains(&i) {
+                new[i] = default_value(
+                    &binlog_format::schema::ColumnDef {
+                        default: binlog_format::schema::ColumnDefault::CurrentTimestamp {
+                            fsp: fsp_of(&col.ty),
+                        },
+                        ..col.clone()
+                    },
+                    now,
+                    self.vars.tz_offset,
+                )
+                .unwrap_or(Value::Null);
+            }
+        }
+        let new_key = Key(def.key_of(&new));
+        if new_key != old_key {
+            self.lock(def.id, &new_key)?;
+            if self.get_row(def.id, &new_key).is_some() {
+                return Err(Error::dup_entry(
+                    &dup_text(&new_key.0),
+                    &format!("{}.PRIMARY", def.name),
+                ));
+            }
+        }
+        {
+            let st = self.engine.read();
+            let table = st
+                .tables
+                .get(&def.id)
+                .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
+            self.check_unique(table, &new_key, &new)?;
+        }
+        if new_key != old_key {
+            self.stage_delete(def, old_key, Cause::Update);
+            self.stage_write(def, &new_key, new, Cause::Update);
+        } else if self.vars.log_update_as_write {
+            self.stage_write(def, &new_key, new, Cause::Update);
+        } else {
+            let hash = key_hash(&new_key.0);
+            let change = RowChange::Update {
+                key: old_key.0,
+                after: new,
+                before: Some(old),
+            };
+            self.stage(
+                def,
+                hash,
+                RowEvent {
+                    table_id: def.id,
+                    change,
+                    cause: Cause::Update,
+                },
+            );
+        }
+        Ok(true)
     }
 
     // ----- deletes ----------------------------------------------------------------------
@@ -1254,6 +1299,37 @@ impl Session {
             deleted += 1;
         }
         Ok(deleted)
+    }
+
+    /// DELETE of the one row of a plain table whose primary key is `key`, a row the caller
+    /// matched itself (see [`Session::update_row`]); how many rows it removed (0 when the
+    /// row is gone).
+    pub fn delete_row(&mut self, def: &TableDef, key: &[Value]) -> Result<u64> {
+        self.check_writable()?;
+        if def.ring.is_some() {
+            return Err(Error::internal("delete_row on a ring table"));
+        }
+        let key = Key(key.to_vec());
+        self.lock(def.id, &key)?;
+        if self.get_row(def.id, &key).is_none() {
+            return Ok(0);
+        }
+        self.stage_delete(def, key, Cause::Delete);
+        Ok(1)
+    }
+
+    /// The last row the open transaction wrote into table `table` that is not a meta row
+    /// (the row an INSERT just stored, with the slot or auto-increment value it was given).
+    pub fn last_written_row(&self, table: u64) -> Option<Row> {
+        let txn = self.txn.as_ref()?;
+        txn.ops.iter().rev().find_map(|op| match op {
+            Event::Row(RowEvent {
+                table_id,
+                change: RowChange::Write { row },
+                cause,
+            }) if *table_id == table && *cause != Cause::MetaUpdate => Some(row.clone()),
+            _ => None,
+        })
     }
 
     // ----- DDL --------------------------------------------------------------------------
@@ -1492,4 +1568,76 @@ fn validate_replicated(st: &State, events: &[Event]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use binlog_format::{SyncPolicy, Value};
+
+    use crate::fixtures::{insert_p, insert_r, sample_engine};
+
+    #[test]
+    fn one_row_updates_and_deletes_keep_the_statement_rules() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_engine, mut s) = sample_engine(dir.path(), SyncPolicy::Never);
+        insert_p(&mut s, 1, "a");
+        insert_r(&mut s, 7, "x");
+        let p = s.table_def(Some("d"), "p").expect("p");
+        let r = s.table_def(Some("d"), "r").expect("r");
+        s.begin_statement();
+        let changed = s
+            .update_row(&p, &[Value::Int(1)], &[1], vec![Value::Text("b".into())], 1)
+            .expect("update");
+        assert!(changed);
+        assert!(!s
+            .update_row(&p, &[Value::Int(1)], &[1], vec![Value::Text("b".into())], 1)
+            .expect("same value"));
+        // A ring's slot stays the engine's, a meta row is never the statement's.
+        let e = s
+            .update_row(
+                &r,
+                &[Value::Int(7), Value::Int(1)],
+                &[1],
+                vec![Value::Int(2)],
+                1,
+            )
+            .expect_err("slot");
+        assert_eq!(e.code, 1031);
+        assert!(!s
+            .update_row(
+                &r,
+                &[Value::Int(7), Value::Int(0)],
+                &[3],
+                vec![Value::Text("m".into())],
+                1
+            )
+            .expect("meta row"));
+        assert!(s.delete_row(&r, &[Value::Int(7), Value::Int(1)]).is_err());
+        assert_eq!(s.delete_row(&p, &[Value::Int(1)]).expect("delete"), 1);
+        assert_eq!(s.delete_row(&p, &[Value::Int(1)]).expect("gone"), 0);
+        s.end_statement(Ok(())).expect("commit");
+        assert!(s.scan(&p, &[]).expect("scan").is_empty());
+    }
+
+    #[test]
+    fn the_last_written_row_has_the_slot_the_ring_gave() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_engine, mut s) = sample_engine(dir.path(), SyncPolicy::Never);
+        let r = s.table_def(Some("d"), "r").expect("r");
+        s.begin().expect("begin");
+        for v in ["a", "b"] {
+            s.insert(
+                &r,
+                &[0, 3],
+                vec![vec![Value::Int(5), Value::Text(v.into())]],
+                crate::InsertMode::Insert,
+            )
+            .expect("insert");
+        }
+        let row = s.last_written_row(r.id).expect("a row");
+        assert_eq!(row[1], Value::Int(2));
+        assert_eq!(row[3], Value::Text("b".into()));
+        s.rollback();
+        assert!(s.last_written_row(r.id).is_none());
+    }
 }

@@ -5,8 +5,8 @@
 //!
 //! Catalog tables are computed when a query reads them, from the engine's table definitions
 //! and the session's privileges (a table the account may not see is not listed). They are
-//! read-only; ringrep has no triggers, stored functions or foreign keys, so TRIGGERS and
-//! REFERENTIAL_CONSTRAINTS are empty; ROUTINES lists the stored procedures, VIEWS (and TABLES)
+//! read-only; ringrep has no stored functions or foreign keys, so REFERENTIAL_CONSTRAINTS is
+//! empty; ROUTINES lists the stored procedures, TRIGGERS the triggers, VIEWS (and TABLES)
 //! the views.
 
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IndexKind, IntWidth, TableDef};
@@ -34,9 +34,11 @@ enum K {
     Num,
     /// A time: DATETIME.
     Time,
+    /// A time to hundredths of a second: DATETIME(2) (a trigger's CREATED).
+    Time2,
 }
 
-use K::{Long, Name, Num, Time};
+use K::{Long, Name, Num, Time, Time2};
 
 /// Each catalog table and its columns, in MySQL 8's order.
 const TABLES: &[(&str, &[(&str, K)])] = &[
@@ -289,7 +291,7 @@ const TABLES: &[(&str, &[(&str, K)])] = &[
             ("ACTION_REFERENCE_NEW_TABLE", Name),
             ("ACTION_REFERENCE_OLD_ROW", Name),
             ("ACTION_REFERENCE_NEW_ROW", Name),
-            ("CREATED", Time),
+            ("CREATED", Time2),
             ("SQL_MODE", Name),
             ("DEFINER", Name),
             ("CHARACTER_SET_CLIENT", Name),
@@ -378,6 +380,7 @@ fn catalog_def(name: &str, columns: &[(&str, K)]) -> TableDef {
                         unsigned: true,
                     },
                     Time => ColumnType::DateTime { fsp: 0 },
+                    Time2 => ColumnType::DateTime { fsp: 2 },
                 };
                 plain_column(name, ty, true)
             })
@@ -680,6 +683,7 @@ impl SqlSession {
                 })
                 .collect(),
             "ROUTINES" => self.routines_rows()?,
+            "TRIGGERS" => self.triggers_rows()?,
             "VIEWS" => self
                 .visible_views()?
                 .into_iter()
@@ -708,7 +712,7 @@ impl SqlSession {
                 }
                 rows
             }
-            // No views, triggers or foreign keys exist.
+            // No foreign keys exist.
             _ => Vec::new(),
         };
         Ok((def, rows))
@@ -1144,7 +1148,7 @@ impl SqlSession {
     }
 
     /// A database named in a SHOW statement (the current one when `None`), checked to exist.
-    fn shown_database(&self, db: Option<&str>) -> Result<String> {
+    pub(crate) fn shown_database_of(&self, db: Option<&str>) -> Result<String> {
         let db = match db {
             Some(d) => d.to_string(),
             None => self.session.current_db()?,
@@ -1167,7 +1171,7 @@ impl SqlSession {
         db: Option<&str>,
         filter: Option<&ShowFilter>,
     ) -> Result<super::Outcome> {
-        let db = self.shown_database(db)?;
+        let db = self.shown_database_of(db)?;
         let rows: Vec<Vec<Value>> = if db.eq_ignore_ascii_case(INFORMATION_SCHEMA) {
             catalog_table_names()
                 .map(|n| vec![text(n), text("SYSTEM VIEW")])
@@ -1271,7 +1275,7 @@ impl SqlSession {
     /// under MySQL's SHOW headers.
     pub(crate) fn show_table_status(&self, text_: &str) -> Result<super::Outcome> {
         let w = show_words(text_, 3)?;
-        let db = self.shown_database(from_name(&w.words, 0))?;
+        let db = self.shown_database_of(from_name(&w.words, 0))?;
         let (_, all) = self.information_schema("TABLES")?;
         let rows = all
             .into_iter()

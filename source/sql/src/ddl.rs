@@ -511,6 +511,12 @@ impl SqlSession {
             ObjectType::Table => {
                 for n in names {
                     let (db, t) = split_name(n)?;
+                    // Its triggers go with it, as in MySQL (first: a crash between the two
+                    // leaves a table without triggers, never triggers waiting for a table
+                    // of the same name).
+                    if let Ok(def) = self.session.table_def(db.as_deref(), &t) {
+                        self.drop_triggers_of_table(&def.database, &def.name)?;
+                    }
                     self.session.drop_table(db.as_deref(), &t, if_exists)?;
                 }
                 Ok(Outcome::Affected {
@@ -522,7 +528,7 @@ impl SqlSession {
                 for n in names {
                     let db = split_name(n)?.1;
                     self.session.drop_database(&db, if_exists)?;
-                    // Its views and procedures go with it, as in MySQL.
+                    // Its views, procedures and triggers go with it, as in MySQL.
                     self.drop_stored_objects_of(&db)?;
                 }
                 Ok(Outcome::Affected {

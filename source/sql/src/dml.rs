@@ -13,6 +13,7 @@ use super::columns::table_columns;
 use super::expr::{compare, eval, to_f64, Scope};
 use super::lexer::{find_top_level, split_top_level_commas, take_string};
 use super::predicate::{conjuncts, equalities, row_matches};
+use super::triggers::{Fired, Firing, Timing, TrgEvent};
 use super::{split_name, Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::types::{coerce, default_value};
@@ -74,6 +75,7 @@ impl SqlSession {
     /// a query. Ring tables take neither REPLACE nor ON DUPLICATE KEY UPDATE.
     pub(crate) fn insert(&mut self, ins: &Insert) -> Result<Outcome> {
         let def = self.table_of(&ins.table)?;
+        self.check_not_firing(&def)?;
         if def.ring.is_some() {
             if ins.replace_into {
                 return Err(Error::not_allowed(
@@ -175,8 +177,27 @@ impl SqlSession {
             InsertMode::Insert
         };
         let replace = ins.replace_into;
+        let inserting = self.triggers_of(&def, TrgEvent::Insert)?;
+        let deleting = match replace {
+            true => self.triggers_of(&def, TrgEvent::Delete)?,
+            false => None,
+        };
+        if odku.is_some() && inserting.is_some() {
+            return Err(Error::unsupported(
+                "INSERT ... ON DUPLICATE KEY UPDATE on a table with triggers",
+            ));
+        }
         let def2 = def.clone();
         let inserted = self.statement(move |s| {
+            if inserting.is_some() || deleting.is_some() {
+                columns.dedup();
+                let firing = Firing {
+                    inserting: inserting.as_ref(),
+                    deleting: deleting.as_ref(),
+                    replace,
+                };
+                return s.insert_firing(&def2, &columns, rows, mode, firing);
+            }
             if let Some(assignments) = &odku {
                 return s.insert_or_update(&def2, &columns, rows, assignments);
             }
@@ -238,6 +259,7 @@ impl SqlSession {
         };
         let (db, t) = split_name(name)?;
         let def = self.target_table(db.as_deref(), &t, "UPDATE")?;
+        self.check_not_firing(&def)?;
         let columns = table_columns(&def, alias.as_ref().map(|a| a.name.value.as_str()));
         let mut assigned = assigned_columns(&def, &u.assignments)?;
         if let (Some(r), Some(w)) = (&def.ring, &u.selection) {
@@ -272,6 +294,36 @@ impl SqlSession {
         }
         let user_assigned = assigned.clone();
         assigned.extend(gens.iter().map(|(g, _)| *g));
+        let fired = self.triggers_of(&def, TrgEvent::Update)?;
+        if fired.is_some()
+            || selection
+                .iter()
+                .chain(&exprs)
+                .any(crate::authorize::has_subquery)
+        {
+            // Row by row, evaluated with the session at hand: triggers run between rows,
+            // and subqueries may read the row (correlated ones).
+            self.check_subquery_targets(&def, selection.iter().chain(&exprs))?;
+            let plan = RowUpdate {
+                def: &def,
+                columns: &columns,
+                selection: selection.as_ref(),
+                exprs: &exprs,
+                user_assigned: &user_assigned,
+                gens: &gens,
+                limit,
+                fired: fired.as_ref(),
+            };
+            let outcome = self.statement(|s| s.update_rows(&plan))?;
+            let warnings = self.session_warning_count();
+            return Ok(Outcome::Affected {
+                rows: outcome.changed,
+                info: Some(format!(
+                    "Rows matched: {}  Changed: {}  Warnings: {warnings}",
+                    outcome.matched, outcome.changed
+                )),
+            });
+        }
         let outcome = self.statement(|s| {
             s.prefetch_subqueries(&def, selection.iter().chain(&exprs))?;
             // `WHERE user_id = ?` reads that prefix's rows, not the table.
@@ -351,7 +403,13 @@ impl SqlSession {
         };
         let (db, t) = split_name(name)?;
         let def = self.target_table(db.as_deref(), &t, "DELETE")?;
+        self.check_not_firing(&def)?;
         if def.ring.is_some() {
+            // The spec: a ring with DELETE triggers (BEFORE or AFTER) takes no DELETE; none
+            // fires and no row goes.
+            if self.triggers_of(&def, TrgEvent::Delete)?.is_some() {
+                return Err(Error::not_allowed(&def.name));
+            }
             if multi || d.limit.is_some() || !d.order_by.is_empty() {
                 return Err(Error::not_allowed("DELETE with LIMIT, ORDER BY or several tables is not allowed on ring-buffer tables"));
             }
@@ -374,6 +432,21 @@ impl SqlSession {
             None => None,
         };
         let selection = d.selection.clone();
+        let fired = self.triggers_of(&def, TrgEvent::Delete)?;
+        if fired.is_some()
+            || selection
+                .as_ref()
+                .is_some_and(crate::authorize::has_subquery)
+        {
+            self.check_subquery_targets(&def, selection.iter())?;
+            let deleted = self.statement(|s| {
+                s.delete_rows(&def, &columns, selection.as_ref(), limit, fired.as_ref())
+            })?;
+            return Ok(Outcome::Affected {
+                rows: deleted,
+                info: None,
+            });
+        }
         let deleted = self.statement(|s| {
             s.prefetch_subqueries(&def, selection.iter())?;
             let prefix = s.key_prefix(&def, selection.as_ref())?;
@@ -540,6 +613,7 @@ impl SqlSession {
             None => (None, table.clone()),
         };
         let def = self.session.table_def(db.as_deref(), &t)?;
+        self.check_not_firing(&def)?;
         if replace && def.ring.is_some() {
             return Err(Error::not_allowed(
                 "LOAD DATA ... REPLACE is not allowed on ring-buffer tables",
@@ -636,7 +710,18 @@ impl SqlSession {
         } else {
             InsertMode::Insert
         };
-        let inserted = self.statement(|s| s.session.insert(&def, &columns, rows, mode))?;
+        let inserting = self.triggers_of(&def, TrgEvent::Insert)?;
+        let inserted = self.statement(|s| match &inserting {
+            Some(f) => {
+                let firing = Firing {
+                    inserting: Some(f),
+                    deleting: None,
+                    replace: false,
+                };
+                s.insert_firing(&def, &columns, rows, mode, firing)
+            }
+            None => s.session.insert(&def, &columns, rows, mode),
+        })?;
         Ok(Outcome::Affected {
             rows: inserted,
             info: Some(format!(
@@ -728,6 +813,163 @@ impl SqlSession {
             }
         }
         Ok(affected)
+    }
+}
+
+/// The scope of one row of a table, for values computed over it.
+fn row_scope<'a>(columns: &'a [super::columns::ColumnRef], row: &'a [Value]) -> Scope<'a> {
+    Scope {
+        columns,
+        row,
+        aggregates: None,
+        place: "field list",
+    }
+}
+
+/// An UPDATE run row by row (see `SqlSession::update_rows`).
+struct RowUpdate<'a> {
+    def: &'a TableDef,
+    columns: &'a [super::columns::ColumnRef],
+    selection: Option<&'a Expr>,
+    /// The values of `user_assigned`, in order.
+    exprs: &'a [Expr],
+    user_assigned: &'a [usize],
+    gens: &'a [(usize, Expr)],
+    limit: Option<u64>,
+    fired: Option<&'a Fired>,
+}
+
+impl SqlSession {
+    /// The rows of `def` that `selection` matches (up to `limit`), read first and evaluated
+    /// with the session at hand (subqueries run for each row that needs them). A ring's meta
+    /// rows are never among them.
+    fn matching_rows(
+        &mut self,
+        def: &TableDef,
+        columns: &[super::columns::ColumnRef],
+        selection: Option<&Expr>,
+        limit: Option<u64>,
+    ) -> Result<Vec<Vec<Value>>> {
+        let prefix = self.key_prefix(def, selection)?;
+        let saved = self.session.vars.show_meta;
+        self.session.vars.show_meta = false;
+        let rows = self.session.scan(def, &prefix);
+        self.session.vars.show_meta = saved;
+        let rows = rows?;
+        let ctx = self.ctx();
+        let mut out = Vec::new();
+        for row in rows {
+            if limit.is_some_and(|l| out.len() as u64 >= l) {
+                break;
+            }
+            if def.is_meta_key(&def.key_of(&row)) {
+                continue;
+            }
+            if row_matches(selection, columns, &row, &ctx)? {
+                out.push(row);
+            }
+        }
+        Ok(out)
+    }
+
+    /// UPDATE row by row: the matching rows are read first; each gets its new values
+    /// (evaluated over it), the BEFORE UPDATE triggers (which may change NEW), its write and
+    /// the AFTER UPDATE triggers, before the next row.
+    fn update_rows(&mut self, plan: &RowUpdate<'_>) -> Result<ringrep_engine::UpdateOutcome> {
+        let def = plan.def;
+        let tz = self.session.vars.tz_offset;
+        let matched = self.matching_rows(def, plan.columns, plan.selection, plan.limit)?;
+        let mut out = ringrep_engine::UpdateOutcome::default();
+        for (n, old) in matched.into_iter().enumerate() {
+            let row_no = n + 1;
+            out.matched += 1;
+            let values: Vec<Value> = {
+                let ctx = self.ctx();
+                plan.exprs
+                    .iter()
+                    .map(|e| eval(e, &row_scope(plan.columns, &old), &ctx))
+                    .collect::<Result<_>>()?
+            };
+            let mut new = old.clone();
+            let mut assigned = plan.user_assigned.to_vec();
+            for (&c, v) in plan.user_assigned.iter().zip(values) {
+                new[c] = match plan.fired {
+                    // NEW holds the column's type, as a trigger reads it.
+                    Some(_) => coerce(v, &def.columns[c], row_no, tz)?,
+                    None => v,
+                };
+            }
+            if let Some(f) = plan.fired {
+                let mut set = Vec::new();
+                self.fire(f, Timing::Before, Some(&old), Some(&mut new), &mut set)?;
+                for c in set {
+                    if !assigned.contains(&c) {
+                        assigned.push(c);
+                    }
+                }
+            }
+            if !plan.gens.is_empty() {
+                // Generated columns follow the row they are computed from.
+                let ctx = self.ctx();
+                let mut computed = Vec::new();
+                for (g, e) in plan.gens {
+                    computed.push((*g, eval(e, &row_scope(plan.columns, &new), &ctx)?));
+                }
+                drop(ctx);
+                for (g, v) in computed {
+                    new[g] = v;
+                    if !assigned.contains(&g) {
+                        assigned.push(g);
+                    }
+                }
+            }
+            let key = def.key_of(&old);
+            let vals: Vec<Value> = assigned.iter().map(|&c| new[c].clone()).collect();
+            if self
+                .session
+                .update_row(def, &key, &assigned, vals, row_no)?
+            {
+                out.changed += 1;
+            }
+            if let Some(f) = plan.fired.filter(|f| !f.after.is_empty()) {
+                let new_key = def.key_of(&new);
+                let mut stored = self
+                    .session
+                    .scan(def, &new_key)?
+                    .into_iter()
+                    .next()
+                    .unwrap_or(new);
+                self.fire(
+                    f,
+                    Timing::After,
+                    Some(&old),
+                    Some(&mut stored),
+                    &mut Vec::new(),
+                )?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// DELETE on a plain table row by row: the matching rows are read first; each gets the
+    /// BEFORE DELETE triggers, its removal and the AFTER DELETE triggers, before the next.
+    fn delete_rows(
+        &mut self,
+        def: &TableDef,
+        columns: &[super::columns::ColumnRef],
+        selection: Option<&Expr>,
+        limit: Option<u64>,
+        fired: Option<&Fired>,
+    ) -> Result<u64> {
+        let matched = self.matching_rows(def, columns, selection, limit)?;
+        let mut deleted = 0;
+        for old in matched {
+            let mut none = Vec::new();
+            self.fire_opt(fired, Timing::Before, Some(&old), None, &mut none)?;
+            deleted += self.session.delete_row(def, &def.key_of(&old))?;
+            self.fire_opt(fired, Timing::After, Some(&old), None, &mut none)?;
+        }
+        Ok(deleted)
     }
 }
 

@@ -69,6 +69,83 @@ pub(crate) struct Ctx<'a> {
     /// The row an INSERT ... ON DUPLICATE KEY UPDATE tried to insert, by lower-case column
     /// name, for `VALUES(col)`.
     pub(crate) inserted: Option<&'a HashMap<String, Value>>,
+    /// Inside a subquery: the rows of the queries around it, innermost first, whose columns
+    /// a name reaches when the subquery's own columns do not have it (a correlated subquery).
+    pub(crate) outer: Option<Arc<OuterRow>>,
+}
+
+/// The current row of a query around a subquery, as the subquery's column references see
+/// it, with the rows further out (`parent`). What the subquery read of it is recorded: a
+/// run that read none of it gives the same rows for every outer row (the run never looked),
+/// so its result is kept for the statement; a run that read some gives the same rows for
+/// every outer row with the same values there.
+#[derive(Debug)]
+pub(crate) struct OuterRow {
+    /// The columns of `row`, as the enclosing query's scope has them.
+    pub(crate) columns: Vec<ColumnRef>,
+    /// The enclosing query's current row.
+    pub(crate) row: Vec<Value>,
+    /// The row of the query around the enclosing one, when that is a subquery too.
+    pub(crate) parent: Option<Arc<OuterRow>>,
+    /// Slots of `row` a column reference read while the subquery ran.
+    pub(crate) read: std::sync::Mutex<Vec<usize>>,
+    /// Whether a reference read a row further out (`parent` or beyond).
+    pub(crate) read_further: std::sync::atomic::AtomicBool,
+}
+
+impl OuterRow {
+    /// The slots of the row the subquery read, in slot order.
+    pub(crate) fn read_slots(&self) -> Vec<usize> {
+        let mut slots = self.read.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        slots.sort_unstable();
+        slots.dedup();
+        slots
+    }
+
+    /// Whether the subquery read this row or one further out.
+    pub(crate) fn was_read(&self) -> bool {
+        self.read_further.load(std::sync::atomic::Ordering::Relaxed)
+            || !self
+                .read
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_empty()
+    }
+}
+
+/// The value of column `table.name` in the rows around a subquery, innermost first: `None`
+/// when none has it (the caller's unknown column error stands). The reading is recorded on
+/// the row it came from, and every row inside that one learns that a row further out was read.
+pub(crate) fn outer_column(
+    ctx: &Ctx<'_>,
+    table: Option<&str>,
+    name: &str,
+) -> Option<Result<Value>> {
+    let mut frame = ctx.outer.as_deref();
+    let mut inside: Vec<&OuterRow> = Vec::new();
+    while let Some(f) = frame {
+        let scope = Scope {
+            columns: &f.columns,
+            row: &f.row,
+            aggregates: None,
+            place: "field list",
+        };
+        match resolve(&scope, table, name) {
+            Ok(i) => {
+                f.read.lock().unwrap_or_else(|p| p.into_inner()).push(i);
+                for g in inside {
+                    g.read_further
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                return Some(Ok(f.row[i].clone()));
+            }
+            Err(e) if e.code == code::ER_NON_UNIQ_ERROR => return Some(Err(e)),
+            Err(_) => {}
+        }
+        inside.push(f);
+        frame = f.parent.as_deref();
+    }
+    None
 }
 
 /// Whether `name` is an aggregate function (COUNT, SUM, MIN, MAX, AVG, GROUP_CONCAT), in any
@@ -446,12 +523,16 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
             }
             let i = match resolve(scope, None, &id.value) {
                 Ok(i) => i,
-                // MySQL's CURRENT_USER without parentheses, where no column is so named.
-                Err(_)
-                    if id.quote_style.is_none()
-                        && id.value.eq_ignore_ascii_case("CURRENT_USER") =>
-                {
-                    return Ok(functions::current_user(ctx));
+                Err(e) if e.code == code::ER_BAD_FIELD_ERROR => {
+                    // A column of a query around this one (a correlated subquery).
+                    if let Some(v) = outer_column(ctx, None, &id.value) {
+                        return v;
+                    }
+                    // MySQL's CURRENT_USER without parentheses, where no column is so named.
+                    if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("CURRENT_USER") {
+                        return Ok(functions::current_user(ctx));
+                    }
+                    return Err(e);
                 }
                 Err(e) => return Err(e),
             };
@@ -464,8 +545,14 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                 return system_variable(&parts[1].value, ctx);
             }
             if n >= 2 {
-                let i = resolve(scope, Some(&parts[n - 2].value), &parts[n - 1].value)?;
-                Ok(scope.row[i].clone())
+                let (table, name) = (&parts[n - 2].value, &parts[n - 1].value);
+                match resolve(scope, Some(table), name) {
+                    Ok(i) => Ok(scope.row[i].clone()),
+                    Err(e) if e.code == code::ER_BAD_FIELD_ERROR => {
+                        outer_column(ctx, Some(table), name).unwrap_or(Err(e))
+                    }
+                    Err(e) => Err(e),
+                }
             } else {
                 Err(Error::syntax(format!("bad identifier {e}")))
             }
@@ -593,7 +680,7 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                     .iter()
                     .map(|item| eval(item, scope, ctx))
                     .collect::<Result<Vec<_>>>()?,
-                InTarget::Subquery(q) => subquery(q, ctx)?
+                InTarget::Subquery(q) => subquery(q, scope, ctx)?
                     .rows
                     .iter()
                     .map(|row| row[0].clone())
@@ -720,7 +807,7 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
             )))
         }
         Expr::Subquery(q) => {
-            let rows = subquery(q, ctx)?;
+            let rows = subquery(q, scope, ctx)?;
             match rows.rows.len() {
                 0 => Ok(Value::Null),
                 1 => Ok(rows.rows[0][0].clone()),
@@ -734,7 +821,7 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
             subquery: q,
             negated,
         } => {
-            let found = !run_subquery(q, ctx)?.rows.is_empty();
+            let found = !run_subquery(q, scope, ctx)?.rows.is_empty();
             Ok(Value::Int(i64::from(found != *negated)))
         }
         Expr::Interval(_) => Err(Error::syntax(
@@ -749,21 +836,21 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
     }
 }
 
-/// A subquery's rows: run now, or, inside a change, as run before it.
-fn run_subquery(q: &Query, ctx: &Ctx<'_>) -> Result<Arc<Rows>> {
+/// A subquery's rows: run now, where the row being evaluated (`scope`) and the rows around
+/// it are the outer rows its column references may reach; or, inside a change, as run
+/// before it.
+fn run_subquery(q: &Query, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Arc<Rows>> {
     if let Some(sql) = ctx.sql {
-        return sql.run_subquery(q);
+        return sql.run_subquery_in(q, scope, ctx.outer.as_ref());
     }
     ctx.prefetched
         .and_then(|p| p.get(&q.to_string()).cloned())
         .ok_or_else(|| Error::internal("a subquery was not run before the change that uses it"))
 }
 
-/// Runs an uncorrelated subquery that must yield one column (scalar and IN subqueries). A
-/// reference to an outer column fails inside it as an unknown column, rather than being
-/// evaluated against the wrong row.
-fn subquery(q: &Query, ctx: &Ctx<'_>) -> Result<Arc<Rows>> {
-    let rows = run_subquery(q, ctx)?;
+/// Runs a subquery that must yield one column (scalar and IN subqueries).
+fn subquery(q: &Query, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Arc<Rows>> {
+    let rows = run_subquery(q, scope, ctx)?;
     if rows.columns.len() != 1 {
         return Err(Error::new(
             code::ER_OPERAND_COLUMNS,

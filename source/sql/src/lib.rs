@@ -84,6 +84,7 @@ mod rows;
 mod rowset;
 mod select;
 mod show;
+mod triggers;
 mod vars;
 mod views;
 
@@ -152,6 +153,7 @@ impl OwnedCtx {
             authority: self.authority.as_ref(),
             connection_id: self.connection_id,
             inserted: None,
+            outer: None,
         }
     }
 }
@@ -175,6 +177,12 @@ pub struct SqlSession {
     /// Results of the uncorrelated subqueries of the running statement, by their text: a
     /// subquery in a WHERE clause would otherwise run once per outer row.
     subqueries: Mutex<HashMap<String, Arc<Rows>>>,
+    /// Results of the correlated subqueries of the running statement, by their text, then by
+    /// the outer values they read (see `SqlSession::run_subquery_in`).
+    correlated: Mutex<HashMap<String, select::Memo>>,
+    /// While a subquery runs: the rows of the queries around it, which its column references
+    /// reach (innermost first).
+    outer: Mutex<Option<Arc<expr::OuterRow>>>,
     /// Who the session runs as; `None` (a session without a server) holds every privilege.
     pub authority: Option<Authority>,
     /// The server's connection id (`CONNECTION_ID()`); 1 without a server.
@@ -186,6 +194,9 @@ pub struct SqlSession {
     last_error: Option<(u16, String)>,
     /// How many CALLs are running, one inside the other.
     call_depth: usize,
+    /// The tables whose statements are running triggers, outermost first (`triggers`): a
+    /// statement of a trigger runs inside the statement that fired it.
+    trigger_tables: Vec<(String, String)>,
     /// How many views are being read, one inside the other.
     view_depth: std::sync::atomic::AtomicUsize,
 }
@@ -276,11 +287,14 @@ impl SqlSession {
             prepared: HashMap::new(),
             parsed: HashMap::new(),
             subqueries: Default::default(),
+            correlated: Default::default(),
+            outer: Default::default(),
             authority: None,
             connection_id: 1,
             net_write_timeout: 60,
             last_error: None,
             call_depth: 0,
+            trigger_tables: Vec::new(),
             view_depth: std::sync::atomic::AtomicUsize::new(0),
         }
     }
@@ -288,6 +302,10 @@ impl SqlSession {
     /// Drops the subquery results of the previous statement (each statement starts afresh).
     fn forget_subqueries(&mut self) {
         self.subqueries
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.correlated
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
@@ -311,6 +329,7 @@ impl SqlSession {
             authority: self.authority.as_ref(),
             connection_id: self.connection_id,
             inserted: None,
+            outer: self.outer.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
     }
 
@@ -391,6 +410,10 @@ impl SqlSession {
     /// A statement of a stored procedure: run as the caller's are, in the caller's
     /// diagnostics.
     pub(crate) fn execute_inner(&mut self, sql: &str) -> Result<Outcome> {
+        if !self.trigger_tables.is_empty() {
+            // Part of the statement that fired the trigger: that one is retried, or not.
+            return self.execute_once(sql);
+        }
         self.retrying_taken_back(|s| s.execute_once(sql))
     }
 
@@ -402,6 +425,11 @@ impl SqlSession {
         }
         let first = lexer::first_words(&text, 3);
         let w = |i: usize| first.get(i).map(String::as_str).unwrap_or("");
+        if !self.trigger_tables.is_empty() {
+            // A statement of a procedure a trigger calls: no commit inside the statement that
+            // fired it (the trigger's own were checked when it was created).
+            triggers::check_in_trigger(&first, &text)?;
+        }
         if accounts::statements::is_account_statement(&first) {
             return self.account_statement(&text);
         }
@@ -420,6 +448,9 @@ impl SqlSession {
             ("LOAD", "DATA") => return self.load_data(&text),
             ("CREATE", "TABLE") if lexer::find_top_level(&text, "PARTITION BY").is_some() => {
                 return self.create_table_text(&text)
+            }
+            ("CREATE", "TRIGGER" | "DEFINER") if triggers::is_create_trigger(&text) => {
+                return self.create_trigger(&text)
             }
             ("CREATE", "VIEW" | "OR" | "ALGORITHM" | "DEFINER" | "SQL")
                 if lexer::find_top_level(&text, "VIEW").is_some()
@@ -442,9 +473,12 @@ impl SqlSession {
                 let name = text.split_whitespace().nth(3).unwrap_or_default();
                 return self.show_create_procedure(name.trim_end_matches(';'));
             }
+            ("DROP", "TRIGGER") => return self.drop_trigger(&text),
+            ("SHOW", "TRIGGERS") => return self.show_triggers(&text),
+            ("SHOW", "CREATE") if w(2) == "TRIGGER" => return self.show_create_trigger(&text),
             ("CREATE", "FUNCTION" | "TRIGGER" | "EVENT" | "DEFINER") | ("DROP", "FUNCTION") => {
                 return Err(Error::unsupported(
-                    "stored functions, triggers and events (stored procedures are supported)",
+                    "stored functions and events (stored procedures and triggers are supported)",
                 ));
             }
             // FLUSH BINARY LOGS (and FLUSH LOGS, which includes it) starts a new binlog
@@ -831,6 +865,15 @@ impl SqlSession {
                 Some(d) => d,
                 None => self.session.current_db()?,
             };
+            // A table's triggers stay in its database: moving it to another with them is
+            // MySQL's 1435.
+            let (old_db, old_name) = (def.database.clone(), def.name.clone());
+            if !target_db.eq_ignore_ascii_case(&old_db) && self.has_triggers(&old_db, &old_name)? {
+                return Err(Error::new(
+                    code::ER_TRG_IN_WRONG_SCHEMA,
+                    "Trigger in wrong schema",
+                ));
+            }
             if self.engine().table_def(&target_db, &dname).is_some() {
                 return Err(Error::new(
                     code::ER_TABLE_EXISTS_ERROR,
@@ -838,9 +881,10 @@ impl SqlSession {
                 ));
             }
             def.database = target_db;
-            def.name = dname;
+            def.name = dname.clone();
             self.session
                 .alter_table(def, &mut |row, _| Ok(Some(row.to_vec())))?;
+            self.rename_triggers_of_table(&old_db, &old_name, &dname)?;
         }
         Ok(Outcome::Affected {
             rows: 0,
@@ -853,6 +897,11 @@ impl SqlSession {
         &mut self,
         f: impl FnOnce(&mut SqlSession) -> Result<T>,
     ) -> Result<T> {
+        if !self.trigger_tables.is_empty() {
+            // A statement of a trigger: part of the one that fired it, which undoes it with
+            // its own on error and commits it with its own.
+            return f(self);
+        }
         self.session.begin_statement();
         let r = f(self);
         self.session.end_statement(r)

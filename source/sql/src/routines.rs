@@ -38,9 +38,9 @@ pub(crate) struct StoredProcedure {
     pub(crate) created_us: i64,
 }
 
-/// One statement of a procedure's body.
+/// One statement of a procedure's (or a trigger's) body.
 #[derive(Debug, Clone, PartialEq)]
-enum Step {
+pub(crate) enum Step {
     /// `DECLARE a, b type [DEFAULT expr]`.
     Declare {
         names: Vec<String>,
@@ -57,8 +57,69 @@ enum Step {
     While { cond: String, body: Vec<Step> },
     /// `REPEAT ... UNTIL c END REPEAT`.
     Repeat { body: Vec<Step>, until: String },
+    /// `SIGNAL SQLSTATE 'state' [SET item = value, ...]`: the condition's state and its
+    /// items (MESSAGE_TEXT, MYSQL_ERRNO), by upper-case name.
+    Signal {
+        sqlstate: String,
+        items: Vec<(String, String)>,
+    },
+    /// `SELECT ... INTO target, ...`: the query without its INTO, and the variables
+    /// (local, or `@user`) its one row goes into.
+    SelectInto { query: String, targets: Vec<String> },
     /// Any other statement, run as the caller's statements are.
     Sql(String),
+}
+
+/// What a running procedure or trigger body sees besides the tables: its local variables
+/// and parameters, and in a trigger the rows it fires for.
+#[derive(Debug, Default)]
+pub(crate) struct Frame {
+    /// Local variables and parameters, by lower-case name.
+    pub(crate) vars: HashMap<String, Value>,
+    /// The trigger's rows, in a trigger.
+    pub(crate) rows: Option<TriggerRows>,
+}
+
+/// The rows a trigger fires for: `NEW` and `OLD` with their table's columns.
+#[derive(Debug)]
+pub(crate) struct TriggerRows {
+    /// The table the trigger is on.
+    pub(crate) def: std::sync::Arc<binlog_format::schema::TableDef>,
+    /// The row being written (INSERT, UPDATE); `SET NEW.col` changes it in a BEFORE trigger.
+    pub(crate) new: Option<Vec<Value>>,
+    /// The row as it was (UPDATE, DELETE).
+    pub(crate) old: Option<Vec<Value>>,
+    /// The columns `SET NEW.col` assigned.
+    pub(crate) set: Vec<usize>,
+    /// The statement's time zone, for time values written into statements.
+    pub(crate) tz: i64,
+}
+
+impl TriggerRows {
+    /// The slot of column `name` in the rows, or 1054 naming the row.
+    fn column(&self, row: &str, name: &str) -> Result<usize> {
+        self.def
+            .column_index(name)
+            .filter(|&i| self.def.columns[i].name != ringrep_engine::HIDDEN_ROW_ID)
+            .ok_or_else(|| Error::bad_field(name, row))
+    }
+
+    /// The value of `NEW.name` or `OLD.name` (`row` upper-case).
+    fn value(&self, row: &str, name: &str) -> Result<Value> {
+        let values = if row == "NEW" { &self.new } else { &self.old };
+        let event = if self.new.is_none() {
+            "DELETE"
+        } else {
+            "INSERT"
+        };
+        let values = values.as_ref().ok_or_else(|| {
+            Error::new(
+                code::ER_TRG_NO_SUCH_ROW_IN_TRG,
+                format!("There is no {row} row in on {event} trigger"),
+            )
+        })?;
+        Ok(values[self.column(row, name)?].clone())
+    }
 }
 
 /// A parsed procedure.
@@ -70,14 +131,14 @@ struct Procedure {
     body: Vec<Step>,
 }
 
-fn syntax(detail: impl std::fmt::Display) -> Error {
+pub(crate) fn syntax(detail: impl std::fmt::Display) -> Error {
     Error::syntax(format!(
         "You have an error in your SQL syntax; check the manual that corresponds to your MySQL server version for the right syntax to use near '{detail}'"
     ))
 }
 
 /// The first word of `s`, upper-cased.
-fn first_word(s: &str) -> String {
+pub(crate) fn first_word(s: &str) -> String {
     s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .find(|w| !w.is_empty())
         .unwrap_or_default()
@@ -85,7 +146,7 @@ fn first_word(s: &str) -> String {
 }
 
 /// Whether `s` starts with the words `words` (case-insensitive, any spacing).
-fn starts_with_words(s: &str, words: &[&str]) -> bool {
+pub(crate) fn starts_with_words(s: &str, words: &[&str]) -> bool {
     let mut it = s.split_whitespace();
     words.iter().all(|w| {
         it.next().is_some_and(|x| {
@@ -105,7 +166,7 @@ fn is_labelled(piece: &str) -> bool {
 }
 
 /// Splits `s` at its top-level semicolons (outside quotes and parentheses).
-fn split_statements(s: &str) -> Vec<String> {
+pub(crate) fn split_statements(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut depth = 0i32;
     let mut quote: Option<char> = None;
@@ -155,7 +216,7 @@ fn split_header(
 
 /// Parses statements from `pieces` until one that starts with one of `ends` (returned, not
 /// consumed), or the end of the body (an error when `ends` is not empty).
-fn parse_block(
+pub(crate) fn parse_block(
     pieces: &mut VecDeque<String>,
     ends: &[&[&str]],
 ) -> Result<(Vec<Step>, Option<String>)> {
@@ -269,10 +330,10 @@ fn parse_block(
                 steps.extend(body);
                 continue;
             }
-            "LEAVE" | "ITERATE" | "LOOP" | "CASE" | "OPEN" | "FETCH" | "CLOSE" | "SIGNAL"
-            | "RESIGNAL" | "RETURN" => {
-                return Err(Error::unsupported(format!("{word} in stored procedures")))
-            }
+            "SIGNAL" => parse_signal(&piece)?,
+            "SELECT" if find_top_level(&piece, "INTO").is_some() => parse_select_into(&piece)?,
+            "LEAVE" | "ITERATE" | "LOOP" | "CASE" | "OPEN" | "FETCH" | "CLOSE" | "RESIGNAL"
+            | "RETURN" => return Err(Error::unsupported(format!("{word} in stored procedures"))),
             _ if is_labelled(&piece) => {
                 return Err(Error::unsupported("labels in stored procedures"))
             }
@@ -285,6 +346,89 @@ fn parse_block(
     } else {
         Err(syntax("end of the procedure body"))
     }
+}
+
+/// Parses `SIGNAL SQLSTATE [VALUE] 'state' [SET name = value, ...]`.
+fn parse_signal(piece: &str) -> Result<Step> {
+    let rest = piece[6..].trim_start();
+    if !starts_with_words(rest, &["SQLSTATE"]) {
+        // `SIGNAL condition_name` needs DECLARE ... CONDITION, which ringrep has not.
+        return Err(Error::unsupported("SIGNAL of a named condition"));
+    }
+    let mut rest = rest[8..].trim_start();
+    if starts_with_words(rest, &["VALUE"]) {
+        rest = rest[5..].trim_start();
+    }
+    let (sqlstate, after) = super::lexer::take_string(rest).ok_or_else(|| syntax(piece.trim()))?;
+    let bad = sqlstate.len() != 5
+        || !sqlstate.chars().all(|c| c.is_ascii_alphanumeric())
+        || sqlstate.starts_with("00");
+    if bad {
+        return Err(Error::new(
+            code::ER_SP_BAD_SQLSTATE,
+            format!("Bad SQLSTATE: '{sqlstate}'"),
+        ));
+    }
+    let after = after.trim();
+    let mut items = Vec::new();
+    if !after.is_empty() {
+        if !starts_with_words(after, &["SET"]) {
+            return Err(syntax(after));
+        }
+        for item in split_top_level_commas(after[3..].trim()) {
+            let eq = item.find('=').ok_or_else(|| syntax(&item))?;
+            let name = item[..eq].trim().to_ascii_uppercase();
+            if !matches!(
+                name.as_str(),
+                "MESSAGE_TEXT"
+                    | "MYSQL_ERRNO"
+                    | "CLASS_ORIGIN"
+                    | "SUBCLASS_ORIGIN"
+                    | "CONSTRAINT_CATALOG"
+                    | "CONSTRAINT_SCHEMA"
+                    | "CONSTRAINT_NAME"
+                    | "CATALOG_NAME"
+                    | "SCHEMA_NAME"
+                    | "TABLE_NAME"
+                    | "COLUMN_NAME"
+                    | "CURSOR_NAME"
+            ) {
+                return Err(syntax(&item));
+            }
+            items.push((name, item[eq + 1..].trim().to_string()));
+        }
+    }
+    Ok(Step::Signal { sqlstate, items })
+}
+
+/// Parses `SELECT ... INTO a, @b [FROM ...]` (INTO after the select list, or at the end).
+fn parse_select_into(piece: &str) -> Result<Step> {
+    let at = find_top_level(piece, "INTO").ok_or_else(|| syntax(piece))?;
+    let after = &piece[at + 4..];
+    let end = [
+        "FROM", "WHERE", "GROUP", "HAVING", "ORDER", "LIMIT", "FOR", "LOCK", "UNION",
+    ]
+    .iter()
+    .filter_map(|k| find_top_level(after, k))
+    .min()
+    .unwrap_or(after.len());
+    let list = after[..end].trim();
+    if starts_with_words(list, &["OUTFILE"]) || starts_with_words(list, &["DUMPFILE"]) {
+        return Err(Error::unsupported("SELECT ... INTO OUTFILE"));
+    }
+    let targets: Vec<String> = split_top_level_commas(list)
+        .iter()
+        .map(|t| t.trim().trim_matches('`').to_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect();
+    if targets.is_empty() {
+        return Err(syntax(piece));
+    }
+    let query = format!("{} {}", piece[..at].trim_end(), after[end..].trim_start());
+    Ok(Step::SelectInto {
+        query: query.trim().to_string(),
+        targets,
+    })
 }
 
 /// Parses `CREATE [DEFINER=...] PROCEDURE [IF NOT EXISTS] [db.]name(params) [characteristics] body`.
@@ -361,25 +505,85 @@ fn matching(s: &str) -> Option<usize> {
     None
 }
 
-/// A value as an SQL literal, to put into a statement in place of a variable.
-fn literal(v: &Value) -> String {
+/// A value as an SQL literal, to put into a statement in place of a variable: one that reads
+/// back as the same kind of value (numbers unquoted, DECIMAL and DOUBLE as such, bytes in
+/// hex, times as text in the session's time zone `tz`).
+pub(crate) fn literal(v: &Value, tz: i64) -> String {
+    let quoted = |text: &str| format!("'{}'", text.replace('\\', "\\\\").replace('\'', "''"));
+    // A negative number in parentheses: `-x` or `a - x` must not become `--5`, a comment.
+    let number = |text: String| match text.starts_with('-') {
+        true => format!("({text})"),
+        false => text,
+    };
     match v {
         Value::Null => "NULL".into(),
-        Value::Int(i) => i.to_string(),
+        Value::Int(i) => number(i.to_string()),
         Value::UInt(u) => u.to_string(),
+        Value::Decimal(d) if d.parse::<f64>().is_ok() => number(d.clone()),
+        Value::Double(f) if f.is_finite() => number(format!("{f:e}")),
+        Value::Float(f) if f.is_finite() => number(format!("{:e}", f64::from(*f))),
         Value::Bytes(b) => {
             let hex: String = b.iter().map(|x| format!("{x:02X}")).collect();
             format!("X'{hex}'")
         }
-        other => {
-            let text = ringrep_engine::types::text_of(other);
-            format!("'{}'", text.replace('\\', "\\\\").replace('\'', "''"))
+        Value::Timestamp(_) | Value::DateTime(_) | Value::Date(_) => {
+            quoted(&super::expr::render(v, None, tz).unwrap_or_default())
         }
+        other => quoted(&ringrep_engine::types::text_of(other)),
+    }
+}
+
+/// `text` with every `NEW.col` and `OLD.col` of a trigger replaced by the row's value.
+fn substitute_rows(text: &str, rows: &TriggerRows) -> Result<String> {
+    use sqlparser::dialect::MySqlDialect;
+    use sqlparser::tokenizer::{Token, Tokenizer};
+    let tokens = Tokenizer::new(&MySqlDialect {}, text)
+        .with_unescape(false)
+        .tokenize()
+        .map_err(syntax)?;
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let next_significant =
+        |from: usize| (from..tokens.len()).find(|&j| !matches!(tokens[j], Token::Whitespace(_)));
+    let mut prev: Option<&Token> = None;
+    while i < tokens.len() {
+        let t = &tokens[i];
+        if let Token::Word(w) = t {
+            let row = w.value.to_ascii_uppercase();
+            let after_period = matches!(prev, Some(Token::Period));
+            if w.quote_style.is_none() && (row == "NEW" || row == "OLD") && !after_period {
+                if let Some(dot) = next_significant(i + 1).filter(|&j| tokens[j] == Token::Period) {
+                    if let Some(col) = next_significant(dot + 1) {
+                        if let Token::Word(c) = &tokens[col] {
+                            out.push_str(&literal(&rows.value(&row, &c.value)?, rows.tz));
+                            prev = Some(&tokens[col]);
+                            i = col + 1;
+                            continue;
+                        }
+                    }
+                }
+            }
+        }
+        if !matches!(t, Token::Whitespace(_)) {
+            prev = Some(t);
+        }
+        out.push_str(&t.to_string());
+        i += 1;
+    }
+    Ok(out)
+}
+
+/// `text` as a statement of a body running in `frame`: a trigger's `NEW.col` and `OLD.col`
+/// and the variables in scope replaced by their values.
+fn substitute_in(text: &str, frame: &Frame, tz: i64) -> Result<String> {
+    match &frame.rows {
+        Some(rows) => substitute(&substitute_rows(text, rows)?, &frame.vars, tz),
+        None => substitute(text, &frame.vars, tz),
     }
 }
 
 /// `text` with every unqualified, unquoted use of a variable in `vars` replaced by its value.
-fn substitute(text: &str, vars: &HashMap<String, Value>) -> Result<String> {
+fn substitute(text: &str, vars: &HashMap<String, Value>, tz: i64) -> Result<String> {
     use sqlparser::dialect::MySqlDialect;
     use sqlparser::tokenizer::{Token, Tokenizer};
     if vars.is_empty() {
@@ -475,7 +679,7 @@ fn substitute(text: &str, vars: &HashMap<String, Value>) -> Result<String> {
             {
                 match vars.get(&w.value.to_lowercase()) {
                     Some(v) => {
-                        out.push_str(&literal(v));
+                        out.push_str(&literal(v, tz));
                         let whole_item = depth == 0
                             && select_list
                             && (word_is(prev, "SELECT")
@@ -618,7 +822,7 @@ impl SqlSession {
     }
 
     /// `user@host` of the session, as DEFINER shows it.
-    fn definer(&self) -> String {
+    pub(crate) fn definer(&self) -> String {
         match &self.authority {
             Some(a) => format!("{}@{}", a.account.user, a.account.host),
             None => "root@localhost".into(),
@@ -752,25 +956,26 @@ impl SqlSession {
                 ),
             ));
         }
-        let mut vars = HashMap::new();
+        let mut frame = Frame::default();
         for (param, arg) in p.params.iter().zip(&args) {
-            let v = self.value_of(arg, &HashMap::new())?;
-            vars.insert(param.clone(), v);
+            let v = self.value_of(arg, &Frame::default())?;
+            frame.vars.insert(param.clone(), v);
         }
         // Statements inside see the procedure's database as the current one.
         let saved_db = self.session.vars.database.replace(db);
         self.call_depth += 1;
         let mut last = None;
-        let r = self.run_steps(&p.body, &mut vars, &mut last);
+        let r = self.run_steps(&p.body, &mut frame, &mut last);
         self.call_depth -= 1;
         self.session.vars.database = saved_db;
         r?;
         Ok(last.unwrap_or(Outcome::Ok))
     }
 
-    /// The value of expression `expr` with `vars` in scope.
-    fn value_of(&mut self, expr: &str, vars: &HashMap<String, Value>) -> Result<Value> {
-        let sql = format!("SELECT {}", substitute(expr, vars)?);
+    /// The value of expression `expr` in `frame`.
+    fn value_of(&mut self, expr: &str, frame: &Frame) -> Result<Value> {
+        let tz = self.session.vars.tz_offset;
+        let sql = format!("SELECT {}", substitute_in(expr, frame, tz)?);
         match self.execute_inner(&sql)? {
             Outcome::Rows(rs) => Ok(rs
                 .rows
@@ -782,29 +987,51 @@ impl SqlSession {
         }
     }
 
-    fn run_steps(
+    /// Runs the statements of a body in `frame`; `last` keeps the result of the last SELECT
+    /// (a CALL's result). In a trigger (`frame.rows`), no statement may return rows.
+    pub(crate) fn run_steps(
         &mut self,
         steps: &[Step],
-        vars: &mut HashMap<String, Value>,
+        frame: &mut Frame,
         last: &mut Option<Outcome>,
     ) -> Result<()> {
+        let tz = self.session.vars.tz_offset;
         for step in steps {
             match step {
                 Step::Declare { names, default } => {
                     let v = match default {
-                        Some(e) => self.value_of(e, vars)?,
+                        Some(e) => self.value_of(e, frame)?,
                         None => Value::Null,
                     };
                     for n in names {
-                        vars.insert(n.clone(), v.clone());
+                        frame.vars.insert(n.clone(), v.clone());
                     }
                 }
-                Step::Set { name, expr } if vars.contains_key(name) => {
-                    let v = self.value_of(expr, vars)?;
-                    vars.insert(name.clone(), v);
+                Step::Set { name, expr } if frame.vars.contains_key(name) => {
+                    let v = self.value_of(expr, frame)?;
+                    frame.vars.insert(name.clone(), v);
+                }
+                Step::Set { name, expr } if frame.rows.is_some() && row_target(name).is_some() => {
+                    let (row, column) = row_target(name).unwrap_or_default();
+                    let v = self.value_of(expr, frame)?;
+                    let Some(rows) = frame.rows.as_mut() else {
+                        continue;
+                    };
+                    let c = rows.column(&row, &column)?;
+                    // Checked when the trigger was created; a NEW row is there to set.
+                    let Some(new) = rows.new.as_mut().filter(|_| row == "NEW") else {
+                        return Err(Error::new(
+                            code::ER_TRG_CANT_CHANGE_ROW,
+                            format!("Updating of {row} row is not allowed in trigger"),
+                        ));
+                    };
+                    new[c] = ringrep_engine::types::coerce(v, &rows.def.columns[c], 1, tz)?;
+                    if !rows.set.contains(&c) {
+                        rows.set.push(c);
+                    }
                 }
                 Step::Set { name, expr } => {
-                    let sql = format!("SET {name} = {}", substitute(expr, vars)?);
+                    let sql = format!("SET {name} = {}", substitute_in(expr, frame, tz)?);
                     self.execute_inner(&sql)?;
                 }
                 Step::If {
@@ -813,30 +1040,73 @@ impl SqlSession {
                 } => {
                     let mut taken = false;
                     for (cond, body) in branches {
-                        if truthy(&self.value_of(cond, vars)?) == Some(true) {
-                            self.run_steps(body, vars, last)?;
+                        if truthy(&self.value_of(cond, frame)?) == Some(true) {
+                            self.run_steps(body, frame, last)?;
                             taken = true;
                             break;
                         }
                     }
                     if !taken {
-                        self.run_steps(otherwise, vars, last)?;
+                        self.run_steps(otherwise, frame, last)?;
                     }
                 }
                 Step::While { cond, body } => {
-                    while truthy(&self.value_of(cond, vars)?) == Some(true) {
-                        self.run_steps(body, vars, last)?;
+                    while truthy(&self.value_of(cond, frame)?) == Some(true) {
+                        self.run_steps(body, frame, last)?;
                     }
                 }
                 Step::Repeat { body, until } => loop {
-                    self.run_steps(body, vars, last)?;
-                    if truthy(&self.value_of(until, vars)?) == Some(true) {
+                    self.run_steps(body, frame, last)?;
+                    if truthy(&self.value_of(until, frame)?) == Some(true) {
                         break;
                     }
                 },
+                Step::Signal { sqlstate, items } => self.signal(sqlstate, items, frame)?,
+                Step::SelectInto { query, targets } => {
+                    let out = self.execute_inner(&substitute_in(query, frame, tz)?)?;
+                    let Outcome::Rows(rs) = out else {
+                        return Err(Error::internal("SELECT ... INTO returned no result set"));
+                    };
+                    if rs.columns.len() != targets.len() {
+                        return Err(Error::new(
+                            code::ER_WRONG_NUMBER_OF_COLUMNS_IN_SELECT,
+                            "The used SELECT statements have a different number of columns",
+                        ));
+                    }
+                    match rs.rows.len() {
+                        0 => self.session.warn(
+                            code::ER_SP_FETCH_NO_DATA.number,
+                            "No data - zero rows fetched, selected, or processed",
+                        ),
+                        1 => {
+                            let row = rs.rows.into_iter().next().unwrap_or_default();
+                            for (t, v) in targets.iter().zip(row) {
+                                if let Some(user) = t.strip_prefix('@') {
+                                    self.user_vars.insert(user.to_string(), v);
+                                } else if frame.vars.contains_key(t) {
+                                    frame.vars.insert(t.clone(), v);
+                                } else {
+                                    return Err(Error::new(
+                                        code::ER_SP_UNDECLARED_VAR,
+                                        format!("Undeclared variable: {t}"),
+                                    ));
+                                }
+                            }
+                        }
+                        _ => {
+                            return Err(Error::new(
+                                code::ER_TOO_MANY_ROWS,
+                                "Result consisted of more than one row",
+                            ))
+                        }
+                    }
+                }
                 Step::Sql(sql) => {
-                    let out = self.execute_inner(&substitute(sql, vars)?)?;
+                    let out = self.execute_inner(&substitute_in(sql, frame, tz)?)?;
                     if matches!(out, Outcome::Rows(_)) {
+                        if frame.rows.is_some() {
+                            return Err(returned_rows_in_trigger(sql));
+                        }
                         *last = Some(out);
                     }
                 }
@@ -844,6 +1114,100 @@ impl SqlSession {
         }
         Ok(())
     }
+
+    /// `SIGNAL SQLSTATE 'state' SET ...`: an error with that SQLSTATE (MYSQL_ERRNO 1644 unless
+    /// given), or for class `01` a warning, after which the body goes on.
+    fn signal(&mut self, sqlstate: &str, items: &[(String, String)], frame: &Frame) -> Result<()> {
+        let class = &sqlstate[..2];
+        let (mut number, mut message) = match class {
+            "01" => (
+                1642u16,
+                "Unhandled user-defined warning condition".to_string(),
+            ),
+            "02" => (
+                1643u16,
+                "Unhandled user-defined not found condition".to_string(),
+            ),
+            _ => (
+                1644u16,
+                "Unhandled user-defined exception condition".to_string(),
+            ),
+        };
+        for (item, expr) in items {
+            let v = self.value_of(expr, frame)?;
+            match item.as_str() {
+                "MESSAGE_TEXT" => message = ringrep_engine::types::text_of(&v),
+                "MYSQL_ERRNO" => {
+                    number = super::expr::to_f64(&v)
+                        .filter(|n| (1.0..=65535.0).contains(n))
+                        .map(|n| n as u16)
+                        .ok_or_else(|| {
+                            Error::new(
+                                code::ER_WRONG_VALUE_FOR_VAR,
+                                format!(
+                                    "Variable 'MYSQL_ERRNO' can't be set to the value of '{}'",
+                                    ringrep_engine::types::text_of(&v)
+                                ),
+                            )
+                        })?;
+                }
+                _ => {}
+            }
+        }
+        if class == "01" {
+            self.session.warn(number, message);
+            return Ok(());
+        }
+        let mut e = Error::new(code::ER_UNKNOWN_ERROR, message);
+        e.code = number;
+        e.sqlstate = static_sqlstate(sqlstate);
+        e.kind = ringrep_engine::error::ErrorKind::User;
+        Err(e)
+    }
+}
+
+/// `new.col` / `old.col` (as a SET names its target, lower-cased): the row (upper-case) and
+/// the column.
+fn row_target(name: &str) -> Option<(String, String)> {
+    let (row, column) = name.split_once('.')?;
+    let row = row.trim_matches('`').to_ascii_uppercase();
+    (row == "NEW" || row == "OLD").then(|| (row, column.trim_matches('`').to_string()))
+}
+
+/// The error for a statement of a trigger that returned rows: a SELECT (found when the
+/// trigger is created), or a CALL of a procedure that selects.
+fn returned_rows_in_trigger(sql: &str) -> Error {
+    if first_word(sql) == "CALL" {
+        let name = sql.trim()[4..]
+            .split('(')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .replace('`', "");
+        return Error::new(
+            code::ER_SP_BADSELECT,
+            format!("PROCEDURE {name} can't return a result set in the given context"),
+        );
+    }
+    Error::new(
+        code::ER_SP_NO_RETSET,
+        "Not allowed to return a result set from a trigger",
+    )
+}
+
+/// `sqlstate` as the `'static` text an error carries (each distinct state is kept once).
+fn static_sqlstate(sqlstate: &str) -> &'static str {
+    static SEEN: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    if sqlstate == "45000" {
+        return "45000";
+    }
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = seen.iter().find(|s| **s == sqlstate) {
+        return s;
+    }
+    let kept: &'static str = Box::leak(sqlstate.to_string().into_boxed_str());
+    seen.push(kept);
+    kept
 }
 
 #[cfg(test)]
@@ -907,7 +1271,7 @@ mod tests {
     fn a_selected_variable_keeps_its_name() {
         let vars: HashMap<String, Value> = [("total".to_string(), Value::Int(10))].into();
         assert_eq!(
-            substitute("SELECT total, total + 1 FROM t WHERE total > 1", &vars).expect("sub"),
+            substitute("SELECT total, total + 1 FROM t WHERE total > 1", &vars, 0).expect("sub"),
             "SELECT 10 AS `total`, 10 + 1 FROM t WHERE 10 > 1"
         );
         assert!(is_labelled("l1: WHILE 1 DO"));
@@ -918,7 +1282,7 @@ mod tests {
     fn strings_keep_their_escapes_and_set_lists_split() {
         let vars: HashMap<String, Value> = [("n".to_string(), Value::Int(1))].into();
         assert_eq!(
-            substitute("INSERT INTO t VALUES (n, 'don''t', 'a\\b')", &vars).expect("sub"),
+            substitute("INSERT INTO t VALUES (n, 'don''t', 'a\\b')", &vars, 0).expect("sub"),
             "INSERT INTO t VALUES (1, 'don''t', 'a\\b')"
         );
         let p = parse_procedure(
@@ -930,10 +1294,25 @@ mod tests {
     }
 
     #[test]
+    fn values_go_in_as_literals_of_their_kind() {
+        assert_eq!(literal(&Value::Int(-5), 0), "(-5)");
+        assert_eq!(literal(&Value::Decimal("-2.50".into()), 0), "(-2.50)");
+        assert_eq!(literal(&Value::Decimal("2.50".into()), 0), "2.50");
+        assert_eq!(literal(&Value::Double(0.5), 0), "5e-1");
+        assert_eq!(literal(&Value::Text("it's".into()), 0), "'it''s'");
+        assert_eq!(literal(&Value::Timestamp(0), 3600), "'1970-01-01 01:00:00'");
+        let vars: HashMap<String, Value> = [("d".to_string(), Value::Int(-2))].into();
+        assert_eq!(
+            substitute("SELECT 1 - d, -d", &vars, 0).expect("sub"),
+            "SELECT 1 - (-2), -(-2)"
+        );
+    }
+
+    #[test]
     fn assignment_targets_stay_columns() {
         let vars: HashMap<String, Value> = [("v".to_string(), Value::Int(7))].into();
         assert_eq!(
-            substitute("UPDATE t SET v = v + 1, w = v WHERE v > 1", &vars).expect("sub"),
+            substitute("UPDATE t SET v = v + 1, w = v WHERE v > 1", &vars, 0).expect("sub"),
             "UPDATE t SET v = 7 + 1, w = 7 WHERE 7 > 1"
         );
     }
@@ -946,7 +1325,7 @@ mod tests {
         ]
         .into();
         assert_eq!(
-            substitute("INSERT INTO t (id, v) VALUES (i, CONCAT(v, t.i))", &vars).expect("sub"),
+            substitute("INSERT INTO t (id, v) VALUES (i, CONCAT(v, t.i))", &vars, 0).expect("sub"),
             "INSERT INTO t (id, v) VALUES (3, CONCAT('it''s', t.i))"
         );
     }

@@ -15,7 +15,9 @@ use sqlparser::ast::{
 };
 
 use super::columns::{table_columns, ColumnRef, FromTable, StarCol};
-use super::expr::{compare, eval, is_aggregate, render, resolve, to_f64, truthy, Ctx, Scope};
+use super::expr::{
+    compare, eval, is_aggregate, render, resolve, to_f64, truthy, Ctx, OuterRow, Scope,
+};
 use super::predicate::{equalities, keep_matching};
 use super::rows::Rows;
 use super::rowset::{dedupe, filter_by};
@@ -45,6 +47,83 @@ struct OutputColumn<'a> {
 
 /// An output row before ordering: its values, and its ORDER BY keys.
 type KeyedRow = (Vec<Value>, Vec<Value>);
+
+/// How many results of one correlated subquery a statement keeps.
+const MEMO_ROWS: usize = 4096;
+
+/// The results of one correlated subquery in a statement, by the outer values a run read.
+/// A run reads the same slots again for the same values there (it takes the same path), so
+/// a result found under the slots one run read, with the values now in them, is the result.
+#[derive(Debug, Default)]
+pub(crate) struct Memo {
+    entries: Vec<MemoEntry>,
+    kept: usize,
+}
+
+#[derive(Debug)]
+struct MemoEntry {
+    /// The enclosing scope's columns (table, name): the same text under another scope has
+    /// other slots.
+    columns: Vec<(String, String)>,
+    /// The slots of the enclosing row the runs read.
+    slots: Vec<usize>,
+    /// Results by the values in `slots`.
+    rows: HashMap<Key, std::sync::Arc<Rows>>,
+}
+
+impl MemoEntry {
+    fn fits(&self, scope: &Scope<'_>) -> bool {
+        self.columns.len() == scope.columns.len()
+            && self
+                .columns
+                .iter()
+                .zip(scope.columns)
+                .all(|((t, n), c)| *t == c.table && *n == c.name)
+            && self.slots.iter().all(|&s| s < scope.row.len())
+    }
+
+    fn key(&self, row: &[Value]) -> Key {
+        Key(self.slots.iter().map(|&s| row[s].clone()).collect())
+    }
+}
+
+impl Memo {
+    fn get(&self, scope: &Scope<'_>) -> Option<std::sync::Arc<Rows>> {
+        self.entries
+            .iter()
+            .filter(|e| e.fits(scope))
+            .find_map(|e| e.rows.get(&e.key(scope.row)).cloned())
+    }
+
+    fn insert(&mut self, scope: &Scope<'_>, slots: Vec<usize>, rows: std::sync::Arc<Rows>) {
+        if self.kept >= MEMO_ROWS {
+            return;
+        }
+        let at = match self
+            .entries
+            .iter()
+            .position(|e| e.slots == slots && e.fits(scope))
+        {
+            Some(at) => at,
+            None => {
+                self.entries.push(MemoEntry {
+                    columns: scope
+                        .columns
+                        .iter()
+                        .map(|c| (c.table.clone(), c.name.clone()))
+                        .collect(),
+                    slots,
+                    rows: HashMap::new(),
+                });
+                self.entries.len() - 1
+            }
+        };
+        let entry = &mut self.entries[at];
+        let key = entry.key(scope.row);
+        entry.rows.insert(key, rows);
+        self.kept += 1;
+    }
+}
 
 /// The entries `*` stands for: a table's visible columns, in order, under their own names.
 fn push_columns(outputs: &mut Vec<OutputColumn<'_>>, t: &FromTable) {
@@ -240,6 +319,54 @@ fn collect_aggregates<'a>(e: &'a Expr, out: &mut Vec<&'a Function>) {
     }
 }
 
+/// `column = name` terms among the top-level ANDs of a WHERE where `column` is one of the
+/// query's own `columns` and `name` is not (so it names a column of an enclosing query).
+fn outer_equalities(e: &Expr, columns: &[ColumnRef], out: &mut Vec<(String, Expr)>) {
+    let scope = Scope {
+        columns,
+        row: &[],
+        aggregates: None,
+        place: "where clause",
+    };
+    let own = |x: &Expr| match x {
+        Expr::Identifier(i) if !i.value.starts_with('@') => resolve(&scope, None, &i.value)
+            .ok()
+            .map(|_| i.value.to_lowercase()),
+        Expr::CompoundIdentifier(p) if p.len() >= 2 => {
+            resolve(&scope, Some(&p[p.len() - 2].value), &p[p.len() - 1].value)
+                .ok()
+                .map(|_| p[p.len() - 1].value.to_lowercase())
+        }
+        _ => None,
+    };
+    let foreign = |x: &Expr| match x {
+        Expr::Identifier(i) if !i.value.starts_with('@') => {
+            resolve(&scope, None, &i.value).is_err_and(|e| e.code == code::ER_BAD_FIELD_ERROR)
+        }
+        Expr::CompoundIdentifier(p) if p.len() >= 2 => {
+            resolve(&scope, Some(&p[p.len() - 2].value), &p[p.len() - 1].value)
+                .is_err_and(|e| e.code == code::ER_BAD_FIELD_ERROR)
+        }
+        _ => false,
+    };
+    let mut terms = Vec::new();
+    super::predicate::conjuncts(e, &mut terms);
+    for term in terms {
+        if let Expr::BinaryOp {
+            left,
+            op: sqlparser::ast::BinaryOperator::Eq,
+            right,
+        } = term
+        {
+            if let (Some(c), true) = (own(left), foreign(right)) {
+                out.push((c, (**right).clone()));
+            } else if let (Some(c), true) = (own(right), foreign(left)) {
+                out.push((c, (**left).clone()));
+            }
+        }
+    }
+}
+
 /// A query's ORDER BY terms: expression and whether descending.
 fn order_terms(q: &Query) -> Result<Vec<(&Expr, bool)>> {
     match q.order_by.as_ref().map(|o| &o.kind) {
@@ -264,14 +391,15 @@ impl SqlSession {
         }))
     }
 
-    /// The visible rows of a table for a WHERE, narrowed by leading key equalities.
+    /// The visible rows of a table for a WHERE, narrowed by leading key equalities (with a
+    /// constant, or with a column of a query around this one).
     pub(crate) fn rows_for(
         &self,
         def: &TableDef,
         columns: &[ColumnRef],
         selection: Option<&Expr>,
     ) -> Result<Vec<Vec<Value>>> {
-        let prefix = self.key_prefix(def, selection)?;
+        let prefix = self.key_prefix_in(def, selection, Some(columns))?;
         let rows = self.session.scan(def, &prefix)?;
         keep_matching(selection, columns, rows, &self.ctx())
     }
@@ -283,10 +411,26 @@ impl SqlSession {
         def: &TableDef,
         selection: Option<&Expr>,
     ) -> Result<Vec<Value>> {
+        self.key_prefix_in(def, selection, None)
+    }
+
+    /// [`SqlSession::key_prefix`], where `inner` (the scope of the query's own columns)
+    /// lets `key = name` narrow too when `name` is not one of them: a column of the row of an
+    /// enclosing query, a correlated subquery's usual `inner.k = outer.k`.
+    fn key_prefix_in(
+        &self,
+        def: &TableDef,
+        selection: Option<&Expr>,
+        inner: Option<&[ColumnRef]>,
+    ) -> Result<Vec<Value>> {
         let mut prefix = Vec::new();
         if let Some(w) = selection {
             let mut eqs = Vec::new();
             equalities(w, &mut eqs);
+            let constants = eqs.len();
+            if let Some(columns) = inner {
+                outer_equalities(w, columns, &mut eqs);
+            }
             let ctx = self.ctx();
             for &pk in &def.primary_key {
                 // Text compares without case and trailing spaces (and with numbers by value),
@@ -295,10 +439,15 @@ impl SqlSession {
                     break;
                 }
                 let name = def.columns[pk].name.to_lowercase();
-                let Some((_, e)) = eqs.iter().find(|(c, _)| *c == name) else {
+                let Some(at) = eqs.iter().position(|(c, _)| *c == name) else {
                     break;
                 };
-                let v = eval(e, &Scope::empty(), &ctx)?;
+                let v = match eval(&eqs[at].1, &Scope::empty(), &ctx) {
+                    Ok(v) => v,
+                    // An outer name that is no column anywhere: the WHERE says so itself.
+                    Err(_) if at >= constants => break,
+                    Err(e) => return Err(e),
+                };
                 // Only an exact value of the column's type can narrow the scan.
                 match ringrep_engine::types::coerce(v.clone(), &def.columns[pk], 1, ctx.tz) {
                     Ok(c) if compare(&c, &v, ctx.tz) == Some(Ordering::Equal) && !c.is_null() => {
@@ -318,6 +467,26 @@ impl SqlSession {
         &self,
         target: &TableDef,
         exprs: impl IntoIterator<Item = &'e Expr>,
+    ) -> Result<()> {
+        self.visit_subqueries(target, exprs, true)
+    }
+
+    /// Error 1093 when a subquery of `exprs` reads `target` (a statement changing it evaluates
+    /// them as it goes, row by row).
+    pub(crate) fn check_subquery_targets<'e>(
+        &self,
+        target: &TableDef,
+        exprs: impl IntoIterator<Item = &'e Expr>,
+    ) -> Result<()> {
+        self.visit_subqueries(target, exprs, false)
+    }
+
+    /// Checks that no subquery of `exprs` reads `target` (1093) and, with `run`, runs them.
+    fn visit_subqueries<'e>(
+        &self,
+        target: &TableDef,
+        exprs: impl IntoIterator<Item = &'e Expr>,
+        run: bool,
     ) -> Result<()> {
         use sqlparser::ast::{visit_expressions, visit_relations, InTarget};
         use std::ops::ControlFlow;
@@ -359,6 +528,9 @@ impl SqlSession {
                         ),
                     ));
                 }
+                if !run {
+                    return ControlFlow::Continue(());
+                }
                 match self.run_subquery(q) {
                     Ok(_) => {
                         done.push(text);
@@ -394,6 +566,81 @@ impl SqlSession {
             .unwrap_or_else(|p| p.into_inner())
             .insert(text, rows.clone());
         Ok(rows)
+    }
+
+    /// Runs a subquery met while evaluating the row `scope` of an enclosing query, whose
+    /// own enclosing rows are `outer`: a column the subquery does not have is looked up in
+    /// `scope`'s row, then further out (a correlated subquery). A subquery that read nothing
+    /// of them is kept for the statement, as an uncorrelated one; one that read the
+    /// enclosing row only is kept by the values it read there.
+    pub(crate) fn run_subquery_in(
+        &self,
+        q: &Query,
+        scope: &Scope<'_>,
+        outer: Option<&std::sync::Arc<OuterRow>>,
+    ) -> Result<std::sync::Arc<Rows>> {
+        use std::sync::Arc;
+        let text = q.to_string();
+        let cached = self
+            .subqueries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&text)
+            .cloned();
+        if let Some(rows) = cached {
+            return Ok(rows);
+        }
+        if let Some(rows) = self
+            .correlated
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&text)
+            .and_then(|m| m.get(scope))
+        {
+            return Ok(rows);
+        }
+        let frame = Arc::new(OuterRow {
+            columns: scope.columns.to_vec(),
+            row: scope.row.to_vec(),
+            parent: outer.cloned(),
+            read: Default::default(),
+            read_further: Default::default(),
+        });
+        let saved = self
+            .outer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(frame.clone());
+        let result = self.run_query(q, &text);
+        self.restore_outer(saved);
+        let rows = Arc::new(result?);
+        if !frame.was_read() {
+            self.subqueries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(text, rows.clone());
+        } else if !frame
+            .read_further
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.correlated
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(text)
+                .or_default()
+                .insert(scope, frame.read_slots(), rows.clone());
+        }
+        Ok(rows)
+    }
+
+    /// Takes the rows around the running subquery away (a view's query runs without them).
+    pub(crate) fn take_outer(&self) -> Option<std::sync::Arc<OuterRow>> {
+        self.outer.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// Puts back what [`SqlSession::take_outer`] took.
+    pub(crate) fn restore_outer(&self, outer: Option<std::sync::Arc<OuterRow>>) {
+        *self.outer.lock().unwrap_or_else(|p| p.into_inner()) = outer;
     }
 
     /// The rows of a query: a SELECT (over one table, none, or joined tables), a
@@ -1165,4 +1412,164 @@ fn select_list_texts(text: &str) -> Option<Vec<String>> {
             .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{test_rows, test_session};
+
+    fn one_column(s: &mut crate::SqlSession, sql: &str) -> Vec<String> {
+        test_rows(s, sql)
+            .into_iter()
+            .map(|r| r[0].clone().unwrap_or_else(|| "NULL".into()))
+            .collect()
+    }
+
+    fn session(dir: &std::path::Path) -> (ringrep_engine::Engine, crate::SqlSession) {
+        test_session(
+            dir,
+            &[
+                "CREATE TABLE t (id INT PRIMARY KEY, g INT, v INT)",
+                "CREATE TABLE u (id INT PRIMARY KEY, g INT, w INT)",
+                "INSERT INTO t VALUES (1, 1, 10), (2, 1, 20), (3, 2, 30), (4, 3, 40)",
+                "INSERT INTO u VALUES (1, 1, 100), (2, 2, 200), (3, 2, 300)",
+            ],
+        )
+    }
+
+    #[test]
+    fn correlated_subqueries_read_the_outer_row() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_e, mut s) = session(dir.path());
+        let q = |s: &mut crate::SqlSession, sql: &str| one_column(s, sql).join(",");
+        assert_eq!(
+            q(
+                &mut s,
+                "SELECT (SELECT COUNT(*) FROM u WHERE u.g = t.g) FROM t ORDER BY id"
+            ),
+            "1,1,2,0"
+        );
+        assert_eq!(
+            q(
+                &mut s,
+                "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.g = t.g) ORDER BY id"
+            ),
+            "1,2,3"
+        );
+        assert_eq!(
+            q(
+                &mut s,
+                "SELECT id FROM t WHERE NOT EXISTS (SELECT * FROM u WHERE g = t.g)"
+            ),
+            "4"
+        );
+        assert_eq!(
+            q(
+                &mut s,
+                "SELECT id FROM t WHERE v * 10 IN (SELECT w FROM u WHERE u.g = t.g) ORDER BY id"
+            ),
+            "1,3"
+        );
+        assert_eq!(
+            q(
+                &mut s,
+                "SELECT id FROM t AS a WHERE v > (SELECT AVG(v) FROM t AS b WHERE b.g = a.g)"
+            ),
+            "2"
+        );
+        // Two levels out, and a name the inner query has itself (its own `g` wins).
+        assert_eq!(
+            q(&mut s, "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE g = t.g AND EXISTS (SELECT 1 FROM t AS x WHERE x.id = u.id AND x.v = t.v)) ORDER BY id"),
+            "1,3"
+        );
+        // The key of the inner table narrows by the outer value.
+        assert_eq!(
+            q(
+                &mut s,
+                "SELECT (SELECT w FROM u WHERE u.id = t.id) FROM t ORDER BY id"
+            ),
+            "100,200,300,NULL"
+        );
+    }
+
+    #[test]
+    fn a_name_in_neither_scope_is_an_unknown_column() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_e, mut s) = session(dir.path());
+        for (sql, msg) in [
+            (
+                "SELECT id FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.g = t.nosuch)",
+                "Unknown column 't.nosuch' in 'where clause'",
+            ),
+            (
+                "SELECT (SELECT nosuch FROM u LIMIT 1) FROM t",
+                "Unknown column 'nosuch' in 'field list'",
+            ),
+            (
+                "SELECT (SELECT 1 FROM u WHERE x.g = u.g) FROM t",
+                "Unknown column 'x.g' in 'where clause'",
+            ),
+        ] {
+            let e = s.execute(sql).expect_err(sql);
+            assert_eq!((e.code, e.message.as_str()), (1054, msg), "{sql}");
+        }
+    }
+
+    #[test]
+    fn results_kept_by_the_outer_values_they_read_stay_right() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_e, mut s) = session(dir.path());
+        // Runs that read different outer columns (t.v for g = 1, t.id otherwise), with values
+        // repeating across rows.
+        assert_eq!(
+            one_column(
+                &mut s,
+                "SELECT (SELECT CASE WHEN t.g = 1 THEN t.v ELSE t.id END) FROM t ORDER BY id"
+            ),
+            ["10", "20", "3", "4"]
+        );
+        assert_eq!(
+            one_column(
+                &mut s,
+                "SELECT (SELECT COUNT(*) FROM u WHERE u.g = t.g) + (SELECT COUNT(*) FROM u WHERE u.g = t.g) FROM t AS t ORDER BY id"
+            ),
+            ["2", "2", "4", "0"]
+        );
+        // A view's query does not see the columns of the query reading it.
+        s.execute("CREATE VIEW vu AS SELECT id, g FROM u")
+            .expect("view");
+        assert_eq!(
+            one_column(
+                &mut s,
+                "SELECT (SELECT COUNT(*) FROM vu WHERE vu.g = t.g) FROM t ORDER BY id"
+            ),
+            ["1", "1", "2", "0"]
+        );
+    }
+
+    #[test]
+    fn updates_and_deletes_take_correlated_conditions_and_values() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_e, mut s) = session(dir.path());
+        s.execute("UPDATE t SET v = (SELECT MAX(w) FROM u WHERE u.g = t.g) WHERE EXISTS (SELECT 1 FROM u WHERE u.g = t.g)")
+            .expect("update");
+        assert_eq!(
+            one_column(&mut s, "SELECT v FROM t ORDER BY id"),
+            ["100", "100", "300", "40"]
+        );
+        s.execute("DELETE FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.g = t.g)")
+            .expect("delete");
+        assert_eq!(
+            one_column(&mut s, "SELECT id FROM t ORDER BY id"),
+            ["1", "2", "3"]
+        );
+        let e = s
+            .execute("UPDATE t SET v = (SELECT MAX(v) FROM t AS x WHERE x.g = t.g)")
+            .expect_err("1093");
+        assert_eq!(e.code, 1093);
+        let e = s
+            .execute("DELETE FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.g = t.nosuch)")
+            .expect_err("1054");
+        assert_eq!(e.code, 1054);
+    }
 }

@@ -166,7 +166,11 @@ impl SqlSession {
             )));
         };
         self.view_depth.fetch_add(1, Ordering::Relaxed);
+        // A view's query is its own: the columns of a query around the one reading the view
+        // are not in its scope.
+        let outer = self.take_outer();
         let rows = self.run_query(&q, &v.query);
+        self.restore_outer(outer);
         self.view_depth.fetch_sub(1, Ordering::Relaxed);
         let rows = rows?;
         let names: Vec<String> = if v.columns.is_empty() {
@@ -364,9 +368,13 @@ impl SqlSession {
         Ok(Outcome::Ok)
     }
 
-    /// Removes the views and procedures of database `db` (DROP DATABASE).
+    /// Removes the views, procedures and triggers of database `db` (DROP DATABASE).
     pub(crate) fn drop_stored_objects_of(&mut self, db: &str) -> Result<()> {
-        for table in [VIEWS_TABLE, super::routines::ROUTINES_TABLE] {
+        for table in [
+            VIEWS_TABLE,
+            super::routines::ROUTINES_TABLE,
+            super::triggers::TRIGGERS_TABLE,
+        ] {
             let Some(def) = self.engine().table_def(SYSTEM_DB, table) else {
                 continue;
             };

@@ -400,3 +400,61 @@ fn the_ways_around_the_checks_are_closed() {
         [[Some("0".to_string())]]
     );
 }
+
+#[test]
+fn triggers_need_the_trigger_privilege_and_run_with_the_callers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path());
+    let mut root = SqlSession::new(&engine);
+    ok(&mut root, "CREATE DATABASE app");
+    ok(&mut root, "CREATE TABLE app.t (id INT PRIMARY KEY)");
+    ok(&mut root, "CREATE TABLE app.log (id INT)");
+    ok(&mut root, "CREATE USER maker IDENTIFIED BY 'm'");
+    ok(&mut root, "GRANT SELECT, INSERT ON app.t TO maker");
+    ok(&mut root, "CREATE USER caller IDENTIFIED BY 'c'");
+    ok(&mut root, "GRANT SELECT, INSERT ON app.t TO caller");
+    let create = "CREATE TRIGGER app.t_ai AFTER INSERT ON app.t FOR EACH ROW INSERT INTO app.log VALUES (NEW.id)";
+
+    let mut m = session_as(&engine, "maker", "%");
+    let e = m.execute(create).expect_err("no TRIGGER privilege");
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            1142,
+            "TRIGGER command denied to user 'maker'@'127.0.0.1' for table 't'"
+        )
+    );
+    ok(&mut root, "GRANT TRIGGER ON app.t TO maker");
+    let mut m = session_as(&engine, "maker", "%");
+    assert_eq!(
+        code(
+            &mut m,
+            "CREATE DEFINER = root@localhost TRIGGER app.t_bi BEFORE INSERT ON app.t FOR EACH ROW SET @x = 1"
+        ),
+        1227
+    );
+    ok(&mut m, create);
+    assert_eq!(
+        rows(
+            &mut m,
+            "SELECT TRIGGER_NAME, DEFINER FROM information_schema.TRIGGERS"
+        ),
+        [[Some("t_ai".to_string()), Some("maker@%".to_string())]]
+    );
+
+    // Another account sees no trigger of a table it has no TRIGGER privilege on, and the
+    // trigger's statements run with its privileges (MySQL: its definer's).
+    let mut c = session_as(&engine, "caller", "%");
+    assert!(rows(&mut c, "SHOW TRIGGERS FROM app").is_empty());
+    assert_eq!(code(&mut c, "SHOW CREATE TRIGGER app.t_ai"), 1142);
+    assert_eq!(code(&mut c, "INSERT INTO app.t VALUES (1)"), 1142);
+    ok(&mut root, "GRANT INSERT ON app.log TO caller");
+    let mut c = session_as(&engine, "caller", "%");
+    ok(&mut c, "INSERT INTO app.t VALUES (1)");
+    assert_eq!(
+        rows(&mut root, "SELECT id FROM app.log"),
+        [[Some("1".to_string())]]
+    );
+    assert_eq!(code(&mut c, "DROP TRIGGER app.t_ai"), 1142);
+    ok(&mut m, "DROP TRIGGER app.t_ai");
+}

@@ -93,6 +93,7 @@ impl Privs {
     pub const REPLICATION_SLAVE: Privs = Privs(1 << 18);
     pub const REPLICATION_CLIENT: Privs = Privs(1 << 19);
     pub const CREATE_USER: Privs = Privs(1 << 24);
+    pub const TRIGGER: Privs = Privs(1 << 26);
     pub const REPLICATION_SLAVE_ADMIN: Privs = Privs(1 << 30);
     pub const GRANT_OPTION: Privs = Privs(1 << 31);
     pub const BINLOG_ADMIN: Privs = Privs(1 << 32);
