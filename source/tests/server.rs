@@ -502,7 +502,11 @@ fn protocol_errors_leave_the_node_serving() {
     // The oldest file from its start: the connection becomes the stream.
     let mut stream = raw::Client::login(node.addr);
     let first = stream.command(&[0x12, 4, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
-    assert_eq!((first[0], first[1 + 4]), (0x00, 4), "OK byte, then a ROTATE: {first:?}");
+    assert_eq!(
+        (first[0], first[1 + 4]),
+        (0x00, 4),
+        "OK byte, then a ROTATE: {first:?}"
+    );
     assert!(first.ends_with(b"binlog.000001"), "{first:?}");
     // COM_PING still works on the same connection.
     assert_eq!(c.command(&[0x0e])[0], 0);
