@@ -73,6 +73,8 @@ pub fn sql_literal(v: &Value) -> String {
 pub struct CreateStyle<'a> {
     /// `` `db`.`name` `` rather than `` `name` `` (SHOW CREATE TABLE prints the bare name).
     pub qualified: bool,
+    /// The `ENGINE=` printed (`ndbcluster`, or the engine a table was declared with).
+    pub engine: &'a str,
     /// The text of a default value (quoted by the caller's rules: SHOW CREATE TABLE prints
     /// every default as a string).
     pub default_text: &'a dyn Fn(&Value, &ColumnType) -> String,
@@ -168,8 +170,9 @@ pub fn create_table_sql(def: &TableDef, style: &CreateStyle<'_>) -> String {
         quote_ident(&def.name)
     };
     let mut out = format!(
-        "CREATE TABLE {name} (\n{}\n) ENGINE=ndbcluster DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci",
-        lines.join(",\n")
+        "CREATE TABLE {name} (\n{}\n) ENGINE={} DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci",
+        lines.join(",\n"),
+        style.engine
     );
     if let Some(c) = &def.comment {
         let _ = write!(
@@ -292,6 +295,7 @@ fn ddl_sql(out: &mut String, schema: &Schema, d: &DdlEvent) {
     let default_text = |v: &Value, _: &ColumnType| sql_literal(v);
     let style = CreateStyle {
         qualified: true,
+        engine: "ndbcluster",
         default_text: &default_text,
     };
     match d {

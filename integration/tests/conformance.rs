@@ -148,16 +148,12 @@ fn rondb_test_scripts_reproduce_their_recordings_or_are_listed_deviations() {
         total.add(report);
     }
     check_total(&total, "scripts");
-    // What the runner cannot do is gone from the list; what is left is the spec overriding
-    // a recording, and the one storage engine (a table created as InnoDB is an NDB table).
-    let kinds: Vec<&String> = total.by_kind.keys().collect();
-    assert!(
-        kinds.iter().all(|k| *k == "spec" || *k == "unsupported"),
-        "deviation kinds {kinds:?}: only spec and unsupported are left"
-    );
-    assert!(
-        total.by_kind.get("unsupported").copied().unwrap_or(0) <= 1,
-        "unsupported deviations grew: {:?}",
+    // What the runner cannot do and what ringrep did not support are gone from the list:
+    // every deviation left is one where the spec overrides a recording.
+    assert_eq!(
+        total.by_kind.keys().collect::<Vec<_>>(),
+        vec!["spec"],
+        "deviation kinds {:?}",
         total.by_kind
     );
 }

@@ -295,6 +295,7 @@ fn ddl_statement(schema: &Schema, d: &DdlEvent) -> Vec<(String, String)> {
     let default_text = |v: &crate::Value, _: &crate::ColumnType| sql_literal(v);
     let style = CreateStyle {
         qualified: true,
+        engine: "ndbcluster",
         default_text: &default_text,
     };
     let q = |db: &str, name: &str| format!("{}.{}", quote_ident(db), quote_ident(name));

@@ -97,6 +97,8 @@ pub mod code {
     pub const ER_NOT_SUPPORTED_YET: Code = Code::new(1235, "42000");
     /// An unknown system variable.
     pub const ER_UNKNOWN_SYSTEM_VARIABLE: Code = Code::new(1193, "HY000");
+    /// An ENGINE= name ringrep does not have.
+    pub const ER_UNKNOWN_STORAGE_ENGINE: Code = Code::new(1286, "42000");
     /// A value a system variable does not take.
     pub const ER_WRONG_VALUE_FOR_VAR: Code = Code::new(1231, "42000");
     /// An unknown time zone.

@@ -349,10 +349,16 @@ impl SqlSession {
             };
             let (sdb, sname) = split_name(source)?;
             let mut def = self.session.table_def(sdb.as_deref(), &sname)?;
+            let engine = self.declared_engine(&def.database, &def.name);
             def.database = db;
             def.name = name;
             self.check_new_table(&def)?;
+            let (dbn, tn) = (def.database.clone(), def.name.clone());
+            let existed = self.engine().table_def(&dbn, &tn).is_some();
             self.session.create_table(def, ct.if_not_exists)?;
+            if !existed && engine.is_some() {
+                self.set_declared_engine(&dbn, &tn, engine.as_deref())?;
+            }
             return Ok(Outcome::Affected {
                 rows: 0,
                 info: None,
@@ -442,6 +448,7 @@ impl SqlSession {
                 columns: p,
             });
         }
+        let declared = super::engines::declared(&ct.table_options)?;
         if let CreateTableOptions::Plain(opts) | CreateTableOptions::Options(opts) =
             &ct.table_options
         {
@@ -477,7 +484,11 @@ impl SqlSession {
             let def = prepare_table(def, partition.as_ref(), foreign_keys)?;
             let (dbn, tn) = (def.database.clone(), def.name.clone());
             self.check_new_table(&def)?;
+            let existed = self.engine().table_def(&dbn, &tn).is_some();
             self.session.create_table(def, ct.if_not_exists)?;
+            if !existed && declared.is_some() {
+                self.set_declared_engine(&dbn, &tn, declared)?;
+            }
             let created = self.session.table_def(Some(&dbn), &tn)?;
             let cols: Vec<usize> = (0..rows.columns.len()).collect();
             let n = rows.rows.len() as u64;
@@ -491,9 +502,19 @@ impl SqlSession {
                 info: Some(format!("Records: {n}  Duplicates: 0  Warnings: 0")),
             });
         }
-        let def = prepare_table(def, partition.as_ref(), foreign_keys)?;
+        // A table of another engine takes none of the NDB_TABLE options of its comment.
+        let comment = declared.and_then(|_| def.comment.take());
+        let mut def = prepare_table(def, partition.as_ref(), foreign_keys)?;
+        if comment.is_some() {
+            def.comment = comment;
+        }
         self.check_new_table(&def)?;
+        let (dbn, tn) = (def.database.clone(), def.name.clone());
+        let existed = self.engine().table_def(&dbn, &tn).is_some();
         self.session.create_table(def, ct.if_not_exists)?;
+        if !existed && declared.is_some() {
+            self.set_declared_engine(&dbn, &tn, declared)?;
+        }
         Ok(Outcome::Affected {
             rows: 0,
             info: None,
@@ -514,10 +535,14 @@ impl SqlSession {
                     // Its triggers go with it, as in MySQL (first: a crash between the two
                     // leaves a table without triggers, never triggers waiting for a table
                     // of the same name).
-                    if let Ok(def) = self.session.table_def(db.as_deref(), &t) {
+                    let def = self.session.table_def(db.as_deref(), &t).ok();
+                    if let Some(def) = &def {
                         self.drop_triggers_of_table(&def.database, &def.name)?;
                     }
                     self.session.drop_table(db.as_deref(), &t, if_exists)?;
+                    if let Some(def) = def {
+                        self.set_declared_engine(&def.database, &def.name, None)?;
+                    }
                 }
                 Ok(Outcome::Affected {
                     rows: 0,
@@ -530,6 +555,7 @@ impl SqlSession {
                     self.session.drop_database(&db, if_exists)?;
                     // Its views, procedures and triggers go with it, as in MySQL.
                     self.drop_stored_objects_of(&db)?;
+                    self.drop_declared_engines_of(&db)?;
                 }
                 Ok(Outcome::Affected {
                     rows: 0,
@@ -556,11 +582,45 @@ impl SqlSession {
         for clause in split_top_level_commas(&after[name_end..]) {
             self.alter_clause(&mut plan, &name_text, &clause)?;
         }
-        plan.apply_comment(&old)?;
+        let declared = self.declared_engine(&old.database, &old.name);
+        let target: Option<String> = match plan.engine {
+            Some(e) => e.map(str::to_string),
+            None => declared.clone(),
+        };
+        if target.is_some() && (old.ring.is_some() || old.ttl.is_some()) {
+            return Err(Error::unsupported(
+                "changing the engine of a ring buffer or TTL table",
+            ));
+        }
+        // A table of another engine takes its comment as text: no NDB_TABLE options.
+        let foreign_comment = match (&target, &plan.new_comment) {
+            (Some(_), Some(c)) => Some(c.clone()),
+            (Some(_), None) => plan.new.comment.take(),
+            (None, _) if declared.is_some() => {
+                // Becoming an NDB table: its comment (the new one, or the one it had) is now
+                // read for NDB_TABLE options, as a comment given to a plain table: a ring or
+                // a TTL cannot come this way.
+                plan.new_comment = plan.new_comment.take().or(old.comment.clone());
+                let mut plain = old.clone();
+                plain.comment = None;
+                plan.apply_comment(&plain)?;
+                None
+            }
+            (None, _) => {
+                plan.apply_comment(&old)?;
+                None
+            }
+        };
+        if target.is_some() {
+            plan.new.comment = None;
+        }
         plan.check_partition_change()?;
         plan.check_ttl_rename(&old)?;
         plan.check_ring_columns_kept(&old)?;
         let mut prepared = prepare_altered(plan.new, plan.algorithm_inplace)?;
+        if foreign_comment.is_some() {
+            prepared.comment = foreign_comment;
+        }
         prepared.partitioning = prepared.partitioning.or(old.partitioning.clone());
         let mapping = RowMapping {
             sources: column_sources(&prepared, &old, &plan.renames),
@@ -571,6 +631,9 @@ impl SqlSession {
         };
         self.session
             .alter_table(prepared, &mut |row, is_meta| mapping.row(row, is_meta))?;
+        if target != declared {
+            self.set_declared_engine(&old.database, &old.name, target.as_deref())?;
+        }
         Ok(Outcome::Affected {
             rows: 0,
             info: Some("Records: 0  Duplicates: 0  Warnings: 0".into()),
@@ -598,7 +661,7 @@ impl SqlSession {
                 plan.copying |= alg.trim() == "COPY";
             }
             "LOCK" => {}
-            "ENGINE" => {}
+            "ENGINE" => plan.engine = Some(super::engines::normalize(&value_after_eq(clause))?),
             "COMMENT" => {
                 let rest = clause
                     .get(7..)
@@ -820,6 +883,8 @@ struct AlterPlan {
     /// A copying ALTER rewrites rows and drops expired ones; an in-place one (comment,
     /// indexes, renames) keeps every stored row.
     copying: bool,
+    /// `ENGINE=`: the engine the table is to be declared with (`Some(None)`: ringrep's own).
+    engine: Option<Option<&'static str>>,
 }
 
 impl AlterPlan {
@@ -829,6 +894,7 @@ impl AlterPlan {
             new: old.clone(),
             algorithm_inplace: false,
             new_comment: None,
+            engine: None,
             partition_change: None,
             renames: Vec::new(),
             dropped: Vec::new(),
@@ -1220,6 +1286,10 @@ fn merge_comment(old: &str, new: &str) -> String {
         _ => 0,
     };
     merged.sort_by_key(rank);
+    // A comment without NDB_TABLE options, on a table without any, is just text.
+    if merged.is_empty() && !new.contains("NDB_TABLE=") {
+        return new.to_string();
+    }
     format!("NDB_TABLE={}", merged.join(","))
 }
 

@@ -74,6 +74,7 @@ mod columns;
 mod conflict;
 mod ddl;
 mod dml;
+mod engines;
 mod expr;
 mod join;
 mod lexer;
@@ -882,9 +883,17 @@ impl SqlSession {
             }
             def.database = target_db;
             def.name = dname.clone();
+            let (new_db, engine) = (
+                def.database.clone(),
+                self.declared_engine(&old_db, &old_name),
+            );
             self.session
                 .alter_table(def, &mut |row, _| Ok(Some(row.to_vec())))?;
             self.rename_triggers_of_table(&old_db, &old_name, &dname)?;
+            if engine.is_some() {
+                self.set_declared_engine(&old_db, &old_name, None)?;
+                self.set_declared_engine(&new_db, &dname, engine.as_deref())?;
+            }
         }
         Ok(Outcome::Affected {
             rows: 0,

@@ -17,7 +17,7 @@ fn quote(s: &str) -> String {
 
 /// `CREATE TABLE ...` exactly as MySQL 8 prints it for an NDB table: every default as a
 /// quoted string.
-fn show_create_table(def: &TableDef) -> String {
+fn show_create_table(def: &TableDef, engine: &str) -> String {
     let default_text = |v: &Value, ty: &ColumnType| {
         let text = match v {
             Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
@@ -29,6 +29,7 @@ fn show_create_table(def: &TableDef) -> String {
         def,
         &CreateStyle {
             qualified: false,
+            engine,
             default_text: &default_text,
         },
     )
@@ -150,7 +151,10 @@ impl SqlSession {
                 let def = self.session.table_def(db.as_deref(), &t)?;
                 Ok(Outcome::text(
                     &["Table", "Create Table"],
-                    vec![vec![Some(def.name.clone()), Some(show_create_table(&def))]],
+                    vec![vec![
+                        Some(def.name.clone()),
+                        Some(show_create_table(&def, &self.engine_name(&def))),
+                    ]],
                 ))
             }
             other => Err(Error::unsupported(format!("SHOW CREATE {other}"))),
