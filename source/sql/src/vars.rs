@@ -268,6 +268,8 @@ impl SqlSession {
             "system_time_zone" => text("UTC"),
             "license" => text("Apache-2.0"),
             "session_track_gtids" => text("OFF"),
+            // An enum in MySQL, not a boolean: read as its name.
+            "gtid_mode" => text("OFF"),
             "sql_select_limit" => Ok(Value::UInt(u64::MAX)),
             // Accepted when set, and ignored: read back as MySQL's defaults (dump files save
             // and restore them).
