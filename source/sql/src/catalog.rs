@@ -638,7 +638,7 @@ impl SqlSession {
                     text("Clustered, fault-tolerant tables (ringrep's ring engine)"),
                     text("YES"),
                     text("NO"),
-                    text("NO"),
+                    text("YES"),
                 ],
                 vec![
                     text("InnoDB"),
@@ -646,7 +646,7 @@ impl SqlSession {
                     text("Kept as the declared name of plain tables stored by ringrep's engine (NDB_TABLE options do not apply)"),
                     text("YES"),
                     text("NO"),
-                    text("NO"),
+                    text("YES"),
                 ],
             ],
             "KEY_COLUMN_USAGE" => self.key_column_usage_rows(),
