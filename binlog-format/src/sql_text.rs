@@ -247,6 +247,20 @@ fn row_sql(out: &mut String, schema: &Schema, r: &RowEvent) -> bool {
             .unzip()
     };
     match &r.change {
+        // Without a key an update, logged as a write, cannot be told from a new row.
+        RowChange::Write { .. }
+            if hidden
+                && matches!(
+                    r.cause,
+                    crate::events::Cause::Update | crate::events::Cause::Overwrite
+                ) =>
+        {
+            let _ = writeln!(
+                out,
+                "# an UPDATE of a row of {name}, which has no primary key, logged as a write: which row it replaced is not known; not replayed"
+            );
+            return false;
+        }
         RowChange::Write { row } => {
             let (cols, vals) = visible(row);
             // Without a primary key a write is a new row: INSERT, and the target numbers it.

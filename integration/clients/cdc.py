@@ -7,7 +7,8 @@ a position an event carried), and prints one JSON line per change until it has c
 (non-blocking dump) or has seen MAX_COMMITS commits:
   {"op": "write"|"delete", "table": "db.t", "values": [...]}
   {"op": "update", "table": "db.t", "before": [...], "after": [...]}
-  {"query": "CREATE TABLE ..."}                      (DDL; BEGIN is not printed)
+  {"query": "CREATE TABLE ..."}                      (DDL)
+  {"begin": N, "file": "binlog.000001"}             (a transaction's start: position - size)
   {"commit": XID, "file": "binlog.000001", "pos": N}  (where to resume after this commit)
 Values in column order: bytes as hex, decimals and dates as text. Exits 2 when the library is
 not installed.
@@ -63,7 +64,12 @@ def main():
             current = ev.next_binlog
         elif isinstance(ev, QueryEvent):
             q = ev.query if isinstance(ev.query, str) else ev.query.decode()
-            if q != "BEGIN":
+            if q == "BEGIN":
+                # Where the transaction starts, as Debezium computes it (position - size): its
+                # restart point.
+                start = ev.packet.log_pos - ev.packet.event_size
+                out.write(json.dumps({"begin": start, "file": current}) + "\n")
+            else:
                 out.write(json.dumps({"query": q}) + "\n")
         elif isinstance(ev, (WriteRowsEvent, DeleteRowsEvent)):
             op = "write" if isinstance(ev, WriteRowsEvent) else "delete"

@@ -140,17 +140,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     write!(out, "{}", record_text(&tracker.schema, position, &record))?;
                 }
             }
-            if sql_dump.not_replayable > 0 {
-                eprintln!(
-                    "warning: {} row changes could not be written as SQL (updates and deletes of tables without a primary key, or rows of tables without a definition); see the # comments",
-                    sql_dump.not_replayable
-                );
-            }
             if let Some(t) = reader.torn_tail() {
                 eprintln!(
                     "warning: torn tail at {}: {} bytes after the last whole record",
                     t.position, t.bytes
                 );
+            }
+            if sql_dump.not_replayable > 0 {
+                // Printed all the same, for reading; a replay of it would not be the binlog.
+                eprintln!(
+                    "ringrep-binlog: {} row changes could not be written as SQL (updates and deletes of tables without a primary key, or rows of tables without a definition); see the # comments. Exit 1: the output does not replay the binlog",
+                    sql_dump.not_replayable
+                );
+                out.flush()?;
+                return Ok(ExitCode::from(1));
             }
         }
         Command::Check { path } => {

@@ -9,13 +9,16 @@
 //! overwrite of a ring slot is a row write (`WRITE_ROWS`), a TTL purge a row delete, and meta
 //! rows are rows of their table like any other. A row update logged as a write
 //! (`ndb_log_update_as_write`, RonDB's default) is a `WRITE_ROWS` event, as NDB logs it; a
-//! delete carries the primary key, the only part of a removed row the binlog keeps.
+//! delete's image has every column, the primary key's values and NULL for the others (the
+//! binlog keeps only the key of a removed row).
 //!
-//! Positions: MySQL's `(file, position)` are ringrep's segment name and byte offset. The
-//! events of the transaction at offset `O` whose record ends at `E` carry positions `O+1`,
-//! `O+2`, ... and the last one `E`, so the position after a whole transaction is where the
-//! next one starts, as in MySQL, and `SHOW BINARY LOG STATUS` / `SHOW BINARY LOGS` give
-//! positions a client can start from.
+//! Positions: MySQL's `(file, position)` are ringrep's segment name and the byte position in
+//! the MySQL encoding of that segment, as if it were a MySQL binlog file with CRC32 checksums:
+//! 4 bytes of magic, the FORMAT_DESCRIPTION, each transaction's events one after the other,
+//! and a ROTATE at the end of a full file. Each event's position is where the next one
+//! starts, so `position - size` is the event's own start, as the tools compute it. The layout
+//! is a function of the segment's contents, so it can be computed again to find where a
+//! position is ([`Encoder::transaction`] gives the events of one transaction from a start).
 
 mod types;
 
@@ -149,30 +152,6 @@ impl EventWriter {
     /// HEARTBEAT: the stream is alive; `file` and `log_pos` say where it stands.
     pub fn heartbeat(&self, file: &str, log_pos: u32) -> Vec<u8> {
         self.event(event_type::HEARTBEAT, 0, log_pos, 0, file.as_bytes())
-    }
-
-    fn query(&self, timestamp: u32, log_pos: u32, db: &str, sql: &str) -> Vec<u8> {
-        let mut status = Vec::new();
-        // Q_FLAGS2_CODE, Q_SQL_MODE_CODE, Q_CHARSET_CODE (client, connection, server).
-        status.push(0);
-        status.extend_from_slice(&0u32.to_le_bytes());
-        status.push(1);
-        status.extend_from_slice(&0u64.to_le_bytes());
-        status.push(4);
-        for _ in 0..3 {
-            status.extend_from_slice(&255u16.to_le_bytes());
-        }
-        let mut body = Vec::with_capacity(13 + status.len() + db.len() + 1 + sql.len());
-        body.extend_from_slice(&1u32.to_le_bytes()); // thread id
-        body.extend_from_slice(&0u32.to_le_bytes()); // execution time
-        body.push(db.len().min(255) as u8);
-        body.extend_from_slice(&0u16.to_le_bytes()); // error code
-        body.extend_from_slice(&(status.len() as u16).to_le_bytes());
-        body.extend_from_slice(&status);
-        body.extend_from_slice(&db.as_bytes()[..db.len().min(255)]);
-        body.push(0);
-        body.extend_from_slice(sql.as_bytes());
-        self.event(event_type::QUERY, timestamp, log_pos, 0, &body)
     }
 }
 
@@ -383,17 +362,16 @@ pub struct Encoder {
 
 impl Encoder {
     /// The events of `tx`, read with `schema` (the schema before it: its DDL is applied to
-    /// `schema` here), for the record at `offset` ending at `end` in its segment. `keep`
-    /// says which events a client is sent (the node's own bookkeeping is not). Empty when
-    /// nothing of the transaction is kept.
+    /// `schema` here), laid out from position `start` of the MySQL file, and the position
+    /// after them. `keep` says which events a client is sent (the node's own bookkeeping is
+    /// not). None when nothing of the transaction is kept (the position stays).
     pub fn transaction(
         &self,
         schema: &mut Schema,
         tx: &Transaction,
-        offset: u64,
-        end: u64,
+        start: u64,
         keep: &dyn Fn(&Event) -> bool,
-    ) -> Vec<Vec<u8>> {
+    ) -> (Vec<Vec<u8>>, u64) {
         let ts = (tx.commit_time_us.max(0) / 1_000_000) as u32;
         let mut parts: Vec<Part> = Vec::new();
         let mut mapped = HashSet::new();
@@ -481,32 +459,67 @@ impl Encoder {
                 _ => {}
             }
         }
-        let n = parts.len() as u64;
-        let span = end.saturating_sub(offset).max(1);
-        parts
+        let mut pos = start;
+        let events = parts
             .into_iter()
-            .enumerate()
-            .map(|(i, part)| {
-                let i = i as u64;
-                // Positions inside the record's span; the last is the record's end.
-                let pos = if i + 1 == n {
-                    end
-                } else {
-                    offset + (i + 1).min(span - 1)
+            .map(|part| {
+                let event = |ty: u8, flags: u16, body: &[u8], pos: &mut u64| {
+                    // Positions are those of a file written with CRC32, whatever this client
+                    // asked for.
+                    *pos += (HEADER_LEN + body.len() + 4) as u64;
+                    let at = (*pos).min(u64::from(u32::MAX)) as u32;
+                    self.writer.event(ty, ts, at, flags, body)
                 };
-                let pos = pos.min(u64::from(u32::MAX)) as u32;
                 match part {
-                    Part::Begin => self.writer.query(ts, pos, "", "BEGIN"),
-                    Part::Statement { db, sql } => self.writer.query(ts, pos, &db, &sql),
-                    Part::Event { ty, flags, body } => self.writer.event(ty, ts, pos, flags, &body),
-                    Part::Xid => {
-                        self.writer
-                            .event(event_type::XID, ts, pos, 0, &tx.seq.to_le_bytes())
+                    Part::Begin => event(event_type::QUERY, 0, &query_body("", "BEGIN"), &mut pos),
+                    Part::Statement { db, sql } => {
+                        event(event_type::QUERY, 0, &query_body(&db, &sql), &mut pos)
                     }
+                    Part::Event { ty, flags, body } => event(ty, flags, &body, &mut pos),
+                    Part::Xid => event(event_type::XID, 0, &tx.seq.to_le_bytes(), &mut pos),
                 }
             })
-            .collect()
+            .collect();
+        (events, pos)
     }
+}
+
+/// Bytes of the FORMAT_DESCRIPTION event in a file with CRC32 (its body has a fixed size).
+pub const FORMAT_DESCRIPTION_LEN: u64 = (HEADER_LEN + 2 + 50 + 4 + 1 + 41 + 1 + 4) as u64;
+
+/// Bytes of a ROTATE to `next_file` in a file with CRC32.
+pub fn rotate_len(next_file: &str) -> u64 {
+    (HEADER_LEN + 8 + next_file.len() + 4) as u64
+}
+
+/// Where a MySQL binlog file's first event starts (after its magic number).
+pub const FILE_START: u64 = 4;
+
+/// A QUERY event's body: post-header, status variables (flags, SQL mode, charsets), the
+/// database and the statement.
+fn query_body(db: &str, sql: &str) -> Vec<u8> {
+    let mut status = Vec::new();
+    // Q_FLAGS2_CODE, Q_SQL_MODE_CODE, Q_CHARSET_CODE (client, connection, server).
+    status.push(0);
+    status.extend_from_slice(&0u32.to_le_bytes());
+    status.push(1);
+    status.extend_from_slice(&0u64.to_le_bytes());
+    status.push(4);
+    for _ in 0..3 {
+        status.extend_from_slice(&255u16.to_le_bytes());
+    }
+    let db = &db.as_bytes()[..db.len().min(255)];
+    let mut body = Vec::with_capacity(13 + status.len() + db.len() + 1 + sql.len());
+    body.extend_from_slice(&1u32.to_le_bytes()); // thread id
+    body.extend_from_slice(&0u32.to_le_bytes()); // execution time
+    body.push(db.len() as u8);
+    body.extend_from_slice(&0u16.to_le_bytes()); // error code
+    body.extend_from_slice(&(status.len() as u16).to_le_bytes());
+    body.extend_from_slice(&status);
+    body.extend_from_slice(db);
+    body.push(0);
+    body.extend_from_slice(sql.as_bytes());
+    body
 }
 
 /// A rows event's post-header and the start of its body: table id, flags (set later), extra
@@ -518,12 +531,9 @@ fn rows_header(table: &TableDef, kind: Kind) -> Vec<u8> {
     b.extend_from_slice(&0u16.to_le_bytes());
     b.extend_from_slice(&2u16.to_le_bytes());
     lenenc(cols.len() as u64, &mut b);
-    let present = |i: usize| match kind {
-        // A delete's image holds the primary key, all the binlog keeps of the row.
-        Kind::Delete => table.primary_key.contains(&cols[i]),
-        _ => true,
-    };
-    bitmap(cols.len(), present, &mut b);
+    // Every column is present, as with binlog_row_image=FULL (a delete's image has its other
+    // columns NULL: the binlog keeps only the key of a removed row).
+    bitmap(cols.len(), |_| true, &mut b);
     if kind == Kind::Update {
         bitmap(cols.len(), |_| true, &mut b);
     }
@@ -559,12 +569,7 @@ fn rows_row(table: &TableDef, r: &RowEvent, body: &mut Vec<u8>) {
             row_image(table, &cols, &full(&cols, after), body);
         }
         RowChange::Delete { key } => {
-            let pk_cols: Vec<usize> = cols
-                .iter()
-                .copied()
-                .filter(|c| table.primary_key.contains(c))
-                .collect();
-            let values: Vec<Option<&crate::Value>> = pk_cols
+            let values: Vec<Option<&crate::Value>> = cols
                 .iter()
                 .map(|c| {
                     table
@@ -574,7 +579,7 @@ fn rows_row(table: &TableDef, r: &RowEvent, body: &mut Vec<u8>) {
                         .and_then(|k| key.get(k))
                 })
                 .collect();
-            row_image(table, &pk_cols, &values, body);
+            row_image(table, &cols, &values, body);
         }
     }
 }
@@ -788,13 +793,26 @@ mod tests {
                 ],
             };
             let mut events = vec![writer.format_description(0, 0)];
-            events.extend(enc.transaction(&mut schema, &create, 100, 300, &|_| true));
-            events.extend(enc.transaction(&mut schema, &tx, 300, 500, &|_| true));
-            let positions: Vec<u32> = events
-                .iter()
-                .map(|e| u32::from_le_bytes([e[13], e[14], e[15], e[16]]))
-                .collect();
-            assert_eq!(positions, vec![0, 300, 301, 302, 303, 304, 500]);
+            let start = FILE_START + FORMAT_DESCRIPTION_LEN;
+            let (created, after_create) = enc.transaction(&mut schema, &create, start, &|_| true);
+            let (rows_events, end) = enc.transaction(&mut schema, &tx, after_create, &|_| true);
+            events.extend(created);
+            events.extend(rows_events);
+            // Each event's position is where the next starts: position - size (with its
+            // CRC32, as in the file) is its own start.
+            let mut at = start;
+            for e in &events[1..] {
+                let size = u32::from_le_bytes([e[9], e[10], e[11], e[12]]) as u64
+                    + if checksum { 0 } else { 4 };
+                let pos = u32::from_le_bytes([e[13], e[14], e[15], e[16]]) as u64;
+                assert_eq!(pos - size, at, "checksum {checksum}");
+                at = pos;
+            }
+            assert_eq!(at, end);
+            assert_eq!(
+                events[0].len() as u64,
+                FORMAT_DESCRIPTION_LEN - if checksum { 0 } else { 4 }
+            );
             let (kinds, rows) = decode(&events);
             assert_eq!(kinds[0], "FDE");
             assert!(
@@ -829,8 +847,10 @@ mod tests {
                 doc,
                 serde_json::json!({"k": [1, "two", null, true], "a": 2.5})
             );
-            // The delete's image: the primary key.
-            assert_eq!(rows[1][0], ["-5", "2"].map(String::from));
+            // The delete's image: the primary key, the other columns NULL.
+            assert_eq!(rows[1][0][..3], ["-5", "2", "NULL"].map(String::from));
+            assert_eq!(rows[1][0].len(), 13);
+            assert!(rows[1][0][2..].iter().all(|v| v == "NULL"));
         }
     }
 }

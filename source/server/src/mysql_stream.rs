@@ -4,38 +4,38 @@
 //! ([`binlog_format::mysql_binlog`]).
 //!
 //! The client names where to start as MySQL's do: a file of `SHOW BINARY LOGS` (ringrep's
-//! segment names) and a position in it (4, the start of a file, or a position an event of this
-//! stream carried, which is where the next transaction starts; a position inside a
-//! transaction starts that transaction again). An empty file name starts at the oldest file.
-//! The stream begins with an artificial ROTATE naming the file and position and a
-//! FORMAT_DESCRIPTION, sends every durable transaction from there (a ROTATE and a new
-//! FORMAT_DESCRIPTION where a file ends), and heartbeats when idle
-//! (`SET @master_heartbeat_period`, in nanoseconds; 30 s otherwise). Events end with a CRC32
-//! when the client announced it reads them (`SET @master_binlog_checksum =
-//! @@global.binlog_checksum`). With BINLOG_DUMP_NON_BLOCK the stream ends with EOF once it
+//! segment names) and a position in the MySQL encoding of that file
+//! (`ringrep_sql::mysql_positions`): 4, the file's start; a position an event carried, or the
+//! start of one (position - size); or `SHOW BINARY LOG STATUS`'s. A position inside a
+//! transaction starts that transaction again, as tools resume from transactions. An empty
+//! file name starts at the oldest file. The stream begins with an artificial ROTATE naming the
+//! file and position and a FORMAT_DESCRIPTION, sends every durable transaction from there (a
+//! ROTATE and a new FORMAT_DESCRIPTION where a file ends), and heartbeats when idle
+//! (`SET @master_heartbeat_period`, in nanoseconds; 30 s otherwise) naming the position after
+//! what was sent. Events end with a CRC32 when the client announced it reads them (`SET
+//! @master_binlog_checksum = @@global.binlog_checksum`). With BINLOG_DUMP_NON_BLOCK the stream
+//! ends with EOF once it
 //! caught up. The node's own bookkeeping (the `mysql` schema) is not sent.
 
-use std::collections::HashSet;
 use std::io;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use binlog_format::mysql_binlog::{Encoder, EventWriter};
-use binlog_format::segment::{parse_segment_name, segment_name};
-use binlog_format::{BinlogReader, DdlEvent, Event, Position, ReaderOptions, Record, Schema};
+use binlog_format::mysql_binlog::{
+    rotate_len, Encoder, EventWriter, FILE_START, FORMAT_DESCRIPTION_LEN,
+};
+use binlog_format::segment::segment_name;
+use binlog_format::{Position, Schema};
+use ringrep_sql::mysql_positions;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::stream::{pump, start_reader, Encode, Pumping, Streaming};
 use super::Shared;
-use ringrep_engine::error::{code, Error};
+use ringrep_engine::error::Error;
 use ringrep_protocol::Packets;
 
 /// MySQL's default heartbeat period (half of `replica_net_timeout`).
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(30);
-
-/// `BIN_LOG_HEADER_SIZE`: where the first event of a MySQL binlog file is.
-const FILE_START: u64 = 4;
 
 /// A MySQL replica's COM_BINLOG_DUMP.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,158 +59,14 @@ pub(crate) struct ClientSettings {
     pub(crate) heartbeat: Option<Duration>,
 }
 
-/// Where a dump starts: the transaction, and the schema before it.
-struct Start {
-    segment: u64,
-    seq: u64,
-    schema: Schema,
-    /// The position in the file the stream stands at (the one asked, or where the
-    /// transaction that covers it starts).
-    pos: u64,
-}
-
-fn not_there(why: String) -> Error {
-    Error::new(code::ER_MASTER_FATAL_ERROR_READING_BINLOG, why)
-}
-
-/// Finds where `(file, pos)` is in the binlog (blocking: reads the file up to there).
-fn locate(engine: &ringrep_engine::Engine, file: &str, pos: u64) -> Result<Start, Error> {
-    let dir = engine.binlog_dir();
-    let segments =
-        binlog_format::segment::list_segments(&dir).map_err(|e| Error::internal(e.to_string()))?;
-    let segment = if file.is_empty() {
-        *segments
-            .first()
-            .ok_or_else(|| not_there("Binary log is not open".into()))?
-    } else {
-        parse_segment_name(file)
-            .filter(|n| segments.contains(n))
-            .ok_or_else(|| {
-                not_there(format!(
-                    "Could not find first log file name in binary log index file (asked for '{file}')"
-                ))
-            })?
-    };
-    let path = dir.join(segment_name(segment));
-    let len = std::fs::metadata(&path)
-        .map_err(|e| Error::internal(e.to_string()))?
-        .len();
-    if pos > len {
-        return Err(not_there(format!(
-            "Client requested source to start replication from position > file size (position {pos}, {} is {len} bytes)",
-            segment_name(segment)
-        )));
-    }
-    scan_segment(&path, segment, pos, len)
-}
-
-/// Scans segment file `path` (`len` bytes) for where position `pos` starts.
-fn scan_segment(path: &Path, segment: u64, pos: u64, len: u64) -> Result<Start, Error> {
-    let mut reader = BinlogReader::open(
-        path,
-        ReaderOptions {
-            check_sequence: false,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| Error::internal(e.to_string()))?;
-    let mut schema = None;
-    let mut next_seq = None;
-    // The transaction read last: where it starts, its seq, the schema before it.
-    let mut last: Option<(u64, u64, Schema)> = None;
-    while let Some(item) = reader.next() {
-        let (at, record) = item.map_err(|e| Error::internal(e.to_string()))?;
-        let schema = schema.get_or_insert_with(|| {
-            reader
-                .current_header()
-                .map(|h| Schema::from_header(&h.databases, &h.tables))
-                .unwrap_or_default()
-        });
-        let Record::Transaction(tx) = record else {
-            continue;
-        };
-        if at.offset >= pos {
-            // `pos` is this transaction, or inside the one before it: start that one again.
-            return Ok(match last {
-                Some((start, seq, before)) if pos > start && pos < at.offset => Start {
-                    segment,
-                    seq,
-                    schema: before,
-                    pos: start,
-                },
-                _ => Start {
-                    segment,
-                    seq: tx.seq,
-                    schema: schema.clone(),
-                    pos: pos.max(FILE_START),
-                },
-            });
-        }
-        let before = schema.clone();
-        for ev in &tx.events {
-            if let Event::Ddl(d) = ev {
-                schema.apply(d);
-            }
-        }
-        next_seq = Some(tx.seq + 1);
-        last = Some((at.offset, tx.seq, before));
-    }
-    // Inside the file's last transaction: that one again.
-    if let Some((start, seq, before)) = last.filter(|(start, _, _)| pos > *start && pos < len) {
-        return Ok(Start {
-            segment,
-            seq,
-            schema: before,
-            pos: start,
-        });
-    }
-    let header = reader.current_header();
-    let schema = schema.unwrap_or_else(|| {
-        header
-            .map(|h| Schema::from_header(&h.databases, &h.tables))
-            .unwrap_or_default()
-    });
-    // Past the file's last transaction: the next one, wherever it is written.
-    let seq = next_seq
-        .or_else(|| header.map(|h| h.first_seq))
-        .unwrap_or(1);
-    Ok(Start {
-        segment,
-        seq,
-        schema,
-        pos: pos.max(FILE_START),
-    })
-}
-
-/// Whether an event is the node's own (its `mysql` schema, its node-local tables).
-fn system(ev: &Event, system_tables: &HashSet<u64>) -> bool {
-    let mysql = |db: &str| db.eq_ignore_ascii_case(ringrep_engine::SYSTEM_DB);
-    if ringrep_engine::is_node_local_event(ev) {
-        return true;
-    }
-    match ev {
-        Event::Row(r) => system_tables.contains(&r.table_id),
-        Event::Ddl(d) => match d {
-            DdlEvent::CreateDatabase { name } | DdlEvent::DropDatabase { name } => mysql(name),
-            DdlEvent::CreateTable { table } | DdlEvent::AlterTable { table } => {
-                mysql(&table.database)
-            }
-            DdlEvent::DropTable { database, .. } => mysql(database),
-            DdlEvent::TruncateTable { table_id } => system_tables.contains(table_id),
-        },
-    }
-}
-
 /// The MySQL encoding on the stream's reading thread: the schema as of the transaction being
-/// encoded, and the file the client was last told it is in.
+/// encoded, the file the client was last told it is in, and the position in it.
 struct MysqlEncoding {
     encoder: Encoder,
     schema: Schema,
     segment: u64,
-    /// Where the stream stands (segment, position), for heartbeats.
-    at: Arc<Mutex<(u64, u64)>>,
-    /// The binlog folder (a ROTATE names where the old file ended).
-    dir: std::path::PathBuf,
+    /// The MySQL position after what was encoded.
+    pos: u64,
 }
 
 /// A stream packet: the OK byte, then the event.
@@ -221,60 +77,36 @@ fn packet(event: Vec<u8>) -> Vec<u8> {
     p
 }
 
+fn log_pos(pos: u64) -> u32 {
+    pos.min(u64::from(u32::MAX)) as u32
+}
+
 impl Encode for MysqlEncoding {
     fn transaction(
         &mut self,
         at: Position,
-        end: Position,
+        _end: Position,
         tx: binlog_format::Transaction,
     ) -> Result<Vec<Vec<u8>>, Error> {
         let mut out = Vec::new();
         if at.segment != self.segment {
-            // The file ended: where the stream goes on, and the new file's format.
+            // The file ended with a ROTATE to the next, which starts with its format.
             let w = &self.encoder.writer;
-            let from_end = std::fs::metadata(self.dir_file(self.segment))
-                .map_or(0, |m| m.len().min(u64::from(u32::MAX)) as u32);
-            out.push(packet(w.rotate(
-                &segment_name(at.segment),
-                FILE_START,
-                false,
-                from_end,
-            )));
-            out.push(packet(w.format_description(0, 0)));
+            let next = segment_name(at.segment);
+            let rotated = self.pos + rotate_len(&next);
+            out.push(packet(w.rotate(&next, FILE_START, false, log_pos(rotated))));
+            self.pos = FILE_START + FORMAT_DESCRIPTION_LEN;
+            out.push(packet(w.format_description(0, log_pos(self.pos))));
             self.segment = at.segment;
         }
-        let mut system_tables: HashSet<u64> = self
-            .schema
-            .tables
-            .values()
-            .filter(|t| t.database.eq_ignore_ascii_case(ringrep_engine::SYSTEM_DB))
-            .map(|t| t.id)
-            .collect();
-        for ev in &tx.events {
-            if let Event::Ddl(DdlEvent::CreateTable { table }) = ev {
-                if table
-                    .database
-                    .eq_ignore_ascii_case(ringrep_engine::SYSTEM_DB)
-                {
-                    system_tables.insert(table.id);
-                }
-            }
-        }
-        let keep = |e: &Event| !system(e, &system_tables);
-        let events = self
-            .encoder
-            .transaction(&mut self.schema, &tx, at.offset, end.offset, &keep);
+        let (events, end) = mysql_positions::encode(&self.encoder, &mut self.schema, &tx, self.pos);
+        self.pos = end;
         out.extend(events.into_iter().map(packet));
-        if let Ok(mut a) = self.at.lock() {
-            *a = (end.segment, end.offset);
-        }
         Ok(out)
     }
-}
 
-impl MysqlEncoding {
-    fn dir_file(&self, segment: u64) -> std::path::PathBuf {
-        self.dir.join(segment_name(segment))
+    fn position(&self) -> Option<(u64, u64)> {
+        Some((self.segment, self.pos))
     }
 }
 
@@ -291,7 +123,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     let engine = shared.engine.clone();
     let e = engine.clone();
     let (file, pos) = (req.file.clone(), req.pos);
-    let start = tokio::task::spawn_blocking(move || locate(&e, &file, pos))
+    let start = tokio::task::spawn_blocking(move || mysql_positions::locate(&e, &file, pos))
         .await
         .map_err(io::Error::other)?;
     let start = match start {
@@ -314,12 +146,23 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         server_version: super::conn::version(),
     };
     let file = segment_name(start.segment);
-    // Where the client is: an artificial ROTATE, then the file's format.
+    // Where the client is: an artificial ROTATE (at the position it asked for), then the
+    // file's format (with its place in the file when the client starts at the file's start).
     packets
-        .write(&packet(writer.rotate(&file, start.pos, true, 0)))
+        .write(&packet(writer.rotate(
+            &file,
+            req.pos.max(FILE_START),
+            true,
+            0,
+        )))
         .await?;
+    let fde_pos = if req.pos <= FILE_START {
+        FILE_START + FORMAT_DESCRIPTION_LEN
+    } else {
+        0
+    };
     packets
-        .write(&packet(writer.format_description(0, 0)))
+        .write(&packet(writer.format_description(0, log_pos(fde_pos))))
         .await?;
     packets.flush().await?;
     if let Ok(mut r) = shared.replicas.lock() {
@@ -349,8 +192,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         },
         schema: start.schema,
         segment: start.segment,
-        at: at.clone(),
-        dir: engine.binlog_dir(),
+        pos: start.pos,
     };
     let rx = start_reader(
         &engine,
@@ -374,79 +216,14 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             kill,
             hold: &hold,
             every,
+            sent_to: Some(at.clone()),
         },
         &mut || {
             let (segment, pos) = at.lock().map(|a| *a).unwrap_or((start.segment, start.pos));
-            Ok(packet(writer.heartbeat(
-                &segment_name(segment),
-                pos.min(u64::from(u32::MAX)) as u32,
-            )))
+            Ok(packet(
+                writer.heartbeat(&segment_name(segment), log_pos(pos)),
+            ))
         },
     )
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use binlog_format::SyncPolicy;
-    use ringrep_engine::{Engine, EngineConfig};
-
-    /// The offsets of the transactions in segment 1, by seq.
-    fn offsets(path: &Path) -> Vec<(u64, u64)> {
-        BinlogReader::open(path, ReaderOptions::default())
-            .expect("reader")
-            .filter_map(|r| match r.expect("record") {
-                (at, Record::Transaction(t)) => Some((t.seq, at.offset)),
-                _ => None,
-            })
-            .collect()
-    }
-
-    #[test]
-    fn positions_name_transactions_as_a_client_stores_them() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut cfg = EngineConfig::new(1);
-        cfg.sync = SyncPolicy::Never;
-        let (engine, _) = Engine::open(dir.path(), cfg).expect("engine");
-        let mut s = ringrep_sql::SqlSession::new(&engine);
-        for sql in [
-            "CREATE TABLE t (a INT PRIMARY KEY, b VARCHAR(10))",
-            "INSERT INTO t VALUES (1, 'x')",
-            "INSERT INTO t VALUES (2, 'y')",
-        ] {
-            s.execute(sql).expect(sql);
-        }
-        let path = engine.binlog_dir().join(segment_name(1));
-        let txs = offsets(&path);
-        let (last_seq, last_at) = *txs.last().expect("transactions");
-        let len = std::fs::metadata(&path).expect("segment").len();
-        // The start of the file: its first transaction.
-        let start = scan_segment(&path, 1, FILE_START, len).expect("scan");
-        assert_eq!((start.seq, start.pos), (txs[0].0, FILE_START));
-        assert!(start.schema.tables.is_empty());
-        // Where a transaction starts (the position the one before it ended with): that one,
-        // with the schema the CREATE before it made.
-        let at = scan_segment(&path, 1, last_at, len).expect("scan");
-        assert_eq!((at.seq, at.pos), (last_seq, last_at));
-        assert!(at.schema.tables.values().any(|t| t.name == "t"));
-        // Inside it: that transaction again, from its start.
-        let inside = scan_segment(&path, 1, last_at + 2, len).expect("scan");
-        assert_eq!((inside.seq, inside.pos), (last_seq, last_at));
-        // The end of the file: the next transaction, wherever it will be written.
-        let end = scan_segment(&path, 1, len, len).expect("scan");
-        assert_eq!((end.seq, end.pos), (last_seq + 1, len));
-        // Beyond the file and unknown files are MySQL's 1236.
-        assert_eq!(
-            locate(&engine, "binlog.000001", len + 1)
-                .err()
-                .map(|e| e.code),
-            Some(1236)
-        );
-        assert_eq!(
-            locate(&engine, "binlog.000042", 4).err().map(|e| e.code),
-            Some(1236)
-        );
-        assert_eq!(locate(&engine, "", 4).map(|s| s.segment).ok(), Some(1));
-    }
 }

@@ -153,8 +153,9 @@ impl Drop for Registered<'_> {
 
 /// What the reading thread hands the connection.
 pub(crate) enum Batch {
-    /// Packets of whole durable transactions, in order, and the last one's sequence number.
-    Frames(Vec<Vec<u8>>, u64),
+    /// Packets of whole durable transactions, in order, the last one's sequence number, and
+    /// where the stream stands after them (the encoder's, when it keeps one).
+    Frames(Vec<Vec<u8>>, u64, Option<(u64, u64)>),
     /// Everything durable has been sent (only when the stream was asked to end there).
     CaughtUp,
     /// The binlog could not be read (corruption names its position).
@@ -171,6 +172,12 @@ pub(crate) trait Encode: Send {
         end: Position,
         tx: binlog_format::Transaction,
     ) -> Result<Vec<Vec<u8>>, Error>;
+
+    /// Where the stream stands after what was encoded so far (segment, position), for the
+    /// heartbeats of an encoding that has positions of its own.
+    fn position(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// ringrep's own encoding: one packet per transaction, its frame as the files hold it.
@@ -322,6 +329,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
             kill,
             hold: &hold,
             every: req.heartbeat,
+            sent_to: None,
         },
         &mut || heartbeat(&heartbeat_engine),
     )
@@ -356,6 +364,8 @@ pub(crate) struct Pumping<'a> {
     pub(crate) hold: &'a ringrep_engine::BinlogHold,
     /// How long the stream may stay silent before a heartbeat.
     pub(crate) every: Duration,
+    /// Set to where the stream stands once a batch is written (for the heartbeats).
+    pub(crate) sent_to: Option<Arc<std::sync::Mutex<(u64, u64)>>>,
 }
 
 /// Sends what the reading thread encodes until the connection fails, the server stops, the
@@ -375,7 +385,7 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
             () = super::processes::killed(p.kill.as_deref()) => return Ok(()),
         };
         let frames = match batch {
-            Ok(Some(Batch::Frames(frames, last))) => {
+            Ok(Some(Batch::Frames(frames, last, at))) => {
                 if let Some(r) = shared
                     .replicas
                     .lock()
@@ -386,7 +396,7 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
                     r.sent_seq = last;
                 }
                 p.hold.advance(last + 1);
-                frames
+                (frames, at)
             }
             Ok(Some(Batch::CaughtUp)) => {
                 // MySQL's answer to BINLOG_DUMP_NON_BLOCK once nothing is left: EOF.
@@ -413,8 +423,9 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 return packets.flush().await;
             }
             Ok(None) => return Ok(()),
-            Err(_) => vec![heartbeat()?],
+            Err(_) => (vec![heartbeat()?], None),
         };
+        let (frames, at) = frames;
         // A replica that vanished without closing the connection fills the send buffer; the
         // write then waits, but not for ever.
         let sent = tokio::time::timeout(WRITE_TIMEOUT, async {
@@ -431,6 +442,12 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
                     io::ErrorKind::TimedOut,
                     "the replica took nothing for 60 s",
                 ))
+            }
+        }
+        // Only now: a heartbeat never names a position the client has not been sent.
+        if let (Some(to), Some(at)) = (&p.sent_to, at) {
+            if let Ok(mut t) = to.lock() {
+                *t = at;
             }
         }
     }
@@ -729,7 +746,11 @@ fn read_durable(
                     // fills: under a steady load the tailer always has more to read.
                     if !batch.is_empty()
                         && tx
-                            .blocking_send(Batch::Frames(std::mem::take(&mut batch), expected - 1))
+                            .blocking_send(Batch::Frames(
+                                std::mem::take(&mut batch),
+                                expected - 1,
+                                encoder.position(),
+                            ))
                             .is_err()
                     {
                         return;
@@ -789,7 +810,11 @@ fn read_durable(
         }
         if !batch.is_empty()
             && tx
-                .blocking_send(Batch::Frames(std::mem::take(&mut batch), expected - 1))
+                .blocking_send(Batch::Frames(
+                    std::mem::take(&mut batch),
+                    expected - 1,
+                    encoder.position(),
+                ))
                 .is_err()
         {
             return;

@@ -78,6 +78,7 @@ mod engines;
 mod expr;
 mod join;
 mod lexer;
+pub mod mysql_positions;
 mod predicate;
 mod result;
 mod routines;

@@ -161,11 +161,10 @@ impl SqlSession {
         }
     }
 
-    /// SHOW BINARY LOGS (and SHOW MASTER LOGS): each binlog segment with its size.
+    /// SHOW BINARY LOGS (and SHOW MASTER LOGS): each binlog segment with its size as a MySQL
+    /// binlog file (the MySQL encoding CDC tools read; docs/cdc.md).
     pub(crate) fn show_binary_logs(&self) -> Result<Outcome> {
-        let rows = self
-            .engine()
-            .binlog_files()?
+        let rows = super::mysql_positions::binary_logs(self.engine())?
             .into_iter()
             .map(|(name, len)| vec![Some(name), Some(len.to_string()), Some("No".into())])
             .collect();
@@ -173,16 +172,20 @@ impl SqlSession {
     }
 
     /// SHOW BINARY LOG STATUS (and MySQL 5.7's SHOW MASTER STATUS): the current segment and
-    /// the offset after its last record. ringrep has no GTIDs; its position in transactions
-    /// is `@@ringrep_last_seq`.
+    /// the position after its last transaction, in the MySQL encoding CDC tools read (where a
+    /// tool starting now begins). ringrep has no GTIDs; its position in transactions is
+    /// `@@ringrep_last_seq`.
     pub(crate) fn show_binlog_status(&self) -> Outcome {
         let rows = self
             .engine()
             .binlog_end()
             .map(|(file, offset)| {
+                let position = binlog_format::segment::parse_segment_name(&file)
+                    .and_then(|s| super::mysql_positions::file_size(self.engine(), s, false).ok())
+                    .unwrap_or(offset);
                 vec![
                     Some(file),
-                    Some(offset.to_string()),
+                    Some(position.to_string()),
                     Some(String::new()),
                     Some(String::new()),
                     Some(String::new()),

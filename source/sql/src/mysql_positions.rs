@@ -1,0 +1,357 @@
+//! Positions in the MySQL encoding of the binlog (the one CDC tools read,
+//! `binlog_format::mysql_binlog`): where each transaction of a segment is in the MySQL file
+//! of the same name, found by encoding the segment from its start. The stream starts a
+//! client there (`COM_BINLOG_DUMP` with a file and position), and SHOW BINARY LOGS and SHOW
+//! BINARY LOG STATUS give sizes and positions in the same terms, so what a tool stores from
+//! either resumes where it should.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Mutex;
+
+use binlog_format::mysql_binlog::{
+    rotate_len, Encoder, EventWriter, FILE_START, FORMAT_DESCRIPTION_LEN,
+};
+use binlog_format::segment::{list_segments, parse_segment_name, segment_name};
+use binlog_format::{BinlogReader, DdlEvent, Event, ReaderOptions, Record, Schema};
+use ringrep_engine::error::{code, Error, Result};
+use ringrep_engine::Engine;
+
+/// Whether an event is the node's own (its `mysql` schema, its node-local tables), which
+/// MySQL-protocol clients are not sent. `system_tables` are the ids of tables in `mysql`.
+pub fn is_system(ev: &Event, system_tables: &HashSet<u64>) -> bool {
+    let mysql = |db: &str| db.eq_ignore_ascii_case(ringrep_engine::SYSTEM_DB);
+    if ringrep_engine::is_node_local_event(ev) {
+        return true;
+    }
+    match ev {
+        Event::Row(r) => system_tables.contains(&r.table_id),
+        Event::Ddl(d) => match d {
+            DdlEvent::CreateDatabase { name } | DdlEvent::DropDatabase { name } => mysql(name),
+            DdlEvent::CreateTable { table } | DdlEvent::AlterTable { table } => {
+                mysql(&table.database)
+            }
+            DdlEvent::DropTable { database, .. } => mysql(database),
+            DdlEvent::TruncateTable { table_id } => system_tables.contains(table_id),
+        },
+    }
+}
+
+/// The ids of the `mysql` schema's tables as of `schema` and `tx`'s own CREATEs.
+pub fn system_tables(schema: &Schema, tx: &binlog_format::Transaction) -> HashSet<u64> {
+    let mut ids: HashSet<u64> = schema
+        .tables
+        .values()
+        .filter(|t| t.database.eq_ignore_ascii_case(ringrep_engine::SYSTEM_DB))
+        .map(|t| t.id)
+        .collect();
+    for ev in &tx.events {
+        if let Event::Ddl(DdlEvent::CreateTable { table }) = ev {
+            if table
+                .database
+                .eq_ignore_ascii_case(ringrep_engine::SYSTEM_DB)
+            {
+                ids.insert(table.id);
+            }
+        }
+    }
+    ids
+}
+
+/// The events a MySQL-protocol client gets for `tx`, from `start`, and the position after
+/// them; `schema` moves past the transaction.
+pub fn encode(
+    encoder: &Encoder,
+    schema: &mut Schema,
+    tx: &binlog_format::Transaction,
+    start: u64,
+) -> (Vec<Vec<u8>>, u64) {
+    let system = system_tables(schema, tx);
+    encoder.transaction(schema, tx, start, &|e| !is_system(e, &system))
+}
+
+/// Where a position is in a segment: the transaction that starts there (or that holds it,
+/// started again from its beginning), the schema before it and its MySQL position.
+#[derive(Debug, Clone)]
+pub struct Start {
+    /// The segment number.
+    pub segment: u64,
+    /// The transaction to send first.
+    pub seq: u64,
+    /// The schema before it.
+    pub schema: Schema,
+    /// Its position in the MySQL file.
+    pub pos: u64,
+}
+
+fn sizing_encoder() -> Encoder {
+    // Only the sizes matter here; the server id and version do not change them.
+    Encoder {
+        writer: EventWriter {
+            server_id: 1,
+            checksum: true,
+            server_version: String::new(),
+        },
+    }
+}
+
+/// What a segment's MySQL layout comes to: where `pos` starts (when asked) and where the
+/// file's transactions end.
+struct Scan {
+    start: Option<Start>,
+    end: u64,
+    schema: Schema,
+    next_seq: u64,
+}
+
+fn scan(path: &Path, segment: u64, want: Option<u64>) -> Result<Scan> {
+    let mut reader = BinlogReader::open(
+        path,
+        ReaderOptions {
+            check_sequence: false,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| Error::internal(e.to_string()))?;
+    let encoder = sizing_encoder();
+    let mut schema: Option<Schema> = None;
+    let mut pos = FILE_START + FORMAT_DESCRIPTION_LEN;
+    let mut next_seq = None;
+    while let Some(item) = reader.next() {
+        let (_, record) = item.map_err(|e| Error::internal(e.to_string()))?;
+        let schema = schema.get_or_insert_with(|| {
+            reader
+                .current_header()
+                .map(|h| Schema::from_header(&h.databases, &h.tables))
+                .unwrap_or_default()
+        });
+        let Record::Transaction(tx) = record else {
+            continue;
+        };
+        let before = schema.clone();
+        let (_, end) = encode(&encoder, schema, &tx, pos);
+        // The transaction that starts at `want` or holds it (a position inside one starts it
+        // again: tools resume from transactions).
+        if let Some(w) = want {
+            if end > pos && w < end {
+                return Ok(Scan {
+                    start: Some(Start {
+                        segment,
+                        seq: tx.seq,
+                        schema: before,
+                        pos,
+                    }),
+                    end,
+                    schema: schema.clone(),
+                    next_seq: tx.seq + 1,
+                });
+            }
+        }
+        pos = end;
+        next_seq = Some(tx.seq + 1);
+    }
+    let header = reader.current_header();
+    let schema = schema.unwrap_or_else(|| {
+        header
+            .map(|h| Schema::from_header(&h.databases, &h.tables))
+            .unwrap_or_default()
+    });
+    let next_seq = next_seq
+        .or_else(|| header.map(|h| h.first_seq))
+        .unwrap_or(1);
+    // Past the file's last transaction: the next one, wherever it is written.
+    let start = want.map(|_| Start {
+        segment,
+        seq: next_seq,
+        schema: schema.clone(),
+        pos,
+    });
+    Ok(Scan {
+        start,
+        end: pos,
+        schema,
+        next_seq,
+    })
+}
+
+fn fatal(why: String) -> Error {
+    Error::new(code::ER_MASTER_FATAL_ERROR_READING_BINLOG, why)
+}
+
+/// Finds `(file, pos)` in the binlog: the transaction to start with. An empty file name is
+/// the oldest file; a file the binlog does not have, or a position past a file's end, is
+/// MySQL's 1236.
+pub fn locate(engine: &Engine, file: &str, pos: u64) -> Result<Start> {
+    let dir = engine.binlog_dir();
+    let segments = list_segments(&dir).map_err(|e| Error::internal(e.to_string()))?;
+    let segment = if file.is_empty() {
+        *segments
+            .first()
+            .ok_or_else(|| fatal("Binary log is not open".into()))?
+    } else {
+        parse_segment_name(file)
+            .filter(|n| segments.contains(n))
+            .ok_or_else(|| {
+                fatal(format!(
+                    "Could not find first log file name in binary log index file (asked for '{file}')"
+                ))
+            })?
+    };
+    let sealed = segments.last() != Some(&segment);
+    let s = scan(&dir.join(segment_name(segment)), segment, Some(pos))?;
+    let size = s.end
+        + if sealed {
+            rotate_len(&segment_name(segment + 1))
+        } else {
+            0
+        };
+    if pos > size {
+        return Err(fatal(format!(
+            "Client requested source to start replication from position > file size (position {pos}, {} is {size} bytes)",
+            segment_name(segment)
+        )));
+    }
+    Ok(s.start.unwrap_or(Start {
+        segment,
+        seq: s.next_seq,
+        schema: s.schema,
+        pos: s.end,
+    }))
+}
+
+/// A full segment: its binlog folder, number and ringrep size.
+type SealedKey = (std::path::PathBuf, u64, u64);
+
+/// MySQL sizes of full segments: they never change.
+static SEALED: Mutex<Option<HashMap<SealedKey, u64>>> = Mutex::new(None);
+
+/// The MySQL size of segment `segment`: its transactions' events after the magic number and
+/// FORMAT_DESCRIPTION, and the ROTATE that ends a full file (`sealed`).
+pub fn file_size(engine: &Engine, segment: u64, sealed: bool) -> Result<u64> {
+    let dir = engine.binlog_dir();
+    let path = dir.join(segment_name(segment));
+    let len = std::fs::metadata(&path)
+        .map_err(|e| Error::internal(e.to_string()))?
+        .len();
+    let key = (dir.clone(), segment, len);
+    if sealed {
+        if let Some(&size) = SEALED
+            .lock()
+            .ok()
+            .and_then(|c| c.as_ref().and_then(|m| m.get(&key).copied()))
+            .as_ref()
+        {
+            return Ok(size);
+        }
+    }
+    let end = scan(&path, segment, None)?.end;
+    let size = end
+        + if sealed {
+            rotate_len(&segment_name(segment + 1))
+        } else {
+            0
+        };
+    if sealed {
+        if let Ok(mut c) = SEALED.lock() {
+            c.get_or_insert_with(HashMap::new).insert(key, size);
+        }
+    }
+    Ok(size)
+}
+
+/// SHOW BINARY LOGS in MySQL's terms: each file's name and MySQL size.
+pub fn binary_logs(engine: &Engine) -> Result<Vec<(String, u64)>> {
+    let files = engine.binlog_files()?;
+    let last = files.len().saturating_sub(1);
+    files
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, _))| {
+            let segment = parse_segment_name(&name).unwrap_or(0);
+            Ok((name, file_size(engine, segment, i != last)?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use binlog_format::SyncPolicy;
+    use ringrep_engine::EngineConfig;
+
+    #[test]
+    fn positions_name_transactions_as_tools_store_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = EngineConfig::new(1);
+        cfg.sync = SyncPolicy::Never;
+        let (engine, _) = Engine::open(dir.path(), cfg).expect("engine");
+        let mut s = crate::SqlSession::new(&engine);
+        for sql in [
+            "CREATE TABLE t (a INT PRIMARY KEY, b VARCHAR(10))",
+            "INSERT INTO t VALUES (1, 'x')",
+            "INSERT INTO t VALUES (2, 'y')",
+        ] {
+            s.execute(sql).expect(sql);
+        }
+        let last = engine.last_seq();
+        let first = locate(&engine, "binlog.000001", FILE_START).expect("start");
+        assert_eq!(first.pos, FILE_START + FORMAT_DESCRIPTION_LEN);
+        assert!(first.schema.tables.is_empty());
+        // Walk the transactions: each one's start is the one before's end.
+        let encoder = sizing_encoder();
+        let mut schema = first.schema.clone();
+        let mut at = first.pos;
+        let path = engine.binlog_dir().join(segment_name(1));
+        let mut starts = Vec::new();
+        for item in BinlogReader::open(&path, ReaderOptions::default()).expect("reader") {
+            if let (_, Record::Transaction(tx)) = item.expect("record") {
+                let (events, end) = encode(&encoder, &mut schema, &tx, at);
+                if !events.is_empty() {
+                    starts.push((tx.seq, at, end));
+                }
+                at = end;
+            }
+        }
+        let (seq, start, end) = *starts.last().expect("the inserts");
+        assert_eq!(seq, last);
+        let found = locate(&engine, "binlog.000001", start).expect("at a start");
+        assert_eq!((found.seq, found.pos), (last, start));
+        assert!(found.schema.tables.values().any(|t| t.name == "t"));
+        let inside = locate(&engine, "binlog.000001", start + 10).expect("inside");
+        assert_eq!((inside.seq, inside.pos), (last, start));
+        let past = locate(&engine, "binlog.000001", end).expect("the end");
+        assert_eq!((past.seq, past.pos), (last + 1, end));
+        // SHOW BINARY LOG STATUS's position is that end.
+        assert_eq!(file_size(&engine, 1, false).expect("size"), end);
+        assert_eq!(
+            locate(&engine, "binlog.000001", end + 1)
+                .err()
+                .map(|e| e.code),
+            Some(1236)
+        );
+        assert_eq!(
+            locate(&engine, "binlog.000042", 4).err().map(|e| e.code),
+            Some(1236)
+        );
+        assert_eq!(locate(&engine, "", 4).map(|s| s.segment).ok(), Some(1));
+        // A full file ends with its ROTATE.
+        s.execute("FLUSH BINARY LOGS").expect("flush");
+        assert_eq!(
+            file_size(&engine, 1, true).expect("sealed"),
+            end + rotate_len("binlog.000002")
+        );
+        assert_eq!(
+            binary_logs(&engine).expect("logs"),
+            vec![
+                (
+                    "binlog.000001".to_string(),
+                    end + rotate_len("binlog.000002")
+                ),
+                (
+                    "binlog.000002".to_string(),
+                    FILE_START + FORMAT_DESCRIPTION_LEN
+                )
+            ]
+        );
+    }
+}
