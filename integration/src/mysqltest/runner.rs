@@ -70,6 +70,9 @@ pub struct RunOutput {
     pub problems: Vec<Problem>,
     /// Set when the script asked to be skipped (`skip`), with its reason.
     pub skipped: Option<String>,
+    /// Where each echoed statement is in `lines`: its first line (0-based) and how many
+    /// lines it takes. Everything else in `lines` is output or text.
+    pub statements: Vec<(usize, usize)>,
 }
 
 /// Runs the script at `path`.
@@ -525,6 +528,9 @@ impl<'e> Runner<'e> {
                 let l = self.replaced(l);
                 self.push(l);
             }
+            self.out
+                .statements
+                .push((first - 1, self.out.lines.len() + 1 - first));
             Some(first)
         } else {
             None
@@ -664,13 +670,20 @@ impl<'e> Runner<'e> {
             let sql = substitute(q, &self.vars)?;
             let conn = self.current.clone();
             let (result, _) = self.execute(&conn, &sql)?;
+            // mysqltest: the first row's columns joined by tabs; empty without a row or when
+            // the first column is NULL.
             return match result {
                 Ok(Outcome::Rows(rs)) => Ok(rs
                     .text_rows()
                     .first()
-                    .and_then(|r| r.first().cloned())
-                    .flatten()
-                    .unwrap_or_else(|| "NULL".into())),
+                    .filter(|r| r.first().is_some_and(Option::is_some))
+                    .map(|r| {
+                        r.iter()
+                            .map(|v| v.clone().unwrap_or_else(|| "NULL".into()))
+                            .collect::<Vec<_>>()
+                            .join("\t")
+                    })
+                    .unwrap_or_default()),
                 Ok(_) => Ok(String::new()),
                 Err(e) => Err(Stop::Fail(anyhow::anyhow!(
                     "line {}: let ... `{sql}` failed: {}: {}",
@@ -770,11 +783,22 @@ impl<'e> Runner<'e> {
                         .position(|n| n.addr.port().to_string() == port)
                         .with_context(|| format!("line {line}: connect: no node on port {port}"))?
                 };
+                if self.conns.contains_key(&conn) {
+                    return Err(Stop::Fail(anyhow::anyhow!(
+                        "line {line}: connect {conn}: a connection of that name is open"
+                    )));
+                }
                 self.connect_to(&conn, node, if db.is_empty() { "test" } else { &db })?;
+                // mysqltest: the new connection is the current one.
+                self.current = conn;
             }
             "disconnect" => {
                 let conn = substitute(arg, &self.vars)?;
-                self.conns.remove(&conn);
+                if self.conns.remove(&conn).is_none() {
+                    return Err(Stop::Fail(anyhow::anyhow!(
+                        "line {line}: disconnect {conn}: no such connection"
+                    )));
+                }
             }
             "source" => {
                 if depth > 16 {
@@ -962,6 +986,29 @@ mod tests {
             vec![1031, 1062, 0]
         );
         assert!(error_codes("ER_NOT_A_NAME").is_err());
+    }
+
+    fn output_of(script: &str) -> Vec<String> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("x.test");
+        std::fs::write(&path, script).expect("script");
+        run_script(&path, Topology::Single, &RunEnv::default())
+            .expect("runs")
+            .lines
+    }
+
+    #[test]
+    fn connect_makes_the_new_connection_current_and_let_reads_a_row() {
+        let out = output_of(
+            "connect (con1, localhost, root,,test);\nSET @x = 5;\nconnection default;\nSELECT @x;\n\
+             let $row = `SELECT 1, 'two'`;\n--echo [$row]\nlet $none = `SELECT 1 FROM DUAL WHERE 1 = 0`;\n--echo [$none]\n",
+        );
+        // @x was set on con1: the default connection has none.
+        assert_eq!(
+            out[..5],
+            ["SET @x = 5;", "SELECT @x;", "@x", "NULL", "[1\ttwo]"]
+        );
+        assert_eq!(out[5], "[]");
     }
 
     #[test]

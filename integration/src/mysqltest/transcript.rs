@@ -415,10 +415,115 @@ fn judge(
     });
 }
 
-/// Compares what a script run printed with its recording, statement by statement. The
-/// statements must be the same, in the same order (a script from another revision than its
-/// recording is reported where the two part ways, and every later statement counts as
-/// failed); each statement's output must match or be a listed deviation.
+/// A part of a transcript: a statement with what it printed, or the text between statements
+/// (`--echo` lines, include names, `--exec` output, results of statements not echoed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Block {
+    /// A statement and its output.
+    Statement(Unit),
+    /// Lines that belong to no statement, from 1-based line `line`.
+    Text {
+        /// 1-based line of the first.
+        line: usize,
+        /// The lines.
+        lines: Vec<String>,
+    },
+}
+
+/// The statements (each covering its lines and output) and the text between them, in order.
+fn blocks(lines: &[&str], units: Vec<Unit>) -> Vec<Block> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    let text = |from: usize, to: usize, out: &mut Vec<Block>| {
+        if from < to {
+            out.push(Block::Text {
+                line: from + 1,
+                lines: lines[from..to].iter().map(|l| l.to_string()).collect(),
+            });
+        }
+    };
+    for u in units {
+        let start = u.line - 1;
+        text(at, start, &mut out);
+        at = start + u.statement.lines().count().max(1) + u.expected.len();
+        out.push(Block::Statement(u));
+    }
+    text(at, lines.len(), &mut out);
+    out
+}
+
+/// A recording's blocks (statements found by their first words, as [`parse_transcript`]).
+pub(crate) fn parse_blocks(text: &str) -> Vec<Block> {
+    let lines: Vec<&str> = text.lines().collect();
+    blocks(&lines, parse_transcript(text))
+}
+
+/// A run's blocks: its statements are where the runner echoed them, whatever their words.
+fn run_blocks(run: &super::runner::RunOutput) -> Vec<Block> {
+    let lines: Vec<&str> = run.lines.iter().map(String::as_str).collect();
+    let starts: std::collections::HashSet<usize> = run.statements.iter().map(|s| s.0).collect();
+    let units = run
+        .statements
+        .iter()
+        .map(|&(first, n)| {
+            let end = (first + n).min(lines.len());
+            let mut statement = lines[first..end].join("\n");
+            // A stored program's delimiter is not part of it, as a recording is read.
+            if stored_program(lines[first]) {
+                for d in ["//", "$$", "|"] {
+                    if let Some(s) = statement.trim_end().strip_suffix(d) {
+                        statement = s.to_string();
+                        break;
+                    }
+                }
+            }
+            let mut i = end;
+            let mut expected = Vec::new();
+            while i < lines.len() && !starts.contains(&i) && !is_runner_line(lines[i]) {
+                expected.push(lines[i].to_string());
+                i += 1;
+            }
+            Unit {
+                line: first + 1,
+                statement,
+                expected,
+                delimiter: None,
+            }
+        })
+        .collect();
+    blocks(&lines, units)
+}
+
+/// A text block as compared: an include's own `Warnings:` block (what the statements it runs
+/// on a MySQL server warn of, such as CHANGE MASTER's about passwords) left out.
+fn comparable_text(lines: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_include = false;
+    let mut skipping = false;
+    for l in lines {
+        if l.starts_with("include/") {
+            in_include = true;
+            skipping = false;
+        } else if in_include && l == "Warnings:" {
+            skipping = true;
+            continue;
+        } else if skipping && (l.starts_with("Note\t") || l.starts_with("Warning\t")) {
+            continue;
+        } else {
+            skipping = false;
+            in_include = in_include && !l.starts_with('#') && !l.starts_with("[connection ");
+        }
+        out.push(l.clone());
+    }
+    out
+}
+
+/// Compares what a script run printed with its recording, block by block: each statement
+/// (the same statement, its output matching or a listed deviation) and the text between
+/// statements (`--echo`, `--exec` output, includes), which must match. A script from another
+/// revision than its recording is reported where the two part ways, and every later
+/// statement counts as failed. A problem the run met (a wrong error, a failed command) fails
+/// the statement it belongs to, or counts as a failure of its own.
 pub fn compare_run(
     recorded: &str,
     run: &super::runner::RunOutput,
@@ -430,60 +535,106 @@ pub fn compare_run(
         .filter(|d| d.file == rel_name)
         .map(|d| (d.line, d))
         .collect();
-    let expected = parse_transcript(recorded);
-    let actual = parse_transcript(&run.lines.join("\n"));
+    let expected = parse_blocks(recorded);
+    let actual = run_blocks(run);
     let mut report = RunReport::default();
     let same = |a: &str, b: &str| a.lines().map(str::trim).eq(b.lines().map(str::trim));
-    for (i, e) in expected.iter().enumerate() {
-        let Some(a) = actual.get(i).filter(|a| same(&a.statement, &e.statement)) else {
-            let ran = actual
-                .get(i)
-                .map_or("nothing (the script ended)".to_string(), |a| {
-                    format!("{:?} (output line {})", a.statement, a.line)
-                });
-            report.failed += expected.len() - i;
-            report.mismatches.push(Mismatch {
-                line: e.line,
-                statement: e.statement.clone(),
-                expected: e.expected.clone(),
-                actual: vec![format!(
-                    "-- ringrep-mysqltest: the script and the recording part ways here: the script ran {ran}; the {} statements from here on count as failed",
-                    expected.len() - i
-                )],
-                deviation: None,
-            });
-            return report;
-        };
-        let problems: Vec<&str> = run
-            .problems
+    let statements_left = |from: usize| {
+        expected[from..]
             .iter()
-            .filter(|p| p.output_line == Some(a.line))
-            .map(|p| p.text.as_str())
-            .collect();
-        let problem = (!problems.is_empty()).then(|| problems.join("; "));
-        judge(
-            &mut report,
-            e,
-            a.expected.clone(),
-            devs.get(&e.line).copied(),
-            problem.as_deref(),
-        );
+            .filter(|b| matches!(b, Block::Statement(_)))
+            .count()
+    };
+    let mut attached = std::collections::HashSet::new();
+    for (i, e) in expected.iter().enumerate() {
+        let a = actual.get(i);
+        match (e, a) {
+            (Block::Statement(e), Some(Block::Statement(a)))
+                if same(&a.statement, &e.statement) =>
+            {
+                let problems: Vec<&str> = run
+                    .problems
+                    .iter()
+                    .filter(|p| p.output_line == Some(a.line))
+                    .map(|p| p.text.as_str())
+                    .collect();
+                attached.insert(a.line);
+                let problem = (!problems.is_empty()).then(|| problems.join("; "));
+                judge(
+                    &mut report,
+                    e,
+                    a.expected.clone(),
+                    devs.get(&e.line).copied(),
+                    problem.as_deref(),
+                );
+            }
+            (Block::Text { line, lines }, Some(Block::Text { lines: got, .. })) => {
+                if comparable_text(lines) != comparable_text(got) {
+                    report.failed += 1;
+                    report.mismatches.push(Mismatch {
+                        line: *line,
+                        statement: format!("(text) {}", lines.first().map_or("", |l| l.as_str())),
+                        expected: lines.clone(),
+                        actual: got.clone(),
+                        deviation: None,
+                    });
+                }
+            }
+            _ => {
+                let (line, first) = match e {
+                    Block::Statement(u) => (u.line, u.statement.clone()),
+                    Block::Text { line, lines } => (
+                        *line,
+                        format!("(text) {}", lines.first().map_or("", |l| l.as_str())),
+                    ),
+                };
+                let ran = match a {
+                    None => "nothing (the script ended)".to_string(),
+                    Some(Block::Statement(u)) => {
+                        format!("{:?} (output line {})", u.statement, u.line)
+                    }
+                    Some(Block::Text { line, lines }) => format!(
+                        "the text {:?} (output line {line})",
+                        lines.first().map_or("", |l| l.as_str())
+                    ),
+                };
+                let left = statements_left(i).max(1);
+                report.failed += left;
+                report.mismatches.push(Mismatch {
+                    line,
+                    statement: first,
+                    expected: vec![],
+                    actual: vec![format!(
+                        "-- ringrep-mysqltest: the script and the recording part ways here: the script ran {ran}; the {left} statements from here on count as failed"
+                    )],
+                    deviation: None,
+                });
+                return report;
+            }
+        }
     }
     if actual.len() > expected.len() {
-        let extra = &actual[expected.len()];
-        report.failed += actual.len() - expected.len();
+        let (line, what) = match &actual[expected.len()] {
+            Block::Statement(u) => (u.line, u.statement.clone()),
+            Block::Text { line, lines } => (*line, lines.first().cloned().unwrap_or_default()),
+        };
+        report.failed += 1;
         report.mismatches.push(Mismatch {
-            line: extra.line,
-            statement: extra.statement.clone(),
+            line,
+            statement: what,
             expected: vec![],
             actual: vec![format!(
-                "-- ringrep-mysqltest: the script runs {} statements more than the recording holds",
+                "-- ringrep-mysqltest: the script prints {} more blocks than the recording holds",
                 actual.len() - expected.len()
             )],
             deviation: None,
         });
     }
-    for p in run.problems.iter().filter(|p| p.output_line.is_none()) {
+    for p in run
+        .problems
+        .iter()
+        .filter(|p| p.output_line.is_none_or(|l| !attached.contains(&l)))
+    {
         report.failed += 1;
         report.mismatches.push(Mismatch {
             line: 0,
@@ -646,6 +797,81 @@ mod tests {
         assert_eq!(u[0].delimiter, None);
         assert_eq!(u[1].delimiter, Some("//"));
         assert_eq!(u[2].expected, vec!["1", "1"]);
+    }
+
+    fn run(lines: &[&str], statements: &[(usize, usize)]) -> super::super::runner::RunOutput {
+        super::super::runner::RunOutput {
+            lines: lines.iter().map(|l| l.to_string()).collect(),
+            statements: statements.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn text_between_statements_is_compared_and_unrecognized_statements_part_ways() {
+        let recorded = "SELECT 1;\n1\n1\n# note\ngoodbye\nSELECT 2;\n2\n2\n";
+        let same = run(
+            &[
+                "SELECT 1;",
+                "1",
+                "1",
+                "# note",
+                "goodbye",
+                "SELECT 2;",
+                "2",
+                "2",
+            ],
+            &[(0, 1), (5, 1)],
+        );
+        let r = compare_run(recorded, &same, "x", &[]);
+        assert_eq!((r.passed, r.failed), (2, 0));
+        // --exec output after an echo line differs: a failure, not ignored.
+        let other = run(
+            &[
+                "SELECT 1;",
+                "1",
+                "1",
+                "# note",
+                "hello",
+                "SELECT 2;",
+                "2",
+                "2",
+            ],
+            &[(0, 1), (5, 1)],
+        );
+        let r = compare_run(recorded, &other, "x", &[]);
+        assert_eq!((r.passed, r.failed), (2, 1));
+        // A statement the recording's reader does not take for one (lower case): the two
+        // part ways, loudly.
+        let lower = "select 1;\n1\n1\n";
+        let r = compare_run(lower, &run(&["select 1;", "1", "1"], &[(0, 1)]), "x", &[]);
+        assert_eq!(r.failed, 1);
+        // A problem of the run fails the statement even when its output matches.
+        let mut p = run(&["SELECT 1;", "1", "1"], &[(0, 1)]);
+        p.problems.push(super::super::runner::Problem {
+            script_line: 1,
+            output_line: Some(1),
+            text: "query succeeded, but an error was expected".into(),
+        });
+        let r = compare_run("SELECT 1;\n1\n1\n", &p, "x", &[]);
+        assert_eq!((r.passed, r.failed), (0, 1));
+    }
+
+    #[test]
+    fn an_includes_own_warnings_are_not_compared() {
+        let recorded = "include/rpl/init_source_replica.inc\nWarnings:\nNote\t####\tSending passwords\n[connection master]\nSELECT 1;\n1\n1\n";
+        let ours = run(
+            &[
+                "include/rpl/init_source_replica.inc",
+                "[connection master]",
+                "SELECT 1;",
+                "1",
+                "1",
+            ],
+            &[(2, 1)],
+        );
+        let r = compare_run(recorded, &ours, "x", &[]);
+        assert_eq!((r.passed, r.failed), (1, 0));
     }
 
     #[test]

@@ -674,6 +674,12 @@ impl SqlSession {
         }
         let (def, columns) = match select.from.first().map(|t| &t.relation) {
             None => (None, Vec::new()),
+            // FROM DUAL: MySQL's name for no table.
+            Some(TableFactor::Table { name, .. })
+                if name.0.len() == 1 && name.to_string().eq_ignore_ascii_case("DUAL") =>
+            {
+                (None, Vec::new())
+            }
             Some(TableFactor::Table { name, alias, .. }) => {
                 let (db, t) = split_name(name)?;
                 if let Some(computed) = self.computed_table(db.as_deref(), &t) {
