@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -740,7 +741,7 @@ impl Conn {
                 .ok_or_else(|| Error::internal("the session was lost by an earlier failure"))?;
             let busy = self.shared.busy.clone();
             let fence = self.shared.engine.begin_read();
-            let joined = tokio::task::spawn_blocking(move || {
+            let work = move || {
                 let _busy = busy;
                 let r = match &params {
                     Some(values) => sql.execute_bound(&text, values),
@@ -748,10 +749,31 @@ impl Conn {
                 };
                 let pending = sql.session.take_pending_lsn();
                 (sql, r, pending, text, params)
-            })
-            .await;
-            let (sql, mut r, pending, t, p) =
-                joined.map_err(|e| Error::internal(format!("statement failed: {e}")))?;
+            };
+            // A statement that runs alone (no other in flight) runs right here, on the
+            // connection's worker (the runtime moves the worker's other tasks elsewhere
+            // meanwhile): no hand-off to the blocking pool and back (issue 23; a single
+            // client gains about 15% in ops/s). Under concurrency statements are handed over:
+            // one taking a worker away while others wait costs more than the hand-off
+            // (measured: 10% fewer ops/s at 64 clients). A current-thread runtime cannot spare
+            // its only thread.
+            struct InFlight<'a>(&'a AtomicUsize);
+            impl Drop for InFlight<'_> {
+                fn drop(&mut self) {
+                    self.0.fetch_sub(1, Ordering::AcqRel);
+                }
+            }
+            let alone = self.shared.in_flight.fetch_add(1, Ordering::AcqRel) == 0;
+            let _in_flight = InFlight(&self.shared.in_flight);
+            let multi = tokio::runtime::Handle::current().runtime_flavor()
+                == tokio::runtime::RuntimeFlavor::MultiThread;
+            let (sql, mut r, pending, t, p) = if alone && multi {
+                tokio::task::block_in_place(work)
+            } else {
+                tokio::task::spawn_blocking(work)
+                    .await
+                    .map_err(|e| Error::internal(format!("statement failed: {e}")))?
+            };
             (text, params) = (t, p);
             // Nothing is acknowledged before what it committed is durable. (Also after an
             // error: an earlier statement of the same text may have committed.)

@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     tls: Option<Arc<tokio_rustls::rustls::ServerConfig>>,
     /// One clone per statement running on the blocking pool: shutdown waits for them.
     busy: Arc<()>,
+    /// Statements running now (conn.rs `run`: one alone runs in place).
+    in_flight: AtomicUsize,
     /// When the server started (COM_STATISTICS).
     started: std::time::Instant,
     /// Replicas streaming from this node now, by connection id (SHOW REPLICAS).
@@ -137,6 +139,7 @@ impl Server {
                 net_write_timeout: settings.net_write_timeout,
                 tls: settings.tls.clone(),
                 busy: Arc::new(()),
+                in_flight: AtomicUsize::new(0),
                 started: std::time::Instant::now(),
                 replicas: Default::default(),
                 replica: None,
