@@ -292,7 +292,8 @@ fn ddl_statement(schema: &Schema, d: &DdlEvent) -> Vec<(String, String)> {
             vec![(table.database.clone(), create_table_sql(table, &style))]
         }
         // The binlog keeps the new definition, not the statement: a client sees the table
-        // dropped and created again with it (the rows it keeps are not sent again).
+        // dropped and created again with it, then the rows it keeps written again (as the
+        // binlog has them), so a copy that applies the DDL ends with the table's rows.
         DdlEvent::AlterTable { table } => {
             let (db, name) = schema
                 .tables
@@ -375,8 +376,6 @@ impl Encoder {
         let ts = (tx.commit_time_us.max(0) / 1_000_000) as u32;
         let mut parts: Vec<Part> = Vec::new();
         let mut mapped = HashSet::new();
-        // Tables an ALTER in this transaction rewrote: their rows are the copy, not changes.
-        let mut rewritten = HashSet::new();
         let mut gathering: Option<Gathering> = None;
         let mut open = false;
         for ev in tx.events.iter().filter(|e| keep(e)) {
@@ -389,16 +388,12 @@ impl Encoder {
                         parts.push(Part::Xid);
                         open = false;
                     }
-                    if let DdlEvent::AlterTable { table } = d {
-                        rewritten.insert(table.id);
-                    }
                     for (db, sql) in ddl_statement(schema, d) {
                         parts.push(Part::Statement { db, sql });
                     }
                     schema.apply(d);
                     mapped.clear();
                 }
-                Event::Row(r) if rewritten.contains(&r.table_id) => {}
                 Event::Row(r) => {
                     let Some(table) = schema.tables.get(&r.table_id) else {
                         continue;
