@@ -330,6 +330,11 @@ pub(crate) fn render_result(
                     .join("\t");
                 out.extend(line.split('\n').map(str::to_string));
             }
+            // mysqltest prints the client's affected-rows count after a result set too: the
+            // rows it returned.
+            if info {
+                out.push(format!("affected rows: {}", rs.text_rows().len()));
+            }
         }
         Ok(Outcome::Affected { rows, info: text }) => {
             if info {
