@@ -80,6 +80,9 @@ struct Cli {
     /// Print only the summary lines.
     #[arg(long, short)]
     quiet: bool,
+    /// Also print what ringrep printed for each listed deviation.
+    #[arg(long)]
+    show_deviations: bool,
 }
 
 fn transcripts(p: &Path, ext: &str, out: &mut Vec<PathBuf>) {
@@ -212,6 +215,11 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
                 );
                 if let Some(r) = &m.deviation {
                     println!("    reason: {r}");
+                    if cli.show_deviations {
+                        for l in &m.actual {
+                            println!("    actual  | {l}");
+                        }
+                    }
                 } else {
                     for l in &m.expected {
                         println!("    expected| {l}");

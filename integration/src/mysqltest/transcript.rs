@@ -219,6 +219,10 @@ pub struct Deviation {
     /// not have yet) or `runner` (the transcript needs more than one engine can replay).
     #[serde(default = "spec_kind")]
     pub kind: String,
+    /// What ringrep prints for the statement instead, exactly: a deviation allows this
+    /// output, not any (`None`: not recorded, any output is let through).
+    #[serde(default)]
+    pub prints: Option<Vec<String>>,
 }
 
 fn spec_kind() -> String {
@@ -405,6 +409,22 @@ fn judge(
         return;
     }
     match dev {
+        // The deviation allows what it recorded ringrep printing, nothing else.
+        Some(d) if d.prints.as_ref().is_some_and(|p| *p != actual) => {
+            report.failed += 1;
+            actual.push(format!(
+                "-- ringrep-mysqltest: a listed deviation ({}:{}), but ringrep printed something else than it records",
+                d.file, d.line
+            ));
+            report.mismatches.push(Mismatch {
+                line: u.line,
+                statement: u.statement.clone(),
+                expected: d.prints.clone().unwrap_or_default(),
+                actual,
+                deviation: None,
+            });
+            return;
+        }
         Some(d) => {
             report.deviations += 1;
             *report.by_kind.entry(d.kind.clone()).or_default() += 1;
