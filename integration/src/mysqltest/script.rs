@@ -120,19 +120,46 @@ const COMMANDS: &[&str] = &[
 
 /// Parses a whole script.
 pub fn parse(text: &str) -> anyhow::Result<Vec<Step>> {
-    let lines: Vec<&str> = text.lines().collect();
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
     let mut parser = Parser {
-        lines: &lines,
+        numbers: (1..=lines.len()).collect(),
+        lines,
         at: 0,
         delimiter: ";".into(),
     };
     parser.steps(false)
 }
 
-struct Parser<'a> {
-    lines: &'a [&'a str],
+struct Parser {
+    /// The lines still to read (what follows a delimiter on its line is put back as a line).
+    lines: Vec<String>,
+    /// The script line each of `lines` comes from.
+    numbers: Vec<usize>,
     at: usize,
     delimiter: String,
+}
+
+/// Where `delimiter` first occurs in `line` outside quotes and backquotes.
+fn find_delimiter(line: &str, delimiter: &str) -> Option<usize> {
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for (i, c) in line.char_indices() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' && q != '`' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None if c == '\'' || c == '"' || c == '`' => quote = Some(c),
+            None if line[i..].starts_with(delimiter) => return Some(i),
+            None => {}
+        }
+    }
+    None
 }
 
 /// The first word of `text` (letters, digits, `_`) and the rest, trimmed.
@@ -165,12 +192,13 @@ fn parenthesised(text: &str) -> Option<(&str, &str)> {
     None
 }
 
-impl Parser<'_> {
+impl Parser {
     fn steps(&mut self, nested: bool) -> anyhow::Result<Vec<Step>> {
         let mut steps = Vec::new();
         while self.at < self.lines.len() {
-            let line = self.at + 1;
-            let t = self.lines[self.at].trim();
+            let line = self.numbers[self.at];
+            let t = self.lines[self.at].trim().to_string();
+            let t = t.as_str();
             if t.is_empty() || t.starts_with('#') {
                 self.at += 1;
                 continue;
@@ -248,19 +276,27 @@ impl Parser<'_> {
     }
 
     /// The text from the current line to the delimiter, each line's leading blanks dropped.
+    /// What follows the delimiter on its line (another statement, a `#` comment) is read
+    /// next, as mysqltest reads it.
     fn until_delimiter(&mut self, line: usize) -> anyhow::Result<String> {
         let mut text = String::new();
         loop {
-            let Some(l) = self.lines.get(self.at) else {
+            let Some(l) = self.lines.get(self.at).cloned() else {
                 bail!(
                     "line {line}: the statement does not end with the delimiter {:?}",
                     self.delimiter
                 );
             };
+            let number = self.numbers[self.at];
             self.at += 1;
             let l = l.trim_start();
-            if let Some(body) = l.trim_end().strip_suffix(self.delimiter.as_str()) {
-                text.push_str(body);
+            if let Some(k) = find_delimiter(l, &self.delimiter) {
+                text.push_str(&l[..k]);
+                let rest = l[k + self.delimiter.len()..].trim();
+                if !rest.is_empty() {
+                    self.lines.insert(self.at, rest.to_string());
+                    self.numbers.insert(self.at, number);
+                }
                 return Ok(text);
             }
             text.push_str(l);
@@ -402,6 +438,18 @@ mod tests {
                 content: "1\tx\n".into(),
                 append: false
             }
+        );
+    }
+
+    #[test]
+    fn a_delimiter_inside_a_line_ends_the_statement_there() {
+        assert_eq!(
+            kinds("SELECT 'a;b'; # a comment\nSELECT 2; SELECT 3;\n"),
+            vec![
+                query("SELECT 'a;b'", false, ";"),
+                query("SELECT 2", false, ";"),
+                query("SELECT 3", false, ";"),
+            ]
         );
     }
 
