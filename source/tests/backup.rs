@@ -236,13 +236,7 @@ fn an_online_backup_seeds_a_replica_that_resumes_the_stream() {
 }
 
 fn serve(data_dir: &Path) -> node::Node {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
-    cmd.arg("serve")
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("RINGREP_ROOT_PASSWORD");
-    node::start(cmd, "listening on ")
+    node::primary(Path::new(env!("CARGO_BIN_EXE_ringrep-source")), data_dir)
 }
 
 /// `ringrep-binlog dump --sql` of one binlog file, piped into the `mariadb` client of

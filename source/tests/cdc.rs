@@ -20,13 +20,7 @@ fn clients_dir() -> PathBuf {
 }
 
 fn start_primary(data_dir: &Path) -> Node {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
-    cmd.arg("serve")
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("RINGREP_ROOT_PASSWORD");
-    node::start(cmd, "listening on ")
+    node::primary(Path::new(env!("CARGO_BIN_EXE_ringrep-source")), data_dir)
 }
 
 /// One value as text both sides agree on: numbers by value (a DECIMAL's "3.00" is 3),

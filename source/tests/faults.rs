@@ -31,13 +31,7 @@ fn applier() -> Option<std::path::PathBuf> {
 }
 
 fn start_primary(data_dir: &Path) -> Node {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
-    cmd.arg("serve")
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("RINGREP_ROOT_PASSWORD");
-    node::start(cmd, "listening on ")
+    node::primary(Path::new(env!("CARGO_BIN_EXE_ringrep-source")), data_dir)
 }
 
 const TABLE: &str = "CREATE TABLE r (u INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \

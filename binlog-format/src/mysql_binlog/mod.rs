@@ -541,41 +541,33 @@ fn rows_row(table: &TableDef, r: &RowEvent, body: &mut Vec<u8>) {
     fn full<'r>(cols: &[usize], row: &'r [crate::Value]) -> Vec<Option<&'r crate::Value>> {
         cols.iter().map(|&c| row.get(c)).collect()
     }
+    // The primary key's values in their columns, nothing in the others.
+    fn keyed<'r>(
+        table: &TableDef,
+        cols: &[usize],
+        key: &'r [crate::Value],
+    ) -> Vec<Option<&'r crate::Value>> {
+        cols.iter()
+            .map(|c| {
+                table
+                    .primary_key
+                    .iter()
+                    .position(|p| p == c)
+                    .and_then(|k| key.get(k))
+            })
+            .collect()
+    }
     match &r.change {
         RowChange::Write { row } => row_image(table, &cols, &full(&cols, row), body),
         RowChange::Update { key, after, before } => {
             match before {
                 Some(b) => row_image(table, &cols, &full(&cols, b), body),
-                None => {
-                    // Without a before image, the key is what is known of the old row.
-                    let keyed: Vec<Option<&crate::Value>> = cols
-                        .iter()
-                        .map(|c| {
-                            table
-                                .primary_key
-                                .iter()
-                                .position(|p| p == c)
-                                .and_then(|k| key.get(k))
-                        })
-                        .collect();
-                    row_image(table, &cols, &keyed, body)
-                }
+                // Without a before image, the key is what is known of the old row.
+                None => row_image(table, &cols, &keyed(table, &cols, key), body),
             }
             row_image(table, &cols, &full(&cols, after), body);
         }
-        RowChange::Delete { key } => {
-            let values: Vec<Option<&crate::Value>> = cols
-                .iter()
-                .map(|c| {
-                    table
-                        .primary_key
-                        .iter()
-                        .position(|p| p == c)
-                        .and_then(|k| key.get(k))
-                })
-                .collect();
-            row_image(table, &cols, &values, body);
-        }
+        RowChange::Delete { key } => row_image(table, &cols, &keyed(table, &cols, key), body),
     }
 }
 

@@ -74,6 +74,18 @@ pub fn start(mut cmd: Command, marker: &str) -> Node {
     }
 }
 
+/// `ringrep-source serve` (the binary `bin`) on `data_dir`, on a free loopback port, with no
+/// root password: the primary most tests start.
+pub fn primary(bin: &std::path::Path, data_dir: &std::path::Path) -> Node {
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    start(cmd, "listening on ")
+}
+
 /// Client options for `user` at `addr`, over TCP.
 pub fn opts(addr: SocketAddr, user: &str, password: Option<&str>, db: Option<&str>) -> OptsBuilder {
     OptsBuilder::default()
