@@ -97,6 +97,8 @@ pub mod code {
     pub const ER_NOT_SUPPORTED_YET: Code = Code::new(1235, "42000");
     /// An unknown system variable.
     pub const ER_UNKNOWN_SYSTEM_VARIABLE: Code = Code::new(1193, "HY000");
+    /// A statement that could not run (SHOW BINLOG EVENTS of a missing file or offset).
+    pub const ER_ERROR_WHEN_EXECUTING_COMMAND: Code = Code::new(1220, "HY000");
     /// An ENGINE= name ringrep does not have.
     pub const ER_UNKNOWN_STORAGE_ENGINE: Code = Code::new(1286, "42000");
     /// A value a system variable does not take.

@@ -309,6 +309,10 @@ impl SqlSession {
             ("SHOW", "BINARY" | "MASTER") => {
                 self.require_any_global(&[Privs::REPLICATION_CLIENT, Privs::SUPER])
             }
+            // MySQL 8 asks REPLICATION SLAVE for the events themselves.
+            ("SHOW", "BINLOG") => {
+                self.require_any_global(&[Privs::REPLICATION_SLAVE, Privs::SUPER])
+            }
             ("FLUSH", _) => self.require_global(Privs::RELOAD),
             // MySQL asks INDEX (not ALTER) for CREATE INDEX and DROP INDEX.
             ("CREATE", "INDEX" | "UNIQUE") | ("DROP", "INDEX") => match name_after("ON") {

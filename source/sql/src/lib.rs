@@ -547,6 +547,7 @@ impl SqlSession {
                 return self.alter_table_text(&alter);
             }
             ("PURGE", "BINARY" | "MASTER") => return self.purge_binary_logs(&text),
+            ("SHOW", "BINLOG") if w(2) == "EVENTS" => return self.show_binlog_events(&text),
             ("SHOW", "BINARY" | "MASTER") => {
                 let words = lexer::first_words(&text, 4);
                 let rest: Vec<&str> = words[2..].iter().map(String::as_str).collect();

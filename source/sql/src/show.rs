@@ -171,6 +171,86 @@ impl SqlSession {
         Ok(Outcome::text(&["Log_name", "File_size", "Encrypted"], rows))
     }
 
+    /// `SHOW BINLOG EVENTS [IN 'file'] [FROM pos] [LIMIT [offset,] n]`: the events of a file
+    /// in the MySQL encoding CDC tools read (docs/cdc.md).
+    pub(crate) fn show_binlog_events(&self, text: &str) -> Result<Outcome> {
+        let body = text.trim().trim_end_matches(';');
+        let upper = body.to_ascii_uppercase();
+        let after = |kw: &str| -> Option<String> {
+            let i = super::lexer::find_top_level(body, kw)?;
+            Some(body[i + kw.len()..].trim_start().to_string())
+        };
+        let bad = |what: &str| {
+            Error::syntax(format!(
+                "You have an error in your SQL syntax; SHOW BINLOG EVENTS [IN 'log_name'] [FROM pos] [LIMIT [offset,] row_count]: {what}"
+            ))
+        };
+        let file = match after("IN") {
+            Some(rest) => {
+                let q = rest.chars().next().filter(|c| *c == '\'' || *c == '"');
+                let Some(q) = q else {
+                    return Err(bad("IN needs a quoted file name"));
+                };
+                let end = rest[1..]
+                    .find(q)
+                    .ok_or_else(|| bad("unterminated file name"))?;
+                Some(rest[1..1 + end].to_string())
+            }
+            None => None,
+        };
+        let number = |s: &str| -> Result<u64> {
+            s.split(|c: char| !c.is_ascii_digit())
+                .next()
+                .filter(|d| !d.is_empty())
+                .and_then(|d| d.parse().ok())
+                .ok_or_else(|| bad("a number is needed"))
+        };
+        let from = match after("FROM") {
+            Some(rest) => number(&rest)?,
+            None => 0,
+        };
+        let (offset, limit) = match upper.rfind("LIMIT") {
+            Some(i) => {
+                let rest = body[i + 5..].trim();
+                match rest.split_once(',') {
+                    Some((o, n)) => (number(o.trim())? as usize, Some(number(n.trim())? as usize)),
+                    None => (0, Some(number(rest)? as usize)),
+                }
+            }
+            None => (0, None),
+        };
+        let rows = super::mysql_positions::binlog_events(
+            self.engine(),
+            file.as_deref(),
+            from,
+            offset,
+            limit,
+        )?
+        .into_iter()
+        .map(|r| {
+            vec![
+                Some(r.log_name),
+                Some(r.pos.to_string()),
+                Some(r.event_type.to_string()),
+                Some(r.server_id.to_string()),
+                Some(r.end_log_pos.to_string()),
+                Some(r.info),
+            ]
+        })
+        .collect();
+        Ok(Outcome::text(
+            &[
+                "Log_name",
+                "Pos",
+                "Event_type",
+                "Server_id",
+                "End_log_pos",
+                "Info",
+            ],
+            rows,
+        ))
+    }
+
     /// SHOW BINARY LOG STATUS (and MySQL 5.7's SHOW MASTER STATUS): the current segment and
     /// the position after its last transaction, in the MySQL encoding CDC tools read (where a
     /// tool starting now begins). ringrep has no GTIDs; its position in transactions is

@@ -252,7 +252,7 @@ impl SqlSession {
             "wait_timeout" | "interactive_timeout" => Ok(Value::Int(28800)),
             "net_write_timeout" => Ok(Value::UInt(self.net_write_timeout)),
             "lower_case_table_names" => Ok(Value::Int(0)),
-            "version" => text(&format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))),
+            "version" => text(&server_version()),
             "version_comment" => text("ringrep ring buffer tables"),
             "socket" => Ok(Value::Null),
             "character_set_client"
@@ -392,4 +392,9 @@ fn server_uuid(server_id: u32) -> String {
         "{server_id:08x}-0000-4000-8000-{:012x}",
         u64::from(server_id)
     )
+}
+
+/// The server version clients see (`@@version`, the binlog's FORMAT_DESCRIPTION).
+pub(crate) fn server_version() -> String {
+    format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))
 }
