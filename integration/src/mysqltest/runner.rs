@@ -130,7 +130,17 @@ struct Node {
 
 struct Conn {
     node: usize,
-    session: SqlSession,
+    /// `None` while a statement sent with `send` runs on its own thread.
+    session: Option<SqlSession>,
+    /// The statement `send` started: `reap` waits for it.
+    sent: Option<Sent>,
+}
+
+/// A statement running on a thread of its own (`send`), with what `reap` prints it with.
+struct Sent {
+    thread: std::thread::JoinHandle<(SqlSession, Executed)>,
+    echoed: Option<usize>,
+    step: Step,
 }
 
 /// Modifiers that apply to the next statement only.
@@ -158,6 +168,8 @@ struct Runner<'e> {
     query_log: bool,
     result_log: bool,
     saved_master_pos: Option<u64>,
+    /// `send` without a statement of its own: the next statement is sent.
+    send_next: bool,
 }
 
 /// MySQL error names the scripts use with `--error`, and their numbers.
@@ -339,6 +351,7 @@ impl<'e> Runner<'e> {
             query_log: true,
             result_log: true,
             saved_master_pos: None,
+            send_next: false,
         };
         runner
             .vars
@@ -424,7 +437,14 @@ impl<'e> Runner<'e> {
         if !db.is_empty() {
             session.execute(&format!("USE `{db}`"))?;
         }
-        self.conns.insert(name.to_string(), Conn { node, session });
+        self.conns.insert(
+            name.to_string(),
+            Conn {
+                node,
+                session: Some(session),
+                sent: None,
+            },
+        );
         Ok(())
     }
 
@@ -535,10 +555,63 @@ impl<'e> Runner<'e> {
         } else {
             None
         };
+        let conn = self.current.clone();
+        if std::mem::take(&mut self.send_next) {
+            // `send`: the statement runs on a thread of its own; `reap` prints its result.
+            let c = self
+                .conns
+                .get_mut(&conn)
+                .with_context(|| format!("no connection named {conn}"))?;
+            let mut session = c.session.take().with_context(|| {
+                format!(
+                    "line {}: send on {conn}, which still runs a statement",
+                    step.line
+                )
+            })?;
+            let sql = sql.to_string();
+            let thread = std::thread::spawn(move || {
+                let result = session.execute(&sql);
+                let warnings = session.session.take_warnings();
+                (session, (result, warnings))
+            });
+            c.sent = Some(Sent {
+                thread,
+                echoed,
+                step: step.clone(),
+            });
+            return Ok(());
+        }
+        let executed = self.execute(&conn, sql)?;
+        self.print_result(step, echoed, executed);
+        Ok(())
+    }
+
+    /// `reap`: waits for the statement `send` started on the current connection and prints
+    /// its result.
+    fn reap(&mut self, step: &Step) -> Flow {
+        let conn = self.current.clone();
+        let c = self
+            .conns
+            .get_mut(&conn)
+            .with_context(|| format!("no connection named {conn}"))?;
+        let sent = c
+            .sent
+            .take()
+            .with_context(|| format!("line {}: reap on {conn}, which sent nothing", step.line))?;
+        let (session, executed) = sent
+            .thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("line {}: the sent statement panicked", step.line))?;
+        c.session = Some(session);
+        self.print_result(&sent.step, sent.echoed, executed);
+        Ok(())
+    }
+
+    /// Prints a statement's result as mysqltest does, and notes what mysqltest would fail on.
+    fn print_result(&mut self, step: &Step, echoed: Option<usize>, executed: Executed) {
+        let (result, warnings) = executed;
         let next = std::mem::take(&mut self.next);
         self.next.replace = next.replace.clone();
-        let conn = self.current.clone();
-        let (result, warnings) = self.execute(&conn, sql)?;
         let mut lines = render_result(&result, self.info);
         if let Ok(Outcome::Rows(_)) = &result {
             if !next.replace_column.is_empty() {
@@ -581,7 +654,6 @@ impl<'e> Runner<'e> {
         if let Some(p) = problem {
             self.problem(step, echoed, p);
         }
-        Ok(())
     }
 
     /// Runs `sql` on connection `conn`; replication statements on a replica act on its link.
@@ -611,8 +683,11 @@ impl<'e> Runner<'e> {
             }
         }
         let c = self.conns.get_mut(conn).expect("looked up above");
-        let result = c.session.execute(sql);
-        let warnings = c.session.session.take_warnings();
+        let session = c.session.as_mut().with_context(|| {
+            format!("connection {conn} still runs the statement it sent: reap first")
+        })?;
+        let result = session.execute(sql);
+        let warnings = session.session.take_warnings();
         Ok((result, warnings))
     }
 
@@ -857,6 +932,14 @@ impl<'e> Runner<'e> {
                 }
             }
             "exec" => self.exec(step, arg)?,
+            "send" => {
+                self.send_next = true;
+                if !arg.trim().is_empty() {
+                    let sql = arg.trim().to_string();
+                    self.query(step, &sql, ";")?;
+                }
+            }
+            "reap" => self.reap(step)?,
             "sync_slave_with_master" => {
                 let conn = match arg.trim() {
                     "" => "slave".to_string(),
@@ -1009,6 +1092,19 @@ mod tests {
             ["SET @x = 5;", "SELECT @x;", "@x", "NULL", "[1\ttwo]"]
         );
         assert_eq!(out[5], "[]");
+    }
+
+    #[test]
+    fn send_runs_a_statement_on_its_own_and_reap_prints_it() {
+        let out = output_of(
+            "CREATE TABLE t (a INT PRIMARY KEY, b INT);\nINSERT INTO t VALUES (1, 1);\n\
+             connect (con1, localhost, root,,test);\nBEGIN;\nUPDATE t SET b = 2 WHERE a = 1;\n\
+             connection default;\nsend UPDATE t SET b = 3 WHERE a = 1;\n\
+             connection con1;\nCOMMIT;\nconnection default;\nreap;\nSELECT b FROM t;\n",
+        );
+        // The sent UPDATE waited for con1's row, then wrote over it.
+        assert_eq!(out[out.len() - 3..], ["SELECT b FROM t;", "b", "3"]);
+        assert!(out.contains(&"UPDATE t SET b = 3 WHERE a = 1;".to_string()));
     }
 
     #[test]
