@@ -1109,6 +1109,17 @@ impl Session {
         Ok(out)
     }
 
+    /// Locks the row at `key` (as an UPDATE or DELETE does, waiting for another
+    /// transaction's lock) and returns it as it is now, `None` when it is gone. What a
+    /// statement computes from a row it read before the lock must be computed again from
+    /// this one.
+    pub fn lock_row(&mut self, def: &TableDef, key: &[Value]) -> Result<Option<Row>> {
+        self.check_writable()?;
+        let key = Key(key.to_vec());
+        self.lock(def.id, &key)?;
+        Ok(self.get_row(def.id, &key))
+    }
+
     /// UPDATE of the one row whose primary key is `key`, a row the caller matched itself (the
     /// SQL layer, when its WHERE or its values need more than a closure can give: subqueries,
     /// triggers). `values` are the new values of `assigned`; `row_no` is the row's number in

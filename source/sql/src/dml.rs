@@ -182,7 +182,11 @@ impl SqlSession {
             true => self.triggers_of(&def, TrgEvent::Delete)?,
             false => None,
         };
-        if odku.is_some() && inserting.is_some() {
+        // Its UPDATE triggers would have to fire for the rows it updates: refused like its
+        // INSERT triggers, rather than skipped.
+        if odku.is_some()
+            && (inserting.is_some() || self.triggers_of(&def, TrgEvent::Update)?.is_some())
+        {
             return Err(Error::unsupported(
                 "INSERT ... ON DUPLICATE KEY UPDATE on a table with triggers",
             ));
@@ -880,8 +884,20 @@ impl SqlSession {
         let tz = self.session.vars.tz_offset;
         let matched = self.matching_rows(def, plan.columns, plan.selection, plan.limit)?;
         let mut out = ringrep_engine::UpdateOutcome::default();
-        for (n, old) in matched.into_iter().enumerate() {
+        for (n, candidate) in matched.into_iter().enumerate() {
             let row_no = n + 1;
+            // The row as it is once locked (another transaction may have changed it since it
+            // was read), matched again: what it becomes is computed from that, or an update
+            // committed meanwhile would be lost.
+            let Some(old) = self.session.lock_row(def, &def.key_of(&candidate))? else {
+                continue;
+            };
+            if old != candidate {
+                let ctx = self.ctx();
+                if !row_matches(plan.selection, plan.columns, &old, &ctx)? {
+                    continue;
+                }
+            }
             out.matched += 1;
             let values: Vec<Value> = {
                 let ctx = self.ctx();
