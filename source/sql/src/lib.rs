@@ -420,6 +420,26 @@ impl SqlSession {
     }
 
     fn execute_once(&mut self, sql: &str) -> Result<Outcome> {
+        let first = lexer::first_words(&normalized(sql), 1);
+        // DDL commits implicitly, before and after, as in MySQL: the rows ringrep keeps for
+        // it (a trigger, a view, a procedure, a declared engine) are committed with it, and
+        // a ROLLBACK later cannot take them back while the DDL stays.
+        let ddl = self.trigger_tables.is_empty()
+            && matches!(
+                first.first().map(String::as_str),
+                Some("CREATE" | "DROP" | "ALTER" | "RENAME" | "TRUNCATE")
+            );
+        if ddl && self.session.in_transaction() {
+            self.session.commit()?;
+        }
+        let r = self.execute_statement(sql);
+        if ddl && r.is_ok() && self.session.in_transaction() {
+            self.session.commit()?;
+        }
+        r
+    }
+
+    fn execute_statement(&mut self, sql: &str) -> Result<Outcome> {
         let text = normalized(sql);
         self.forget_subqueries();
         if text.is_empty() {
