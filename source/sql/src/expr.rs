@@ -687,6 +687,11 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                     .collect(),
                 other => return Err(Error::unsupported(format!("IN {other}"))),
             };
+            // Nothing to compare with: false (true for NOT IN), even for NULL, as MySQL
+            // evaluates `NULL IN (an empty subquery)`.
+            if candidates.is_empty() {
+                return Ok(Value::Int(i64::from(*negated)));
+            }
             if v.is_null() {
                 return Ok(Value::Null);
             }

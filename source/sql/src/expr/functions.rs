@@ -539,7 +539,7 @@ fn choice(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
 fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     Ok(Some(match name {
         "DATABASE" | "SCHEMA" => ctx.database.map_or(Value::Null, |d| Value::Text(d.into())),
-        "VERSION" => Value::Text(format!("8.0.0-ringrep-{}", env!("CARGO_PKG_VERSION"))),
+        "VERSION" => Value::Text(crate::vars::server_version()),
         "LAST_INSERT_ID" => Value::UInt(ctx.last_insert_id),
         "CONNECTION_ID" => Value::UInt(ctx.connection_id),
         // The account (its host pattern), and the user with the client's host, as MySQL.
