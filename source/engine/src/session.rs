@@ -115,6 +115,9 @@ pub struct Session {
     warnings: Vec<(u16, String)>,
     /// Auto-increment counters handed out in this session, per table.
     auto_inc: HashMap<u64, u64>,
+    /// The first AUTO_INCREMENT value generated since [`Session::take_generated_id`] last
+    /// took it (what `LAST_INSERT_ID()` becomes).
+    generated_id: Option<u64>,
     /// Commits return once logged and applied, without waiting for the disk; the caller
     /// takes [`Session::take_pending_lsn`] and awaits [`Engine::wait_durable_async`] before
     /// acknowledging anything (the server's connections do).
@@ -263,6 +266,7 @@ impl Session {
             stmt_explicit: false,
             warnings: Vec::new(),
             auto_inc: HashMap::new(),
+            generated_id: None,
             defer_durability: false,
             pending_lsn: None,
             spare: Spare::default(),
@@ -817,10 +821,19 @@ impl Session {
         }
         let next = max + 1;
         self.auto_inc.insert(def.id, next);
+        if def.columns[col].auto_increment && self.generated_id.is_none() {
+            self.generated_id = Some(next);
+        }
         Ok(match def.columns[col].ty {
             ColumnType::Integer { unsigned: true, .. } => Value::UInt(next),
             _ => Value::Int(next as i64),
         })
+    }
+
+    /// The first AUTO_INCREMENT value generated since the last call, if any (a statement's
+    /// `LAST_INSERT_ID()`, as MySQL keeps it: the first of a multi-row INSERT).
+    pub fn take_generated_id(&mut self) -> Option<u64> {
+        self.generated_id.take()
     }
 
     /// INSERT of rows given as values for `columns`. Returns the rows inserted.

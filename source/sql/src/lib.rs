@@ -433,6 +433,13 @@ impl SqlSession {
             self.session.commit()?;
         }
         let r = self.execute_statement(sql);
+        // A statement that generated AUTO_INCREMENT values sets LAST_INSERT_ID() to its
+        // first; one that generated none leaves it.
+        if let Some(id) = self.session.take_generated_id() {
+            if r.is_ok() {
+                self.last_insert_id = id;
+            }
+        }
         if ddl && r.is_ok() && self.session.in_transaction() {
             self.session.commit()?;
         }
