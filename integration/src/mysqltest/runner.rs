@@ -1108,6 +1108,17 @@ mod tests {
     }
 
     #[test]
+    fn two_connections_inserting_at_once_take_different_auto_increment_values() {
+        let out = output_of(
+            "CREATE TABLE ai (id INT AUTO_INCREMENT PRIMARY KEY, v INT);\n\
+             connect (con1, localhost, root,,test);\nBEGIN;\nINSERT INTO ai (v) VALUES (1);\n\
+             connection default;\nINSERT INTO ai (v) VALUES (2);\n\
+             connection con1;\nCOMMIT;\nSELECT id, v FROM ai ORDER BY id;\n",
+        );
+        assert_eq!(out[out.len() - 3..], ["id\tv", "1\t1", "2\t2"]);
+    }
+
+    #[test]
     fn words_group_quotes() {
         assert_eq!(
             words("$X MYSQLTEST_VARDIR \"a b\" ''"),

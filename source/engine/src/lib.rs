@@ -357,6 +357,10 @@ pub(crate) struct Shared {
     pub purged_segments: AtomicU64,
     /// The retention in force: the configuration's, until SET GLOBAL changes it.
     pub retention: Mutex<Retention>,
+    /// The last AUTO_INCREMENT value (or hidden row id) handed out, by (table id, column),
+    /// shared by every session; found from the table's rows on first use, forgotten when DDL
+    /// changes the table.
+    pub auto_inc: Mutex<std::collections::HashMap<(u64, usize), u64>>,
     /// Clients may not write (a replica); turned off when the replica is promoted.
     pub read_only: AtomicBool,
     /// Readers of the binlog (replicas' streams, online backups) and the sequence each
@@ -514,6 +518,7 @@ impl Engine {
                 retention,
                 read_only,
                 holds: Mutex::default(),
+                auto_inc: Mutex::default(),
                 next_hold: AtomicU64::new(1),
                 cfg,
                 state: Arc::new(RwLock::new(state)),
@@ -571,6 +576,7 @@ impl Engine {
                     retention: Mutex::new(cfg.retention),
                     read_only: AtomicBool::new(true),
                     holds: Mutex::default(),
+                    auto_inc: Mutex::default(),
                     next_hold: AtomicU64::new(1),
                     cfg,
                     state: Arc::new(RwLock::new(state)),

@@ -114,7 +114,6 @@ pub struct Session {
     stmt_explicit: bool,
     warnings: Vec<(u16, String)>,
     /// Auto-increment counters handed out in this session, per table.
-    auto_inc: HashMap<u64, u64>,
     /// The first AUTO_INCREMENT value generated since [`Session::take_generated_id`] last
     /// took it (what `LAST_INSERT_ID()` becomes).
     generated_id: Option<u64>,
@@ -265,7 +264,6 @@ impl Session {
             ops_mark: 0,
             stmt_explicit: false,
             warnings: Vec::new(),
-            auto_inc: HashMap::new(),
             generated_id: None,
             defer_durability: false,
             pending_lsn: None,
@@ -786,7 +784,11 @@ impl Session {
             {
                 self.next_auto_inc(def, c)?
             } else {
-                coerce(v, col, row_no, self.vars.tz_offset)?
+                let v = coerce(v, col, row_no, self.vars.tz_offset)?;
+                if col.auto_increment {
+                    self.note_auto_inc(def, c, &v);
+                }
+                v
             };
         }
         let ring_cols = def.ring.as_ref().map(|r| (r.slot_column, r.meta_column));
@@ -809,18 +811,28 @@ impl Session {
     }
 
     fn next_auto_inc(&mut self, def: &TableDef, col: usize) -> Result<Value> {
-        let start = *self.auto_inc.entry(def.id).or_insert(0);
-        let mut max = start;
-        for (_, r) in self.scan_raw(def.id, &[])? {
-            let n = match r.get(col) {
-                Some(Value::Int(i)) => u64::try_from(*i).unwrap_or(0),
-                Some(Value::UInt(u)) => *u,
-                _ => 0,
-            };
-            max = max.max(n);
-        }
-        let next = max + 1;
-        self.auto_inc.insert(def.id, next);
+        // One counter per table and column for every session: two sessions inserting at once
+        // never take the same value (a rolled-back insert leaves a gap, as in MySQL). The
+        // table's rows are read once, to start from their largest value.
+        let engine = self.engine.clone();
+        let mut counters = engine
+            .shared
+            .auto_inc
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let last = match counters.get(&(def.id, col)) {
+            Some(&v) => v,
+            None => {
+                let mut max = 0;
+                for (_, r) in self.scan_raw(def.id, &[])? {
+                    max = max.max(auto_inc_of(r.get(col)));
+                }
+                max
+            }
+        };
+        let next = last + 1;
+        counters.insert((def.id, col), next);
+        drop(counters);
         if def.columns[col].auto_increment && self.generated_id.is_none() {
             self.generated_id = Some(next);
         }
@@ -828,6 +840,19 @@ impl Session {
             ColumnType::Integer { unsigned: true, .. } => Value::UInt(next),
             _ => Value::Int(next as i64),
         })
+    }
+
+    /// An AUTO_INCREMENT column given a value: the next generated one comes after it.
+    fn note_auto_inc(&self, def: &TableDef, col: usize, v: &Value) {
+        let mut counters = self
+            .engine
+            .shared
+            .auto_inc
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(last) = counters.get_mut(&(def.id, col)) {
+            *last = (*last).max(auto_inc_of(Some(v)));
+        }
     }
 
     /// The first AUTO_INCREMENT value generated since the last call, if any (a statement's
@@ -1363,9 +1388,31 @@ impl Session {
     pub fn ddl(&mut self, ddl: DdlEvent, rows: Vec<Event>) -> Result<u64> {
         self.check_writable()?;
         self.commit()?;
+        // A table changed by DDL starts its AUTO_INCREMENT counters from its rows again
+        // (TRUNCATE starts over, as in MySQL).
+        let changed = match &ddl {
+            DdlEvent::AlterTable { table } => Some(table.id),
+            DdlEvent::TruncateTable { table_id } | DdlEvent::DropTable { table_id, .. } => {
+                Some(*table_id)
+            }
+            _ => None,
+        };
+        let drops_database = matches!(ddl, DdlEvent::DropDatabase { .. });
         let mut events = vec![Event::Ddl(ddl)];
         events.extend(rows);
-        self.engine.commit_events(events, None, |_, _| Ok(()))
+        let r = self.engine.commit_events(events, None, |_, _| Ok(()));
+        let mut counters = self
+            .engine
+            .shared
+            .auto_inc
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if drops_database {
+            counters.clear();
+        } else if let Some(id) = changed {
+            counters.retain(|(t, _), _| *t != id);
+        }
+        r
     }
 
     /// A fresh table id (system tables use their own range).
@@ -1592,6 +1639,15 @@ fn validate_replicated(st: &State, events: &[Event]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// An AUTO_INCREMENT column's value as a counter (0 for NULL or a negative value).
+fn auto_inc_of(v: Option<&Value>) -> u64 {
+    match v {
+        Some(Value::Int(i)) => u64::try_from(*i).unwrap_or(0),
+        Some(Value::UInt(u)) => *u,
+        _ => 0,
+    }
 }
 
 #[cfg(test)]
