@@ -154,6 +154,8 @@ struct Head {
     order: Option<(bool, String)>,
     /// Where the TRIGGER keyword starts in the text.
     trigger_at: usize,
+    /// Where the table's name (with its database, if given) is in the text.
+    table_span: (usize, usize),
     /// The body, as written.
     body: String,
 }
@@ -316,7 +318,10 @@ fn parse_head(text: &str) -> Result<Head> {
     if !c.keywords(&["ON"]) {
         return Err(near(&c));
     }
+    c.skip_blanks();
+    let table_start = c.pos;
     let (table_db, table) = c.name().ok_or_else(|| near(&c))?;
+    let table_span = (table_start, c.pos);
     if !c.keywords(&["FOR", "EACH", "ROW"]) {
         return Err(near(&c));
     }
@@ -342,8 +347,28 @@ fn parse_head(text: &str) -> Result<Head> {
         table,
         order,
         trigger_at,
+        table_span,
         body,
     })
+}
+
+/// `definition` (a CREATE TRIGGER text) with its ON clause naming `table` instead, as MySQL
+/// rewrites a trigger when RENAME TABLE moves its table.
+fn with_table(definition: &str, table: &str) -> String {
+    match parse_head(definition) {
+        Ok(h) => {
+            let name = match &h.table_db {
+                Some(db) => format!("`{db}`.`{table}`"),
+                None => format!("`{table}`"),
+            };
+            format!(
+                "{}{name}{}",
+                &definition[..h.table_span.0],
+                &definition[h.table_span.1..]
+            )
+        }
+        Err(_) => definition.to_string(),
+    }
 }
 
 /// Whether `text` (a CREATE statement) creates a trigger: `CREATE [DEFINER = x] TRIGGER`.
@@ -1136,19 +1161,30 @@ impl SqlSession {
         let Some(tdef) = self.engine().table_def(SYSTEM_DB, TRIGGERS_TABLE) else {
             return Ok(());
         };
-        let keys: Vec<Vec<Value>> = self
+        let moved: Vec<(Vec<Value>, String)> = self
             .triggers()?
             .into_iter()
             .filter(|t| t.db.eq_ignore_ascii_case(db) && t.table.eq_ignore_ascii_case(from))
-            .map(|t| vec![Value::Text(t.db), Value::Text(t.name)])
+            .map(|t| {
+                let definition = with_table(&t.definition, to);
+                (vec![Value::Text(t.db), Value::Text(t.name)], definition)
+            })
             .collect();
-        if keys.is_empty() {
+        if moved.is_empty() {
             return Ok(());
         }
+        let definition_col = tdef.column_index("definition");
         self.statement(|s| {
-            for k in &keys {
-                s.session
-                    .update_row(&tdef, k, &[2], vec![Value::Text(to.to_string())], 1)?;
+            for (k, definition) in &moved {
+                // The table's name, and the ON clause of its text (SHOW CREATE TRIGGER).
+                let (cols, vals) = match definition_col {
+                    Some(c) => (
+                        vec![2, c],
+                        vec![Value::Text(to.to_string()), Value::Text(definition.clone())],
+                    ),
+                    None => (vec![2], vec![Value::Text(to.to_string())]),
+                };
+                s.session.update_row(&tdef, k, &cols, vals, 1)?;
             }
             Ok(())
         })
