@@ -420,7 +420,8 @@ impl SqlSession {
     }
 
     fn execute_once(&mut self, sql: &str) -> Result<Outcome> {
-        let first = lexer::first_words(&normalized(sql), 1);
+        let text = normalized(sql);
+        let first = lexer::first_words(&text, 3);
         // DDL commits implicitly, before and after, as in MySQL: the rows ringrep keeps for
         // it (a trigger, a view, a procedure, a declared engine) are committed with it, and
         // a ROLLBACK later cannot take them back while the DDL stays.
@@ -432,7 +433,7 @@ impl SqlSession {
         if ddl && self.session.in_transaction() {
             self.session.commit()?;
         }
-        let r = self.execute_statement(sql);
+        let r = self.execute_statement(text, first);
         // A statement that generated AUTO_INCREMENT values sets LAST_INSERT_ID() to its
         // first; one that generated none leaves it.
         if let Some(id) = self.session.take_generated_id() {
@@ -446,13 +447,12 @@ impl SqlSession {
         r
     }
 
-    fn execute_statement(&mut self, sql: &str) -> Result<Outcome> {
-        let text = normalized(sql);
+    /// One statement, `text` normalized and `first` its first three words.
+    fn execute_statement(&mut self, text: String, first: Vec<String>) -> Result<Outcome> {
         self.forget_subqueries();
         if text.is_empty() {
             return Err(Error::new(code::ER_EMPTY_QUERY, "Query was empty"));
         }
-        let first = lexer::first_words(&text, 3);
         let w = |i: usize| first.get(i).map(String::as_str).unwrap_or("");
         if !self.trigger_tables.is_empty() {
             // A statement of a procedure a trigger calls: no commit inside the statement that
