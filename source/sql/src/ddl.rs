@@ -553,9 +553,8 @@ impl SqlSession {
                 for n in names {
                     let db = split_name(n)?.1;
                     self.session.drop_database(&db, if_exists)?;
-                    // Its views, procedures and triggers go with it, as in MySQL.
+                    // Its views, procedures, triggers and declared engines go with it, as in MySQL.
                     self.drop_stored_objects_of(&db)?;
-                    self.drop_declared_engines_of(&db)?;
                 }
                 Ok(Outcome::Affected {
                     rows: 0,

@@ -136,22 +136,6 @@ impl SqlSession {
             Ok(())
         })
     }
-
-    /// Removes the declared engines of every table of database `db` (DROP DATABASE).
-    pub(crate) fn drop_declared_engines_of(&mut self, db: &str) -> Result<()> {
-        let Some(def) = self.engine().table_def(SYSTEM_DB, ENGINES_TABLE) else {
-            return Ok(());
-        };
-        let text_of = ringrep_engine::types::text_of;
-        self.statement(|s| {
-            s.session.delete_where(
-                &def,
-                &mut |r| Ok(text_of(&r[0]).eq_ignore_ascii_case(db)),
-                None,
-            )
-        })?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]

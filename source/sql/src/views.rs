@@ -368,12 +368,14 @@ impl SqlSession {
         Ok(Outcome::Ok)
     }
 
-    /// Removes the views, procedures and triggers of database `db` (DROP DATABASE).
+    /// Removes the views, procedures, triggers and declared engines of database `db` (DROP
+    /// DATABASE): the rows of each such table whose first column is `db`.
     pub(crate) fn drop_stored_objects_of(&mut self, db: &str) -> Result<()> {
         for table in [
             VIEWS_TABLE,
             super::routines::ROUTINES_TABLE,
             super::triggers::TRIGGERS_TABLE,
+            super::engines::ENGINES_TABLE,
         ] {
             let Some(def) = self.engine().table_def(SYSTEM_DB, table) else {
                 continue;
