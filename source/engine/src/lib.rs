@@ -787,6 +787,16 @@ impl Engine {
         Ok(out)
     }
 
+    /// The shared AUTO_INCREMENT counters ([`Shared::auto_inc`]).
+    pub(crate) fn auto_inc_counters(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<(u64, usize), u64>> {
+        self.shared
+            .auto_inc
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
     /// FLUSH BINARY LOGS: the binlog goes on in a new segment file (nothing to do without a
     /// writer).
     pub fn flush_binary_logs(&self) -> Result<()> {

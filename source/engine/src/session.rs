@@ -815,11 +815,7 @@ impl Session {
         // never take the same value (a rolled-back insert leaves a gap, as in MySQL). The
         // table's rows are read once, to start from their largest value.
         let engine = self.engine.clone();
-        let mut counters = engine
-            .shared
-            .auto_inc
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut counters = engine.auto_inc_counters();
         let last = match counters.get(&(def.id, col)) {
             Some(&v) => v,
             None => {
@@ -844,12 +840,7 @@ impl Session {
 
     /// An AUTO_INCREMENT column given a value: the next generated one comes after it.
     fn note_auto_inc(&self, def: &TableDef, col: usize, v: &Value) {
-        let mut counters = self
-            .engine
-            .shared
-            .auto_inc
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut counters = self.engine.auto_inc_counters();
         if let Some(last) = counters.get_mut(&(def.id, col)) {
             *last = (*last).max(auto_inc_of(Some(v)));
         }
@@ -1401,12 +1392,7 @@ impl Session {
         let mut events = vec![Event::Ddl(ddl)];
         events.extend(rows);
         let r = self.engine.commit_events(events, None, |_, _| Ok(()));
-        let mut counters = self
-            .engine
-            .shared
-            .auto_inc
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut counters = self.engine.auto_inc_counters();
         if drops_database {
             counters.clear();
         } else if let Some(id) = changed {
