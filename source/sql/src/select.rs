@@ -546,17 +546,20 @@ impl SqlSession {
         Ok(())
     }
 
+    /// The result the statement keeps for the uncorrelated subquery `text`, if it ran.
+    fn cached_subquery(&self, text: &str) -> Option<std::sync::Arc<Rows>> {
+        self.subqueries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(text)
+            .cloned()
+    }
+
     /// Runs a subquery once per statement: later evaluations (one per outer row) reuse the
     /// result, which cannot change while the statement reads.
     pub(crate) fn run_subquery(&self, q: &Query) -> Result<std::sync::Arc<Rows>> {
         let text = q.to_string();
-        let cached = self
-            .subqueries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&text)
-            .cloned();
-        if let Some(rows) = cached {
+        if let Some(rows) = self.cached_subquery(&text) {
             return Ok(rows);
         }
         // Not holding the lock while running: the subquery may have subqueries of its own.
@@ -581,13 +584,7 @@ impl SqlSession {
     ) -> Result<std::sync::Arc<Rows>> {
         use std::sync::Arc;
         let text = q.to_string();
-        let cached = self
-            .subqueries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&text)
-            .cloned();
-        if let Some(rows) = cached {
+        if let Some(rows) = self.cached_subquery(&text) {
             return Ok(rows);
         }
         if let Some(rows) = self
