@@ -104,27 +104,35 @@ struct Scan {
     next_seq: u64,
 }
 
-fn scan(path: &Path, segment: u64, want: Option<u64>) -> Result<Scan> {
-    let mut reader = BinlogReader::open(
+/// A reader of one segment file (sequence gaps are not this walk's business).
+fn open_segment(path: &Path) -> Result<BinlogReader> {
+    BinlogReader::open(
         path,
         ReaderOptions {
             check_sequence: false,
             ..Default::default()
         },
     )
-    .map_err(|e| Error::internal(e.to_string()))?;
+    .map_err(|e| Error::internal(e.to_string()))
+}
+
+/// The schema a segment starts with, from its header.
+fn header_schema(reader: &BinlogReader) -> Schema {
+    reader
+        .current_header()
+        .map(|h| Schema::from_header(&h.databases, &h.tables))
+        .unwrap_or_default()
+}
+
+fn scan(path: &Path, segment: u64, want: Option<u64>) -> Result<Scan> {
+    let mut reader = open_segment(path)?;
     let encoder = sizing_encoder();
     let mut schema: Option<Schema> = None;
     let mut pos = FILE_START + FORMAT_DESCRIPTION_LEN;
     let mut next_seq = None;
     while let Some(item) = reader.next() {
         let (_, record) = item.map_err(|e| Error::internal(e.to_string()))?;
-        let schema = schema.get_or_insert_with(|| {
-            reader
-                .current_header()
-                .map(|h| Schema::from_header(&h.databases, &h.tables))
-                .unwrap_or_default()
-        });
+        let schema = schema.get_or_insert_with(|| header_schema(&reader));
         let Record::Transaction(tx) = record else {
             continue;
         };
@@ -150,12 +158,8 @@ fn scan(path: &Path, segment: u64, want: Option<u64>) -> Result<Scan> {
         pos = end;
         next_seq = Some(tx.seq + 1);
     }
+    let schema = schema.unwrap_or_else(|| header_schema(&reader));
     let header = reader.current_header();
-    let schema = schema.unwrap_or_else(|| {
-        header
-            .map(|h| Schema::from_header(&h.databases, &h.tables))
-            .unwrap_or_default()
-    });
     let next_seq = next_seq
         .or_else(|| header.map(|h| h.first_seq))
         .unwrap_or(1);
@@ -395,24 +399,12 @@ pub fn binlog_events(
             crate::vars::server_version()
         ),
     }];
-    let mut reader = BinlogReader::open(
-        &dir.join(&name),
-        ReaderOptions {
-            check_sequence: false,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| Error::internal(e.to_string()))?;
+    let mut reader = open_segment(&dir.join(&name))?;
     let mut schema: Option<Schema> = None;
     let mut pos = FILE_START + FORMAT_DESCRIPTION_LEN;
     while let Some(item) = reader.next() {
         let (_, record) = item.map_err(|e| Error::internal(e.to_string()))?;
-        let schema = schema.get_or_insert_with(|| {
-            reader
-                .current_header()
-                .map(|h| Schema::from_header(&h.databases, &h.tables))
-                .unwrap_or_default()
-        });
+        let schema = schema.get_or_insert_with(|| header_schema(&reader));
         let Record::Transaction(tx) = record else {
             continue;
         };
