@@ -8,7 +8,7 @@
 //! the group commit instead, each commit cost a thread wake-up and a hand-back to the
 //! connection's task (BENCHMARKS.md, fix 1 of the peer profile).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use binlog_format::SyncPolicy;
 use tokio::sync::watch;
@@ -29,8 +29,13 @@ enum Durable {
 pub(crate) struct AsyncDurability {
     /// The highest LSN any waiter asked for.
     requested: AtomicU64,
-    /// Whether a task is fsyncing for the waiters.
+    /// Whether an fsync for the waiters is running.
     in_flight: AtomicBool,
+    /// How many commits are waiting for an fsync.
+    waiting: AtomicUsize,
+    /// How many were waiting when the last fsync finished: 1 when commits come one at a
+    /// time.
+    last_group: AtomicUsize,
     durable: watch::Sender<Durable>,
 }
 
@@ -39,6 +44,8 @@ impl Default for AsyncDurability {
         AsyncDurability {
             requested: AtomicU64::new(0),
             in_flight: AtomicBool::new(false),
+            waiting: AtomicUsize::new(0),
+            last_group: AtomicUsize::new(0),
             durable: watch::Sender::new(Durable::UpTo(0)),
         }
     }
@@ -111,28 +118,56 @@ impl Engine {
         taken_back().map_or(Ok(()), Err)
     }
 
-    /// Waits for the group commit to fsync past `lsn`, starting one if none is running.
+    /// Waits for the group commit to fsync past `lsn`. A waiter that finds no fsync running
+    /// starts one: alone (no other commit waiting), it runs the fsync itself, right here on
+    /// its task's thread, and needs no other thread at all; otherwise it starts a task on
+    /// the blocking pool that keeps fsyncing while commits ask for more, so that no worker
+    /// is blocked in an fsync while others have statements to run (both measured:
+    /// BENCHMARKS.md, "The statement path"). At most one fsync runs at a time.
     async fn await_fsync(&self, lsn: u64) -> Result<()> {
         let d = &self.shared.durability;
-        let mut rx = d.durable.subscribe();
-        // Ask first, then look for a running fsync task: that task looks at the requests
-        // again after clearing `in_flight`, so one of the two always sees the other (SeqCst).
-        d.requested.fetch_max(lsn, Ordering::SeqCst);
-        if d.in_flight
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            let engine = self.clone();
-            tokio::task::spawn_blocking(move || engine.lead_syncs());
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
         }
-        let state = rx
-            .wait_for(|s| match s {
-                Durable::UpTo(at) => *at >= lsn,
-                Durable::Failed(_) => true,
-            })
-            .await
-            .map_err(|_| Error::internal("the durability channel closed"))?
-            .clone();
+        let alone = d.waiting.fetch_add(1, Ordering::SeqCst) == 0;
+        let _waiting = Waiting(&d.waiting);
+        let mut rx = d.durable.subscribe();
+        d.requested.fetch_max(lsn, Ordering::SeqCst);
+        let mut first = true;
+        let state = loop {
+            let state = rx.borrow_and_update().clone();
+            match state {
+                Durable::UpTo(at) if at < lsn => {}
+                reached => break reached,
+            }
+            // The fsync clears `in_flight` before it publishes: a waiter that finds it set is
+            // woken by that publication, one that finds it clear starts the next.
+            if d.in_flight
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                // Alone now and in the last group: commits come one at a time. (Alone now
+                // only, it is often the first of a group under load.)
+                if first
+                    && alone
+                    && d.waiting.load(Ordering::SeqCst) == 1
+                    && d.last_group.load(Ordering::Relaxed) <= 1
+                {
+                    self.sync_round();
+                    first = false;
+                    continue;
+                }
+                let engine = self.clone();
+                tokio::task::spawn_blocking(move || engine.lead_syncs());
+            }
+            first = false;
+            rx.changed()
+                .await
+                .map_err(|_| Error::internal("the durability channel closed"))?;
+        };
         match state {
             // A heal may have cut this commit off: the writer knows.
             Durable::UpTo(_) => match self.shared.binlog.as_ref() {
@@ -143,64 +178,12 @@ impl Engine {
         }
     }
 
-    /// Fsyncs for the waiters until nobody asks for more.
+    /// Fsyncs for the waiters until nobody asks for more (on the blocking pool).
     fn lead_syncs(&self) {
         let d = &self.shared.durability;
-        // Should this task panic, the waiters hear of it instead of waiting forever for a
-        // task that is gone.
-        struct OnPanic<'a>(&'a AsyncDurability);
-        impl Drop for OnPanic<'_> {
-            fn drop(&mut self) {
-                if std::thread::panicking() {
-                    self.0
-                        .durable
-                        .send_replace(Durable::Failed(Error::internal("the fsync task panicked")));
-                    self.0.in_flight.store(false, Ordering::SeqCst);
-                }
-            }
-        }
-        let _on_panic = OnPanic(d);
         loop {
-            let synced = match self.shared.binlog.as_ref() {
-                // This fsyncs everything appended so far, which includes what every waiter
-                // asked for and often commits appended since: publishing what the writer made
-                // durable spares those a round. (Not `commit(requested)`: a request a heal
-                // cut off is no reason to stop every later commit; its own waiter hears.)
-                Some(w) => w.sync().map(|()| w.durable_lsn()).map_err(Error::from),
-                None => Err(Error::internal("engine opened read-only")),
-            };
-            let synced = match synced {
-                Ok(at) => at,
-                Err(e) => {
-                    // The heal cuts the binlog back to what can be trusted and takes the
-                    // failed commits out of the state. It leaves everything appended before
-                    // it durable or cut, so every waiter learns from the writer whether its
-                    // own commit was cut, even if a commit after the heal stopped the writer
-                    // again (telling them all they failed would be wrong for those the heal
-                    // kept). Only if the heal fails do they all fail.
-                    let healed = self.heal();
-                    match (&healed, self.shared.binlog.as_ref()) {
-                        (Ok(_), Some(w)) => d.healed(w.durable_lsn()),
-                        _ => {
-                            if let Err(h) = &healed {
-                                tracing::error!(
-                                    "the binlog could not be healed after a failure: {h}"
-                                );
-                            }
-                            d.durable.send_replace(Durable::Failed(e));
-                        }
-                    }
-                    d.in_flight.store(false, Ordering::SeqCst);
-                    return;
-                }
-            };
-            d.durable.send_modify(|s| {
-                if let Durable::UpTo(at) = s {
-                    *at = (*at).max(synced);
-                }
-            });
-            d.in_flight.store(false, Ordering::SeqCst);
-            if d.requested.load(Ordering::SeqCst) <= synced {
+            let synced = self.sync_round();
+            if synced.is_none_or(|at| d.requested.load(Ordering::SeqCst) <= at) {
                 return;
             }
             // More was asked for meanwhile: go on, unless a new waiter already took over.
@@ -209,6 +192,67 @@ impl Engine {
                 .is_err()
             {
                 return;
+            }
+        }
+    }
+
+    /// One fsync for the waiters, by the one that set `in_flight`: makes everything appended
+    /// so far durable, clears `in_flight` and publishes how far the binlog is durable, which
+    /// it returns (`None` after a failure).
+    fn sync_round(&self) -> Option<u64> {
+        let d = &self.shared.durability;
+        // Should the fsync panic, the waiters hear of it instead of waiting forever.
+        struct OnPanic<'a>(&'a AsyncDurability);
+        impl Drop for OnPanic<'_> {
+            fn drop(&mut self) {
+                if std::thread::panicking() {
+                    self.0.in_flight.store(false, Ordering::SeqCst);
+                    self.0
+                        .durable
+                        .send_replace(Durable::Failed(Error::internal("the fsync panicked")));
+                }
+            }
+        }
+        let _on_panic = OnPanic(d);
+        let synced = match self.shared.binlog.as_ref() {
+            // This fsyncs everything appended so far, which includes what every waiter asked
+            // for and often commits appended since: publishing what the writer made durable
+            // spares those a round. (Not `commit(requested)`: a request a heal cut off is no
+            // reason to stop every later commit; its own waiter hears.)
+            Some(w) => w.sync().map(|()| w.durable_lsn()).map_err(Error::from),
+            None => Err(Error::internal("engine opened read-only")),
+        };
+        match synced {
+            Ok(at) => {
+                d.last_group
+                    .store(d.waiting.load(Ordering::SeqCst), Ordering::Relaxed);
+                d.in_flight.store(false, Ordering::SeqCst);
+                d.durable.send_modify(|s| {
+                    if let Durable::UpTo(durable) = s {
+                        *durable = (*durable).max(at);
+                    }
+                });
+                Some(at)
+            }
+            Err(e) => {
+                // The heal cuts the binlog back to what can be trusted and takes the failed
+                // commits out of the state. It leaves everything appended before it durable
+                // or cut, so every waiter learns from the writer whether its own commit was
+                // cut, even if a commit after the heal stopped the writer again (telling them
+                // all they failed would be wrong for those the heal kept). Only if the heal
+                // fails do they all fail.
+                let healed = self.heal();
+                d.in_flight.store(false, Ordering::SeqCst);
+                match (&healed, self.shared.binlog.as_ref()) {
+                    (Ok(_), Some(w)) => d.healed(w.durable_lsn()),
+                    _ => {
+                        if let Err(h) = &healed {
+                            tracing::error!("the binlog could not be healed after a failure: {h}");
+                        }
+                        d.durable.send_replace(Durable::Failed(e));
+                    }
+                }
+                None
             }
         }
     }
