@@ -424,8 +424,8 @@ impl Applier {
             .map(|d| {
                 Event::Ddl(DdlEvent::DropTable {
                     table_id: d.id,
-                    database: d.database,
-                    name: d.name,
+                    database: d.database.clone(),
+                    name: d.name.clone(),
                 })
             })
             .collect();
@@ -455,7 +455,7 @@ impl Applier {
                 .filter(|t| keep(&t.def.database, &t.def.name))
                 .map(|t| {
                     Event::Ddl(DdlEvent::CreateTable {
-                        table: t.def.clone(),
+                        table: TableDef::clone(&t.def),
                     })
                 }),
         );

@@ -284,7 +284,7 @@ impl Session {
         let rows = self.scan_raw(new_def.id, &[])?;
         let old = self
             .engine()
-            .with_state(|st| st.tables.get(&new_def.id).map(|t| t.def.clone()))
+            .with_state(|st| st.tables.get(&new_def.id).map(|t| TableDef::clone(&t.def)))
             .ok_or_else(|| Error::no_such_table(&new_def.database, &new_def.name))?;
         let mut events = Vec::new();
         for (key, row) in rows {

@@ -410,6 +410,20 @@ impl Error {
         )
     }
 
+    /// Error 1205 for a statement that would have waited for a row lock while running where it
+    /// must not wait (the server's connection task, [`Session::lock_wait`] off): nothing of
+    /// it is left, and the caller runs it again where it may wait. Never meant for a client.
+    ///
+    /// [`Session::lock_wait`]: crate::session::Session::lock_wait
+    pub fn would_wait() -> Error {
+        Error::new(code::ER_LOCK_WAIT_TIMEOUT, WOULD_WAIT)
+    }
+
+    /// Whether this is [`Error::would_wait`].
+    pub fn is_would_wait(&self) -> bool {
+        self.code == code::ER_LOCK_WAIT_TIMEOUT && self.message == WOULD_WAIT
+    }
+
     /// Error 1213: this transaction was chosen to break a deadlock and was rolled back (retriable).
     pub fn deadlock() -> Error {
         Error::new(
@@ -488,6 +502,8 @@ impl Error {
         self.kind == ErrorKind::Retriable
     }
 }
+
+const WOULD_WAIT: &str = "Lock wait needed where a statement may not wait; run it again";
 
 const WITHHELD: &str =
     "the result is withheld: a transaction it could have read failed to commit (";

@@ -831,7 +831,13 @@ impl Engine {
 
     /// The definition of table `db.name`, if it exists.
     pub fn table_def(&self, db: &str, name: &str) -> Option<TableDef> {
-        self.read().table(db, name).map(|t| t.def.clone())
+        self.read().table(db, name).map(|t| TableDef::clone(&t.def))
+    }
+
+    /// [`Engine::table_def`] without the copy: the definition the table holds now (a DDL
+    /// gives the table a new one).
+    pub fn shared_table_def(&self, db: &str, name: &str) -> Option<Arc<TableDef>> {
+        self.read().table(db, name).map(|t| Arc::clone(&t.def))
     }
 
     /// Every database, in name order.
@@ -841,7 +847,11 @@ impl Engine {
 
     /// Every table's definition.
     pub fn tables(&self) -> Vec<TableDef> {
-        self.read().tables.values().map(|t| t.def.clone()).collect()
+        self.read()
+            .tables
+            .values()
+            .map(|t| TableDef::clone(&t.def))
+            .collect()
     }
 
     /// Commits a transaction's events: validates, appends the binlog record, applies, then

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use binlog_format::schema::{ColumnType, IndexKind, RingOptions, TableDef};
 use binlog_format::{Cause, DdlEvent, Event, Key, RowChange, RowEvent, Value};
@@ -37,6 +38,9 @@ pub struct SessionVars {
     pub tz_offset: i64,
     /// `SET timestamp = N`: the session's NOW(), in epoch microseconds.
     pub timestamp_us: Option<i64>,
+    /// `innodb_lock_wait_timeout`: how long a row lock is waited for before error 1205; the
+    /// engine's `lock_wait_timeout` when not set.
+    pub lock_wait_timeout: Option<std::time::Duration>,
 }
 
 impl Default for SessionVars {
@@ -50,6 +54,7 @@ impl Default for SessionVars {
             applier: false,
             tz_offset: 0,
             timestamp_us: None,
+            lock_wait_timeout: None,
         }
     }
 }
@@ -123,6 +128,12 @@ pub struct Session {
     pub defer_durability: bool,
     /// The highest LSN committed since the last `take_pending_lsn`, when deferring.
     pending_lsn: Option<u64>,
+    /// Whether a row lock another transaction holds is waited for (up to the lock wait
+    /// timeout). Off, the lock fails at once with [`Error::would_wait`] and the statement is
+    /// undone like any failed one: the server runs a statement on its connection's task this
+    /// way, where a wait would stall the other connections of that thread, and runs it again
+    /// on a thread that may wait when it fails so.
+    pub lock_wait: bool,
     /// What the last commit left for the next transaction to reuse.
     spare: Spare,
     /// The engine's take-back count when the open transaction (or the statement that will
@@ -162,6 +173,11 @@ fn reusable<T>(mut list: Vec<T>) -> Vec<T> {
     } else {
         Vec::new()
     }
+}
+
+/// Error 1046: a table named without a database when the session has none.
+fn no_database() -> Error {
+    Error::new(code::ER_NO_DB_ERROR, "No database selected")
 }
 
 fn slot_value(def: &TableDef, slot: u32) -> Value {
@@ -267,6 +283,7 @@ impl Session {
             generated_id: None,
             defer_durability: false,
             pending_lsn: None,
+            lock_wait: true,
             spare: Spare::default(),
         }
     }
@@ -308,21 +325,23 @@ impl Session {
 
     /// The current database, or error 1046 when none is selected.
     pub fn current_db(&self) -> Result<String> {
-        self.vars
-            .database
-            .clone()
-            .ok_or_else(|| Error::new(code::ER_NO_DB_ERROR, "No database selected"))
+        self.vars.database.clone().ok_or_else(no_database)
     }
 
     /// The definition of `db.name` (the session's database when `db` is `None`).
     pub fn table_def(&self, db: Option<&str>, name: &str) -> Result<TableDef> {
-        let db = match db {
-            Some(d) => d.to_string(),
-            None => self.current_db()?,
+        self.shared_table_def(db, name).map(|d| TableDef::clone(&d))
+    }
+
+    /// [`Session::table_def`] as the table holds it, without a copy.
+    pub fn shared_table_def(&self, db: Option<&str>, name: &str) -> Result<Arc<TableDef>> {
+        let db = match db.or(self.vars.database.as_deref()) {
+            Some(d) => d,
+            None => return Err(no_database()),
         };
         self.engine
-            .table_def(&db, name)
-            .ok_or_else(|| Error::no_such_table(&db, name))
+            .shared_table_def(db, name)
+            .ok_or_else(|| Error::no_such_table(db, name))
     }
 
     // ----- transactions -------------------------------------------------------------
@@ -538,14 +557,23 @@ impl Session {
     /// [`Session::lock`] of the row whose key's `key_hash` is `hash`.
     fn lock_hashed(&mut self, table: u64, hash: u64) -> Result<()> {
         let key = LockKey::from_hash(table, hash);
-        let timeout = self.engine.config().lock_wait_timeout;
+        let timeout = self
+            .vars
+            .lock_wait_timeout
+            .unwrap_or(self.engine.config().lock_wait_timeout);
         let txn = open_txn(&mut self.txn, &self.engine, &mut self.spare);
         // A lock the transaction holds already (its ring's meta row again, a slot it wrote
         // before) needs no trip to the shared table, whose mutex every writer takes.
         if txn.locks.contains(&key) {
             return Ok(());
         }
-        self.engine.shared.locks.acquire(txn.id, key, timeout)?;
+        if !self.lock_wait {
+            if !self.engine.shared.locks.try_acquire(txn.id, key) {
+                return Err(Error::would_wait());
+            }
+        } else {
+            self.engine.shared.locks.acquire(txn.id, key, timeout)?;
+        }
         txn.locks.insert(key);
         Ok(())
     }
@@ -1641,6 +1669,41 @@ mod tests {
     use binlog_format::{SyncPolicy, Value};
 
     use crate::fixtures::{insert_p, insert_r, sample_engine};
+
+    #[test]
+    fn without_lock_waits_a_held_row_fails_the_statement_and_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (engine, mut a) = sample_engine(dir.path(), SyncPolicy::Never);
+        insert_r(&mut a, 7, "kept");
+        let r = a.table_def(Some("d"), "r").expect("r");
+        let row = |v: &str| vec![vec![Value::Int(7), Value::Text(v.into())]];
+        let insert = |s: &mut super::Session, v: &str| {
+            s.statement(|s| s.insert(&r, &[0, 3], row(v), super::InsertMode::Insert))
+        };
+        a.begin().expect("begin");
+        insert(&mut a, "a").expect("a holds ring 7");
+        let mut b = engine.session();
+        b.lock_wait = false;
+        // In autocommit and inside a transaction (whose earlier rows stay).
+        let e = insert(&mut b, "b").expect_err("ring 7 is locked");
+        assert!(e.is_would_wait(), "{e:?}");
+        assert!(!b.in_transaction(), "autocommit: nothing left open");
+        b.begin().expect("begin");
+        insert_r(&mut b, 8, "b8");
+        let e = insert(&mut b, "b").expect_err("ring 7 is locked");
+        assert!(e.is_would_wait(), "{e:?}");
+        assert!(b.in_transaction(), "only the statement failed");
+        a.commit().expect("commit a");
+        insert(&mut b, "b").expect("free now");
+        b.commit().expect("commit b");
+        let values = |u: i64| -> Vec<Value> {
+            let rows = a.scan(&r, &[Value::Int(u)]).expect("scan");
+            rows.iter().map(|row| row[3].clone()).collect()
+        };
+        let text = |v: &str| Value::Text(v.into());
+        assert_eq!(values(7), [text("kept"), text("a"), text("b")]);
+        assert_eq!(values(8), [text("b8")]);
+    }
 
     #[test]
     fn one_row_updates_and_deletes_keep_the_statement_rules() {

@@ -173,7 +173,7 @@ fn encode_in_chunks<G: Deref<Target = State>>(
         let tables: Vec<(u64, TableDef)> = st
             .tables
             .iter()
-            .map(|(id, t)| (*id, t.def.clone()))
+            .map(|(id, t)| (*id, TableDef::clone(&t.def)))
             .collect();
         let header = HeaderOut {
             last_seq: st.last_seq,
@@ -199,7 +199,7 @@ fn encode_in_chunks<G: Deref<Target = State>>(
             let st = lock();
             // Dropped or altered since the header: the DDL is in the binlog after the
             // header's sequence number, and replaying it rebuilds the table.
-            let Some(t) = st.tables.get(id).filter(|t| t.def == *def) else {
+            let Some(t) = st.tables.get(id).filter(|t| *t.def == *def) else {
                 break;
             };
             let lower = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
@@ -502,7 +502,7 @@ mod tests {
         for (id, t) in &st.tables {
             copy.tables.insert(
                 *id,
-                Table::with_rows(t.def.clone(), t.stored().map(|r| r.row())),
+                Table::with_rows(TableDef::clone(&t.def), t.stored().map(|r| r.row())),
             );
         }
         copy
@@ -515,7 +515,7 @@ mod tests {
             .iter()
             .map(|(id, t)| {
                 let rows = t.stored().map(|r| r.encoded().to_vec()).collect();
-                (*id, t.def.clone(), rows)
+                (*id, TableDef::clone(&t.def), rows)
             })
             .collect();
         out.sort_by_key(|(id, _, _)| *id);
@@ -625,7 +625,12 @@ mod tests {
             tables: st
                 .tables
                 .values()
-                .map(|t| (t.def.clone(), t.stored().map(|r| r.row()).collect()))
+                .map(|t| {
+                    (
+                        TableDef::clone(&t.def),
+                        t.stored().map(|r| r.row()).collect(),
+                    )
+                })
                 .collect(),
         };
         let mut bytes = Vec::new();

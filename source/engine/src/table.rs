@@ -6,6 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use binlog_format::schema::{IndexKind, TableDef};
 use binlog_format::{Key, Value};
@@ -23,8 +24,9 @@ pub use binlog_format::schema::HIDDEN_ROW_ID;
 /// A table's definition and rows (data and meta rows alike), with its unique and TTL indexes.
 #[derive(Clone)]
 pub struct Table {
-    /// The table's definition.
-    pub def: TableDef,
+    /// The table's definition, shared with the statements that use it (a statement takes
+    /// it without copying every column's name and type).
+    pub def: Arc<TableDef>,
     rows: Store,
     /// For each unique index of `def.indexes` (by position): unique value -> primary key.
     uniques: Vec<(usize, std::collections::BTreeMap<Key, Key>)>,
@@ -71,7 +73,7 @@ impl Table {
             .map(|_| BTreeSet::new());
         let rows = Store::new(&def);
         Table {
-            def,
+            def: Arc::new(def),
             rows,
             uniques,
             ttl_index,
