@@ -841,3 +841,130 @@ fn a_view_cannot_read_what_its_creator_may_not() {
         assert_eq!(code(&e), 1142, "{e}");
     });
 }
+
+/// A write that finds its ring's lock held waits for it (it cannot on the connection's task,
+/// where brief statements run: it runs again where it may), and while several such writes
+/// wait, more than the server has worker threads, other clients are served. A cycle of waits
+/// is still found (1213), and nothing of a statement that had to move is lost or doubled.
+#[test]
+fn writes_that_wait_for_a_row_lock_leave_the_other_clients_served() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut a = connect(node.addr, Some("test")).await;
+        // Rings of 10: the five writes below overwrite nothing.
+        a.query_drop(USER_EVENTS.replace("MAX_ROWS_PER_PK=3", "MAX_ROWS_PER_PK=10"))
+            .await
+            .expect("create");
+        a.query_drop("SET innodb_lock_wait_timeout = 30")
+            .await
+            .expect("timeout");
+        a.query_drop("BEGIN").await.expect("begin");
+        a.query_drop("INSERT INTO user_events (user_id, payload) VALUES (1, 'a')")
+            .await
+            .expect("insert");
+        // Four writers to ring 1, by text and prepared, all of which must wait for `a`.
+        let mut waiting = Vec::new();
+        for i in 0..4 {
+            let mut w = connect(node.addr, Some("test")).await;
+            waiting.push(tokio::spawn(async move {
+                w.query_drop("SET innodb_lock_wait_timeout = 30")
+                    .await
+                    .expect("timeout");
+                if i % 2 == 0 {
+                    w.query_drop(format!(
+                        "INSERT INTO user_events (user_id, payload) VALUES (1, 'w{i}')"
+                    ))
+                    .await
+                } else {
+                    w.exec_drop(
+                        "INSERT INTO user_events (user_id, payload) VALUES (?, ?)",
+                        (1, format!("w{i}")),
+                    )
+                    .await
+                }
+            }));
+        }
+        // Another client writes other rings and reads meanwhile; it waits for none of them.
+        let mut c = connect(node.addr, Some("test")).await;
+        for p in 2..50 {
+            c.exec_drop(
+                "INSERT INTO user_events (user_id, payload) VALUES (?, 'c')",
+                (p,),
+            )
+            .await
+            .expect("a write to another ring");
+        }
+        let others: i64 = c
+            .query_first("SELECT COUNT(*) FROM user_events WHERE user_id > 1")
+            .await
+            .expect("count")
+            .expect("row");
+        assert_eq!(others, 48);
+        assert!(
+            waiting.iter().all(|w| !w.is_finished()),
+            "the writers of ring 1 wait for the open transaction"
+        );
+        a.query_drop("COMMIT").await.expect("commit");
+        for w in waiting {
+            w.await.expect("task").expect("the waiting write commits");
+        }
+        let payloads: Vec<(u32, String)> = c
+            .query("SELECT ring_idx, payload FROM user_events WHERE user_id = 1 ORDER BY ring_idx")
+            .await
+            .expect("ring 1");
+        let mut seen: Vec<&str> = payloads.iter().map(|(_, p)| p.as_str()).collect();
+        assert_eq!(payloads.len(), 5, "each write once: {payloads:?}");
+        assert_eq!(payloads[0].1, "a", "the first writer's row is in slot 1");
+        seen.sort_unstable();
+        assert_eq!(seen, ["a", "w0", "w1", "w2", "w3"]);
+
+        // A cycle: a holds ring 100 and b ring 200, then each writes the other's ring. One of
+        // them is refused at once (1213) and loses its transaction; the other then commits.
+        let mut b = connect(node.addr, Some("test")).await;
+        for (s, ring) in [(&mut a, 100), (&mut b, 200)] {
+            s.query_drop("BEGIN").await.expect("begin");
+            s.exec_drop(
+                "INSERT INTO user_events (user_id, payload) VALUES (?, 'first')",
+                (ring,),
+            )
+            .await
+            .expect("insert");
+        }
+        let cross = |mut s: mysql_async::Conn, ring: i32| {
+            tokio::spawn(async move {
+                s.query_drop("SET innodb_lock_wait_timeout = 30")
+                    .await
+                    .expect("timeout");
+                let r = s
+                    .exec_drop(
+                        "INSERT INTO user_events (user_id, payload) VALUES (?, 'second')",
+                        (ring,),
+                    )
+                    .await;
+                (s, r)
+            })
+        };
+        let (a_cross, b_cross) = (cross(a, 200), cross(b, 100));
+        let ((a, ra), (b, rb)) = (
+            a_cross.await.expect("task"),
+            b_cross.await.expect("task"),
+        );
+        let (mut survivor, rings) = match (ra, rb) {
+            (Ok(()), Err(e)) if code(&e) == 1213 => (a, (100, 200)),
+            (Err(e), Ok(())) if code(&e) == 1213 => (b, (200, 100)),
+            other => panic!("one deadlock victim expected: {other:?}"),
+        };
+        survivor.query_drop("COMMIT").await.expect("commit");
+        let rows: Vec<(i32, String)> = c
+            .query("SELECT user_id, payload FROM user_events WHERE user_id IN (100, 200) ORDER BY user_id, ring_idx")
+            .await
+            .expect("rows");
+        let mut want = vec![
+            (rings.0, "first".to_string()),
+            (rings.1, "second".to_string()),
+        ];
+        want.sort();
+        assert_eq!(rows, want, "the victim's rows went with its transaction");
+    });
+}

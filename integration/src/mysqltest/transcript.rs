@@ -366,11 +366,7 @@ pub(crate) fn render_warnings(warnings: &[(u16, String)]) -> Vec<String> {
     }
     let mut out = vec!["Warnings:".to_string()];
     for (c, m) in warnings {
-        let level = if *c == 1062 || *c == 1264 || *c == 1366 {
-            "Warning"
-        } else {
-            "Note"
-        };
+        let level = ringrep_sql::warning_level(*c);
         out.push(format!("{level}\t{c}\t{m}"));
     }
     out

@@ -1,10 +1,12 @@
 //! One client connection: the connection phase (greeting, TLS, authentication), then the
 //! client's commands, each statement run in the connection's own SQL session.
 //!
-//! Statements run on tokio's blocking pool (the engine waits on row locks), one at a time per
-//! connection, in the order the client sends them. Their commits are awaited here, on the
-//! connection's task, until durable (`Engine::wait_durable_async`); only then is the client
-//! answered.
+//! Statements run one at a time per connection, in the order the client sends them: a brief
+//! one (`SqlSession::runs_briefly`) on the connection's task itself, without waiting for row
+//! locks; any other, and a brief one that would have waited, on a thread that may block. Their
+//! commits are awaited here, on the connection's task, until durable
+//! (`Engine::wait_durable_async`); only then is the client answered. docs/architecture.md,
+//! "The statement path", gives the design and its measurements.
 
 use std::collections::HashMap;
 use std::io;
@@ -721,8 +723,9 @@ impl Conn {
         self.reply(packets, outcome, true).await
     }
 
-    /// Runs one statement on the blocking pool; with `params`, `text` is a prepared statement
-    /// and they fill its placeholders.
+    /// Runs one statement, with `params` filling the placeholders of prepared text `text`,
+    /// and waits until what it committed is durable (docs/architecture.md, "The statement
+    /// path").
     async fn run(
         &mut self,
         mut text: String,
@@ -739,8 +742,27 @@ impl Conn {
                 .sql
                 .take()
                 .ok_or_else(|| Error::internal("the session was lost by an earlier failure"))?;
-            let busy = self.shared.busy.clone();
             let fence = self.shared.engine.begin_read();
+            // A brief statement runs right here, on the connection's task, as far as its
+            // commit being logged and applied: no thread hand-off at all. It may not wait for
+            // a row lock here (a wait would stall every connection of this worker); one that
+            // would is undone and runs again below, where it may wait.
+            if sql.runs_briefly(&text, params.is_some()) {
+                sql.session.lock_wait = false;
+                let r = match &params {
+                    Some(values) => sql.execute_bound(&text, values),
+                    None => sql.execute(&text),
+                };
+                sql.session.lock_wait = true;
+                if !r.as_ref().is_err_and(Error::is_would_wait) {
+                    let pending = sql.session.take_pending_lsn();
+                    match self.settle(sql, r, pending, fence, attempts).await {
+                        Some(done) => return done,
+                        None => continue,
+                    }
+                }
+            }
+            let busy = self.shared.busy.clone();
             let work = move || {
                 let _busy = busy;
                 let r = match &params {
@@ -750,24 +772,22 @@ impl Conn {
                 let pending = sql.session.take_pending_lsn();
                 (sql, r, pending, text, params)
             };
-            // A statement that runs alone (no other in flight) runs right here, on the
-            // connection's worker (the runtime moves the worker's other tasks elsewhere
-            // meanwhile): no hand-off to the blocking pool and back (issue 23; a single
-            // client gains about 15% in ops/s). Under concurrency statements are handed over:
-            // one taking a worker away while others wait costs more than the hand-off
-            // (measured: 10% fewer ops/s at 64 clients). A current-thread runtime cannot spare
-            // its only thread.
+            // Any other statement may take long or wait for row locks: alone (no other in
+            // flight) it runs on the connection's worker (`block_in_place`: the runtime moves
+            // the worker's other tasks elsewhere meanwhile), else on the blocking pool. A
+            // current-thread runtime cannot spare its only thread.
             struct InFlight<'a>(&'a AtomicUsize);
             impl Drop for InFlight<'_> {
                 fn drop(&mut self) {
                     self.0.fetch_sub(1, Ordering::AcqRel);
                 }
             }
-            let alone = self.shared.in_flight.fetch_add(1, Ordering::AcqRel) == 0;
-            let _in_flight = InFlight(&self.shared.in_flight);
+            let shared = Arc::clone(&self.shared);
+            let alone = shared.in_flight.fetch_add(1, Ordering::AcqRel) == 0;
+            let _in_flight = InFlight(&shared.in_flight);
             let multi = tokio::runtime::Handle::current().runtime_flavor()
                 == tokio::runtime::RuntimeFlavor::MultiThread;
-            let (sql, mut r, pending, t, p) = if alone && multi {
+            let (sql, r, pending, t, p) = if alone && multi {
                 tokio::task::block_in_place(work)
             } else {
                 tokio::task::spawn_blocking(work)
@@ -775,31 +795,45 @@ impl Conn {
                     .map_err(|e| Error::internal(format!("statement failed: {e}")))?
             };
             (text, params) = (t, p);
-            // Nothing is acknowledged before what it committed is durable. (Also after an
-            // error: an earlier statement of the same text may have committed.)
-            if let Some(lsn) = pending {
-                if let Err(e) = self.shared.engine.wait_durable_async(lsn).await {
-                    r = Err(e);
-                }
+            match self.settle(sql, r, pending, fence, attempts).await {
+                Some(done) => return done,
+                None => continue,
             }
-            // Nor is anything shown that could be taken back: a result that may hold a commit
-            // not yet durable waits for it (a commit's own wait above covers what it read).
-            if r.is_ok() && pending.is_none() {
-                if let Err(e) = self.shared.engine.wait_read_async(fence).await {
-                    // It changed nothing and showed nothing: outside a transaction it runs
-                    // again, on the state the heal left.
-                    let again = e.is_withheld() && !sql.session.in_transaction() && attempts < 3;
-                    self.sql = Some(sql);
-                    if again {
-                        continue;
-                    }
-                    return Err(e);
-                }
-            }
-            self.sql = Some(sql);
-            let done = self.done();
-            return r.map(|o| (o, done));
         }
+    }
+
+    /// After statement attempt number `attempt` ran (from `fence`) and gave `r`, having
+    /// committed up to `pending`: waits until it may be shown. `None` when it is to run
+    /// again (it changed nothing, and what it read was taken back).
+    async fn settle(
+        &mut self,
+        sql: SqlSession,
+        mut r: Result<Outcome, Error>,
+        pending: Option<u64>,
+        fence: ringrep_engine::ReadFence,
+        attempt: u32,
+    ) -> Option<Result<(Outcome, Done), Error>> {
+        // Nothing is acknowledged before what it committed is durable. (Also after an error:
+        // an earlier statement of the same text may have committed.)
+        if let Some(lsn) = pending {
+            if let Err(e) = self.shared.engine.wait_durable_async(lsn).await {
+                r = Err(e);
+            }
+        }
+        // Nor is anything shown that could be taken back: a result that may hold a commit not
+        // yet durable waits for it (a commit's own wait above covers what it read).
+        if r.is_ok() && pending.is_none() {
+            if let Err(e) = self.shared.engine.wait_read_async(fence).await {
+                // It changed nothing and showed nothing: outside a transaction it runs again,
+                // on the state the heal left.
+                let again = e.is_withheld() && !sql.session.in_transaction() && attempt < 3;
+                self.sql = Some(sql);
+                return if again { None } else { Some(Err(e)) };
+            }
+        }
+        self.sql = Some(sql);
+        let done = self.done();
+        Some(r.map(|o| (o, done)))
     }
 
     /// The statements the server answers itself, from what only it knows: SHOW REPLICAS (the

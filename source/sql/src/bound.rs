@@ -11,6 +11,7 @@ use sqlparser::ast::{visit_expressions, visit_expressions_mut, Expr, Statement};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
+use super::insert_plan::InsertPlan;
 use super::{lexer, normalized, parse_one, Outcome, SqlSession};
 use ringrep_engine::error::{Error, Result};
 
@@ -25,24 +26,66 @@ impl SqlSession {
         })
     }
 
+    /// Whether `sql` (a prepared statement's text when `bound`, else a query's) runs in a
+    /// short, bounded time unless it must wait for a row lock: an INSERT or REPLACE of listed
+    /// rows (no SELECT in it), or a transaction's BEGIN, COMMIT or ROLLBACK. The server runs
+    /// such a statement on its connection's task, with [`Session::lock_wait`] off, and any
+    /// other on a thread of its own (docs/architecture.md, "The statement path").
+    ///
+    /// [`Session::lock_wait`]: ringrep_engine::Session::lock_wait
+    pub fn runs_briefly(&mut self, sql: &str, bound: bool) -> bool {
+        if bound {
+            return self
+                .template_of(sql)
+                .is_some_and(|t| lists_its_rows(&t.stmt));
+        }
+        let text = sql.trim_start();
+        let first = text
+            .split(|c: char| c.is_whitespace() || c == ';')
+            .next()
+            .unwrap_or("");
+        let is = |w: &str| first.eq_ignore_ascii_case(w);
+        if is("INSERT") || is("REPLACE") {
+            // A SELECT anywhere (a source query, a subquery) may read without bound.
+            return !text
+                .as_bytes()
+                .windows(6)
+                .any(|w| w.eq_ignore_ascii_case(b"SELECT"));
+        }
+        is("BEGIN") || is("COMMIT") || is("ROLLBACK")
+    }
+
+    /// The parsed form of prepared text `sql`, parsed now if this session has not yet.
+    fn template_of(&mut self, sql: &str) -> Option<Arc<Template>> {
+        if let Some(t) = self.parsed.get(sql) {
+            return t.clone();
+        }
+        let t = template(sql);
+        if self.parsed.len() >= CACHED_TEXTS {
+            self.parsed.clear();
+        }
+        self.parsed.insert(sql.to_string(), t.clone());
+        t
+    }
+
     fn execute_bound_once(&mut self, sql: &str, values: &[Value]) -> Result<Outcome> {
-        let template = match self.parsed.get(sql) {
-            Some(t) => t.clone(),
-            None => {
-                let t = template(sql);
-                if self.parsed.len() >= CACHED_TEXTS {
-                    self.parsed.clear();
-                }
-                self.parsed.insert(sql.to_string(), t.clone());
-                t
-            }
-        };
+        let template = self.template_of(sql);
         let Some(template) = template else {
             return self.execute(&lexer::bind_placeholders(sql, values));
         };
-        let stmt = bind(&template, values)?;
         self.forget_subqueries();
-        self.dispatch(stmt, sql)
+        let r = match &template.insert {
+            Some(plan) => {
+                self.authorize(&template.stmt)?;
+                match self.insert_planned(plan, values) {
+                    Some(r) => r,
+                    None => self.dispatch(bind(&template, values)?, sql),
+                }
+            }
+            None => self.dispatch(bind(&template, values)?, sql),
+        };
+        self.note_generated_id(&r);
+        r
     }
 }
 
@@ -52,11 +95,39 @@ impl SqlSession {
 pub(super) struct Template {
     stmt: Statement,
     parameter: Vec<usize>,
+    /// An INSERT of listed rows, compiled (`insert_plan.rs`).
+    pub(super) insert: Option<InsertPlan>,
+}
+
+/// Whether `stmt` is an INSERT or REPLACE whose rows are listed in it (VALUES with no
+/// subquery).
+fn lists_its_rows(stmt: &Statement) -> bool {
+    let Statement::Insert(insert) = stmt else {
+        return false;
+    };
+    let Some(source) = &insert.source else {
+        return false;
+    };
+    if !matches!(*source.body, sqlparser::ast::SetExpr::Values(_)) {
+        return false;
+    }
+    // The VALUES list is the statement's one query; any other is a subquery.
+    struct Queries(usize);
+    impl sqlparser::ast::Visitor for Queries {
+        type Break = ();
+        fn pre_visit_query(&mut self, _: &sqlparser::ast::Query) -> ControlFlow<()> {
+            self.0 += 1;
+            ControlFlow::Continue(())
+        }
+    }
+    let mut queries = Queries(0);
+    let _ = sqlparser::ast::Visit::visit(stmt, &mut queries);
+    queries.0 == 1
 }
 
 /// The parsed form of `sql` when it is an INSERT, UPDATE or DELETE whose every placeholder is
 /// a value in the parsed statement; `None` sends it down the text path.
-fn template(sql: &str) -> Option<Arc<Template>> {
+pub(super) fn template(sql: &str) -> Option<Arc<Template>> {
     let text = normalized(sql);
     let stmt = parse_one(&text).ok()?;
     if !matches!(
@@ -75,10 +146,15 @@ fn template(sql: &str) -> Option<Arc<Template>> {
     for (r, &i) in by_text.iter().enumerate() {
         parameter[i] = r;
     }
-    Some(Arc::new(Template { stmt, parameter }))
+    let insert = InsertPlan::of(&stmt, &parameter);
+    Some(Arc::new(Template {
+        stmt,
+        parameter,
+        insert,
+    }))
 }
 
-fn is_placeholder(e: &Expr) -> bool {
+pub(super) fn is_placeholder(e: &Expr) -> bool {
     matches!(e, Expr::Value(v) if matches!(v.value, sqlparser::ast::Value::Placeholder(_)))
 }
 
@@ -128,7 +204,7 @@ fn bind(template: &Template, values: &[Value]) -> Result<Statement> {
 /// The expression the text path would have parsed for `v`. NULL, non-negative integers and
 /// strings are built directly (parsing each value's text was most of the cost of binding);
 /// the rest goes through the parser. `literals_match_the_parser` checks both agree.
-fn literal_expr(v: &Value) -> Result<Expr> {
+pub(super) fn literal_expr(v: &Value) -> Result<Expr> {
     use sqlparser::ast::Value as Literal;
     let literal = match v {
         Value::Null => Literal::Null,
@@ -250,6 +326,127 @@ mod tests {
                 "SELECT s FROM test.t WHERE k = 1 ORDER BY ring_idx"
             ),
             vec![vec![Some("set".to_string())], vec![Some("set".to_string())]]
+        );
+    }
+
+    /// Prepared INSERTs that run from their plan (`insert_plan.rs`) and the text path give the
+    /// same outcomes, errors, LAST_INSERT_ID() and rows, also after an ALTER TABLE between
+    /// executions and on a table with a trigger (which the plan leaves to the general INSERT).
+    #[test]
+    fn planned_inserts_agree_with_the_text_path() {
+        let (a, b) = (
+            tempfile::tempdir().expect("dir"),
+            tempfile::tempdir().expect("dir"),
+        );
+        let (ea, eb) = (engine(a.path()), engine(b.path()));
+        let (mut bound, mut text) = (SqlSession::new(&ea), SqlSession::new(&eb));
+        for s in [&mut bound, &mut text] {
+            for sql in [
+                "CREATE TABLE test.p (id INT AUTO_INCREMENT PRIMARY KEY, s VARCHAR(20) DEFAULT 'dflt', n INT, twice INT AS (n * 2) STORED, UNIQUE KEY (s))",
+                "CREATE TABLE test.log (id INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(40))",
+                "CREATE TABLE test.tr (k INT PRIMARY KEY, v INT)",
+                "CREATE TRIGGER test.tr_ai AFTER INSERT ON test.tr FOR EACH ROW INSERT INTO test.log (what) VALUES (CONCAT('k=', NEW.k))",
+            ] {
+                s.execute(sql).expect(sql);
+            }
+        }
+        let int = Value::Int;
+        let txt = |t: &str| Value::Text(t.into());
+        let steps: Vec<(&str, Vec<Value>)> = vec![
+            (
+                "INSERT INTO test.p (s, n) VALUES (?, ?)",
+                vec![txt("a"), int(1)],
+            ),
+            (
+                "INSERT INTO test.p (s, n) VALUES (?, ?), (DEFAULT, ?)",
+                vec![txt("b"), int(2), int(3)],
+            ),
+            (
+                "INSERT INTO test.p VALUES (?, ?, ?, DEFAULT)",
+                vec![int(10), txt("c"), int(4)],
+            ),
+            (
+                "INSERT INTO test.p (n, s) VALUES (?, CONCAT('x', 'y'))",
+                vec![Value::UInt(5)],
+            ),
+            (
+                "INSERT INTO test.p (s, n) VALUES (?, ?)",
+                vec![txt("a"), int(6)],
+            ),
+            (
+                "INSERT IGNORE INTO test.p (s, n) VALUES (?, ?), (?, ?)",
+                vec![txt("a"), int(7), txt("d"), int(8)],
+            ),
+            (
+                "INSERT INTO test.p (s, n) VALUES (?, ?, ?)",
+                vec![txt("e"), int(9), int(9)],
+            ),
+            (
+                "INSERT INTO test.p (s, s) VALUES (?, ?)",
+                vec![txt("e"), txt("f")],
+            ),
+            ("INSERT INTO test.p (nope) VALUES (?)", vec![int(1)]),
+            (
+                "INSERT INTO test.p (s, twice) VALUES (?, ?)",
+                vec![txt("g"), int(1)],
+            ),
+            ("INSERT INTO test.missing (a) VALUES (?)", vec![int(1)]),
+            (
+                "INSERT INTO test.p (s, n) VALUES (?, ?)",
+                vec![Value::Double(1.5), Value::Bytes(b"9".to_vec())],
+            ),
+            (
+                "ALTER TABLE test.p ADD COLUMN extra INT DEFAULT 7 FIRST",
+                vec![],
+            ),
+            (
+                "INSERT INTO test.p (s, n) VALUES (?, ?)",
+                vec![txt("h"), int(11)],
+            ),
+            (
+                "INSERT INTO test.p VALUES (?, ?, ?, ?, DEFAULT)",
+                vec![int(1), int(20), txt("i"), int(12)],
+            ),
+            (
+                "INSERT INTO test.tr (k, v) VALUES (?, ?)",
+                vec![int(1), int(1)],
+            ),
+            (
+                "INSERT INTO test.tr (k, v) VALUES (?, ?), (?, ?)",
+                vec![int(2), int(2), int(3), int(3)],
+            ),
+        ];
+        for (sql, values) in &steps {
+            let (got, want) = if values.is_empty() {
+                (bound.execute(sql), text.execute(sql))
+            } else {
+                (
+                    bound.execute_bound(sql, values),
+                    text.execute(&lexer::bind_placeholders(sql, values)),
+                )
+            };
+            let (got, want) = (
+                got.map_err(|e| e.to_string()),
+                want.map_err(|e| e.to_string()),
+            );
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "{sql}");
+            let last = "SELECT LAST_INSERT_ID()";
+            assert_eq!(rows(&mut bound, last), rows(&mut text, last), "after {sql}");
+        }
+        assert!(
+            template("INSERT INTO test.p (s, n) VALUES (?, ?)").is_some_and(|t| t.insert.is_some()),
+            "the INSERTs above ran from their plan"
+        );
+        for all in [
+            "SELECT * FROM test.p ORDER BY id",
+            "SELECT * FROM test.tr ORDER BY k",
+            "SELECT * FROM test.log ORDER BY id",
+        ] {
+            assert_eq!(rows(&mut bound, all), rows(&mut text, all), "{all}");
+        }
+        assert_eq!(
+            rows(&mut bound, "SELECT COUNT(*) FROM test.log"),
+            vec![vec![Some("3".to_string())]]
         );
     }
 

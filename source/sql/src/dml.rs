@@ -1,6 +1,7 @@
 //! INSERT, REPLACE, UPDATE, DELETE and LOAD DATA, with the statement rules of ring tables.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use binlog_format::schema::TableDef;
 use binlog_format::Value;
@@ -25,7 +26,7 @@ const DELETE_SHAPE: &str = "DELETE on ring-buffer table must give every PK-prefi
 const DELETE_COLUMNS: &str =
     "DELETE WHERE on ring-buffer table may only reference PK-prefix columns (excluding ring_idx)";
 
-fn column_positions(def: &TableDef, names: &[String]) -> Result<Vec<usize>> {
+pub(crate) fn column_positions(def: &TableDef, names: &[String]) -> Result<Vec<usize>> {
     names
         .iter()
         .map(|n| {
@@ -35,7 +36,15 @@ fn column_positions(def: &TableDef, names: &[String]) -> Result<Vec<usize>> {
         .collect()
 }
 
-fn is_default_keyword(e: &Expr) -> bool {
+/// The positions of the columns an INSERT without a column list fills: all but the hidden row
+/// id.
+pub(crate) fn visible_columns(def: &TableDef) -> Vec<usize> {
+    (0..def.columns.len())
+        .filter(|&c| def.columns[c].name != ringrep_engine::HIDDEN_ROW_ID)
+        .collect()
+}
+
+pub(crate) fn is_default_keyword(e: &Expr) -> bool {
     matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"))
 }
 
@@ -61,7 +70,7 @@ fn assigned_columns(
 }
 
 impl SqlSession {
-    fn table_of(&self, table: &TableObject) -> Result<TableDef> {
+    fn table_of(&self, table: &TableObject) -> Result<Arc<TableDef>> {
         match table {
             TableObject::TableName(name) => {
                 let (db, t) = split_name(name)?;
@@ -111,15 +120,11 @@ impl SqlSession {
             }
             rows.push(row);
         }
-        if names.is_empty() {
-            names = def
-                .columns
-                .iter()
-                .filter(|c| c.name != ringrep_engine::HIDDEN_ROW_ID)
-                .map(|c| c.name.clone())
-                .collect();
-        }
-        let mut columns = column_positions(&def, &names)?;
+        let mut columns = if names.is_empty() {
+            visible_columns(&def)
+        } else {
+            column_positions(&def, &names)?
+        };
         if let Some(src) = &ins.source {
             match src.body.as_ref() {
                 SetExpr::Values(values) => {
@@ -230,6 +235,11 @@ impl SqlSession {
             columns.dedup();
             s.session.insert(&def2, &columns, rows, mode)
         })?;
+        Ok(self.inserted(n, inserted))
+    }
+
+    /// The outcome of an INSERT of `n` rows of which `inserted` went in.
+    pub(crate) fn inserted(&mut self, n: u64, inserted: u64) -> Outcome {
         let warnings = self.session_warning_count();
         let info = (n > 1).then(|| {
             format!(
@@ -237,10 +247,10 @@ impl SqlSession {
                 n.saturating_sub(inserted)
             )
         });
-        Ok(Outcome::Affected {
+        Outcome::Affected {
             rows: inserted,
             info,
-        })
+        }
     }
 
     fn session_warning_count(&mut self) -> usize {
@@ -1023,7 +1033,7 @@ fn generated_value_error(def: &TableDef, col: usize) -> Error {
 impl SqlSession {
     /// Adds the values of generated columns to rows given for `columns`, computed from the
     /// row (defaults included); naming a generated column is an error, as in MySQL.
-    fn fill_generated(
+    pub(crate) fn fill_generated(
         &self,
         def: &TableDef,
         columns: &mut Vec<usize>,

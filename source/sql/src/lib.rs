@@ -76,6 +76,7 @@ mod ddl;
 mod dml;
 mod engines;
 mod expr;
+mod insert_plan;
 mod join;
 mod lexer;
 pub mod mysql_positions;
@@ -221,6 +222,17 @@ impl std::fmt::Debug for SqlSession {
 /// A statement's text as the parser is given it: trimmed, no trailing `;`, quotes normalized.
 pub(crate) fn normalized(sql: &str) -> String {
     lexer::normalize_quotes(sql.trim().trim_end_matches(';').trim())
+}
+
+/// The level SHOW WARNINGS gives a warning of code `c`: `Warning` for those MySQL raises as
+/// warnings (a duplicate key IGNOREd, a value out of range, truncated or wrong for its
+/// column), `Note` for the rest.
+pub fn warning_level(c: u16) -> &'static str {
+    if matches!(c, 1062 | 1264 | 1292 | 1366) {
+        "Warning"
+    } else {
+        "Note"
+    }
 }
 
 /// Parses exactly one statement; a syntax error reads as MySQL's (error 1064).
@@ -434,17 +446,21 @@ impl SqlSession {
             self.session.commit()?;
         }
         let r = self.execute_statement(text, first);
-        // A statement that generated AUTO_INCREMENT values sets LAST_INSERT_ID() to its
-        // first; one that generated none leaves it.
+        self.note_generated_id(&r);
+        if ddl && r.is_ok() && self.session.in_transaction() {
+            self.session.commit()?;
+        }
+        r
+    }
+
+    /// After a statement that gave `r`: one that generated AUTO_INCREMENT values sets
+    /// LAST_INSERT_ID() to its first; one that generated none leaves it.
+    pub(crate) fn note_generated_id(&mut self, r: &Result<Outcome>) {
         if let Some(id) = self.session.take_generated_id() {
             if r.is_ok() {
                 self.last_insert_id = id;
             }
         }
-        if ddl && r.is_ok() && self.session.in_transaction() {
-            self.session.commit()?;
-        }
-        r
     }
 
     /// One statement, `text` normalized and `first` its first three words.
@@ -776,17 +792,7 @@ impl SqlSession {
         let rows = warnings
             .into_iter()
             .filter(|_| !errors_only)
-            .map(|(c, m)| {
-                vec![
-                    Some(if c == code::ER_DUP_ENTRY || c == 1264 {
-                        "Warning".into()
-                    } else {
-                        "Note".into()
-                    }),
-                    Some(c.to_string()),
-                    Some(m),
-                ]
-            })
+            .map(|(c, m)| vec![Some(warning_level(c).into()), Some(c.to_string()), Some(m)])
             .chain(error)
             .collect();
         Outcome::text(&["Level", "Code", "Message"], rows)

@@ -23,7 +23,6 @@ const ACCEPTED: &[&str] = &[
     "ndb_table_no_logging",
     "transaction_isolation",
     "tx_isolation",
-    "innodb_lock_wait_timeout",
     "max_execution_time",
     "ndb_use_exact_count",
     "optimizer_switch",
@@ -227,6 +226,28 @@ impl SqlSession {
                     _ => None,
                 };
             }
+            "innodb_lock_wait_timeout" => {
+                // MySQL's range, in seconds; outside it the value is clamped with a warning.
+                let secs = match &v {
+                    Value::Int(i) => *i,
+                    Value::UInt(u) => i64::try_from(*u).unwrap_or(i64::MAX),
+                    _ => {
+                        return Err(Error::new(
+                            code::ER_WRONG_TYPE_FOR_VAR,
+                            "Incorrect argument type to variable 'innodb_lock_wait_timeout'",
+                        ))
+                    }
+                };
+                let clamped = secs.clamp(1, 1_073_741_824);
+                if clamped != secs {
+                    self.session.warn(
+                        code::ER_TRUNCATED_WRONG_VALUE,
+                        format!("Truncated incorrect innodb_lock_wait_timeout value: '{secs}'"),
+                    );
+                }
+                self.session.vars.lock_wait_timeout =
+                    Some(std::time::Duration::from_secs(clamped as u64));
+            }
             n if ACCEPTED.contains(&n) => {}
             _ => {
                 return Err(Error::new(
@@ -348,6 +369,14 @@ impl SqlSession {
         };
         vec![
             ("autocommit".into(), b(v.autocommit)),
+            (
+                "innodb_lock_wait_timeout".into(),
+                v.lock_wait_timeout
+                    .unwrap_or(cfg.lock_wait_timeout)
+                    .as_secs()
+                    .max(1)
+                    .to_string(),
+            ),
             ("ndb_log_update_as_write".into(), b(v.log_update_as_write)),
             ("ndb_ring_buffer_show_meta".into(), b(v.show_meta)),
             (

@@ -12,6 +12,7 @@
 use binlog_format::schema::{ColumnType, IntWidth, LobSize, TableDef};
 use binlog_format::Value;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use super::catalog::{computed_def, plain_column};
 use super::lexer::{find_top_level, split_top_level_commas};
@@ -129,10 +130,10 @@ impl SqlSession {
         db: Option<&str>,
         name: &str,
         verb: &str,
-    ) -> Result<TableDef> {
+    ) -> Result<Arc<TableDef>> {
         // A name is a table or a view, never both (CREATE of either refuses the other's name):
         // the stored table is looked up first, so a write to one pays nothing for views.
-        let missing = match self.session.table_def(db, name) {
+        let missing = match self.session.shared_table_def(db, name) {
             Ok(def) => return Ok(def),
             Err(e) => e,
         };
