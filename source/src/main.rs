@@ -280,6 +280,9 @@ fn serve(
     if let Some(n) = args.snapshot_every(&file) {
         cfg.snapshot_every = n;
     }
+    if let Some(p) = args.snapshot_log_percent(&file) {
+        cfg.snapshot_log_percent = p;
+    }
     (cfg.segment_bytes, cfg.retention) = args.binlog(&file).map_err(anyhow::Error::msg)?;
     let (engine, report) =
         Engine::open(&data_dir, cfg).with_context(|| format!("opening {}", data_dir.display()))?;

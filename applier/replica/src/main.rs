@@ -294,6 +294,9 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             if let Some(n) = server.snapshot_every(&file) {
                 cfg.snapshot_every = n;
             }
+            if let Some(p) = server.snapshot_log_percent(&file) {
+                cfg.snapshot_log_percent = p;
+            }
             (cfg.segment_bytes, cfg.retention) =
                 server.binlog(&file).map_err(anyhow::Error::msg)?;
             let (engine, report) = Engine::open(&replica_dir, cfg)

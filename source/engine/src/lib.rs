@@ -189,8 +189,14 @@ pub struct EngineConfig {
     pub segment_bytes: u64,
     /// How long a statement waits for a row lock before error 1205.
     pub lock_wait_timeout: Duration,
-    /// Take a snapshot after this many transactions (0: never automatically).
+    /// Take a snapshot after this many transactions (0: never automatically)...
     pub snapshot_every: u64,
+    /// ...and once the binlog written since the last snapshot is at least this share of
+    /// that snapshot's size, in percent (0: by the count alone). Snapshots of a large state
+    /// then cost at most as much writing as the binlog itself (100, the default), and a
+    /// restart replays at most about one state's worth of binlog on top of the count (Redis
+    /// rewrites its AOF by the same rule, `auto-aof-rewrite-percentage`).
+    pub snapshot_log_percent: u64,
     /// Clients may read but not write (a replica); only the applier writes.
     pub read_only: bool,
     /// The clock for TTL expiry and CURRENT_TIMESTAMP.
@@ -210,6 +216,7 @@ impl EngineConfig {
             segment_bytes: binlog_format::format::DEFAULT_SEGMENT_BYTES,
             lock_wait_timeout: Duration::from_secs(2),
             snapshot_every: 100_000,
+            snapshot_log_percent: 100,
             read_only: false,
             clock: Arc::new(SystemClock),
             retention: Retention::default(),
@@ -342,6 +349,22 @@ fn check_width(table: &Table, row: &[binlog_format::Value]) -> Result<()> {
     Ok(())
 }
 
+/// The durable LSN when the last snapshot began, and that snapshot's size in bytes (both 0
+/// before the first one since the engine opened).
+#[derive(Default)]
+pub(crate) struct SnapshotMark {
+    lsn: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl SnapshotMark {
+    /// A snapshot that began at durable LSN `lsn` was written, `bytes` long.
+    fn written(&self, lsn: u64, bytes: usize) {
+        self.lsn.store(lsn, Ordering::Relaxed);
+        self.bytes.store(bytes as u64, Ordering::Relaxed);
+    }
+}
+
 pub(crate) struct Shared {
     pub dir: PathBuf,
     pub cfg: EngineConfig,
@@ -351,6 +374,8 @@ pub(crate) struct Shared {
     pub binlog: Option<BinlogWriter>,
     pub next_txn: AtomicU64,
     pub since_snapshot: AtomicU64,
+    /// Where the last snapshot since the engine opened began, and its size.
+    pub last_snapshot: Arc<SnapshotMark>,
     /// Rows the TTL purge deleted since the engine opened.
     pub purged_rows: AtomicU64,
     /// Binlog segments retention and PURGE BINARY LOGS removed since the engine opened.
@@ -526,6 +551,7 @@ impl Engine {
                 binlog: Some(writer),
                 next_txn: AtomicU64::new(1),
                 since_snapshot: AtomicU64::new(report.replayed),
+                last_snapshot: Arc::default(),
                 purged_rows: AtomicU64::new(0),
                 purged_segments: AtomicU64::new(0),
                 readers_overtaken: AtomicU64::new(0),
@@ -584,6 +610,7 @@ impl Engine {
                     binlog: None,
                     next_txn: AtomicU64::new(1),
                     since_snapshot: AtomicU64::new(0),
+                    last_snapshot: Arc::default(),
                     purged_rows: AtomicU64::new(0),
                     purged_segments: AtomicU64::new(0),
                     readers_overtaken: AtomicU64::new(0),
@@ -967,7 +994,7 @@ impl Engine {
     fn count_durable_commit(&self) {
         let every = self.shared.cfg.snapshot_every;
         let n = self.shared.since_snapshot.fetch_add(1, Ordering::Relaxed) + 1;
-        if every > 0 && n >= every {
+        if every > 0 && n >= every && self.logged_enough_since_snapshot() {
             self.snapshot_in_background(every);
         }
     }
@@ -1066,6 +1093,26 @@ impl Engine {
         self.snapshot_now(true)
     }
 
+    /// Whether the binlog written since the last snapshot is `snapshot_log_percent` of that
+    /// snapshot's size.
+    fn logged_enough_since_snapshot(&self) -> bool {
+        let percent = self.shared.cfg.snapshot_log_percent;
+        let Some(w) = self.shared.binlog.as_ref() else {
+            return true;
+        };
+        let mark = &self.shared.last_snapshot;
+        let logged = w
+            .durable_lsn()
+            .saturating_sub(mark.lsn.load(Ordering::Relaxed));
+        let last = mark.bytes.load(Ordering::Relaxed);
+        u128::from(logged) * 100 >= u128::from(last) * u128::from(percent)
+    }
+
+    /// The durable LSN now, for a snapshot about to begin.
+    fn snapshot_start(&self) -> u64 {
+        self.shared.binlog.as_ref().map_or(0, |w| w.durable_lsn())
+    }
+
     /// A snapshot in the caller's thread, after any automatic one still being written (they
     /// share a temporary file name).
     fn snapshot_now(&self, live: bool) -> Result<u64> {
@@ -1078,12 +1125,14 @@ impl Engine {
             let _ = h.join();
         }
         self.shared.since_snapshot.store(0, Ordering::Relaxed);
+        let lsn = self.snapshot_start();
         let snap = if live {
             snapshot::encode_live(&self.shared.state)?
         } else {
             snapshot::encode(&self.read())?
         };
         snapshot::write_encoded(&self.shared.dir, &snap, self.binlog_sync().as_ref())?;
+        self.shared.last_snapshot.written(lsn, snap.len());
         Ok(snap.seq)
     }
 
@@ -1140,11 +1189,16 @@ impl Engine {
         let dir = self.shared.dir.clone();
         let state = Arc::clone(&self.shared.state);
         let binlog = self.binlog_sync();
+        let lsn = self.snapshot_start();
+        let mark = Arc::clone(&self.shared.last_snapshot);
         let spawned = std::thread::Builder::new()
             .name("snapshot".into())
             .spawn(move || {
-                let written = snapshot::encode_live(&state)
-                    .and_then(|snap| snapshot::write_encoded(&dir, &snap, binlog.as_ref()));
+                let written = snapshot::encode_live(&state).and_then(|snap| {
+                    snapshot::write_encoded(&dir, &snap, binlog.as_ref())?;
+                    mark.written(lsn, snap.len());
+                    Ok(())
+                });
                 if let Err(e) = written {
                     tracing::warn!("automatic snapshot failed (commits unaffected): {e}");
                 }
@@ -1232,5 +1286,64 @@ impl Engine {
 
     pub(crate) fn next_txn_id(&self) -> u64 {
         self.shared.next_txn.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use binlog_format::SyncPolicy;
+
+    use super::{snapshot, Engine, EngineConfig};
+    use crate::fixtures::{create_ids, insert_ids};
+
+    /// After the first, an automatic snapshot waits until the binlog written since the last one
+    /// is as large as that snapshot (`snapshot_log_percent` = 100), not only for the count.
+    #[test]
+    fn automatic_snapshots_wait_for_a_snapshots_worth_of_binlog() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = EngineConfig::new(1);
+        cfg.sync = SyncPolicy::EveryCommit;
+        cfg.snapshot_every = 10;
+        let (engine, _) = Engine::open(dir.path(), cfg).expect("open");
+        let mut s = engine.session();
+        s.create_database("d", false).expect("create database");
+        create_ids(&mut s, "e");
+        let settled = |e: &Engine| {
+            let h = e.shared.snapshot_writer.lock().expect("writer").take();
+            if let Some(h) = h {
+                h.join().expect("snapshot thread");
+            }
+            snapshot::newest_seq(dir.path()).expect("snapshots")
+        };
+        // A state of 5,000 rows, then commits until the first snapshot (by the count alone).
+        insert_ids(&mut s, "e", &(0..5000).collect::<Vec<_>>());
+        let mut id = 5000;
+        let mut one = |s: &mut super::Session| {
+            id += 1;
+            insert_ids(s, "e", &[id]);
+        };
+        for _ in 0..10 {
+            one(&mut s);
+        }
+        let first = settled(&engine).expect("the first snapshot, after 10 commits");
+        // Far more than 10 small commits log much less than the snapshot holds: none taken.
+        for _ in 0..40 {
+            one(&mut s);
+            assert_eq!(
+                settled(&engine),
+                Some(first),
+                "no snapshot for a little binlog"
+            );
+        }
+        // Once as much was logged as the snapshot holds, the count decides again.
+        insert_ids(&mut s, "e", &(10_000..16_000).collect::<Vec<_>>());
+        for _ in 0..10 {
+            one(&mut s);
+        }
+        let second = settled(&engine).expect("snapshots");
+        assert!(
+            second > first,
+            "a second snapshot once the binlog grew: {second} > {first}"
+        );
     }
 }

@@ -129,6 +129,11 @@ pub(crate) struct Encoded {
 }
 
 impl Encoded {
+    /// The file's size in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
     /// The file's bytes.
     pub(crate) fn into_bytes(self) -> Vec<u8> {
         self.bytes

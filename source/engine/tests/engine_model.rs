@@ -41,6 +41,7 @@ fn snapshots_bound_recovery_and_restore_the_same_state() {
     let clock = ManualClock::new(T0);
     let mut cfg = config(&clock);
     cfg.snapshot_every = 10;
+    cfg.snapshot_log_percent = 0;
     let (engine, _) = ringrep_engine::Engine::open(dir.path(), cfg.clone()).expect("open");
     let mut s = engine.session();
     let def = create(&mut s, ring_table("snap", 3, None, false));

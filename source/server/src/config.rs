@@ -43,6 +43,11 @@ pub struct ServeArgs {
     /// which bounds how much binlog a restart replays [config: snapshot_every].
     #[arg(long, env = "RINGREP_SNAPSHOT_EVERY")]
     pub snapshot_every: Option<u64>,
+    /// ...and not before the binlog written since the last snapshot is this percentage of
+    /// that snapshot's size (default 100; 0: by --snapshot-every alone), so that snapshots of
+    /// a large state cost no more writing than the binlog [config: snapshot_log_percent].
+    #[arg(long, env = "RINGREP_SNAPSHOT_LOG_PERCENT")]
+    pub snapshot_log_percent: Option<u64>,
     /// Serve `GET /metrics` (Prometheus' text format) on this address [config:
     /// metrics_listen]. A replica serves it when it also serves clients (--listen).
     #[arg(long, env = "RINGREP_METRICS_LISTEN")]
@@ -147,6 +152,11 @@ impl ServeArgs {
     pub fn snapshot_every(&self, file: &FileConfig) -> Option<u64> {
         self.snapshot_every.or(file.snapshot_every)
     }
+
+    /// `--snapshot-log-percent`, else the file's `snapshot_log_percent`.
+    pub fn snapshot_log_percent(&self, file: &FileConfig) -> Option<u64> {
+        self.snapshot_log_percent.or(file.snapshot_log_percent)
+    }
 }
 
 /// The TOML file. Every key is optional; flags and environment variables win over it.
@@ -173,6 +183,8 @@ pub struct FileConfig {
     pub tls_key: Option<PathBuf>,
     /// Transactions between automatic snapshots (0: never).
     pub snapshot_every: Option<u64>,
+    /// The binlog an automatic snapshot also waits for, in percent of the last one's size.
+    pub snapshot_log_percent: Option<u64>,
     /// Where `GET /metrics` is served (`--metrics-listen`).
     pub metrics_listen: Option<SocketAddr>,
     /// The binlog segment size (`--max-binlog-size`): bytes, or text such as "64M".

@@ -115,6 +115,7 @@ fn automatic_snapshots_under_concurrent_commits_fail_no_commit() {
     let clock = ManualClock::new(T0);
     let mut cfg = config(&clock);
     cfg.snapshot_every = 7;
+    cfg.snapshot_log_percent = 0;
     let (engine, _) = ringrep_engine::Engine::open(dir.path(), cfg.clone()).expect("open");
     let def = create(&mut engine.session(), ring_table("snapped", 4, None, false));
     let handles: Vec<_> = (0..8)

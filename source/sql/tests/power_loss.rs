@@ -28,6 +28,7 @@ fn config() -> EngineConfig {
     // when the power goes.
     c.segment_bytes = 16 << 10;
     c.snapshot_every = 60;
+    c.snapshot_log_percent = 0;
     c
 }
 
