@@ -703,6 +703,9 @@ fn read_durable(
         }
     };
     let mut tailer = open(from);
+    // Woken when the writer writes or fsyncs: a transaction read before its fsync ended goes
+    // out as soon as the fsync does, not at the next poll.
+    let notifier = engine.notifier();
     // A heal cuts records off the end of the binlog that the tailer may have read (and
     // rewrites where they were): it then reads again from the first one not yet sent.
     let mut heals = engine.binlog_heals();
@@ -734,6 +737,7 @@ fn read_durable(
                 // writer's lock, which committers need.)
                 let mut cut = false;
                 while durable < t.seq {
+                    let seen = notifier.as_ref().map(|n| n.generation());
                     durable = engine.durable_seq();
                     if engine.binlog_heals() != heals {
                         cut = true;
@@ -758,7 +762,13 @@ fn read_durable(
                     if tx.is_closed() {
                         return;
                     }
-                    std::thread::sleep(Duration::from_micros(200));
+                    match (&notifier, seen) {
+                        // The fsync publishes what it made durable before it notifies.
+                        (Some(n), Some(g)) => {
+                            n.wait_past(g, Duration::from_millis(5));
+                        }
+                        _ => std::thread::sleep(Duration::from_micros(200)),
+                    }
                 }
                 if cut {
                     heals = engine.binlog_heals();
