@@ -468,43 +468,41 @@ impl Conn {
                     }
                 }
             }
+            // SHOW PROCESSLIST's view, borrowed: the list copies what changed.
             let info = match command {
-                com::QUERY => Some(String::from_utf8_lossy(body).into_owned()),
+                com::QUERY => Some(String::from_utf8_lossy(body)),
                 com::STMT_EXECUTE => body
                     .get(..4)
                     .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                     .and_then(|s| self.statements.get(&s))
-                    .map(|p| p.text.clone()),
+                    .map(|p| std::borrow::Cow::Borrowed(p.text.as_str())),
                 _ => None,
             };
-            let db = self.database();
-            let processes = &self.shared.processes;
             if info.is_some() {
-                processes.doing(
+                self.shared.processes.doing(
                     self.id,
                     super::processes::Doing::Query,
                     info.as_deref(),
-                    db.as_deref(),
+                    self.database(),
                 );
             }
             self.command(&mut packets, command, body).await?;
             // Idle again before the client hears back: its next command may come at once.
-            let db = self.database();
             self.shared.processes.doing(
                 self.id,
                 super::processes::Doing::Sleep,
                 None,
-                db.as_deref(),
+                self.database(),
             );
             packets.flush().await?;
         }
     }
 
     /// The session's current database.
-    fn database(&self) -> Option<String> {
+    fn database(&self) -> Option<&str> {
         self.sql
             .as_ref()
-            .and_then(|s| s.session.vars.database.clone())
+            .and_then(|s| s.session.vars.database.as_deref())
     }
 
     /// One command; its answer is queued on `packets`.

@@ -125,8 +125,14 @@ impl Processes {
         if let Some(p) = self.lock().get_mut(&id) {
             p.doing = doing;
             p.since = Instant::now();
-            p.info = info.map(str::to_string);
-            p.db = db.map(str::to_string);
+            // Copied only when it changed: most commands keep the database, and a
+            // connection going idle has no statement.
+            if p.info.as_deref() != info {
+                p.info = info.map(str::to_string);
+            }
+            if p.db.as_deref() != db {
+                p.db = db.map(str::to_string);
+            }
         }
     }
 
