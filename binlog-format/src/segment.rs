@@ -328,11 +328,31 @@ impl SegmentCursor {
             self.buf_start += self.pos as u64;
             self.pos = 0;
         }
+        // Plain reads until one comes back short: a tailer fills after every commit group,
+        // and `read_to_end` also asked for the file's size and read once more to see nothing.
+        const CHUNK: usize = 32 << 10;
         let before = self.buf.len();
-        self.file
-            .read_to_end(&mut self.buf)
-            .map_err(|e| Error::io(&self.path, e))?;
-        Ok(self.buf.len() - before)
+        loop {
+            let at = self.buf.len();
+            self.buf.resize(at + CHUNK, 0);
+            let n = loop {
+                match self.file.read(&mut self.buf[at..]) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    r => break r,
+                }
+            };
+            let n = match n {
+                Ok(n) => n,
+                Err(e) => {
+                    self.buf.truncate(at);
+                    return Err(Error::io(&self.path, e));
+                }
+            };
+            self.buf.truncate(at + n);
+            if n < CHUNK {
+                return Ok(self.buf.len() - before);
+            }
+        }
     }
 
     /// The next record, or where the readable part of the segment ends for now.
