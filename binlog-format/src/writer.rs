@@ -114,7 +114,7 @@ pub struct Recovered {
     pub end: Position,
 }
 
-/// Wakes tailers in the same process when records are written.
+/// Wakes tailers in the same process when they have records to pass on.
 #[derive(Debug, Default)]
 pub struct Notifier {
     generation: Mutex<u64>,
@@ -123,7 +123,8 @@ pub struct Notifier {
 
 impl Notifier {
     /// Moves the generation on and wakes every thread in [`Notifier::wait_past`]. The writer
-    /// calls it after each write to the file and each rotation.
+    /// calls it when readers have more to pass on: after each fsync, rotation and heal, and
+    /// after each write to the file when nothing is fsynced ([`SyncPolicy::Never`]).
     pub fn notify(&self) {
         let mut g = lock(&self.generation);
         *g += 1;
@@ -1094,8 +1095,10 @@ impl Inner {
             // Nothing is ever fsynced for a commit: what is written is what readers get, as
             // the engine's durable position counts it.
             self.published.publish(st.segment, st.segment_len);
+            self.notifier.notify();
         }
-        self.notifier.notify();
+        // Otherwise readers pass on only what an fsync covered, and the fsync notifies: a
+        // wake-up here would find nothing new for them (one per commit group, for nothing).
         Ok(())
     }
 
