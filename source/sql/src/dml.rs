@@ -44,6 +44,27 @@ pub(crate) fn visible_columns(def: &TableDef) -> Vec<usize> {
         .collect()
 }
 
+/// Whether an INSERT's column list names a column twice (error 1110, [`listed_twice`]).
+pub(crate) fn lists_a_column_twice(columns: &[usize]) -> bool {
+    let mut seen = columns.to_vec();
+    seen.sort_unstable();
+    seen.windows(2).any(|w| w[0] == w[1])
+}
+
+/// Error 1110.
+pub(crate) fn listed_twice() -> Error {
+    Error::new(code::ER_FIELD_SPECIFIED_TWICE, "Column specified twice")
+}
+
+/// How an INSERT with or without IGNORE treats a duplicate key.
+pub(crate) fn insert_mode(ignore: bool) -> InsertMode {
+    if ignore {
+        InsertMode::Ignore
+    } else {
+        InsertMode::Insert
+    }
+}
+
 pub(crate) fn is_default_keyword(e: &Expr) -> bool {
     matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"))
 }
@@ -166,21 +187,12 @@ impl SqlSession {
         }
         // Ring slot and meta columns named in the list are refused by the engine; a column
         // listed twice is an error here.
-        let mut seen = columns.clone();
-        seen.sort_unstable();
-        if seen.windows(2).any(|w| w[0] == w[1]) {
-            return Err(Error::new(
-                code::ER_FIELD_SPECIFIED_TWICE,
-                "Column specified twice",
-            ));
+        if lists_a_column_twice(&columns) {
+            return Err(listed_twice());
         }
         self.fill_generated(&def, &mut columns, &mut rows)?;
         let n = rows.len() as u64;
-        let mode = if ins.ignore {
-            InsertMode::Ignore
-        } else {
-            InsertMode::Insert
-        };
+        let mode = insert_mode(ins.ignore);
         let replace = ins.replace_into;
         let inserting = self.triggers_of(&def, TrgEvent::Insert)?;
         let deleting = match replace {
@@ -719,11 +731,7 @@ impl SqlSession {
         let mut columns = columns;
         self.fill_generated(&def, &mut columns, &mut rows)?;
         let n = rows.len() as u64;
-        let mode = if ignore {
-            InsertMode::Ignore
-        } else {
-            InsertMode::Insert
-        };
+        let mode = insert_mode(ignore);
         let inserting = self.triggers_of(&def, TrgEvent::Insert)?;
         let inserted = self.statement(|s| match &inserting {
             Some(f) => {

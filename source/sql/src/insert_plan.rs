@@ -16,7 +16,6 @@ use super::triggers::TrgEvent;
 use super::{split_name, Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::types::default_value;
-use ringrep_engine::InsertMode;
 
 /// What an INSERT of listed rows does, with its values still to come.
 pub(crate) struct InsertPlan {
@@ -118,9 +117,7 @@ impl InsertPlan {
         } else {
             super::dml::column_positions(def, &self.names)?
         };
-        let mut seen = columns.clone();
-        seen.sort_unstable();
-        let twice = seen.windows(2).any(|w| w[0] == w[1]);
+        let twice = super::dml::lists_a_column_twice(&columns);
         *resolved = Some(Resolved {
             def: Arc::clone(def),
             columns: columns.clone(),
@@ -179,18 +176,11 @@ impl SqlSession {
             rows.push(row);
         }
         if twice {
-            return Err(Error::new(
-                code::ER_FIELD_SPECIFIED_TWICE,
-                "Column specified twice",
-            ));
+            return Err(super::dml::listed_twice());
         }
         self.fill_generated(&def, &mut columns, &mut rows)?;
         let n = rows.len() as u64;
-        let mode = if plan.ignore {
-            InsertMode::Ignore
-        } else {
-            InsertMode::Insert
-        };
+        let mode = super::dml::insert_mode(plan.ignore);
         let inserted = self.statement(move |s| {
             columns.dedup();
             s.session.insert(&def, &columns, rows, mode)
