@@ -51,6 +51,14 @@ pub(crate) fn lists_a_column_twice(columns: &[usize]) -> bool {
     seen.windows(2).any(|w| w[0] == w[1])
 }
 
+/// Error 1136 for row `row` (counted from 1) of an INSERT.
+pub(crate) fn wrong_value_count(row: usize) -> Error {
+    Error::new(
+        code::ER_WRONG_VALUE_COUNT_ON_ROW,
+        format!("Column count doesn't match value count at row {row}"),
+    )
+}
+
 /// Error 1110.
 pub(crate) fn listed_twice() -> Error {
     Error::new(code::ER_FIELD_SPECIFIED_TWICE, "Column specified twice")
@@ -154,10 +162,7 @@ impl SqlSession {
                     for (i, r) in values.rows.iter().enumerate() {
                         let exprs: &[Expr] = r;
                         if exprs.len() != columns.len() {
-                            return Err(Error::new(
-                                code::ER_WRONG_VALUE_COUNT_ON_ROW,
-                                format!("Column count doesn't match value count at row {}", i + 1),
-                            ));
+                            return Err(wrong_value_count(i + 1));
                         }
                         let mut row = Vec::with_capacity(exprs.len());
                         for (e, &c) in exprs.iter().zip(&columns) {
@@ -176,10 +181,7 @@ impl SqlSession {
                     let text = src.to_string();
                     let result = self.run_query(src, &text)?;
                     if result.columns.len() != columns.len() {
-                        return Err(Error::new(
-                            code::ER_WRONG_VALUE_COUNT_ON_ROW,
-                            "Column count doesn't match value count at row 1",
-                        ));
+                        return Err(wrong_value_count(1));
                     }
                     rows = result.rows;
                 }

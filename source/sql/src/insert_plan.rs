@@ -14,7 +14,7 @@ use sqlparser::ast::{Expr, Insert, SetExpr, Statement, TableObject};
 use super::expr::{eval, Scope};
 use super::triggers::TrgEvent;
 use super::{split_name, Outcome, SqlSession};
-use ringrep_engine::error::{code, Error, Result};
+use ringrep_engine::error::Result;
 use ringrep_engine::types::default_value;
 
 /// What an INSERT of listed rows does, with its values still to come.
@@ -160,10 +160,7 @@ impl SqlSession {
         let mut rows = Vec::with_capacity(plan.rows.len());
         for (i, cells) in plan.rows.iter().enumerate() {
             if cells.len() != columns.len() {
-                return Err(Error::new(
-                    code::ER_WRONG_VALUE_COUNT_ON_ROW,
-                    format!("Column count doesn't match value count at row {}", i + 1),
-                ));
+                return Err(super::dml::wrong_value_count(i + 1));
             }
             let mut row = Vec::with_capacity(cells.len());
             for (cell, &c) in cells.iter().zip(&columns) {

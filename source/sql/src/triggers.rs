@@ -875,10 +875,7 @@ impl SqlSession {
         for (n, values) in rows.into_iter().enumerate() {
             let row_no = n + 1;
             if values.len() != columns.len() {
-                return Err(Error::new(
-                    code::ER_WRONG_VALUE_COUNT_ON_ROW,
-                    format!("Column count doesn't match value count at row {row_no}"),
-                ));
+                return Err(super::dml::wrong_value_count(row_no));
             }
             let mut new = new_row(def, columns, values, row_no, now, tz)?;
             let mut set = Vec::new();
