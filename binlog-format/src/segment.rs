@@ -335,16 +335,13 @@ impl SegmentCursor {
         loop {
             let at = self.buf.len();
             self.buf.resize(at + CHUNK, 0);
-            let n = loop {
-                match self.file.read(&mut self.buf[at..]) {
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    r => break r,
-                }
-            };
-            let n = match n {
+            let n = match self.file.read(&mut self.buf[at..]) {
                 Ok(n) => n,
                 Err(e) => {
                     self.buf.truncate(at);
+                    if e.kind() == std::io::ErrorKind::Interrupted {
+                        continue;
+                    }
                     return Err(Error::io(&self.path, e));
                 }
             };
