@@ -747,10 +747,7 @@ impl Conn {
             // would is undone and runs again below, where it may wait.
             if sql.runs_briefly(&text, params.is_some()) {
                 sql.session.lock_wait = false;
-                let r = match &params {
-                    Some(values) => sql.execute_bound(&text, values),
-                    None => sql.execute(&text),
-                };
+                let r = execute(&mut sql, &text, params.as_deref());
                 sql.session.lock_wait = true;
                 if !r.as_ref().is_err_and(Error::is_would_wait) {
                     let pending = sql.session.take_pending_lsn();
@@ -763,10 +760,7 @@ impl Conn {
             let busy = self.shared.busy.clone();
             let work = move || {
                 let _busy = busy;
-                let r = match &params {
-                    Some(values) => sql.execute_bound(&text, values),
-                    None => sql.execute(&text),
-                };
+                let r = execute(&mut sql, &text, params.as_deref());
                 let pending = sql.session.take_pending_lsn();
                 (sql, r, pending, text, params)
             };
@@ -1060,6 +1054,19 @@ impl Conn {
             Ok((Outcome::Ok, done)) => packets.write(&self.ok(0, done)).await,
             Err(e) => packets.write(&wire::error(&e)).await,
         }
+    }
+}
+
+/// Runs `text` in `sql`: a prepared statement's with `params` filling its placeholders, else a
+/// query's.
+fn execute(
+    sql: &mut SqlSession,
+    text: &str,
+    params: Option<&[binlog_format::Value]>,
+) -> Result<Outcome, Error> {
+    match params {
+        Some(values) => sql.execute_bound(text, values),
+        None => sql.execute(text),
     }
 }
 

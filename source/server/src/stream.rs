@@ -686,6 +686,24 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
     Ok(seq)
 }
 
+/// Hands the packets gathered in `batch`, up to transaction `last`, to the connection (nothing
+/// when there are none); false when the connection is gone.
+fn send_batch(
+    tx: &tokio::sync::mpsc::Sender<Batch>,
+    batch: &mut Vec<Vec<u8>>,
+    last: u64,
+    encoder: &dyn Encode,
+) -> bool {
+    batch.is_empty()
+        || tx
+            .blocking_send(Batch::Frames(
+                std::mem::take(batch),
+                last,
+                encoder.position(),
+            ))
+            .is_ok()
+}
+
 /// Reads the binlog from `from` and sends each transaction once it is durable, in batches.
 /// With `end_when_caught_up`, ends with [`Batch::CaughtUp`] once nothing durable is left.
 fn read_durable(
@@ -703,8 +721,8 @@ fn read_durable(
         }
     };
     let mut tailer = open(from);
-    // Woken when the writer writes or fsyncs: a transaction read before its fsync ended goes
-    // out as soon as the fsync does, not at the next poll.
+    // Woken when an fsync ends: a transaction read before its fsync ended goes out as soon
+    // as the fsync does, not at the next poll.
     let notifier = engine.notifier();
     // A heal cuts records off the end of the binlog that the tailer may have read (and
     // rewrites where they were): it then reads again from the first one not yet sent.
@@ -748,15 +766,7 @@ fn read_durable(
                     }
                     // What is durable already goes out before this wait, not after the batch
                     // fills: under a steady load the tailer always has more to read.
-                    if !batch.is_empty()
-                        && tx
-                            .blocking_send(Batch::Frames(
-                                std::mem::take(&mut batch),
-                                expected - 1,
-                                encoder.position(),
-                            ))
-                            .is_err()
-                    {
+                    if !send_batch(&tx, &mut batch, expected - 1, encoder.as_ref()) {
                         return;
                     }
                     if tx.is_closed() {
@@ -818,15 +828,7 @@ fn read_durable(
                 return;
             }
         }
-        if !batch.is_empty()
-            && tx
-                .blocking_send(Batch::Frames(
-                    std::mem::take(&mut batch),
-                    expected - 1,
-                    encoder.position(),
-                ))
-                .is_err()
-        {
+        if !send_batch(&tx, &mut batch, expected - 1, encoder.as_ref()) {
             return;
         }
     }
