@@ -36,12 +36,23 @@ pub(crate) fn column_positions(def: &TableDef, names: &[String]) -> Result<Vec<u
         .collect()
 }
 
-/// The positions of the columns an INSERT without a column list fills: all but the hidden row
-/// id.
-pub(crate) fn visible_columns(def: &TableDef) -> Vec<usize> {
-    (0..def.columns.len())
-        .filter(|&c| def.columns[c].name != ringrep_engine::HIDDEN_ROW_ID)
+/// The names in an INSERT's column list, unquoted.
+pub(crate) fn column_list_names(columns: &[sqlparser::ast::ObjectName]) -> Vec<String> {
+    columns
+        .iter()
+        .map(|c| c.to_string().trim_matches('`').to_string())
         .collect()
+}
+
+/// The positions of the columns an INSERT fills: those `names` lists, or with no list every
+/// column but the hidden row id.
+pub(crate) fn insert_columns(def: &TableDef, names: &[String]) -> Result<Vec<usize>> {
+    if names.is_empty() {
+        return Ok((0..def.columns.len())
+            .filter(|&c| def.columns[c].name != ringrep_engine::HIDDEN_ROW_ID)
+            .collect());
+    }
+    column_positions(def, names)
 }
 
 /// Whether an INSERT's column list names a column twice (error 1110, [`listed_twice`]).
@@ -131,11 +142,7 @@ impl SqlSession {
             Some(sqlparser::ast::OnInsert::DuplicateKeyUpdate(a)) => Some(a.clone()),
             Some(other) => return Err(Error::unsupported(format!("INSERT ... {other}"))),
         };
-        let mut names: Vec<String> = ins
-            .columns
-            .iter()
-            .map(|c| c.to_string().trim_matches('`').to_string())
-            .collect();
+        let mut names = column_list_names(&ins.columns);
         let mut rows: Vec<Vec<Value>> = Vec::new();
         if !ins.assignments.is_empty() {
             // INSERT ... SET a = 1, b = 2
@@ -149,11 +156,7 @@ impl SqlSession {
             }
             rows.push(row);
         }
-        let mut columns = if names.is_empty() {
-            visible_columns(&def)
-        } else {
-            column_positions(&def, &names)?
-        };
+        let mut columns = insert_columns(&def, &names)?;
         if let Some(src) = &ins.source {
             match src.body.as_ref() {
                 SetExpr::Values(values) => {

@@ -96,10 +96,7 @@ impl InsertPlan {
         Some(InsertPlan {
             db,
             table,
-            names: columns
-                .iter()
-                .map(|c| c.to_string().trim_matches('`').to_string())
-                .collect(),
+            names: super::dml::column_list_names(columns),
             rows,
             ignore: *ignore,
             resolved: Mutex::new(None),
@@ -112,11 +109,7 @@ impl InsertPlan {
         if let Some(r) = resolved.as_ref().filter(|r| Arc::ptr_eq(&r.def, def)) {
             return Ok((r.columns.clone(), r.twice));
         }
-        let columns = if self.names.is_empty() {
-            super::dml::visible_columns(def)
-        } else {
-            super::dml::column_positions(def, &self.names)?
-        };
+        let columns = super::dml::insert_columns(def, &self.names)?;
         let twice = super::dml::lists_a_column_twice(&columns);
         *resolved = Some(Resolved {
             def: Arc::clone(def),
@@ -205,14 +198,13 @@ impl SqlSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ringrep_engine::{Engine, EngineConfig};
+    use ringrep_testkit::engine;
 
     #[test]
     fn bound_values_match_their_literals() {
         let dir = tempfile::tempdir().expect("dir");
-        let mut cfg = EngineConfig::new(1);
-        cfg.sync = binlog_format::SyncPolicy::Never;
-        let engine = Engine::open(dir.path(), cfg).expect("open").0;
+        let clock = ringrep_engine::clock::ManualClock::new(engine::T0);
+        let engine = engine::open(dir.path(), &clock);
         let s = SqlSession::new(&engine);
         let values = [
             Value::Null,
