@@ -2,9 +2,10 @@
 //!
 //! A committing session that defers durability logs and applies its transaction and returns
 //! the record's LSN; the connection then awaits [`Engine::wait_durable_async`] before it
-//! acknowledges. The first waiter that finds no fsync running starts one on tokio's blocking
-//! pool; that task keeps fsyncing while later commits ask for more, and publishes the durable
-//! LSN on a watch channel that every waiter awaits. With a thread per statement sleeping in
+//! acknowledges. The first waiter that finds no fsync running starts one: a lone committer
+//! runs it itself on its task's thread, otherwise a task on tokio's blocking pool keeps
+//! fsyncing while later commits ask for more. Either publishes the durable LSN on a watch
+//! channel that every waiter awaits. With a thread per statement sleeping in
 //! the group commit instead, each commit cost a thread wake-up and a hand-back to the
 //! connection's task (BENCHMARKS.md, fix 1 of the peer profile).
 

@@ -858,7 +858,7 @@ impl Engine {
 
     /// The definition of table `db.name`, if it exists.
     pub fn table_def(&self, db: &str, name: &str) -> Option<TableDef> {
-        self.read().table(db, name).map(|t| TableDef::clone(&t.def))
+        self.shared_table_def(db, name).map(|d| TableDef::clone(&d))
     }
 
     /// [`Engine::table_def`] without the copy: the definition the table holds now (a DDL

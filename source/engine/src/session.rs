@@ -118,7 +118,6 @@ pub struct Session {
     ops_mark: usize,
     stmt_explicit: bool,
     warnings: Vec<(u16, String)>,
-    /// Auto-increment counters handed out in this session, per table.
     /// The first AUTO_INCREMENT value generated since [`Session::take_generated_id`] last
     /// took it (what `LAST_INSERT_ID()` becomes).
     generated_id: Option<u64>,
