@@ -225,27 +225,35 @@ fn parsed_literal_expr(v: &Value) -> Result<Expr> {
         .map_err(|e| Error::syntax(format!("parameter {text}: {e}")))
 }
 
+/// Parameter values of every kind, for the tests that compare a fast path with the parser's.
+#[cfg(test)]
+pub(super) fn sample_parameters() -> Vec<Value> {
+    vec![
+        Value::Null,
+        Value::Int(0),
+        Value::Int(42),
+        Value::Int(i64::MAX),
+        Value::Int(-7),
+        Value::UInt(5),
+        Value::UInt(u64::MAX),
+        Value::Double(2.5),
+        Value::Bytes(vec![0, 1, 0xff]),
+        Value::Text(String::new()),
+        Value::Text("plain".into()),
+        Value::Text("it's a \\ back\\slash and \"quotes\"".into()),
+        Value::Text("ünïcödé ✓".into()),
+        Value::Text("line\nbreak\ttab %_".into()),
+        Value::Text("x".repeat(150)),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn literals_match_the_parser() {
-        let values = [
-            Value::Null,
-            Value::Int(0),
-            Value::Int(42),
-            Value::Int(i64::MAX),
-            Value::Int(-7),
-            Value::UInt(u64::MAX),
-            Value::Text(String::new()),
-            Value::Text("plain".into()),
-            Value::Text("it's a \\ back\\slash and \"quotes\"".into()),
-            Value::Text("ünïcödé ✓".into()),
-            Value::Text("line\nbreak\ttab %_".into()),
-            Value::Text("x".repeat(150)),
-        ];
-        for v in values {
+        for v in sample_parameters() {
             assert_eq!(
                 literal_expr(&v).expect("fast"),
                 parsed_literal_expr(&v).expect("parsed"),

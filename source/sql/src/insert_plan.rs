@@ -206,21 +206,7 @@ mod tests {
         let clock = ringrep_engine::clock::ManualClock::new(engine::T0);
         let engine = engine::open(dir.path(), &clock);
         let s = SqlSession::new(&engine);
-        let values = [
-            Value::Null,
-            Value::Int(0),
-            Value::Int(42),
-            Value::Int(i64::MAX),
-            Value::Int(-7),
-            Value::UInt(5),
-            Value::UInt(u64::MAX),
-            Value::Double(2.5),
-            Value::Bytes(vec![0, 1, 0xff]),
-            Value::Text(String::new()),
-            Value::Text("it's a \\ back\\slash".into()),
-            Value::Text("ünïcödé ✓".into()),
-        ];
-        for v in values {
+        for v in super::super::bound::sample_parameters() {
             let literal = super::super::bound::literal_expr(&v).expect("literal");
             let want = eval(&literal, &Scope::empty(), &s.ctx()).expect("eval");
             assert_eq!(s.bound_value(&v).expect("bound"), want, "{v:?}");
