@@ -54,7 +54,8 @@ mod com {
 
 /// A prepared statement of the protocol (COM_STMT_PREPARE).
 struct Prepared {
-    text: String,
+    /// Shared with each execution, which holds it while it runs: no copy per execution.
+    text: Arc<str>,
     params: usize,
     /// Parameter types from the last execution that sent them.
     types: Vec<(u8, bool)>,
@@ -475,7 +476,7 @@ impl Conn {
                     .get(..4)
                     .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                     .and_then(|s| self.statements.get(&s))
-                    .map(|p| std::borrow::Cow::Borrowed(p.text.as_str())),
+                    .map(|p| std::borrow::Cow::Borrowed(&*p.text)),
                 _ => None,
             };
             if info.is_some() {
@@ -653,7 +654,7 @@ impl Conn {
         self.statements.insert(
             id,
             Prepared {
-                text,
+                text: text.into(),
                 params,
                 types: Vec::new(),
                 long_data: HashMap::new(),
@@ -716,7 +717,7 @@ impl Conn {
                 return packets.write(&wire::error(&e)).await;
             }
         };
-        let text = prepared.text.clone();
+        let text = Arc::clone(&prepared.text);
         let outcome = self.run(text, Some(values)).await;
         self.reply(packets, outcome, true).await
     }
@@ -724,9 +725,9 @@ impl Conn {
     /// Runs one statement, with `params` filling the placeholders of prepared text `text`,
     /// and waits until what it committed is durable (docs/architecture.md, "The statement
     /// path").
-    async fn run(
+    async fn run<T: AsRef<str> + Send + 'static>(
         &mut self,
-        mut text: String,
+        mut text: T,
         mut params: Option<Vec<binlog_format::Value>>,
     ) -> Result<(Outcome, Done), Error> {
         self.questions += 1;
@@ -745,9 +746,9 @@ impl Conn {
             // commit being logged and applied: no thread hand-off at all. It may not wait for
             // a row lock here (a wait would stall every connection of this worker); one that
             // would is undone and runs again below, where it may wait.
-            if sql.runs_briefly(&text, params.is_some()) {
+            if sql.runs_briefly(text.as_ref(), params.is_some()) {
                 sql.session.lock_wait = false;
-                let r = execute(&mut sql, &text, params.as_deref());
+                let r = execute(&mut sql, text.as_ref(), params.as_deref());
                 sql.session.lock_wait = true;
                 if !r.as_ref().is_err_and(Error::is_would_wait) {
                     let pending = sql.session.take_pending_lsn();
@@ -760,7 +761,7 @@ impl Conn {
             let busy = self.shared.busy.clone();
             let work = move || {
                 let _busy = busy;
-                let r = execute(&mut sql, &text, params.as_deref());
+                let r = execute(&mut sql, text.as_ref(), params.as_deref());
                 let pending = sql.session.take_pending_lsn();
                 (sql, r, pending, text, params)
             };

@@ -41,6 +41,8 @@ struct Process {
     db: Option<String>,
     doing: Doing,
     since: Instant,
+    /// The last statement; shown only while it runs (MySQL shows NULL for an idle
+    /// connection), kept after it so that running the same text again copies nothing.
     info: Option<String>,
     kill: Arc<Kill>,
 }
@@ -125,10 +127,12 @@ impl Processes {
         if let Some(p) = self.lock().get_mut(&id) {
             p.doing = doing;
             p.since = Instant::now();
-            // Copied only when it changed: most commands keep the database, and a
-            // connection going idle has no statement.
-            if p.info.as_deref() != info {
-                p.info = info.map(str::to_string);
+            // Copied only when it changed: most commands keep the database, and most
+            // connections run the same few statements again and again.
+            if let Some(text) = info {
+                if p.info.as_deref() != Some(text) {
+                    p.info = Some(text.to_string());
+                }
             }
             if p.db.as_deref() != db {
                 p.db = db.map(str::to_string);
@@ -143,7 +147,8 @@ impl Processes {
             .iter()
             .filter(|(_, p)| all || p.user == user)
             .map(|(id, p)| {
-                let info = p.info.as_ref().map(|i| {
+                let running = p.doing == Doing::Query;
+                let info = p.info.as_ref().filter(|_| running).map(|i| {
                     if full {
                         i.clone()
                     } else {
@@ -209,6 +214,23 @@ fn unknown_thread(id: u32) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn info_is_the_running_statement_and_null_when_idle() {
+        let p = Processes::default();
+        let _a = p.enter(1, "app", "127.0.0.1:5000", None);
+        let info = |p: &Processes| p.rows(true, true, "app")[0][7].clone();
+        p.doing(1, Doing::Query, Some("INSERT INTO t VALUES (?)"), None);
+        assert_eq!(info(&p).as_deref(), Some("INSERT INTO t VALUES (?)"));
+        p.doing(1, Doing::Sleep, None, None);
+        assert_eq!(info(&p), None, "an idle connection shows no statement");
+        p.doing(1, Doing::Query, Some("INSERT INTO t VALUES (?)"), None);
+        assert_eq!(info(&p).as_deref(), Some("INSERT INTO t VALUES (?)"));
+        p.doing(1, Doing::Query, Some("SELECT 1"), None);
+        assert_eq!(info(&p).as_deref(), Some("SELECT 1"));
+        p.doing(1, Doing::BinlogDump, None, None);
+        assert_eq!(info(&p), None, "a stream runs no statement");
+    }
 
     #[test]
     fn kill_checks_the_owner_and_fires_the_switch() {

@@ -35,9 +35,7 @@ impl SqlSession {
     /// [`Session::lock_wait`]: ringrep_engine::Session::lock_wait
     pub fn runs_briefly(&mut self, sql: &str, bound: bool) -> bool {
         if bound {
-            return self
-                .template_of(sql)
-                .is_some_and(|t| lists_its_rows(&t.stmt));
+            return self.template_of(sql).is_some_and(|t| t.lists_its_rows);
         }
         let text = sql.trim_start();
         let first = text
@@ -97,6 +95,8 @@ pub(super) struct Template {
     parameter: Vec<usize>,
     /// An INSERT of listed rows, compiled (`insert_plan.rs`).
     pub(super) insert: Option<InsertPlan>,
+    /// [`lists_its_rows`] of the statement: asked on every execution, answered once.
+    lists_its_rows: bool,
 }
 
 /// Whether `stmt` is an INSERT or REPLACE whose rows are listed in it (VALUES with no
@@ -148,6 +148,7 @@ pub(super) fn template(sql: &str) -> Option<Arc<Template>> {
     }
     let insert = InsertPlan::of(&stmt, &parameter);
     Some(Arc::new(Template {
+        lists_its_rows: lists_its_rows(&stmt),
         stmt,
         parameter,
         insert,
