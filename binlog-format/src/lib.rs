@@ -81,6 +81,7 @@ pub mod frame;
 pub mod inspect;
 pub mod kafka;
 pub mod mysql_binlog;
+mod notifier;
 mod position;
 pub mod reader;
 pub mod schema;
@@ -95,9 +96,10 @@ pub use events::{
     Cause, DdlEvent, Event, Heartbeat, Origin, Record, RowChange, RowEvent, SegmentHeader,
     Transaction,
 };
+pub use notifier::{Notifier, Past};
 pub use position::Position;
 pub use reader::{BinlogReader, ReaderOptions, RecoveryMode};
 pub use schema::{ColumnDef, ColumnType, Schema, TableDef};
 pub use tailer::{StartAt, Tailer};
 pub use value::{Key, Value};
-pub use writer::{BinlogWriter, Notifier, SyncPolicy, WriterOptions};
+pub use writer::{BinlogWriter, SyncPolicy, WriterOptions};

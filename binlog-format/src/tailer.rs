@@ -16,8 +16,8 @@ use crate::durable::{DurableEnd, Verdict};
 use crate::error::{Error, Position, Result};
 use crate::events::{Record, SegmentHeader};
 use crate::format::DEFAULT_MAX_FRAME;
+use crate::notifier::Notifier;
 use crate::segment::{list_segments, segment_name, Next, SegmentCursor};
-use crate::writer::Notifier;
 
 /// Where a tailer starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

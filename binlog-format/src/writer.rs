@@ -23,6 +23,7 @@ use crate::format::{
     FormatVersion, Prelude, DEFAULT_MAX_FRAME, DEFAULT_SEGMENT_BYTES, PRELUDE_LEN,
 };
 use crate::frame::{write_frame, write_frame_with};
+use crate::notifier::Notifier;
 use crate::reader::{RecoveryMode, TornTail};
 use crate::schema::Schema;
 use crate::segment::{list_segments, segment_name, Next, SegmentCursor, INDEX_FILE};
@@ -112,40 +113,6 @@ pub struct Recovered {
     pub schema: Schema,
     /// Where the next record goes.
     pub end: Position,
-}
-
-/// Wakes tailers in the same process when they have records to pass on.
-#[derive(Debug, Default)]
-pub struct Notifier {
-    generation: Mutex<u64>,
-    cv: Condvar,
-}
-
-impl Notifier {
-    /// Moves the generation on and wakes every thread in [`Notifier::wait_past`]. The writer
-    /// calls it when readers have more to pass on: after each fsync, rotation and heal, and
-    /// after each write to the file when nothing is fsynced ([`SyncPolicy::Never`]).
-    pub fn notify(&self) {
-        let mut g = lock(&self.generation);
-        *g += 1;
-        self.cv.notify_all();
-    }
-
-    /// The number of notifications so far; pass it to [`Notifier::wait_past`] to wait for
-    /// the next one.
-    pub fn generation(&self) -> u64 {
-        *lock(&self.generation)
-    }
-
-    /// Waits until the generation moves past `seen` or `timeout` passes.
-    pub fn wait_past(&self, seen: u64, timeout: Duration) -> u64 {
-        let g = lock(&self.generation);
-        let (g, _) = self
-            .cv
-            .wait_timeout_while(g, timeout, |g| *g == seen)
-            .unwrap_or_else(|p| p.into_inner());
-        *g
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -130,7 +130,8 @@ impl Primary {
     }
 
     fn start_with(rt: &tokio::runtime::Runtime, dir: &Path, cfg: EngineConfig) -> Primary {
-        // After a stop, a stream's reading thread lets the engine go within one wait.
+        // After a stop, a stream's look at the binlog on the blocking pool may hold the
+        // engine a moment longer.
         let deadline = Instant::now() + Duration::from_secs(10);
         let engine = loop {
             match Engine::open(dir, cfg.clone()) {

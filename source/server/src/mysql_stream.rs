@@ -29,7 +29,7 @@ use binlog_format::{Position, Schema};
 use ringrep_sql::mysql_positions;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::stream::{pump, start_reader, Encode, Pumping, Streaming};
+use super::stream::{pump, Encode, Pumping, Reader, Streaming};
 use super::Shared;
 use ringrep_engine::error::Error;
 use ringrep_protocol::Packets;
@@ -59,7 +59,7 @@ pub(crate) struct ClientSettings {
     pub(crate) heartbeat: Option<Duration>,
 }
 
-/// The MySQL encoding on the stream's reading thread: the schema as of the transaction being
+/// The MySQL encoding in the stream's reader: the schema as of the transaction being
 /// encoded, the file the client was last told it is in, and the position in it.
 struct MysqlEncoding {
     encoder: Encoder,
@@ -194,13 +194,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         segment: start.segment,
         pos: start.pos,
     };
-    let rx = start_reader(
-        &engine,
-        start.seq,
-        Box::new(encoding),
-        req.non_block,
-        conn_id,
-    )?;
+    let reader = Reader::new(&engine, start.seq, Box::new(encoding), req.non_block);
     let every = match settings.heartbeat {
         // 0 turns heartbeats off in MySQL; a day stands for never.
         Some(d) if d.is_zero() => Duration::from_secs(86_400),
@@ -210,7 +204,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     pump(
         shared,
         packets,
-        rx,
+        reader,
         Pumping {
             conn_id,
             kill,

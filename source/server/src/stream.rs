@@ -42,6 +42,13 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Transactions read from the binlog per batch handed to the connection.
 const BATCH: usize = 256;
 
+/// The longest a stream at the binlog's end waits for the notifier before it looks again.
+const IDLE_LOOK: Duration = Duration::from_millis(200);
+
+/// How often a stream looks for more when the binlog has no notifier (it is not written
+/// here).
+const POLL: Duration = Duration::from_millis(1);
+
 /// What a replica asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DumpRequest {
@@ -151,7 +158,7 @@ impl Drop for Registered<'_> {
     }
 }
 
-/// What the reading thread hands the connection.
+/// What the reader hands the connection.
 pub(crate) enum Batch {
     /// Packets of whole durable transactions, in order, the last one's sequence number, and
     /// where the stream stands after them (the encoder's, when it keeps one).
@@ -163,7 +170,7 @@ pub(crate) enum Batch {
 }
 
 /// How a stream's transactions become packets: ringrep's frames or MySQL's events. Called
-/// on the stream's reading thread for each durable transaction, in sequence order, once.
+/// by the stream's [`Reader`] for each durable transaction, in sequence order, once.
 pub(crate) trait Encode: Send {
     /// The packets of `tx`, whose record starts at `at` and ends at `end` in the binlog.
     fn transaction(
@@ -318,12 +325,12 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         from_seq = from,
         "replica streaming"
     );
-    let rx = start_reader(&engine, from, Box::new(Frames), false, conn_id)?;
+    let reader = Reader::new(&engine, from, Box::new(Frames), false);
     let heartbeat_engine = engine.clone();
     pump(
         shared,
         packets,
-        rx,
+        reader,
         Pumping {
             conn_id,
             kill,
@@ -334,24 +341,6 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         &mut || heartbeat(&heartbeat_engine),
     )
     .await
-}
-
-/// Starts the thread that reads the binlog from `from` and encodes each durable transaction.
-pub(crate) fn start_reader(
-    engine: &ringrep_engine::Engine,
-    from: u64,
-    encoder: Box<dyn Encode>,
-    end_when_caught_up: bool,
-    conn_id: u32,
-) -> io::Result<tokio::sync::mpsc::Receiver<Batch>> {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Batch>(4);
-    // A thread of its own (not the blocking pool): it lives as long as the stream and ends
-    // within one wait once the connection is gone.
-    let reader_engine = engine.clone();
-    std::thread::Builder::new()
-        .name(format!("stream-{conn_id}"))
-        .spawn(move || read_durable(reader_engine, from, tx, encoder, end_when_caught_up))?;
-    Ok(rx)
 }
 
 /// What [`pump`] needs of its stream.
@@ -368,24 +357,62 @@ pub(crate) struct Pumping<'a> {
     pub(crate) sent_to: Option<Arc<std::sync::Mutex<(u64, u64)>>>,
 }
 
-/// Sends what the reading thread encodes until the connection fails, the server stops, the
-/// connection is killed, or (when asked) the stream caught up; a heartbeat goes out when
-/// nothing did for `every`.
+/// Sends what `reader` encodes until the connection fails, the server stops, the connection
+/// is killed, or (when asked) the stream caught up; a heartbeat goes out when nothing did for
+/// `every`.
+///
+/// At the binlog's end the reader reads what the last fsync covered, from the page cache,
+/// here on the connection's task, woken by the binlog's notifier: an fsync that a commit ran
+/// on this worker wakes the stream on the same worker, with no thread between. While it is
+/// behind (its last look filled a batch) it reads on the blocking pool, where a read from
+/// the disk stalls no other connection.
 pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
     shared: &Arc<Shared>,
     packets: &mut Packets<S>,
-    mut rx: tokio::sync::mpsc::Receiver<Batch>,
+    mut reader: Reader,
     p: Pumping<'_>,
     heartbeat: &mut (dyn FnMut() -> io::Result<Vec<u8>> + Send),
 ) -> io::Result<()> {
     let conn_id = p.conn_id;
+    let mut quiet_since = tokio::time::Instant::now();
     loop {
-        let batch = tokio::select! {
-            b = tokio::time::timeout(p.every, rx.recv()) => b,
-            () = super::processes::killed(p.kill.as_deref()) => return Ok(()),
+        if p.kill
+            .as_deref()
+            .is_some_and(super::processes::Kill::is_killed)
+        {
+            return Ok(());
+        }
+        let step = if reader.behind() {
+            let (r, step) = tokio::task::spawn_blocking(move || {
+                let step = reader.step();
+                (reader, step)
+            })
+            .await
+            .map_err(io::Error::other)?;
+            reader = r;
+            step
+        } else {
+            reader.step()
         };
-        let frames = match batch {
-            Ok(Some(Batch::Frames(frames, last, at))) => {
+        let frames = match step {
+            Step::Wait(seen) => {
+                let notifier = reader.notifier();
+                let more = async {
+                    match (&notifier, seen) {
+                        // Bounded all the same: a look now and then costs little.
+                        (Some(n), Some(g)) => {
+                            let _ = tokio::time::timeout(IDLE_LOOK, n.past(g)).await;
+                        }
+                        _ => tokio::time::sleep(POLL).await,
+                    }
+                };
+                tokio::select! {
+                    () = more => continue,
+                    () = tokio::time::sleep_until(quiet_since + p.every) => (vec![heartbeat()?], None),
+                    () = super::processes::killed(p.kill.as_deref()) => return Ok(()),
+                }
+            }
+            Step::Ready(Batch::Frames(frames, last, at)) => {
                 if let Some(r) = shared
                     .replicas
                     .lock()
@@ -398,12 +425,12 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 p.hold.advance(last + 1);
                 (frames, at)
             }
-            Ok(Some(Batch::CaughtUp)) => {
+            Step::Ready(Batch::CaughtUp) => {
                 // MySQL's answer to BINLOG_DUMP_NON_BLOCK once nothing is left: EOF.
                 packets.write(&[0xfe, 0, 0, 0, 0]).await?;
                 return packets.flush().await;
             }
-            Ok(Some(Batch::Failed(e))) => {
+            Step::Ready(Batch::Failed(e)) => {
                 tracing::error!(connection = conn_id, "replication stream stopped: {e}");
                 // MySQL's code for a binlog the source cannot serve (corruption, a gap): the
                 // replica stops there. A failure that may pass keeps its own code, and the
@@ -422,8 +449,6 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 packets.write(&super::wire::error(&sent)).await?;
                 return packets.flush().await;
             }
-            Ok(None) => return Ok(()),
-            Err(_) => (vec![heartbeat()?], None),
         };
         let (frames, at) = frames;
         // A replica that vanished without closing the connection fills the send buffer; the
@@ -444,6 +469,7 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 ))
             }
         }
+        quiet_since = tokio::time::Instant::now();
         // Only now: a heartbeat never names a position the client has not been sent.
         if let (Some(to), Some(at)) = (&p.sent_to, at) {
             if let Ok(mut t) = to.lock() {
@@ -686,151 +712,165 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
     Ok(seq)
 }
 
-/// Hands the packets gathered in `batch`, up to transaction `last`, to the connection (nothing
-/// when there are none); false when the connection is gone.
-fn send_batch(
-    tx: &tokio::sync::mpsc::Sender<Batch>,
-    batch: &mut Vec<Vec<u8>>,
-    last: u64,
-    encoder: &dyn Encode,
-) -> bool {
-    batch.is_empty()
-        || tx
-            .blocking_send(Batch::Frames(
-                std::mem::take(batch),
-                last,
-                encoder.position(),
-            ))
-            .is_ok()
+/// What one look at the binlog found.
+pub(crate) enum Step {
+    /// Something for the connection.
+    Ready(Batch),
+    /// Nothing to send now: more comes once the binlog's notifier moves past this generation
+    /// (`None`: no notifier, look again shortly).
+    Wait(Option<u64>),
 }
 
-/// Reads the binlog from `from` and sends each transaction once it is durable, in batches.
-/// With `end_when_caught_up`, ends with [`Batch::CaughtUp`] once nothing durable is left.
-fn read_durable(
+/// Reads a stream's binlog from a sequence number and encodes each transaction once it is
+/// durable, a batch at a time, never waiting: the stream's task waits between looks, for the
+/// binlog's notifier (docs/architecture.md, "The statement path").
+pub(crate) struct Reader {
     engine: ringrep_engine::Engine,
-    from: u64,
-    tx: tokio::sync::mpsc::Sender<Batch>,
-    mut encoder: Box<dyn Encode>,
+    tailer: Tailer,
+    notifier: Option<Arc<binlog_format::Notifier>>,
+    /// The binlog's heal count when the tailer was opened: a heal cuts records off the end
+    /// of the binlog that the tailer may have read (and rewrites where they were); it then
+    /// reads again from the first one not yet sent.
+    heals: u64,
+    /// The next sequence number to send.
+    expected: u64,
+    /// The last durable sequence number the engine named.
+    durable: u64,
+    /// A transaction read before it was durable, sent first once it is.
+    held: Option<(Position, Position, binlog_format::Transaction)>,
+    encoder: Box<dyn Encode>,
     end_when_caught_up: bool,
-) {
-    let open = |from: u64| {
-        let tailer = Tailer::open(&engine.binlog_dir(), StartAt::Seq(from));
-        match engine.notifier() {
-            Some(n) => tailer.with_notifier(n),
-            None => tailer,
+    /// Whether the last look filled a whole batch: the reader is behind the binlog's end.
+    behind: bool,
+}
+
+impl Reader {
+    /// A reader from sequence number `from`; with `end_when_caught_up` it ends with
+    /// [`Batch::CaughtUp`] once nothing durable is left.
+    pub(crate) fn new(
+        engine: &ringrep_engine::Engine,
+        from: u64,
+        encoder: Box<dyn Encode>,
+        end_when_caught_up: bool,
+    ) -> Reader {
+        Reader {
+            tailer: Tailer::open(&engine.binlog_dir(), StartAt::Seq(from)),
+            notifier: engine.notifier(),
+            heals: engine.binlog_heals(),
+            engine: engine.clone(),
+            expected: from,
+            durable: 0,
+            held: None,
+            encoder,
+            end_when_caught_up,
+            // Until a look says otherwise: a replica may come back from far behind.
+            behind: true,
         }
-    };
-    let mut tailer = open(from);
-    // Woken when an fsync ends: a transaction read before its fsync ended goes out as soon
-    // as the fsync does, not at the next poll.
-    let notifier = engine.notifier();
-    // A heal cuts records off the end of the binlog that the tailer may have read (and
-    // rewrites where they were): it then reads again from the first one not yet sent.
-    let mut heals = engine.binlog_heals();
-    let mut expected = from;
-    let mut durable = 0;
-    let mut batch = Vec::new();
-    while !tx.is_closed() {
-        let wait = if batch.is_empty() {
-            Duration::from_millis(200)
-        } else {
-            Duration::ZERO
-        };
-        match tailer.next_timeout(wait) {
-            Ok(Some((_, Record::Heartbeat(_)))) => continue,
-            Ok(Some((pos, Record::Transaction(t)))) => {
-                if t.seq < expected {
-                    continue;
-                }
-                if t.seq != expected {
-                    let e = Error::internal(format!(
-                        "replication stream: seq {} at {pos} where {expected} was expected",
-                        t.seq
-                    ));
-                    let _ = tx.blocking_send(Batch::Failed(e));
-                    return;
-                }
-                // Never ahead of what the primary has made durable. (Asked only when the
-                // last answer does not cover this transaction: the answer takes the binlog
-                // writer's lock, which committers need.)
-                let mut cut = false;
-                while durable < t.seq {
-                    let seen = notifier.as_ref().map(|n| n.generation());
-                    durable = engine.durable_seq();
-                    if engine.binlog_heals() != heals {
-                        cut = true;
-                        break;
-                    }
-                    if durable >= t.seq {
-                        break;
-                    }
-                    // What is durable already goes out before this wait, not after the batch
-                    // fills: under a steady load the tailer always has more to read.
-                    if !send_batch(&tx, &mut batch, expected - 1, encoder.as_ref()) {
-                        return;
-                    }
-                    if tx.is_closed() {
-                        return;
-                    }
-                    match (&notifier, seen) {
-                        // The fsync publishes what it made durable before it notifies.
-                        (Some(n), Some(g)) => {
-                            n.wait_past(g, Duration::from_millis(5));
+    }
+
+    /// The binlog's notifier, which moves on when there may be more to send.
+    pub(crate) fn notifier(&self) -> Option<Arc<binlog_format::Notifier>> {
+        self.notifier.clone()
+    }
+
+    /// Whether the last look found more than one batch: the next may read from the disk.
+    pub(crate) fn behind(&self) -> bool {
+        self.behind
+    }
+
+    /// After a heal: read again from the first transaction not yet sent.
+    fn reopen(&mut self) {
+        self.heals = self.engine.binlog_heals();
+        self.durable = 0;
+        self.held = None;
+        self.tailer = Tailer::open(&self.engine.binlog_dir(), StartAt::Seq(self.expected));
+    }
+
+    /// Reads and encodes the durable transactions there are, up to [`BATCH`] of them.
+    pub(crate) fn step(&mut self) -> Step {
+        // Taken before looking: a notification while this looks ends the wait that follows.
+        let seen = self.notifier.as_ref().map(|n| n.generation());
+        let mut batch = Vec::new();
+        let mut read = 0;
+        self.behind = false;
+        while read < BATCH {
+            let (pos, end, t) = match self.held.take() {
+                Some(held) => held,
+                None => match self.tailer.next_timeout(Duration::ZERO) {
+                    Ok(Some((_, Record::Heartbeat(_)))) => continue,
+                    Ok(Some((pos, Record::Transaction(t)))) => {
+                        if t.seq < self.expected {
+                            continue;
                         }
-                        _ => std::thread::sleep(Duration::from_micros(200)),
+                        if t.seq != self.expected {
+                            return Step::Ready(Batch::Failed(Error::internal(format!(
+                                "replication stream: seq {} at {pos} where {} was expected",
+                                t.seq, self.expected
+                            ))));
+                        }
+                        let end = self.tailer.last_end().unwrap_or(pos);
+                        (pos, end, t)
                     }
-                }
-                if cut {
-                    heals = engine.binlog_heals();
-                    durable = 0;
-                    tailer = open(expected);
+                    Ok(None) if self.end_when_caught_up && batch.is_empty() => {
+                        return Step::Ready(Batch::CaughtUp);
+                    }
+                    Ok(None) => break,
+                    Err(_) if self.engine.binlog_heals() != self.heals => {
+                        self.reopen();
+                        continue;
+                    }
+                    Err(e) => return Step::Ready(Batch::Failed(self.read_failed(e))),
+                },
+            };
+            // Never ahead of what the primary has made durable. (Asked only when the last
+            // answer does not cover this transaction: the answer takes the binlog writer's
+            // lock, which committers need.)
+            if self.durable < t.seq {
+                self.durable = self.engine.durable_seq();
+                if self.engine.binlog_heals() != self.heals {
+                    self.reopen();
                     continue;
                 }
-                expected += 1;
-                let end = tailer.last_end().unwrap_or(pos);
-                match encoder.transaction(pos, end, t) {
-                    Ok(f) => batch.extend(f),
-                    Err(e) => {
-                        let _ = tx.blocking_send(Batch::Failed(e));
-                        return;
-                    }
-                }
-                if batch.len() < BATCH {
-                    continue;
+                if self.durable < t.seq {
+                    // What is durable already goes out now, not after the batch fills.
+                    self.held = Some((pos, end, t));
+                    break;
                 }
             }
-            Ok(None) if end_when_caught_up && batch.is_empty() => {
-                let _ = tx.blocking_send(Batch::CaughtUp);
-                return;
+            self.expected += 1;
+            match self.encoder.transaction(pos, end, t) {
+                Ok(f) => batch.extend(f),
+                Err(e) => return Step::Ready(Batch::Failed(e)),
             }
-            Ok(None) => {}
-            Err(_) if engine.binlog_heals() != heals => {
-                heals = engine.binlog_heals();
-                durable = 0;
-                tailer = open(expected);
-                continue;
-            }
-            Err(e) => {
-                let mut e: Error = e.into();
-                // Retention went past this stream (the hard cap): the replica is to come back
-                // and be provisioned, not stop for good.
-                if engine
-                    .first_binlog_seq()
-                    .is_ok_and(|first| first > expected)
-                {
-                    e.kind = ringrep_engine::error::ErrorKind::Transient;
-                    e.message = format!(
-                        "binlog retention removed seq {expected} while it was being sent: {}",
-                        e.message
-                    );
-                }
-                let _ = tx.blocking_send(Batch::Failed(e));
-                return;
-            }
+            read += 1;
         }
-        if !send_batch(&tx, &mut batch, expected - 1, encoder.as_ref()) {
-            return;
+        if batch.is_empty() {
+            return Step::Wait(seen);
         }
+        self.behind = read == BATCH;
+        Step::Ready(Batch::Frames(
+            batch,
+            self.expected - 1,
+            self.encoder.position(),
+        ))
+    }
+
+    /// The error of a failed read; one of retention removing what the stream needs (the
+    /// hard cap) may pass: the replica comes back and is provisioned, not stopped for good.
+    fn read_failed(&self, e: binlog_format::Error) -> Error {
+        let mut e: Error = e.into();
+        if self
+            .engine
+            .first_binlog_seq()
+            .is_ok_and(|first| first > self.expected)
+        {
+            e.kind = ringrep_engine::error::ErrorKind::Transient;
+            e.message = format!(
+                "binlog retention removed seq {} while it was being sent: {}",
+                self.expected, e.message
+            );
+        }
+        e
     }
 }
 

@@ -1,0 +1,156 @@
+//! Waking readers in the writer's process when they have records to pass on: threads (a
+//! tailer) wait on a condition variable, tasks (the server's replication streams) on a future,
+//! so that a stream needs no thread of its own (docs/architecture.md, "The statement path").
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+/// Wakes tailers and tasks in the same process when they have records to pass on.
+#[derive(Debug, Default)]
+pub struct Notifier {
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    generation: u64,
+    /// Tasks in [`Notifier::past`], woken (and forgotten) at the next notification.
+    wakers: Vec<Waker>,
+}
+
+impl Notifier {
+    /// Moves the generation on and wakes every thread in [`Notifier::wait_past`] and every
+    /// task awaiting [`Notifier::past`]. The writer calls it when readers have more to pass
+    /// on: after each fsync, rotation and heal, and after each write to the file when nothing
+    /// is fsynced ([`crate::SyncPolicy::Never`]).
+    pub fn notify(&self) {
+        let wakers = {
+            let mut s = lock(&self.state);
+            s.generation += 1;
+            self.cv.notify_all();
+            std::mem::take(&mut s.wakers)
+        };
+        // Outside the lock: a woken task may poll at once on another thread.
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// The number of notifications so far; pass it to [`Notifier::wait_past`] or
+    /// [`Notifier::past`] to wait for the next one.
+    pub fn generation(&self) -> u64 {
+        lock(&self.state).generation
+    }
+
+    /// Waits until the generation moves past `seen` or `timeout` passes.
+    pub fn wait_past(&self, seen: u64, timeout: Duration) -> u64 {
+        let s = lock(&self.state);
+        let (s, _) = self
+            .cv
+            .wait_timeout_while(s, timeout, |s| s.generation == seen)
+            .unwrap_or_else(|p| p.into_inner());
+        s.generation
+    }
+
+    /// Completes, with the new generation, once the generation moves past `seen`: the
+    /// asynchronous [`Notifier::wait_past`] (any executor; add a timeout around it).
+    pub fn past(&self, seen: u64) -> Past<'_> {
+        Past {
+            notifier: self,
+            seen,
+        }
+    }
+}
+
+/// The future of [`Notifier::past`].
+#[derive(Debug)]
+pub struct Past<'a> {
+    notifier: &'a Notifier,
+    seen: u64,
+}
+
+impl Future for Past<'_> {
+    type Output = u64;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u64> {
+        let mut s = lock(&self.notifier.state);
+        if s.generation != self.seen {
+            return Poll::Ready(s.generation);
+        }
+        // Registered under the lock that `notify` moves the generation under: no
+        // notification falls between the look and the registration. A task polling again
+        // before one comes is registered once.
+        if !s.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            s.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Plain data: a panic while holding the lock leaves nothing half-done.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_task_is_woken_once_by_the_next_notification_and_then_sees_it() {
+        let n = Notifier::default();
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let seen = n.generation();
+        let mut past = n.past(seen);
+        // Polled twice before anything happens: pending, registered once.
+        assert_eq!(Pin::new(&mut past).poll(&mut cx), Poll::Pending);
+        assert_eq!(Pin::new(&mut past).poll(&mut cx), Poll::Pending);
+        n.notify();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(Pin::new(&mut past).poll(&mut cx), Poll::Ready(seen + 1));
+        // The waker was forgotten: a later notification wakes nobody.
+        n.notify();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        // A generation already past is ready at once, registering nothing.
+        assert_eq!(
+            Pin::new(&mut n.past(seen)).poll(&mut cx),
+            Poll::Ready(seen + 2)
+        );
+    }
+
+    #[test]
+    fn threads_and_tasks_are_woken_by_the_same_notification() {
+        let n = Arc::new(Notifier::default());
+        let seen = n.generation();
+        let waiter = {
+            let n = n.clone();
+            std::thread::spawn(move || n.wait_past(seen, Duration::from_secs(60)))
+        };
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut past = n.past(seen);
+        assert_eq!(
+            Pin::new(&mut past).poll(&mut Context::from_waker(&waker)),
+            Poll::Pending
+        );
+        n.notify();
+        assert_eq!(waiter.join().expect("waiter"), seen + 1);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+    }
+}
