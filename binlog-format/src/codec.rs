@@ -187,6 +187,15 @@ pub fn decode_row(bytes: &[u8]) -> Result<Vec<Value>> {
     }
 }
 
+/// Value `index` of an encoded row (`None` when the row is shorter), decoding only what lies
+/// before it: the engine reads a ring's meta row for its meta column on every insert.
+pub fn decode_row_value(bytes: &[u8], index: usize) -> Result<Option<Value>> {
+    match crate::fast_codec::row_value(bytes, index) {
+        Some(v) => Ok(Some(v)),
+        None => Ok(decode_row(bytes)?.into_iter().nth(index)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

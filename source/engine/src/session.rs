@@ -201,8 +201,13 @@ fn slot_key<'v>(
 
 /// The meta a ring's meta row holds, when its meta column reads as one.
 fn meta_of(ring: &RingOptions, row: &[Value]) -> Option<Meta> {
-    match row.get(ring.meta_column) {
-        Some(Value::Bytes(b)) => Meta::decode(b),
+    row.get(ring.meta_column).and_then(meta_in)
+}
+
+/// The meta a meta row's meta column holds.
+fn meta_in(v: &Value) -> Option<Meta> {
+    match v {
+        Value::Bytes(b) => Meta::decode(b),
         _ => None,
     }
 }
@@ -984,7 +989,11 @@ impl Session {
                             def.id,
                             &meta_key,
                             meta_hash,
-                            |t| t.get(&meta_key).and_then(|r| meta_of(&ring, &r)),
+                            |t| {
+                                t.value(&meta_key, ring.meta_column)
+                                    .as_ref()
+                                    .and_then(meta_in)
+                            },
                             |r| r.and_then(|r| meta_of(&ring, r)),
                         )
                         .unwrap_or_else(Meta::empty);

@@ -142,6 +142,13 @@ impl<'a> StoredRow<'a> {
         self.row
     }
 
+    /// Column `col` of the row, decoding only what comes before it (`None` past the row's
+    /// end).
+    pub fn value(&self, col: usize) -> Option<Value> {
+        // Encoded here, as for `row`.
+        binlog_format::codec::decode_row_value(self.row, col).expect("a stored row decodes")
+    }
+
     /// The decoded row.
     pub fn row(&self) -> Vec<Value> {
         // The bytes were encoded from a row by `Stored::new` in this process, so they decode;

@@ -125,6 +125,11 @@ impl Table {
         self.rows.get(key.0.iter()).map(|s| s.row())
     }
 
+    /// Column `col` of the row stored under `key`, the rest of the row not decoded.
+    pub fn value(&self, key: &Key, col: usize) -> Option<Value> {
+        self.rows.get(key.0.iter()).and_then(|s| s.value(col))
+    }
+
     /// Whether a row is stored under `key`.
     pub fn contains(&self, key: &Key) -> bool {
         self.rows.get(key.0.iter()).is_some()
