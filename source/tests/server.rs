@@ -968,3 +968,38 @@ fn writes_that_wait_for_a_row_lock_leave_the_other_clients_served() {
         assert_eq!(rows, want, "the victim's rows went with its transaction");
     });
 }
+
+#[test]
+fn prepared_reads_too_long_for_the_connection_task_are_answered_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut c = connect(node.addr, Some("test")).await;
+        c.query_drop("CREATE TABLE big (id INT PRIMARY KEY, v INT)")
+            .await
+            .expect("create");
+        let values: Vec<String> = (1..=1000).map(|i| format!("({i}, {i})")).collect();
+        c.query_drop(format!("INSERT INTO big VALUES {}", values.join(",")))
+            .await
+            .expect("insert");
+        c.query_drop("CREATE VIEW small AS SELECT id FROM big WHERE id <= 300")
+            .await
+            .expect("view");
+        // Reads of more rows than the connection's task may read run again off it, whole;
+        // so do reads of a view and of the catalog.
+        for (sql, param, want) in [
+            ("SELECT COUNT(*) FROM big WHERE v > ?", "0", 1000),
+            ("SELECT SUM(v) FROM big WHERE id = ?", "7", 7),
+            ("SELECT MAX(id) FROM test.big WHERE id < ?", "501", 500),
+            ("SELECT COUNT(*) FROM small WHERE id > ?", "0", 300),
+            (
+                "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ?",
+                "test",
+                2,
+            ),
+        ] {
+            let got: Option<i64> = c.exec_first(sql, (param,)).await.expect(sql);
+            assert_eq!(got, Some(want), "{sql}");
+        }
+    });
+}

@@ -410,11 +410,13 @@ impl Error {
         )
     }
 
-    /// Error 1205 for a statement that would have waited for a row lock while running where it
-    /// must not wait (the server's connection task, [`Session::lock_wait`] off): nothing of
-    /// it is left, and the caller runs it again where it may wait. Never meant for a client.
+    /// Error 1205 for a statement that would have waited for a row lock, or read more rows
+    /// than its budget, while running where it must stay brief (the server's connection
+    /// task: [`Session::lock_wait`] off, [`Session::read_budget`] set): nothing of it is
+    /// left, and the caller runs it again where it may wait. Never meant for a client.
     ///
     /// [`Session::lock_wait`]: crate::session::Session::lock_wait
+    /// [`Session::read_budget`]: crate::session::Session::read_budget
     pub fn would_wait() -> Error {
         Error::new(code::ER_LOCK_WAIT_TIMEOUT, WOULD_WAIT)
     }
@@ -503,7 +505,8 @@ impl Error {
     }
 }
 
-const WOULD_WAIT: &str = "Lock wait needed where a statement may not wait; run it again";
+const WOULD_WAIT: &str =
+    "A lock wait or a long read where a statement must stay brief; run it again";
 
 const WITHHELD: &str =
     "the result is withheld: a transaction it could have read failed to commit (";

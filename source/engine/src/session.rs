@@ -133,6 +133,11 @@ pub struct Session {
     /// way, where a wait would stall the other connections of that thread, and runs it again
     /// on a thread that may wait when it fails so.
     pub lock_wait: bool,
+    /// At most how many stored rows one read of a table may take, for a statement that must
+    /// stay brief (the server's connection task, as with `lock_wait` off): a read of more
+    /// fails with [`Error::would_wait`], and the statement runs again where it may take long.
+    /// `None` (the default): no limit.
+    pub read_budget: Option<usize>,
     /// What the last commit left for the next transaction to reuse.
     spare: Spare,
     /// The engine's take-back count when the open transaction (or the statement that will
@@ -288,6 +293,7 @@ impl Session {
             defer_durability: false,
             pending_lsn: None,
             lock_wait: true,
+            read_budget: None,
             spare: Spare::default(),
         }
     }
@@ -701,7 +707,18 @@ impl Session {
             .tables
             .get(&table)
             .ok_or_else(|| Error::internal(format!("table id {table} vanished")))?;
-        let mut out: BTreeMap<Key, Row> = t.prefix(prefix).collect();
+        let mut rows = t.prefix(prefix);
+        let mut out: BTreeMap<Key, Row> = match self.read_budget {
+            Some(budget) => {
+                let out = rows.by_ref().take(budget).collect();
+                if rows.next().is_some() {
+                    return Err(Error::would_wait());
+                }
+                out
+            }
+            None => rows.by_ref().collect(),
+        };
+        drop(rows);
         drop(st);
         let matches = |k: &Key| {
             k.0.len() >= prefix.len() && k.0.iter().zip(prefix).all(|(a, b)| a.total_cmp(b).is_eq())
@@ -1711,6 +1728,24 @@ mod tests {
         let text = |v: &str| Value::Text(v.into());
         assert_eq!(values(7), [text("kept"), text("a"), text("b")]);
         assert_eq!(values(8), [text("b8")]);
+    }
+
+    #[test]
+    fn a_read_past_the_budget_fails_and_one_within_it_is_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_engine, mut s) = sample_engine(dir.path(), SyncPolicy::Never);
+        for k in 1..=5 {
+            insert_p(&mut s, k, "v");
+        }
+        let p = s.table_def(Some("d"), "p").expect("p");
+        s.read_budget = Some(5);
+        assert_eq!(s.scan(&p, &[]).expect("five rows fit").len(), 5);
+        assert_eq!(s.scan(&p, &[Value::Int(3)]).expect("one row").len(), 1);
+        s.read_budget = Some(4);
+        let e = s.scan(&p, &[]).expect_err("five would be read");
+        assert!(e.is_would_wait(), "{e:?}");
+        s.read_budget = None;
+        assert_eq!(s.scan(&p, &[]).expect("no budget").len(), 5);
     }
 
     #[test]

@@ -63,6 +63,10 @@ struct Prepared {
     long_data: HashMap<u16, Vec<u8>>,
 }
 
+/// The most rows a brief statement may read of a table on the connection's task (some tens
+/// of microseconds' work); one that would read more runs again on a thread of its own.
+const BRIEF_READ_ROWS: usize = 256;
+
 /// A connection's state: its session, its prepared statements, what it negotiated.
 struct Conn {
     shared: Arc<Shared>,
@@ -744,12 +748,15 @@ impl Conn {
             let fence = self.shared.engine.begin_read();
             // A brief statement runs right here, on the connection's task, as far as its
             // commit being logged and applied: no thread hand-off at all. It may not wait for
-            // a row lock here (a wait would stall every connection of this worker); one that
-            // would is undone and runs again below, where it may wait.
+            // a row lock here (a wait would stall every connection of this worker), nor read
+            // more than a few hundred rows of a table; one that would is undone and runs
+            // again below, where it may.
             if sql.runs_briefly(text.as_ref(), params.is_some()) {
                 sql.session.lock_wait = false;
+                sql.session.read_budget = Some(BRIEF_READ_ROWS);
                 let r = execute(&mut sql, text.as_ref(), params.as_deref());
                 sql.session.lock_wait = true;
+                sql.session.read_budget = None;
                 if !r.as_ref().is_err_and(Error::is_would_wait) {
                     let pending = sql.session.take_pending_lsn();
                     match self.settle(sql, r, pending, fence, attempts).await {

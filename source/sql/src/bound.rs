@@ -27,15 +27,27 @@ impl SqlSession {
     }
 
     /// Whether `sql` (a prepared statement's text when `bound`, else a query's) runs in a
-    /// short, bounded time unless it must wait for a row lock: an INSERT or REPLACE of listed
-    /// rows (no SELECT in it), or a transaction's BEGIN, COMMIT or ROLLBACK. The server runs
-    /// such a statement on its connection's task, with [`Session::lock_wait`] off, and any
-    /// other on a thread of its own (docs/architecture.md, "The statement path").
+    /// short, bounded time unless it must wait for a row lock or read many rows: an INSERT or
+    /// REPLACE of listed rows (no SELECT in it), a transaction's BEGIN, COMMIT or ROLLBACK,
+    /// or a prepared SELECT of one stored table with nothing in it that may run long
+    /// ([`brief_read`]). The server runs such a statement on its connection's task, with
+    /// [`Session::lock_wait`] off and a [`Session::read_budget`], and any other (or one that
+    /// fails for either) on a thread of its own (docs/architecture.md, "The statement path").
     ///
     /// [`Session::lock_wait`]: ringrep_engine::Session::lock_wait
+    /// [`Session::read_budget`]: ringrep_engine::Session::read_budget
     pub fn runs_briefly(&mut self, sql: &str, bound: bool) -> bool {
         if bound {
-            return self.template_of(sql).is_some_and(|t| t.lists_its_rows);
+            if let Some(t) = self.template_of(sql) {
+                return t.lists_its_rows;
+            }
+            return self.brief_read_of(sql).is_some_and(|read| {
+                // A view or a table of information_schema is no stored table: its rows are
+                // made by a query or from the catalog, outside any read budget.
+                self.session
+                    .shared_table_def(read.db.as_deref(), &read.table)
+                    .is_ok()
+            });
         }
         let text = sql.trim_start();
         let first = text
@@ -64,6 +76,21 @@ impl SqlSession {
         }
         self.parsed.insert(sql.to_string(), t.clone());
         t
+    }
+
+    /// [`brief_read`] of prepared text `sql`, decided once per text.
+    fn brief_read_of(&mut self, sql: &str) -> Option<BriefRead> {
+        if let Some(read) = self.brief_reads.get(sql) {
+            return read.clone();
+        }
+        let read = parse_one(&normalized(sql))
+            .ok()
+            .and_then(|stmt| brief_read(&stmt, sql));
+        if self.brief_reads.len() >= CACHED_TEXTS {
+            self.brief_reads.clear();
+        }
+        self.brief_reads.insert(sql.to_string(), read.clone());
+        read
     }
 
     fn execute_bound_once(&mut self, sql: &str, values: &[Value]) -> Result<Outcome> {
@@ -112,6 +139,97 @@ fn lists_its_rows(stmt: &Statement) -> bool {
         return false;
     }
     // The VALUES list is the statement's one query; any other is a subquery.
+    queries_in(stmt) == 1
+}
+
+/// The one table a brief SELECT reads, as the statement names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct BriefRead {
+    db: Option<String>,
+    table: String,
+}
+
+/// Functions a brief SELECT may call: aggregates and a few cheap ones of a row's values. Any
+/// other may sleep, take a lock, build a huge value or be a stored function (which may run
+/// anything), so a SELECT that calls one is not brief.
+const BRIEF_FUNCTIONS: &[&str] = &[
+    "COUNT",
+    "SUM",
+    "MIN",
+    "MAX",
+    "AVG",
+    "COALESCE",
+    "IFNULL",
+    "LENGTH",
+    "CHAR_LENGTH",
+];
+
+/// The table `stmt` (the text `sql`) reads when it is a SELECT that runs briefly, given that
+/// the table is a stored one and each read of it is held to a row budget: one SELECT (no
+/// UNION, WITH or subquery) of one table (no join, no table function), no locking clause and
+/// no INTO, no user variable assigned, and no function but [`BRIEF_FUNCTIONS`].
+fn brief_read(stmt: &Statement, sql: &str) -> Option<BriefRead> {
+    use sqlparser::ast::{SetExpr, TableFactor};
+    let Statement::Query(q) = stmt else {
+        return None;
+    };
+    let SetExpr::Select(select) = &*q.body else {
+        return None;
+    };
+    if q.with.is_some()
+        || !q.locks.is_empty()
+        || q.for_clause.is_some()
+        || select.into.is_some()
+        || select.from.len() != 1
+        || !select.from[0].joins.is_empty()
+        || sql.contains(":=")
+        || queries_in(stmt) != 1
+    {
+        return None;
+    }
+    let TableFactor::Table {
+        name, args: None, ..
+    } = &select.from[0].relation
+    else {
+        return None;
+    };
+    let mut calls_other = false;
+    let _ = visit_expressions(stmt, |e| {
+        if let Expr::Function(f) = e {
+            let known = f.name.0.len() == 1
+                && BRIEF_FUNCTIONS
+                    .iter()
+                    .any(|b| f.name.to_string().eq_ignore_ascii_case(b));
+            if !known {
+                calls_other = true;
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    if calls_other {
+        return None;
+    }
+    let parts: Vec<String> = name
+        .0
+        .iter()
+        .map(|p| p.as_ident().map(|i| i.value.clone()))
+        .collect::<Option<_>>()?;
+    match parts.as_slice() {
+        [table] => Some(BriefRead {
+            db: None,
+            table: table.clone(),
+        }),
+        [db, table] => Some(BriefRead {
+            db: Some(db.clone()),
+            table: table.clone(),
+        }),
+        _ => None,
+    }
+}
+
+/// How many queries `stmt` holds (itself included, when it is one).
+fn queries_in(stmt: &Statement) -> usize {
     struct Queries(usize);
     impl sqlparser::ast::Visitor for Queries {
         type Break = ();
@@ -122,7 +240,7 @@ fn lists_its_rows(stmt: &Statement) -> bool {
     }
     let mut queries = Queries(0);
     let _ = sqlparser::ast::Visit::visit(stmt, &mut queries);
-    queries.0 == 1
+    queries.0
 }
 
 /// The parsed form of `sql` when it is an INSERT, UPDATE or DELETE whose every placeholder is
@@ -457,6 +575,58 @@ mod tests {
             rows(&mut bound, "SELECT COUNT(*) FROM test.log"),
             vec![vec![Some("3".to_string())]]
         );
+    }
+
+    #[test]
+    fn only_selects_of_one_table_with_nothing_that_may_run_long_are_brief() {
+        let read = |sql: &str| {
+            parse_one(&normalized(sql))
+                .ok()
+                .and_then(|stmt| brief_read(&stmt, sql))
+        };
+        let of = |db: Option<&str>, table: &str| {
+            Some(BriefRead {
+                db: db.map(str::to_string),
+                table: table.to_string(),
+            })
+        };
+        for (sql, want) in [
+            (
+                "SELECT COUNT(*) FROM rb WHERE prefix = ? AND payload = ?",
+                of(None, "rb"),
+            ),
+            (
+                "SELECT a, MAX(b) FROM test.t WHERE k = ? GROUP BY a ORDER BY a LIMIT ?",
+                of(Some("test"), "t"),
+            ),
+            (
+                "SELECT * FROM `my db`.`t` AS x WHERE x.k = ?",
+                of(Some("my db"), "t"),
+            ),
+            ("SELECT COALESCE(a, ?) FROM t", of(None, "t")),
+        ] {
+            assert_eq!(read(sql), want, "{sql}");
+        }
+        for sql in [
+            "SELECT SLEEP(?)",
+            "SELECT SLEEP(1) FROM t",
+            "SELECT my_function(a) FROM t",
+            "SELECT REPEAT(a, ?) FROM t",
+            "SELECT * FROM t WHERE k IN (SELECT k FROM u)",
+            "SELECT * FROM t JOIN u ON t.k = u.k",
+            "SELECT * FROM t, u",
+            "SELECT * FROM t UNION SELECT * FROM u",
+            "WITH c AS (SELECT 1) SELECT * FROM t",
+            "SELECT * FROM t WHERE k = ? FOR UPDATE",
+            "SELECT * FROM t LOCK IN SHARE MODE",
+            "SELECT @x := a FROM t",
+            "SELECT a INTO @v FROM t",
+            "SELECT 1",
+            "INSERT INTO t VALUES (?)",
+            "SELECT * FROM (SELECT * FROM t) AS d",
+        ] {
+            assert_eq!(read(sql), None, "{sql}");
+        }
     }
 
     #[test]

@@ -177,6 +177,8 @@ pub struct SqlSession {
     prepared: HashMap<String, String>,
     /// Protocol-prepared statement texts, parsed (see `bound`).
     parsed: HashMap<String, Option<Arc<bound::Template>>>,
+    /// Protocol-prepared SELECT texts: whether each runs briefly, and what it reads.
+    brief_reads: HashMap<String, Option<bound::BriefRead>>,
     /// Results of the uncorrelated subqueries of the running statement, by their text: a
     /// subquery in a WHERE clause would otherwise run once per outer row.
     subqueries: Mutex<HashMap<String, Arc<Rows>>>,
@@ -300,6 +302,7 @@ impl SqlSession {
             load_dir: None,
             prepared: HashMap::new(),
             parsed: HashMap::new(),
+            brief_reads: HashMap::new(),
             subqueries: Default::default(),
             correlated: Default::default(),
             outer: Default::default(),
