@@ -356,15 +356,15 @@ fn unhex(h: &str) -> Option<Vec<u8>> {
 
 /// Finds the slot of a column reference.
 pub(crate) fn resolve(scope: &Scope<'_>, table: Option<&str>, name: &str) -> Result<usize> {
-    let name_l = name.to_lowercase();
-    let table_l = table.map(str::to_lowercase);
+    let name_l = lowercase(name);
+    let table_l = table.map(lowercase);
     let mut found = None;
     for (i, c) in scope.columns.iter().enumerate() {
         let visible = match &table_l {
-            Some(t) => *t == c.table,
+            Some(t) => **t == c.table,
             None => !c.qualified_only,
         };
-        if c.name == name_l && visible {
+        if c.name == *name_l && visible {
             if found.is_some() {
                 return Err(Error::new(
                     code::ER_NON_UNIQ_ERROR,
@@ -379,6 +379,19 @@ pub(crate) fn resolve(scope: &Scope<'_>, table: Option<&str>, name: &str) -> Res
         None => name.to_string(),
     };
     found.ok_or_else(|| Error::bad_field(&shown, scope.place))
+}
+
+/// `name` in lower case, copied only when it may change: a column is resolved for every row
+/// a statement reads, and names are nearly always written in lower-case ASCII already.
+fn lowercase(name: &str) -> std::borrow::Cow<'_, str> {
+    if name
+        .bytes()
+        .all(|b| b.is_ascii() && !b.is_ascii_uppercase())
+    {
+        name.into()
+    } else {
+        name.to_lowercase().into()
+    }
 }
 
 fn int_result(v: i128) -> Result<Value> {
