@@ -707,8 +707,9 @@ impl Session {
             .tables
             .get(&table)
             .ok_or_else(|| Error::internal(format!("table id {table} vanished")))?;
+        // In key order already: the stored keys' bytes sort like the keys.
         let mut rows = t.prefix(prefix);
-        let mut out: BTreeMap<Key, Row> = match self.read_budget {
+        let stored: Vec<(Key, Row)> = match self.read_budget {
             Some(budget) => {
                 let out = rows.by_ref().take(budget).collect();
                 if rows.next().is_some() {
@@ -723,16 +724,21 @@ impl Session {
         let matches = |k: &Key| {
             k.0.len() >= prefix.len() && k.0.iter().zip(prefix).all(|(a, b)| a.total_cmp(b).is_eq())
         };
-        if let Some(txn) = &self.txn {
-            for (k, at) in txn.overlay.changed(&txn.ops, table) {
-                if !matches(&k) {
-                    continue;
-                }
-                match staged_row(&txn.ops, at) {
-                    Some(r) => out.insert(k, r.clone()),
-                    None => out.remove(&k),
-                };
-            }
+        let Some(txn) = &self.txn else {
+            return Ok(stored);
+        };
+        let mut changed = txn.overlay.changed(&txn.ops, table);
+        changed.retain(|(k, _)| matches(k));
+        if changed.is_empty() {
+            return Ok(stored);
+        }
+        // This transaction's own changes, merged in key order.
+        let mut out: BTreeMap<Key, Row> = stored.into_iter().collect();
+        for (k, at) in changed {
+            match staged_row(&txn.ops, at) {
+                Some(r) => out.insert(k, r.clone()),
+                None => out.remove(&k),
+            };
         }
         Ok(out.into_iter().collect())
     }
