@@ -30,7 +30,7 @@ impl SqlSession {
     /// short, bounded time unless it must wait for a row lock or read many rows: an INSERT or
     /// REPLACE of listed rows (no SELECT in it), a transaction's BEGIN, COMMIT or ROLLBACK,
     /// or a prepared SELECT of one stored table with nothing in it that may run long
-    /// ([`brief_read`]). The server runs such a statement on its connection's task, with
+    /// (`bound::brief_read`). The server runs such a statement on its connection's task, with
     /// [`Session::lock_wait`] off and a [`Session::read_budget`], and any other (or one that
     /// fails for either) on a thread of its own (docs/architecture.md, "The statement path").
     ///
