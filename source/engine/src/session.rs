@@ -709,7 +709,12 @@ impl Session {
             .ok_or_else(|| Error::internal(format!("table id {table} vanished")))?;
         // In key order already: the stored keys' bytes sort like the keys.
         let mut rows = t.prefix(prefix);
-        let stored: Vec<(Key, Row)> = match self.read_budget {
+        // The system tables (views, triggers, grants) are read by most statements for their
+        // own sake, a few rows each: the budget is for what the statement reads.
+        let budget = self
+            .read_budget
+            .filter(|_| !t.def.database.eq_ignore_ascii_case(crate::SYSTEM_DB));
+        let stored: Vec<(Key, Row)> = match budget {
             Some(budget) => {
                 let out = rows.by_ref().take(budget).collect();
                 if rows.next().is_some() {

@@ -39,7 +39,7 @@ const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(1);
 /// How long one write to a replica may wait for it to take the bytes.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Transactions read from the binlog per batch handed to the connection.
+/// Packets a stream's look at the binlog gathers at most (and then the transaction it is in).
 const BATCH: usize = 256;
 
 /// The longest a stream at the binlog's end waits for the notifier before it looks again.
@@ -786,14 +786,14 @@ impl Reader {
         self.tailer = Tailer::open(&self.engine.binlog_dir(), StartAt::Seq(self.expected));
     }
 
-    /// Reads and encodes the durable transactions there are, up to [`BATCH`] of them.
+    /// Reads and encodes the durable transactions there are, until [`BATCH`] packets.
     pub(crate) fn step(&mut self) -> Step {
         // Taken before looking: a notification while this looks ends the wait that follows.
         let seen = self.notifier.as_ref().map(|n| n.generation());
         let mut batch = Vec::new();
-        let mut read = 0;
         self.behind = false;
-        while read < BATCH {
+        // Counted in packets, as the channel's batches were: a transaction may be many.
+        while batch.len() < BATCH {
             let (pos, end, t) = match self.held.take() {
                 Some(held) => held,
                 None => match self.tailer.next_timeout(Duration::ZERO) {
@@ -842,12 +842,11 @@ impl Reader {
                 Ok(f) => batch.extend(f),
                 Err(e) => return Step::Ready(Batch::Failed(e)),
             }
-            read += 1;
         }
         if batch.is_empty() {
             return Step::Wait(seen);
         }
-        self.behind = read == BATCH;
+        self.behind = batch.len() >= BATCH;
         Step::Ready(Batch::Frames(
             batch,
             self.expected - 1,

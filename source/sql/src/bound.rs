@@ -167,7 +167,8 @@ const BRIEF_FUNCTIONS: &[&str] = &[
 /// The table `stmt` (the text `sql`) reads when it is a SELECT that runs briefly, given that
 /// the table is a stored one and each read of it is held to a row budget: one SELECT (no
 /// UNION, WITH or subquery) of one table (no join, no table function), no locking clause and
-/// no INTO, no user variable assigned, and no function but [`BRIEF_FUNCTIONS`].
+/// no INTO, no user variable assigned, no pattern match (LIKE, REGEXP), and no function but
+/// [`BRIEF_FUNCTIONS`].
 fn brief_read(stmt: &Statement, sql: &str) -> Option<BriefRead> {
     use sqlparser::ast::{SetExpr, TableFactor};
     let Statement::Query(q) = stmt else {
@@ -193,21 +194,29 @@ fn brief_read(stmt: &Statement, sql: &str) -> Option<BriefRead> {
     else {
         return None;
     };
-    let mut calls_other = false;
+    let mut long = false;
     let _ = visit_expressions(stmt, |e| {
-        if let Expr::Function(f) = e {
-            let known = f.name.0.len() == 1
-                && BRIEF_FUNCTIONS
-                    .iter()
-                    .any(|b| f.name.to_string().eq_ignore_ascii_case(b));
-            if !known {
-                calls_other = true;
-                return ControlFlow::Break(());
+        long = match e {
+            Expr::Function(f) => {
+                f.name.0.len() != 1
+                    || !BRIEF_FUNCTIONS
+                        .iter()
+                        .any(|b| f.name.to_string().eq_ignore_ascii_case(b))
             }
+            // A pattern match may take time exponential in the pattern on one row.
+            Expr::Like { .. }
+            | Expr::ILike { .. }
+            | Expr::SimilarTo { .. }
+            | Expr::RLike { .. } => true,
+            _ => false,
+        };
+        if long {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
-        ControlFlow::Continue(())
     });
-    if calls_other {
+    if long {
         return None;
     }
     let parts: Vec<String> = name
@@ -620,6 +629,9 @@ mod tests {
             "SELECT * FROM t WHERE k = ? FOR UPDATE",
             "SELECT * FROM t LOCK IN SHARE MODE",
             "SELECT @x := a FROM t",
+            "SELECT * FROM t WHERE k = ? AND name LIKE ?",
+            "SELECT * FROM t WHERE name NOT LIKE '%a%a%'",
+            "SELECT * FROM t WHERE name REGEXP ?",
             "SELECT a INTO @v FROM t",
             "SELECT 1",
             "INSERT INTO t VALUES (?)",
