@@ -38,10 +38,11 @@ impl SqlSession {
     /// [`Session::read_budget`]: ringrep_engine::Session::read_budget
     pub fn runs_briefly(&mut self, sql: &str, bound: bool) -> bool {
         if bound {
-            if let Some(t) = self.template_of(sql) {
+            let parsed = self.parsed_text(sql);
+            if let Some(t) = parsed.template {
                 return t.lists_its_rows;
             }
-            return self.brief_read_of(sql).is_some_and(|read| {
+            return parsed.read.is_some_and(|read| {
                 // A view or a table of information_schema is no stored table: its rows are
                 // made by a query or from the catalog, outside any read budget.
                 self.session
@@ -65,37 +66,21 @@ impl SqlSession {
         is("BEGIN") || is("COMMIT") || is("ROLLBACK")
     }
 
-    /// The parsed form of prepared text `sql`, parsed now if this session has not yet.
-    fn template_of(&mut self, sql: &str) -> Option<Arc<Template>> {
-        if let Some(t) = self.parsed.get(sql) {
-            return t.clone();
+    /// What prepared text `sql` is ([`Parsed`]), parsed now if this session has not yet.
+    fn parsed_text(&mut self, sql: &str) -> Parsed {
+        if let Some(p) = self.parsed.get(sql) {
+            return p.clone();
         }
-        let t = template(sql);
+        let p = parsed(sql);
         if self.parsed.len() >= CACHED_TEXTS {
             self.parsed.clear();
         }
-        self.parsed.insert(sql.to_string(), t.clone());
-        t
-    }
-
-    /// [`brief_read`] of prepared text `sql`, decided once per text.
-    fn brief_read_of(&mut self, sql: &str) -> Option<BriefRead> {
-        if let Some(read) = self.brief_reads.get(sql) {
-            return read.clone();
-        }
-        let read = parse_one(&normalized(sql))
-            .ok()
-            .and_then(|stmt| brief_read(&stmt, sql));
-        if self.brief_reads.len() >= CACHED_TEXTS {
-            self.brief_reads.clear();
-        }
-        self.brief_reads.insert(sql.to_string(), read.clone());
-        read
+        self.parsed.insert(sql.to_string(), p.clone());
+        p
     }
 
     fn execute_bound_once(&mut self, sql: &str, values: &[Value]) -> Result<Outcome> {
-        let template = self.template_of(sql);
-        let Some(template) = template else {
+        let Some(template) = self.parsed_text(sql).template else {
             return self.execute(&lexer::bind_placeholders(sql, values));
         };
         self.forget_subqueries();
@@ -143,7 +128,7 @@ fn lists_its_rows(stmt: &Statement) -> bool {
 }
 
 /// The one table a brief SELECT reads, as the statement names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(super) struct BriefRead {
     db: Option<String>,
     table: String,
@@ -252,11 +237,36 @@ fn queries_in(stmt: &Statement) -> usize {
     queries.0
 }
 
-/// The parsed form of `sql` when it is an INSERT, UPDATE or DELETE whose every placeholder is
-/// a value in the parsed statement; `None` sends it down the text path.
-pub(super) fn template(sql: &str) -> Option<Arc<Template>> {
+/// A prepared text as a session finds it once: its template (an INSERT, UPDATE or DELETE),
+/// or for a SELECT that runs briefly the table it reads; neither sends it down the text path
+/// and onto a thread of its own.
+#[derive(Clone, Default)]
+pub(super) struct Parsed {
+    template: Option<Arc<Template>>,
+    read: Option<Arc<BriefRead>>,
+}
+
+/// [`Parsed`] of `sql`, from one parse.
+fn parsed(sql: &str) -> Parsed {
     let text = normalized(sql);
-    let stmt = parse_one(&text).ok()?;
+    let Ok(stmt) = parse_one(&text) else {
+        return Parsed::default();
+    };
+    Parsed {
+        read: brief_read(&stmt, sql).map(Arc::new),
+        template: template_of(stmt, &text),
+    }
+}
+
+/// The template of `sql` (tests).
+#[cfg(test)]
+pub(super) fn template(sql: &str) -> Option<Arc<Template>> {
+    parsed(sql).template
+}
+
+/// The template of `stmt` (parsed from `text`) when it is an INSERT, UPDATE or DELETE whose
+/// every placeholder is a value in the parsed statement; `None` sends it down the text path.
+fn template_of(stmt: Statement, text: &str) -> Option<Arc<Template>> {
     if !matches!(
         stmt,
         Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
@@ -264,7 +274,7 @@ pub(super) fn template(sql: &str) -> Option<Arc<Template>> {
         return None;
     }
     let positions = placeholder_positions(&stmt);
-    if positions.len() != lexer::count_placeholders(&text) {
+    if positions.len() != lexer::count_placeholders(text) {
         return None;
     }
     let mut by_text: Vec<usize> = (0..positions.len()).collect();
@@ -588,16 +598,12 @@ mod tests {
 
     #[test]
     fn only_selects_of_one_table_with_nothing_that_may_run_long_are_brief() {
-        let read = |sql: &str| {
-            parse_one(&normalized(sql))
-                .ok()
-                .and_then(|stmt| brief_read(&stmt, sql))
-        };
+        let read = |sql: &str| parsed(sql).read;
         let of = |db: Option<&str>, table: &str| {
-            Some(BriefRead {
+            Some(Arc::new(BriefRead {
                 db: db.map(str::to_string),
                 table: table.to_string(),
-            })
+            }))
         };
         for (sql, want) in [
             (

@@ -176,9 +176,7 @@ pub struct SqlSession {
     /// PREPAREd statements by name.
     prepared: HashMap<String, String>,
     /// Protocol-prepared statement texts, parsed (see `bound`).
-    parsed: HashMap<String, Option<Arc<bound::Template>>>,
-    /// Protocol-prepared SELECT texts: whether each runs briefly, and what it reads.
-    brief_reads: HashMap<String, Option<bound::BriefRead>>,
+    parsed: HashMap<String, bound::Parsed>,
     /// Results of the uncorrelated subqueries of the running statement, by their text: a
     /// subquery in a WHERE clause would otherwise run once per outer row.
     subqueries: Mutex<HashMap<String, Arc<Rows>>>,
@@ -302,7 +300,6 @@ impl SqlSession {
             load_dir: None,
             prepared: HashMap::new(),
             parsed: HashMap::new(),
-            brief_reads: HashMap::new(),
             subqueries: Default::default(),
             correlated: Default::default(),
             outer: Default::default(),
