@@ -158,17 +158,6 @@ impl Drop for Registered<'_> {
     }
 }
 
-/// What the reader hands the connection.
-pub(crate) enum Batch {
-    /// Packets of whole durable transactions, in order, the last one's sequence number, and
-    /// where the stream stands after them (the encoder's, when it keeps one).
-    Frames(Vec<Vec<u8>>, u64, Option<(u64, u64)>),
-    /// Everything durable has been sent (only when the stream was asked to end there).
-    CaughtUp,
-    /// The binlog could not be read (corruption names its position).
-    Failed(Error),
-}
-
 /// How a stream's transactions become packets: ringrep's frames or MySQL's events. Called
 /// by the stream's [`Reader`] for each durable transaction, in sequence order, once.
 pub(crate) trait Encode: Send {
@@ -398,7 +387,7 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
             Step::Wait(seen) => {
                 let notifier = reader.notifier();
                 let more = async {
-                    match (&notifier, seen) {
+                    match (notifier, seen) {
                         // Bounded all the same: a look now and then costs little.
                         (Some(n), Some(g)) => {
                             let _ = tokio::time::timeout(IDLE_LOOK, n.past(g)).await;
@@ -412,7 +401,7 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
                     () = super::processes::killed(p.kill.as_deref()) => return Ok(()),
                 }
             }
-            Step::Ready(Batch::Frames(frames, last, at)) => {
+            Step::Frames(frames, last, at) => {
                 if let Some(r) = shared
                     .replicas
                     .lock()
@@ -425,12 +414,12 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 p.hold.advance(last + 1);
                 (frames, at)
             }
-            Step::Ready(Batch::CaughtUp) => {
+            Step::CaughtUp => {
                 // MySQL's answer to BINLOG_DUMP_NON_BLOCK once nothing is left: EOF.
                 packets.write(&[0xfe, 0, 0, 0, 0]).await?;
                 return packets.flush().await;
             }
-            Step::Ready(Batch::Failed(e)) => {
+            Step::Failed(e) => {
                 tracing::error!(connection = conn_id, "replication stream stopped: {e}");
                 // MySQL's code for a binlog the source cannot serve (corruption, a gap): the
                 // replica stops there. A failure that may pass keeps its own code, and the
@@ -714,8 +703,13 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
 
 /// What one look at the binlog found.
 pub(crate) enum Step {
-    /// Something for the connection.
-    Ready(Batch),
+    /// Packets of whole durable transactions, in order, the last one's sequence number, and
+    /// where the stream stands after them (the encoder's, when it keeps one).
+    Frames(Vec<Vec<u8>>, u64, Option<(u64, u64)>),
+    /// Everything durable has been sent (only when the stream was asked to end there).
+    CaughtUp,
+    /// The binlog could not be read (corruption names its position).
+    Failed(Error),
     /// Nothing to send now: more comes once the binlog's notifier moves past this generation
     /// (`None`: no notifier, look again shortly).
     Wait(Option<u64>),
@@ -746,7 +740,7 @@ pub(crate) struct Reader {
 
 impl Reader {
     /// A reader from sequence number `from`; with `end_when_caught_up` it ends with
-    /// [`Batch::CaughtUp`] once nothing durable is left.
+    /// [`Step::CaughtUp`] once nothing durable is left.
     pub(crate) fn new(
         engine: &ringrep_engine::Engine,
         from: u64,
@@ -769,11 +763,11 @@ impl Reader {
     }
 
     /// The binlog's notifier, which moves on when there may be more to send.
-    pub(crate) fn notifier(&self) -> Option<Arc<binlog_format::Notifier>> {
-        self.notifier.clone()
+    pub(crate) fn notifier(&self) -> Option<&binlog_format::Notifier> {
+        self.notifier.as_deref()
     }
 
-    /// Whether the last look found more than one batch: the next may read from the disk.
+    /// Whether the last look filled a whole batch: the next may read from the disk.
     pub(crate) fn behind(&self) -> bool {
         self.behind
     }
@@ -803,23 +797,23 @@ impl Reader {
                             continue;
                         }
                         if t.seq != self.expected {
-                            return Step::Ready(Batch::Failed(Error::internal(format!(
+                            return Step::Failed(Error::internal(format!(
                                 "replication stream: seq {} at {pos} where {} was expected",
                                 t.seq, self.expected
-                            ))));
+                            )));
                         }
                         let end = self.tailer.last_end().unwrap_or(pos);
                         (pos, end, t)
                     }
                     Ok(None) if self.end_when_caught_up && batch.is_empty() => {
-                        return Step::Ready(Batch::CaughtUp);
+                        return Step::CaughtUp;
                     }
                     Ok(None) => break,
                     Err(_) if self.engine.binlog_heals() != self.heals => {
                         self.reopen();
                         continue;
                     }
-                    Err(e) => return Step::Ready(Batch::Failed(self.read_failed(e))),
+                    Err(e) => return Step::Failed(self.read_failed(e)),
                 },
             };
             // Never ahead of what the primary has made durable. (Asked only when the last
@@ -840,18 +834,14 @@ impl Reader {
             self.expected += 1;
             match self.encoder.transaction(pos, end, t) {
                 Ok(f) => batch.extend(f),
-                Err(e) => return Step::Ready(Batch::Failed(e)),
+                Err(e) => return Step::Failed(e),
             }
         }
         if batch.is_empty() {
             return Step::Wait(seen);
         }
         self.behind = batch.len() >= BATCH;
-        Step::Ready(Batch::Frames(
-            batch,
-            self.expected - 1,
-            self.encoder.position(),
-        ))
+        Step::Frames(batch, self.expected - 1, self.encoder.position())
     }
 
     /// The error of a failed read; one of retention removing what the stream needs (the
