@@ -181,6 +181,32 @@ impl DurableEnd {
         segment < self.known.0 || (segment == self.known.0 && end <= self.known.1)
     }
 
+    /// Whether the writer has published a durable end past `at`: the byte there is part of
+    /// a durable record. Takes no lock.
+    pub fn published_past(&mut self, at: crate::Position) -> Result<bool> {
+        if self.covers(at.segment, at.offset + 1) {
+            return Ok(true);
+        }
+        if !self.open()? {
+            return Ok(false);
+        }
+        self.refresh();
+        Ok(self.covers(at.segment, at.offset + 1))
+    }
+
+    /// Reads the published end into `known`.
+    fn refresh(&mut self) {
+        let Some(file) = self.file.as_ref() else {
+            return;
+        };
+        let mut b = [0u8; LEN];
+        if file.read_exact_at(&mut b, 0).is_ok() {
+            if let Some(end) = decode(&b) {
+                self.known = self.known.max(end);
+            }
+        }
+    }
+
     /// Whether the record of `segment` that ends at byte `end` is durable.
     pub fn check(&mut self, segment: u64, end: u64) -> Result<Verdict> {
         if self.locked || self.covers(segment, end) {
@@ -191,13 +217,7 @@ impl DurableEnd {
             // the files hold is all there is.
             return Ok(Verdict::Durable);
         }
-        let file = self.file.as_ref().expect("opened above");
-        let mut b = [0u8; LEN];
-        if file.read_exact_at(&mut b, 0).is_ok() {
-            if let Some(end) = decode(&b) {
-                self.known = self.known.max(end);
-            }
-        }
+        self.refresh();
         if self.covers(segment, end) {
             return Ok(Verdict::Durable);
         }

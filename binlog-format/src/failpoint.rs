@@ -47,6 +47,19 @@ pub fn write_all(name: &str, out: &mut impl io::Write, buf: &[u8]) -> io::Result
     }
 }
 
+/// Writes `buf` to `file` at `offset` through the point `name`, as [`write_all`] does.
+pub fn write_all_at(name: &str, file: &std::fs::File, buf: &[u8], offset: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    match action(name) {
+        None => file.write_all_at(buf, offset),
+        Some(Injected::Short) => {
+            file.write_all_at(&buf[..buf.len() / 2], offset)?;
+            Err(enospc(name))
+        }
+        Some(Injected::Error(e)) => Err(e),
+    }
+}
+
 /// Configures the points named in the `FAILPOINTS` environment variable, for a test that runs
 /// a node as a process (`FAILPOINTS='binlog::fsync=5*off->1*return(eio)'`). Without the
 /// feature, or without the variable, it does nothing.

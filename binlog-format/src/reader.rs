@@ -65,6 +65,8 @@ pub struct BinlogReader {
     torn: Option<TornTail>,
     failed: bool,
     records: u64,
+    /// Where a bad frame was found in the last segment once: judged at a second look.
+    suspect: Option<Position>,
 }
 
 impl BinlogReader {
@@ -103,6 +105,7 @@ impl BinlogReader {
             torn: None,
             failed: false,
             records: 0,
+            suspect: None,
         })
     }
 
@@ -210,6 +213,16 @@ impl BinlogReader {
                         "the segment ends inside a record".into(),
                     );
                 }
+                // The space a writer keeps ahead of its records, in the segment it was writing.
+                Next::Unwritten { .. } if is_last => return Ok(None),
+                Next::Unwritten { position } => {
+                    return Err(Error::Corruption {
+                        position,
+                        reason:
+                            "zero bytes where records were expected, and a later segment follows"
+                                .into(),
+                    })
+                }
                 Next::Bad {
                     position,
                     reason,
@@ -218,6 +231,24 @@ impl BinlogReader {
                 } => {
                     if tail_like {
                         return self.tail(is_last, position, trailing, reason);
+                    }
+                    // Past what a live writer has made durable, a read may catch a write
+                    // half done (a later page before an earlier one, in the space the
+                    // writer keeps ahead of its records): what is readable ends there.
+                    if is_last {
+                        let verdict = crate::durable::DurableEnd::new(&self.dir)
+                            .check(position.segment, position.offset + 1)?;
+                        if verdict == crate::durable::Verdict::NotYet {
+                            return Ok(None);
+                        }
+                        // The writer may have written and published the place between the
+                        // look at the file and the look at its published end: believed at a
+                        // second look only.
+                        if self.suspect != Some(position) {
+                            self.suspect = Some(position);
+                            cursor.seek(position.offset)?;
+                            continue;
+                        }
                     }
                     return Err(Error::Corruption { position, reason });
                 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::events::{Record, SegmentHeader};
-use crate::format::{Prelude, PRELUDE_LEN};
+use crate::format::{Prelude, FRAME_HEADER_LEN, PRELUDE_LEN};
 use crate::frame::{scan_frame, FrameScan};
 use crate::position::Position;
 pub use crate::position::{parse_segment_name, segment_name};
@@ -55,7 +55,8 @@ pub struct SegmentInfo {
     pub number: u64,
     /// The sequence number of its first transaction (from its prelude).
     pub first_seq: u64,
-    /// Its size in bytes.
+    /// Its file's length in bytes. The segment a writer has open is longer than its records
+    /// by the space set aside for the next ones (`Engine::binlog_segments` gives its records' length).
     pub bytes: u64,
     /// When it was last written (its modification time, as MySQL's binlog expiry uses).
     pub modified: std::time::SystemTime,
@@ -109,6 +110,21 @@ pub fn directory_server_id(dir: &Path) -> Result<Option<u32>> {
     }
 }
 
+/// How many zero bytes `bytes` ends with, eight at a time (a follower's buffer ends in up to a
+/// read's worth of them at every look).
+fn trailing_zeros(bytes: &[u8]) -> usize {
+    let words = bytes.rchunks_exact(8);
+    let head = words.remainder();
+    let mut n = 0;
+    for w in words {
+        if w != [0; 8] {
+            return n + w.iter().rev().take_while(|&&b| b == 0).count();
+        }
+        n += 8;
+    }
+    n + head.iter().rev().take_while(|&&b| b == 0).count()
+}
+
 /// What a cursor found next.
 #[derive(Debug)]
 pub enum Next {
@@ -121,6 +137,14 @@ pub enum Next {
         /// The frame's size in bytes, header included: the next record starts at
         /// `position.offset + len`.
         len: u64,
+    },
+    /// Nothing but zero bytes from `position` to the end of what was read: space the writer
+    /// set aside and has not written yet (it keeps the segment it writes longer than its
+    /// records, docs/format.md), or, in a segment that has a successor, damage. The cursor
+    /// stays at `position` and reads the place again next time.
+    Unwritten {
+        /// Where the next frame will start: the end of the last whole record.
+        position: Position,
     },
     /// No whole frame follows; `trailing` bytes of a partial frame are after `position`.
     End {
@@ -160,6 +184,8 @@ pub struct SegmentCursor {
     /// Index into `buf` of the next frame.
     pos: usize,
     max_frame: u32,
+    /// Stop reading at space the writer has not written yet (see [`SegmentCursor::follow`]).
+    follow: bool,
     /// The segment's fixed 24-byte prelude, checked (magic number, supported version).
     pub prelude: Prelude,
     /// The segment's first frame: the databases and tables as they were when the segment was
@@ -203,6 +229,7 @@ impl SegmentCursor {
             buf_start: 0,
             pos: 0,
             max_frame,
+            follow: false,
             prelude: Prelude {
                 version: 0,
                 server_id: 0,
@@ -216,7 +243,7 @@ impl SegmentCursor {
                 tables: vec![],
             },
         };
-        cursor.fill()?;
+        cursor.fill(PRELUDE_LEN as usize)?;
         cursor.prelude = Prelude::decode(&cursor.buf).map_err(|reason| Error::Corruption {
             position: at(0),
             reason,
@@ -254,6 +281,16 @@ impl SegmentCursor {
         }
         cursor.header = header;
         Ok(cursor)
+    }
+
+    /// Reads as a follower of a segment being written: a read stops where the file turns to
+    /// zeros (the space the writer keeps ahead of its records) once the record it needs is
+    /// whole, instead of reading that space to the end of the file at every look. A cursor
+    /// that checks a whole file (recovery, [`crate::BinlogReader`]) reads to the end, so that
+    /// records after zeros are found and reported as damage.
+    pub fn follow(mut self) -> SegmentCursor {
+        self.follow = true;
+        self
     }
 
     /// The segment number, as in its file name `binlog.NNNNNN`.
@@ -320,13 +357,24 @@ impl SegmentCursor {
         Ok(())
     }
 
-    /// Reads whatever the file has gained since the last read. Returns the bytes read.
-    fn fill(&mut self) -> Result<usize> {
+    /// Reads what the file has gained since the last read, at least until `need` bytes
+    /// follow the next frame's start when the file has them. Returns the bytes read.
+    fn fill(&mut self, need: usize) -> Result<usize> {
         // Drop consumed bytes so a long-lived tailer does not hold the whole file.
         if self.pos > (1 << 20) {
             self.buf.drain(..self.pos);
             self.buf_start += self.pos as u64;
             self.pos = 0;
+        }
+        // Zeros read at the end may have been space the writer had not written yet; they are
+        // read again, or new records written over them would be missed.
+        let zeros = trailing_zeros(&self.buf[self.pos..]);
+        if zeros > 0 {
+            let keep = self.buf.len() - zeros;
+            self.buf.truncate(keep);
+            self.file
+                .seek(SeekFrom::Start(self.buf_start + keep as u64))
+                .map_err(|e| Error::io(&self.path, e))?;
         }
         // Plain reads until one comes back short: a tailer fills after every commit group,
         // and `read_to_end` also asked for the file's size and read once more to see nothing.
@@ -349,6 +397,12 @@ impl SegmentCursor {
             if n < CHUNK {
                 return Ok(self.buf.len() - before);
             }
+            if self.follow
+                && self.buf.len() - self.pos >= need
+                && self.buf.ends_with(&[0; crate::format::FRAME_HEADER_LEN])
+            {
+                return Ok(self.buf.len() - before);
+            }
         }
     }
 
@@ -362,12 +416,21 @@ impl SegmentCursor {
             };
             match scan_frame(&self.buf[self.pos..], self.max_frame) {
                 FrameScan::Frame { payload: [], .. } => {
-                    // No record encodes to nothing; zeros here are an unwritten tail.
+                    // No record encodes to nothing: zeros here are space not yet written, or
+                    // were when they were read.
                     let rest = &self.buf[self.pos..];
+                    if rest.iter().all(|&b| b == 0) {
+                        if !refilled {
+                            refilled = true;
+                            self.fill(FRAME_HEADER_LEN)?;
+                            continue;
+                        }
+                        return Ok(Next::Unwritten { position });
+                    }
                     return Ok(Next::Bad {
                         position,
                         reason: "empty frame".into(),
-                        tail_like: rest.iter().all(|&b| b == 0),
+                        tail_like: false,
                         trailing: rest.len() as u64,
                     });
                 }
@@ -384,9 +447,10 @@ impl SegmentCursor {
                         len: len as u64,
                     });
                 }
-                FrameScan::Incomplete { .. } if !refilled => {
+                FrameScan::Incomplete { need } if !refilled => {
                     refilled = true;
-                    self.fill()?;
+                    let have = self.buf.len() - self.pos;
+                    self.fill(have + need)?;
                 }
                 FrameScan::Incomplete { .. } => {
                     return Ok(Next::End {
@@ -397,7 +461,7 @@ impl SegmentCursor {
                 FrameScan::Corrupt { reason, complete } => {
                     if !refilled {
                         refilled = true;
-                        self.fill()?;
+                        self.fill(FRAME_HEADER_LEN)?;
                         continue;
                     }
                     let rest = &self.buf[self.pos..];
@@ -421,5 +485,23 @@ impl SegmentCursor {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trailing_zeros;
+
+    #[test]
+    fn trailing_zeros_counts_across_word_boundaries() {
+        for len in 0..40 {
+            for ones in 0..=len {
+                // `ones` leading bytes of 1, then zeros.
+                let mut b = vec![0u8; len];
+                b[..ones].fill(1);
+                assert_eq!(trailing_zeros(&b), len - ones, "len {len}, {ones} ones");
+            }
+        }
+        assert_eq!(trailing_zeros(&[0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0]), 8);
     }
 }

@@ -46,12 +46,31 @@ pub struct Tailer {
     writerless: bool,
     /// Where the record last returned ends (the next one's position in its segment).
     last_end: Option<Position>,
+    /// Where the last look found zeros or a bad frame that the writer's published end
+    /// covers; judged at a second look (see [`Tailer::judge`]).
+    suspect: Option<Position>,
 }
 
 const MIN_IDLE: Duration = Duration::from_millis(1);
 const MAX_IDLE: Duration = Duration::from_millis(20);
 
 impl Tailer {
+    /// Whether what was found at `position` is damage: `damaged` says it looked so, but the
+    /// writer may have written and published the place between this look at the file and
+    /// the look at its published end, so only a second look that finds the same is believed
+    /// (the published end it goes by was read before that look).
+    fn judge(&mut self, position: Position, damaged: bool) -> bool {
+        if !damaged {
+            self.suspect = None;
+            return false;
+        }
+        if self.suspect == Some(position) {
+            return true;
+        }
+        self.suspect = Some(position);
+        false
+    }
+
     /// A tailer of `dir`, starting at `start`. Nothing is read until
     /// [`Tailer::next_timeout`], so this cannot fail; a missing directory or segment is
     /// waited for.
@@ -69,6 +88,7 @@ impl Tailer {
             durable: DurableEnd::new(dir),
             writerless: false,
             last_end: None,
+            suspect: None,
         }
     }
 
@@ -92,7 +112,7 @@ impl Tailer {
         let segments = list_segments(&self.dir)?;
         let mut chosen = None;
         for &n in &segments {
-            let c = SegmentCursor::open(&self.dir, n, self.max_frame)?;
+            let c = SegmentCursor::open(&self.dir, n, self.max_frame)?.follow();
             if chosen.is_none() || c.prelude.first_seq <= self.start_seq {
                 chosen = Some(c);
             } else {
@@ -204,6 +224,7 @@ impl Tailer {
                         }
                     }
                     self.idle = MIN_IDLE;
+                    self.suspect = None;
                     self.last_end = Some(Position {
                         segment: position.segment,
                         offset: position.offset + len,
@@ -239,8 +260,9 @@ impl Tailer {
                                 ),
                             });
                         }
-                        self.cursor =
-                            Some(SegmentCursor::open(&self.dir, next_number, self.max_frame)?);
+                        self.cursor = Some(
+                            SegmentCursor::open(&self.dir, next_number, self.max_frame)?.follow(),
+                        );
                         continue;
                     }
                     // No next segment, and this one is gone: retention removed both (only the
@@ -261,6 +283,34 @@ impl Tailer {
                     }
                     self.wait(deadline);
                 }
+                Next::Unwritten { position } => {
+                    let later = self.dir.join(segment_name(position.segment + 1)).exists();
+                    // A segment is cut to its records before the next one is made, and the
+                    // writer never publishes space it has not written.
+                    let reason = if later {
+                        "zero bytes where records were expected, and a later segment follows"
+                    } else {
+                        "zero bytes where the writer has made records durable"
+                    };
+                    let damaged = later || self.durable.published_past(position)?;
+                    if self.judge(position, damaged) {
+                        return Err(Error::Corruption {
+                            position,
+                            reason: reason.into(),
+                        });
+                    }
+                    let Some(cursor) = self.cursor.as_mut() else {
+                        continue;
+                    };
+                    cursor.seek(position.offset)?;
+                    if damaged {
+                        continue;
+                    }
+                    if Instant::now() >= deadline {
+                        return Ok(None);
+                    }
+                    self.wait(deadline);
+                }
                 Next::Bad {
                     position,
                     reason,
@@ -268,10 +318,23 @@ impl Tailer {
                     ..
                 } => {
                     let later = self.dir.join(segment_name(position.segment + 1)).exists();
-                    if !tail_like || later {
+                    // Past what a live writer has made durable, bytes may be read while they
+                    // are being written (within the space it keeps ahead of its records, a
+                    // later page before an earlier one): they are judged once durable.
+                    let in_progress = !later
+                        && self.durable.check(position.segment, position.offset + 1)?
+                            == Verdict::NotYet;
+                    let damaged = (!tail_like && !in_progress) || later;
+                    if self.judge(position, damaged) {
                         return Err(Error::Corruption { position, reason });
                     }
+                    let Some(cursor) = self.cursor.as_mut() else {
+                        continue;
+                    };
                     cursor.seek(position.offset)?;
+                    if damaged {
+                        continue;
+                    }
                     if Instant::now() >= deadline {
                         return Ok(None);
                     }

@@ -126,16 +126,130 @@ fn torn_tail_at_every_offset_is_cut_back_and_appends_continue() {
 }
 
 #[test]
-fn zeroed_tail_counts_as_torn() {
+fn zeros_after_the_records_are_space_not_yet_written() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_n(dir.path(), 1, 3, opts(1 << 20, SyncPolicy::Never));
     let seg = dir.path().join(segment_name(1));
+    let records = fs::metadata(&seg).expect("meta").len();
     let mut bytes = fs::read(&seg).expect("read");
     bytes.extend_from_slice(&[0u8; 4096]);
     fs::write(&seg, bytes).expect("write");
+    // What a writer that crashed leaves: readers stop at the zeros, nothing is torn.
     let (recs, torn) = read_all(dir.path());
     assert_eq!(recs.len(), 3);
-    assert_eq!(torn.map(|t| t.bytes), Some(4096));
+    assert!(torn.is_none());
+    let strict = ReaderOptions {
+        recovery: RecoveryMode::Strict,
+        ..Default::default()
+    };
+    let read: Vec<_> = BinlogReader::open(dir.path(), strict)
+        .expect("reader")
+        .collect::<Result<_, _>>()
+        .expect("strict recovery has nothing to refuse");
+    assert_eq!(read.len(), 3);
+    // A writer goes on where the records end, over the zeros.
+    let (w, rec) =
+        BinlogWriter::open(dir.path(), opts(1 << 20, SyncPolicy::EveryCommit)).expect("reopen");
+    assert_eq!((rec.last_seq, rec.cut), (3, None));
+    assert_eq!(rec.end.offset, records);
+    w.append_commit(&ring_insert(4)).expect("append");
+    drop(w);
+    let (recs, torn) = read_all(dir.path());
+    assert_eq!(recs, (1..=4).map(ring_insert).collect::<Vec<_>>());
+    assert!(torn.is_none());
+}
+
+#[test]
+fn the_segment_being_written_is_longer_than_its_records_until_closed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (w, _) =
+        BinlogWriter::open(dir.path(), opts(64 << 20, SyncPolicy::EveryCommit)).expect("open");
+    for seq in 1..=20 {
+        w.append_commit(&ring_insert(seq)).expect("append");
+    }
+    let seg = dir.path().join(segment_name(1));
+    let end = w.end_position().offset;
+    let len = fs::metadata(&seg).expect("meta").len();
+    assert!(
+        len > end,
+        "the open segment has space set aside: {len} vs {end}"
+    );
+    // Readers of the live directory see every record and no damage.
+    let (recs, torn) = read_all(dir.path());
+    assert_eq!(recs, (1..=20).map(ring_insert).collect::<Vec<_>>());
+    assert!(torn.is_none());
+    let mut t = Tailer::open(dir.path(), StartAt::Beginning);
+    let mut seen = 0;
+    while let Some((_, r)) = t.next_timeout(Duration::from_millis(200)).expect("tail") {
+        if matches!(r, Record::Transaction(_)) {
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 20);
+    // The power loss a copy of the directory now stands for: it opens with nothing cut.
+    let copy = tempfile::tempdir().expect("tempdir");
+    for entry in fs::read_dir(dir.path()).expect("list") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() {
+            fs::copy(entry.path(), copy.path().join(entry.file_name())).expect("copy");
+        }
+    }
+    let (w2, rec) = BinlogWriter::open(copy.path(), opts(64 << 20, SyncPolicy::EveryCommit))
+        .expect("open the copy");
+    assert_eq!((rec.last_seq, rec.cut, rec.end.offset), (20, None, end));
+    w2.append_commit(&ring_insert(21))
+        .expect("append to the copy");
+    drop(w2);
+    let (recs, _) = read_all(copy.path());
+    assert_eq!(recs.len(), 21);
+    // Closed, a segment is exactly its records; so is one that rotation closed.
+    w.append_commit(&ring_insert(21)).expect("append");
+    w.rotate_now().expect("rotate");
+    let sealed = fs::metadata(&seg).expect("meta").len();
+    assert_eq!(sealed, end + frame_len_after(&seg, end));
+    w.append_commit(&ring_insert(22)).expect("append");
+    let end2 = w.end_position().offset;
+    assert!(
+        fs::metadata(dir.path().join(segment_name(2)))
+            .expect("meta")
+            .len()
+            > end2
+    );
+    drop(w);
+    let last = dir.path().join(segment_name(2));
+    assert_eq!(fs::metadata(&last).expect("meta").len(), end2);
+}
+
+/// The length of the one record that starts at `at` in `seg` (header included).
+fn frame_len_after(seg: &Path, at: u64) -> u64 {
+    let bytes = fs::read(seg).expect("read");
+    let len = u32::from_le_bytes(bytes[at as usize..at as usize + 4].try_into().expect("4"));
+    8 + u64::from(len)
+}
+
+#[test]
+fn zeros_in_a_closed_segment_are_damage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_n(dir.path(), 1, 300, opts(4096, SyncPolicy::Never));
+    let seg = dir.path().join(segment_name(1));
+    let mut bytes = fs::read(&seg).expect("read");
+    let n = bytes.len();
+    bytes[n - 200..].fill(0);
+    fs::write(&seg, bytes).expect("write");
+    let err = BinlogReader::open(dir.path(), ReaderOptions::default())
+        .expect("reader")
+        .find_map(Result::err)
+        .expect("an error");
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    let mut t = Tailer::open(dir.path(), StartAt::Beginning);
+    let err = loop {
+        match t.next_timeout(Duration::from_millis(200)) {
+            Ok(Some(_)) => continue,
+            Ok(None) => panic!("the tailer waited at damage in a closed segment"),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
 }
 
 #[test]

@@ -808,10 +808,20 @@ impl Engine {
         }
         for n in binlog_format::segment::list_segments(&dir)? {
             let name = binlog_format::segment::segment_name(n);
-            let len = fs::metadata(dir.join(&name))?.len();
+            let len = match self.written_len(n) {
+                Some(len) => len,
+                None => fs::metadata(dir.join(&name))?.len(),
+            };
             out.push((name, len));
         }
         Ok(out)
+    }
+
+    /// The length of segment `number`'s records when it is the one this engine's writer is
+    /// writing: its file is longer by the space set aside for the next records.
+    pub(crate) fn written_len(&self, number: u64) -> Option<u64> {
+        let end = self.shared.binlog.as_ref()?.end_position();
+        (end.segment == number).then_some(end.offset)
     }
 
     /// The shared AUTO_INCREMENT counters ([`Shared::auto_inc`]).

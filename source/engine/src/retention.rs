@@ -105,7 +105,13 @@ impl Engine {
     /// The binlog's segments, oldest first, with their first sequence numbers, sizes and
     /// modification times.
     pub fn binlog_segments(&self) -> Result<Vec<SegmentInfo>> {
-        Ok(segment_infos(&self.binlog_dir())?)
+        let mut infos = segment_infos(&self.binlog_dir())?;
+        for info in &mut infos {
+            if let Some(len) = self.written_len(info.number) {
+                info.bytes = len;
+            }
+        }
+        Ok(infos)
     }
 
     /// Registers a reader that reads `from_seq` next; what it needs is kept while the hold
