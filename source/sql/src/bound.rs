@@ -1,7 +1,9 @@
-//! Prepared statements run with their parameters. INSERT, UPDATE and DELETE are parsed once per
-//! distinct text and the values bound into a copy of the parsed statement; writing the values
-//! into the text and parsing it again on every execution was an eighth of a single client's CPU
-//! (BENCHMARKS.md). Anything else runs as the text with the values written into it.
+//! Prepared statements run with their parameters. INSERT, UPDATE, DELETE and SELECT are parsed
+//! once per distinct text and the values bound into a copy of the parsed statement; writing the
+//! values into the text and parsing it again on every execution was an eighth of a single
+//! client's CPU (BENCHMARKS.md), and most of a replica's point read. A SELECT's result columns
+//! are named from the text as prepared, so a parameter's column is `?`, as in MySQL. Anything
+//! else runs as the text with the values written into it.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -39,8 +41,8 @@ impl SqlSession {
     pub fn runs_briefly(&mut self, sql: &str, bound: bool) -> bool {
         if bound {
             let parsed = self.parsed_text(sql);
-            if let Some(t) = parsed.template {
-                return t.lists_its_rows;
+            if parsed.template.as_ref().is_some_and(|t| t.lists_its_rows) {
+                return true;
             }
             return parsed.read.is_some_and(|read| {
                 // A view or a table of information_schema is no stored table: its rows are
@@ -92,7 +94,7 @@ impl SqlSession {
                     None => self.dispatch(bind(&template, values)?, sql),
                 }
             }
-            None => self.dispatch(bind(&template, values)?, sql),
+            None => self.dispatch(bind(&template, values)?, &template.text),
         };
         self.note_generated_id(&r);
         r
@@ -104,6 +106,9 @@ impl SqlSession {
 /// visitor's order can differ from the text's).
 pub(super) struct Template {
     stmt: Statement,
+    /// The normalized text it was parsed from: the spans in `stmt` are of it, and a SELECT
+    /// names its columns from it.
+    text: String,
     parameter: Vec<usize>,
     /// An INSERT of listed rows, compiled (`insert_plan.rs`).
     pub(super) insert: Option<InsertPlan>,
@@ -264,12 +269,13 @@ pub(super) fn template(sql: &str) -> Option<Arc<Template>> {
     parsed(sql).template
 }
 
-/// The template of `stmt` (parsed from `text`) when it is an INSERT, UPDATE or DELETE whose
-/// every placeholder is a value in the parsed statement; `None` sends it down the text path.
+/// The template of `stmt` (parsed from `text`) when it is an INSERT, UPDATE, DELETE or
+/// SELECT whose every placeholder is a value in the parsed statement; `None` sends it down
+/// the text path.
 fn template_of(stmt: Statement, text: &str) -> Option<Arc<Template>> {
     if !matches!(
         stmt,
-        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_)
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Query(_)
     ) {
         return None;
     }
@@ -286,6 +292,7 @@ fn template_of(stmt: Statement, text: &str) -> Option<Arc<Template>> {
     let insert = InsertPlan::of(&stmt, &parameter);
     Some(Arc::new(Template {
         lists_its_rows: lists_its_rows(&stmt),
+        text: text.to_string(),
         stmt,
         parameter,
         insert,
@@ -450,6 +457,26 @@ mod tests {
                 "UPDATE test.t SET s = ? WHERE k = ? AND d IS NULL",
                 vec![Value::Text("set".into()), Value::Int(1)],
             ),
+            (
+                "SELECT k, s, d, HEX(b) FROM test.t WHERE k = ? AND s = ? AND b = ?",
+                vec![
+                    Value::Int(-7),
+                    Value::Text("it's \"quoted\" \\ here".into()),
+                    Value::Bytes(vec![0, 1, 0xff]),
+                ],
+            ),
+            (
+                "SELECT COUNT(*) FROM test.t WHERE k = ? AND d = ?",
+                vec![Value::Int(-7), Value::Double(2.5)],
+            ),
+            (
+                "SELECT k, s FROM test.t WHERE k IN (?, ?) ORDER BY k, ring_idx LIMIT ?",
+                vec![Value::Int(1), Value::Int(-7), Value::Int(2)],
+            ),
+            (
+                "SELECT k FROM test.t WHERE s IS NULL AND k = ?",
+                vec![Value::Null],
+            ),
             ("DELETE FROM test.t WHERE k = ?", vec![Value::Int(-7)]),
             (
                 "INSERT INTO test.t (k, s) VALUES (?, ?)",
@@ -473,6 +500,33 @@ mod tests {
             ),
             vec![vec![Some("set".to_string())], vec![Some("set".to_string())]]
         );
+    }
+
+    /// A prepared SELECT names a parameter's column as written, `?` (MySQL's name), whatever
+    /// its value; strings written in the statement still name theirs.
+    #[test]
+    fn prepared_selects_name_parameter_columns_as_written() {
+        let dir = tempfile::tempdir().expect("dir");
+        let e = engine(dir.path());
+        let mut s = SqlSession::new(&e);
+        let sql = "SELECT ?, ? + 1, 'x', ? AS named";
+        assert!(template(sql).is_some(), "a SELECT takes the bound path");
+        let values = [Value::Text("abc".into()), Value::Int(5), Value::Null];
+        match s.execute_bound(sql, &values).expect("select") {
+            Outcome::Rows(r) => {
+                assert_eq!(r.columns, ["?", "? + 1", "x", "named"]);
+                assert_eq!(
+                    r.text_rows(),
+                    vec![vec![
+                        Some("abc".into()),
+                        Some("6".into()),
+                        Some("x".into()),
+                        None
+                    ]]
+                );
+            }
+            other => panic!("not rows: {other:?}"),
+        }
     }
 
     /// Prepared INSERTs that run from their plan (`insert_plan.rs`) and the text path give the
@@ -649,7 +703,7 @@ mod tests {
 
     #[test]
     fn other_statements_take_the_text_path() {
-        assert!(template("SELECT * FROM t WHERE k = ?").is_none());
+        assert!(template("SHOW TABLES LIKE ?").is_none());
         assert!(template("INSERT INTO t VALUES (").is_none());
     }
 }

@@ -967,7 +967,9 @@ fn item_header(text: &str, e: &Expr, written: Option<&str>) -> String {
             .unwrap_or_else(|| e.to_string())
     };
     match e {
-        Expr::Value(v) => match &v.value {
+        // A string written in the statement names its column; one bound to a parameter (no
+        // place in the text) does not: MySQL names that column as written, `?`.
+        Expr::Value(v) if v.span.start.line != 0 => match &v.value {
             sqlparser::ast::Value::SingleQuotedString(s) => s.clone(),
             _ => as_written(),
         },
