@@ -20,6 +20,9 @@ struct State {
     generation: u64,
     /// Tasks in [`Notifier::past`], woken (and forgotten) at the next notification.
     wakers: Vec<Waker>,
+    /// Threads in [`Notifier::wait_past`]: without one, a notification makes no system call
+    /// (it comes after every fsync).
+    sleepers: usize,
 }
 
 impl Notifier {
@@ -31,7 +34,9 @@ impl Notifier {
         let wakers = {
             let mut s = lock(&self.state);
             s.generation += 1;
-            self.cv.notify_all();
+            if s.sleepers > 0 {
+                self.cv.notify_all();
+            }
             std::mem::take(&mut s.wakers)
         };
         // Outside the lock: a woken task may poll at once on another thread.
@@ -48,11 +53,16 @@ impl Notifier {
 
     /// Waits until the generation moves past `seen` or `timeout` passes.
     pub fn wait_past(&self, seen: u64, timeout: Duration) -> u64 {
-        let s = lock(&self.state);
-        let (s, _) = self
+        let mut s = lock(&self.state);
+        if s.generation != seen {
+            return s.generation;
+        }
+        s.sleepers += 1;
+        let (mut s, _) = self
             .cv
             .wait_timeout_while(s, timeout, |s| s.generation == seen)
             .unwrap_or_else(|p| p.into_inner());
+        s.sleepers -= 1;
         s.generation
     }
 

@@ -293,6 +293,12 @@ impl SegmentCursor {
         self
     }
 
+    /// Whether reads stop at zeros ([`SegmentCursor::follow`]); a follower that doubts the
+    /// zeros it found reads the file to its end once.
+    pub fn set_follow(&mut self, on: bool) {
+        self.follow = on;
+    }
+
     /// The segment number, as in its file name `binlog.NNNNNN`.
     pub fn number(&self) -> u64 {
         self.number

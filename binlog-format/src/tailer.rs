@@ -225,6 +225,7 @@ impl Tailer {
                     }
                     self.idle = MIN_IDLE;
                     self.suspect = None;
+                    cursor.set_follow(true);
                     self.last_end = Some(Position {
                         segment: position.segment,
                         offset: position.offset + len,
@@ -284,19 +285,18 @@ impl Tailer {
                     self.wait(deadline);
                 }
                 Next::Unwritten { position } => {
-                    let later = self.dir.join(segment_name(position.segment + 1)).exists();
                     // A segment is cut to its records before the next one is made, and the
                     // writer never publishes space it has not written.
-                    let reason = if later {
-                        "zero bytes where records were expected, and a later segment follows"
-                    } else {
-                        "zero bytes where the writer has made records durable"
-                    };
+                    let later = self.dir.join(segment_name(position.segment + 1)).exists();
                     let damaged = later || self.durable.published_past(position)?;
                     if self.judge(position, damaged) {
                         return Err(Error::Corruption {
                             position,
-                            reason: reason.into(),
+                            reason: if later {
+                                "zero bytes where records were expected, and a later segment follows".into()
+                            } else {
+                                "zero bytes where the writer has made records durable".into()
+                            },
                         });
                     }
                     let Some(cursor) = self.cursor.as_mut() else {
@@ -304,6 +304,9 @@ impl Tailer {
                     };
                     cursor.seek(position.offset)?;
                     if damaged {
+                        // The second look reads to the end of the file: records written
+                        // since the first, or after the zeros (damage), are found.
+                        cursor.set_follow(false);
                         continue;
                     }
                     if Instant::now() >= deadline {

@@ -225,6 +225,9 @@ struct SyncRound {
     generation: u64,
     /// While an fsync is in flight: the LSN it makes durable.
     in_flight: Option<u64>,
+    /// Threads waiting on each of `Inner::synced`: a round that ends with none waiting makes
+    /// no system call to wake them.
+    waiting: [usize; 2],
 }
 
 struct Inner {
@@ -559,6 +562,7 @@ impl BinlogWriter {
             syncing: Mutex::new(SyncRound {
                 generation: 0,
                 in_flight: None,
+                waiting: [0; 2],
             }),
             synced: [Condvar::new(), Condvar::new()],
             durable: AtomicU64::new(0),
@@ -848,9 +852,11 @@ impl BinlogWriter {
         let mut round = lock(&inner.syncing);
         while round.in_flight.is_some() {
             let generation = round.generation;
+            round.waiting[parity(generation)] += 1;
             round = inner.synced[parity(generation)]
                 .wait(round)
                 .unwrap_or_else(|p| p.into_inner());
+            round.waiting[parity(generation)] -= 1;
         }
         let mut st = lock(&inner.state);
         let Some(poison) = st.poisoned.clone() else {
@@ -1134,9 +1140,11 @@ impl Inner {
             } else {
                 round.generation + 1
             };
+            round.waiting[parity(generation)] += 1;
             round = self.synced[parity(generation)]
                 .wait(round)
                 .unwrap_or_else(|p| p.into_inner());
+            round.waiting[parity(generation)] -= 1;
         }
         // This thread leads: it writes out everything appended so far and fsyncs it. Writing
         // out under the round's lock lets followers know what the fsync will cover.
@@ -1177,9 +1185,17 @@ impl Inner {
         let mut round = lock(&self.syncing);
         round.in_flight = None;
         round.generation = generation + 1;
+        let (followers, next) = (
+            round.waiting[parity(generation)],
+            round.waiting[parity(generation + 1)],
+        );
         drop(round);
-        self.synced[parity(generation)].notify_all();
-        self.synced[parity(generation + 1)].notify_one();
+        if followers > 0 {
+            self.synced[parity(generation)].notify_all();
+        }
+        if next > 0 {
+            self.synced[parity(generation + 1)].notify_one();
+        }
         result
     }
 

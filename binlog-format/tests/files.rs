@@ -228,6 +228,39 @@ fn frame_len_after(seg: &Path, at: u64) -> u64 {
 }
 
 #[test]
+fn a_follower_reports_zeros_where_durable_records_were() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (w, _) =
+        BinlogWriter::open(dir.path(), opts(64 << 20, SyncPolicy::EveryCommit)).expect("open");
+    let mut ends = Vec::new();
+    for seq in 1..=10 {
+        w.append_commit(&ring_insert(seq)).expect("append");
+        ends.push(w.end_position().offset);
+    }
+    // The disk loses the last three records the writer made durable (and published).
+    let seg = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join(segment_name(1)))
+        .expect("segment");
+    seg.write_all_at(&vec![0; (ends[9] - ends[6]) as usize], ends[6])
+        .expect("zero");
+    let mut t = Tailer::open(dir.path(), StartAt::Beginning);
+    let mut seen = 0;
+    let err = loop {
+        match t.next_timeout(Duration::from_millis(300)) {
+            Ok(Some((_, Record::Transaction(_)))) => seen += 1,
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("the follower waited at zeros the writer had made durable"),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(seen, 7);
+    assert!(matches!(err, Error::Corruption { .. }), "{err}");
+    drop(w);
+}
+
+#[test]
 fn zeros_in_a_closed_segment_are_damage() {
     let dir = tempfile::tempdir().expect("tempdir");
     write_n(dir.path(), 1, 300, opts(4096, SyncPolicy::Never));
