@@ -81,7 +81,8 @@ impl SqlSession {
         p
     }
 
-    fn execute_bound_once(&mut self, sql: &str, values: &[Value]) -> Result<Outcome> {
+    /// [`SqlSession::execute_bound`] inside a statement's diagnostics (SQL's EXECUTE).
+    pub(crate) fn execute_bound_once(&mut self, sql: &str, values: &[Value]) -> Result<Outcome> {
         let Some(template) = self.parsed_text(sql).template else {
             return self.execute(&lexer::bind_placeholders(sql, values));
         };
@@ -330,8 +331,22 @@ fn bind(template: &Template, values: &[Value]) -> Result<Statement> {
                 .and_then(|&r| values.get(r))
                 .unwrap_or(&Value::Null);
             visited += 1;
+            let at = match e {
+                Expr::Value(v) => v.span,
+                _ => sqlparser::tokenizer::Span::empty(),
+            };
             match literal_expr(value) {
-                Ok(x) => *e = x,
+                Ok(mut x) => {
+                    // The value stands where the placeholder was written: a column named
+                    // from the text is named `?`, as MySQL names it.
+                    let _ = visit_expressions_mut(&mut x, |inner| {
+                        if let Expr::Value(v) = inner {
+                            v.span = at;
+                        }
+                        ControlFlow::<()>::Continue(())
+                    });
+                    *e = x;
+                }
                 Err(err) => {
                     failed = Some(err);
                     return ControlFlow::Break(());
@@ -525,6 +540,30 @@ mod tests {
                     ]]
                 );
             }
+            other => panic!("not rows: {other:?}"),
+        }
+        // Where the select list cannot be told from the text (in parentheses), the
+        // names come from where the placeholder stood; MariaDB names these so too.
+        for (sql, values, want) in [
+            ("(SELECT ? + 1)", vec![Value::Int(5)], "? + 1"),
+            ("(SELECT ?)", vec![Value::Double(2.5)], "?"),
+            (
+                "SELECT ? FROM DUAL WHERE ? > 0",
+                vec![Value::Int(-3), Value::Int(1)],
+                "?",
+            ),
+        ] {
+            match s.execute_bound(sql, &values).expect(sql) {
+                Outcome::Rows(r) => assert_eq!(r.columns, [want], "{sql}"),
+                other => panic!("{sql}: not rows: {other:?}"),
+            }
+        }
+        // SQL's EXECUTE names them as COM_STMT_EXECUTE does.
+        s.execute("PREPARE p FROM 'SELECT ?, ? + 1'")
+            .expect("prepare");
+        s.execute("SET @a = 'abc', @b = 5").expect("set");
+        match s.execute("EXECUTE p USING @a, @b").expect("execute") {
+            Outcome::Rows(r) => assert_eq!(r.columns, ["?", "? + 1"]),
             other => panic!("not rows: {other:?}"),
         }
     }

@@ -876,7 +876,8 @@ impl SqlSession {
                 "Incorrect arguments to EXECUTE",
             ));
         }
-        self.execute(&lexer::bind_placeholders(&body, &values))
+        // As COM_STMT_EXECUTE runs it: parsed once, its columns named from the text.
+        self.execute_bound_once(&body, &values)
     }
 
     /// `RENAME TABLE a TO b [, c TO d]`.

@@ -967,10 +967,14 @@ fn item_header(text: &str, e: &Expr, written: Option<&str>) -> String {
             .unwrap_or_else(|| e.to_string())
     };
     match e {
-        // A string written in the statement names its column; one bound to a parameter (no
-        // place in the text) does not: MySQL names that column as written, `?`.
-        Expr::Value(v) if v.span.start.line != 0 => match &v.value {
-            sqlparser::ast::Value::SingleQuotedString(s) => s.clone(),
+        // A string written in the statement names its column; one bound to a parameter
+        // (which stands where the `?` was) does not: MySQL names that column as written.
+        Expr::Value(v) => match &v.value {
+            sqlparser::ast::Value::SingleQuotedString(s)
+                if written != Some("?") && source_text(text, e).as_deref() != Some("?") =>
+            {
+                s.clone()
+            }
             _ => as_written(),
         },
         // MySQL names a qualified column by the column alone.
