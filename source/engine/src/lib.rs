@@ -1204,11 +1204,8 @@ impl Engine {
         let spawned = std::thread::Builder::new()
             .name("snapshot".into())
             .spawn(move || {
-                let written = snapshot::encode_live(&state).and_then(|snap| {
-                    snapshot::write_encoded(&dir, &snap, binlog.as_ref())?;
-                    mark.written(lsn, snap.len());
-                    Ok(())
-                });
+                let written = snapshot::write_live(&dir, &state, binlog.as_ref())
+                    .map(|(_, len)| mark.written(lsn, len as usize));
                 if let Err(e) = written {
                     tracing::warn!("automatic snapshot failed (commits unaffected): {e}");
                 }

@@ -144,12 +144,21 @@ impl Encoded {
 /// into one buffer (cheaper than cloning the state: an allocation per row, and as many frees
 /// later).
 pub(crate) fn encode(st: &State) -> Result<Encoded> {
-    encode_in_chunks(|| st, true, usize::MAX, CHUNK_BYTES, || {})
+    encode_in_chunks(|| st, true, usize::MAX, CHUNK_BYTES, || {}, |_| Ok(()))
 }
 
 /// Encodes a snapshot while writers go on (see the module's notes): `state`'s read lock is
 /// taken for the header and then once per frame of rows.
 pub(crate) fn encode_live(state: &RwLock<State>) -> Result<Encoded> {
+    encode_live_into(state, |_| Ok(()))
+}
+
+/// [`encode_live`], each frame handed to `sink` as it is made (which may take it out of the
+/// buffer).
+fn encode_live_into(
+    state: &RwLock<State>,
+    sink: impl FnMut(&mut Vec<u8>) -> Result<()>,
+) -> Result<Encoded> {
     encode_in_chunks(
         || state.read().unwrap_or_else(|p| p.into_inner()),
         false,
@@ -159,18 +168,53 @@ pub(crate) fn encode_live(state: &RwLock<State>) -> Result<Encoded> {
         // this thread takes the read lock again first, every time, and the committer waits
         // for the whole snapshot after all.
         || std::thread::sleep(LIVE_GAP),
+        sink,
     )
+}
+
+/// Takes a live snapshot of `state` into `dir`, each frame written to the file as it is
+/// made instead of the whole file built in memory first (a second copy of the state, its
+/// pages faulted in and zeroed: BENCHMARKS.md, "What a snapshot costs"). Returns the
+/// snapshot's sequence number and size. `binlog` as for [`write_encoded`].
+pub(crate) fn write_live(
+    dir: &Path,
+    state: &RwLock<State>,
+    binlog: Option<&SyncHandle>,
+) -> Result<(u64, u64)> {
+    let sdir = snapshot_dir(dir);
+    fs::create_dir_all(&sdir)?;
+    // One automatic snapshot runs at a time; its name is known once its header is read.
+    let tmp = sdir.join("snapshot.writing.tmp");
+    let mut file = fs::File::create(&tmp)?;
+    let mut len = 0u64;
+    let written = encode_live_into(state, |frame| {
+        failpoint::write_all("snapshot::write", &mut file, frame)?;
+        len += frame.len() as u64;
+        frame.clear();
+        Ok(())
+    });
+    let seq = match written {
+        Ok(snap) => snap.seq,
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    install(&sdir, &tmp, file, seq, binlog)?;
+    Ok((seq, len))
 }
 
 /// The encoder of both: `lock` gives the state, called once for the header and once per
 /// frame of rows (each frame at most `chunk_rows` rows and about `chunk_bytes` bytes).
 /// `between_frames` runs before each frame with no lock held (tests commit there).
+/// `sink` gets the buffer after each frame; what it leaves there is the file's.
 fn encode_in_chunks<G: Deref<Target = State>>(
     lock: impl Fn() -> G,
     exact: bool,
     chunk_rows: usize,
     chunk_bytes: usize,
     mut between_frames: impl FnMut(),
+    mut sink: impl FnMut(&mut Vec<u8>) -> Result<()>,
 ) -> Result<Encoded> {
     let mut bytes = Vec::new();
     let (seq, tables) = {
@@ -193,6 +237,7 @@ fn encode_in_chunks<G: Deref<Target = State>>(
         })?;
         (st.last_seq, tables)
     };
+    sink(&mut bytes)?;
     let mut total = 0u64;
     for (i, (id, def)) in tables.iter().enumerate() {
         let table =
@@ -228,15 +273,22 @@ fn encode_in_chunks<G: Deref<Target = State>>(
             };
             write_frame_with(&mut bytes, |p| codec::encode_into(&part, p))?;
             total += rows.len() as u64;
-            if rows.len() < chunk_rows && size < chunk_bytes {
+            let (more, after_last) = (
+                rows.len() >= chunk_rows || size >= chunk_bytes,
+                last.to_vec(),
+            );
+            drop(st);
+            sink(&mut bytes)?;
+            if !more {
                 break;
             }
-            after = Some(last.to_vec());
+            after = Some(after_last);
         }
     }
     write_frame_with(&mut bytes, |p| {
         codec::encode_into(&PartOut::End { rows: total }, p)
     })?;
+    sink(&mut bytes)?;
     Ok(Encoded { seq, bytes })
 }
 
@@ -259,23 +311,45 @@ pub(crate) fn write_encoded(dir: &Path, snap: &Encoded, binlog: Option<&SyncHand
     let sdir = snapshot_dir(dir);
     fs::create_dir_all(&sdir)?;
     let tmp = sdir.join(format!("{}.tmp", name(snap.seq)));
-    let written = fs::File::create(&tmp).and_then(|mut f| {
-        failpoint::write_all("snapshot::write", &mut f, &snap.bytes)?;
-        f.sync_all()
-    });
-    let renamed = written.and_then(|()| {
-        failpoint::check("snapshot::rename")?;
-        fs::rename(&tmp, sdir.join(name(snap.seq)))
-    });
+    let written = fs::File::create(&tmp)
+        .and_then(|mut f| failpoint::write_all("snapshot::write", &mut f, &snap.bytes).map(|()| f));
+    match written {
+        Ok(f) => install(&sdir, &tmp, f, snap.seq, None),
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            Err(e.into())
+        }
+    }
+}
+
+/// Makes the snapshot written to `tmp` (`file`) the one of `seq`: `binlog` synced, the file
+/// synced and renamed into place, the directory synced, older snapshots but one removed.
+fn install(
+    sdir: &Path,
+    tmp: &Path,
+    file: fs::File,
+    seq: u64,
+    binlog: Option<&SyncHandle>,
+) -> Result<()> {
+    let renamed = match binlog.map_or(Ok(()), |b| b.sync()) {
+        Ok(()) => file
+            .sync_all()
+            .and_then(|()| {
+                failpoint::check("snapshot::rename")?;
+                fs::rename(tmp, sdir.join(name(seq)))
+            })
+            .map_err(crate::error::Error::from),
+        Err(e) => Err(e.into()),
+    };
     if let Err(e) = renamed {
         // A half-written snapshot is never read (no final name), but on a full disk its
         // space is what the node needs back.
-        let _ = fs::remove_file(&tmp);
-        return Err(e.into());
+        let _ = fs::remove_file(tmp);
+        return Err(e);
     }
-    fs::File::open(&sdir)?.sync_all()?;
+    fs::File::open(sdir)?.sync_all()?;
     // Keep the two newest; older ones only cost space.
-    let mut all = list(&sdir)?;
+    let mut all = list(sdir)?;
     all.sort_unstable();
     while all.len() > 2 {
         let old = all.remove(0);
@@ -535,7 +609,7 @@ mod tests {
     }
 
     fn exact(st: &State, chunk_bytes: usize) -> Encoded {
-        encode_in_chunks(|| st, true, usize::MAX, chunk_bytes, || {}).expect("encode")
+        encode_in_chunks(|| st, true, usize::MAX, chunk_bytes, || {}, |_| Ok(())).expect("encode")
     }
 
     fn frame_count(bytes: &[u8]) -> usize {
@@ -566,6 +640,32 @@ mod tests {
             assert!(back.exact);
             assert_same(&back.state, &st);
         }
+    }
+
+    /// A live snapshot written frame by frame to its file is the file `encode_live` builds in
+    /// memory, and reads back as the state; the temporary file is gone.
+    #[test]
+    fn a_live_snapshot_written_as_it_is_made_is_the_same_file() {
+        let state = RwLock::new(sample_state());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (seq, len) = write_live(dir.path(), &state, None).expect("write");
+        let built = encode_live(&state).expect("encode");
+        assert_eq!(seq, built.seq);
+        let sdir = snapshot_dir(dir.path());
+        let file = fs::read(sdir.join(name(seq))).expect("the snapshot file");
+        assert_eq!(len as usize, file.len());
+        assert!(
+            file == built.into_bytes(),
+            "same bytes as the snapshot built in memory"
+        );
+        let back = load_newest(dir.path()).expect("load").expect("a snapshot");
+        assert!(!back.exact);
+        assert_same(&back.state, &state.read().expect("lock"));
+        let names: Vec<String> = fs::read_dir(&sdir)
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, [name(seq)]);
     }
 
     /// A file that lost its end, or has a damaged frame, is not taken: the snapshot before
@@ -688,6 +788,7 @@ mod tests {
                     _ => {}
                 }
             },
+            |_| Ok(()),
         )
         .expect("encode");
         assert!(frames > 9, "the writes happened between frames");
