@@ -405,7 +405,7 @@ impl SegmentCursor {
             }
             if self.follow
                 && self.buf.len() - self.pos >= need
-                && self.buf.ends_with(&[0; crate::format::FRAME_HEADER_LEN])
+                && self.buf.ends_with(&[0; FRAME_HEADER_LEN])
             {
                 return Ok(self.buf.len() - before);
             }

@@ -46,8 +46,8 @@ pub struct Tailer {
     writerless: bool,
     /// Where the record last returned ends (the next one's position in its segment).
     last_end: Option<Position>,
-    /// Where the last look found zeros or a bad frame that the writer's published end
-    /// covers; judged at a second look (see [`Tailer::judge`]).
+    /// Where the last look found what looked like damage; judged at a second look (see
+    /// [`Tailer::look_again`]).
     suspect: Option<Position>,
 }
 
@@ -55,20 +55,38 @@ const MIN_IDLE: Duration = Duration::from_millis(1);
 const MAX_IDLE: Duration = Duration::from_millis(20);
 
 impl Tailer {
-    /// Whether what was found at `position` is damage: `damaged` says it looked so, but the
+    /// After zeros or a bad frame at `position`, `damaged` when they looked like damage: the
     /// writer may have written and published the place between this look at the file and
     /// the look at its published end, so only a second look that finds the same is believed
-    /// (the published end it goes by was read before that look).
-    fn judge(&mut self, position: Position, damaged: bool) -> bool {
-        if !damaged {
-            self.suspect = None;
-            return false;
+    /// (the published end it goes by was read before that look), and is an error. Otherwise
+    /// the place is read again: at once and to the end of the file when it looked damaged,
+    /// else after a wait. `Ok(true)` when the deadline has passed.
+    fn look_again(
+        &mut self,
+        position: Position,
+        damaged: bool,
+        reason: impl FnOnce() -> String,
+        deadline: Instant,
+    ) -> Result<bool> {
+        if damaged && self.suspect == Some(position) {
+            return Err(Error::Corruption {
+                position,
+                reason: reason(),
+            });
         }
-        if self.suspect == Some(position) {
-            return true;
+        self.suspect = damaged.then_some(position);
+        if let Some(cursor) = self.cursor.as_mut() {
+            cursor.seek(position.offset)?;
+            if damaged {
+                cursor.set_follow(false);
+                return Ok(false);
+            }
         }
-        self.suspect = Some(position);
-        false
+        if Instant::now() >= deadline {
+            return Ok(true);
+        }
+        self.wait(deadline);
+        Ok(false)
     }
 
     /// A tailer of `dir`, starting at `start`. Nothing is read until
@@ -289,30 +307,19 @@ impl Tailer {
                     // writer never publishes space it has not written.
                     let later = self.dir.join(segment_name(position.segment + 1)).exists();
                     let damaged = later || self.durable.published_past(position)?;
-                    if self.judge(position, damaged) {
-                        return Err(Error::Corruption {
-                            position,
-                            reason: if later {
-                                "zero bytes where records were expected, and a later segment follows".into()
-                            } else {
-                                "zero bytes where the writer has made records durable".into()
-                            },
-                        });
-                    }
-                    let Some(cursor) = self.cursor.as_mut() else {
-                        continue;
+                    // The second look reads to the end of the file: records written since
+                    // the first, or after the zeros (damage), are found.
+                    let reason = || {
+                        if later {
+                            "zero bytes where records were expected, and a later segment follows"
+                        } else {
+                            "zero bytes where the writer has made records durable"
+                        }
+                        .to_string()
                     };
-                    cursor.seek(position.offset)?;
-                    if damaged {
-                        // The second look reads to the end of the file: records written
-                        // since the first, or after the zeros (damage), are found.
-                        cursor.set_follow(false);
-                        continue;
-                    }
-                    if Instant::now() >= deadline {
+                    if self.look_again(position, damaged, reason, deadline)? {
                         return Ok(None);
                     }
-                    self.wait(deadline);
                 }
                 Next::Bad {
                     position,
@@ -328,20 +335,9 @@ impl Tailer {
                         && self.durable.check(position.segment, position.offset + 1)?
                             == Verdict::NotYet;
                     let damaged = (!tail_like && !in_progress) || later;
-                    if self.judge(position, damaged) {
-                        return Err(Error::Corruption { position, reason });
-                    }
-                    let Some(cursor) = self.cursor.as_mut() else {
-                        continue;
-                    };
-                    cursor.seek(position.offset)?;
-                    if damaged {
-                        continue;
-                    }
-                    if Instant::now() >= deadline {
+                    if self.look_again(position, damaged, || reason, deadline)? {
                         return Ok(None);
                     }
-                    self.wait(deadline);
                 }
             }
         }

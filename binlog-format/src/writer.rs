@@ -1076,7 +1076,7 @@ impl Inner {
         let file = Arc::clone(&st.file);
         let at = st.segment_len - st.buf.len() as u64;
         let written = self
-            .preallocate(st, &file)
+            .preallocate(st)
             .and_then(|()| failpoint::write_all_at("binlog::write", &file, &st.buf, at));
         if let Err(e) = written {
             let path = self.dir.join(segment_name(st.segment));
@@ -1100,12 +1100,12 @@ impl Inner {
     /// Makes the segment file long enough for what is buffered, and `PREALLOCATE` more (up
     /// to the segment's size): writes within a file's length change no metadata, so their
     /// fsync is one flush of data instead of a journal commit too (docs/format.md).
-    fn preallocate(&self, st: &mut State, file: &File) -> std::io::Result<()> {
+    fn preallocate(&self, st: &mut State) -> std::io::Result<()> {
         if st.segment_len <= st.allocated {
             return Ok(());
         }
         let to = (st.segment_len + PREALLOCATE).min(self.opts.segment_bytes.max(st.segment_len));
-        file.set_len(to)?;
+        st.file.set_len(to)?;
         st.allocated = to;
         Ok(())
     }

@@ -273,16 +273,14 @@ fn encode_in_chunks<G: Deref<Target = State>>(
             };
             write_frame_with(&mut bytes, |p| codec::encode_into(&part, p))?;
             total += rows.len() as u64;
-            let (more, after_last) = (
-                rows.len() >= chunk_rows || size >= chunk_bytes,
-                last.to_vec(),
-            );
+            let next = (rows.len() >= chunk_rows || size >= chunk_bytes).then(|| last.to_vec());
+            // The frame goes to its sink with no lock held.
             drop(st);
             sink(&mut bytes)?;
-            if !more {
+            if next.is_none() {
                 break;
             }
-            after = Some(after_last);
+            after = next;
         }
     }
     write_frame_with(&mut bytes, |p| {
@@ -305,16 +303,13 @@ pub(crate) fn write(dir: &Path, st: &State) -> Result<()> {
 /// are durable (their callers wait for that after), so without the sync a crash could leave
 /// a snapshot holding transactions that the binlog lost and nobody was told committed.
 pub(crate) fn write_encoded(dir: &Path, snap: &Encoded, binlog: Option<&SyncHandle>) -> Result<()> {
-    if let Some(b) = binlog {
-        b.sync()?;
-    }
     let sdir = snapshot_dir(dir);
     fs::create_dir_all(&sdir)?;
     let tmp = sdir.join(format!("{}.tmp", name(snap.seq)));
     let written = fs::File::create(&tmp)
         .and_then(|mut f| failpoint::write_all("snapshot::write", &mut f, &snap.bytes).map(|()| f));
     match written {
-        Ok(f) => install(&sdir, &tmp, f, snap.seq, None),
+        Ok(f) => install(&sdir, &tmp, f, snap.seq, binlog),
         Err(e) => {
             let _ = fs::remove_file(&tmp);
             Err(e.into())

@@ -87,14 +87,15 @@ impl SqlSession {
             return self.execute(&lexer::bind_placeholders(sql, values));
         };
         self.forget_subqueries();
-        let r = match &template.insert {
+        let planned = match &template.insert {
             Some(plan) => {
                 self.authorize(&template.stmt)?;
-                match self.insert_planned(plan, values) {
-                    Some(r) => r,
-                    None => self.dispatch(bind(&template, values)?, sql),
-                }
+                self.insert_planned(plan, values)
             }
+            None => None,
+        };
+        let r = match planned {
+            Some(r) => r,
             None => self.dispatch(bind(&template, values)?, &template.text),
         };
         self.note_generated_id(&r);
@@ -243,9 +244,9 @@ fn queries_in(stmt: &Statement) -> usize {
     queries.0
 }
 
-/// A prepared text as a session finds it once: its template (an INSERT, UPDATE or DELETE),
-/// or for a SELECT that runs briefly the table it reads; neither sends it down the text path
-/// and onto a thread of its own.
+/// A prepared text as a session finds it once: its template (an INSERT, UPDATE, DELETE or
+/// SELECT), and for a SELECT that runs briefly the table it reads (which keeps it on its
+/// connection's task).
 #[derive(Clone, Default)]
 pub(super) struct Parsed {
     template: Option<Arc<Template>>,
