@@ -599,3 +599,36 @@ fn durable_seq_follows_the_fsyncs() {
         BinlogWriter::open(dir.path(), opts(1 << 20, SyncPolicy::EveryCommit)).expect("reopen");
     assert_eq!(w.durable_seq(), 3);
 }
+
+/// A follower sizes its reads to what its last one gained (most of a read past the records
+/// is the space the writer sets aside): a large group after a run of single records, and a
+/// group larger than any one read, still arrive whole and in order.
+#[test]
+fn a_tailer_reads_groups_larger_than_its_last_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    let (w, _) = BinlogWriter::open(&path, opts(8 << 20, SyncPolicy::EveryCommit)).expect("writer");
+    let mut tailer = Tailer::open(&path, StartAt::Beginning).with_notifier(w.notifier());
+    let mut seq = 0;
+    let mut seen = 0;
+    for group in [1, 1, 1, 60, 1, 1, 1200, 1, 5, 1] {
+        let mut lsn = 0;
+        for _ in 0..group {
+            seq += 1;
+            lsn = w.append(&ring_insert(seq)).expect("append");
+        }
+        w.commit(lsn).expect("commit");
+        while seen < seq {
+            let (_, rec) = tailer
+                .next_timeout(Duration::from_secs(10))
+                .expect("tail")
+                .expect("a record within 10 s");
+            seen += 1;
+            assert_eq!(rec, ring_insert(seen));
+        }
+        assert!(tailer
+            .next_timeout(Duration::from_millis(5))
+            .expect("tail")
+            .is_none());
+    }
+}
