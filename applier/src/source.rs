@@ -101,10 +101,7 @@ impl BinlogDirSource {
     /// Follows `dir` from sequence `from_seq`. With `notifier` (same process as the writer)
     /// new records wake the source at once; without it the source polls with backoff.
     pub fn open(dir: &Path, from_seq: u64, notifier: Option<Arc<Notifier>>) -> BinlogDirSource {
-        let mut tailer = Tailer::open(dir, StartAt::Seq(from_seq));
-        if let Some(n) = notifier {
-            tailer = tailer.with_notifier(n);
-        }
+        let tailer = Tailer::open(dir, StartAt::Seq(from_seq)).with_notifier_if(notifier);
         BinlogDirSource {
             dir: dir.to_path_buf(),
             tailer: Some(tailer),

@@ -21,10 +21,11 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::notifier::Notifier;
 
 /// The file in a binlog directory that holds the durable end (see the module's text).
 pub const DURABLE_FILE: &str = "binlog.durable";
@@ -48,10 +49,12 @@ fn decode(b: &[u8; LEN]) -> Option<(u64, u64)> {
     (check == segment ^ len.rotate_left(17) ^ CHECK).then_some((segment, len))
 }
 
-/// The writer's side: the lock, and the end published last.
+/// The writer's side: the lock, and the end published last (also given to readers in the
+/// writer's process through its notifier).
 pub(crate) struct Publisher {
     file: File,
     last: Mutex<(u64, u64)>,
+    local: Arc<Notifier>,
 }
 
 /// How long a writer opening waits for readers holding the shared lock. Readers hold it for
@@ -61,7 +64,12 @@ const OPEN_WAIT: Duration = Duration::from_secs(2);
 impl Publisher {
     /// Takes the directory's writer lock and publishes `(segment, len)`: what recovery found
     /// is what the files hold.
-    pub(crate) fn open(dir: &Path, segment: u64, len: u64) -> Result<Publisher> {
+    pub(crate) fn open(
+        dir: &Path,
+        segment: u64,
+        len: u64,
+        local: Arc<Notifier>,
+    ) -> Result<Publisher> {
         let path = dir.join(DURABLE_FILE);
         let file = OpenOptions::new()
             .read(true)
@@ -88,9 +96,11 @@ impl Publisher {
         }
         file.write_all_at(&encode(segment, len), 0)
             .map_err(|e| Error::io(&path, e))?;
+        local.set_durable_end(Some((segment, len)));
         Ok(Publisher {
             file,
             last: Mutex::new((segment, len)),
+            local,
         })
     }
 
@@ -105,7 +115,14 @@ impl Publisher {
         // is never extended, so a full disk does not make it fail.)
         if self.file.write_all_at(&encode(segment, len), 0).is_ok() {
             *last = (segment, len);
+            self.local.set_durable_end(Some(*last));
         }
+    }
+
+    /// The writer is closing: readers in its process go by the files from now on, as
+    /// readers in other processes do once its lock is gone.
+    pub(crate) fn close(&self) {
+        self.local.set_durable_end(None);
     }
 }
 
@@ -130,6 +147,9 @@ pub struct DurableEnd {
     file: Option<File>,
     known: (u64, u64),
     locked: bool,
+    /// The writer's notifier, for a reader in its process: the end it publishes is read
+    /// from memory while the writer is open (no read of the file, no look at its lock).
+    local: Option<Arc<Notifier>>,
 }
 
 impl DurableEnd {
@@ -140,6 +160,32 @@ impl DurableEnd {
             file: None,
             known: (0, 0),
             locked: false,
+            local: None,
+        }
+    }
+
+    /// Reads the end from the writer's `notifier` while it is open (the reader is in the
+    /// writer's process).
+    pub fn with_notifier(mut self, notifier: Arc<Notifier>) -> DurableEnd {
+        self.local = Some(notifier);
+        self
+    }
+
+    /// The end the open writer of this process last published, when there is one.
+    fn local_end(&self) -> Option<(u64, u64)> {
+        self.local.as_ref().and_then(|n| n.durable_end())
+    }
+
+    /// Whether everything the open writer of this process has made durable ends exactly at
+    /// `at`: nothing is there to read until it publishes more. False when that is not
+    /// known (no writer here, or it is closed).
+    pub fn is_end(&mut self, at: crate::Position) -> bool {
+        match self.local_end() {
+            Some(end) => {
+                self.known = self.known.max(end);
+                end == (at.segment, at.offset)
+            }
+            None => false,
         }
     }
 
@@ -187,6 +233,10 @@ impl DurableEnd {
         if self.covers(at.segment, at.offset + 1) {
             return Ok(true);
         }
+        if let Some(end) = self.local_end() {
+            self.known = self.known.max(end);
+            return Ok(self.covers(at.segment, at.offset + 1));
+        }
         if !self.open()? {
             return Ok(false);
         }
@@ -212,6 +262,14 @@ impl DurableEnd {
         if self.locked || self.covers(segment, end) {
             return Ok(Verdict::Durable);
         }
+        if let Some(published) = self.local_end() {
+            self.known = self.known.max(published);
+            if self.covers(segment, end) || self.later_segment(segment) {
+                return Ok(Verdict::Durable);
+            }
+            // The writer is open, so it holds the lock: no need to try it.
+            return Ok(Verdict::NotYet);
+        }
         if !self.open()? {
             // No writer ever opened this directory (or only one older than the file): what
             // the files hold is all there is.
@@ -221,11 +279,7 @@ impl DurableEnd {
         if self.covers(segment, end) {
             return Ok(Verdict::Durable);
         }
-        if self
-            .dir
-            .join(crate::segment::segment_name(segment + 1))
-            .exists()
-        {
+        if self.later_segment(segment) {
             return Ok(Verdict::Durable);
         }
         Ok(if self.hold()? {
@@ -233,6 +287,14 @@ impl DurableEnd {
         } else {
             Verdict::NotYet
         })
+    }
+
+    /// Whether the segment after `segment` exists: a rotation fsyncs a segment before it
+    /// creates the next.
+    fn later_segment(&self, segment: u64) -> bool {
+        self.dir
+            .join(crate::segment::segment_name(segment + 1))
+            .exists()
     }
 
     /// Lets a writer open again after [`Verdict::NoWriter`].
@@ -274,7 +336,7 @@ mod tests {
             Verdict::Durable,
             "no file yet"
         );
-        let writer = Publisher::open(dir.path(), 1, 100).expect("writer");
+        let writer = Publisher::open(dir.path(), 1, 100, Arc::default()).expect("writer");
         let mut reader = DurableEnd::new(dir.path());
         assert_eq!(reader.check(1, 100).expect("check"), Verdict::Durable);
         assert_eq!(reader.check(1, 101).expect("check"), Verdict::NotYet);
@@ -283,7 +345,7 @@ mod tests {
         assert_eq!(reader.check(1, 200).expect("check"), Verdict::Durable);
         assert_eq!(reader.check(2, 10).expect("check"), Verdict::NotYet);
         assert!(
-            Publisher::open(dir.path(), 1, 200).is_err(),
+            Publisher::open(dir.path(), 1, 200, Arc::default()).is_err(),
             "a second writer is refused"
         );
         drop(writer);
@@ -296,7 +358,7 @@ mod tests {
         reader.release();
         assert!(reader.hold().expect("hold"));
         reader.release();
-        let _writer = Publisher::open(dir.path(), 2, 20).expect("writer");
+        let _writer = Publisher::open(dir.path(), 2, 20, Arc::default()).expect("writer");
         assert_eq!(reader.check(2, 30).expect("check"), Verdict::NotYet);
     }
 }

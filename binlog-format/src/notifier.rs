@@ -23,6 +23,9 @@ struct State {
     /// Threads in [`Notifier::wait_past`]: without one, a notification makes no system call
     /// (it comes after every fsync).
     sleepers: usize,
+    /// The durable end the writer last published (segment, length), while it is open:
+    /// readers in its process go by this instead of reading `binlog.durable`.
+    durable_end: Option<(u64, u64)>,
 }
 
 impl Notifier {
@@ -43,6 +46,19 @@ impl Notifier {
         for w in wakers {
             w.wake();
         }
+    }
+
+    /// The end of what the writer has made durable, as it publishes it in `binlog.durable`
+    /// (segment, length; see [`crate::durable`]), or `None` once the writer is closed (or
+    /// before it published): then the files and their lock say what is durable.
+    pub fn durable_end(&self) -> Option<(u64, u64)> {
+        lock(&self.state).durable_end
+    }
+
+    /// Sets [`Notifier::durable_end`]; the writer calls it as it publishes, before it
+    /// notifies, and with `None` when it closes.
+    pub(crate) fn set_durable_end(&self, end: Option<(u64, u64)>) {
+        lock(&self.state).durable_end = end;
     }
 
     /// The number of notifications so far; pass it to [`Notifier::wait_past`] or

@@ -67,6 +67,7 @@ impl Tailer {
         damaged: bool,
         reason: impl FnOnce() -> String,
         deadline: Instant,
+        seen: Option<u64>,
     ) -> Result<bool> {
         if damaged && self.suspect == Some(position) {
             return Err(Error::Corruption {
@@ -85,7 +86,7 @@ impl Tailer {
         if Instant::now() >= deadline {
             return Ok(true);
         }
-        self.wait(deadline);
+        self.wait(deadline, seen);
         Ok(false)
     }
 
@@ -110,10 +111,23 @@ impl Tailer {
         }
     }
 
-    /// Uses the writer's notifier instead of sleeping (same process only).
+    /// Uses the writer's notifier instead of sleeping, and the durable end it holds instead
+    /// of `binlog.durable` (same process only): a look that finds everything durable read
+    /// already reads nothing.
     pub fn with_notifier(mut self, notifier: Arc<Notifier>) -> Tailer {
+        let durable = std::mem::replace(&mut self.durable, DurableEnd::new(&self.dir));
+        self.durable = durable.with_notifier(Arc::clone(&notifier));
         self.notifier = Some(notifier);
         self
+    }
+
+    /// [`Tailer::with_notifier`] when there is one (a reader that may or may not share the
+    /// writer's process).
+    pub fn with_notifier_if(self, notifier: Option<Arc<Notifier>>) -> Tailer {
+        match notifier {
+            Some(n) => self.with_notifier(n),
+            None => self,
+        }
     }
 
     /// The header of the segment being read, once one is open.
@@ -155,7 +169,10 @@ impl Tailer {
         Ok(self.cursor.is_some())
     }
 
-    fn wait(&mut self, deadline: Instant) {
+    /// Waits for more until `deadline`: for the notifier to move past `seen` (its generation
+    /// before the look that found nothing, so that a notification during the look ends the
+    /// wait at once), else a sleep.
+    fn wait(&mut self, deadline: Instant, seen: Option<u64>) {
         // A writer opening meanwhile must not wait for this reader; what is read after the
         // wait is checked again.
         self.durable.release();
@@ -166,7 +183,7 @@ impl Tailer {
         let left = deadline - now;
         match &self.notifier {
             Some(n) => {
-                let g = n.generation();
+                let g = seen.unwrap_or_else(|| n.generation());
                 n.wait_past(g, left.min(MAX_IDLE));
             }
             None => {
@@ -197,16 +214,35 @@ impl Tailer {
     fn next_durable(&mut self, timeout: Duration) -> Result<Option<(Position, Record)>> {
         let deadline = Instant::now() + timeout;
         loop {
+            // Only a tailer that may wait needs it (the lock it takes is the writer's too).
+            let seen = (timeout > Duration::ZERO)
+                .then(|| self.notifier.as_ref().map(|n| n.generation()))
+                .flatten();
             if self.cursor.is_none() && !self.open_first()? {
                 if Instant::now() >= deadline {
                     return Ok(None);
                 }
-                self.wait(deadline);
+                self.wait(deadline, seen);
                 continue;
             }
             let Some(cursor) = self.cursor.as_mut() else {
                 continue;
             };
+            // In the writer's process: at the durable end, the file has nothing to give yet
+            // (what follows is the space set aside, or records not yet fsynced), and every
+            // look after a commit group would read it, find zeros, and look for a later
+            // segment and at the published end again.
+            let at = Position {
+                segment: cursor.number(),
+                offset: cursor.offset(),
+            };
+            if self.suspect.is_none() && self.durable.is_end(at) {
+                if Instant::now() >= deadline {
+                    return Ok(None);
+                }
+                self.wait(deadline, seen);
+                continue;
+            }
             let outcome = cursor.read_next()?;
             match outcome {
                 Next::Record {
@@ -232,7 +268,7 @@ impl Tailer {
                             if Instant::now() >= deadline {
                                 return Ok(None);
                             }
-                            self.wait(deadline);
+                            self.wait(deadline, seen);
                             continue;
                         }
                     }
@@ -300,7 +336,7 @@ impl Tailer {
                     if Instant::now() >= deadline {
                         return Ok(None);
                     }
-                    self.wait(deadline);
+                    self.wait(deadline, seen);
                 }
                 Next::Unwritten { position } => {
                     // A segment is cut to its records before the next one is made, and the
@@ -317,7 +353,7 @@ impl Tailer {
                         }
                         .to_string()
                     };
-                    if self.look_again(position, damaged, reason, deadline)? {
+                    if self.look_again(position, damaged, reason, deadline, seen)? {
                         return Ok(None);
                     }
                 }
@@ -335,7 +371,7 @@ impl Tailer {
                         && self.durable.check(position.segment, position.offset + 1)?
                             == Verdict::NotYet;
                     let damaged = (!tail_like && !in_progress) || later;
-                    if self.look_again(position, damaged, || reason, deadline)? {
+                    if self.look_again(position, damaged, || reason, deadline, seen)? {
                         return Ok(None);
                     }
                 }

@@ -499,7 +499,8 @@ impl BinlogWriter {
             return Err(Error::Invalid("server id 0 is reserved".into()));
         }
         // Before recovery touches a file: readers in other processes go by this lock.
-        let published = Publisher::open(dir, 0, 0)?;
+        let notifier = Arc::new(Notifier::default());
+        let published = Publisher::open(dir, 0, 0, Arc::clone(&notifier))?;
         let segments = list_segments(dir)?;
         let (file, segment, segment_len, segment_records, recovered) = match segments.last() {
             None => {
@@ -568,7 +569,7 @@ impl BinlogWriter {
             durable: AtomicU64::new(0),
             // What recovery found is what the files hold.
             durable_seq: AtomicU64::new(recovered.last_seq),
-            notifier: Arc::new(Notifier::default()),
+            notifier,
             stop: AtomicBool::new(false),
             nudge,
             purged_below: AtomicU64::new(0),
@@ -1223,8 +1224,10 @@ impl Inner {
             return Err(Error::io(&path, e));
         }
         failpoint::synced(&path, st.segment_len);
-        // Everything in the closing segment is on disk now, whatever happens next.
+        // Everything in the closing segment is on disk now, whatever happens next; readers
+        // may pass all of it on (those in this process go by the published end alone).
         self.durable.fetch_max(st.written, Ordering::AcqRel);
+        self.published.publish(st.segment, st.segment_len);
         let number = st.segment + 1;
         let (file, len) = create_segment(
             &self.dir,
@@ -1268,6 +1271,8 @@ impl Drop for BinlogWriter {
                     .and_then(|()| st.file.sync_all());
             }
         }
+        self.inner.published.close();
+        self.inner.notifier.notify();
     }
 }
 

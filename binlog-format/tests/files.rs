@@ -632,3 +632,38 @@ fn a_tailer_reads_groups_larger_than_its_last_read() {
             .is_none());
     }
 }
+
+/// A tailer in the writer's process goes by the durable end the writer publishes: records a
+/// rotation made durable (no fsync of their own, the timed one not yet due) are passed on
+/// without waiting for a later commit.
+#[test]
+fn a_local_tailer_passes_on_what_a_rotation_made_durable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    let (w, _) = BinlogWriter::open(&path, opts(8 << 20, SyncPolicy::EveryMillis(3_600_000)))
+        .expect("writer");
+    let mut tailer = Tailer::open(&path, StartAt::Beginning).with_notifier(w.notifier());
+    for seq in 1..=3 {
+        w.append_commit(&ring_insert(seq)).expect("append");
+    }
+    assert!(
+        tailer
+            .next_timeout(Duration::from_millis(20))
+            .expect("tail")
+            .is_none(),
+        "written, not yet fsynced"
+    );
+    w.rotate_now().expect("rotate");
+    for seq in 1..=3 {
+        let (pos, rec) = tailer
+            .next_timeout(Duration::from_secs(5))
+            .expect("tail")
+            .expect("durable after the rotation");
+        assert_eq!(rec, ring_insert(seq));
+        assert_eq!(pos.segment, 1);
+    }
+    assert!(tailer
+        .next_timeout(Duration::from_millis(20))
+        .expect("tail")
+        .is_none());
+}

@@ -103,11 +103,7 @@ impl Batches {
 }
 
 fn tailer_at(dir: &Path, seq: u64, notifier: Option<Arc<Notifier>>) -> Tailer {
-    let tailer = Tailer::open(dir, StartAt::Seq(seq));
-    match notifier {
-        Some(n) => tailer.with_notifier(n),
-        None => tailer,
-    }
+    Tailer::open(dir, StartAt::Seq(seq)).with_notifier_if(notifier)
 }
 
 /// Reads one batch from `t` (blocking); `last_header` tells which segment's header was passed

@@ -715,6 +715,16 @@ pub(crate) enum Step {
     Wait(Option<u64>),
 }
 
+/// A tailer of `engine`'s binlog from `seq`, told what is durable by the writer's
+/// `notifier` (this process's) rather than by reading `binlog.durable` at every look.
+fn tailer_at(
+    engine: &ringrep_engine::Engine,
+    seq: u64,
+    notifier: Option<Arc<binlog_format::Notifier>>,
+) -> Tailer {
+    Tailer::open(&engine.binlog_dir(), StartAt::Seq(seq)).with_notifier_if(notifier)
+}
+
 /// Reads a stream's binlog from a sequence number and encodes each transaction once it is
 /// durable, a batch at a time, never waiting: the stream's task waits between looks, for the
 /// binlog's notifier (docs/architecture.md, "The statement path").
@@ -747,9 +757,10 @@ impl Reader {
         encoder: Box<dyn Encode>,
         end_when_caught_up: bool,
     ) -> Reader {
+        let notifier = engine.notifier();
         Reader {
-            tailer: Tailer::open(&engine.binlog_dir(), StartAt::Seq(from)),
-            notifier: engine.notifier(),
+            tailer: tailer_at(engine, from, notifier.clone()),
+            notifier,
             heals: engine.binlog_heals(),
             engine: engine.clone(),
             expected: from,
@@ -777,7 +788,7 @@ impl Reader {
         self.heals = self.engine.binlog_heals();
         self.durable = 0;
         self.held = None;
-        self.tailer = Tailer::open(&self.engine.binlog_dir(), StartAt::Seq(self.expected));
+        self.tailer = tailer_at(&self.engine, self.expected, self.notifier.clone());
     }
 
     /// Reads and encodes the durable transactions there are, until [`BATCH`] packets.
