@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::fs::{self, File};
-use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::codec;
@@ -67,7 +67,7 @@ pub fn segment_infos(dir: &Path) -> Result<Vec<SegmentInfo>> {
     let mut out = Vec::new();
     for number in list_segments(dir)? {
         let path = dir.join(segment_name(number));
-        let mut f = match File::open(&path) {
+        let f = match File::open(&path) {
             Ok(f) => f,
             // Removed by a purge since the listing: it is gone, not an error.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -75,7 +75,7 @@ pub fn segment_infos(dir: &Path) -> Result<Vec<SegmentInfo>> {
         };
         let meta = f.metadata().map_err(|e| Error::io(&path, e))?;
         let mut prelude = [0u8; PRELUDE_LEN as usize];
-        f.read_exact(&mut prelude)
+        f.read_exact_at(&mut prelude, 0)
             .map_err(|e| Error::io(&path, e))?;
         let prelude = Prelude::decode(&prelude).map_err(|reason| Error::Corruption {
             position: Position {
@@ -372,9 +372,6 @@ impl SegmentCursor {
                 "offset {offset} is inside the segment prelude"
             )));
         }
-        self.file
-            .seek(SeekFrom::Start(offset))
-            .map_err(|e| Error::io(&self.path, e))?;
         self.buf.clear();
         self.buf_start = offset;
         self.pos = 0;
@@ -393,13 +390,7 @@ impl SegmentCursor {
         // Zeros read at the end may have been space the writer had not written yet; they are
         // read again, or new records written over them would be missed.
         let zeros = trailing_zeros(&self.buf[self.pos..]);
-        if zeros > 0 {
-            let keep = self.buf.len() - zeros;
-            self.buf.truncate(keep);
-            self.file
-                .seek(SeekFrom::Start(self.buf_start + keep as u64))
-                .map_err(|e| Error::io(&self.path, e))?;
-        }
+        self.buf.truncate(self.buf.len() - zeros);
         // Plain reads until one comes back short: a tailer fills after every commit group,
         // and `read_to_end` also asked for the file's size and read once more to see nothing.
         // A follower's first read is sized to what the last one gained: the rest of it is
@@ -417,7 +408,11 @@ impl SegmentCursor {
         loop {
             let at = self.buf.len();
             self.buf.resize(at + chunk, 0);
-            let n = match self.file.read(&mut self.buf[at..]) {
+            // Positioned: the buffer's end is where the file is read next, with no seek.
+            let n = match self
+                .file
+                .read_at(&mut self.buf[at..], self.buf_start + at as u64)
+            {
                 Ok(n) => n,
                 Err(e) => {
                     self.buf.truncate(at);
