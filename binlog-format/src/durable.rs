@@ -96,7 +96,7 @@ impl Publisher {
         }
         file.write_all_at(&encode(segment, len), 0)
             .map_err(|e| Error::io(&path, e))?;
-        local.set_durable_end(Some((segment, len)));
+        local.advance_durable_end((segment, len));
         Ok(Publisher {
             file,
             last: Mutex::new((segment, len)),
@@ -115,14 +115,16 @@ impl Publisher {
         // is never extended, so a full disk does not make it fail.)
         if self.file.write_all_at(&encode(segment, len), 0).is_ok() {
             *last = (segment, len);
-            self.local.set_durable_end(Some(*last));
         }
+        // The fsync happened whatever became of the file's write: readers in this process
+        // go by it (a reader at the old end would otherwise wait for the next publish).
+        self.local.advance_durable_end((segment, len));
     }
 
     /// The writer is closing: readers in its process go by the files from now on, as
     /// readers in other processes do once its lock is gone.
     pub(crate) fn close(&self) {
-        self.local.set_durable_end(None);
+        self.local.clear_durable_end();
     }
 }
 

@@ -55,10 +55,16 @@ impl Notifier {
         lock(&self.state).durable_end
     }
 
-    /// Sets [`Notifier::durable_end`]; the writer calls it as it publishes, before it
-    /// notifies, and with `None` when it closes.
-    pub(crate) fn set_durable_end(&self, end: Option<(u64, u64)>) {
-        lock(&self.state).durable_end = end;
+    /// Moves [`Notifier::durable_end`] on to `end` (never back); the writer calls it as it
+    /// publishes, before it notifies.
+    pub(crate) fn advance_durable_end(&self, end: (u64, u64)) {
+        let mut s = lock(&self.state);
+        s.durable_end = Some(s.durable_end.map_or(end, |old| old.max(end)));
+    }
+
+    /// Clears [`Notifier::durable_end`]: the writer is closing.
+    pub(crate) fn clear_durable_end(&self) {
+        lock(&self.state).durable_end = None;
     }
 
     /// The number of notifications so far; pass it to [`Notifier::wait_past`] or

@@ -378,6 +378,23 @@ impl SegmentCursor {
         Ok(())
     }
 
+    /// The bytes the frame at the cursor takes, header included, as far as its header is
+    /// read and says (a length of zero, or over the limit, says nothing).
+    fn frame_need(&self) -> usize {
+        let rest = &self.buf[self.pos..];
+        match rest.get(..4) {
+            Some(&[a, b, c, d]) => {
+                let len = u32::from_le_bytes([a, b, c, d]);
+                if len == 0 || len > self.max_frame {
+                    0
+                } else {
+                    FRAME_HEADER_LEN + len as usize
+                }
+            }
+            _ => 0,
+        }
+    }
+
     /// Reads what the file has gained since the last read, at least until `need` bytes
     /// follow the next frame's start when the file has them. Returns the bytes read.
     fn fill(&mut self, need: usize) -> Result<usize> {
@@ -426,8 +443,10 @@ impl SegmentCursor {
             if n < chunk {
                 break;
             }
+            // A follower stops at zeros once the next frame is whole: zeros inside a record
+            // (a zero value, NULLs) at the end of a read are not the end of the records.
             if self.follow
-                && self.buf.len() - self.pos >= need
+                && self.buf.len() - self.pos >= need.max(self.frame_need())
                 && self.buf.ends_with(&[0; FRAME_HEADER_LEN])
             {
                 break;

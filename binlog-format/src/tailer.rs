@@ -237,6 +237,9 @@ impl Tailer {
                 offset: cursor.offset(),
             };
             if self.suspect.is_none() && self.durable.is_end(at) {
+                // What the cursor holds past the end is not durable: a heal may rewrite it,
+                // so it is read from the file again once the end moves.
+                cursor.seek(at.offset)?;
                 if Instant::now() >= deadline {
                     return Ok(None);
                 }

@@ -667,3 +667,44 @@ fn a_local_tailer_passes_on_what_a_rotation_made_durable() {
         .expect("tail")
         .is_none());
 }
+
+/// A record larger than a follower's first read, with zeros where that read ends (a zero
+/// value inside it), is read whole, not taken for the end of the records.
+#[test]
+fn a_tailer_reads_a_large_record_with_zeros_inside() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    let (w, _) = BinlogWriter::open(&path, opts(8 << 20, SyncPolicy::EveryCommit)).expect("writer");
+    let mut tailer = Tailer::open(&path, StartAt::Beginning).with_notifier(w.notifier());
+    // Small records first: the follower's reads shrink to their size (4 KiB).
+    for seq in 1..=3 {
+        w.append_commit(&ring_insert(seq)).expect("append");
+        let (_, rec) = tailer
+            .next_timeout(Duration::from_secs(5))
+            .expect("tail")
+            .expect("small record");
+        assert_eq!(rec, ring_insert(seq));
+    }
+    let mut big = ring_insert(4);
+    if let Record::Transaction(tx) = &mut big {
+        if let binlog_format::Event::Row(binlog_format::RowEvent {
+            change: binlog_format::RowChange::Write { row },
+            ..
+        }) = &mut tx.events[0]
+        {
+            row[4] = binlog_format::Value::Bytes(vec![0; 100_000]);
+        }
+    }
+    w.append_commit(&big).expect("append the large record");
+    let (_, rec) = tailer
+        .next_timeout(Duration::from_secs(5))
+        .expect("tail")
+        .expect("the large record, whole");
+    assert_eq!(rec, big);
+    w.append_commit(&ring_insert(5)).expect("append");
+    let (_, rec) = tailer
+        .next_timeout(Duration::from_secs(5))
+        .expect("tail")
+        .expect("the record after it");
+    assert_eq!(rec, ring_insert(5));
+}
