@@ -347,7 +347,7 @@ fn tailer_follows_rotation_and_resumes_from_a_sequence() {
         let (_, rec) = tailer
             .next_timeout(Duration::from_secs(10))
             .expect("tail")
-            .expect("a record within 10 s");
+            .expect("a record");
         seen += 1;
         assert_eq!(rec, ring_insert(seen));
     }
@@ -600,6 +600,19 @@ fn durable_seq_follows_the_fsyncs() {
     assert_eq!(w.durable_seq(), 3);
 }
 
+/// The tailer's next record, which must come within `secs` seconds.
+fn next_record(t: &mut Tailer, secs: u64, what: &str) -> (binlog_format::Position, Record) {
+    t.next_timeout(Duration::from_secs(secs))
+        .expect("tail")
+        .unwrap_or_else(|| panic!("{what} within {secs} s"))
+}
+
+/// Nothing more for the tailer within `ms` milliseconds.
+fn assert_nothing_new(t: &mut Tailer, ms: u64, why: &str) {
+    let next = t.next_timeout(Duration::from_millis(ms)).expect("tail");
+    assert!(next.is_none(), "{why}: {next:?}");
+}
+
 /// A follower sizes its reads to what its last one gained (most of a read past the records
 /// is the space the writer sets aside): a large group after a run of single records, and a
 /// group larger than any one read, still arrive whole and in order.
@@ -619,17 +632,11 @@ fn a_tailer_reads_groups_larger_than_its_last_read() {
         }
         w.commit(lsn).expect("commit");
         while seen < seq {
-            let (_, rec) = tailer
-                .next_timeout(Duration::from_secs(10))
-                .expect("tail")
-                .expect("a record within 10 s");
+            let (_, rec) = next_record(&mut tailer, 10, "a record");
             seen += 1;
             assert_eq!(rec, ring_insert(seen));
         }
-        assert!(tailer
-            .next_timeout(Duration::from_millis(5))
-            .expect("tail")
-            .is_none());
+        assert_nothing_new(&mut tailer, 5, "nothing more");
     }
 }
 
@@ -646,26 +653,14 @@ fn a_local_tailer_passes_on_what_a_rotation_made_durable() {
     for seq in 1..=3 {
         w.append_commit(&ring_insert(seq)).expect("append");
     }
-    assert!(
-        tailer
-            .next_timeout(Duration::from_millis(20))
-            .expect("tail")
-            .is_none(),
-        "written, not yet fsynced"
-    );
+    assert_nothing_new(&mut tailer, 20, "written, not yet fsynced");
     w.rotate_now().expect("rotate");
     for seq in 1..=3 {
-        let (pos, rec) = tailer
-            .next_timeout(Duration::from_secs(5))
-            .expect("tail")
-            .expect("durable after the rotation");
+        let (pos, rec) = next_record(&mut tailer, 5, "durable after the rotation");
         assert_eq!(rec, ring_insert(seq));
         assert_eq!(pos.segment, 1);
     }
-    assert!(tailer
-        .next_timeout(Duration::from_millis(20))
-        .expect("tail")
-        .is_none());
+    assert_nothing_new(&mut tailer, 20, "nothing more");
 }
 
 /// A record larger than a follower's first read, with zeros where that read ends (a zero
@@ -679,10 +674,7 @@ fn a_tailer_reads_a_large_record_with_zeros_inside() {
     // Small records first: the follower's reads shrink to their size (4 KiB).
     for seq in 1..=3 {
         w.append_commit(&ring_insert(seq)).expect("append");
-        let (_, rec) = tailer
-            .next_timeout(Duration::from_secs(5))
-            .expect("tail")
-            .expect("small record");
+        let (_, rec) = next_record(&mut tailer, 5, "small record");
         assert_eq!(rec, ring_insert(seq));
     }
     let mut big = ring_insert(4);
@@ -696,15 +688,9 @@ fn a_tailer_reads_a_large_record_with_zeros_inside() {
         }
     }
     w.append_commit(&big).expect("append the large record");
-    let (_, rec) = tailer
-        .next_timeout(Duration::from_secs(5))
-        .expect("tail")
-        .expect("the large record, whole");
+    let (_, rec) = next_record(&mut tailer, 5, "the large record, whole");
     assert_eq!(rec, big);
     w.append_commit(&ring_insert(5)).expect("append");
-    let (_, rec) = tailer
-        .next_timeout(Duration::from_secs(5))
-        .expect("tail")
-        .expect("the record after it");
+    let (_, rec) = next_record(&mut tailer, 5, "the record after it");
     assert_eq!(rec, ring_insert(5));
 }
