@@ -463,6 +463,8 @@ impl SegmentCursor {
     /// The next record, or where the readable part of the segment ends for now.
     pub fn read_next(&mut self) -> Result<Next> {
         let mut refilled = false;
+        // Bytes the last refill read.
+        let mut gained = 0;
         loop {
             let position = Position {
                 segment: self.number,
@@ -501,10 +503,12 @@ impl SegmentCursor {
                         len: len as u64,
                     });
                 }
-                FrameScan::Incomplete { need } if !refilled => {
+                // Read again while reads gain bytes: a follower's read may stop at zeros
+                // inside a large record (a zero value) before the record is whole.
+                FrameScan::Incomplete { need } if !refilled || gained > 0 => {
                     refilled = true;
                     let have = self.buf.len() - self.pos;
-                    self.fill(have + need)?;
+                    gained = self.fill(have + need)?;
                 }
                 FrameScan::Incomplete { .. } => {
                     return Ok(Next::End {
