@@ -463,8 +463,8 @@ impl SegmentCursor {
     /// The next record, or where the readable part of the segment ends for now.
     pub fn read_next(&mut self) -> Result<Next> {
         let mut refilled = false;
-        // Bytes the last refill read.
-        let mut gained = 0;
+        // Whether the last refill read past the end of what the buffer held.
+        let mut grew = false;
         loop {
             let position = Position {
                 segment: self.number,
@@ -505,10 +505,14 @@ impl SegmentCursor {
                 }
                 // Read again while reads gain bytes: a follower's read may stop at zeros
                 // inside a large record (a zero value) before the record is whole.
-                FrameScan::Incomplete { need } if !refilled || gained > 0 => {
+                FrameScan::Incomplete { need } if !refilled || grew => {
                     refilled = true;
-                    let have = self.buf.len() - self.pos;
-                    gained = self.fill(have + need)?;
+                    let had = self.buf.len();
+                    let have = had - self.pos;
+                    self.fill(have + need)?;
+                    // Past what was held before (fill drops trailing zeros and reads them
+                    // again: counting those would loop for ever at a torn tail of zeros).
+                    grew = self.buf.len() > had;
                 }
                 FrameScan::Incomplete { .. } => {
                     return Ok(Next::End {
