@@ -30,30 +30,75 @@ use crate::notifier::Notifier;
 /// The file in a binlog directory that holds the durable end (see the module's text).
 pub const DURABLE_FILE: &str = "binlog.durable";
 
-/// Bytes of the file: segment, length and a check word, each a little-endian u64.
-const LEN: usize = 24;
+/// Bytes of the file: segment, length, heal count and a check word, each a little-endian u64.
+const LEN: usize = 32;
+/// The file as writers before the heal count wrote it: segment, length, check word.
+const OLD_LEN: usize = 24;
 /// Mixed into the check word, so that a file of zeros or a torn write does not pass.
 const CHECK: u64 = 0x7269_6e67_7265_7064;
 
-fn encode(segment: u64, len: u64) -> [u8; LEN] {
+/// What a writer publishes: the end of what it has fsynced (segment, length) and how many
+/// times the binlog was cut back before it (see [`Published::heals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Published {
+    /// Segment and byte length that everything before is fsynced to.
+    pub end: (u64, u64),
+    /// Heals of the writer, plus one for every writer that opened the directory before it:
+    /// bytes a reader read past the durable end before this moved may since have been
+    /// rewritten (see [`crate::BinlogWriter::heal`]), and are read again.
+    pub heals: u64,
+}
+
+fn check_word(segment: u64, len: u64, heals: u64) -> u64 {
+    segment ^ len.rotate_left(17) ^ heals.rotate_left(41) ^ CHECK
+}
+
+fn encode(p: Published) -> [u8; LEN] {
+    let (segment, len) = p.end;
     let mut b = [0u8; LEN];
     b[..8].copy_from_slice(&segment.to_le_bytes());
     b[8..16].copy_from_slice(&len.to_le_bytes());
-    b[16..].copy_from_slice(&(segment ^ len.rotate_left(17) ^ CHECK).to_le_bytes());
+    b[16..24].copy_from_slice(&p.heals.to_le_bytes());
+    b[24..].copy_from_slice(&check_word(segment, len, p.heals).to_le_bytes());
     b
 }
 
-fn decode(b: &[u8; LEN]) -> Option<(u64, u64)> {
+/// The file's contents, from `b` (the bytes one read returned); `None` for a torn read.
+fn decode(b: &[u8]) -> Option<Published> {
     let word = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-    let (segment, len, check) = (word(0), word(1), word(2));
-    (check == segment ^ len.rotate_left(17) ^ CHECK).then_some((segment, len))
+    match b.len() {
+        LEN => {
+            let (segment, len, heals) = (word(0), word(1), word(2));
+            (word(3) == check_word(segment, len, heals)).then_some(Published {
+                end: (segment, len),
+                heals,
+            })
+        }
+        // A writer of an earlier version: no heal count (its readers had none either).
+        OLD_LEN => {
+            let (segment, len) = (word(0), word(1));
+            (word(2) == segment ^ len.rotate_left(17) ^ CHECK).then_some(Published {
+                end: (segment, len),
+                heals: 0,
+            })
+        }
+        _ => None,
+    }
 }
 
-/// The writer's side: the lock, and the end published last (also given to readers in the
+/// Reads the file's contents; `None` when they are torn (or unreadable).
+fn read_published(file: &File) -> Option<Published> {
+    let mut b = [0u8; LEN];
+    let n = file.read_at(&mut b, 0).ok()?;
+    decode(&b[..n])
+}
+
+/// The writer's side: the lock, and what it published last (also given to readers in the
 /// writer's process through its notifier).
 pub(crate) struct Publisher {
     file: File,
-    last: Mutex<(u64, u64)>,
+    /// The end last written to the file, and the heal count now.
+    last: Mutex<Published>,
     local: Arc<Notifier>,
 }
 
@@ -63,7 +108,8 @@ const OPEN_WAIT: Duration = Duration::from_secs(2);
 
 impl Publisher {
     /// Takes the directory's writer lock and publishes `(segment, len)`: what recovery found
-    /// is what the files hold.
+    /// is what the files hold. The heal count goes on from the last writer's, plus one:
+    /// recovery may have cut what a reader read from that writer past its durable end.
     pub(crate) fn open(
         dir: &Path,
         segment: u64,
@@ -94,12 +140,17 @@ impl Publisher {
                 Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
             }
         }
-        file.write_all_at(&encode(segment, len), 0)
+        let heals = read_published(&file).map_or(0, |p| p.heals.wrapping_add(1));
+        let published = Published {
+            end: (segment, len),
+            heals,
+        };
+        file.write_all_at(&encode(published), 0)
             .map_err(|e| Error::io(&path, e))?;
-        local.advance_durable_end((segment, len));
+        local.advance_published(published);
         Ok(Publisher {
             file,
-            last: Mutex::new((segment, len)),
+            last: Mutex::new(published),
             local,
         })
     }
@@ -108,17 +159,36 @@ impl Publisher {
     /// the last one published is ignored (two fsyncs may finish out of order).
     pub(crate) fn publish(&self, segment: u64, len: u64) {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        if (segment, len) <= *last {
+        if (segment, len) <= last.end {
             return;
         }
-        // A failed write leaves the old end: readers wait longer, nothing is lost. (The file
-        // is never extended, so a full disk does not make it fail.)
-        if self.file.write_all_at(&encode(segment, len), 0).is_ok() {
-            *last = (segment, len);
+        self.write(&mut last, (segment, len));
+    }
+
+    /// Publishes a heal that cut the binlog back to `len` bytes of `segment` (and made that
+    /// durable): the heal count moves on, so that a reader drops what it read past the
+    /// durable end before (a record written over it since may end where that one did).
+    pub(crate) fn healed(&self, segment: u64, len: u64) {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        last.heals = last.heals.wrapping_add(1);
+        let end = last.end.max((segment, len));
+        self.write(&mut last, end);
+    }
+
+    fn write(&self, last: &mut Published, end: (u64, u64)) {
+        let published = Published {
+            end,
+            heals: last.heals,
+        };
+        // A failed write leaves the old end: readers wait longer, nothing is lost; the heal
+        // count goes with every later write. (The file is never extended after the writer
+        // opens, so a full disk does not make it fail.)
+        if self.file.write_all_at(&encode(published), 0).is_ok() {
+            last.end = end;
         }
         // The fsync happened whatever became of the file's write: readers in this process
         // go by it (a reader at the old end would otherwise wait for the next publish).
-        self.local.advance_durable_end((segment, len));
+        self.local.advance_published(published);
     }
 
     /// The writer is closing: readers in its process go by the files from now on, as
@@ -148,6 +218,8 @@ pub struct DurableEnd {
     dir: PathBuf,
     file: Option<File>,
     known: (u64, u64),
+    /// The heal count at the last look at what the writer published.
+    heals: u64,
     locked: bool,
     /// The writer's notifier, for a reader in its process: the end it publishes is read
     /// from memory while the writer is open (no read of the file, no look at its lock).
@@ -161,6 +233,7 @@ impl DurableEnd {
             dir: dir.to_path_buf(),
             file: None,
             known: (0, 0),
+            heals: 0,
             locked: false,
             local: None,
         }
@@ -173,9 +246,23 @@ impl DurableEnd {
         self
     }
 
-    /// The end the open writer of this process last published, when there is one.
-    fn local_end(&self) -> Option<(u64, u64)> {
-        self.local.as_ref().and_then(|n| n.durable_end())
+    /// What the open writer of this process last published, when there is one, taken in.
+    fn local_end(&mut self) -> Option<(u64, u64)> {
+        let published = self.local.as_ref().and_then(|n| n.published())?;
+        self.observe(published);
+        Some(published.end)
+    }
+
+    fn observe(&mut self, published: Published) {
+        self.known = self.known.max(published.end);
+        self.heals = published.heals;
+    }
+
+    /// The heal count as of the last look at what the writer published (see
+    /// [`Published::heals`]). A record read before a look that found a different count may
+    /// have been rewritten since it was read, though its place is durable now: read it again.
+    pub fn heals(&self) -> u64 {
+        self.heals
     }
 
     /// Whether everything the open writer of this process has made durable ends exactly at
@@ -183,10 +270,7 @@ impl DurableEnd {
     /// known (no writer here, or it is closed).
     pub fn is_end(&mut self, at: crate::Position) -> bool {
         match self.local_end() {
-            Some(end) => {
-                self.known = self.known.max(end);
-                end == (at.segment, at.offset)
-            }
+            Some(end) => end == (at.segment, at.offset),
             None => false,
         }
     }
@@ -235,8 +319,7 @@ impl DurableEnd {
         if self.covers(at.segment, at.offset + 1) {
             return Ok(true);
         }
-        if let Some(end) = self.local_end() {
-            self.known = self.known.max(end);
+        if self.local_end().is_some() {
             return Ok(self.covers(at.segment, at.offset + 1));
         }
         if !self.open()? {
@@ -248,14 +331,8 @@ impl DurableEnd {
 
     /// Reads the published end into `known`.
     fn refresh(&mut self) {
-        let Some(file) = self.file.as_ref() else {
-            return;
-        };
-        let mut b = [0u8; LEN];
-        if file.read_exact_at(&mut b, 0).is_ok() {
-            if let Some(end) = decode(&b) {
-                self.known = self.known.max(end);
-            }
+        if let Some(published) = self.file.as_ref().and_then(read_published) {
+            self.observe(published);
         }
     }
 
@@ -264,8 +341,7 @@ impl DurableEnd {
         if self.locked || self.covers(segment, end) {
             return Ok(Verdict::Durable);
         }
-        if let Some(published) = self.local_end() {
-            self.known = self.known.max(published);
+        if self.local_end().is_some() {
             if self.covers(segment, end) || self.later_segment(segment) {
                 return Ok(Verdict::Durable);
             }
@@ -321,12 +397,60 @@ mod tests {
 
     #[test]
     fn the_file_round_trips_and_a_torn_one_is_refused() {
-        let b = encode(3, 4096);
-        assert_eq!(decode(&b), Some((3, 4096)));
-        let mut torn = b;
-        torn[9] ^= 1;
-        assert_eq!(decode(&torn), None);
+        let p = Published {
+            end: (3, 4096),
+            heals: 7,
+        };
+        let b = encode(p);
+        assert_eq!(decode(&b), Some(p));
+        for i in 0..LEN {
+            let mut torn = b;
+            torn[i] ^= 1;
+            assert_eq!(decode(&torn), None, "byte {i} flipped");
+        }
         assert_eq!(decode(&[0u8; LEN]), None);
+        assert_eq!(decode(&b[..20]), None, "a short read");
+        // As a writer before the heal count wrote it.
+        let mut old = [0u8; OLD_LEN];
+        old[..8].copy_from_slice(&3u64.to_le_bytes());
+        old[8..16].copy_from_slice(&4096u64.to_le_bytes());
+        old[16..].copy_from_slice(&(3 ^ 4096u64.rotate_left(17) ^ CHECK).to_le_bytes());
+        assert_eq!(
+            decode(&old),
+            Some(Published {
+                end: (3, 4096),
+                heals: 0
+            })
+        );
+    }
+
+    #[test]
+    fn heals_and_writers_opening_move_the_heal_count_readers_see() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let notifier = Arc::new(Notifier::default());
+        let mut remote = DurableEnd::new(dir.path());
+        let mut local = DurableEnd::new(dir.path()).with_notifier(Arc::clone(&notifier));
+        let writer = Publisher::open(dir.path(), 1, 100, Arc::clone(&notifier)).expect("writer");
+        assert_eq!(remote.check(1, 100).expect("check"), Verdict::Durable);
+        assert_eq!(local.check(1, 100).expect("check"), Verdict::Durable);
+        let first = remote.heals();
+        assert_eq!(local.heals(), first);
+        // A heal that cuts back to the published end still moves the count on.
+        writer.healed(1, 100);
+        writer.publish(1, 150);
+        assert_eq!(remote.check(1, 150).expect("check"), Verdict::Durable);
+        assert_eq!(local.check(1, 150).expect("check"), Verdict::Durable);
+        assert_eq!(remote.heals(), first + 1);
+        assert_eq!(local.heals(), first + 1);
+        drop(writer);
+        // The next writer goes on from there, one more: recovery may have cut bytes read.
+        let _writer = Publisher::open(dir.path(), 1, 150, Arc::default()).expect("writer");
+        let beyond = crate::Position {
+            segment: 1,
+            offset: 200,
+        };
+        assert!(!remote.published_past(beyond).expect("look"));
+        assert_eq!(remote.heals(), first + 2);
     }
 
     #[test]

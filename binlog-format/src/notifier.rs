@@ -8,6 +8,8 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+use crate::durable::Published;
+
 /// Wakes tailers and tasks in the same process when they have records to pass on.
 #[derive(Debug, Default)]
 pub struct Notifier {
@@ -23,9 +25,9 @@ struct State {
     /// Threads in [`Notifier::wait_past`]: without one, a notification makes no system call
     /// (it comes after every fsync).
     sleepers: usize,
-    /// The durable end the writer last published (segment, length), while it is open:
-    /// readers in its process go by this instead of reading `binlog.durable`.
-    durable_end: Option<(u64, u64)>,
+    /// What the writer last published (the durable end and the heal count), while it is
+    /// open: readers in its process go by this instead of reading `binlog.durable`.
+    published: Option<Published>,
 }
 
 impl Notifier {
@@ -52,19 +54,30 @@ impl Notifier {
     /// (segment, length; see [`crate::durable`]), or `None` once the writer is closed (or
     /// before it published): then the files and their lock say what is durable.
     pub fn durable_end(&self) -> Option<(u64, u64)> {
-        lock(&self.state).durable_end
+        self.published().map(|p| p.end)
     }
 
-    /// Moves [`Notifier::durable_end`] on to `end` (never back); the writer calls it as it
-    /// publishes, before it notifies.
-    pub(crate) fn advance_durable_end(&self, end: (u64, u64)) {
+    /// [`Notifier::durable_end`] with the heal count published with it.
+    pub fn published(&self) -> Option<Published> {
+        lock(&self.state).published
+    }
+
+    /// Moves the durable end on to `published.end` (never back) and takes its heal count;
+    /// the writer calls it as it publishes, before it notifies.
+    pub(crate) fn advance_published(&self, published: Published) {
         let mut s = lock(&self.state);
-        s.durable_end = Some(s.durable_end.map_or(end, |old| old.max(end)));
+        let end = s
+            .published
+            .map_or(published.end, |old| old.end.max(published.end));
+        s.published = Some(Published {
+            end,
+            heals: published.heals,
+        });
     }
 
     /// Clears [`Notifier::durable_end`]: the writer is closing.
     pub(crate) fn clear_durable_end(&self) {
-        lock(&self.state).durable_end = None;
+        lock(&self.state).published = None;
     }
 
     /// The number of notifications so far; pass it to [`Notifier::wait_past`] or

@@ -203,6 +203,8 @@ pub struct SegmentCursor {
     follow: bool,
     /// Bytes before the zeros that a follower's last read gained: the size of its next.
     gained: usize,
+    /// The owner's stamp on what the cursor holds (see [`SegmentCursor::stamp`]).
+    epoch: Option<u64>,
     /// The segment's fixed 24-byte prelude, checked (magic number, supported version).
     pub prelude: Prelude,
     /// The segment's first frame: the databases and tables as they were when the segment was
@@ -248,6 +250,7 @@ impl SegmentCursor {
             max_frame,
             follow: false,
             gained: 0,
+            epoch: None,
             prelude: Prelude {
                 version: 0,
                 server_id: 0,
@@ -375,7 +378,23 @@ impl SegmentCursor {
         self.buf.clear();
         self.buf_start = offset;
         self.pos = 0;
+        self.epoch = None;
         Ok(())
+    }
+
+    /// Stamps what the cursor holds with `epoch`, unless it is stamped already: the first
+    /// stamp after the cursor opened or moved ([`SegmentCursor::seek`]) stays, so it is no
+    /// later than the read of any byte the cursor holds when the owner stamps before each
+    /// read. The tailer stamps with the binlog's heal count, and reads again what a heal
+    /// since may have rewritten.
+    pub fn stamp(&mut self, epoch: u64) {
+        self.epoch.get_or_insert(epoch);
+    }
+
+    /// The stamp (see [`SegmentCursor::stamp`]), `None` when there is none since the cursor
+    /// opened or moved.
+    pub fn epoch(&self) -> Option<u64> {
+        self.epoch
     }
 
     /// The bytes the frame at the cursor takes, header included, as far as its header is

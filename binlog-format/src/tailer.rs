@@ -51,6 +51,16 @@ pub struct Tailer {
     suspect: Option<Position>,
 }
 
+/// What [`Tailer::judge`] decided about a record.
+#[derive(Debug, PartialEq, Eq)]
+enum Judged {
+    Pass,
+    /// Read it again from the file now.
+    Again,
+    /// Read it again from the file once the writer has made more durable.
+    NotYet,
+}
+
 const MIN_IDLE: Duration = Duration::from_millis(1);
 const MAX_IDLE: Duration = Duration::from_millis(20);
 
@@ -88,6 +98,31 @@ impl Tailer {
         }
         self.wait(deadline, seen);
         Ok(false)
+    }
+
+    /// Whether the record just read at `position`, `len` bytes long, may be passed on. A
+    /// record is read again from the file when it is not durable yet (later), when the lock
+    /// was taken for want of a writer (at once), and when the binlog was healed since its
+    /// bytes were read (at once): its place is durable, but a heal cut what the cursor read
+    /// there, and a record written over it since may end where that one did.
+    fn judge(&mut self, position: Position, len: u64) -> Result<Judged> {
+        let verdict = self
+            .durable
+            .check(position.segment, position.offset + len)?;
+        let heals = self.durable.heals();
+        let cursor = self.cursor.as_mut().expect("a record was just read");
+        let judged = match verdict {
+            Verdict::Durable if cursor.epoch() == Some(heals) => return Ok(Judged::Pass),
+            Verdict::Durable => Judged::Again,
+            Verdict::NoWriter => {
+                // A writer may have appended it between the read and the look at the lock.
+                self.writerless = true;
+                Judged::Again
+            }
+            Verdict::NotYet => Judged::NotYet,
+        };
+        cursor.seek(position.offset)?;
+        Ok(judged)
     }
 
     /// A tailer of `dir`, starting at `start`. Nothing is read until
@@ -143,8 +178,11 @@ impl Tailer {
         }
         let segments = list_segments(&self.dir)?;
         let mut chosen = None;
+        // Taken before the reads: opening reads past the header.
+        let heals = self.durable.heals();
         for &n in &segments {
-            let c = SegmentCursor::open(&self.dir, n, self.max_frame)?.follow();
+            let mut c = SegmentCursor::open(&self.dir, n, self.max_frame)?.follow();
+            c.stamp(heals);
             if chosen.is_none() || c.prelude.first_seq <= self.start_seq {
                 chosen = Some(c);
             } else {
@@ -246,6 +284,7 @@ impl Tailer {
                 self.wait(deadline, seen);
                 continue;
             }
+            cursor.stamp(self.durable.heals());
             let outcome = cursor.read_next()?;
             match outcome {
                 Next::Record {
@@ -253,21 +292,10 @@ impl Tailer {
                     record,
                     len,
                 } => {
-                    match self
-                        .durable
-                        .check(position.segment, position.offset + len)?
-                    {
-                        Verdict::Durable => {}
-                        Verdict::NoWriter => {
-                            // Read again under the lock: a writer may have appended it
-                            // between the read and the look at the lock.
-                            self.writerless = true;
-                            cursor.seek(position.offset)?;
-                            continue;
-                        }
-                        Verdict::NotYet => {
-                            // From the file again later: a heal may rewrite these bytes.
-                            cursor.seek(position.offset)?;
+                    match self.judge(position, len)? {
+                        Judged::Pass => {}
+                        Judged::Again => continue,
+                        Judged::NotYet => {
                             if Instant::now() >= deadline {
                                 return Ok(None);
                             }
@@ -282,7 +310,9 @@ impl Tailer {
                     }
                     self.idle = MIN_IDLE;
                     self.suspect = None;
-                    cursor.set_follow(true);
+                    if let Some(cursor) = self.cursor.as_mut() {
+                        cursor.set_follow(true);
+                    }
                     self.last_end = Some(Position {
                         segment: position.segment,
                         offset: position.offset + len,
@@ -300,6 +330,9 @@ impl Tailer {
                             len,
                         } = cursor.read_next()?
                         {
+                            if self.judge(position, len)? != Judged::Pass {
+                                continue;
+                            }
                             if matches!(&record, Record::Transaction(tx) if tx.seq < self.start_seq)
                             {
                                 continue;
@@ -318,9 +351,11 @@ impl Tailer {
                                 ),
                             });
                         }
-                        self.cursor = Some(
-                            SegmentCursor::open(&self.dir, next_number, self.max_frame)?.follow(),
-                        );
+                        let heals = self.durable.heals();
+                        let mut next =
+                            SegmentCursor::open(&self.dir, next_number, self.max_frame)?.follow();
+                        next.stamp(heals);
+                        self.cursor = Some(next);
                         continue;
                     }
                     // No next segment, and this one is gone: retention removed both (only the

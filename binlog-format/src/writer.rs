@@ -946,7 +946,9 @@ impl BinlogWriter {
         inner.written_lsn.store(st.written, Ordering::Release);
         inner.durable.fetch_max(st.appended, Ordering::AcqRel);
         inner.durable_seq.store(rec.last_seq, Ordering::Release);
-        inner.published.publish(st.segment, offset);
+        // Before any later fsync can publish an end past what was cut: a reader that read
+        // the cut records sees the count move with the end that covers their places.
+        inner.published.healed(st.segment, offset);
         st.poisoned = None;
         inner.stopped.store(false, Ordering::Release);
         inner.heals.fetch_add(1, Ordering::AcqRel);
