@@ -15,6 +15,11 @@
 //!   start and append in between (a writer opening waits for it, and a reader lets go
 //!   whenever it waits for more).
 //!
+//! The file also carries a heal count, moved on by each heal and each writer's opening: a
+//! heal cuts records a reader may have read past the durable end, and the records written
+//! next may end where those did, so a reader reads again what it read before the count
+//! changed (see [`DurableEnd::heals`]).
+//!
 //! The file is a hint for live readers and is never fsynced: after a crash its contents may
 //! be stale, but a crash also frees the lock, and then the third rule applies.
 
@@ -30,11 +35,13 @@ use crate::notifier::Notifier;
 /// The file in a binlog directory that holds the durable end (see the module's text).
 pub const DURABLE_FILE: &str = "binlog.durable";
 
-/// Bytes of the file: segment, length, heal count and a check word, each a little-endian u64.
-const LEN: usize = 32;
-/// The file as writers before the heal count wrote it: segment, length, check word.
+/// Bytes of the file: segment, length and a check word (the whole file as writers before the
+/// heal count wrote it, and as their readers read it), then the heal count and a second check
+/// word over all three; each a little-endian u64.
+const LEN: usize = 40;
+/// The part a reader of the earlier form reads.
 const OLD_LEN: usize = 24;
-/// Mixed into the check word, so that a file of zeros or a torn write does not pass.
+/// Mixed into the check words, so that a file of zeros or a torn write does not pass.
 const CHECK: u64 = 0x7269_6e67_7265_7064;
 
 /// What a writer publishes: the end of what it has fsynced (segment, length) and how many
@@ -44,13 +51,17 @@ pub struct Published {
     /// Segment and byte length that everything before is fsynced to.
     pub end: (u64, u64),
     /// Heals of the writer, plus one for every writer that opened the directory before it:
-    /// bytes a reader read past the durable end before this moved may since have been
+    /// bytes a reader read past the durable end before this changed may since have been
     /// rewritten (see [`crate::BinlogWriter::heal`]), and are read again.
     pub heals: u64,
 }
 
+fn old_check_word(segment: u64, len: u64) -> u64 {
+    segment ^ len.rotate_left(17) ^ CHECK
+}
+
 fn check_word(segment: u64, len: u64, heals: u64) -> u64 {
-    segment ^ len.rotate_left(17) ^ heals.rotate_left(41) ^ CHECK
+    old_check_word(segment, len) ^ heals.rotate_left(41)
 }
 
 fn encode(p: Published) -> [u8; LEN] {
@@ -58,32 +69,34 @@ fn encode(p: Published) -> [u8; LEN] {
     let mut b = [0u8; LEN];
     b[..8].copy_from_slice(&segment.to_le_bytes());
     b[8..16].copy_from_slice(&len.to_le_bytes());
-    b[16..24].copy_from_slice(&p.heals.to_le_bytes());
-    b[24..].copy_from_slice(&check_word(segment, len, p.heals).to_le_bytes());
+    b[16..24].copy_from_slice(&old_check_word(segment, len).to_le_bytes());
+    b[24..32].copy_from_slice(&p.heals.to_le_bytes());
+    b[32..].copy_from_slice(&check_word(segment, len, p.heals).to_le_bytes());
     b
 }
 
-/// The file's contents, from `b` (the bytes one read returned); `None` for a torn read.
+/// The file's contents, from `b` (the bytes one read returned); `None` for a torn read. A
+/// file whose first 24 bytes check and whose count does not (a writer of the earlier form
+/// rewrote only those, or a read caught a write half done) gives the count 0: a count
+/// readers have not seen from this writer, so they read again what they hold.
 fn decode(b: &[u8]) -> Option<Published> {
-    let word = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-    match b.len() {
-        LEN => {
-            let (segment, len, heals) = (word(0), word(1), word(2));
-            (word(3) == check_word(segment, len, heals)).then_some(Published {
-                end: (segment, len),
-                heals,
-            })
-        }
-        // A writer of an earlier version: no heal count (its readers had none either).
-        OLD_LEN => {
-            let (segment, len) = (word(0), word(1));
-            (word(2) == segment ^ len.rotate_left(17) ^ CHECK).then_some(Published {
-                end: (segment, len),
-                heals: 0,
-            })
-        }
-        _ => None,
+    if b.len() < OLD_LEN {
+        return None;
     }
+    let word = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    let (segment, len) = (word(0), word(1));
+    if word(2) != old_check_word(segment, len) {
+        return None;
+    }
+    let heals = if b.len() >= LEN && word(4) == check_word(segment, len, word(3)) {
+        word(3)
+    } else {
+        0
+    };
+    Some(Published {
+        end: (segment, len),
+        heals,
+    })
 }
 
 /// Reads the file's contents; `None` when they are torn (or unreadable).
@@ -219,7 +232,11 @@ pub struct DurableEnd {
     file: Option<File>,
     known: (u64, u64),
     /// The heal count at the last look at what the writer published.
-    heals: u64,
+    last_heals: Option<u64>,
+    /// How many times the looks found a heal count other than the look before (the first
+    /// look counts): what [`DurableEnd::heals`] gives, so that a count going back (a writer
+    /// that could not read its predecessor's) is a change too.
+    heal_changes: u64,
     locked: bool,
     /// The writer's notifier, for a reader in its process: the end it publishes is read
     /// from memory while the writer is open (no read of the file, no look at its lock).
@@ -233,7 +250,8 @@ impl DurableEnd {
             dir: dir.to_path_buf(),
             file: None,
             known: (0, 0),
-            heals: 0,
+            last_heals: None,
+            heal_changes: 0,
             locked: false,
             local: None,
         }
@@ -255,14 +273,18 @@ impl DurableEnd {
 
     fn observe(&mut self, published: Published) {
         self.known = self.known.max(published.end);
-        self.heals = published.heals;
+        if self.last_heals != Some(published.heals) {
+            self.last_heals = Some(published.heals);
+            self.heal_changes += 1;
+        }
     }
 
-    /// The heal count as of the last look at what the writer published (see
-    /// [`Published::heals`]). A record read before a look that found a different count may
-    /// have been rewritten since it was read, though its place is durable now: read it again.
+    /// How many times the heal count the writer publishes (see [`Published::heals`]) was
+    /// found changed, as of the last look. A record read before a look that found it
+    /// changed may have been rewritten since it was read, though its place is durable now:
+    /// read it again.
     pub fn heals(&self) -> u64 {
-        self.heals
+        self.heal_changes
     }
 
     /// Whether everything the open writer of this process has made durable ends exactly at
@@ -403,25 +425,39 @@ mod tests {
         };
         let b = encode(p);
         assert_eq!(decode(&b), Some(p));
+        let unknown = Published {
+            end: (3, 4096),
+            heals: 0,
+        };
         for i in 0..LEN {
             let mut torn = b;
             torn[i] ^= 1;
-            assert_eq!(decode(&torn), None, "byte {i} flipped");
+            // The first 24 bytes are the end as readers of the earlier form read it; after
+            // them a bad count is a count not seen before.
+            let want = (i >= OLD_LEN).then_some(unknown);
+            assert_eq!(decode(&torn), want, "byte {i} flipped");
         }
         assert_eq!(decode(&[0u8; LEN]), None);
         assert_eq!(decode(&b[..20]), None, "a short read");
+        assert_eq!(
+            decode(&b[..OLD_LEN]),
+            Some(unknown),
+            "as an old reader reads it"
+        );
         // As a writer before the heal count wrote it.
         let mut old = [0u8; OLD_LEN];
         old[..8].copy_from_slice(&3u64.to_le_bytes());
         old[8..16].copy_from_slice(&4096u64.to_le_bytes());
         old[16..].copy_from_slice(&(3 ^ 4096u64.rotate_left(17) ^ CHECK).to_le_bytes());
-        assert_eq!(
-            decode(&old),
-            Some(Published {
-                end: (3, 4096),
-                heals: 0
-            })
-        );
+        assert_eq!(decode(&old), Some(unknown));
+        assert_eq!(&b[..OLD_LEN], &old[..], "old readers read the new file");
+        // An old writer rewrote only the first 24 bytes of a new file.
+        let mut rewritten = encode(Published {
+            end: (2, 100),
+            heals: 7,
+        });
+        rewritten[..OLD_LEN].copy_from_slice(&old);
+        assert_eq!(decode(&rewritten), Some(unknown));
     }
 
     #[test]
