@@ -18,7 +18,7 @@
 //! The file also carries a heal count, moved on by each heal and each writer's opening: a
 //! heal cuts records a reader may have read past the durable end, and the records written
 //! next may end where those did, so a reader reads again what it read before the count
-//! changed (see [`DurableEnd::heals`]).
+//! changed (see [`DurableEnd::heal_changes`]).
 //!
 //! The file is a hint for live readers and is never fsynced: after a crash its contents may
 //! be stale, but a crash also frees the lock, and then the third rule applies.
@@ -234,7 +234,7 @@ pub struct DurableEnd {
     /// The heal count at the last look at what the writer published.
     last_heals: Option<u64>,
     /// How many times the looks found a heal count other than the look before (the first
-    /// look counts): what [`DurableEnd::heals`] gives, so that a count going back (a writer
+    /// look counts): what [`DurableEnd::heal_changes`] gives, so that a count going back (a writer
     /// that could not read its predecessor's) is a change too.
     heal_changes: u64,
     locked: bool,
@@ -283,7 +283,7 @@ impl DurableEnd {
     /// found changed, as of the last look. A record read before a look that found it
     /// changed may have been rewritten since it was read, though its place is durable now:
     /// read it again.
-    pub fn heals(&self) -> u64 {
+    pub fn heal_changes(&self) -> u64 {
         self.heal_changes
     }
 
@@ -469,15 +469,15 @@ mod tests {
         let writer = Publisher::open(dir.path(), 1, 100, Arc::clone(&notifier)).expect("writer");
         assert_eq!(remote.check(1, 100).expect("check"), Verdict::Durable);
         assert_eq!(local.check(1, 100).expect("check"), Verdict::Durable);
-        let first = remote.heals();
-        assert_eq!(local.heals(), first);
+        let first = remote.heal_changes();
+        assert_eq!(local.heal_changes(), first);
         // A heal that cuts back to the published end still moves the count on.
         writer.healed(1, 100);
         writer.publish(1, 150);
         assert_eq!(remote.check(1, 150).expect("check"), Verdict::Durable);
         assert_eq!(local.check(1, 150).expect("check"), Verdict::Durable);
-        assert_eq!(remote.heals(), first + 1);
-        assert_eq!(local.heals(), first + 1);
+        assert_eq!(remote.heal_changes(), first + 1);
+        assert_eq!(local.heal_changes(), first + 1);
         drop(writer);
         // The next writer goes on from there, one more: recovery may have cut bytes read.
         let _writer = Publisher::open(dir.path(), 1, 150, Arc::default()).expect("writer");
@@ -486,7 +486,7 @@ mod tests {
             offset: 200,
         };
         assert!(!remote.published_past(beyond).expect("look"));
-        assert_eq!(remote.heals(), first + 2);
+        assert_eq!(remote.heal_changes(), first + 2);
     }
 
     #[test]

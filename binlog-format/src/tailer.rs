@@ -109,7 +109,7 @@ impl Tailer {
         let verdict = self
             .durable
             .check(position.segment, position.offset + len)?;
-        let heals = self.durable.heals();
+        let heals = self.durable.heal_changes();
         let cursor = self.cursor.as_mut().expect("a record was just read");
         let judged = match verdict {
             Verdict::Durable if cursor.epoch() == Some(heals) => return Ok(Judged::Pass),
@@ -123,6 +123,15 @@ impl Tailer {
         };
         cursor.seek(position.offset)?;
         Ok(judged)
+    }
+
+    /// A following cursor at the first record of segment `number`, stamped with the heal
+    /// changes as of before its first read (opening reads past the header).
+    fn open_segment(&self, number: u64) -> Result<SegmentCursor> {
+        let heals = self.durable.heal_changes();
+        let mut cursor = SegmentCursor::open(&self.dir, number, self.max_frame)?.follow();
+        cursor.stamp(heals);
+        Ok(cursor)
     }
 
     /// A tailer of `dir`, starting at `start`. Nothing is read until
@@ -178,11 +187,8 @@ impl Tailer {
         }
         let segments = list_segments(&self.dir)?;
         let mut chosen = None;
-        // Taken before the reads: opening reads past the header.
-        let heals = self.durable.heals();
         for &n in &segments {
-            let mut c = SegmentCursor::open(&self.dir, n, self.max_frame)?.follow();
-            c.stamp(heals);
+            let c = self.open_segment(n)?;
             if chosen.is_none() || c.prelude.first_seq <= self.start_seq {
                 chosen = Some(c);
             } else {
@@ -284,7 +290,7 @@ impl Tailer {
                 self.wait(deadline, seen);
                 continue;
             }
-            cursor.stamp(self.durable.heals());
+            cursor.stamp(self.durable.heal_changes());
             let outcome = cursor.read_next()?;
             match outcome {
                 Next::Record {
@@ -351,11 +357,7 @@ impl Tailer {
                                 ),
                             });
                         }
-                        let heals = self.durable.heals();
-                        let mut next =
-                            SegmentCursor::open(&self.dir, next_number, self.max_frame)?.follow();
-                        next.stamp(heals);
-                        self.cursor = Some(next);
+                        self.cursor = Some(self.open_segment(next_number)?);
                         continue;
                     }
                     // No next segment, and this one is gone: retention removed both (only the
