@@ -16,6 +16,9 @@ use ringrep_engine::{Engine, Session};
 use crate::error::{Error, Result};
 use crate::source::{EventSource, Provision, SourcedTx};
 
+/// How long an applied transaction may stay unsynced by default ([`Applier::set_sync_delay`]).
+pub const DEFAULT_SYNC_DELAY: Duration = Duration::from_millis(10);
+
 /// Rows per transaction while a snapshot is loaded ([`Applier::provision`]).
 pub const PROVISION_ROWS: usize = 4096;
 
@@ -164,6 +167,8 @@ pub struct Applier {
     session: Session,
     /// LSN of the last applied transaction not yet synced (group commit on the replica).
     pending_lsn: Option<u64>,
+    /// How long [`Applier::run`] lets an applied transaction stay unsynced.
+    sync_delay: Duration,
     status: TableDef,
     /// Replica lag of the transactions applied in this run.
     pub lag: LagStats,
@@ -204,11 +209,45 @@ impl Applier {
         Ok(Applier {
             session,
             pending_lsn: None,
+            sync_delay: DEFAULT_SYNC_DELAY,
             status,
             lag: LagStats::default(),
             applied: 0,
             skipped: 0,
         })
+    }
+
+    /// How long [`Applier::run`] may leave an applied transaction unsynced
+    /// ([`DEFAULT_SYNC_DELAY`] unless set). With a delay, the apply never waits for the disk:
+    /// the engine's background syncer fsyncs what was applied within it, one fsync for all
+    /// that arrived meanwhile. That is safe for exactly-once because a transaction and its
+    /// position are one record: a machine crash loses the last `delay` of applied transactions
+    /// together with their position, and the replica fetches them again. Zero waits for an
+    /// fsync whenever the source runs dry (and after 1000 transactions), as a primary's commit
+    /// does. Only with the engine's `SyncPolicy::EveryCommit`: other policies do not wait
+    /// for an fsync in any case.
+    pub fn set_sync_delay(&mut self, delay: Duration) {
+        self.sync_delay = delay;
+    }
+
+    /// Whether [`Applier::run`] defers its fsyncs (see [`Applier::set_sync_delay`]).
+    fn defers_sync(&self) -> bool {
+        !self.sync_delay.is_zero()
+            && self.session.engine().config().sync == binlog_format::SyncPolicy::EveryCommit
+    }
+
+    /// Has what was applied fsynced within the sync delay, without waiting; fails as
+    /// [`Applier::flush`] does when a write or fsync failed meanwhile.
+    fn sync_soon(&mut self) -> Result<()> {
+        // Taken, as `flush` takes it: after a failure the commit is not waited for again
+        // (the error was its report, and a heal may have cut it).
+        let Some(lsn) = self.pending_lsn.take() else {
+            return Ok(());
+        };
+        if !self.session.engine().sync_within(lsn, self.sync_delay)? {
+            self.pending_lsn = Some(lsn);
+        }
+        Ok(())
     }
 
     /// The replica engine.
@@ -298,7 +337,12 @@ impl Applier {
         crate::failpoint::hit("apply_before_commit");
         let (_, lsn) = self
             .session
-            .apply_replicated_nowait(events, extra, origin)?;
+            .apply_replicated_nowait(events, extra, origin)
+            .inspect_err(|_| {
+                // A commit that heals first may have cut the one pending (reported by this
+                // error): the next run must not wait for it and fail again.
+                self.pending_lsn = None;
+            })?;
         self.pending_lsn = Some(lsn);
         crate::failpoint::hit("apply_after_commit");
         self.applied += 1;
@@ -529,16 +573,22 @@ impl Applier {
     ) -> Result<u64> {
         let mut last = 0;
         let mut unsynced = 0usize;
+        let defer = self.defers_sync();
         loop {
             if *stop.borrow() {
                 self.flush()?;
                 return Ok(last);
             }
-            // Take what is ready without waiting; sync once the source runs dry.
+            // Take what is ready without waiting; sync once the source runs dry (or let the
+            // background syncer do it, with a sync delay).
             let mut item = source.next(Duration::ZERO).await?;
             if item.is_none() {
-                self.flush()?;
-                unsynced = 0;
+                if defer {
+                    self.sync_soon()?;
+                } else {
+                    self.flush()?;
+                    unsynced = 0;
+                }
                 if let Some(seq) = self.take_from_source(source)? {
                     last = seq.max(last);
                     continue;
@@ -558,10 +608,14 @@ impl Applier {
                         return Ok(last);
                     }
                     self.apply_nowait(&item.tx, item.position)?;
-                    unsynced += 1;
-                    if unsynced >= 1000 {
-                        self.flush()?;
-                        unsynced = 0;
+                    if defer {
+                        self.sync_soon()?;
+                    } else {
+                        unsynced += 1;
+                        if unsynced >= 1000 {
+                            self.flush()?;
+                            unsynced = 0;
+                        }
                     }
                     last = item.tx.seq;
                     on_progress(self, &item);
@@ -570,7 +624,10 @@ impl Applier {
                         return Ok(last);
                     }
                 }
-                None if exit_when_caught_up => return Ok(last),
+                None if exit_when_caught_up => {
+                    self.flush()?;
+                    return Ok(last);
+                }
                 None => {}
             }
         }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::codec;
 use crate::durable::Publisher;
@@ -249,8 +249,12 @@ struct Inner {
     durable_seq: AtomicU64,
     notifier: Arc<Notifier>,
     stop: AtomicBool,
-    /// Wakes the background syncer (see `WRITEBACK_STEP`).
+    /// Wakes the background syncer (see `WRITEBACK_STEP` and [`BinlogWriter::sync_within`]).
     nudge: std::sync::mpsc::SyncSender<()>,
+    /// A segment grew by `WRITEBACK_STEP`: the syncer fsyncs as soon as it wakes.
+    writeback_due: AtomicBool,
+    /// The deadline of the earliest [`BinlogWriter::sync_within`] request not yet served.
+    sync_due: Mutex<Option<Instant>>,
     /// Segments below this were purged (or are being): a rotation's new index leaves them
     /// out even while their files are still being removed.
     purged_below: AtomicU64,
@@ -572,6 +576,8 @@ impl BinlogWriter {
             notifier,
             stop: AtomicBool::new(false),
             nudge,
+            writeback_due: AtomicBool::new(false),
+            sync_due: Mutex::new(None),
             purged_below: AtomicU64::new(0),
             lost: Mutex::new(Vec::new()),
             lost_through: AtomicU64::new(0),
@@ -580,27 +586,17 @@ impl BinlogWriter {
             stopped: AtomicBool::new(false),
             published,
         });
-        // The background syncer: every N ms with that policy, and whenever a segment has
-        // grown by `WRITEBACK_STEP`.
+        // The background syncer: every N ms with that policy, whenever a segment has grown by
+        // `WRITEBACK_STEP`, and when a deferred sync falls due.
         let period = match inner.opts.sync {
-            SyncPolicy::EveryMillis(ms) => Duration::from_millis(ms),
-            SyncPolicy::EveryCommit | SyncPolicy::Never => Duration::MAX,
+            SyncPolicy::EveryMillis(ms) => Some(Duration::from_millis(ms)),
+            SyncPolicy::EveryCommit | SyncPolicy::Never => None,
         };
         let syncer = {
             let inner = Arc::clone(&inner);
             std::thread::Builder::new()
                 .name("binlog-sync".into())
-                .spawn(move || loop {
-                    let woke = nudged.recv_timeout(period);
-                    if inner.stop.load(Ordering::Acquire)
-                        || woke == Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
-                    {
-                        break;
-                    }
-                    let target = lock(&inner.state).appended;
-                    // A failure poisons the writer; the next commit reports it.
-                    let _ = inner.sync_to(target);
-                })
+                .spawn(move || inner.run_syncer(&nudged, period))
                 .map_err(|e| Error::io(dir, e))?
         };
         Ok((
@@ -755,6 +751,7 @@ impl BinlogWriter {
         st.segment_len += len;
         if st.segment_len >= st.synced_from + WRITEBACK_STEP {
             st.synced_from = st.segment_len;
+            self.inner.writeback_due.store(true, Ordering::Release);
             // Full means a nudge is pending already.
             let _ = self.inner.nudge.try_send(());
         }
@@ -995,6 +992,32 @@ impl BinlogWriter {
         self.inner.sync_appended()
     }
 
+    /// Has the background syncer write and fsync everything appended so far within `delay`,
+    /// without waiting for it: a replica's applier uses it so that its apply never waits for
+    /// the disk, and its fsyncs are one per `delay` at most however its transactions arrive.
+    /// Requests before that fsync starts share it (the earliest deadline holds). A failure
+    /// stops the writer as any fsync's does: the next append, commit or
+    /// [`BinlogWriter::is_stopped`] shows it, and [`BinlogWriter::heal`] cuts back what it
+    /// did not cover.
+    pub fn sync_within(&self, delay: Duration) {
+        let due = Instant::now() + delay;
+        {
+            let mut pending = lock(&self.inner.sync_due);
+            if pending.is_some_and(|d| d <= due) {
+                return;
+            }
+            *pending = Some(due);
+        }
+        // Full means a nudge is pending already; the syncer reads the deadline when it wakes.
+        let _ = self.inner.nudge.try_send(());
+    }
+
+    /// Fails, with the error that stopped the writer, when a heal cut off the commit whose
+    /// record ends at `lsn` (see [`BinlogWriter::is_lost`]).
+    pub fn check_commit(&self, lsn: u64) -> Result<()> {
+        self.inner.check_lost(lsn)
+    }
+
     /// A handle that makes everything appended so far durable, for a thread that does not
     /// own the writer (the engine's snapshot thread).
     pub fn sync_handle(&self) -> SyncHandle {
@@ -1122,6 +1145,50 @@ impl Inner {
             st.allocated = st.segment_len;
         }
         Ok(())
+    }
+
+    /// The background syncer's loop (see [`BinlogWriter::open`]): it fsyncs every `period`
+    /// with [`SyncPolicy::EveryMillis`], when a segment has grown by `WRITEBACK_STEP`, and when
+    /// a [`BinlogWriter::sync_within`] deadline passes; until the writer is dropped.
+    fn run_syncer(&self, nudged: &std::sync::mpsc::Receiver<()>, period: Option<Duration>) {
+        let mut tick = period.map(|p| Instant::now() + p);
+        loop {
+            let due = *lock(&self.sync_due);
+            let wake = match (tick, due) {
+                (Some(t), Some(d)) => Some(t.min(d)),
+                (t, d) => t.or(d),
+            };
+            let timeout = wake.map_or(Duration::MAX, |w| {
+                w.saturating_duration_since(Instant::now())
+            });
+            let woke = nudged.recv_timeout(timeout);
+            if self.stop.load(Ordering::Acquire)
+                || woke == Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+            {
+                break;
+            }
+            let now = Instant::now();
+            let ticked = tick.is_some_and(|t| t <= now);
+            let fell_due = {
+                let mut due = lock(&self.sync_due);
+                let passed = due.is_some_and(|d| d <= now);
+                if passed {
+                    *due = None;
+                }
+                passed
+            };
+            let writeback = self.writeback_due.swap(false, Ordering::AcqRel);
+            if !(ticked || fell_due || writeback) {
+                // A nudge for a deadline still ahead: sleep until it.
+                continue;
+            }
+            if ticked {
+                tick = period.map(|p| now + p);
+            }
+            let target = lock(&self.state).appended;
+            // A failure poisons the writer; the next commit reports it.
+            let _ = self.sync_to(target);
+        }
     }
 
     fn sync_to(&self, lsn: u64) -> Result<()> {

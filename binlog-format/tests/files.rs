@@ -694,3 +694,31 @@ fn a_tailer_reads_a_large_record_with_zeros_inside() {
     let (_, rec) = next_record(&mut tailer, 5, "the record after it");
     assert_eq!(rec, ring_insert(5));
 }
+
+/// `sync_within`: what was appended and not committed is fsynced by the background syncer once
+/// the earliest requested deadline passes, with nobody waiting, and not before.
+#[test]
+fn a_deferred_sync_makes_appends_durable_in_the_background() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (w, _) =
+        BinlogWriter::open(dir.path(), opts(1 << 20, SyncPolicy::EveryCommit)).expect("open");
+    let mut last = 0;
+    for seq in 1..=5 {
+        last = w.append(&ring_insert(seq)).expect("append");
+    }
+    w.sync_within(Duration::from_secs(3600));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(w.durable_lsn() < last, "fsynced before its deadline");
+    assert_eq!(w.durable_seq(), 0);
+    // An earlier deadline replaces the later one.
+    w.sync_within(Duration::from_millis(1));
+    for _ in 0..1000 {
+        if w.durable_lsn() >= last {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(w.durable_lsn() >= last, "the syncer did not fsync");
+    assert_eq!(w.durable_seq(), 5);
+    assert_eq!(read_all(dir.path()).0.len(), 5);
+}

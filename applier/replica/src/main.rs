@@ -81,6 +81,13 @@ enum Command {
         /// Sync policy of the replica's binlog: commit, never, or milliseconds.
         #[arg(long, default_value = "commit")]
         sync: String,
+        /// With `--sync commit`: how long an applied transaction may stay unsynced, in
+        /// milliseconds. The apply never waits for the disk; a background fsync covers what
+        /// arrived meanwhile. A machine crash loses at most that much of what the replica
+        /// applied, position included, and it fetches it again. 0 waits for an fsync each
+        /// time the source runs dry. Client commits of a promoted replica always wait.
+        #[arg(long, default_value_t = ringrep_applier::applier::DEFAULT_SYNC_DELAY.as_millis() as u64)]
+        apply_sync_delay_ms: u64,
         /// Read the primary's replication topic from these Kafka brokers instead of a binlog
         /// directory.
         #[arg(long, env = "RINGREP_KAFKA_BROKERS")]
@@ -256,6 +263,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             exit_when_caught_up,
             skip_replica_start,
             sync,
+            apply_sync_delay_ms,
             kafka_brokers,
             kafka_topic_prefix,
             kafka_options,
@@ -307,7 +315,8 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 report.last_seq,
                 report.replayed
             );
-            let applier = Applier::new(&engine)?;
+            let mut applier = Applier::new(&engine)?;
+            applier.set_sync_delay(Duration::from_millis(apply_sync_delay_ms));
             let source = match (&source, &kafka, &source_binlog) {
                 (Some(url), _, _) => Some(SourceSpec::Network(network_config(
                     url,

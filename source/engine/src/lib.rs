@@ -750,6 +750,9 @@ impl Engine {
             binlog_format::value::format_timestamp(self.now_us(), 6),
             self.shared.cfg.server_id
         );
+        // What it applied and has not yet synced (the applier defers its fsyncs) is durable
+        // before any client may build on it.
+        self.sync()?;
         fs::write(&path, text)?;
         fs::File::open(&path)?.sync_all()?;
         fs::File::open(&self.shared.dir)?.sync_all()?;
@@ -1040,7 +1043,25 @@ impl Engine {
         let (seq, lsn) = {
             let mut st = self.write();
             if writer.is_stopped() {
+                let (applied, taken_back) = (
+                    self.shared.applied_lsn.load(Ordering::Acquire),
+                    self.shared.taken_back.load(Ordering::Acquire),
+                );
                 self.heal_locked(&mut st)?;
+                // A replicated transaction was checked against the position the state held
+                // before the heal: with applied transactions taken back, that position is
+                // gone and this one would leave a gap. Its applier starts again from the
+                // position the state holds now.
+                if origin.is_some() && self.shared.taken_back.load(Ordering::Acquire) != taken_back
+                {
+                    writer.check_commit(applied)?;
+                    let mut e = Error::internal(
+                        "the binlog was cut back after a failed write or fsync: the applier \
+                         resumes from its stored position",
+                    );
+                    e.kind = error::ErrorKind::Transient;
+                    return Err(e);
+                }
             }
             validate(&st, events)?;
             let seq = st.last_seq + 1;
@@ -1289,6 +1310,27 @@ impl Engine {
             w.sync()?;
         }
         Ok(())
+    }
+
+    /// Has everything committed so far fsynced within `delay`, in the background (a
+    /// replica's applier: see [`binlog_format::BinlogWriter::sync_within`]). Returns
+    /// whether `lsn` is durable already; fails, healing the binlog, when a write or fsync
+    /// failed meanwhile and `lsn` was cut off by it, as [`Engine::wait_durable`] does.
+    pub fn sync_within(&self, lsn: u64, delay: Duration) -> Result<bool> {
+        let writer = self
+            .shared
+            .binlog
+            .as_ref()
+            .ok_or_else(|| Error::internal("engine opened read-only"))?;
+        if writer.is_stopped() || writer.is_lost(lsn) {
+            self.wait_durable(lsn)?;
+            return Ok(true);
+        }
+        if writer.durable_lsn() >= lsn {
+            return Ok(true);
+        }
+        writer.sync_within(delay);
+        Ok(false)
     }
 
     pub(crate) fn next_txn_id(&self) -> u64 {
