@@ -4,7 +4,7 @@ use ringrep_testkit::engine as common;
 
 use std::time::Duration;
 
-use binlog_format::{BinlogReader, ReaderOptions, Record, Transaction, Value};
+use binlog_format::Value;
 use common::*;
 use ringrep_applier::verify::{verify, Difference, VerifyOptions};
 use ringrep_applier::{Applier, ApplyOutcome, BinlogDirSource, Error};
@@ -16,16 +16,6 @@ fn replica(dir: &std::path::Path, clock: &ManualClock) -> Engine {
     cfg.server_id = 2;
     cfg.read_only = true;
     Engine::open(dir, cfg).expect("open replica").0
-}
-
-fn transactions(dir: &std::path::Path) -> Vec<(binlog_format::Position, Transaction)> {
-    BinlogReader::open(&dir.join("binlog"), ReaderOptions::default())
-        .expect("reader")
-        .filter_map(|r| match r.expect("record") {
-            (p, Record::Transaction(tx)) => Some((p, tx)),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Runs the applier until the source has nothing more.
@@ -45,7 +35,7 @@ async fn run_to_end(applier: &mut Applier, source: &mut BinlogDirSource) -> Resu
 
 /// Applies every transaction of a primary's binlog, one by one.
 fn apply_all(applier: &mut Applier, primary_dir: &std::path::Path) {
-    for (pos, tx) in transactions(primary_dir) {
+    for (pos, tx) in binlog_transactions(primary_dir) {
         applier.apply(&tx, pos).expect("apply");
     }
 }
@@ -104,7 +94,7 @@ async fn replica_converges_and_duplicates_change_nothing() {
     // Delivering everything again changes nothing.
     let before = dump(&replica);
     let replica_seq = replica.last_seq();
-    for (pos, tx) in transactions(pdir.path()) {
+    for (pos, tx) in binlog_transactions(pdir.path()) {
         assert_eq!(
             applier.apply(&tx, pos).expect("apply"),
             ApplyOutcome::Skipped { seq: tx.seq }
@@ -126,7 +116,7 @@ fn a_gap_stops_the_applier_naming_the_missing_sequence() {
     let _primary = primary_with_workload(pdir.path(), &clock);
     let replica = replica(rdir.path(), &clock);
     let mut applier = Applier::new(&replica).expect("applier");
-    let txs = transactions(pdir.path());
+    let txs = binlog_transactions(pdir.path());
     applier.apply(&txs[0].1, txs[0].0).expect("first");
     let before = dump(&replica);
     match applier.apply(&txs[2].1, txs[2].0) {
@@ -267,7 +257,7 @@ async fn a_corrupt_record_stops_the_applier_with_its_position_and_applies_nothin
     let rdir = tempfile::tempdir().expect("tempdir");
     let primary = primary_with_workload(pdir.path(), &clock);
     primary.sync().expect("sync");
-    let txs = transactions(pdir.path());
+    let txs = binlog_transactions(pdir.path());
     drop(primary);
     // Flip a byte inside the 10th transaction's frame.
     let (bad_pos, bad_tx) = (txs[9].0, txs[9].1.seq);

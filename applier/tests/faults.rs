@@ -7,7 +7,7 @@ use ringrep_testkit::engine as common;
 
 use std::time::Duration;
 
-use binlog_format::{BinlogReader, ReaderOptions, Record, SyncPolicy, Transaction, Value};
+use binlog_format::{SyncPolicy, Value};
 use common::*;
 use ringrep_applier::verify::{verify, VerifyOptions};
 use ringrep_applier::{Applier, BinlogDirSource, Error};
@@ -108,17 +108,6 @@ async fn an_apply_commit_on_a_full_disk_is_1021_and_applied_again() {
     apply_through("binlog::write", "1*return(short)", 1021).await;
 }
 
-/// The primary's transactions as a replica would be sent them.
-fn transactions(dir: &std::path::Path) -> Vec<(binlog_format::Position, Transaction)> {
-    BinlogReader::open(&dir.join("binlog"), ReaderOptions::default())
-        .expect("reader")
-        .filter_map(|r| match r.expect("record") {
-            (p, Record::Transaction(tx)) => Some((p, tx)),
-            _ => None,
-        })
-        .collect()
-}
-
 /// A primary with a ring table and `n` inserts into it.
 fn primary_with_inserts(dir: &std::path::Path, clock: &ManualClock, n: i64) -> Engine {
     let primary = open(dir, clock);
@@ -144,7 +133,7 @@ async fn a_transaction_applied_after_a_failed_background_fsync_is_refused_not_le
     let pdir = tempfile::tempdir().expect("tempdir");
     let rdir = tempfile::tempdir().expect("tempdir");
     let primary = primary_with_inserts(pdir.path(), &clock, 12);
-    let txs = transactions(pdir.path());
+    let txs = binlog_transactions(pdir.path());
     let replica = replica(rdir.path(), &clock);
     let mut applier = Applier::new(&replica).expect("applier");
     for (pos, tx) in &txs[..4] {
@@ -226,10 +215,11 @@ async fn a_deferred_sync_does_not_hold_the_apply_and_still_makes_everything_dura
     applier.set_sync_delay(Duration::from_millis(20));
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let engine = replica.clone();
+    let end = primary.last_seq();
     let watcher = tokio::spawn(async move {
         for _ in 0..3000 {
             tokio::time::sleep(Duration::from_millis(10)).await;
-            if ringrep_applier::applier::read_position(&engine, 1).map(|p| p.last_seq) == Some(40)
+            if ringrep_applier::applier::read_position(&engine, 1).map(|p| p.last_seq) == Some(end)
                 && engine.durable_seq() == engine.last_seq()
             {
                 break;
@@ -303,7 +293,7 @@ async fn a_power_cut_takes_back_unsynced_applies_with_their_position_and_they_ar
     let rdir = tempfile::tempdir().expect("tempdir");
     let cut = tempfile::tempdir().expect("tempdir");
     let primary = primary_with_inserts(pdir.path(), &clock, 30);
-    let txs = transactions(pdir.path());
+    let txs = binlog_transactions(pdir.path());
     let replica = replica(rdir.path(), &clock);
     let mut applier = Applier::new(&replica).expect("applier");
     for (pos, tx) in &txs[..10] {
@@ -326,7 +316,7 @@ async fn a_power_cut_takes_back_unsynced_applies_with_their_position_and_they_ar
         .await
         .expect("the rest");
     assert_eq!(last, primary.last_seq());
-    let origins: Vec<u64> = transactions(cut.path())
+    let origins: Vec<u64> = binlog_transactions(cut.path())
         .into_iter()
         .filter_map(|(_, tx)| tx.origin.map(|o| o.seq))
         .collect();

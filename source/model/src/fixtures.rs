@@ -117,3 +117,17 @@ pub fn dump(engine: &Engine) -> Vec<TableDump> {
             .collect()
     })
 }
+
+/// Every transaction of the binlog in data directory `dir`, with its position, as a replica
+/// would be sent them.
+pub fn binlog_transactions(
+    dir: &Path,
+) -> Vec<(binlog_format::Position, binlog_format::Transaction)> {
+    binlog_format::BinlogReader::open(&dir.join("binlog"), binlog_format::ReaderOptions::default())
+        .expect("reader")
+        .filter_map(|r| match r.expect("record") {
+            (p, binlog_format::Record::Transaction(tx)) => Some((p, tx)),
+            _ => None,
+        })
+        .collect()
+}
