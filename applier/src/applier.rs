@@ -221,7 +221,7 @@ impl Applier {
     /// ([`DEFAULT_SYNC_DELAY`] unless set). With a delay, the apply never waits for the disk:
     /// the engine's background syncer fsyncs what was applied within it, one fsync for all
     /// that arrived meanwhile. That is safe for exactly-once because a transaction and its
-    /// position are one record: a machine crash loses the last `delay` of applied transactions
+    /// position are one record: a crash (of the machine or the process) loses the last `delay` of applied transactions
     /// together with their position, and the replica fetches them again. Zero waits for an
     /// fsync whenever the source runs dry (and after 1000 transactions), as a primary's commit
     /// does. Only with the engine's `SyncPolicy::EveryCommit`: other policies do not wait
@@ -335,14 +335,20 @@ impl Applier {
             }
         }
         crate::failpoint::hit("apply_before_commit");
-        let (_, lsn) = self
-            .session
-            .apply_replicated_nowait(events, extra, origin)
-            .inspect_err(|_| {
+        let committed = self.session.apply_replicated_nowait(events, extra, origin);
+        let (_, lsn) = match committed {
+            Ok(c) => c,
+            Err(e) => {
                 // A commit that heals first may have cut the one pending (reported by this
                 // error): the next run must not wait for it and fail again.
-                self.pending_lsn = None;
-            })?;
+                if let Some(p) = self.pending_lsn {
+                    if self.session.engine().is_commit_lost(p) {
+                        self.pending_lsn = None;
+                    }
+                }
+                return Err(e.into());
+            }
+        };
         self.pending_lsn = Some(lsn);
         crate::failpoint::hit("apply_after_commit");
         self.applied += 1;

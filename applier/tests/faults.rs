@@ -328,3 +328,45 @@ async fn a_power_cut_takes_back_unsynced_applies_with_their_position_and_they_ar
     let report = verify(&primary, &replica, &VerifyOptions::default(), &mut |_| {});
     assert!(report.converged, "{}", report.text());
 }
+
+/// A replica whose deferred fsync failed while nothing was applying (its channel stopped) is
+/// still promotable: promotion heals the binlog, takes back what the fsync did not cover, and
+/// makes the rest durable before the node takes writes.
+#[tokio::test]
+async fn a_replica_whose_deferred_fsync_failed_is_healed_when_promoted() {
+    let scenario = fail::FailScenario::setup();
+    let clock = ManualClock::new(T0);
+    let pdir = tempfile::tempdir().expect("tempdir");
+    let rdir = tempfile::tempdir().expect("tempdir");
+    let primary = primary_with_inserts(pdir.path(), &clock, 8);
+    let txs = binlog_transactions(pdir.path());
+    let replica = replica(rdir.path(), &clock);
+    let mut applier = Applier::new(&replica).expect("applier");
+    for (pos, tx) in &txs[..3] {
+        applier.apply(tx, *pos).expect("durable");
+    }
+    for (pos, tx) in &txs[3..] {
+        applier
+            .apply_nowait(tx, *pos)
+            .expect("applied, not yet synced");
+    }
+    {
+        let _armed = fail::FailGuard::new("binlog::fsync", "1*return(eio)").expect("arm");
+        replica.sync().expect_err("the deferred fsync fails");
+    }
+    replica
+        .promote()
+        .expect("promoted despite the failed fsync");
+    let at = ringrep_applier::applier::read_position(&replica, 1).map_or(0, |p| p.last_seq);
+    assert_eq!(
+        at, txs[2].1.seq,
+        "what the fsync did not cover is taken back"
+    );
+    assert_eq!(
+        replica.durable_seq(),
+        replica.last_seq(),
+        "the rest is durable"
+    );
+    drop(primary);
+    scenario.teardown();
+}

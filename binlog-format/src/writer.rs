@@ -1182,12 +1182,12 @@ impl Inner {
                 // A nudge for a deadline still ahead: sleep until it.
                 continue;
             }
-            if ticked {
-                tick = period.map(|p| now + p);
-            }
             let target = lock(&self.state).appended;
             // A failure poisons the writer; the next commit reports it.
             let _ = self.sync_to(target);
+            // The period runs from the end of the last fsync, whatever caused it: a slow
+            // fsync is not followed by another at once.
+            tick = period.map(|p| Instant::now() + p);
         }
     }
 

@@ -83,8 +83,8 @@ enum Command {
         sync: String,
         /// With `--sync commit`: how long an applied transaction may stay unsynced, in
         /// milliseconds. The apply never waits for the disk; a background fsync covers what
-        /// arrived meanwhile. A machine crash loses at most that much of what the replica
-        /// applied, position included, and it fetches it again. 0 waits for an fsync each
+        /// arrived meanwhile. A crash loses at most that much of what the replica applied,
+        /// position included, and it fetches it again. 0 waits for an fsync each
         /// time the source runs dry. Client commits of a promoted replica always wait.
         #[arg(long, default_value_t = ringrep_applier::applier::DEFAULT_SYNC_DELAY.as_millis() as u64)]
         apply_sync_delay_ms: u64,

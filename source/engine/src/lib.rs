@@ -751,7 +751,16 @@ impl Engine {
             self.shared.cfg.server_id
         );
         // What it applied and has not yet synced (the applier defers its fsyncs) is durable
-        // before any client may build on it.
+        // before any client may build on it; a deferred fsync that failed is healed first
+        // (nothing else would: a stopped replica commits nothing).
+        if self
+            .shared
+            .binlog
+            .as_ref()
+            .is_some_and(BinlogWriter::is_stopped)
+        {
+            self.heal()?;
+        }
         self.sync()?;
         fs::write(&path, text)?;
         fs::File::open(&path)?.sync_all()?;
@@ -1312,6 +1321,12 @@ impl Engine {
         Ok(())
     }
 
+    /// Whether a heal cut off the commit that ended at `lsn` (its failure was reported to
+    /// whoever waited for it, or to the next commit).
+    pub fn is_commit_lost(&self, lsn: u64) -> bool {
+        self.shared.binlog.as_ref().is_some_and(|w| w.is_lost(lsn))
+    }
+
     /// Has everything committed so far fsynced within `delay`, in the background (a
     /// replica's applier: see [`binlog_format::BinlogWriter::sync_within`]). Returns
     /// whether `lsn` is durable already; fails, healing the binlog, when a write or fsync
@@ -1326,6 +1341,9 @@ impl Engine {
             self.wait_durable(lsn)?;
             return Ok(true);
         }
+        // The commit counts towards the next automatic snapshot as a waited-for one does (a
+        // snapshot syncs the binlog before it is written, so it never holds more than that).
+        self.count_durable_commit();
         if writer.durable_lsn() >= lsn {
             return Ok(true);
         }
