@@ -221,8 +221,9 @@ impl Applier {
     /// ([`DEFAULT_SYNC_DELAY`] unless set). With a delay, the apply never waits for the disk:
     /// the engine's background syncer fsyncs what was applied within it, one fsync for all
     /// that arrived meanwhile. That is safe for exactly-once because a transaction and its
-    /// position are one record: a crash (of the machine or the process) loses the last `delay` of applied transactions
-    /// together with their position, and the replica fetches them again. Zero waits for an
+    /// position are one record: a crash (of the machine or the process) loses the last `delay`
+    /// of applied transactions together with their position, and the replica fetches them
+    /// again. Zero waits for an
     /// fsync whenever the source runs dry (and after 1000 transactions), as a primary's commit
     /// does. Only with the engine's `SyncPolicy::EveryCommit`: other policies do not wait
     /// for an fsync in any case.
@@ -236,15 +237,22 @@ impl Applier {
             && self.session.engine().config().sync == binlog_format::SyncPolicy::EveryCommit
     }
 
-    /// Has what was applied fsynced within the sync delay, without waiting; fails as
+    /// Without waiting: with `request` (once per applied transaction), has what was applied
+    /// fsynced within the sync delay; without, only looks whether it is durable yet. Fails as
     /// [`Applier::flush`] does when a write or fsync failed meanwhile.
-    fn sync_soon(&mut self) -> Result<()> {
+    fn sync_soon(&mut self, request: bool) -> Result<()> {
         // Taken, as `flush` takes it: after a failure the commit is not waited for again
         // (the error was its report, and a heal may have cut it).
         let Some(lsn) = self.pending_lsn.take() else {
             return Ok(());
         };
-        if !self.session.engine().sync_within(lsn, self.sync_delay)? {
+        let engine = self.session.engine();
+        let durable = if request {
+            engine.sync_within(lsn, self.sync_delay)?
+        } else {
+            engine.check_durable(lsn)?
+        };
+        if !durable {
             self.pending_lsn = Some(lsn);
         }
         Ok(())
@@ -590,7 +598,8 @@ impl Applier {
             let mut item = source.next(Duration::ZERO).await?;
             if item.is_none() {
                 if defer {
-                    self.sync_soon()?;
+                    // Asked for after each transaction: here only a failure is looked for.
+                    self.sync_soon(false)?;
                 } else {
                     self.flush()?;
                     unsynced = 0;
@@ -615,7 +624,7 @@ impl Applier {
                     }
                     self.apply_nowait(&item.tx, item.position)?;
                     if defer {
-                        self.sync_soon()?;
+                        self.sync_soon(true)?;
                     } else {
                         unsynced += 1;
                         if unsynced >= 1000 {

@@ -122,6 +122,29 @@ fn primary_with_inserts(dir: &std::path::Path, clock: &ManualClock, n: i64) -> E
     primary
 }
 
+/// Applies the first `durable` of `txs` waiting for each fsync, and the rest without, as the
+/// applier does with a sync delay; then fails the fsync that would have covered the rest (as
+/// the background syncer's would).
+fn apply_then_fail_the_deferred_fsync(
+    applier: &mut Applier,
+    txs: &[(binlog_format::Position, binlog_format::Transaction)],
+    durable: usize,
+) {
+    for (pos, tx) in &txs[..durable] {
+        applier.apply(tx, *pos).expect("durable");
+    }
+    for (pos, tx) in &txs[durable..] {
+        applier
+            .apply_nowait(tx, *pos)
+            .expect("applied, not yet synced");
+    }
+    let _armed = fail::FailGuard::new("binlog::fsync", "1*return(eio)").expect("arm");
+    applier
+        .engine()
+        .sync()
+        .expect_err("the deferred fsync fails");
+}
+
 /// The applier checks a transaction's sequence number against the position the state holds,
 /// then commits it. When a background fsync fails in between (the applier defers its fsyncs),
 /// the commit heals the binlog first and takes applied transactions back: the position they
@@ -136,19 +159,7 @@ async fn a_transaction_applied_after_a_failed_background_fsync_is_refused_not_le
     let txs = binlog_transactions(pdir.path());
     let replica = replica(rdir.path(), &clock);
     let mut applier = Applier::new(&replica).expect("applier");
-    for (pos, tx) in &txs[..4] {
-        applier.apply(tx, *pos).expect("durable");
-    }
-    for (pos, tx) in &txs[4..8] {
-        applier
-            .apply_nowait(tx, *pos)
-            .expect("applied, not yet synced");
-    }
-    {
-        // The fsync that would have covered them fails (as the background syncer's would).
-        let _armed = fail::FailGuard::new("binlog::fsync", "1*return(eio)").expect("arm");
-        replica.sync().expect_err("the fsync fails");
-    }
+    apply_then_fail_the_deferred_fsync(&mut applier, &txs[..8], 4);
     let (pos, tx) = &txs[8];
     let e = applier
         .apply_nowait(tx, *pos)
@@ -342,18 +353,7 @@ async fn a_replica_whose_deferred_fsync_failed_is_healed_when_promoted() {
     let txs = binlog_transactions(pdir.path());
     let replica = replica(rdir.path(), &clock);
     let mut applier = Applier::new(&replica).expect("applier");
-    for (pos, tx) in &txs[..3] {
-        applier.apply(tx, *pos).expect("durable");
-    }
-    for (pos, tx) in &txs[3..] {
-        applier
-            .apply_nowait(tx, *pos)
-            .expect("applied, not yet synced");
-    }
-    {
-        let _armed = fail::FailGuard::new("binlog::fsync", "1*return(eio)").expect("arm");
-        replica.sync().expect_err("the deferred fsync fails");
-    }
+    apply_then_fail_the_deferred_fsync(&mut applier, &txs, 3);
     replica
         .promote()
         .expect("promoted despite the failed fsync");

@@ -1327,11 +1327,10 @@ impl Engine {
         self.shared.binlog.as_ref().is_some_and(|w| w.is_lost(lsn))
     }
 
-    /// Has everything committed so far fsynced within `delay`, in the background (a
-    /// replica's applier: see [`binlog_format::BinlogWriter::sync_within`]). Returns
-    /// whether `lsn` is durable already; fails, healing the binlog, when a write or fsync
-    /// failed meanwhile and `lsn` was cut off by it, as [`Engine::wait_durable`] does.
-    pub fn sync_within(&self, lsn: u64, delay: Duration) -> Result<bool> {
+    /// Whether the commit that ended at `lsn` is durable; fails, healing the binlog, when a
+    /// write or fsync failed meanwhile and `lsn` was cut off by it, as
+    /// [`Engine::wait_durable`] does. It never waits for an fsync in flight.
+    pub fn check_durable(&self, lsn: u64) -> Result<bool> {
         let writer = self
             .shared
             .binlog
@@ -1341,13 +1340,22 @@ impl Engine {
             self.wait_durable(lsn)?;
             return Ok(true);
         }
+        Ok(writer.durable_lsn() >= lsn)
+    }
+
+    /// Has everything committed so far fsynced within `delay`, in the background (a
+    /// replica's applier: see [`binlog_format::BinlogWriter::sync_within`]), once per commit
+    /// that ended at `lsn`. Returns and fails as [`Engine::check_durable`].
+    pub fn sync_within(&self, lsn: u64, delay: Duration) -> Result<bool> {
         // The commit counts towards the next automatic snapshot as a waited-for one does (a
         // snapshot syncs the binlog before it is written, so it never holds more than that).
         self.count_durable_commit();
-        if writer.durable_lsn() >= lsn {
+        if self.check_durable(lsn)? {
             return Ok(true);
         }
-        writer.sync_within(delay);
+        if let Some(writer) = &self.shared.binlog {
+            writer.sync_within(delay);
+        }
         Ok(false)
     }
 
