@@ -455,6 +455,12 @@ pub struct OpenReport {
     pub torn_tail_cut: Option<u64>,
 }
 
+/// How long a lock held by someone else is tried again before the directory is reported in
+/// use. A process that forks keeps a copy of every descriptor, this lock's too, until the child
+/// runs `exec`: a node closed a moment ago (in a process that starts others, such as a test
+/// binary or the demo) may still hold it for that long.
+const LOCK_RETRY: Duration = Duration::from_millis(500);
+
 fn lock_dir(dir: &Path, exclusive: bool) -> Result<File> {
     let path = dir.join("LOCK");
     let f = fs::OpenOptions::new()
@@ -462,17 +468,26 @@ fn lock_dir(dir: &Path, exclusive: bool) -> Result<File> {
         .truncate(false)
         .write(true)
         .open(&path)?;
-    let got = if exclusive {
-        f.try_lock()
-    } else {
-        f.try_lock_shared()
-    };
-    match got {
-        Ok(()) => Ok(f),
-        Err(_) => Err(Error::internal(format!(
-            "data directory {} is in use by a running ringrep node (stop it first, or point at another directory)",
-            dir.display()
-        ))),
+    let deadline = std::time::Instant::now() + LOCK_RETRY;
+    loop {
+        let got = if exclusive {
+            f.try_lock()
+        } else {
+            f.try_lock_shared()
+        };
+        match got {
+            Ok(()) => return Ok(f),
+            Err(fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(Error::internal(format!(
+                    "data directory {} is in use by a running ringrep node (stop it first, or point at another directory)",
+                    dir.display()
+                )))
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
     }
 }
 
@@ -1370,6 +1385,31 @@ mod tests {
 
     use super::{snapshot, Engine, EngineConfig};
     use crate::fixtures::{create_ids, insert_ids};
+
+    /// A lock that a forked child still holds for a moment (a copy of the descriptor, kept until
+    /// its `exec`) is waited out; one held for longer is reported as a node in use.
+    #[test]
+    fn a_lock_held_a_moment_longer_is_waited_out() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (engine, _) = Engine::open(dir.path(), EngineConfig::new(1)).expect("open");
+        let lock_copy = engine
+            .shared
+            ._dir_lock
+            .try_clone()
+            .expect("copy of the lock");
+        drop(engine);
+        let err = Engine::open(dir.path(), EngineConfig::new(1)).expect_err("still held");
+        assert!(
+            err.to_string().contains("in use by a running ringrep node"),
+            "{err}"
+        );
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            drop(lock_copy);
+        });
+        Engine::open(dir.path(), EngineConfig::new(1)).expect("open once the copy is closed");
+        holder.join().expect("holder");
+    }
 
     /// After the first, an automatic snapshot waits until the binlog written since the last one
     /// is as large as that snapshot (`snapshot_log_percent` = 100), not only for the count.
