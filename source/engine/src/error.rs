@@ -197,6 +197,16 @@ pub mod code {
     pub const ER_NON_UPDATABLE_TABLE: Code = Code::new(1288, "HY000");
     /// A view's column list and its query's columns differ in number.
     pub const ER_VIEW_WRONG_LIST: Code = Code::new(1353, "HY000");
+    /// A recursive common table expression without a UNION.
+    pub const ER_CTE_RECURSIVE_REQUIRES_UNION: Code = Code::new(3573, "HY000");
+    /// A recursive common table expression whose first query block reads itself, or a
+    /// query block that does not after one that does.
+    pub const ER_CTE_RECURSIVE_REQUIRES_NONRECURSIVE_FIRST: Code = Code::new(3574, "HY000");
+    /// A recursive common table expression still growing after `cte_max_recursion_depth`
+    /// iterations.
+    pub const ER_CTE_MAX_RECURSION_DEPTH: Code = Code::new(3636, "HY000");
+    /// A result held for a statement outgrew its limit (a recursive common table expression).
+    pub const ER_RECORD_FILE_FULL: Code = Code::new(1114, "HY000");
     /// A view that reads itself.
     pub const ER_VIEW_RECURSIVE: Code = Code::new(1462, "HY000");
     /// CREATE PROCEDURE of a name that exists.

@@ -9,8 +9,8 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    visit_expressions, visit_relations, CreateTableLikeKind, Expr, FromTable, ObjectName,
-    ObjectType, Statement, TableFactor, TableObject,
+    visit_expressions, CreateTableLikeKind, Expr, FromTable, ObjectName, ObjectType, Statement,
+    TableFactor, TableObject,
 };
 
 use ringrep_engine::error::{code, Error, Result};
@@ -100,11 +100,11 @@ impl SqlSession {
     }
 
     /// SELECT on every table `stmt` reads (subqueries included), except `skip` (a
-    /// statement's target). A common table expression's name is checked as a table too: the
-    /// SQL layer does not run CTEs, so the name reaches a table if anything.
+    /// statement's target). A common table expression's name is no table where it is in
+    /// scope, and needs no privilege there; what the expression reads does.
     pub(crate) fn require_reads(&self, stmt: &Statement, skip: Option<&ObjectName>) -> Result<()> {
         let mut failed = None;
-        let _ = visit_relations(stmt, |name| {
+        let _ = super::cte::visit_stored_relations(stmt, |name| {
             if skip == Some(name) {
                 return ControlFlow::Continue(());
             }

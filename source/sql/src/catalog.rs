@@ -519,6 +519,11 @@ impl SqlSession {
     /// A computed table named `db.name` (`db` defaulting to the current database), or `None`
     /// when the name is not one: then it is a stored table.
     pub(crate) fn computed_table(&self, db: Option<&str>, name: &str) -> Option<Result<Computed>> {
+        if db.is_none() {
+            if let Some(rows) = self.cte_rows(name) {
+                return Some(Ok(rows));
+            }
+        }
         let db = match db {
             Some(d) => d.to_string(),
             None => self.session.vars.database.clone()?,

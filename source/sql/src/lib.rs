@@ -72,6 +72,7 @@ mod bound;
 mod catalog;
 mod columns;
 mod conflict;
+mod cte;
 mod ddl;
 mod dml;
 mod engines;
@@ -186,6 +187,10 @@ pub struct SqlSession {
     /// While a subquery runs: the rows of the queries around it, which its column references
     /// reach (innermost first).
     outer: Mutex<Option<Arc<expr::OuterRow>>>,
+    /// The common table expressions in scope while a statement runs (`cte`).
+    ctes: Mutex<cte::CteScope>,
+    /// `cte_max_recursion_depth`: the rounds a recursive common table expression may run.
+    pub cte_max_recursion_depth: u64,
     /// Who the session runs as; `None` (a session without a server) holds every privilege.
     pub authority: Option<Authority>,
     /// The server's connection id (`CONNECTION_ID()`); 1 without a server.
@@ -303,6 +308,8 @@ impl SqlSession {
             subqueries: Default::default(),
             correlated: Default::default(),
             outer: Default::default(),
+            ctes: Default::default(),
+            cte_max_recursion_depth: cte::DEFAULT_MAX_RECURSION_DEPTH,
             authority: None,
             connection_id: 1,
             net_write_timeout: 60,

@@ -201,7 +201,7 @@ fn limits(q: &Query, ctx: &Ctx<'_>) -> Result<(Option<usize>, usize)> {
 }
 
 /// The text of an AST node as the user wrote it (MySQL names result columns so).
-fn source_text(text: &str, node: &impl Spanned) -> Option<String> {
+pub(crate) fn source_text(text: &str, node: &impl Spanned) -> Option<String> {
     let span = node.span();
     if span.start.line == 0 {
         return None;
@@ -488,7 +488,8 @@ impl SqlSession {
         exprs: impl IntoIterator<Item = &'e Expr>,
         run: bool,
     ) -> Result<()> {
-        use sqlparser::ast::{visit_expressions, visit_relations, InTarget};
+        use super::cte::visit_stored_relations;
+        use sqlparser::ast::{visit_expressions, InTarget};
         use std::ops::ControlFlow;
         let current = self.session.vars.database.clone().unwrap_or_default();
         let mut done: Vec<String> = Vec::new();
@@ -507,18 +508,19 @@ impl SqlSession {
                 if done.iter().any(|d| d.contains(&text)) {
                     return ControlFlow::Continue(());
                 }
-                let reads_target = visit_relations(q.as_ref(), |name| match split_name(name) {
-                    Ok((db, t))
-                        if t.eq_ignore_ascii_case(&target.name)
-                            && db
-                                .as_deref()
-                                .unwrap_or(&current)
-                                .eq_ignore_ascii_case(&target.database) =>
-                    {
-                        ControlFlow::Break(())
-                    }
-                    _ => ControlFlow::Continue(()),
-                });
+                let reads_target =
+                    visit_stored_relations(q.as_ref(), |name| match split_name(name) {
+                        Ok((db, t))
+                            if t.eq_ignore_ascii_case(&target.name)
+                                && db
+                                    .as_deref()
+                                    .unwrap_or(&current)
+                                    .eq_ignore_ascii_case(&target.database) =>
+                        {
+                            ControlFlow::Break(())
+                        }
+                        _ => ControlFlow::Continue(()),
+                    });
                 if reads_target.is_break() {
                     return ControlFlow::Break(Error::new(
                         code::ER_UPDATE_TABLE_USED,
@@ -644,6 +646,23 @@ impl SqlSession {
     /// parenthesised query or a set operation. `text` is the query's text as written, which
     /// names the result's columns.
     pub(crate) fn run_query(&self, q: &Query, text: &str) -> Result<Rows> {
+        match &q.with {
+            Some(with) => self.with_ctes(with, text, || match super::cte::written(text, q) {
+                Some(_) => self.run_body(q, text),
+                // Not the text the query was parsed from (a subquery's, written back): the
+                // body's own text names its columns.
+                None => {
+                    let mut bare = q.clone();
+                    bare.with = None;
+                    self.run_body(q, &bare.to_string())
+                }
+            }),
+            None => self.run_body(q, text),
+        }
+    }
+
+    /// [`SqlSession::run_query`] once the query's common table expressions are in scope.
+    fn run_body(&self, q: &Query, text: &str) -> Result<Rows> {
         let select: &Select = match q.body.as_ref() {
             SetExpr::Select(s) => s,
             SetExpr::Query(inner) => return self.run_query(inner, text),

@@ -226,6 +226,18 @@ impl SqlSession {
                     _ => None,
                 };
             }
+            "cte_max_recursion_depth" => {
+                self.cte_max_recursion_depth = match &v {
+                    Value::Int(i) => (*i).clamp(0, u32::MAX as i64) as u64,
+                    Value::UInt(u) => (*u).min(u32::MAX as u64),
+                    _ => {
+                        return Err(Error::new(
+                            code::ER_WRONG_TYPE_FOR_VAR,
+                            "Incorrect argument type to variable 'cte_max_recursion_depth'",
+                        ))
+                    }
+                };
+            }
             "innodb_lock_wait_timeout" => {
                 // MySQL's range, in seconds; outside it the value is clamped with a warning.
                 let secs = match &v {
@@ -369,6 +381,10 @@ impl SqlSession {
         };
         vec![
             ("autocommit".into(), b(v.autocommit)),
+            (
+                "cte_max_recursion_depth".into(),
+                self.cte_max_recursion_depth.to_string(),
+            ),
             (
                 "innodb_lock_wait_timeout".into(),
                 v.lock_wait_timeout

@@ -14,7 +14,7 @@ use binlog_format::Value;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::catalog::{computed_def, plain_column};
+use super::catalog::plain_column;
 use super::lexer::{find_top_level, split_top_level_commas};
 use super::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
@@ -167,35 +167,15 @@ impl SqlSession {
             )));
         };
         self.view_depth.fetch_add(1, Ordering::Relaxed);
-        // A view's query is its own: the columns of a query around the one reading the view
-        // are not in its scope.
+        // A view's query is its own: the columns of a query around the one reading the view,
+        // and the common table expressions of its statement, are not in its scope.
         let outer = self.take_outer();
+        let ctes = self.take_ctes();
         let rows = self.run_query(&q, &v.query);
+        self.restore_ctes(ctes);
         self.restore_outer(outer);
         self.view_depth.fetch_sub(1, Ordering::Relaxed);
-        let rows = rows?;
-        let names: Vec<String> = if v.columns.is_empty() {
-            rows.columns.clone()
-        } else if v.columns.len() == rows.columns.len() {
-            v.columns.clone()
-        } else {
-            return Err(Error::new(
-                code::ER_VIEW_WRONG_LIST,
-                "In definition of view, derived table or common table expression, SELECT list and column names list have different column counts",
-            ));
-        };
-        let columns = names
-            .iter()
-            .zip(&rows.types)
-            .map(|(n, ty)| {
-                let ty = ty.clone().unwrap_or(ColumnType::Text {
-                    size: LobSize::Long,
-                });
-                plain_column(n, ty, true)
-            })
-            .collect();
-        let def = computed_def(&v.db, &v.name, columns);
-        Ok((def, rows.rows))
+        super::cte::computed_rows(&v.db, &v.name, &v.columns, rows?)
     }
 
     /// `CREATE [OR REPLACE] [ALGORITHM = ...] [DEFINER = ...] [SQL SECURITY ...] VIEW name
@@ -227,11 +207,6 @@ impl SqlSession {
                 "WITH CHECK OPTION (views are read-only)",
             ));
         }
-        if upper.starts_with("WITH") {
-            return Err(Error::unsupported(
-                "views of common table expressions (WITH)",
-            ));
-        }
         let current = self.session.vars.database.clone();
         let (db, name) = qualified(name, current.as_deref())?;
         self.require_database(crate::Privs::CREATE_VIEW, Some(&db))?;
@@ -258,18 +233,7 @@ impl SqlSession {
         // Readers of the view need SELECT on the view only (SQL SECURITY DEFINER): its creator
         // must be allowed to read what it reads.
         self.require_reads(&stmt, None)?;
-        let _ = sqlparser::ast::visit_relations_mut(&mut stmt, |n| {
-            if n.0.len() == 1 {
-                n.0.insert(
-                    0,
-                    sqlparser::ast::ObjectNamePart::Identifier(sqlparser::ast::Ident::with_quote(
-                        '`',
-                        current.clone().unwrap_or_else(|| db.clone()),
-                    )),
-                );
-            }
-            std::ops::ControlFlow::<()>::Continue(())
-        });
+        super::cte::qualify_stored_relations(&mut stmt, current.as_deref().unwrap_or(&db));
         let view = StoredView {
             db: db.clone(),
             name: name.clone(),

@@ -195,6 +195,26 @@ fn a_restricted_account_runs_only_what_it_was_granted() {
         ),
         1142
     );
+    // A common table expression needs no privilege where it is in scope; what it reads does,
+    // and its own definition reads the stored table of its name.
+    assert_eq!(
+        rows(
+            &mut r,
+            "WITH secret AS (SELECT v FROM t) SELECT * FROM secret"
+        ),
+        [[Some("a".to_string())]]
+    );
+    assert_eq!(
+        code(
+            &mut r,
+            "WITH secret AS (SELECT * FROM secret) SELECT * FROM secret"
+        ),
+        1142
+    );
+    assert_eq!(
+        code(&mut r, "WITH c AS (SELECT * FROM secret) SELECT * FROM t"),
+        1142
+    );
     assert_eq!(code(&mut r, "INSERT INTO t VALUES (2, 'b')"), 1142);
     assert_eq!(code(&mut r, "UPDATE t SET v = 'x'"), 1142);
     assert_eq!(code(&mut r, "DELETE FROM t"), 1142);
@@ -321,8 +341,19 @@ fn the_ways_around_the_checks_are_closed() {
     }
     let mut d = session_as(&engine, "dev", "%");
     ok(&mut d, "USE app");
+    // A common table expression's own definition reads the stored table of its name.
     assert_eq!(
-        code(&mut d, "WITH secret AS (SELECT 1) SELECT * FROM secret"),
+        code(
+            &mut d,
+            "WITH secret AS (SELECT * FROM secret) SELECT * FROM secret"
+        ),
+        1142
+    );
+    assert_eq!(
+        code(
+            &mut d,
+            "WITH a AS (SELECT 1), secret AS (SELECT * FROM a) SELECT * FROM (SELECT * FROM secret) AS x, app.secret"
+        ),
         1142
     );
     assert_eq!(

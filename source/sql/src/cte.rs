@@ -1,0 +1,547 @@
+//! Common table expressions: `WITH [RECURSIVE] name [(columns)] AS (query), ... query`.
+//!
+//! Each expression is run once, in the order written, before the query it belongs to, and is
+//! then read as a table under its name, unqualified, wherever the name is in scope: the
+//! query's body (subqueries included) and the expressions written after it. With RECURSIVE,
+//! an expression's own definition sees it too. A view's query never sees the expressions of
+//! the statement that reads the view. A recursive expression is run to its fixed point: its
+//! non-recursive query blocks first, then its recursive blocks over the rows the previous
+//! round added, until a round adds none (MySQL's way, bounded by
+//! `cte_max_recursion_depth`).
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use binlog_format::schema::{ColumnType, IntWidth, LobSize};
+use binlog_format::Value;
+use sqlparser::ast::{
+    visit_relations_mut, Cte, Ident, ObjectName, ObjectNamePart, Query, SetExpr, SetOperator,
+    SetQuantifier, Statement, Visit, Visitor, With,
+};
+
+use super::catalog::{computed_def, plain_column, Computed};
+use super::rows::Rows;
+use super::SqlSession;
+use ringrep_engine::error::{code, Error, Result};
+
+/// The expressions in scope while a statement runs, innermost last: each name with its rows.
+pub(crate) type CteScope = Vec<(String, Arc<Computed>)>;
+
+/// MySQL's default `cte_max_recursion_depth`.
+pub(crate) const DEFAULT_MAX_RECURSION_DEPTH: u64 = 1000;
+
+/// The rows a recursive expression may reach before its statement fails with 1114 ("table is
+/// full", as MySQL's temporary table does when it outgrows its limit): a recursion that
+/// multiplies its rows each round would otherwise take the server's memory long before
+/// `cte_max_recursion_depth` stops it.
+const MAX_RECURSIVE_ROWS: usize = 1_000_000;
+
+impl SqlSession {
+    /// The rows the expression `name` stands for where the statement is running, if one of
+    /// that name is in scope.
+    pub(crate) fn cte_rows(&self, name: &str) -> Option<Computed> {
+        let scope = self.ctes.lock().unwrap_or_else(|p| p.into_inner());
+        scope
+            .iter()
+            .rev()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, rows)| (**rows).clone())
+    }
+
+    /// Takes every expression out of scope (a view's query runs without them).
+    pub(crate) fn take_ctes(&self) -> CteScope {
+        std::mem::take(&mut *self.ctes.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Puts back what [`SqlSession::take_ctes`] took.
+    pub(crate) fn restore_ctes(&self, scope: CteScope) {
+        *self.ctes.lock().unwrap_or_else(|p| p.into_inner()) = scope;
+    }
+
+    fn push_cte(&self, name: &str, rows: Computed) {
+        self.ctes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((name.to_string(), Arc::new(rows)));
+    }
+
+    fn scope_depth(&self) -> usize {
+        self.ctes.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    fn truncate_ctes(&self, depth: usize) {
+        self.ctes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .truncate(depth);
+    }
+
+    /// Runs `body` with the expressions of `with` in scope; they leave it afterwards, whatever
+    /// the outcome. `text` is the statement's text (it names the expressions' columns).
+    pub(crate) fn with_ctes(
+        &self,
+        with: &With,
+        text: &str,
+        body: impl FnOnce() -> Result<Rows>,
+    ) -> Result<Rows> {
+        let depth = self.scope_depth();
+        let result = self.define_ctes(with, text).and_then(|()| body());
+        self.truncate_ctes(depth);
+        result
+    }
+
+    fn define_ctes(&self, with: &With, text: &str) -> Result<()> {
+        for (i, cte) in with.cte_tables.iter().enumerate() {
+            let name = &cte.alias.name.value;
+            if with.cte_tables[..i]
+                .iter()
+                .any(|c| c.alias.name.value.eq_ignore_ascii_case(name))
+            {
+                return Err(Error::new(
+                    code::ER_NONUNIQ_TABLE,
+                    format!("Not unique table/alias: '{name}'"),
+                ));
+            }
+            let names = column_names(cte);
+            let rows = if with.recursive && reads_name(&cte.query, name) {
+                self.recursive_rows(cte, &names)?
+            } else {
+                // Its own text, as written where known, names its columns.
+                let own = written(text, &cte.query).unwrap_or_else(|| cte.query.to_string());
+                self.run_query(&cte.query, &own)?
+            };
+            let computed = computed_rows("", name, &names, rows)?;
+            let columns = &computed.0.columns;
+            if let Some(dup) = columns.iter().enumerate().find_map(|(i, c)| {
+                columns[..i]
+                    .iter()
+                    .any(|d| d.name.eq_ignore_ascii_case(&c.name))
+                    .then_some(&c.name)
+            }) {
+                return Err(Error::new(
+                    code::ER_DUP_FIELDNAME,
+                    format!("Duplicate column name '{dup}'"),
+                ));
+            }
+            self.push_cte(name, computed);
+        }
+        Ok(())
+    }
+
+    /// A recursive expression's rows: its non-recursive blocks, then rounds of its recursive
+    /// blocks over what the round before added, until one adds nothing.
+    fn recursive_rows(&self, cte: &Cte, names: &[String]) -> Result<Rows> {
+        let name = &cte.alias.name.value;
+        let q = &cte.query;
+        if q.order_by.is_some() || q.limit_clause.is_some() || q.fetch.is_some() {
+            return Err(Error::unsupported(
+                "ORDER BY or LIMIT over a recursive common table expression",
+            ));
+        }
+        let mut blocks = Vec::new();
+        union_blocks(&q.body, &mut blocks);
+        if blocks.len() < 2 {
+            return Err(Error::new(
+                code::ER_CTE_RECURSIVE_REQUIRES_UNION,
+                format!("Recursive Common Table Expression '{name}' should contain a UNION"),
+            ));
+        }
+        let reads: Vec<bool> = blocks.iter().map(|(_, b)| reads_name(*b, name)).collect();
+        let first_recursive = reads.iter().position(|r| *r).unwrap_or(blocks.len());
+        if first_recursive == 0 || reads[first_recursive..].iter().any(|r| !r) {
+            return Err(Error::new(
+                code::ER_CTE_RECURSIVE_REQUIRES_NONRECURSIVE_FIRST,
+                format!(
+                    "Recursive Common Table Expression '{name}' should have one or more \
+                     non-recursive query blocks followed by one or more recursive ones"
+                ),
+            ));
+        }
+        // A UNION without ALL anywhere makes the whole result distinct, as in MySQL.
+        let distinct = blocks[1..].iter().any(|(d, _)| *d);
+        let mut anchor_sql = String::new();
+        for (i, (d, block)) in blocks[..first_recursive].iter().enumerate() {
+            if i > 0 {
+                anchor_sql.push_str(if *d { " UNION " } else { " UNION ALL " });
+            }
+            anchor_sql.push_str(&block.to_string());
+        }
+        let anchor = self.run_text(&anchor_sql)?;
+        let recursive: Vec<(Query, String)> = blocks[first_recursive..]
+            .iter()
+            .map(|(_, b)| {
+                let text = b.to_string();
+                query_of(&text).map(|q| (q, text))
+            })
+            .collect::<Result<_>>()?;
+        let width = anchor.columns.len();
+        let tz = self.session.vars.tz_offset;
+        let mut all = anchor.rows;
+        if distinct {
+            super::rowset::dedupe(&mut all, |r| r.as_slice(), tz);
+        }
+        let mut fresh = all.clone();
+        let mut rounds = 0u64;
+        while !fresh.is_empty() {
+            if rounds >= self.cte_max_recursion_depth {
+                return Err(Error::new(
+                    code::ER_CTE_MAX_RECURSION_DEPTH,
+                    format!(
+                        "Recursive query aborted after {} iterations. Try increasing \
+                         @@cte_max_recursion_depth to a larger value.",
+                        rounds + 1
+                    ),
+                ));
+            }
+            rounds += 1;
+            // The recursive blocks read only what the previous round added.
+            let working = Rows {
+                columns: anchor.columns.clone(),
+                types: anchor.types.clone(),
+                rows: fresh,
+            };
+            let depth = self.scope_depth();
+            self.push_cte(name, computed_rows("", name, names, working)?);
+            let round: Result<Vec<Vec<Value>>> =
+                recursive
+                    .iter()
+                    .try_fold(Vec::new(), |mut added, (q, text)| {
+                        let rows = self.run_query(q, text)?;
+                        if rows.columns.len() != width {
+                            return Err(Error::new(
+                                code::ER_WRONG_NUMBER_OF_COLUMNS_IN_SELECT,
+                                "The used SELECT statements have a different number of columns",
+                            ));
+                        }
+                        added.extend(rows.rows);
+                        Ok(added)
+                    });
+            self.truncate_ctes(depth);
+            let added = round?;
+            fresh = if distinct {
+                let before = all.len();
+                all.extend(added);
+                super::rowset::dedupe(&mut all, |r| r.as_slice(), tz);
+                all[before..].to_vec()
+            } else {
+                all.extend(added.iter().cloned());
+                added
+            };
+            if all.len() > MAX_RECURSIVE_ROWS {
+                return Err(Error::new(
+                    code::ER_RECORD_FILE_FULL,
+                    format!(
+                        "The table '{name}' is full (a recursive common table expression may \
+                         hold {MAX_RECURSIVE_ROWS} rows)"
+                    ),
+                ));
+            }
+        }
+        Ok(Rows {
+            columns: anchor.columns,
+            types: anchor.types,
+            rows: all,
+        })
+    }
+
+    /// The rows of a query given as text (a block of a recursive expression, written back).
+    fn run_text(&self, sql: &str) -> Result<Rows> {
+        self.run_query(&query_of(sql)?, sql)
+    }
+}
+
+/// `q` as written in `text`, when `text` is what `q` was parsed from (a subquery's text is
+/// the subquery written back, where the positions the parser gave do not point).
+pub(crate) fn written(text: &str, q: &Query) -> Option<String> {
+    let squeeze = |s: &str| {
+        s.chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .to_ascii_uppercase()
+    };
+    super::select::source_text(text, q).filter(|s| squeeze(s) == squeeze(&q.to_string()))
+}
+
+fn query_of(sql: &str) -> Result<Query> {
+    match super::parse_one(sql)? {
+        Statement::Query(q) => Ok(*q),
+        _ => Err(Error::internal(format!("not a query: {sql}"))),
+    }
+}
+
+/// The column names an expression declares (`name (a, b) AS ...`); empty when it declares
+/// none (its query's headers name them).
+fn column_names(cte: &Cte) -> Vec<String> {
+    cte.alias
+        .columns
+        .iter()
+        .map(|c| c.name.value.clone())
+        .collect()
+}
+
+/// A query's rows as a table that reads as `name`: columns named by `names` (or by the
+/// query's headers when `names` is empty), typed by the query's columns or, where a column
+/// has no table column behind it, by its values. Shared with views.
+pub(crate) fn computed_rows(
+    database: &str,
+    name: &str,
+    names: &[String],
+    rows: Rows,
+) -> Result<Computed> {
+    let names: Vec<String> = if names.is_empty() {
+        rows.columns.clone()
+    } else if names.len() == rows.columns.len() {
+        names.to_vec()
+    } else {
+        return Err(Error::new(
+            code::ER_VIEW_WRONG_LIST,
+            "In definition of view, derived table or common table expression, SELECT list and column names list have different column counts",
+        ));
+    };
+    let columns = names
+        .iter()
+        .zip(&rows.types)
+        .enumerate()
+        .map(|(i, (n, ty))| {
+            let ty = ty.clone().unwrap_or_else(|| type_of_values(&rows.rows, i));
+            plain_column(n, ty, true)
+        })
+        .collect();
+    Ok((computed_def(database, name, columns), rows.rows))
+}
+
+/// The column type the values of column `i` have (the first value that is not NULL decides;
+/// LONGTEXT when all are NULL), for a computed column with no table column behind it.
+fn type_of_values(rows: &[Vec<Value>], i: usize) -> ColumnType {
+    let first = rows.iter().filter_map(|r| r.get(i)).find(|v| !v.is_null());
+    match first {
+        Some(Value::Int(_)) => ColumnType::Integer {
+            width: IntWidth::Big,
+            unsigned: false,
+        },
+        Some(Value::UInt(_)) => ColumnType::Integer {
+            width: IntWidth::Big,
+            unsigned: true,
+        },
+        Some(Value::Float(_)) => ColumnType::Float,
+        Some(Value::Double(_)) => ColumnType::Double,
+        Some(Value::Decimal(d)) => ColumnType::Decimal {
+            precision: 65,
+            scale: d.split_once('.').map_or(0, |(_, f)| f.len().min(30) as u8),
+        },
+        Some(Value::Bytes(_)) => ColumnType::Blob {
+            size: LobSize::Long,
+        },
+        Some(Value::Date(_)) => ColumnType::Date,
+        Some(Value::DateTime(_)) => ColumnType::DateTime { fsp: 6 },
+        Some(Value::Timestamp(_)) => ColumnType::Timestamp { fsp: 6 },
+        Some(Value::Json(_)) => ColumnType::Json,
+        Some(Value::Text(_)) | Some(Value::Null) | None => ColumnType::Text {
+            size: LobSize::Long,
+        },
+    }
+}
+
+/// The query blocks of a UNION chain, left to right, each with whether the UNION before it is
+/// DISTINCT (the first's flag means nothing); anything else is one block.
+fn union_blocks<'q>(body: &'q SetExpr, out: &mut Vec<(bool, &'q SetExpr)>) {
+    match body {
+        SetExpr::SetOperation {
+            op: SetOperator::Union,
+            set_quantifier,
+            left,
+            right,
+        } => {
+            union_blocks(left, out);
+            let all = matches!(
+                set_quantifier,
+                SetQuantifier::All | SetQuantifier::AllByName
+            );
+            out.push((!all, right));
+        }
+        other => out.push((false, other)),
+    }
+}
+
+/// Whether `node` reads a table called `name`, unqualified, anywhere in it.
+fn reads_name<V: Visit>(node: &V, name: &str) -> bool {
+    sqlparser::ast::visit_relations(node, |n| {
+        if single_name(n).is_some_and(|s| s.eq_ignore_ascii_case(name)) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .is_break()
+}
+
+fn single_name(n: &ObjectName) -> Option<&str> {
+    match n.0.as_slice() {
+        [ObjectNamePart::Identifier(Ident { value, .. })] => Some(value),
+        _ => None,
+    }
+}
+
+/// Calls `f` for every table name in `node` that reaches a stored table or view: every one
+/// but the names of common table expressions where they are in scope.
+pub(crate) fn visit_stored_relations<V: Visit>(
+    node: &V,
+    f: impl FnMut(&ObjectName) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    node.visit(&mut Scoped {
+        frames: Vec::new(),
+        f,
+    })
+}
+
+/// Qualifies with `db` every unqualified name in `stmt` that reaches a stored table or view
+/// (a view's query is stored so), leaving the names of its common table expressions alone.
+pub(crate) fn qualify_stored_relations(stmt: &mut Statement, db: &str) {
+    let mut stored: Vec<*const ObjectName> = Vec::new();
+    let _ = visit_stored_relations(&*stmt, |n| {
+        stored.push(n as *const ObjectName);
+        ControlFlow::Continue(())
+    });
+    // The same tree, walked in the same order: a name's address is the one seen above.
+    let _ = visit_relations_mut(stmt, |n| {
+        if n.0.len() == 1 && stored.contains(&(n as *const ObjectName)) {
+            n.0.insert(
+                0,
+                ObjectNamePart::Identifier(Ident::with_quote('`', db.to_string())),
+            );
+        }
+        ControlFlow::<()>::Continue(())
+    });
+}
+
+/// One query's common table expressions while its parts are walked.
+struct Frame {
+    names: Vec<String>,
+    /// Each expression's own query.
+    bodies: Vec<*const Query>,
+    /// How many of `names` are in scope: all of them in the query's body; those before it
+    /// (and itself, with RECURSIVE) in an expression's own query.
+    visible: usize,
+    recursive: bool,
+}
+
+/// A walk of a statement that knows which names are common table expressions where they are
+/// read, and calls `f` for the others.
+struct Scoped<F> {
+    frames: Vec<Frame>,
+    f: F,
+}
+
+impl<F: FnMut(&ObjectName) -> ControlFlow<()>> Visitor for Scoped<F> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
+        let me = q as *const Query;
+        if let Some(top) = self.frames.last_mut() {
+            if let Some(i) = top.bodies.iter().position(|b| *b == me) {
+                top.visible = if top.recursive { i + 1 } else { i };
+            }
+        }
+        let frame = match &q.with {
+            Some(w) => Frame {
+                names: w
+                    .cte_tables
+                    .iter()
+                    .map(|c| c.alias.name.value.clone())
+                    .collect(),
+                bodies: w
+                    .cte_tables
+                    .iter()
+                    .map(|c| &*c.query as *const Query)
+                    .collect(),
+                visible: w.cte_tables.len(),
+                recursive: w.recursive,
+            },
+            None => Frame {
+                names: Vec::new(),
+                bodies: Vec::new(),
+                visible: 0,
+                recursive: false,
+            },
+        };
+        self.frames.push(frame);
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
+        self.frames.pop();
+        let me = q as *const Query;
+        if let Some(top) = self.frames.last_mut() {
+            if top.bodies.contains(&me) {
+                top.visible = top.names.len();
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_relation(&mut self, name: &ObjectName) -> ControlFlow<()> {
+        if let Some(n) = single_name(name) {
+            let is_cte = self.frames.iter().any(|f| {
+                f.names[..f.visible]
+                    .iter()
+                    .any(|c| c.eq_ignore_ascii_case(n))
+            });
+            if is_cte {
+                return ControlFlow::Continue(());
+            }
+        }
+        (self.f)(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(sql: &str) -> Vec<String> {
+        let stmt = crate::parse_one(sql).expect("parse");
+        let mut names = Vec::new();
+        let _ = visit_stored_relations(&stmt, |n| {
+            names.push(n.to_string());
+            ControlFlow::Continue(())
+        });
+        names
+    }
+
+    /// An expression's name is a table only outside its scope: its own (non-recursive)
+    /// definition and the expressions before it read the stored table of that name.
+    #[test]
+    fn names_in_scope_are_expressions_the_rest_stored_tables() {
+        assert_eq!(
+            stored("WITH t AS (SELECT * FROM t) SELECT * FROM t JOIN u"),
+            ["t", "u"]
+        );
+        assert_eq!(
+            stored("WITH a AS (SELECT * FROM b), b AS (SELECT * FROM a) SELECT * FROM a, b"),
+            ["b"]
+        );
+        assert_eq!(
+            stored("WITH RECURSIVE r AS (SELECT 1 UNION ALL SELECT * FROM r) SELECT * FROM r"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            stored("SELECT (WITH c AS (SELECT 1) SELECT * FROM c), (SELECT * FROM c) FROM d"),
+            ["c", "d"]
+        );
+        assert_eq!(
+            stored("WITH c AS (SELECT 1) SELECT * FROM db.c WHERE x IN (SELECT * FROM c)"),
+            ["db.c"]
+        );
+    }
+
+    #[test]
+    fn views_qualify_stored_tables_only() {
+        let mut stmt =
+            crate::parse_one("WITH c AS (SELECT * FROM c) SELECT * FROM c, t").expect("parse");
+        qualify_stored_relations(&mut stmt, "d");
+        assert_eq!(
+            stmt.to_string(),
+            "WITH c AS (SELECT * FROM `d`.c) SELECT * FROM c, `d`.t"
+        );
+    }
+}
