@@ -266,6 +266,8 @@ struct Inner {
     /// Heals so far: a reader holding records it has not yet been allowed to send compares
     /// this to know they may be gone.
     heals: AtomicU64,
+    /// fsyncs of segment files that succeeded (commits, rotations, heals), for operators.
+    fsyncs: AtomicU64,
     /// Everything up to this LSN is written to the OS (see [`BinlogWriter::acknowledged_lsn`]).
     written_lsn: AtomicU64,
     /// Whether `State::poisoned` is set, readable without the lock (every commit asks).
@@ -582,6 +584,7 @@ impl BinlogWriter {
             lost: Mutex::new(Vec::new()),
             lost_through: AtomicU64::new(0),
             heals: AtomicU64::new(0),
+            fsyncs: AtomicU64::new(0),
             written_lsn: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
             published,
@@ -818,6 +821,13 @@ impl BinlogWriter {
         self.inner.heals.load(Ordering::Acquire)
     }
 
+    /// The fsyncs of segment files that succeeded since this writer opened: one per commit
+    /// group, rotation and heal, and one per period or deferred sync that had something to
+    /// make durable (MySQL's `Innodb_os_log_fsyncs`, for the binlog).
+    pub fn fsyncs(&self) -> u64 {
+        self.inner.fsyncs.load(Ordering::Relaxed)
+    }
+
     /// The LSN up to which a reader may be shown what was committed: what the sync policy
     /// acknowledges to committers (fsynced with `EveryCommit`, written to the OS otherwise).
     pub fn acknowledged_lsn(&self) -> u64 {
@@ -888,6 +898,7 @@ impl BinlogWriter {
             inner.poison(&mut st, Poison::new(path.clone(), &e, true));
             return Err(Error::io(&path, e));
         }
+        inner.fsyncs.fetch_add(1, Ordering::Relaxed);
         failpoint::synced_cut(&path, offset);
         let reopened =
             recover_last(&inner.dir, st.segment, &inner.opts).and_then(|(rec, records)| {
@@ -1227,6 +1238,7 @@ impl Inner {
                 // leader covers them.
                 match failpoint::check("binlog::fsync").and_then(|()| file.sync_data()) {
                     Ok(()) => {
+                        self.fsyncs.fetch_add(1, Ordering::Relaxed);
                         if failpoint::ENABLED {
                             failpoint::synced(&self.dir.join(segment_name(segment)), len);
                         }
@@ -1292,6 +1304,7 @@ impl Inner {
             self.poison(st, Poison::new(path.clone(), &e, true));
             return Err(Error::io(&path, e));
         }
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
         failpoint::synced(&path, st.segment_len);
         // Everything in the closing segment is on disk now, whatever happens next; readers
         // may pass all of it on (those in this process go by the published end alone).

@@ -609,8 +609,103 @@ fn metrics_endpoint() {
         assert!(page.contains("# TYPE ringrep_binlog_bytes gauge"), "{page}");
         assert!(page.contains("\nringrep_binlog_segments 1\n"), "{page}");
         assert!(page.contains("\nringrep_client_connections 1\n"), "{page}");
+        assert!(
+            page.contains("# TYPE ringrep_binlog_fsyncs_total counter"),
+            "{page}"
+        );
     });
     assert!(get("/other").starts_with("HTTP/1.1 404"));
+}
+
+/// What monitoring tools read: SHOW GLOBAL STATUS (MySQL's connection and statement
+/// counters, the node's binlog fsyncs and sequence numbers, filtered by LIKE and WHERE), the
+/// variables they ask for by `@@name` and by SHOW VARIABLES, and the fsync counter on the
+/// metrics page.
+#[test]
+fn status_and_variables_for_monitoring_tools() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &["--max-connections", "20"]);
+    runtime().block_on(async {
+        let status = |rows: Vec<(String, String)>, name: &str| -> u64 {
+            rows.iter()
+                .find(|(n, _)| n == name)
+                .unwrap_or_else(|| panic!("{name} in {rows:?}"))
+                .1
+                .parse()
+                .expect("a number")
+        };
+        let mut other = connect(node.addr, Some("test")).await;
+        let mut c = connect(node.addr, Some("test")).await;
+        let before: Vec<(String, String)> = c.query("SHOW GLOBAL STATUS").await.expect("status");
+        for name in [
+            "Uptime",
+            "Threads_connected",
+            "Connections",
+            "Max_used_connections",
+            "Questions",
+            "Ringrep_binlog_fsyncs",
+            "Ringrep_last_seq",
+            "Ringrep_durable_seq",
+        ] {
+            status(before.clone(), name);
+        }
+        assert_eq!(status(before.clone(), "Threads_connected"), 2);
+        assert!(status(before.clone(), "Connections") >= 2);
+        assert!(status(before.clone(), "Max_used_connections") >= 2);
+        c.query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+            .await
+            .expect("create");
+        for i in 0..3 {
+            other
+                .query_drop(format!("INSERT INTO t VALUES ({i})"))
+                .await
+                .expect("insert");
+        }
+        let after: Vec<(String, String)> = c
+            .query("SHOW STATUS WHERE Variable_name LIKE 'Ringrep_binlog_fsyncs' OR Variable_name = 'Questions'")
+            .await
+            .expect("status");
+        assert_eq!(after.len(), 2, "{after:?}");
+        // Every durable commit was fsynced (one group each: they came one at a time).
+        assert!(
+            status(after.clone(), "Ringrep_binlog_fsyncs")
+                >= status(before.clone(), "Ringrep_binlog_fsyncs") + 4,
+            "{before:?} {after:?}"
+        );
+        assert!(status(after.clone(), "Questions") >= status(before, "Questions") + 5);
+        let uptime: Vec<(String, String)> =
+            c.query("SHOW STATUS LIKE 'upt%'").await.expect("like");
+        assert_eq!(
+            uptime.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            ["Uptime", "Uptime_since_flush_status"]
+        );
+        let row: Row = c
+            .query_first("SELECT @@port, @@max_connections, @@read_only, @@super_read_only, @@version, @@hostname")
+            .await
+            .expect("variables")
+            .expect("row");
+        assert_eq!(row.get::<u16, _>(0), Some(node.addr.port()));
+        assert_eq!(row.get::<u64, _>(1), Some(20));
+        assert_eq!(row.get::<i64, _>(2), Some(0));
+        assert_eq!(row.get::<i64, _>(3), Some(0));
+        assert!(row.get::<String, _>(4).expect("version").starts_with("8.0."));
+        assert!(!row.get::<String, _>(5).expect("hostname").is_empty());
+        let vars: Vec<(String, String)> = c
+            .query("SHOW GLOBAL VARIABLES WHERE Variable_name IN ('port', 'version_comment', 'max_allowed_packet')")
+            .await
+            .expect("show variables");
+        assert_eq!(
+            vars,
+            [
+                ("max_allowed_packet".to_string(), "67108864".to_string()),
+                ("port".to_string(), node.addr.port().to_string()),
+                (
+                    "version_comment".to_string(),
+                    "ringrep ring buffer tables".to_string()
+                ),
+            ]
+        );
+    });
 }
 
 /// `caching_sha2_password`, MySQL 8's default and the only method of MySQL 9's clients: a

@@ -821,6 +821,11 @@ impl Engine {
         self.shared.purged_segments.load(Ordering::Relaxed)
     }
 
+    /// The binlog's fsyncs since it opened (see [`BinlogWriter::fsyncs`]); 0 without one.
+    pub fn binlog_fsyncs(&self) -> u64 {
+        self.shared.binlog.as_ref().map_or(0, BinlogWriter::fsyncs)
+    }
+
     /// Times retention removed binlog a connected reader still needed (past the hard cap).
     pub fn readers_overtaken(&self) -> u64 {
         self.shared.readers_overtaken.load(Ordering::Relaxed)

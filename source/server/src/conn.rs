@@ -77,8 +77,6 @@ struct Conn {
     next_statement: u32,
     /// The capabilities both sides have.
     caps: u32,
-    /// Statements since the connection opened (COM_STATISTICS).
-    questions: u64,
     /// The client's address.
     peer: SocketAddr,
     /// For an account of `mysql.user`: the account tables as its grants were read from, to
@@ -121,7 +119,6 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAd
         statements: HashMap::new(),
         next_statement: 1,
         caps: 0,
-        questions: 0,
         peer,
         directory: None,
         authority: None,
@@ -138,10 +135,13 @@ pub(super) async fn serve(shared: Arc<Shared>, stream: TcpStream, peer: SocketAd
     }
 }
 
-fn new_session(shared: &Shared, id: u32) -> SqlSession {
+fn new_session(shared: &Arc<Shared>, id: u32) -> SqlSession {
     let mut sql = SqlSession::new(&shared.engine);
     sql.connection_id = u64::from(id);
     sql.net_write_timeout = shared.net_write_timeout.as_secs();
+    sql.port = shared.port;
+    sql.max_connections = shared.max_connections as u64;
+    sql.server_status = Some(shared.clone());
     // Commits return once logged; `Conn::run` awaits their durability before replying, so no
     // thread sleeps in the group commit per statement.
     sql.session.defer_durability = true;
@@ -522,12 +522,12 @@ impl Conn {
                 let text = String::from_utf8_lossy(body).into_owned();
                 tracing::trace!(connection = self.id, query = %redacted(&text), "query");
                 if let Some(outcome) = self.replication_statement(&text) {
-                    self.questions += 1;
+                    self.count_question();
                     let outcome = outcome.map(|o| (o, self.done()));
                     return self.reply(packets, outcome, false).await;
                 }
                 if let Some(command) = super::replica_sql::parse(&text) {
-                    self.questions += 1;
+                    self.count_question();
                     let outcome = self.replica_command(command).await;
                     let outcome = outcome.map(|o| (o, self.done()));
                     return self.reply(packets, outcome, false).await;
@@ -553,7 +553,9 @@ impl Conn {
                     self.shared
                         .connections
                         .load(std::sync::atomic::Ordering::Relaxed),
-                    self.questions
+                    self.shared
+                        .questions
+                        .load(std::sync::atomic::Ordering::Relaxed)
                 );
                 packets.write(text.as_bytes()).await
             }
@@ -734,7 +736,7 @@ impl Conn {
         mut text: T,
         mut params: Option<Vec<binlog_format::Value>>,
     ) -> Result<(Outcome, Done), Error> {
-        self.questions += 1;
+        self.count_question();
         self.refresh_grants();
         // Held until the reply is ready, durability wait included: shutdown waits for it.
         let _busy = self.shared.busy.clone();
@@ -975,6 +977,13 @@ impl Conn {
     }
 
     /// The session's status flags and last insert id, for an OK or EOF packet.
+    /// One more statement from the client, for COM_STATISTICS and SHOW STATUS's Questions.
+    fn count_question(&mut self) {
+        self.shared
+            .questions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn done(&self) -> Done {
         let Some(sql) = &self.sql else {
             return Done::default();

@@ -18,13 +18,14 @@ mod metrics;
 mod mysql_stream;
 mod processes;
 pub mod replica_sql;
+mod status;
 mod stream;
 mod wire;
 
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,8 +55,16 @@ pub(crate) struct Shared {
     busy: Arc<()>,
     /// Statements running now (conn.rs `run`: one alone runs in place).
     in_flight: AtomicUsize,
-    /// When the server started (COM_STATISTICS).
+    /// When the server started (COM_STATISTICS, SHOW STATUS's Uptime).
     started: std::time::Instant,
+    /// The port clients connect to (`@@port`).
+    port: u16,
+    /// Connections accepted since the start (SHOW STATUS's Connections).
+    connections_total: AtomicU64,
+    /// The most connections open at once (Max_used_connections).
+    max_used_connections: AtomicUsize,
+    /// Statements clients sent since the start (Questions).
+    questions: AtomicU64,
     /// Replicas streaming from this node now, by connection id (SHOW REPLICAS).
     replicas: std::sync::Mutex<std::collections::BTreeMap<u32, stream::Streaming>>,
     /// This node's replication channel, when it is a replica (SHOW REPLICA STATUS, CHANGE
@@ -127,6 +136,7 @@ impl Server {
                 format!("cannot listen on {}: {e}", settings.listen),
             )
         })?;
+        let port = listener.local_addr().map_or(0, |a| a.port());
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
@@ -141,6 +151,10 @@ impl Server {
                 busy: Arc::new(()),
                 in_flight: AtomicUsize::new(0),
                 started: std::time::Instant::now(),
+                port,
+                connections_total: AtomicU64::new(0),
+                max_used_connections: AtomicUsize::new(0),
+                questions: AtomicU64::new(0),
                 replicas: Default::default(),
                 replica: None,
             }),
@@ -198,6 +212,10 @@ impl Server {
                         continue;
                     }
                     report.connections_accepted += 1;
+                    self.shared.connections_total.fetch_add(1, Ordering::Relaxed);
+                    self.shared
+                        .max_used_connections
+                        .fetch_max(open + 1, Ordering::Relaxed);
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
                     let shared = self.shared.clone();
                     conns.spawn(conn::serve(shared, stream, peer, id));

@@ -1,8 +1,8 @@
 //! The metrics endpoint (`--metrics-listen ADDR`): `GET /metrics` in Prometheus' text format,
 //! over a minimal HTTP/1.1 of its own (one request per connection; the node has no other HTTP).
 //!
-//! Every node: commits (`ringrep_last_seq`, `ringrep_durable_seq`), the binlog's bytes and
-//! segments, client connections, replicas streaming and the TTL purge's deletions. A replica
+//! Every node: commits (`ringrep_last_seq`, `ringrep_durable_seq`), the binlog's bytes,
+//! segments and fsyncs, statements, client connections, replicas streaming and the TTL purge's deletions. A replica
 //! adds its applied and received positions, the source's last sequence number, its lag and
 //! whether its link is up (the fields of SHOW REPLICA STATUS).
 
@@ -52,6 +52,18 @@ pub(crate) fn render(shared: &Shared) -> String {
         "gauge",
         "Segment files in the binlog.",
         &files.len().to_string(),
+    );
+    metric(
+        "ringrep_binlog_fsyncs_total",
+        "counter",
+        "fsyncs of binlog segment files since the binlog opened (commit groups, rotations, heals, periodic and deferred syncs).",
+        &engine.binlog_fsyncs().to_string(),
+    );
+    metric(
+        "ringrep_questions_total",
+        "counter",
+        "Statements clients sent since the server started.",
+        &shared.questions.load(Ordering::Relaxed).to_string(),
     );
     metric(
         "ringrep_client_connections",

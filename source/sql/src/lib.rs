@@ -162,6 +162,13 @@ impl OwnedCtx {
     }
 }
 
+/// What a server adds to SHOW STATUS: its connections, statements and uptime, by MySQL's
+/// names (the engine's own counters come from the SQL layer).
+pub trait ServerStatus: Send + Sync {
+    /// The server's status variables and their values now.
+    fn status(&self) -> Vec<(String, String)>;
+}
+
 /// A client session speaking SQL: the engine session it runs statements in, with what SQL
 /// adds to it (user variables, `LAST_INSERT_ID()`, prepared statements).
 pub struct SqlSession {
@@ -198,6 +205,12 @@ pub struct SqlSession {
     /// The server's `net_write_timeout` in seconds (`SELECT @@net_write_timeout`); 60, MySQL's
     /// default, without a server.
     pub net_write_timeout: u64,
+    /// The port the server listens on (`@@port`); 0 without a server.
+    pub port: u16,
+    /// The server's connection limit (`@@max_connections`); 151, MySQL's default, without one.
+    pub max_connections: u64,
+    /// What the server adds to SHOW STATUS; `None` without a server.
+    pub server_status: Option<Arc<dyn ServerStatus>>,
     /// The last statement's error (code, message), for SHOW WARNINGS and SHOW ERRORS.
     last_error: Option<(u16, String)>,
     /// How many CALLs are running, one inside the other.
@@ -313,6 +326,9 @@ impl SqlSession {
             authority: None,
             connection_id: 1,
             net_write_timeout: 60,
+            port: 0,
+            max_connections: 151,
+            server_status: None,
             last_error: None,
             call_depth: 0,
             trigger_tables: Vec::new(),
@@ -755,6 +771,7 @@ impl SqlSession {
                 self.show_result(&["Database"], rows, filter.as_ref())
             }
             Statement::ShowVariables { filter, .. } => self.show_variables(filter.as_ref()),
+            Statement::ShowStatus { filter, .. } => self.show_status(filter.as_ref()),
             other => Err(Error::unsupported(first_keyword(&other.to_string()))),
         }
     }

@@ -6,7 +6,7 @@ use binlog_format::sql_text::{create_table_sql, CreateStyle};
 use binlog_format::Value;
 use sqlparser::ast::{ObjectName, ShowCreateObject, ShowStatementFilter};
 
-use super::expr::{like, render};
+use super::expr::render;
 use super::{split_name, Outcome, SqlSession};
 use ringrep_engine::error::{Error, Result};
 use ringrep_engine::HIDDEN_ROW_ID;
@@ -285,20 +285,54 @@ impl SqlSession {
         )
     }
 
-    /// `SHOW VARIABLES [LIKE 'pattern']`.
+    /// `SHOW [GLOBAL | SESSION] VARIABLES [LIKE 'p' | WHERE e]`.
     pub(crate) fn show_variables(
         &mut self,
         filter: Option<&ShowStatementFilter>,
     ) -> Result<Outcome> {
-        let rows: Vec<Vec<Option<String>>> = self
-            .variables()
+        let rows = self.variables();
+        self.name_value_rows(rows, filter)
+    }
+
+    /// `SHOW [GLOBAL | SESSION] STATUS [LIKE 'p' | WHERE e]`: the node's counters (its binlog
+    /// and TTL purge) and the server's (connections, statements, uptime), global values in
+    /// either scope.
+    pub(crate) fn show_status(&mut self, filter: Option<&ShowStatementFilter>) -> Result<Outcome> {
+        let engine = self.engine();
+        let files = engine.binlog_files().unwrap_or_default();
+        let mut rows: Vec<(String, String)> = [
+            ("Ringrep_last_seq", engine.last_seq()),
+            ("Ringrep_durable_seq", engine.durable_seq()),
+            ("Ringrep_binlog_fsyncs", engine.binlog_fsyncs()),
+            ("Ringrep_binlog_bytes", files.iter().map(|(_, n)| n).sum()),
+            ("Ringrep_binlog_segments", files.len() as u64),
+            ("Ringrep_binlog_segments_purged", engine.purged_segments()),
+            (
+                "Ringrep_binlog_readers_overtaken",
+                engine.readers_overtaken(),
+            ),
+            ("Ringrep_ttl_purged_rows", engine.purged_rows()),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+        if let Some(server) = &self.server_status {
+            rows.extend(server.status());
+        }
+        rows.sort();
+        self.name_value_rows(rows, filter)
+    }
+
+    fn name_value_rows(
+        &self,
+        rows: Vec<(String, String)>,
+        filter: Option<&ShowStatementFilter>,
+    ) -> Result<Outcome> {
+        let rows = rows
             .into_iter()
-            .filter(|(name, _)| match filter {
-                Some(ShowStatementFilter::Like(p)) => like(name, p, '\\'),
-                _ => true,
-            })
-            .map(|(n, v)| vec![Some(n), Some(v)])
+            .map(|(n, v)| vec![Value::Text(n), Value::Text(v)])
             .collect();
-        Ok(Outcome::text(&["Variable_name", "Value"], rows))
+        let filter = filter.and_then(super::catalog::ShowFilter::of_filter);
+        self.show_result(&["Variable_name", "Value"], rows, filter.as_ref())
     }
 }

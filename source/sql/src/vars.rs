@@ -279,39 +279,17 @@ impl SqlSession {
             .strip_prefix("session.")
             .or_else(|| lower.strip_prefix("global."))
             .unwrap_or(&lower);
-        let text = |s: &str| Ok(Value::Text(s.to_string()));
         match lower {
             "max_allowed_packet" => Ok(Value::Int(64 << 20)),
-            "wait_timeout" | "interactive_timeout" => Ok(Value::Int(28800)),
-            "net_write_timeout" => Ok(Value::UInt(self.net_write_timeout)),
-            "lower_case_table_names" => Ok(Value::Int(0)),
-            "version" => text(&server_version()),
-            "version_comment" => text("ringrep ring buffer tables"),
             "socket" => Ok(Value::Null),
-            "character_set_client"
-            | "character_set_connection"
-            | "character_set_results"
-            | "character_set_server"
-            | "character_set_database" => text("utf8mb4"),
-            "collation_connection" | "collation_server" | "collation_database" => {
-                text("utf8mb4_general_ci")
-            }
-            "transaction_isolation" | "tx_isolation" => text("READ-COMMITTED"),
-            "sql_mode" => text("STRICT_TRANS_TABLES"),
-            "system_time_zone" => text("UTC"),
-            "license" => text("Apache-2.0"),
-            "session_track_gtids" => text("OFF"),
-            // An enum in MySQL, not a boolean: read as its name.
-            "gtid_mode" => text("OFF"),
+            // MySQL's "no limit", which does not fit a signed integer.
             "sql_select_limit" => Ok(Value::UInt(u64::MAX)),
-            // Accepted when set, and ignored: read back as MySQL's defaults (dump files save
-            // and restore them).
-            "sql_quote_show_create"
-            | "unique_checks"
-            | "foreign_key_checks"
-            | "sql_log_bin"
-            | "sql_notes" => Ok(Value::Int(1)),
-            // The last sequence number in this node's binlog (for the verifier).
+            // Read as names, not booleans.
+            "gtid_mode" | "session_track_gtids" => Ok(Value::Text("OFF".into())),
+            // MySQL 5.7's name, which 8.0 no longer lists.
+            "tx_isolation" => Ok(Value::Text("READ-COMMITTED".into())),
+            // Dynamic, and not listed by SHOW VARIABLES: the last sequence number in this
+            // node's binlog (for the verifier).
             "ringrep_last_seq" => Ok(Value::UInt(self.engine().last_seq())),
             _ => match self.variables().into_iter().find(|(n, _)| n == lower) {
                 Some((_, v)) if v == "ON" => Ok(Value::Int(1)),
@@ -367,8 +345,47 @@ impl SqlSession {
         Ok(())
     }
 
-    /// Session variables as SHOW VARIABLES lists them.
+    /// The system variables as SHOW VARIABLES lists them (`@@name` reads them too, ON and OFF
+    /// as 1 and 0), in name order: the session's, and the server's as clients, drivers and
+    /// monitoring tools ask for them (a MySQL 8.0 server's values where ringrep has no say).
     pub(crate) fn variables(&self) -> Vec<(String, String)> {
+        let mut all = self.own_variables();
+        let fixed: &[(&str, &str)] = &[
+            ("character_set_client", "utf8mb4"),
+            ("character_set_connection", "utf8mb4"),
+            ("character_set_database", "utf8mb4"),
+            ("character_set_results", "utf8mb4"),
+            ("character_set_server", "utf8mb4"),
+            ("collation_connection", "utf8mb4_general_ci"),
+            ("collation_database", "utf8mb4_general_ci"),
+            ("collation_server", "utf8mb4_general_ci"),
+            ("foreign_key_checks", "ON"),
+            ("interactive_timeout", "28800"),
+            ("license", "Apache-2.0"),
+            ("lower_case_table_names", "0"),
+            ("max_allowed_packet", "67108864"),
+            ("performance_schema", "OFF"),
+            ("sql_log_bin", "ON"),
+            ("sql_mode", "STRICT_TRANS_TABLES"),
+            ("sql_notes", "ON"),
+            ("sql_quote_show_create", "ON"),
+            ("sql_select_limit", "18446744073709551615"),
+            ("session_track_gtids", "OFF"),
+            ("system_time_zone", "UTC"),
+            ("transaction_isolation", "READ-COMMITTED"),
+            ("unique_checks", "ON"),
+            ("version_comment", "ringrep ring buffer tables"),
+            ("version_compile_machine", std::env::consts::ARCH),
+            ("version_compile_os", "Linux"),
+            ("wait_timeout", "28800"),
+        ];
+        all.extend(fixed.iter().map(|(n, v)| (n.to_string(), v.to_string())));
+        all.sort();
+        all
+    }
+
+    /// The variables whose values this session or its node decides.
+    fn own_variables(&self) -> Vec<(String, String)> {
         let v = &self.session.vars;
         let cfg = self.engine().config();
         let retention = self.engine().retention();
@@ -423,12 +440,35 @@ impl SqlSession {
                 server_uuid(self.engine().config().server_id),
             ),
             ("time_zone".into(), format_tz(v.tz_offset)),
+            ("version".into(), server_version()),
+            ("hostname".into(), host_name()),
+            ("port".into(), self.port.to_string()),
+            ("max_connections".into(), self.max_connections.to_string()),
+            (
+                "net_write_timeout".into(),
+                self.net_write_timeout.to_string(),
+            ),
+            (
+                "datadir".into(),
+                format!("{}/", self.engine().dir().display()),
+            ),
+            // A replica refuses every client's writes, SUPER's too.
+            ("super_read_only".into(), b(self.engine().is_read_only())),
             (
                 "ttl_expired_rows_visible_in_delete".into(),
                 b(v.ttl_expired_visible_in_delete),
             ),
         ]
     }
+}
+
+/// The machine's host name (`@@hostname`), as the kernel has it.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
 }
 
 /// A server's UUID, made from its server id (stable across restarts, distinct per id).
