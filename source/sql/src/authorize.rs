@@ -92,7 +92,7 @@ impl SqlSession {
         Err(self.database_denied(&db))
     }
 
-    fn database_denied(&self, db: &str) -> Error {
+    pub(crate) fn database_denied(&self, db: &str) -> Error {
         Error::new(
             code::ER_DBACCESS_DENIED_ERROR,
             format!("Access denied for user {} to database '{db}'", self.who()),

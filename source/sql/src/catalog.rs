@@ -588,7 +588,7 @@ impl SqlSession {
         })
     }
 
-    fn information_schema(&self, name: &str) -> Result<Computed> {
+    pub(crate) fn information_schema(&self, name: &str) -> Result<Computed> {
         let Some(&(table, columns)) = TABLES.iter().find(|(n, _)| n.eq_ignore_ascii_case(name))
         else {
             return Err(Error::new(
@@ -1041,13 +1041,13 @@ impl ShowFilter {
 
 /// A SHOW statement the parser does not know, taken apart by words: SHOW TABLE STATUS and
 /// SHOW INDEX.
-struct ShowWords {
+pub(crate) struct ShowWords {
     /// The words and names after the statement's keywords, up to LIKE or WHERE.
-    words: Vec<String>,
-    filter: Option<ShowFilter>,
+    pub(crate) words: Vec<String>,
+    pub(crate) filter: Option<ShowFilter>,
 }
 
-fn show_words(text: &str, keywords: usize) -> Result<ShowWords> {
+pub(crate) fn show_words(text: &str, keywords: usize) -> Result<ShowWords> {
     use sqlparser::dialect::MySqlDialect;
     use sqlparser::tokenizer::{Token, Tokenizer};
     let syntax = |detail: String| {

@@ -1323,6 +1323,40 @@ fn remove_column(def: &mut TableDef, at: usize) {
     def.indexes.retain(|i| !i.columns.is_empty());
 }
 
+/// `CREATE DATABASE ... [DEFAULT] ENCRYPTION [=] 'N'` without the ENCRYPTION option: ringrep
+/// keeps no data encrypted at rest, so 'N' is what it does anyway and 'Y' is refused.
+pub(crate) fn without_encryption_option(text: &str) -> Result<String> {
+    let syntax = || {
+        Error::syntax(format!(
+            "You have an error in your SQL syntax; ENCRYPTION takes 'Y' or 'N', in '{text}'"
+        ))
+    };
+    let at = crate::lexer::find_top_level(text, "ENCRYPTION").ok_or_else(syntax)?;
+    let before = text[..at].trim_end();
+    let start = match before.len().checked_sub(7) {
+        Some(d) if before[d..].eq_ignore_ascii_case("DEFAULT") => d,
+        _ => at,
+    };
+    let rest = text[at + "ENCRYPTION".len()..].trim_start();
+    let rest = rest.strip_prefix('=').unwrap_or(rest).trim_start();
+    let quote = rest
+        .chars()
+        .next()
+        .filter(|c| *c == '\'' || *c == '"')
+        .ok_or_else(syntax)?;
+    let value_end = rest[1..].find(quote).ok_or_else(syntax)? + 2;
+    match &rest[1..value_end - 1] {
+        v if v.eq_ignore_ascii_case("N") => {}
+        v if v.eq_ignore_ascii_case("Y") => {
+            return Err(Error::unsupported(
+                "ENCRYPTION='Y' (ringrep keeps no data encrypted at rest)",
+            ))
+        }
+        _ => return Err(syntax()),
+    }
+    Ok(format!("{} {}", &text[..start], &rest[value_end..]))
+}
+
 #[cfg(test)]
 mod index_statement_tests {
     use super::index_statement_as_alter as alter;

@@ -88,6 +88,7 @@ mod rows;
 mod rowset;
 mod select;
 mod show;
+mod show_catalog;
 mod triggers;
 mod vars;
 mod views;
@@ -514,6 +515,14 @@ impl SqlSession {
                 return self.alter_table_text(&text);
             }
             ("LOAD", "DATA") => return self.load_data(&text),
+            // MySQL 8.0.16's `DEFAULT ENCRYPTION='N'`, in every database SHOW CREATE DATABASE
+            // and dump tools print: the default, so nothing to do.
+            ("CREATE", "DATABASE" | "SCHEMA")
+                if lexer::find_top_level(&text, "ENCRYPTION").is_some() =>
+            {
+                let plain = ddl::without_encryption_option(&text)?;
+                return self.execute_statement(plain, first);
+            }
             ("CREATE", "TABLE") if lexer::find_top_level(&text, "PARTITION BY").is_some() => {
                 return self.create_table_text(&text)
             }
@@ -602,6 +611,18 @@ impl SqlSession {
                     &["Table", "Op", "Msg_type", "Msg_text"],
                     rows,
                 ));
+            }
+            ("SHOW", "CREATE") if matches!(w(2), "DATABASE" | "SCHEMA") => {
+                return self.show_create_database(&text)
+            }
+            ("SHOW", "CHARACTER") if w(2) == "SET" => return self.show_character_sets(&text, 3),
+            ("SHOW", "CHARSET") => return self.show_character_sets(&text, 2),
+            ("SHOW", "COLLATION") => return self.show_collations(&text),
+            ("SHOW", "ENGINES") => return self.show_engines(),
+            ("SHOW", "STORAGE") if w(2) == "ENGINES" => return self.show_engines(),
+            ("SHOW", "PLUGINS") => return self.show_plugins(),
+            ("SHOW", "PROCEDURE" | "FUNCTION") if w(2) == "STATUS" => {
+                return self.show_routine_status(&text, w(1))
             }
             ("SHOW", "WARNINGS") => return Ok(self.show_warnings(false)),
             ("SHOW", "ERRORS") => return Ok(self.show_warnings(true)),

@@ -489,3 +489,54 @@ fn triggers_need_the_trigger_privilege_and_run_with_the_callers() {
     assert_eq!(code(&mut c, "DROP TRIGGER app.t_ai"), 1142);
     ok(&mut m, "DROP TRIGGER app.t_ai");
 }
+
+/// SHOW PROCEDURE STATUS lists the routines an account may see (LIKE matches their names),
+/// and SHOW CREATE DATABASE is refused for a database the account may not see.
+#[test]
+fn routine_status_and_create_database_follow_the_grants() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path());
+    let mut root = SqlSession::new(&engine);
+    ok(&mut root, "CREATE DATABASE app");
+    ok(&mut root, "CREATE DATABASE hidden");
+    ok(&mut root, "CREATE TABLE app.t (id INT PRIMARY KEY)");
+    ok(
+        &mut root,
+        "CREATE PROCEDURE app.add_one(IN n INT) BEGIN INSERT INTO app.t VALUES (n); END",
+    );
+    ok(
+        &mut root,
+        "CREATE PROCEDURE hidden.secret() BEGIN SELECT 1; END",
+    );
+    let names = |s: &mut SqlSession, sql: &str| -> Vec<(String, String, String)> {
+        rows(s, sql)
+            .into_iter()
+            .map(|r| {
+                (
+                    r[0].clone().expect("Db"),
+                    r[1].clone().expect("Name"),
+                    r[2].clone().expect("Type"),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        names(&mut root, "SHOW PROCEDURE STATUS LIKE 'add%'"),
+        [("app".into(), "add_one".into(), "PROCEDURE".into())]
+    );
+    assert_eq!(names(&mut root, "SHOW PROCEDURE STATUS").len(), 2);
+    assert!(names(&mut root, "SHOW FUNCTION STATUS").is_empty());
+    ok(&mut root, "CREATE USER app_user IDENTIFIED BY 'a'");
+    ok(&mut root, "GRANT SELECT, EXECUTE ON app.* TO app_user");
+    let mut a = session_as(&engine, "app_user", "%");
+    assert_eq!(
+        names(&mut a, "SHOW PROCEDURE STATUS WHERE Db <> 'nothing'"),
+        [("app".into(), "add_one".into(), "PROCEDURE".into())]
+    );
+    assert_eq!(
+        rows(&mut a, "SHOW CREATE DATABASE app")[0][0].as_deref(),
+        Some("app")
+    );
+    assert_eq!(code(&mut a, "SHOW CREATE DATABASE hidden"), 1044);
+    assert_eq!(code(&mut a, "SHOW CREATE DATABASE nowhere"), 1049);
+}
