@@ -131,8 +131,8 @@ fn load(client: &str, node: &Node, sql: &str) -> (bool, String) {
     )
 }
 
-/// mariadb-dump of a primary, loaded into another through the mariadb client: schemas and the
-/// rows of plain tables come across; the rows of a ring table are refused on load with the
+/// mariadb-dump of a primary, loaded into another through the mariadb client: schemas, stored
+/// procedures (`--routines`) and the rows of plain tables come across; the rows of a ring table are refused on load with the
 /// spec's 1031 (a dump's INSERT names the slot column) and the ring stays as it was; a dump
 /// with table locks (mariadb-dump's default) fails naming LOCK TABLES, which ringrep does not
 /// have (`--single-transaction` or `--skip-lock-tables` work; the README says so).
@@ -152,6 +152,12 @@ fn mariadb_dump_output_loads_into_another_node() {
         INSERT INTO events (user_id, payload) VALUES (1, 'a'), (1, 'b'), (1, 'c')";
     let (ok, _, err) = node::run_client(client, a.addr, None, setup);
     assert!(ok, "{err}");
+    let (ok, err) = load(
+        client,
+        &a,
+        "DELIMITER //\nCREATE PROCEDURE shop.add_order(IN n INT) BEGIN INSERT INTO shop.orders (id, item) VALUES (n, CONCAT('order ', n)); END//\nDELIMITER ;\n",
+    );
+    assert!(ok, "{err}");
 
     let (ok, _, err) = dump(tool, &a, &["--databases", "shop"]);
     assert!(!ok && err.contains("LOCK TABLES"), "{err}");
@@ -162,12 +168,14 @@ fn mariadb_dump_output_loads_into_another_node() {
         &[
             "--single-transaction",
             "--skip-add-locks",
+            "--routines",
             "--databases",
             "shop",
             "--ignore-table=shop.events",
         ],
     );
     assert!(ok, "{err}");
+    assert!(plain.contains("CREATE PROCEDURE"), "{plain}");
     let (ok, schema, err) = dump(
         tool,
         &a,
@@ -187,6 +195,17 @@ fn mariadb_dump_output_loads_into_another_node() {
     let (_, on_b, _) = node::run_client(client, b.addr, None, q);
     assert_eq!(on_a, on_b, "the plain table's rows came across");
     assert!(on_a.contains("it's hot"), "{on_a}");
+    // The procedure came across with the database (SHOW PROCEDURE STATUS, SHOW CREATE
+    // PROCEDURE and the database collation as the dump tool compares them).
+    let (ok, _, err) = node::run_client(client, b.addr, None, "CALL shop.add_order(9)");
+    assert!(ok, "{err}");
+    let (_, called, _) = node::run_client(
+        client,
+        b.addr,
+        None,
+        "SELECT item FROM shop.orders WHERE id = 9",
+    );
+    assert!(called.contains("order 9"), "{called}");
     let q = "SHOW CREATE TABLE shop.events";
     assert_eq!(
         node::run_client(client, a.addr, None, q).1,

@@ -357,8 +357,10 @@ impl SqlSession {
             ("character_set_results", "utf8mb4"),
             ("character_set_server", "utf8mb4"),
             ("collation_connection", "utf8mb4_general_ci"),
-            ("collation_database", "utf8mb4_general_ci"),
-            ("collation_server", "utf8mb4_general_ci"),
+            // MySQL 8.0's default, as the catalog gives every database and routine (dump
+            // tools compare a routine's database collation with this one).
+            ("collation_database", "utf8mb4_0900_ai_ci"),
+            ("collation_server", "utf8mb4_0900_ai_ci"),
             ("foreign_key_checks", "ON"),
             ("interactive_timeout", "28800"),
             ("license", "Apache-2.0"),
