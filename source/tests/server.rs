@@ -1098,3 +1098,76 @@ fn prepared_reads_too_long_for_the_connection_task_are_answered_whole() {
         }
     });
 }
+
+/// LOCK TABLES across connections: another client's read of a WRITE-locked table waits (by
+/// text and prepared, which start on the connection's task) while other tables stay open to
+/// it, and goes on when the holder disconnects, seeing the holder's write; a READ lock lets
+/// others read and holds their writes back until its UNLOCK TABLES.
+#[test]
+fn table_locks_hold_other_connections_until_released() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut a = connect(node.addr, Some("test")).await;
+        a.query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+            .await
+            .expect("create");
+        a.query_drop("CREATE TABLE free (id INT PRIMARY KEY)")
+            .await
+            .expect("create");
+        a.query_drop("LOCK TABLES t WRITE").await.expect("lock");
+        let mut readers = Vec::new();
+        for prepared in [false, true] {
+            let mut r = connect(node.addr, Some("test")).await;
+            readers.push(tokio::spawn(async move {
+                let n: Option<i64> = if prepared {
+                    r.exec_first("SELECT COUNT(*) FROM t WHERE id > ?", (0,))
+                        .await
+                        .expect("prepared read")
+                } else {
+                    r.query_first("SELECT COUNT(*) FROM t").await.expect("read")
+                };
+                n
+            }));
+        }
+        let mut c = connect(node.addr, Some("test")).await;
+        c.query_drop("INSERT INTO free VALUES (1)")
+            .await
+            .expect("a table nobody locked");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            readers.iter().all(|r| !r.is_finished()),
+            "reads of a WRITE-locked table wait"
+        );
+        a.query_drop("INSERT INTO t VALUES (1)")
+            .await
+            .expect("the holder writes");
+        let e = a
+            .query_drop("SELECT * FROM free")
+            .await
+            .expect_err("not locked");
+        assert_eq!(code(&e), 1100, "{e:?}");
+        a.disconnect().await.expect("disconnect");
+        for r in readers {
+            assert_eq!(r.await.expect("task"), Some(1), "the holder's write, once");
+        }
+
+        let mut a = connect(node.addr, Some("test")).await;
+        a.query_drop("LOCK TABLES t READ").await.expect("lock");
+        let n: Option<i64> = c.query_first("SELECT COUNT(*) FROM t").await.expect("read");
+        assert_eq!(n, Some(1), "a READ lock lets others read");
+        let writer =
+            tokio::spawn(async move { c.exec_drop("INSERT INTO t VALUES (?)", (2,)).await });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(!writer.is_finished(), "a write waits for the READ lock");
+        let e = a
+            .query_drop("INSERT INTO t VALUES (3)")
+            .await
+            .expect_err("read-locked");
+        assert_eq!(code(&e), 1099, "{e:?}");
+        a.query_drop("UNLOCK TABLES").await.expect("unlock");
+        writer.await.expect("task").expect("the write goes on");
+        let n: Option<i64> = a.query_first("SELECT COUNT(*) FROM t").await.expect("read");
+        assert_eq!(n, Some(2));
+    });
+}

@@ -197,6 +197,16 @@ pub mod code {
     pub const ER_NON_UPDATABLE_TABLE: Code = Code::new(1288, "HY000");
     /// A view's column list and its query's columns differ in number.
     pub const ER_VIEW_WRONG_LIST: Code = Code::new(1353, "HY000");
+    /// A session holding LOCK TABLES used a table it did not lock.
+    pub const ER_TABLE_NOT_LOCKED: Code = Code::new(1100, "HY000");
+    /// A session holding LOCK TABLES wrote a table it locked for READ.
+    pub const ER_TABLE_NOT_LOCKED_FOR_WRITE: Code = Code::new(1099, "HY000");
+    /// A recursive query block with aggregation or a window function.
+    pub const ER_CTE_RECURSIVE_FORBIDS_AGGREGATION: Code = Code::new(3575, "HY000");
+    /// A recursive query block reading its expression on the inner side of an outer join.
+    pub const ER_CTE_RECURSIVE_FORBIDDEN_JOIN_ORDER: Code = Code::new(3576, "HY000");
+    /// A recursive query block reading its expression twice or in a subquery.
+    pub const ER_CTE_RECURSIVE_REQUIRES_SINGLE_REFERENCE: Code = Code::new(3577, "HY000");
     /// A recursive common table expression without a UNION.
     pub const ER_CTE_RECURSIVE_REQUIRES_UNION: Code = Code::new(3573, "HY000");
     /// A recursive common table expression whose first query block reads itself, or a

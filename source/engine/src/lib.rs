@@ -91,6 +91,7 @@ pub mod clock;
 pub mod ddl;
 pub mod error;
 pub mod ring;
+pub mod table_locks;
 pub mod types;
 pub mod writer;
 
@@ -371,6 +372,8 @@ pub(crate) struct Shared {
     /// Shared with a live snapshot's thread, which reads it a frame at a time.
     pub state: Arc<RwLock<State>>,
     pub locks: LockTable,
+    /// LOCK TABLES' locks (`table_locks.rs`).
+    pub table_locks: table_locks::TableLocks,
     pub binlog: Option<BinlogWriter>,
     pub next_txn: AtomicU64,
     pub since_snapshot: AtomicU64,
@@ -563,6 +566,7 @@ impl Engine {
                 cfg,
                 state: Arc::new(RwLock::new(state)),
                 locks: LockTable::default(),
+                table_locks: Default::default(),
                 binlog: Some(writer),
                 next_txn: AtomicU64::new(1),
                 since_snapshot: AtomicU64::new(report.replayed),
@@ -622,6 +626,7 @@ impl Engine {
                     cfg,
                     state: Arc::new(RwLock::new(state)),
                     locks: LockTable::default(),
+                    table_locks: Default::default(),
                     binlog: None,
                     next_txn: AtomicU64::new(1),
                     since_snapshot: AtomicU64::new(0),
@@ -819,6 +824,11 @@ impl Engine {
     /// Binlog segments removed (retention, PURGE BINARY LOGS) since the engine opened.
     pub fn purged_segments(&self) -> u64 {
         self.shared.purged_segments.load(Ordering::Relaxed)
+    }
+
+    /// LOCK TABLES' table locks, shared by every session of this engine.
+    pub fn table_locks(&self) -> &table_locks::TableLocks {
+        &self.shared.table_locks
     }
 
     /// The binlog's fsyncs since it opened (see [`BinlogWriter::fsyncs`]); 0 without one.

@@ -72,7 +72,7 @@ impl SqlSession {
         ))
     }
 
-    fn require_name(&self, p: Privs, verb: &str, name: &ObjectName) -> Result<()> {
+    pub(crate) fn require_name(&self, p: Privs, verb: &str, name: &ObjectName) -> Result<()> {
         let (db, t) = split_name(name)?;
         self.require_table(p, verb, db.as_deref(), &t)
     }

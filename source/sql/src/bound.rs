@@ -90,6 +90,7 @@ impl SqlSession {
         let planned = match &template.insert {
             Some(plan) => {
                 self.authorize(&template.stmt)?;
+                self.check_table_locks(&template.stmt)?;
                 self.insert_planned(plan, values)
             }
             None => None,

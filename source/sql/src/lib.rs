@@ -89,6 +89,7 @@ mod rowset;
 mod select;
 mod show;
 mod show_catalog;
+mod table_lock;
 mod triggers;
 mod vars;
 mod views;
@@ -212,6 +213,13 @@ pub struct SqlSession {
     pub max_connections: u64,
     /// What the server adds to SHOW STATUS; `None` without a server.
     pub server_status: Option<Arc<dyn ServerStatus>>,
+    /// This session as the owner of table locks (`table_lock`).
+    lock_owner: u64,
+    /// The table locks LOCK TABLES took for this session, until it gives them back.
+    table_locks: Vec<(
+        ringrep_engine::table_locks::TableKey,
+        ringrep_engine::table_locks::LockMode,
+    )>,
     /// The last statement's error (code, message), for SHOW WARNINGS and SHOW ERRORS.
     last_error: Option<(u16, String)>,
     /// How many CALLs are running, one inside the other.
@@ -221,6 +229,13 @@ pub struct SqlSession {
     trigger_tables: Vec<(String, String)>,
     /// How many views are being read, one inside the other.
     view_depth: std::sync::atomic::AtomicUsize,
+}
+
+impl Drop for SqlSession {
+    /// A session's table locks end with it, as a closed connection's do in MySQL.
+    fn drop(&mut self) {
+        self.release_table_locks();
+    }
 }
 
 impl std::fmt::Debug for SqlSession {
@@ -330,6 +345,8 @@ impl SqlSession {
             port: 0,
             max_connections: 151,
             server_status: None,
+            lock_owner: table_lock::new_owner(),
+            table_locks: Vec::new(),
             last_error: None,
             call_depth: 0,
             trigger_tables: Vec::new(),
@@ -575,9 +592,12 @@ impl SqlSession {
                 }
                 return Ok(Outcome::Ok);
             }
-            // No session holds table locks (LOCK TABLES is refused), so there is never one to
-            // release; dump tools send it after starting their transaction.
-            ("UNLOCK", "TABLES" | "TABLE") => return Ok(Outcome::Ok),
+            ("LOCK", "TABLES" | "TABLE") => return self.lock_tables(&text),
+            // Dump tools also send it after starting their transaction, holding none.
+            ("UNLOCK", "TABLES" | "TABLE") => {
+                self.release_table_locks();
+                return Ok(Outcome::Ok);
+            }
             ("PREPARE", _) => return self.prepare(&text),
             ("EXECUTE", _) => return self.execute_prepared(&text),
             ("DEALLOCATE", "PREPARE") | ("DROP", "PREPARE") => {
@@ -669,6 +689,7 @@ impl SqlSession {
     /// Runs a parsed statement (`text` is its text, for result column names).
     fn dispatch(&mut self, stmt: Statement, text: &str) -> Result<Outcome> {
         self.authorize(&stmt)?;
+        self.check_table_locks(&stmt)?;
         match stmt {
             Statement::Query(q) => self.query(&q, text),
             Statement::Insert(ins) => self.insert(&ins),
@@ -723,6 +744,8 @@ impl SqlSession {
                 Ok(Outcome::Ok)
             }
             Statement::StartTransaction { .. } => {
+                // A transaction gives back the session's table locks, as in MySQL.
+                self.release_table_locks();
                 self.session.begin()?;
                 Ok(Outcome::Ok)
             }

@@ -1,0 +1,238 @@
+//! LOCK TABLES and UNLOCK TABLES, and the check every statement passes against the table
+//! locks in force (`ringrep_engine::table_locks`).
+//!
+//! As in MySQL: `LOCK TABLES t [[AS] alias] {READ [LOCAL] | [LOW_PRIORITY] WRITE}, ...` first
+//! commits the session's transaction and gives back the locks it held, then takes them all at
+//! once, waiting while another session's lock conflicts. While a session holds table locks it
+//! may use only the tables it locked (1100 for another, 1099 for a write to a READ-locked
+//! one; `information_schema` is always open). Other sessions wait for a WRITE-locked table,
+//! and to write a READ-locked one, up to `innodb_lock_wait_timeout` (1205 after it). UNLOCK
+//! TABLES, START TRANSACTION and the session's end give the locks back.
+//!
+//! Not as in MySQL: tables are matched by name, not by alias (one lock of a table covers
+//! every alias of it); the SELECT privilege on each table is what LOCK TABLES needs (there is
+//! no separate LOCK TABLES privilege); a view is locked by its name, not through its base
+//! tables, so a session that locked a view's tables reads the view only once the view is
+//! locked too, and others read a WRITE-locked table through a view; DDL and LOAD DATA are not
+//! held back by other sessions' locks; the replica's applier never waits for them.
+
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sqlparser::ast::{FromTable, ObjectName, Statement, TableFactor, TableObject};
+
+use super::catalog::INFORMATION_SCHEMA;
+use super::cte::visit_stored_relations;
+use super::lexer::split_top_level_commas;
+use super::{split_name, Outcome, SqlSession};
+use ringrep_engine::error::{code, Error, Result};
+use ringrep_engine::table_locks::{LockMode, TableKey};
+
+/// Owners of table locks are sessions, numbered in the process.
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh owner number for a new session.
+pub(crate) fn new_owner() -> u64 {
+    NEXT_OWNER.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Schemas every statement may read whatever the locks (MySQL's computed ones).
+fn always_open(db: &str) -> bool {
+    db.eq_ignore_ascii_case(INFORMATION_SCHEMA) || db.eq_ignore_ascii_case("performance_schema")
+}
+
+impl SqlSession {
+    fn lock_key(&self, db: Option<&str>, table: &str) -> Result<TableKey> {
+        let db = match db {
+            Some(d) => d.to_string(),
+            None => self.session.current_db()?,
+        };
+        Ok((db.to_lowercase(), table.to_lowercase()))
+    }
+
+    fn table_lock_wait(&self) -> Option<std::time::Duration> {
+        self.session.lock_wait.then(|| {
+            self.session
+                .vars
+                .lock_wait_timeout
+                .unwrap_or(self.engine().config().lock_wait_timeout)
+        })
+    }
+
+    /// `LOCK TABLE[S] t [[AS] alias] lock_type [, ...]`.
+    pub(crate) fn lock_tables(&mut self, text: &str) -> Result<Outcome> {
+        let syntax = || {
+            Error::syntax(format!(
+                "You have an error in your SQL syntax; LOCK TABLES takes `table [[AS] alias] {{READ [LOCAL] | [LOW_PRIORITY] WRITE}}, ...`, in '{text}'"
+            ))
+        };
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let skip = match words.get(1).map(|w| w.to_ascii_uppercase()) {
+            Some(w) if w == "TABLES" || w == "TABLE" => 2,
+            _ => return Err(syntax()),
+        };
+        let rest = text
+            .split_whitespace()
+            .skip(skip)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let rest = rest.trim_end_matches(';');
+        let mut wanted: Vec<(TableKey, LockMode)> = Vec::new();
+        for item in split_top_level_commas(rest) {
+            let parts: Vec<String> = item
+                .split_whitespace()
+                .map(|p| p.to_ascii_uppercase())
+                .collect();
+            let mode = match parts.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+                [.., "READ", "LOCAL"] | [.., "READ"] => LockMode::Read,
+                [.., "LOW_PRIORITY", "WRITE"] | [.., "WRITE"] => LockMode::Write,
+                _ => return Err(syntax()),
+            };
+            let name = item.split_whitespace().next().ok_or_else(syntax)?;
+            let name = match super::parse_one(&format!("SELECT 1 FROM {name}"))? {
+                Statement::Query(q) => match &*q.body {
+                    sqlparser::ast::SetExpr::Select(s) => match s.from.first().map(|f| &f.relation)
+                    {
+                        Some(TableFactor::Table { name, .. }) => name.clone(),
+                        _ => return Err(syntax()),
+                    },
+                    _ => return Err(syntax()),
+                },
+                _ => return Err(syntax()),
+            };
+            let (db, table) = split_name(&name)?;
+            // It must exist (a table or a view), and the account must be able to read it.
+            if self.computed_table(db.as_deref(), &table).is_none() {
+                self.session.table_def(db.as_deref(), &table)?;
+            }
+            self.require_name(crate::Privs::SELECT, "SELECT", &name)?;
+            let key = self.lock_key(db.as_deref(), &table)?;
+            // The same table twice: the stronger lock.
+            match wanted.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, m)) if mode == LockMode::Write => *m = LockMode::Write,
+                Some(_) => {}
+                None => wanted.push((key, mode)),
+            }
+        }
+        if wanted.is_empty() {
+            return Err(syntax());
+        }
+        // MySQL's implicit commit, then the locks held before go.
+        if self.session.in_transaction() {
+            self.session.commit()?;
+        }
+        self.release_table_locks();
+        let wait = self.table_lock_wait();
+        self.engine()
+            .table_locks()
+            .lock(self.lock_owner, &wanted, wait)?;
+        self.table_locks = wanted;
+        Ok(Outcome::Ok)
+    }
+
+    /// UNLOCK TABLES (and START TRANSACTION, and the session's end): gives back every table
+    /// lock the session holds.
+    pub(crate) fn release_table_locks(&mut self) {
+        if !self.table_locks.is_empty() {
+            self.table_locks.clear();
+            self.engine().table_locks().unlock_all(self.lock_owner);
+        }
+    }
+
+    /// Whether `stmt` may use its tables now: for a session holding table locks, whether it
+    /// locked them (as it uses them); for another, waits while a lock keeps it out.
+    pub(crate) fn check_table_locks(&self, stmt: &Statement) -> Result<()> {
+        if self.table_locks.is_empty() && !self.engine().table_locks().any_held() {
+            return Ok(());
+        }
+        let mut used: Vec<TableKey> = Vec::new();
+        let mut failed = None;
+        let _ = visit_stored_relations(stmt, |name| match split_name(name) {
+            Ok((db, t)) => match self.lock_key(db.as_deref(), &t) {
+                Ok(k) => {
+                    if !always_open(&k.0) && !used.contains(&k) {
+                        used.push(k);
+                    }
+                    ControlFlow::Continue(())
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    ControlFlow::Break(())
+                }
+            },
+            Err(e) => {
+                failed = Some(e);
+                ControlFlow::Break(())
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let mut writes: Vec<TableKey> = Vec::new();
+        for name in written_tables(stmt) {
+            let (db, t) = split_name(name)?;
+            let k = self.lock_key(db.as_deref(), &t)?;
+            if !writes.contains(&k) {
+                writes.push(k);
+            }
+        }
+        if !self.table_locks.is_empty() {
+            for k in used.iter().chain(&writes) {
+                match self.table_locks.iter().find(|(l, _)| l == k) {
+                    None => {
+                        return Err(Error::new(
+                            code::ER_TABLE_NOT_LOCKED,
+                            format!("Table '{}' was not locked with LOCK TABLES", k.1),
+                        ))
+                    }
+                    Some((_, LockMode::Read)) if writes.contains(k) => {
+                        return Err(Error::new(
+                            code::ER_TABLE_NOT_LOCKED_FOR_WRITE,
+                            format!(
+                                "Table '{}' was locked with a READ lock and can't be updated",
+                                k.1
+                            ),
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+            return Ok(());
+        }
+        let reads: Vec<TableKey> = used.into_iter().filter(|k| !writes.contains(k)).collect();
+        self.engine().table_locks().wait_for_access(
+            self.lock_owner,
+            &reads,
+            &writes,
+            self.table_lock_wait(),
+        )
+    }
+}
+
+/// The tables a data-changing statement writes (its targets).
+fn written_tables(stmt: &Statement) -> Vec<&ObjectName> {
+    fn relation(f: &TableFactor) -> Option<&ObjectName> {
+        match f {
+            TableFactor::Table { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+    match stmt {
+        Statement::Insert(ins) => match &ins.table {
+            TableObject::TableName(name) => vec![name],
+            _ => Vec::new(),
+        },
+        Statement::Update(u) => std::iter::once(&u.table.relation)
+            .chain(u.table.joins.iter().map(|j| &j.relation))
+            .filter_map(relation)
+            .collect(),
+        Statement::Delete(d) if !d.tables.is_empty() => d.tables.iter().collect(),
+        Statement::Delete(d) => match &d.from {
+            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => {
+                t.iter().filter_map(|t| relation(&t.relation)).collect()
+            }
+        },
+        Statement::Truncate(t) => t.table_names.iter().map(|t| &t.name).collect(),
+        _ => Vec::new(),
+    }
+}
