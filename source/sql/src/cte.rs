@@ -24,8 +24,12 @@ use super::rows::Rows;
 use super::SqlSession;
 use ringrep_engine::error::{code, Error, Result};
 
-/// The expressions in scope while a statement runs, innermost last: each name with its rows.
-pub(crate) type CteScope = Vec<(String, Arc<Computed>)>;
+/// The expressions in scope while a statement runs, innermost last: each name with its rows
+/// and the number it was defined under (see [`SqlSession::cte_scope_key`]).
+pub(crate) type CteScope = Vec<(String, Arc<Computed>, u64)>;
+
+/// Numbers every expression defined in the process, so that two scopes never share a key.
+static NEXT_DEFINITION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// MySQL's default `cte_max_recursion_depth`.
 pub(crate) const DEFAULT_MAX_RECURSION_DEPTH: u64 = 1000;
@@ -44,8 +48,22 @@ impl SqlSession {
         scope
             .iter()
             .rev()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, rows)| (**rows).clone())
+            .find(|(n, ..)| n.eq_ignore_ascii_case(name))
+            .map(|(_, rows, _)| (**rows).clone())
+    }
+
+    /// What keys the statement's subquery results (with their text) in the scope at hand:
+    /// the same text reads other rows under other expressions (each round of a recursive one
+    /// binds its name anew), so results are kept apart by the definitions in scope. Empty
+    /// where none is.
+    pub(crate) fn cte_scope_key(&self) -> String {
+        let scope = self.ctes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut key = String::new();
+        for (_, _, id) in scope.iter() {
+            key.push_str(&id.to_string());
+            key.push(' ');
+        }
+        key
     }
 
     /// Takes every expression out of scope (a view's query runs without them).
@@ -59,10 +77,11 @@ impl SqlSession {
     }
 
     fn push_cte(&self, name: &str, rows: Computed) {
-        self.ctes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((name.to_string(), Arc::new(rows)));
+        self.ctes.lock().unwrap_or_else(|p| p.into_inner()).push((
+            name.to_string(),
+            Arc::new(rows),
+            NEXT_DEFINITION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        ));
     }
 
     fn scope_depth(&self) -> usize {
@@ -138,6 +157,12 @@ impl SqlSession {
                 "ORDER BY or LIMIT over a recursive common table expression",
             ));
         }
+        // Its blocks are run one by one, written back as text, outside such a clause's scope.
+        if q.with.is_some() {
+            return Err(Error::unsupported(
+                "a WITH clause inside a recursive common table expression",
+            ));
+        }
         let mut blocks = Vec::new();
         union_blocks(&q.body, &mut blocks);
         if blocks.len() < 2 {
@@ -156,6 +181,9 @@ impl SqlSession {
                      non-recursive query blocks followed by one or more recursive ones"
                 ),
             ));
+        }
+        for (_, block) in &blocks[first_recursive..] {
+            check_recursive_block(block, name)?;
         }
         // A UNION without ALL anywhere makes the whole result distinct, as in MySQL.
         let distinct = blocks[1..].iter().any(|(d, _)| *d);
@@ -248,6 +276,114 @@ impl SqlSession {
     fn run_text(&self, sql: &str) -> Result<Rows> {
         self.run_query(&query_of(sql)?, sql)
     }
+}
+
+/// MySQL's rules for a recursive query block, which the round-by-round run relies on: one
+/// plain SELECT reading the expression once, in its FROM and not on the inner side of an outer
+/// join, with no aggregation, window, DISTINCT, ORDER BY or LIMIT (each would see only one
+/// round's rows, where MySQL's meaning is over all of them).
+fn check_recursive_block(block: &SetExpr, name: &str) -> Result<()> {
+    use sqlparser::ast::{Expr, FunctionArguments, GroupByExpr, JoinOperator, TableFactor};
+    let select = match block {
+        SetExpr::Select(s) => s,
+        SetExpr::Query(q) if q.order_by.is_some() || q.limit_clause.is_some() => {
+            return Err(Error::unsupported(
+                "ORDER BY / LIMIT in recursive query block of Common Table Expression",
+            ))
+        }
+        SetExpr::Query(q) => return check_recursive_block(&q.body, name),
+        _ => return Ok(()),
+    };
+    if select.distinct.is_some() {
+        return Err(Error::unsupported(
+            "SELECT DISTINCT in recursive query block of Common Table Expression",
+        ));
+    }
+    let grouped = match &select.group_by {
+        GroupByExpr::All(_) => true,
+        GroupByExpr::Expressions(e, _) => !e.is_empty(),
+    };
+    let mut aggregates = grouped || select.having.is_some() || !select.named_window.is_empty();
+    let _ = sqlparser::ast::visit_expressions(&select.projection, |e: &Expr| {
+        if let Expr::Function(f) = e {
+            let aggregate = f.name.0.len() == 1
+                && matches!(&f.args, FunctionArguments::List(_))
+                && super::expr::is_aggregate(&f.name.to_string());
+            if aggregate || f.over.is_some() {
+                aggregates = true;
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    if aggregates {
+        return Err(Error::new(
+            code::ER_CTE_RECURSIVE_FORBIDS_AGGREGATION,
+            format!(
+                "Recursive Common Table Expression '{name}' can contain neither aggregation \
+                 nor window functions in recursive query block"
+            ),
+        ));
+    }
+    let is_self = |f: &TableFactor| match f {
+        TableFactor::Table { name: n, .. } => {
+            single_name(n).is_some_and(|n| n.eq_ignore_ascii_case(name))
+        }
+        _ => false,
+    };
+    let mut in_from = 0;
+    for t in &select.from {
+        if is_self(&t.relation) {
+            in_from += 1;
+            if t.joins.iter().any(|j| {
+                matches!(
+                    j.join_operator,
+                    JoinOperator::Right(_) | JoinOperator::RightOuter(_)
+                )
+            }) {
+                return Err(forbidden_join_order(name));
+            }
+        }
+        for j in &t.joins {
+            if is_self(&j.relation) {
+                in_from += 1;
+                if matches!(
+                    j.join_operator,
+                    JoinOperator::Left(_) | JoinOperator::LeftOuter(_)
+                ) {
+                    return Err(forbidden_join_order(name));
+                }
+            }
+        }
+    }
+    let mut anywhere = 0;
+    let _ = sqlparser::ast::visit_relations(block, |n: &ObjectName| {
+        if single_name(n).is_some_and(|n| n.eq_ignore_ascii_case(name)) {
+            anywhere += 1;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    if in_from != 1 || anywhere != 1 {
+        return Err(Error::new(
+            code::ER_CTE_RECURSIVE_REQUIRES_SINGLE_REFERENCE,
+            format!(
+                "In recursive query block of Recursive Common Table Expression '{name}', the \
+                 recursive table must be referenced only once, and not in any subquery"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn forbidden_join_order(name: &str) -> Error {
+    Error::new(
+        code::ER_CTE_RECURSIVE_FORBIDDEN_JOIN_ORDER,
+        format!(
+            "In recursive query block of Recursive Common Table Expression '{name}', the \
+             recursive table must neither be in the right argument of a LEFT JOIN, nor be \
+             forced to be non-first with join order hints"
+        ),
+    )
 }
 
 /// `q` as written in `text`, when `text` is what `q` was parsed from (a subquery's text is

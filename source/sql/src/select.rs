@@ -51,6 +51,13 @@ type KeyedRow = (Vec<Value>, Vec<Value>);
 /// How many results of one correlated subquery a statement keeps.
 const MEMO_ROWS: usize = 4096;
 
+/// A statement's subquery results: the uncorrelated ones by key, the correlated ones by key
+/// then by the values they read.
+pub(crate) type SubqueryResults = (
+    std::collections::HashMap<String, std::sync::Arc<Rows>>,
+    std::collections::HashMap<String, Memo>,
+);
+
 /// The results of one correlated subquery in a statement, by the outer values a run read.
 /// A run reads the same slots again for the same values there (it takes the same path), so
 /// a result found under the slots one run read, with the values now in them, is the result.
@@ -548,7 +555,8 @@ impl SqlSession {
         Ok(())
     }
 
-    /// The result the statement keeps for the uncorrelated subquery `text`, if it ran.
+    /// The result the statement keeps for the uncorrelated subquery under `key` (its text
+    /// after [`SqlSession::cte_scope_key`]), if it ran.
     fn cached_subquery(&self, text: &str) -> Option<std::sync::Arc<Rows>> {
         self.subqueries
             .lock()
@@ -561,7 +569,8 @@ impl SqlSession {
     /// result, which cannot change while the statement reads.
     pub(crate) fn run_subquery(&self, q: &Query) -> Result<std::sync::Arc<Rows>> {
         let text = q.to_string();
-        if let Some(rows) = self.cached_subquery(&text) {
+        let key = self.cte_scope_key() + &text;
+        if let Some(rows) = self.cached_subquery(&key) {
             return Ok(rows);
         }
         // Not holding the lock while running: the subquery may have subqueries of its own.
@@ -569,7 +578,7 @@ impl SqlSession {
         self.subqueries
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(text, rows.clone());
+            .insert(key, rows.clone());
         Ok(rows)
     }
 
@@ -586,14 +595,15 @@ impl SqlSession {
     ) -> Result<std::sync::Arc<Rows>> {
         use std::sync::Arc;
         let text = q.to_string();
-        if let Some(rows) = self.cached_subquery(&text) {
+        let key = self.cte_scope_key() + &text;
+        if let Some(rows) = self.cached_subquery(&key) {
             return Ok(rows);
         }
         if let Some(rows) = self
             .correlated
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&text)
+            .get(&key)
             .and_then(|m| m.get(scope))
         {
             return Ok(rows);
@@ -617,7 +627,7 @@ impl SqlSession {
             self.subqueries
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(text, rows.clone());
+                .insert(key, rows.clone());
         } else if !frame
             .read_further
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -625,11 +635,26 @@ impl SqlSession {
             self.correlated
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .entry(text)
+                .entry(key)
                 .or_default()
                 .insert(scope, frame.read_slots(), rows.clone());
         }
         Ok(rows)
+    }
+
+    /// Takes the subquery results the running statement keeps away (a view's query and a
+    /// trigger's body keep their own).
+    pub(crate) fn take_subquery_results(&self) -> SubqueryResults {
+        (
+            std::mem::take(&mut *self.subqueries.lock().unwrap_or_else(|p| p.into_inner())),
+            std::mem::take(&mut *self.correlated.lock().unwrap_or_else(|p| p.into_inner())),
+        )
+    }
+
+    /// Puts back what [`SqlSession::take_subquery_results`] took.
+    pub(crate) fn restore_subquery_results(&self, (plain, correlated): SubqueryResults) {
+        *self.subqueries.lock().unwrap_or_else(|p| p.into_inner()) = plain;
+        *self.correlated.lock().unwrap_or_else(|p| p.into_inner()) = correlated;
     }
 
     /// Takes the rows around the running subquery away (a view's query runs without them).

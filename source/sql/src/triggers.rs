@@ -813,18 +813,14 @@ impl SqlSession {
             // trigger's database, keep none of its subquery results, and commit nothing.
             self.trigger_tables
                 .push((fired.def.database.clone(), fired.def.name.clone()));
-            let subqueries =
-                std::mem::take(self.subqueries.get_mut().unwrap_or_else(|p| p.into_inner()));
-            let correlated =
-                std::mem::take(self.correlated.get_mut().unwrap_or_else(|p| p.into_inner()));
+            let caches = self.take_subquery_results();
             let outer = self.take_outer();
             let saved_db = self.session.vars.database.replace(t.db.clone());
             let mut last = None;
             let r = self.run_steps(&t.body, &mut frame, &mut last);
             self.session.vars.database = saved_db;
             self.restore_outer(outer);
-            *self.correlated.get_mut().unwrap_or_else(|p| p.into_inner()) = correlated;
-            *self.subqueries.get_mut().unwrap_or_else(|p| p.into_inner()) = subqueries;
+            self.restore_subquery_results(caches);
             self.trigger_tables.pop();
             r?;
             if let (Some(n), Some(rows)) = (new.as_deref_mut(), frame.rows) {

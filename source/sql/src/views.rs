@@ -169,9 +169,14 @@ impl SqlSession {
         self.view_depth.fetch_add(1, Ordering::Relaxed);
         // A view's query is its own: the columns of a query around the one reading the view,
         // and the common table expressions of its statement, are not in its scope.
+        // Nor are the subquery results the statement keeps: the same text may mean other
+        // rows inside the view (its names are the stored tables' where outside they may be
+        // an expression's).
         let outer = self.take_outer();
         let ctes = self.take_ctes();
+        let caches = self.take_subquery_results();
         let rows = self.run_query(&q, &v.query);
+        self.restore_subquery_results(caches);
         self.restore_ctes(ctes);
         self.restore_outer(outer);
         self.view_depth.fetch_sub(1, Ordering::Relaxed);
