@@ -2,7 +2,10 @@
 //! strings compare case-insensitively (the default utf8mb4_0900_ai_ci collation), a string
 //! compared with a number or a time is converted first.
 
+mod dates;
 mod functions;
+mod strings;
+mod unique;
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -824,6 +827,34 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                 len,
             )))
         }
+        Expr::Trim {
+            expr,
+            trim_where,
+            trim_what,
+            trim_characters: None,
+        } => {
+            let what = match trim_what {
+                Some(w) => Some(eval(w, scope, ctx)?),
+                None => None,
+            };
+            Ok(strings::trim(
+                &eval(expr, scope, ctx)?,
+                what.as_ref(),
+                trim_where.as_ref(),
+            ))
+        }
+        Expr::Position { expr, r#in } => {
+            let (needle, hay) = (eval(expr, scope, ctx)?, eval(r#in, scope, ctx)?);
+            if needle.is_null() || hay.is_null() {
+                return Ok(Value::Null);
+            }
+            Ok(Value::Int(strings::locate(
+                &ringrep_engine::types::text_of(&needle),
+                &ringrep_engine::types::text_of(&hay),
+                1,
+            )))
+        }
+        Expr::Extract { field, expr, .. } => dates::extract(field, &eval(expr, scope, ctx)?, ctx),
         Expr::Subquery(q) => {
             let rows = subquery(q, scope, ctx)?;
             match rows.rows.len() {

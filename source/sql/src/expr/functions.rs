@@ -29,6 +29,22 @@ pub(super) fn eval_function(f: &Function, scope: &Scope<'_>, ctx: &Ctx<'_>) -> R
     if name == "VALUES" {
         return inserted_value(f, ctx);
     }
+    // TIMESTAMPDIFF's first argument is a unit, not a value.
+    if name == "TIMESTAMPDIFF" {
+        let args = arg_exprs(f)?;
+        let [unit, a, b] = args.as_slice() else {
+            return Err(Error::new(
+                code::ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT,
+                "Incorrect parameter count in the call to native function 'TIMESTAMPDIFF'",
+            ));
+        };
+        let unit = match unit {
+            Expr::Identifier(i) => i.value.to_ascii_uppercase(),
+            other => other.to_string().to_ascii_uppercase(),
+        };
+        let (a, b) = (eval(a, scope, ctx)?, eval(b, scope, ctx)?);
+        return super::dates::timestamp_diff(&unit, &a, &b, ctx);
+    }
     // Date arithmetic takes an INTERVAL argument, which is not a value.
     if matches!(
         name.as_str(),
@@ -67,6 +83,9 @@ const FAMILIES: &[Family] = &[
     numeric,
     choice,
     session_info,
+    string_search_and_edit,
+    date_parts,
+    formatting_and_identity,
 ];
 
 /// A call's evaluated arguments; an argument past the end reads as NULL.
@@ -415,8 +434,8 @@ fn now_value(ctx: &Ctx<'_>, fsp: u32) -> Value {
     ))
 }
 
-/// NOW and its synonyms, UTC_TIMESTAMP, CURDATE, UNIX_TIMESTAMP and FROM_UNIXTIME
-/// (TIMESTAMPDIFF is known and refused).
+/// NOW and its synonyms, UTC_TIMESTAMP, CURDATE, UNIX_TIMESTAMP and FROM_UNIXTIME (the parts
+/// of a time are in `dates.rs`).
 fn date_and_time(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     Ok(Some(match name {
         "NOW" | "CURRENT_TIMESTAMP" | "LOCALTIMESTAMP" | "LOCALTIME" | "SYSDATE" => {
@@ -445,7 +464,6 @@ fn date_and_time(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>
             )),
             None => Value::Null,
         },
-        "TIMESTAMPDIFF" => return Err(Error::unsupported("TIMESTAMPDIFF")),
         _ => return Ok(None),
     }))
 }
@@ -477,6 +495,57 @@ fn numeric(name: &str, args: &Args, _ctx: &Ctx<'_>) -> Result<Option<Value>> {
             }
         },
         "MOD" => arith(&BinaryOperator::Modulo, &args.arg(0), &args.arg(1))?,
+        "SIGN" => to_f64(&args.arg(0)).map_or(Value::Null, |x| {
+            Value::Int(if x > 0.0 {
+                1
+            } else if x < 0.0 {
+                -1
+            } else {
+                0
+            })
+        }),
+        "PI" => Value::Double(std::f64::consts::PI),
+        "POW" | "POWER" => match (to_f64(&args.arg(0)), to_f64(&args.arg(1))) {
+            (Some(x), Some(y)) => finite(x.powf(y)),
+            _ => Value::Null,
+        },
+        // Out of a function's domain is NULL, as MySQL gives it (with a warning there).
+        "SQRT" | "EXP" | "LN" | "LOG2" | "LOG10" => match to_f64(&args.arg(0)) {
+            Some(x) => finite(match name {
+                "SQRT" if x >= 0.0 => x.sqrt(),
+                "EXP" => x.exp(),
+                "LN" if x > 0.0 => x.ln(),
+                "LOG2" if x > 0.0 => x.log2(),
+                "LOG10" if x > 0.0 => x.log10(),
+                _ => f64::NAN,
+            }),
+            None => Value::Null,
+        },
+        "LOG" => match (to_f64(&args.arg(0)), args.0.len()) {
+            (Some(x), 1) if x > 0.0 => Value::Double(x.ln()),
+            (Some(b), 2) => match to_f64(&args.arg(1)) {
+                Some(x) if x > 0.0 && b > 0.0 && b != 1.0 => finite(x.ln() / b.ln()),
+                _ => Value::Null,
+            },
+            _ => Value::Null,
+        },
+        "TRUNCATE" => match (to_f64(&args.arg(0)), to_f64(&args.arg(1))) {
+            (Some(x), Some(d)) => {
+                let d = d as i32;
+                let scale = 10f64.powi(d);
+                let t = (x * scale).trunc() / scale;
+                if d > 0 {
+                    Value::Decimal(format!("{t:.*}", d as usize))
+                } else {
+                    Value::Int(t as i64)
+                }
+            }
+            _ => Value::Null,
+        },
+        "RAND" if !args.0.is_empty() => {
+            return Err(Error::unsupported("RAND with a seed (RAND() is supported)"))
+        }
+        "RAND" => Value::Double(super::unique::random_u64() as f64 / (u64::MAX as f64 + 1.0)),
         _ => return Ok(None),
     }))
 }
@@ -532,6 +601,51 @@ fn choice(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
         }
         _ => return Ok(None),
     }))
+}
+
+/// The family of `strings.rs`.
+fn string_search_and_edit(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
+    super::strings::search_and_edit(name, &args.0, ctx)
+}
+
+/// The family of `dates.rs`.
+fn date_parts(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
+    super::dates::date_parts(name, &args.0, ctx)
+}
+
+/// A number, or NULL where the computation left the numbers (NaN, infinity).
+fn finite(x: f64) -> Value {
+    if x.is_finite() {
+        Value::Double(x)
+    } else {
+        Value::Null
+    }
+}
+
+/// DATE_FORMAT, MD5, UUID and ISNULL.
+fn formatting_and_identity(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
+    Ok(Some(match name {
+        "DATE_FORMAT" if args.any_null() => Value::Null,
+        "DATE_FORMAT" => super::dates::date_format(&args.arg(0), &args.text(1), ctx),
+        "MD5" => match args.arg(0) {
+            Value::Null => Value::Null,
+            Value::Bytes(b) => Value::Text(hex(&md5(&b)).to_ascii_lowercase()),
+            v => Value::Text(
+                hex(&md5(render(&v, None, ctx.tz)
+                    .unwrap_or_default()
+                    .as_bytes()))
+                .to_ascii_lowercase(),
+            ),
+        },
+        "UUID" => Value::Text(super::unique::uuid_v1(ctx.now_us)),
+        "ISNULL" => Value::Int(i64::from(args.arg(0).is_null())),
+        _ => return Ok(None),
+    }))
+}
+
+fn md5(bytes: &[u8]) -> [u8; 16] {
+    use md5::Digest;
+    md5::Md5::digest(bytes).into()
 }
 
 /// DATABASE (SCHEMA), VERSION, LAST_INSERT_ID, CONNECTION_ID, CURRENT_USER, USER (and

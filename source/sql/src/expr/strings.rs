@@ -1,0 +1,189 @@
+//! Searching and editing strings: REPLACE, REVERSE, LTRIM, RTRIM, TRIM, SPACE, LOCATE,
+//! INSTR, POSITION, FIELD, ELT, FIND_IN_SET, STRCMP, ASCII and ORD.
+//!
+//! Comparisons follow the server's collation, utf8mb4_0900_ai_ci, as far as case goes: LOCATE,
+//! FIELD, FIND_IN_SET and STRCMP ignore case (accents are compared as written); REPLACE
+//! matches case, as MySQL's does.
+
+use std::cmp::Ordering;
+
+use binlog_format::value::Value;
+use sqlparser::ast::TrimWhereField;
+
+use ringrep_engine::error::Result;
+use ringrep_engine::types::text_of;
+
+use super::{compare, to_f64, Ctx};
+
+/// The string functions of this module by name; `None` when `name` is none of them.
+pub(super) fn search_and_edit(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Result<Option<Value>> {
+    let text = |i: usize| args.get(i).map(text_of).unwrap_or_default();
+    let any_null = args.iter().any(Value::is_null);
+    Ok(Some(match name {
+        "FIELD" => {
+            // NULL is found nowhere; the others compare as `=` does.
+            let found = match args.first() {
+                None | Some(Value::Null) => None,
+                Some(needle) => args[1..]
+                    .iter()
+                    .position(|v| compare(needle, v, ctx.tz) == Some(Ordering::Equal)),
+            };
+            Value::Int(found.map_or(0, |i| i as i64 + 1))
+        }
+        "ELT" => match args.first().and_then(to_f64) {
+            Some(n) if n >= 1.0 && (n as usize) < args.len() => args[n as usize].clone(),
+            _ => Value::Null,
+        },
+        _ if any_null
+            && matches!(
+                name,
+                "REPLACE"
+                    | "REVERSE"
+                    | "LTRIM"
+                    | "RTRIM"
+                    | "SPACE"
+                    | "LOCATE"
+                    | "INSTR"
+                    | "FIND_IN_SET"
+                    | "STRCMP"
+                    | "ASCII"
+                    | "ORD"
+            ) =>
+        {
+            Value::Null
+        }
+        "REPLACE" => {
+            let from = text(1);
+            if from.is_empty() {
+                Value::Text(text(0))
+            } else {
+                Value::Text(text(0).replace(&from, &text(2)))
+            }
+        }
+        "REVERSE" => Value::Text(text(0).chars().rev().collect()),
+        "LTRIM" => Value::Text(text(0).trim_start_matches(' ').to_string()),
+        "RTRIM" => Value::Text(text(0).trim_end_matches(' ').to_string()),
+        "SPACE" => {
+            let n = args.first().and_then(to_f64).unwrap_or(0.0).max(0.0) as usize;
+            Value::Text(" ".repeat(n.min(MAX_SPACE)))
+        }
+        "LOCATE" => {
+            let from = match args.get(2) {
+                Some(v) => to_f64(v).unwrap_or(0.0) as i64,
+                None => 1,
+            };
+            Value::Int(locate(&text(0), &text(1), from))
+        }
+        "INSTR" => Value::Int(locate(&text(1), &text(0), 1)),
+        "FIND_IN_SET" => {
+            let needle = text(0).to_lowercase();
+            let list = text(1);
+            let found = if list.is_empty() || needle.contains(',') {
+                None
+            } else {
+                list.split(',').position(|s| s.to_lowercase() == needle)
+            };
+            Value::Int(found.map_or(0, |i| i as i64 + 1))
+        }
+        "STRCMP" => Value::Int(match text(0).to_lowercase().cmp(&text(1).to_lowercase()) {
+            Ordering::Less => -1,
+            Ordering::Equal => 0,
+            Ordering::Greater => 1,
+        }),
+        "ASCII" => Value::Int(text(0).bytes().next().map_or(0, i64::from)),
+        // A multibyte character's code is its bytes as one big-endian number, as MySQL's.
+        "ORD" => Value::Int(text(0).chars().next().map_or(0, |c| {
+            let mut buf = [0u8; 4];
+            c.encode_utf8(&mut buf)
+                .bytes()
+                .fold(0i64, |n, b| n * 256 + i64::from(b))
+        })),
+        _ => return Ok(None),
+    }))
+}
+
+/// The longest string SPACE makes (MySQL's `max_allowed_packet`, 64 MiB by default, bounds
+/// it likewise).
+const MAX_SPACE: usize = 64 << 20;
+
+/// The position (from 1, in characters) of `needle` in `hay` at or after `from`, ignoring
+/// case; 0 when it is not there or `from` is out of range.
+pub(super) fn locate(needle: &str, hay: &str, from: i64) -> i64 {
+    let hay: Vec<char> = hay.chars().flat_map(char::to_lowercase).collect();
+    let needle: Vec<char> = needle.chars().flat_map(char::to_lowercase).collect();
+    if from < 1 || from as usize > hay.len() + 1 {
+        return 0;
+    }
+    let start = from as usize - 1;
+    if needle.is_empty() {
+        return from;
+    }
+    hay[start..]
+        .windows(needle.len())
+        .position(|w| w == needle.as_slice())
+        .map_or(0, |i| (start + i + 1) as i64)
+}
+
+/// `TRIM([[BOTH | LEADING | TRAILING] [what] FROM] s)`: `what` (a space by default) taken off
+/// `s`'s ends as many times as it is there.
+pub(super) fn trim(s: &Value, what: Option<&Value>, side: Option<&TrimWhereField>) -> Value {
+    if s.is_null() || what.is_some_and(Value::is_null) {
+        return Value::Null;
+    }
+    let what = what.map_or_else(|| " ".to_string(), text_of);
+    let mut s = text_of(s);
+    if what.is_empty() {
+        return Value::Text(s);
+    }
+    let (leading, trailing) = match side {
+        Some(TrimWhereField::Leading) => (true, false),
+        Some(TrimWhereField::Trailing) => (false, true),
+        _ => (true, true),
+    };
+    if leading {
+        while let Some(rest) = s.strip_prefix(what.as_str()) {
+            s = rest.to_string();
+        }
+    }
+    if trailing {
+        while let Some(rest) = s.strip_suffix(what.as_str()) {
+            s = rest.to_string();
+        }
+    }
+    Value::Text(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_counts_characters_from_one_and_ignores_case() {
+        assert_eq!(locate("bar", "foobarbar", 1), 4);
+        assert_eq!(locate("bar", "foobarbar", 5), 7);
+        assert_eq!(locate("BAR", "foobar", 1), 4);
+        assert_eq!(locate("xbar", "foobar", 1), 0);
+        assert_eq!(locate("é", "aé", 1), 2);
+        assert_eq!(locate("", "abc", 2), 2);
+        assert_eq!(locate("a", "abc", 0), 0);
+    }
+
+    #[test]
+    fn trim_takes_repeated_affixes_off_the_chosen_side() {
+        let t = |s: &str| Value::Text(s.into());
+        assert_eq!(trim(&t("  bar  "), None, None), t("bar"));
+        assert_eq!(
+            trim(&t("xxbarxx"), Some(&t("x")), Some(&TrimWhereField::Leading)),
+            t("barxx")
+        );
+        assert_eq!(
+            trim(
+                &t("barxyzxyz"),
+                Some(&t("xyz")),
+                Some(&TrimWhereField::Trailing)
+            ),
+            t("bar")
+        );
+        assert_eq!(trim(&Value::Null, None, None), Value::Null);
+    }
+}
