@@ -1171,3 +1171,55 @@ fn table_locks_hold_other_connections_until_released() {
         assert_eq!(n, Some(2));
     });
 }
+
+/// GET_LOCK across connections: a name another connection holds is not taken at once (0), a
+/// wait for it goes on when the holder disconnects, IS_USED_LOCK names the new holder, and a
+/// prepared GET_LOCK waits the same way.
+#[test]
+fn user_level_locks_are_held_until_released_or_disconnected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut a = connect(node.addr, None).await;
+        let got: Option<i64> = a
+            .query_first("SELECT GET_LOCK('migrations', 0)")
+            .await
+            .expect("get");
+        assert_eq!(got, Some(1));
+        let mut b = connect(node.addr, None).await;
+        let got: Option<i64> = b
+            .query_first("SELECT GET_LOCK('Migrations', 0)")
+            .await
+            .expect("try");
+        assert_eq!(got, Some(0), "held by another connection");
+        let b_id: Option<u64> = b.query_first("SELECT CONNECTION_ID()").await.expect("id");
+        let waiter = tokio::spawn(async move {
+            let got: Option<i64> = b
+                .exec_first("SELECT GET_LOCK(?, ?)", ("migrations", 30))
+                .await
+                .expect("prepared get");
+            (b, got)
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(!waiter.is_finished(), "it waits while the lock is held");
+        a.disconnect().await.expect("disconnect");
+        let (mut b, got) = waiter.await.expect("task");
+        assert_eq!(got, Some(1), "taken once the holder left");
+        let mut c = connect(node.addr, None).await;
+        let holder: Option<u64> = c
+            .query_first("SELECT IS_USED_LOCK('migrations')")
+            .await
+            .expect("holder");
+        assert_eq!(holder, b_id);
+        let released: Option<i64> = c
+            .query_first("SELECT RELEASE_LOCK('migrations')")
+            .await
+            .expect("release");
+        assert_eq!(released, Some(0), "not c's to release");
+        let released: Option<i64> = b
+            .query_first("SELECT RELEASE_LOCK('migrations')")
+            .await
+            .expect("release");
+        assert_eq!(released, Some(1));
+    });
+}

@@ -201,6 +201,12 @@ pub mod code {
     pub const ER_TABLE_NOT_LOCKED: Code = Code::new(1100, "HY000");
     /// A session holding LOCK TABLES wrote a table it locked for READ.
     pub const ER_TABLE_NOT_LOCKED_FOR_WRITE: Code = Code::new(1099, "HY000");
+    /// A statement a stored procedure may not run (LOCK TABLES, UNLOCK TABLES).
+    pub const ER_SP_BADSTATEMENT: Code = Code::new(1314, "0A000");
+    /// A user-level lock name that is empty or longer than 64 characters.
+    pub const ER_USER_LOCK_WRONG_NAME: Code = Code::new(3057, "42000");
+    /// A GET_LOCK wait that would close a cycle of waits.
+    pub const ER_USER_LOCK_DEADLOCK: Code = Code::new(3058, "HY000");
     /// A recursive query block with aggregation or a window function.
     pub const ER_CTE_RECURSIVE_FORBIDS_AGGREGATION: Code = Code::new(3575, "HY000");
     /// A recursive query block reading its expression on the inner side of an outer join.

@@ -90,6 +90,7 @@
 pub mod clock;
 pub mod ddl;
 pub mod error;
+pub mod named_locks;
 pub mod ring;
 pub mod table_locks;
 pub mod types;
@@ -374,6 +375,8 @@ pub(crate) struct Shared {
     pub locks: LockTable,
     /// LOCK TABLES' locks (`table_locks.rs`).
     pub table_locks: table_locks::TableLocks,
+    /// GET_LOCK's locks (`named_locks.rs`).
+    pub named_locks: named_locks::NamedLocks,
     pub binlog: Option<BinlogWriter>,
     pub next_txn: AtomicU64,
     pub since_snapshot: AtomicU64,
@@ -567,6 +570,7 @@ impl Engine {
                 state: Arc::new(RwLock::new(state)),
                 locks: LockTable::default(),
                 table_locks: Default::default(),
+                named_locks: Default::default(),
                 binlog: Some(writer),
                 next_txn: AtomicU64::new(1),
                 since_snapshot: AtomicU64::new(report.replayed),
@@ -627,6 +631,7 @@ impl Engine {
                     state: Arc::new(RwLock::new(state)),
                     locks: LockTable::default(),
                     table_locks: Default::default(),
+                    named_locks: Default::default(),
                     binlog: None,
                     next_txn: AtomicU64::new(1),
                     since_snapshot: AtomicU64::new(0),
@@ -829,6 +834,11 @@ impl Engine {
     /// LOCK TABLES' table locks, shared by every session of this engine.
     pub fn table_locks(&self) -> &table_locks::TableLocks {
         &self.shared.table_locks
+    }
+
+    /// GET_LOCK's user-level locks, shared by every session of this engine.
+    pub fn named_locks(&self) -> &named_locks::NamedLocks {
+        &self.shared.named_locks
     }
 
     /// The binlog's fsyncs since it opened (see [`BinlogWriter::fsyncs`]); 0 without one.

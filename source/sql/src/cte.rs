@@ -283,7 +283,7 @@ impl SqlSession {
 /// join, with no aggregation, window, DISTINCT, ORDER BY or LIMIT (each would see only one
 /// round's rows, where MySQL's meaning is over all of them).
 fn check_recursive_block(block: &SetExpr, name: &str) -> Result<()> {
-    use sqlparser::ast::{Expr, FunctionArguments, GroupByExpr, JoinOperator, TableFactor};
+    use sqlparser::ast::{GroupByExpr, JoinOperator, TableFactor};
     let select = match block {
         SetExpr::Select(s) => s,
         SetExpr::Query(q) if q.order_by.is_some() || q.limit_clause.is_some() => {
@@ -303,19 +303,10 @@ fn check_recursive_block(block: &SetExpr, name: &str) -> Result<()> {
         GroupByExpr::All(_) => true,
         GroupByExpr::Expressions(e, _) => !e.is_empty(),
     };
-    let mut aggregates = grouped || select.having.is_some() || !select.named_window.is_empty();
-    let _ = sqlparser::ast::visit_expressions(&select.projection, |e: &Expr| {
-        if let Expr::Function(f) = e {
-            let aggregate = f.name.0.len() == 1
-                && matches!(&f.args, FunctionArguments::List(_))
-                && super::expr::is_aggregate(&f.name.to_string());
-            if aggregate || f.over.is_some() {
-                aggregates = true;
-                return ControlFlow::Break(());
-            }
-        }
-        ControlFlow::Continue(())
-    });
+    let mut found = AggregateFinder::default();
+    let _ = select.projection.visit(&mut found);
+    let aggregates =
+        grouped || select.having.is_some() || !select.named_window.is_empty() || found.found;
     if aggregates {
         return Err(Error::new(
             code::ER_CTE_RECURSIVE_FORBIDS_AGGREGATION,
@@ -333,26 +324,29 @@ fn check_recursive_block(block: &SetExpr, name: &str) -> Result<()> {
     };
     let mut in_from = 0;
     for t in &select.from {
-        if is_self(&t.relation) {
+        let factors: Vec<&TableFactor> = std::iter::once(&t.relation)
+            .chain(t.joins.iter().map(|j| &j.relation))
+            .collect();
+        for (i, f) in factors.iter().enumerate() {
+            if !is_self(f) {
+                continue;
+            }
             in_from += 1;
-            if t.joins.iter().any(|j| {
+            // The inner side of an outer join: the right of a LEFT JOIN, or anything left
+            // of a later RIGHT JOIN.
+            let left_joined = i > 0
+                && matches!(
+                    t.joins[i - 1].join_operator,
+                    JoinOperator::Left(_) | JoinOperator::LeftOuter(_)
+                );
+            let right_joined = t.joins[i..].iter().any(|j| {
                 matches!(
                     j.join_operator,
                     JoinOperator::Right(_) | JoinOperator::RightOuter(_)
                 )
-            }) {
+            });
+            if left_joined || right_joined {
                 return Err(forbidden_join_order(name));
-            }
-        }
-        for j in &t.joins {
-            if is_self(&j.relation) {
-                in_from += 1;
-                if matches!(
-                    j.join_operator,
-                    JoinOperator::Left(_) | JoinOperator::LeftOuter(_)
-                ) {
-                    return Err(forbidden_join_order(name));
-                }
             }
         }
     }
@@ -373,6 +367,41 @@ fn check_recursive_block(block: &SetExpr, name: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Finds an aggregate or window function of a query block itself, not of its subqueries
+/// (theirs aggregate their own rows).
+#[derive(Default)]
+struct AggregateFinder {
+    depth: usize,
+    found: bool,
+}
+
+impl Visitor for AggregateFinder {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, _: &Query) -> ControlFlow<()> {
+        self.depth += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _: &Query) -> ControlFlow<()> {
+        self.depth -= 1;
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_expr(&mut self, e: &sqlparser::ast::Expr) -> ControlFlow<()> {
+        if let (0, sqlparser::ast::Expr::Function(f)) = (self.depth, e) {
+            let aggregate = f.name.0.len() == 1
+                && matches!(&f.args, sqlparser::ast::FunctionArguments::List(_))
+                && super::expr::is_aggregate(&f.name.to_string());
+            if aggregate || f.over.is_some() {
+                self.found = true;
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 fn forbidden_join_order(name: &str) -> Error {

@@ -91,6 +91,7 @@ mod show;
 mod show_catalog;
 mod table_lock;
 mod triggers;
+mod user_locks;
 mod vars;
 mod views;
 
@@ -232,9 +233,11 @@ pub struct SqlSession {
 }
 
 impl Drop for SqlSession {
-    /// A session's table locks end with it, as a closed connection's do in MySQL.
+    /// A session's table locks and user-level locks end with it, as a closed connection's
+    /// do in MySQL.
     fn drop(&mut self) {
         self.release_table_locks();
+        self.engine().named_locks().release_all(self.lock_owner);
     }
 }
 
@@ -592,12 +595,15 @@ impl SqlSession {
                 }
                 return Ok(Outcome::Ok);
             }
+            ("LOCK" | "UNLOCK", "TABLES" | "TABLE") if self.call_depth > 0 => {
+                return Err(Error::new(
+                    code::ER_SP_BADSTATEMENT,
+                    format!("{} is not allowed in stored procedures", first[0]),
+                ))
+            }
             ("LOCK", "TABLES" | "TABLE") => return self.lock_tables(&text),
             // Dump tools also send it after starting their transaction, holding none.
-            ("UNLOCK", "TABLES" | "TABLE") => {
-                self.release_table_locks();
-                return Ok(Outcome::Ok);
-            }
+            ("UNLOCK", "TABLES" | "TABLE") => return self.unlock_tables(),
             ("PREPARE", _) => return self.prepare(&text),
             ("EXECUTE", _) => return self.execute_prepared(&text),
             ("DEALLOCATE", "PREPARE") | ("DROP", "PREPARE") => {
@@ -669,6 +675,7 @@ impl SqlSession {
             ("START", "TRANSACTION") if lexer::find_top_level(&text, "CONSISTENT").is_some() => {
                 // As MySQL does for an engine without consistent snapshots: the transaction
                 // starts, and a note says what it does not do.
+                self.release_table_locks();
                 self.session.begin()?;
                 self.session.warn(
                     code::ER_UNKNOWN_ERROR.number,
@@ -677,6 +684,8 @@ impl SqlSession {
                 return Ok(Outcome::Ok);
             }
             ("BEGIN", _) if first.len() == 1 => {
+                // A transaction gives back the session's table locks, as in MySQL.
+                self.release_table_locks();
                 self.session.begin()?;
                 return Ok(Outcome::Ok);
             }

@@ -14,12 +14,20 @@
 //! no separate LOCK TABLES privilege); a view is locked by its name, not through its base
 //! tables, so a session that locked a view's tables reads the view only once the view is
 //! locked too, and others read a WRITE-locked table through a view; DDL and LOAD DATA are not
-//! held back by other sessions' locks; the replica's applier never waits for them.
+//! held back by other sessions' locks, nor checked against the holder's own; the replica's
+//! applier never waits for them. LOCK TABLES waits for other sessions' table locks only, not
+//! for their open transactions (MySQL's metadata locks): a transaction that wrote a table
+//! before it was locked may still commit those writes while the lock is held. A trigger's
+//! tables need no lock of their own (MySQL locks them with the trigger's table).
+//! UNLOCK TABLES commits the transaction of a session that held table locks, as MySQL does;
+//! LOCK TABLES and UNLOCK TABLES are 1314 in a stored procedure.
 
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sqlparser::ast::{FromTable, ObjectName, Statement, TableFactor, TableObject};
+use sqlparser::ast::{
+    AssignmentTarget, FromTable, ObjectName, Statement, TableFactor, TableObject,
+};
 
 use super::catalog::INFORMATION_SCHEMA;
 use super::cte::visit_stored_relations;
@@ -67,28 +75,32 @@ impl SqlSession {
             ))
         };
         let words: Vec<&str> = text.split_whitespace().collect();
-        let skip = match words.get(1).map(|w| w.to_ascii_uppercase()) {
-            Some(w) if w == "TABLES" || w == "TABLE" => 2,
+        match words.get(1).map(|w| w.to_ascii_uppercase()) {
+            Some(w) if w == "TABLES" || w == "TABLE" => {}
             _ => return Err(syntax()),
-        };
-        let rest = text
-            .split_whitespace()
-            .skip(skip)
-            .collect::<Vec<_>>()
-            .join(" ");
-        let rest = rest.trim_end_matches(';');
+        }
+        // What follows the two keywords, as written (a quoted name may hold spaces).
+        let after_lock = text.trim_start()[words[0].len()..].trim_start();
+        let rest = after_lock[words[1].len()..].trim().trim_end_matches(';');
         let mut wanted: Vec<(TableKey, LockMode)> = Vec::new();
         for item in split_top_level_commas(rest) {
-            let parts: Vec<String> = item
-                .split_whitespace()
-                .map(|p| p.to_ascii_uppercase())
-                .collect();
-            let mode = match parts.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-                [.., "READ", "LOCAL"] | [.., "READ"] => LockMode::Read,
-                [.., "LOW_PRIORITY", "WRITE"] | [.., "WRITE"] => LockMode::Write,
+            let tokens = unquoted_words(&item);
+            let Some((name, rest)) = tokens.split_first() else {
+                return Err(syntax());
+            };
+            let upper: Vec<String> = rest.iter().map(|t| t.to_ascii_uppercase()).collect();
+            let upper: Vec<&str> = upper.iter().map(String::as_str).collect();
+            // `[[AS] alias] mode`, the alias being any word but the mode's.
+            let (mode, before) = match upper.as_slice() {
+                [before @ .., "READ", "LOCAL"] => (LockMode::Read, before),
+                [before @ .., "READ"] => (LockMode::Read, before),
+                [before @ .., "LOW_PRIORITY", "WRITE"] => (LockMode::Write, before),
+                [before @ .., "WRITE"] => (LockMode::Write, before),
                 _ => return Err(syntax()),
             };
-            let name = item.split_whitespace().next().ok_or_else(syntax)?;
+            if !matches!(before, [] | [_] | ["AS", _]) {
+                return Err(syntax());
+            }
             let name = match super::parse_one(&format!("SELECT 1 FROM {name}"))? {
                 Statement::Query(q) => match &*q.body {
                     sqlparser::ast::SetExpr::Select(s) => match s.from.first().map(|f| &f.relation)
@@ -130,7 +142,17 @@ impl SqlSession {
         Ok(Outcome::Ok)
     }
 
-    /// UNLOCK TABLES (and START TRANSACTION, and the session's end): gives back every table
+    /// UNLOCK TABLES: commits the session's transaction when it held table locks (as MySQL
+    /// does, so that what it wrote under them is in), then gives them back.
+    pub(crate) fn unlock_tables(&mut self) -> Result<Outcome> {
+        if !self.table_locks.is_empty() && self.session.in_transaction() {
+            self.session.commit()?;
+        }
+        self.release_table_locks();
+        Ok(Outcome::Ok)
+    }
+
+    /// UNLOCK TABLES, BEGIN / START TRANSACTION and the session's end: gives back every table
     /// lock the session holds.
     pub(crate) fn release_table_locks(&mut self) {
         if !self.table_locks.is_empty() {
@@ -177,6 +199,10 @@ impl SqlSession {
             }
         }
         if !self.table_locks.is_empty() {
+            // A trigger's tables are locked with its table, as MySQL locks them implicitly.
+            if !self.trigger_tables.is_empty() {
+                return Ok(());
+            }
             for k in used.iter().chain(&writes) {
                 match self.table_locks.iter().find(|(l, _)| l == k) {
                     None => {
@@ -209,6 +235,38 @@ impl SqlSession {
     }
 }
 
+/// The words of `item`, split at whitespace outside quotes and backquotes.
+fn unquoted_words(item: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    for c in item.chars() {
+        match quote {
+            Some(q) => {
+                cur.push(c);
+                if c == q {
+                    quote = None;
+                }
+            }
+            None if c.is_whitespace() => {
+                if !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                }
+            }
+            None => {
+                if matches!(c, '`' | '\'' | '"') {
+                    quote = Some(c);
+                }
+                cur.push(c);
+            }
+        }
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
 /// The tables a data-changing statement writes (its targets).
 fn written_tables(stmt: &Statement) -> Vec<&ObjectName> {
     fn relation(f: &TableFactor) -> Option<&ObjectName> {
@@ -222,10 +280,40 @@ fn written_tables(stmt: &Statement) -> Vec<&ObjectName> {
             TableObject::TableName(name) => vec![name],
             _ => Vec::new(),
         },
-        Statement::Update(u) => std::iter::once(&u.table.relation)
-            .chain(u.table.joins.iter().map(|j| &j.relation))
-            .filter_map(relation)
-            .collect(),
+        Statement::Update(u) => {
+            let relations: Vec<&TableFactor> = std::iter::once(&u.table.relation)
+                .chain(u.table.joins.iter().map(|j| &j.relation))
+                .collect();
+            // A multi-table UPDATE writes the tables its SET names; an unqualified column
+            // could be any of them.
+            let qualifiers: Option<Vec<String>> = u
+                .assignments
+                .iter()
+                .map(|a| match &a.target {
+                    AssignmentTarget::ColumnName(c) if c.0.len() >= 2 => Some(
+                        c.0[c.0.len() - 2]
+                            .to_string()
+                            .trim_matches('`')
+                            .to_lowercase(),
+                    ),
+                    _ => None,
+                })
+                .collect();
+            relations
+                .into_iter()
+                .filter(|f| match (&qualifiers, f) {
+                    (Some(q), TableFactor::Table { name, alias, .. }) => {
+                        let own = alias.as_ref().map_or_else(
+                            || name.0.last().map(|p| p.to_string()).unwrap_or_default(),
+                            |a| a.name.value.clone(),
+                        );
+                        q.contains(&own.trim_matches('`').to_lowercase())
+                    }
+                    _ => true,
+                })
+                .filter_map(relation)
+                .collect()
+        }
         Statement::Delete(d) if !d.tables.is_empty() => d.tables.iter().collect(),
         Statement::Delete(d) => match &d.from {
             FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => {

@@ -73,6 +73,7 @@ fn last_day(d: &Date) -> Date {
 
 /// The date functions of one time argument, and DATEDIFF; `None` when `name` is none of them.
 pub(super) fn date_parts(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Result<Option<Value>> {
+    let arity = |n| super::functions::arity(name, args.len(), n, n);
     let part: fn(&DateTime) -> Value = match name {
         "YEAR" => |t| Value::Int(i64::from(t.date.year)),
         "MONTH" => |t| Value::Int(i64::from(t.date.month)),
@@ -101,6 +102,7 @@ pub(super) fn date_parts(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Result<Op
         "LAST_DAY" => |t| Value::Date(last_day(&t.date)),
         "TO_DAYS" => |t| Value::Int(day_number(&t.date) + 719_528),
         "DATEDIFF" => {
+            arity(2)?;
             return Ok(Some(
                 match (
                     args.first().and_then(|v| local(v, ctx.tz)),
@@ -109,15 +111,85 @@ pub(super) fn date_parts(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Result<Op
                     (Some(a), Some(b)) => Value::Int(day_number(&a.date) - day_number(&b.date)),
                     _ => Value::Null,
                 },
-            ))
+            ));
         }
         _ => return Ok(None),
     };
+    arity(1)?;
+    // A time of day or duration as text ('10:05:03', '838:59:59.5'), which is no date.
+    if let (Some(Value::Text(text)), true) = (
+        args.first(),
+        matches!(name, "HOUR" | "MINUTE" | "SECOND" | "MICROSECOND" | "TIME"),
+    ) {
+        if let Some(t) = time_of_text(text) {
+            return Ok(Some(match name {
+                "HOUR" => Value::Int(t.hours as i64),
+                "MINUTE" => Value::Int(i64::from(t.minute)),
+                "SECOND" => Value::Int(i64::from(t.second)),
+                "MICROSECOND" => Value::Int(i64::from(t.micros)),
+                _ => Value::Text(format!(
+                    "{}{:02}:{:02}:{:02}{}",
+                    if t.negative { "-" } else { "" },
+                    t.hours,
+                    t.minute,
+                    t.second,
+                    if t.micros == 0 {
+                        String::new()
+                    } else {
+                        format!(".{:06}", t.micros)
+                    }
+                )),
+            }));
+        }
+    }
     Ok(Some(
         args.first()
             .and_then(|v| local(v, ctx.tz))
             .map_or(Value::Null, |t| part(&t)),
     ))
+}
+
+/// A TIME value written as text: `[-]H:MM[:SS[.fraction]]`, hours up to 838 as MySQL's.
+struct TimeOfText {
+    negative: bool,
+    hours: u32,
+    minute: u8,
+    second: u8,
+    micros: u32,
+}
+
+fn time_of_text(text: &str) -> Option<TimeOfText> {
+    let t = text.trim();
+    let (negative, t) = match t.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, t),
+    };
+    let (clock, fraction) = t.split_once('.').unwrap_or((t, ""));
+    let parts: Vec<&str> = clock.split(':').collect();
+    if !(2..=3).contains(&parts.len())
+        || parts
+            .iter()
+            .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+        || !fraction.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let hours: u32 = parts[0].parse().ok()?;
+    let minute: u8 = parts[1].parse().ok()?;
+    let second: u8 = parts.get(2).map_or(Some(0), |p| p.parse().ok())?;
+    if hours > 838 || minute > 59 || second > 59 {
+        return None;
+    }
+    let micros = format!("{:0<6}", &fraction[..fraction.len().min(6)])
+        .parse()
+        .ok()?;
+    Some(TimeOfText {
+        negative,
+        hours,
+        minute,
+        second,
+        micros,
+    })
 }
 
 /// `EXTRACT(unit FROM t)`: one part of `t`. (The parser refuses the compound units,

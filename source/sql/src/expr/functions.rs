@@ -86,6 +86,7 @@ const FAMILIES: &[Family] = &[
     string_search_and_edit,
     date_parts,
     formatting_and_identity,
+    user_locks,
 ];
 
 /// A call's evaluated arguments; an argument past the end reads as NULL.
@@ -468,8 +469,18 @@ fn date_and_time(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>
     }))
 }
 
-/// ABS, FLOOR, CEIL (CEILING), ROUND and MOD.
+/// ABS, FLOOR, CEIL (CEILING), ROUND, MOD, SIGN, PI, POW (POWER), EXP, SQRT, LN, LOG2,
+/// LOG10, LOG, TRUNCATE and RAND.
 fn numeric(name: &str, args: &Args, _ctx: &Ctx<'_>) -> Result<Option<Value>> {
+    let n = args.0.len();
+    match name {
+        "PI" => arity(name, n, 0, 0)?,
+        "SIGN" | "EXP" | "SQRT" | "LN" | "LOG2" | "LOG10" => arity(name, n, 1, 1)?,
+        "POW" | "POWER" | "TRUNCATE" => arity(name, n, 2, 2)?,
+        "LOG" => arity(name, n, 1, 2)?,
+        "RAND" => arity(name, n, 0, 1)?,
+        _ => {}
+    }
     Ok(Some(match name {
         "ABS" => match args.arg(0) {
             Value::Null => Value::Null,
@@ -506,14 +517,17 @@ fn numeric(name: &str, args: &Args, _ctx: &Ctx<'_>) -> Result<Option<Value>> {
         }),
         "PI" => Value::Double(std::f64::consts::PI),
         "POW" | "POWER" => match (to_f64(&args.arg(0)), to_f64(&args.arg(1))) {
-            (Some(x), Some(y)) => finite(x.powf(y)),
+            (Some(x), Some(y)) => in_range(name, args, x.powf(y))?,
             _ => Value::Null,
         },
+        "EXP" => match to_f64(&args.arg(0)) {
+            Some(x) => in_range(name, args, x.exp())?,
+            None => Value::Null,
+        },
         // Out of a function's domain is NULL, as MySQL gives it (with a warning there).
-        "SQRT" | "EXP" | "LN" | "LOG2" | "LOG10" => match to_f64(&args.arg(0)) {
+        "SQRT" | "LN" | "LOG2" | "LOG10" => match to_f64(&args.arg(0)) {
             Some(x) => finite(match name {
                 "SQRT" if x >= 0.0 => x.sqrt(),
-                "EXP" => x.exp(),
                 "LN" if x > 0.0 => x.ln(),
                 "LOG2" if x > 0.0 => x.log2(),
                 "LOG10" if x > 0.0 => x.log10(),
@@ -529,18 +543,9 @@ fn numeric(name: &str, args: &Args, _ctx: &Ctx<'_>) -> Result<Option<Value>> {
             },
             _ => Value::Null,
         },
-        "TRUNCATE" => match (to_f64(&args.arg(0)), to_f64(&args.arg(1))) {
-            (Some(x), Some(d)) => {
-                let d = d as i32;
-                let scale = 10f64.powi(d);
-                let t = (x * scale).trunc() / scale;
-                if d > 0 {
-                    Value::Decimal(format!("{t:.*}", d as usize))
-                } else {
-                    Value::Int(t as i64)
-                }
-            }
-            _ => Value::Null,
+        "TRUNCATE" => match (args.arg(0), to_f64(&args.arg(1))) {
+            (Value::Null, _) | (_, None) => Value::Null,
+            (x, Some(d)) => truncate(&x, d.clamp(-65.0, 30.0) as i32),
         },
         "RAND" if !args.0.is_empty() => {
             return Err(Error::unsupported("RAND with a seed (RAND() is supported)"))
@@ -603,6 +608,19 @@ fn choice(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     }))
 }
 
+/// GET_LOCK and its family (`user_locks.rs`), which need the session.
+fn user_locks(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
+    if !crate::user_locks::is_user_lock_function(name) {
+        return Ok(None);
+    }
+    match ctx.sql {
+        Some(sql) => sql.user_lock_function(name, &args.0).map(Some),
+        None => Err(Error::unsupported(format!(
+            "{name} in a statement that changes rows"
+        ))),
+    }
+}
+
 /// The family of `strings.rs`.
 fn string_search_and_edit(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     super::strings::search_and_edit(name, &args.0, ctx)
@@ -611,6 +629,76 @@ fn string_search_and_edit(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Opti
 /// The family of `dates.rs`.
 fn date_parts(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     super::dates::date_parts(name, &args.0, ctx)
+}
+
+/// `x` (a number or its text) cut, not rounded, to `d` digits after the point (before it when
+/// negative), digit by digit on its decimal text as MySQL's exact arithmetic does: a double
+/// is first written as the shortest decimal that reads back as it (1.13, not 1.1299...).
+fn truncate(x: &Value, d: i32) -> Value {
+    let text = match x {
+        Value::Int(i) => i.to_string(),
+        Value::UInt(u) => u.to_string(),
+        Value::Decimal(s) | Value::Text(s) => s.trim().to_string(),
+        other => match to_f64(other) {
+            Some(f) if f.is_finite() => format!("{f}"),
+            _ => return Value::Null,
+        },
+    };
+    if text.contains(['e', 'E']) || text.parse::<f64>().is_err() {
+        return to_f64(x).map_or(Value::Null, |f| {
+            let scale = 10f64.powi(d);
+            Value::Double((f * scale).trunc() / scale)
+        });
+    }
+    let (negative, int_part, frac_part) = binlog_format::value::decimal_parts(&text);
+    let int_part = if int_part.is_empty() { "0" } else { int_part };
+    let sign = if negative { "-" } else { "" };
+    let cut = if d > 0 {
+        let d = d as usize;
+        let mut frac: String = frac_part.chars().take(d).collect();
+        while frac.len() < d {
+            frac.push('0');
+        }
+        format!("{int_part}.{frac}")
+    } else {
+        let zeros = (-d) as usize;
+        if zeros >= int_part.len() {
+            "0".to_string()
+        } else {
+            format!(
+                "{}{}",
+                &int_part[..int_part.len() - zeros],
+                "0".repeat(zeros)
+            )
+        }
+    };
+    let zero = cut.chars().all(|c| c == '0' || c == '.');
+    let cut = if zero { cut } else { format!("{sign}{cut}") };
+    if d > 0 {
+        Value::Decimal(cut)
+    } else {
+        cut.parse::<i64>().map_or(Value::Decimal(cut), Value::Int)
+    }
+}
+
+/// A result MySQL's DOUBLE holds, or its 1690 for one it does not (an overflow, or a pole such
+/// as POW(0, -1)).
+fn in_range(name: &str, args: &Args, x: f64) -> Result<Value> {
+    if x.is_finite() {
+        return Ok(Value::Double(x));
+    }
+    if x.is_nan() {
+        return Ok(Value::Null);
+    }
+    let shown: Vec<String> = args.0.iter().map(text_of).collect();
+    Err(Error::new(
+        code::ER_DATA_OUT_OF_RANGE,
+        format!(
+            "DOUBLE value is out of range in '{}({})'",
+            name.to_lowercase(),
+            shown.join(",")
+        ),
+    ))
 }
 
 /// A number, or NULL where the computation left the numbers (NaN, infinity).
@@ -624,6 +712,13 @@ fn finite(x: f64) -> Value {
 
 /// DATE_FORMAT, MD5, UUID and ISNULL.
 fn formatting_and_identity(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
+    let n = args.0.len();
+    match name {
+        "DATE_FORMAT" => arity(name, n, 2, 2)?,
+        "MD5" | "ISNULL" => arity(name, n, 1, 1)?,
+        "UUID" => arity(name, n, 0, 0)?,
+        _ => {}
+    }
     Ok(Some(match name {
         "DATE_FORMAT" if args.any_null() => Value::Null,
         "DATE_FORMAT" => super::dates::date_format(&args.arg(0), &args.text(1), ctx),
@@ -673,6 +768,18 @@ pub(super) fn current_user(ctx: &Ctx<'_>) -> Value {
         || "root@localhost".into(),
         |a| format!("{}@{}", a.account.user, a.account.host),
     ))
+}
+
+/// Error 1582 unless `name` got `min` to `max` arguments (`n` of them), as MySQL checks
+/// native functions.
+pub(super) fn arity(name: &str, n: usize, min: usize, max: usize) -> Result<()> {
+    if n < min || n > max {
+        return Err(Error::new(
+            code::ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT,
+            format!("Incorrect parameter count in the call to native function '{name}'"),
+        ));
+    }
+    Ok(())
 }
 
 /// Error 1582 unless `name` got at least `n` arguments, as MySQL checks native functions.

@@ -17,6 +17,15 @@ use super::{compare, to_f64, Ctx};
 
 /// The string functions of this module by name; `None` when `name` is none of them.
 pub(super) fn search_and_edit(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Result<Option<Value>> {
+    let (min, max) = match name {
+        "FIELD" | "ELT" => (2, usize::MAX),
+        "REPLACE" => (3, 3),
+        "LOCATE" => (2, 3),
+        "INSTR" | "FIND_IN_SET" | "STRCMP" => (2, 2),
+        "REVERSE" | "LTRIM" | "RTRIM" | "SPACE" | "ASCII" | "ORD" => (1, 1),
+        _ => return Ok(None),
+    };
+    super::functions::arity(name, args.len(), min, max)?;
     let text = |i: usize| args.get(i).map(text_of).unwrap_or_default();
     let any_null = args.iter().any(Value::is_null);
     Ok(Some(match name {
@@ -30,7 +39,8 @@ pub(super) fn search_and_edit(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Resu
             };
             Value::Int(found.map_or(0, |i| i as i64 + 1))
         }
-        "ELT" => match args.first().and_then(to_f64) {
+        // The index is rounded, as MySQL converts it to an integer.
+        "ELT" => match args.first().and_then(to_f64).map(f64::round) {
             Some(n) if n >= 1.0 && (n as usize) < args.len() => args[n as usize].clone(),
             _ => Value::Null,
         },
@@ -64,8 +74,12 @@ pub(super) fn search_and_edit(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Resu
         "LTRIM" => Value::Text(text(0).trim_start_matches(' ').to_string()),
         "RTRIM" => Value::Text(text(0).trim_end_matches(' ').to_string()),
         "SPACE" => {
-            let n = args.first().and_then(to_f64).unwrap_or(0.0).max(0.0) as usize;
-            Value::Text(" ".repeat(n.min(MAX_SPACE)))
+            let n = args.first().and_then(to_f64).unwrap_or(0.0).max(0.0);
+            if n > MAX_SPACE as f64 {
+                Value::Null
+            } else {
+                Value::Text(" ".repeat(n as usize))
+            }
         }
         "LOCATE" => {
             let from = match args.get(2) {
@@ -102,8 +116,8 @@ pub(super) fn search_and_edit(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Resu
     }))
 }
 
-/// The longest string SPACE makes (MySQL's `max_allowed_packet`, 64 MiB by default, bounds
-/// it likewise).
+/// The longest string SPACE makes; a longer one is NULL (MySQL's bound is
+/// `max_allowed_packet`, 64 MiB by default).
 const MAX_SPACE: usize = 64 << 20;
 
 /// The position (from 1, in characters) of `needle` in `hay` at or after `from`, ignoring
@@ -131,7 +145,7 @@ pub(super) fn trim(s: &Value, what: Option<&Value>, side: Option<&TrimWhereField
         return Value::Null;
     }
     let what = what.map_or_else(|| " ".to_string(), text_of);
-    let mut s = text_of(s);
+    let s = text_of(s);
     if what.is_empty() {
         return Value::Text(s);
     }
@@ -140,17 +154,19 @@ pub(super) fn trim(s: &Value, what: Option<&Value>, side: Option<&TrimWhereField
         Some(TrimWhereField::Trailing) => (false, true),
         _ => (true, true),
     };
+    // Bounds into `s`, moved past each copy of `what` (never copying the rest).
+    let (mut start, mut end) = (0, s.len());
     if leading {
-        while let Some(rest) = s.strip_prefix(what.as_str()) {
-            s = rest.to_string();
+        while s[start..end].starts_with(what.as_str()) {
+            start += what.len();
         }
     }
     if trailing {
-        while let Some(rest) = s.strip_suffix(what.as_str()) {
-            s = rest.to_string();
+        while end - start >= what.len() && s[start..end].ends_with(what.as_str()) {
+            end -= what.len();
         }
     }
-    Value::Text(s)
+    Value::Text(s[start..end].to_string())
 }
 
 #[cfg(test)]
