@@ -604,6 +604,12 @@ impl SqlSession {
             ("LOCK", "TABLES" | "TABLE") => return self.lock_tables(&text),
             // Dump tools also send it after starting their transaction, holding none.
             ("UNLOCK", "TABLES" | "TABLE") => return self.unlock_tables(),
+            // DO expr, ...: evaluated as a SELECT would be, the values thrown away.
+            ("DO", _) => {
+                let select = format!("SELECT {}", text.trim_start()[2..].trim_start());
+                self.dispatch(parse_one(&select)?, &select)?;
+                return Ok(Outcome::Ok);
+            }
             ("PREPARE", _) => return self.prepare(&text),
             ("EXECUTE", _) => return self.execute_prepared(&text),
             ("DEALLOCATE", "PREPARE") | ("DROP", "PREPARE") => {

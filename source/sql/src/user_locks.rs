@@ -21,11 +21,17 @@ pub(crate) fn is_user_lock_function(name: &str) -> bool {
 }
 
 impl SqlSession {
+    /// Whether a statement may wait here (not on the server's brief path, where a wait would
+    /// stall the connection task's other connections).
+    pub(crate) fn may_wait(&self) -> bool {
+        self.session.lock_wait
+    }
+
     /// The value of the user-lock function `name` (upper case) over `args`.
     pub(crate) fn user_lock_function(&self, name: &str, args: &[Value]) -> Result<Value> {
         // Not on the brief path: a wait would stall the connection task's other connections,
         // and a statement run again there would take or give back a lock twice.
-        if !self.session.lock_wait {
+        if !self.may_wait() {
             return Err(Error::would_wait());
         }
         let locks = self.engine().named_locks();

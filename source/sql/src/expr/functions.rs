@@ -87,6 +87,7 @@ const FAMILIES: &[Family] = &[
     date_parts,
     formatting_and_identity,
     user_locks,
+    sleep,
 ];
 
 /// A call's evaluated arguments; an argument past the end reads as NULL.
@@ -608,6 +609,34 @@ fn choice(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     }))
 }
 
+/// SLEEP(seconds): waits, then 0. Never on the brief path (the statement runs again where it
+/// may wait) nor inside a change of rows; a KILL of the connection takes effect once it ends.
+fn sleep(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
+    if name != "SLEEP" {
+        return Ok(None);
+    }
+    arity(name, args.0.len(), 1, 1)?;
+    let seconds = match to_f64(&args.arg(0)) {
+        Some(s) if s >= 0.0 && s.is_finite() => s,
+        _ => {
+            return Err(Error::new(
+                code::ER_WRONG_ARGUMENTS,
+                "Incorrect arguments to sleep",
+            ))
+        }
+    };
+    match ctx.sql {
+        Some(sql) if !sql.may_wait() => Err(Error::would_wait()),
+        Some(_) => {
+            std::thread::sleep(std::time::Duration::from_secs_f64(
+                seconds.min(31_536_000.0),
+            ));
+            Ok(Some(Value::Int(0)))
+        }
+        None => Err(Error::unsupported("SLEEP in a statement that changes rows")),
+    }
+}
+
 /// GET_LOCK and its family (`user_locks.rs`), which need the session.
 fn user_locks(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     if !crate::user_locks::is_user_lock_function(name) {
@@ -744,7 +773,7 @@ fn md5(bytes: &[u8]) -> [u8; 16] {
 }
 
 /// DATABASE (SCHEMA), VERSION, LAST_INSERT_ID, CONNECTION_ID, CURRENT_USER, USER (and
-/// SESSION_USER, SYSTEM_USER) and SLEEP (which returns at once).
+/// SESSION_USER, SYSTEM_USER); SLEEP is [`sleep`].
 fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     Ok(Some(match name {
         "DATABASE" | "SCHEMA" => ctx.database.map_or(Value::Null, |d| Value::Text(d.into())),
@@ -757,7 +786,6 @@ fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>
             || "root@localhost".into(),
             |a| format!("{}@{}", a.account.user, a.client_host),
         )),
-        "SLEEP" => Value::Int(0),
         _ => return Ok(None),
     }))
 }

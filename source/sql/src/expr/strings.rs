@@ -99,11 +99,14 @@ pub(super) fn search_and_edit(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Resu
             };
             Value::Int(found.map_or(0, |i| i as i64 + 1))
         }
-        "STRCMP" => Value::Int(match text(0).to_lowercase().cmp(&text(1).to_lowercase()) {
-            Ordering::Less => -1,
-            Ordering::Equal => 0,
-            Ordering::Greater => 1,
-        }),
+        // As `<`, `=` and ORDER BY compare the two strings.
+        "STRCMP" => Value::Int(
+            match compare(&Value::Text(text(0)), &Value::Text(text(1)), ctx.tz) {
+                Some(Ordering::Less) => -1,
+                Some(Ordering::Equal) => 0,
+                _ => 1,
+            },
+        ),
         "ASCII" => Value::Int(text(0).bytes().next().map_or(0, i64::from)),
         // A multibyte character's code is its bytes as one big-endian number, as MySQL's.
         "ORD" => Value::Int(text(0).chars().next().map_or(0, |c| {
