@@ -30,6 +30,11 @@ impl LockKey {
         LockKey::from_hash(table, super::overlay::key_hash(&key.0))
     }
 
+    /// The table whose row this locks.
+    pub(crate) fn table(&self) -> u64 {
+        self.table
+    }
+
     /// The lock of the row whose key's `key_hash` is `hash` (computed once by a caller that
     /// also needs it for its overlay).
     pub(crate) fn from_hash(table: u64, hash: u64) -> LockKey {
@@ -149,6 +154,17 @@ impl LockTable {
         if wake {
             self.released.notify_all();
         }
+    }
+
+    /// Whether a transaction other than `me` holds a row lock of `table` (LOCK TABLES waits
+    /// until none does: each is a transaction that wrote it and has not ended). A walk over
+    /// every lock held, for a statement that is rare.
+    pub(crate) fn held_by_others(&self, table: u64, me: Option<u64>) -> bool {
+        let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners
+            .held
+            .iter()
+            .any(|(k, &txn)| k.table == table && Some(txn) != me)
     }
 
     #[cfg(test)]

@@ -100,3 +100,49 @@ fn write_locks_exclude_and_read_locks_hold_writes() {
     assert_eq!(count(&mut a, "SELECT * FROM t"), 2);
     assert!(!engine.table_locks().any_held());
 }
+
+/// LOCK TABLES waits for the transactions that wrote the table before it was asked for, as
+/// MySQL's metadata locks do: their next statements on it go through meanwhile (no wait on a
+/// lock that waits for them), and the locker sees what they committed.
+#[test]
+fn lock_tables_waits_for_open_transactions_that_wrote_the_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path());
+    let mut setup = SqlSession::new(&engine);
+    ok(&mut setup, "CREATE DATABASE lt");
+    ok(&mut setup, "CREATE TABLE lt.t (id INT PRIMARY KEY)");
+
+    let mut b = session(&engine);
+    ok(&mut b, "BEGIN");
+    ok(&mut b, "INSERT INTO t VALUES (1)");
+    let locker = in_another_session(
+        &engine,
+        &[
+            "SET innodb_lock_wait_timeout = 30",
+            "LOCK TABLES t READ",
+            "SELECT * FROM t",
+        ],
+    );
+    assert!(
+        still_waiting(&locker),
+        "LOCK TABLES waits for the open transaction that wrote t"
+    );
+    ok(&mut b, "INSERT INTO t VALUES (2)");
+    ok(&mut b, "SELECT * FROM t");
+    ok(&mut b, "COMMIT");
+    let out = locker.join().expect("locker");
+    match &out[2] {
+        Ok(Outcome::Rows(rs)) => assert_eq!(rs.rows.len(), 2, "both committed rows"),
+        other => panic!("{other:?}"),
+    }
+
+    // With no wait left, LOCK TABLES gives up with 1205 and holds nothing.
+    ok(&mut b, "BEGIN");
+    ok(&mut b, "INSERT INTO t VALUES (3)");
+    let mut a = session(&engine);
+    ok(&mut a, "SET innodb_lock_wait_timeout = 1");
+    let e = a.execute("LOCK TABLES t WRITE").expect_err("timed out");
+    assert_eq!(e.code, 1205, "{e:?}");
+    assert!(!engine.table_locks().any_held());
+    ok(&mut b, "COMMIT");
+}
