@@ -47,6 +47,24 @@ impl Scope<'_> {
     }
 }
 
+/// What the session's previous statement did, as ROW_COUNT() and FOUND_ROWS() tell it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LastStatement {
+    /// The rows it changed; -1 for one that returned rows or failed, 0 for any other.
+    pub(crate) row_count: i64,
+    /// The rows of the last result set the session sent.
+    pub(crate) found_rows: u64,
+}
+
+impl Default for LastStatement {
+    fn default() -> LastStatement {
+        LastStatement {
+            row_count: -1,
+            found_rows: 0,
+        }
+    }
+}
+
 /// Session-wide inputs of evaluation.
 pub(crate) struct Ctx<'a> {
     /// The session, for subqueries and `@@` variables (`None` while the session is busy
@@ -65,6 +83,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) database: Option<&'a str>,
     /// `LAST_INSERT_ID()`.
     pub(crate) last_insert_id: u64,
+    /// `ROW_COUNT()` and `FOUND_ROWS()`: what the session's previous statement did.
+    pub(crate) last: LastStatement,
     /// Who runs the statement (`CURRENT_USER()`, `USER()`); `None` without a server.
     pub(crate) authority: Option<&'a crate::Authority>,
     /// `CONNECTION_ID()`.

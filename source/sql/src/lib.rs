@@ -141,6 +141,7 @@ pub(crate) struct OwnedCtx {
     user_vars: HashMap<String, Value>,
     database: Option<String>,
     last_insert_id: u64,
+    last: expr::LastStatement,
     /// The statement's subqueries, run before it started changing rows.
     subqueries: HashMap<String, Arc<Rows>>,
 }
@@ -157,6 +158,7 @@ impl OwnedCtx {
             user_vars: &self.user_vars,
             database: self.database.as_deref(),
             last_insert_id: self.last_insert_id,
+            last: self.last,
             authority: self.authority.as_ref(),
             connection_id: self.connection_id,
             inserted: None,
@@ -182,6 +184,8 @@ pub struct SqlSession {
     pub(crate) user_vars: HashMap<String, Value>,
     /// The value `LAST_INSERT_ID()` returns and the OK packet reports.
     pub last_insert_id: u64,
+    /// What the previous statement did (ROW_COUNT(), FOUND_ROWS()).
+    last: expr::LastStatement,
     /// Base directory for relative `LOAD DATA INFILE` paths.
     pub load_dir: Option<std::path::PathBuf>,
     /// PREPAREd statements by name.
@@ -334,6 +338,7 @@ impl SqlSession {
             session: engine.session(),
             user_vars: HashMap::new(),
             last_insert_id: 0,
+            last: Default::default(),
             load_dir: None,
             prepared: HashMap::new(),
             parsed: HashMap::new(),
@@ -384,6 +389,7 @@ impl SqlSession {
             user_vars: &self.user_vars,
             database: self.session.vars.database.as_deref(),
             last_insert_id: self.last_insert_id,
+            last: self.last,
             authority: self.authority.as_ref(),
             connection_id: self.connection_id,
             inserted: None,
@@ -399,6 +405,7 @@ impl SqlSession {
             user_vars: self.user_vars.clone(),
             database: self.session.vars.database.clone(),
             last_insert_id: self.last_insert_id,
+            last: self.last,
             authority: self.authority.clone(),
             connection_id: self.connection_id,
             subqueries: self
@@ -498,12 +505,21 @@ impl SqlSession {
     }
 
     /// After a statement that gave `r`: one that generated AUTO_INCREMENT values sets
-    /// LAST_INSERT_ID() to its first; one that generated none leaves it.
+    /// LAST_INSERT_ID() to its first; one that generated none leaves it. Every statement
+    /// sets what ROW_COUNT() and FOUND_ROWS() return next.
     pub(crate) fn note_generated_id(&mut self, r: &Result<Outcome>) {
         if let Some(id) = self.session.take_generated_id() {
             if r.is_ok() {
                 self.last_insert_id = id;
             }
+        }
+        self.last.row_count = match r {
+            Ok(Outcome::Affected { rows, .. }) => i64::try_from(*rows).unwrap_or(i64::MAX),
+            Ok(Outcome::Ok) => 0,
+            Ok(Outcome::Rows(_)) | Err(_) => -1,
+        };
+        if let Ok(Outcome::Rows(rs)) = r {
+            self.last.found_rows = rs.rows.len() as u64;
         }
     }
 

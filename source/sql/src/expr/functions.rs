@@ -772,13 +772,15 @@ fn md5(bytes: &[u8]) -> [u8; 16] {
     md5::Md5::digest(bytes).into()
 }
 
-/// DATABASE (SCHEMA), VERSION, LAST_INSERT_ID, CONNECTION_ID, CURRENT_USER, USER (and
+/// DATABASE (SCHEMA), VERSION, LAST_INSERT_ID, ROW_COUNT, FOUND_ROWS, CONNECTION_ID, CURRENT_USER, USER (and
 /// SESSION_USER, SYSTEM_USER); SLEEP is [`sleep`].
 fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     Ok(Some(match name {
         "DATABASE" | "SCHEMA" => ctx.database.map_or(Value::Null, |d| Value::Text(d.into())),
         "VERSION" => Value::Text(crate::vars::server_version()),
         "LAST_INSERT_ID" => Value::UInt(ctx.last_insert_id),
+        "ROW_COUNT" => Value::Int(ctx.last.row_count),
+        "FOUND_ROWS" => Value::UInt(ctx.last.found_rows),
         "CONNECTION_ID" => Value::UInt(ctx.connection_id),
         // The account (its host pattern), and the user with the client's host, as MySQL.
         "CURRENT_USER" => current_user(ctx),
