@@ -30,11 +30,6 @@ impl LockKey {
         LockKey::from_hash(table, super::overlay::key_hash(&key.0))
     }
 
-    /// The table whose row this locks.
-    pub(crate) fn table(&self) -> u64 {
-        self.table
-    }
-
     /// The lock of the row whose key's `key_hash` is `hash` (computed once by a caller that
     /// also needs it for its overlay).
     pub(crate) fn from_hash(table: u64, hash: u64) -> LockKey {

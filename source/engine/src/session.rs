@@ -314,14 +314,6 @@ impl Session {
         self.txn.as_ref().is_some_and(|t| t.explicit)
     }
 
-    /// Whether this session's open transaction holds a row lock of table `table_id` (it has
-    /// written the table and not ended).
-    pub fn holds_rows_of(&self, table_id: u64) -> bool {
-        self.txn
-            .as_ref()
-            .is_some_and(|t| t.locks.iter().any(|k| k.table() == table_id))
-    }
-
     /// Whether another session's open transaction holds a row lock of table `table_id`.
     pub fn others_hold_rows_of(&self, table_id: u64) -> bool {
         self.engine

@@ -828,7 +828,10 @@ impl Conn {
             if let Err(e) = self.shared.engine.wait_read_async(fence).await {
                 // It changed nothing and showed nothing: outside a transaction it runs again,
                 // on the state the heal left.
-                let again = e.is_withheld() && !sql.session.in_transaction() && attempt < 3;
+                let again = e.is_withheld()
+                    && !sql.session.in_transaction()
+                    && sql.may_run_again()
+                    && attempt < 3;
                 self.sql = Some(sql);
                 return if again { None } else { Some(Err(e)) };
             }

@@ -132,6 +132,17 @@ pub enum Outcome {
     Ok,
 }
 
+/// Whether `q` asks for SQL_CALC_FOUND_ROWS (which FOUND_ROWS() would have to honour).
+fn calcs_found_rows(q: &sqlparser::ast::Query) -> bool {
+    match &*q.body {
+        sqlparser::ast::SetExpr::Select(s) => s
+            .select_modifiers
+            .as_ref()
+            .is_some_and(|m| m.sql_calc_found_rows),
+        _ => false,
+    }
+}
+
 /// An owned copy of what expressions see (see `SqlSession::owned_ctx`).
 pub(crate) struct OwnedCtx {
     authority: Option<Authority>,
@@ -186,6 +197,9 @@ pub struct SqlSession {
     pub last_insert_id: u64,
     /// What the previous statement did (ROW_COUNT(), FOUND_ROWS()).
     last: expr::LastStatement,
+    /// Set when the running statement took or gave back a user-level lock: it must not be
+    /// run again (see [`SqlSession::may_run_again`]).
+    took_user_lock: std::sync::atomic::AtomicBool,
     /// Base directory for relative `LOAD DATA INFILE` paths.
     pub load_dir: Option<std::path::PathBuf>,
     /// PREPAREd statements by name.
@@ -339,6 +353,7 @@ impl SqlSession {
             user_vars: HashMap::new(),
             last_insert_id: 0,
             last: Default::default(),
+            took_user_lock: Default::default(),
             load_dir: None,
             prepared: HashMap::new(),
             parsed: HashMap::new(),
@@ -435,11 +450,22 @@ impl SqlSession {
 
     /// Runs statement `sql` in MySQL's diagnostics area: each statement's warnings (and error)
     /// replace the last one's, except those of the statements that show them.
+    /// Whether the statement that just ran may be run again from the start when what it read
+    /// was taken back (it changed nothing): not once it took or gave back a user-level lock,
+    /// which a second run would do twice.
+    pub fn may_run_again(&self) -> bool {
+        !self
+            .took_user_lock
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub(crate) fn with_diagnostics(
         &mut self,
         sql: &str,
         run: impl FnOnce(&mut SqlSession) -> Result<Outcome>,
     ) -> Result<Outcome> {
+        self.took_user_lock
+            .store(false, std::sync::atomic::Ordering::Relaxed);
         let diagnostics = is_diagnostics(sql);
         if !diagnostics {
             let _ = self.session.take_warnings();
@@ -463,7 +489,12 @@ impl SqlSession {
         let mut r = run(self);
         for _ in 0..2 {
             match &r {
-                Err(e) if outside && e.is_read_taken_back() && !self.session.in_transaction() => {
+                Err(e)
+                    if outside
+                        && e.is_read_taken_back()
+                        && !self.session.in_transaction()
+                        && self.may_run_again() =>
+                {
                     r = run(self)
                 }
                 _ => break,
@@ -512,6 +543,10 @@ impl SqlSession {
             if r.is_ok() {
                 self.last_insert_id = id;
             }
+        }
+        // A statement the server runs again elsewhere has not run yet.
+        if r.as_ref().is_err_and(Error::is_would_wait) {
+            return;
         }
         self.last.row_count = match r {
             Ok(Outcome::Affected { rows, .. }) => i64::try_from(*rows).unwrap_or(i64::MAX),
@@ -622,7 +657,12 @@ impl SqlSession {
             ("UNLOCK", "TABLES" | "TABLE") => return self.unlock_tables(),
             // DO expr, ...: evaluated as a SELECT would be, the values thrown away.
             ("DO", _) => {
-                let select = format!("SELECT {}", text.trim_start()[2..].trim_start());
+                let t = text.trim_start();
+                let body = match t.get(..2) {
+                    Some(w) if w.eq_ignore_ascii_case("DO") => &t[2..],
+                    _ => t,
+                };
+                let select = format!("SELECT {}", body.trim_start());
                 self.dispatch(parse_one(&select)?, &select)?;
                 return Ok(Outcome::Ok);
             }
@@ -722,6 +762,9 @@ impl SqlSession {
         self.authorize(&stmt)?;
         self.check_table_locks(&stmt)?;
         match stmt {
+            Statement::Query(q) if calcs_found_rows(&q) => Err(Error::unsupported(
+                "SQL_CALC_FOUND_ROWS (FOUND_ROWS() counts the rows the last SELECT returned)",
+            )),
             Statement::Query(q) => self.query(&q, text),
             Statement::Insert(ins) => self.insert(&ins),
             Statement::Update(u) => self.update(&u),

@@ -16,9 +16,9 @@
 //! locked too, and others read a WRITE-locked table through a view; DDL and LOAD DATA are not
 //! held back by other sessions' locks, nor checked against the holder's own; the replica's
 //! applier never waits for them. LOCK TABLES waits, as MySQL's metadata locks make it, for
-//! the open transactions that wrote its tables (their later statements on them go through
-//! meanwhile), but not for transactions that only read them, nor for a statement that passed
-//! its check before the lock and had not yet written. A trigger's
+//! the open transactions that wrote its tables (holding no lock meanwhile, so their later
+//! statements never wait for it), but not for transactions that only read them, nor for a
+//! statement that passed its check before the lock and had not yet written. A trigger's
 //! tables need no lock of their own (MySQL locks them with the trigger's table).
 //! UNLOCK TABLES commits the transaction of a session that held table locks, as MySQL does;
 //! LOCK TABLES and UNLOCK TABLES are 1314 in a stored procedure.
@@ -135,29 +135,35 @@ impl SqlSession {
             self.session.commit()?;
         }
         self.release_table_locks();
+        // The transactions that wrote these tables before they were locked must end first
+        // (they hold row locks of them until then), as MySQL's metadata locks make it. It
+        // waits for them holding no table lock, so that their next statements, on these
+        // tables or others of the list, never wait for a lock that waits for them; once it
+        // holds the locks, a writer that came in between sends it back to waiting.
         let wait = self.table_lock_wait();
-        self.engine()
-            .table_locks()
-            .lock(self.lock_owner, &wanted, wait)?;
-        // Then the transactions that wrote these tables before they were locked must end
-        // (they hold row locks of them until then), as MySQL's metadata locks wait for them;
-        // their later statements on these tables pass the lock meanwhile
-        // (`check_table_locks`).
+        let deadline = wait.map(|w| std::time::Instant::now() + w);
+        let left = || deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
         let ids: Vec<u64> = wanted
             .iter()
             .filter_map(|((db, t), _)| self.session.table_def(Some(db), t).ok().map(|d| d.id))
             .collect();
-        if let Err(e) = self.wait_for_writers(&ids, wait) {
+        loop {
+            self.wait_for_writers(&ids, left())?;
+            self.engine()
+                .table_locks()
+                .lock(self.lock_owner, &wanted, left())?;
+            if !ids.iter().any(|&id| self.session.others_hold_rows_of(id)) {
+                break;
+            }
             self.engine().table_locks().unlock_all(self.lock_owner);
-            return Err(e);
         }
         self.table_locks = wanted;
         Ok(Outcome::Ok)
     }
 
     /// Waits (up to `wait`; `None`: not at all) until no other transaction holds row locks of
-    /// the tables `ids`. It looks again every few milliseconds: LOCK TABLES is rare, and the
-    /// row locks' own wake-ups are for the rows' waiters.
+    /// the tables `ids`. It looks again every 10 ms: LOCK TABLES is rare, and the row locks'
+    /// own wake-ups are for the rows' waiters.
     fn wait_for_writers(&self, ids: &[u64], wait: Option<std::time::Duration>) -> Result<()> {
         let busy = || ids.iter().any(|&id| self.session.others_hold_rows_of(id));
         let Some(wait) = wait else {
@@ -172,7 +178,7 @@ impl SqlSession {
             if std::time::Instant::now() >= deadline {
                 return Err(Error::lock_wait_timeout());
             }
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
         Ok(())
     }
@@ -260,18 +266,7 @@ impl SqlSession {
             }
             return Ok(());
         }
-        // A table this session's transaction has written already is its own until the
-        // transaction ends: the LOCK TABLES of another waits for that, not it for the lock.
-        let ours = |k: &TableKey| {
-            self.session
-                .table_def(Some(&k.0), &k.1)
-                .is_ok_and(|d| self.session.holds_rows_of(d.id))
-        };
-        writes.retain(|k| !ours(k));
-        let reads: Vec<TableKey> = used
-            .into_iter()
-            .filter(|k| !writes.contains(k) && !ours(k))
-            .collect();
+        let reads: Vec<TableKey> = used.into_iter().filter(|k| !writes.contains(k)).collect();
         self.engine().table_locks().wait_for_access(
             self.lock_owner,
             &reads,

@@ -34,6 +34,10 @@ impl SqlSession {
         if !self.may_wait() {
             return Err(Error::would_wait());
         }
+        if name != "IS_FREE_LOCK" && name != "IS_USED_LOCK" {
+            self.took_user_lock
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let locks = self.engine().named_locks();
         let wanted = match name {
             "RELEASE_ALL_LOCKS" => 0,

@@ -136,6 +136,29 @@ fn lock_tables_waits_for_open_transactions_that_wrote_the_table() {
         other => panic!("{other:?}"),
     }
 
+    // A dump's LOCK TABLES of two tables, while a transaction that wrote one goes on to
+    // write the other: the transaction never waits for the lock that waits for it.
+    ok(&mut setup, "CREATE TABLE lt.u (id INT PRIMARY KEY)");
+    ok(&mut b, "BEGIN");
+    ok(&mut b, "INSERT INTO t VALUES (10)");
+    let dump = in_another_session(
+        &engine,
+        &[
+            "SET innodb_lock_wait_timeout = 30",
+            "LOCK TABLES t READ, u READ",
+            "SELECT * FROM u",
+        ],
+    );
+    assert!(still_waiting(&dump), "it waits for the transaction");
+    ok(&mut b, "SET innodb_lock_wait_timeout = 1");
+    ok(&mut b, "INSERT INTO u VALUES (1)");
+    ok(&mut b, "COMMIT");
+    let out = dump.join().expect("dump");
+    match &out[2] {
+        Ok(Outcome::Rows(rs)) => assert_eq!(rs.rows.len(), 1, "the transaction's row of u"),
+        other => panic!("{other:?}"),
+    }
+
     // With no wait left, LOCK TABLES gives up with 1205 and holds nothing.
     ok(&mut b, "BEGIN");
     ok(&mut b, "INSERT INTO t VALUES (3)");
