@@ -7,6 +7,8 @@ mod functions;
 mod strings;
 mod unique;
 
+pub(crate) use functions::arity;
+
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;

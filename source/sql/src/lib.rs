@@ -448,8 +448,6 @@ impl SqlSession {
         self.with_diagnostics(sql, |s| s.retrying_taken_back(|s| s.execute_once(sql)))
     }
 
-    /// Runs statement `sql` in MySQL's diagnostics area: each statement's warnings (and error)
-    /// replace the last one's, except those of the statements that show them.
     /// Whether the statement that just ran may be run again from the start when what it read
     /// was taken back (it changed nothing): not once it took or gave back a user-level lock,
     /// which a second run would do twice.
@@ -459,6 +457,8 @@ impl SqlSession {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Runs statement `sql` in MySQL's diagnostics area: each statement's warnings (and error)
+    /// replace the last one's, except those of the statements that show them.
     pub(crate) fn with_diagnostics(
         &mut self,
         sql: &str,

@@ -84,6 +84,8 @@ impl SqlSession {
         let after_lock = text.trim_start()[words[0].len()..].trim_start();
         let rest = after_lock[words[1].len()..].trim().trim_end_matches(';');
         let mut wanted: Vec<(TableKey, LockMode)> = Vec::new();
+        // The stored tables among them (a view has no rows to wait for).
+        let mut ids: Vec<u64> = Vec::new();
         for item in split_top_level_commas(rest) {
             let tokens = unquoted_words(&item);
             let Some((name, rest)) = tokens.split_first() else {
@@ -116,7 +118,7 @@ impl SqlSession {
             let (db, table) = split_name(&name)?;
             // It must exist (a table or a view), and the account must be able to read it.
             if self.computed_table(db.as_deref(), &table).is_none() {
-                self.session.table_def(db.as_deref(), &table)?;
+                ids.push(self.session.table_def(db.as_deref(), &table)?.id);
             }
             self.require_name(crate::Privs::SELECT, "SELECT", &name)?;
             let key = self.lock_key(db.as_deref(), &table)?;
@@ -143,16 +145,12 @@ impl SqlSession {
         let wait = self.table_lock_wait();
         let deadline = wait.map(|w| std::time::Instant::now() + w);
         let left = || deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
-        let ids: Vec<u64> = wanted
-            .iter()
-            .filter_map(|((db, t), _)| self.session.table_def(Some(db), t).ok().map(|d| d.id))
-            .collect();
         loop {
             self.wait_for_writers(&ids, left())?;
             self.engine()
                 .table_locks()
                 .lock(self.lock_owner, &wanted, left())?;
-            if !ids.iter().any(|&id| self.session.others_hold_rows_of(id)) {
+            if !self.written_by_others(&ids) {
                 break;
             }
             self.engine().table_locks().unlock_all(self.lock_owner);
@@ -165,22 +163,26 @@ impl SqlSession {
     /// the tables `ids`. It looks again every 10 ms: LOCK TABLES is rare, and the row locks'
     /// own wake-ups are for the rows' waiters.
     fn wait_for_writers(&self, ids: &[u64], wait: Option<std::time::Duration>) -> Result<()> {
-        let busy = || ids.iter().any(|&id| self.session.others_hold_rows_of(id));
         let Some(wait) = wait else {
-            return if busy() {
+            return if self.written_by_others(ids) {
                 Err(Error::would_wait())
             } else {
                 Ok(())
             };
         };
         let deadline = std::time::Instant::now() + wait;
-        while busy() {
+        while self.written_by_others(ids) {
             if std::time::Instant::now() >= deadline {
                 return Err(Error::lock_wait_timeout());
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         Ok(())
+    }
+
+    /// Whether another session's open transaction has written one of the tables `ids`.
+    fn written_by_others(&self, ids: &[u64]) -> bool {
+        ids.iter().any(|&id| self.session.others_hold_rows_of(id))
     }
 
     /// UNLOCK TABLES: commits the session's transaction when it held table locks (as MySQL

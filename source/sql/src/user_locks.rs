@@ -44,12 +44,7 @@ impl SqlSession {
             "GET_LOCK" => 2,
             _ => 1,
         };
-        if args.len() != wanted {
-            return Err(Error::new(
-                code::ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT,
-                format!("Incorrect parameter count in the call to native function '{name}'"),
-            ));
-        }
+        super::expr::arity(name, args.len(), wanted, wanted)?;
         let lock_name = || match args.first() {
             None | Some(Value::Null) => Err(Error::new(
                 code::ER_USER_LOCK_WRONG_NAME,

@@ -32,11 +32,9 @@ pub(super) fn eval_function(f: &Function, scope: &Scope<'_>, ctx: &Ctx<'_>) -> R
     // TIMESTAMPDIFF's first argument is a unit, not a value.
     if name == "TIMESTAMPDIFF" {
         let args = arg_exprs(f)?;
+        arity(&name, args.len(), 3, 3)?;
         let [unit, a, b] = args.as_slice() else {
-            return Err(Error::new(
-                code::ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT,
-                "Incorrect parameter count in the call to native function 'TIMESTAMPDIFF'",
-            ));
+            return Err(Error::internal("TIMESTAMPDIFF took 3 arguments"));
         };
         let unit = match unit {
             Expr::Identifier(i) => i.value.to_ascii_uppercase(),
@@ -802,7 +800,7 @@ pub(super) fn current_user(ctx: &Ctx<'_>) -> Value {
 
 /// Error 1582 unless `name` got `min` to `max` arguments (`n` of them), as MySQL checks
 /// native functions.
-pub(super) fn arity(name: &str, n: usize, min: usize, max: usize) -> Result<()> {
+pub(crate) fn arity(name: &str, n: usize, min: usize, max: usize) -> Result<()> {
     if n < min || n > max {
         return Err(Error::new(
             code::ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT,
@@ -814,11 +812,5 @@ pub(super) fn arity(name: &str, n: usize, min: usize, max: usize) -> Result<()> 
 
 /// Error 1582 unless `name` got at least `n` arguments, as MySQL checks native functions.
 fn at_least(name: &str, args: &Args, n: usize) -> Result<()> {
-    if args.0.len() < n {
-        return Err(Error::new(
-            code::ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT,
-            format!("Incorrect parameter count in the call to native function '{name}'"),
-        ));
-    }
-    Ok(())
+    arity(name, args.0.len(), n, usize::MAX)
 }

@@ -44,24 +44,8 @@ pub(super) fn search_and_edit(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Resu
             Some(n) if n >= 1.0 && (n as usize) < args.len() => args[n as usize].clone(),
             _ => Value::Null,
         },
-        _ if any_null
-            && matches!(
-                name,
-                "REPLACE"
-                    | "REVERSE"
-                    | "LTRIM"
-                    | "RTRIM"
-                    | "SPACE"
-                    | "LOCATE"
-                    | "INSTR"
-                    | "FIND_IN_SET"
-                    | "STRCMP"
-                    | "ASCII"
-                    | "ORD"
-            ) =>
-        {
-            Value::Null
-        }
+        // Every other function of the module is NULL for a NULL argument.
+        _ if any_null => Value::Null,
         "REPLACE" => {
             let from = text(1);
             if from.is_empty() {
