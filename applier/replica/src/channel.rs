@@ -327,12 +327,14 @@ impl Driver {
                     // did not become durable, so the next try goes on from the stored
                     // position. It pauses rather than stops: the fault usually passes (space
                     // is freed) without anyone to run START REPLICA.
-                    eprintln!(
-                        "replication paused: {e}; trying again in {} s",
-                        pause.as_secs()
-                    );
+                    // The status first, then the log line: whoever reads the line may ask
+                    // SHOW REPLICA STATUS at once, and must find the error there.
                     lock(&self.state).last_sql_error = format!(
                         "{e} (paused: trying again every {} s until it succeeds, or STOP REPLICA)",
+                        pause.as_secs()
+                    );
+                    eprintln!(
+                        "replication paused: {e}; trying again in {} s",
                         pause.as_secs()
                     );
                     want_running = tokio::select! {
@@ -356,14 +358,16 @@ impl Driver {
                 }
                 Err(e) if self.limits.steerable => {
                     // As MySQL's replica threads: stop with the error shown, keep serving.
-                    eprintln!("replication stopped: {e:#}; fix the cause, then START REPLICA");
-                    let mut st = lock(&self.state);
-                    let text = format!("{e:#}");
-                    if is_io_error(&e) {
-                        st.last_io_error = text;
-                    } else {
-                        st.last_sql_error = text;
+                    {
+                        let mut st = lock(&self.state);
+                        let text = format!("{e:#}");
+                        if is_io_error(&e) {
+                            st.last_io_error = text;
+                        } else {
+                            st.last_sql_error = text;
+                        }
                     }
+                    eprintln!("replication stopped: {e:#}; fix the cause, then START REPLICA");
                 }
                 Err(e) => return Err(e),
             }
