@@ -110,6 +110,7 @@ fn read_published(file: &File) -> Option<Published> {
 /// writer's process through its notifier).
 pub(crate) struct Publisher {
     file: File,
+    path: PathBuf,
     /// The end last written to the file, and the heal count now.
     last: Mutex<Published>,
     local: Arc<Notifier>,
@@ -163,6 +164,7 @@ impl Publisher {
         local.advance_published(published);
         Ok(Publisher {
             file,
+            path,
             last: Mutex::new(published),
             local,
         })
@@ -175,20 +177,30 @@ impl Publisher {
         if (segment, len) <= last.end {
             return;
         }
-        self.write(&mut last, (segment, len));
+        // Not written: readers in other processes wait for the next publish; see `write`.
+        let _ = self.write(&mut last, (segment, len));
     }
 
     /// Publishes a heal that cut the binlog back to `len` bytes of `segment` (and made that
     /// durable): the heal count moves on, so that a reader drops what it read past the
     /// durable end before (a record written over it since may end where that one did).
-    pub(crate) fn healed(&self, segment: u64, len: u64) {
+    ///
+    /// An error means readers in other processes were not told: the heal must not be taken
+    /// as done (a record written over the cut one could then pass as what they buffered).
+    /// Readers in this process were told all the same.
+    pub(crate) fn healed(&self, segment: u64, len: u64) -> std::io::Result<()> {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         last.heals = last.heals.wrapping_add(1);
         let end = last.end.max((segment, len));
-        self.write(&mut last, end);
+        self.write(&mut last, end)
     }
 
-    fn write(&self, last: &mut Published, end: (u64, u64)) {
+    /// The file it publishes in.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write(&self, last: &mut Published, end: (u64, u64)) -> std::io::Result<()> {
         let published = Published {
             end,
             heals: last.heals,
@@ -196,12 +208,15 @@ impl Publisher {
         // A failed write leaves the old end: readers wait longer, nothing is lost; the heal
         // count goes with every later write. (The file is never extended after the writer
         // opens, so a full disk does not make it fail.)
-        if self.file.write_all_at(&encode(published), 0).is_ok() {
+        let written = crate::failpoint::check("binlog::durable_write")
+            .and_then(|()| self.file.write_all_at(&encode(published), 0));
+        if written.is_ok() {
             last.end = end;
         }
         // The fsync happened whatever became of the file's write: readers in this process
         // go by it (a reader at the old end would otherwise wait for the next publish).
         self.local.advance_published(published);
+        written
     }
 
     /// The writer is closing: readers in its process go by the files from now on, as
@@ -472,7 +487,7 @@ mod tests {
         let first = remote.heal_changes();
         assert_eq!(local.heal_changes(), first);
         // A heal that cuts back to the published end still moves the count on.
-        writer.healed(1, 100);
+        writer.healed(1, 100).expect("published");
         writer.publish(1, 150);
         assert_eq!(remote.check(1, 150).expect("check"), Verdict::Durable);
         assert_eq!(local.check(1, 150).expect("check"), Verdict::Durable);

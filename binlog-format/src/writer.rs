@@ -155,6 +155,9 @@ struct State {
     poisoned: Option<Poison>,
     /// After a full disk, appends write through at once (see `WRITE_THROUGH`) until then.
     write_through_until: Option<std::time::Instant>,
+    /// A rotation failed after it closed the segment (the next one may exist): nothing more
+    /// goes into the closed one, whatever its size; the next append rotates first.
+    rotation_pending: bool,
     /// Transactions appended and not yet known durable: (LSN at their end, seq), oldest
     /// first. Pruned as the durable LSN passes them, so it holds at most what is in flight.
     unsynced: std::collections::VecDeque<(u64, u64)>,
@@ -171,6 +174,9 @@ struct Poison {
     /// An fsync failed: after it, not even what was written to the OS can be trusted (the
     /// kernel may have dropped the pages it could not write), only what an fsync confirmed.
     sync: bool,
+    /// A heal cut the binlog back and made it durable, but could not tell readers in other
+    /// processes (`binlog.durable`): the next heal only tells them.
+    unpublished: bool,
 }
 
 impl Poison {
@@ -180,6 +186,7 @@ impl Poison {
             message: e.to_string(),
             path,
             sync,
+            unpublished: false,
         }
     }
 
@@ -338,6 +345,19 @@ fn create_segment(
     .to_vec();
     write_frame(&codec::encode(&header)?, &mut bytes)?;
     let path = dir.join(segment_name(number));
+    if let Some(len) = left_by_a_failed_rotation(dir, number, server_id, first_seq)? {
+        // An earlier attempt renamed this segment into place and then failed (its directory
+        // sync or the index). Readers may have opened it since: it is kept, never renamed
+        // over, or they would go on reading a file the writer no longer writes.
+        sync_dir(dir)?;
+        failpoint::synced(&path, len);
+        write_index(dir, purged_below)?;
+        let f = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        return Ok((f, len));
+    }
     let tmp = dir.join(format!("{}.tmp", segment_name(number)));
     let written = File::create(&tmp).and_then(|mut f| {
         failpoint::write_all("binlog::segment_create", &mut f, &bytes)?;
@@ -362,6 +382,38 @@ fn create_segment(
         .open(&path)
         .map_err(|e| Error::io(&path, e))?;
     Ok((f, bytes.len() as u64))
+}
+
+/// The length of segment `number` when an earlier rotation left it in place (renamed, then
+/// failed): a prelude and header of this writer's `server_id` and `first_seq`, and no record.
+/// `None` when there is no such file; any other file there is refused, not replaced.
+fn left_by_a_failed_rotation(
+    dir: &Path,
+    number: u64,
+    server_id: u32,
+    first_seq: u64,
+) -> Result<Option<u64>> {
+    let path = dir.join(segment_name(number));
+    let len = match fs::metadata(&path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    // The header was written with no frame limit but the format's (the writer's own may be
+    // lower): it is read back with that limit too.
+    let found = SegmentCursor::open(dir, number, u32::MAX).map(|c| {
+        let ours = c.prelude.server_id == server_id && c.prelude.first_seq == first_seq;
+        (ours, c.offset())
+    });
+    match found {
+        Ok((true, header_end)) if header_end == len => Ok(Some(len)),
+        Err(e @ Error::Io { .. }) => Err(e),
+        Ok(_) | Err(_) => Err(Error::Invalid(format!(
+            "{} exists already and is not the empty segment this writer would start \
+             (server {server_id}, first seq {first_seq}): it is left as it is",
+            path.display()
+        ))),
+    }
 }
 
 /// Rewrites the index file from the segments on disk (temporary file, rename, directory sync),
@@ -559,6 +611,7 @@ impl BinlogWriter {
             schema: recovered.schema.clone(),
             poisoned: None,
             write_through_until: None,
+            rotation_pending: false,
             unsynced: std::collections::VecDeque::new(),
         };
         let (nudge, nudged) = std::sync::mpsc::sync_channel(1);
@@ -747,7 +800,9 @@ impl BinlogWriter {
             }
         }
         let len = frame.len() as u64;
-        if st.segment_records > 0 && st.segment_len + len > self.inner.opts.segment_bytes {
+        if st.rotation_pending
+            || (st.segment_records > 0 && st.segment_len + len > self.inner.opts.segment_bytes)
+        {
             self.inner.rotate(&mut st)?;
         }
         st.buf.extend_from_slice(frame);
@@ -854,6 +909,11 @@ impl BinlogWriter {
     /// fails, including those still waiting, and its LSN is never reused; a commit before it
     /// that was waiting is durable once the heal returns. The caller that applied the failed
     /// commits to any state must take them back ([`Healed::last_seq`] says up to where).
+    ///
+    /// The heal is published in `binlog.durable` for readers in other processes (a record
+    /// written next may end where a cut one did). If that write fails, the cut stands (and
+    /// is returned) but the writer stays stopped, [`BinlogWriter::is_stopped`], until a
+    /// later heal has published it; that one cuts nothing and fails while it cannot.
     pub fn heal(&self) -> Result<Option<Healed>> {
         let inner = &*self.inner;
         // No fsync may run on the old file while it is cut, nor a new one start.
@@ -870,6 +930,23 @@ impl BinlogWriter {
         let Some(poison) = st.poisoned.clone() else {
             return Ok(None);
         };
+        if poison.unpublished {
+            inner
+                .published
+                .healed(st.segment, st.segment_len)
+                .map_err(|e| Error::io(inner.published.path(), e))?;
+            st.poisoned = None;
+            inner.stopped.store(false, Ordering::Release);
+            let healed = Healed {
+                last_seq: st.last_seq,
+                lost: (st.appended, st.appended),
+                cut_bytes: 0,
+            };
+            drop(st);
+            drop(round);
+            inner.notifier.notify();
+            return Ok(Some(healed));
+        }
         let trusted = if poison.sync {
             inner.durable.load(Ordering::Acquire)
         } else {
@@ -956,10 +1033,22 @@ impl BinlogWriter {
         inner.durable_seq.store(rec.last_seq, Ordering::Release);
         // Before any later fsync can publish an end past what was cut: a reader that read
         // the cut records sees the count move with the end that covers their places.
-        inner.published.healed(st.segment, offset);
-        st.poisoned = None;
-        inner.stopped.store(false, Ordering::Release);
+        let published = inner.published.healed(st.segment, offset);
         inner.heals.fetch_add(1, Ordering::AcqRel);
+        match published {
+            Ok(()) => {
+                st.poisoned = None;
+                inner.stopped.store(false, Ordering::Release);
+            }
+            Err(e) => {
+                // The cut is durable and every commit's fate known, but readers in other
+                // processes were not told: nothing may be written over what was cut (nor
+                // a rotation pass it) until they are.
+                let mut p = Poison::new(inner.published.path().to_path_buf(), &e, true);
+                p.unpublished = true;
+                st.poisoned = Some(p);
+            }
+        }
         drop(st);
         drop(round);
         inner.notifier.notify();
@@ -1311,6 +1400,9 @@ impl Inner {
         self.durable.fetch_max(st.written, Ordering::AcqRel);
         self.published.publish(st.segment, st.segment_len);
         let number = st.segment + 1;
+        // Readers may pass to the next segment as soon as it exists, and it may exist from
+        // here on even if this fails: the closed one takes no more records.
+        st.rotation_pending = true;
         let (file, len) = create_segment(
             &self.dir,
             number,
@@ -1319,6 +1411,7 @@ impl Inner {
             &st.schema,
             self.purged_below.load(Ordering::SeqCst),
         )?;
+        st.rotation_pending = false;
         st.file = Arc::new(file);
         st.segment = number;
         st.segment_len = len;
