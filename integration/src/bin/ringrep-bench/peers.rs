@@ -336,7 +336,7 @@ impl Target {
                         .query_async::<()>(&mut c)
                         .await?;
                     let info: String = redis::cmd("INFO").arg("server").query_async(&mut c).await?;
-                    pids.push(info_field(&info, "process_id")?);
+                    pids.push(u32::try_from(info_field(&info, "process_id")?)?);
                 }
                 (p, r, pids[0], pids[1])
             }
@@ -912,8 +912,9 @@ async fn mariadb_pid(addr: SocketAddr) -> anyhow::Result<u32> {
         .with_context(|| format!("{file} holds no process id"))
 }
 
-/// A numeric `field:value` line of Redis's INFO output.
-fn info_field(info: &str, field: &str) -> anyhow::Result<u32> {
+/// A numeric `field:value` line of Redis's INFO output. (Replication offsets are byte counts
+/// that pass 4 GiB after a few runs against the same peers.)
+fn info_field(info: &str, field: &str) -> anyhow::Result<u64> {
     info.lines()
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
@@ -1135,6 +1136,11 @@ mod tests {
         assert_eq!(info_field(info, "process_id").ok(), Some(4242));
         assert!(info_field(info, "redis_version").is_err());
         assert!(info_field(info, "missing").is_err());
+        let past_4_gib = "# Replication\r\nmaster_repl_offset:4919682434\r\n";
+        assert_eq!(
+            info_field(past_4_gib, "master_repl_offset").ok(),
+            Some(4_919_682_434)
+        );
     }
 
     #[test]
