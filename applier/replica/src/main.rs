@@ -152,12 +152,6 @@ enum Command {
     },
 }
 
-/// mimalloc rather than glibc's malloc: a write allocates and frees many small buffers on
-/// every worker, and glibc's free lists were 8-9% of a loaded primary's CPU (BENCHMARKS.md,
-/// "The allocator").
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     // A test build (failpoints compiled in) takes injected faults from FAILPOINTS.
     binlog_format::failpoint::setup_from_env();
