@@ -274,6 +274,62 @@ fn a_failed_heal_is_retried() {
     scenario.teardown();
 }
 
+/// A heal that cuts the binlog back but cannot write its count to `binlog.durable` (where
+/// readers in other processes learn that what they read past the durable end is gone) keeps
+/// the writer stopped: commits are refused until a later heal has published it, nothing of
+/// the failed commit is seen, and a node closed meanwhile reopens without it.
+#[test]
+fn a_heal_that_cannot_publish_its_count_is_retried() {
+    let scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, mut s) = ring_engine(dir.path(), BIG_SEGMENTS);
+    s.execute("INSERT INTO r (u, v) VALUES (1, 'kept')")
+        .expect("insert");
+    // Armed only now: every fsync until here wrote binlog.durable. The failed fsync writes
+    // nothing to it; its heal and the next commit's each try once.
+    let publish = fail::FailGuard::new("binlog::durable_write", "2*return(eio)").expect("arm");
+    let fsync = fail::FailGuard::new("binlog::fsync", "1*return(eio)").expect("arm");
+    let e = s
+        .execute("INSERT INTO r (u, v) VALUES (1, 'lost')")
+        .expect_err("the fsync fails");
+    assert_eq!(e.code, 1105, "{e}");
+    drop(fsync);
+    let e = s
+        .execute("INSERT INTO r (u, v) VALUES (1, 'refused')")
+        .expect_err("the heal is not published yet");
+    assert_eq!(e.code, 1105, "{e}");
+    assert_eq!(read(&mut s), ["1 kept"]);
+    assert_eq!(read(&mut session(&engine)), ["1 kept"]);
+    drop(publish);
+    s.execute("INSERT INTO r (u, v) VALUES (1, 'after')")
+        .expect("published, healed");
+    assert_eq!(read(&mut s), ["1 after", "1 kept"]);
+
+    // Closed while the heal is still unpublished: the directory reopens with what was
+    // acknowledged.
+    let publish = fail::FailGuard::new("binlog::durable_write", "return(eio)").expect("arm");
+    let fsync = fail::FailGuard::new("binlog::fsync", "1*return(eio)").expect("arm");
+    let e = s
+        .execute("INSERT INTO r (u, v) VALUES (2, 'lost')")
+        .expect_err("the fsync fails");
+    assert_eq!(e.code, 1105, "{e}");
+    drop(fsync);
+    s.execute("INSERT INTO r (u, v) VALUES (2, 'refused')")
+        .expect_err("the heal is not published");
+    drop(s);
+    drop(engine);
+    drop(publish);
+    let engine = Engine::open(dir.path(), config(BIG_SEGMENTS))
+        .expect("reopen")
+        .0;
+    let mut s = session(&engine);
+    assert_eq!(read(&mut s), ["1 after", "1 kept"]);
+    s.execute("INSERT INTO r (u, v) VALUES (2, 'reopened')")
+        .expect("insert after reopening");
+    assert_eq!(read(&mut s), ["1 after", "1 kept", "2 reopened"]);
+    scenario.teardown();
+}
+
 /// The faults of a snapshot file's write (snapshots and backups are the same file).
 const SNAPSHOT_FAULTS: &[(&str, &str)] = &[
     ("snapshot::write", "1*return(short)"),
