@@ -205,6 +205,9 @@ pub struct SegmentCursor {
     gained: usize,
     /// The owner's stamp on what the cursor holds (see [`SegmentCursor::stamp`]).
     epoch: Option<u64>,
+    /// The length of the frame [`SegmentCursor::read_next`] last returned, which ends at
+    /// `pos`; 0 once anything else happened.
+    last_frame: usize,
     /// The segment's fixed 24-byte prelude, checked (magic number, supported version).
     pub prelude: Prelude,
     /// The segment's first frame: the databases and tables as they were when the segment was
@@ -251,6 +254,7 @@ impl SegmentCursor {
             follow: false,
             gained: 0,
             epoch: None,
+            last_frame: 0,
             prelude: Prelude {
                 version: 0,
                 server_id: 0,
@@ -379,7 +383,15 @@ impl SegmentCursor {
         self.buf_start = offset;
         self.pos = 0;
         self.epoch = None;
+        self.last_frame = 0;
         Ok(())
+    }
+
+    /// The frame of the record [`SegmentCursor::read_next`] just returned, header included,
+    /// byte for byte as the segment holds it; `None` after anything else. A reader passing
+    /// records on in their frames sends these bytes instead of encoding the record again.
+    pub fn last_frame(&self) -> Option<&[u8]> {
+        (self.last_frame > 0).then(|| &self.buf[self.pos - self.last_frame..self.pos])
     }
 
     /// Stamps what the cursor holds with `epoch`, unless it is stamped already: the first
@@ -481,6 +493,7 @@ impl SegmentCursor {
 
     /// The next record, or where the readable part of the segment ends for now.
     pub fn read_next(&mut self) -> Result<Next> {
+        self.last_frame = 0;
         let mut refilled = false;
         // Whether the last refill read past the end of what the buffer held.
         let mut grew = false;
@@ -516,6 +529,7 @@ impl SegmentCursor {
                             reason: e.to_string(),
                         })?;
                     self.pos += len;
+                    self.last_frame = len;
                     return Ok(Next::Record {
                         position,
                         record,

@@ -243,6 +243,13 @@ impl Tailer {
         self.last_end
     }
 
+    /// The frame of the record [`Tailer::next_timeout`] just returned, header included, byte
+    /// for byte as its segment holds it (see [`SegmentCursor::last_frame`]); `None` after
+    /// anything else.
+    pub fn last_frame(&self) -> Option<&[u8]> {
+        self.cursor.as_ref()?.last_frame()
+    }
+
     /// The next record, waiting up to `timeout` for one to be written. `Ok(None)` means none
     /// arrived in time.
     pub fn next_timeout(&mut self, timeout: Duration) -> Result<Option<(Position, Record)>> {

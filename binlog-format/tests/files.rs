@@ -350,12 +350,20 @@ fn tailer_follows_rotation_and_resumes_from_a_sequence() {
             .expect("a record");
         seen += 1;
         assert_eq!(rec, ring_insert(seen));
+        // The frame the stream passes on as it is: the bytes the record encodes to.
+        let mut framed = Vec::new();
+        binlog_format::frame::write_frame_with(&mut framed, |b| {
+            binlog_format::codec::encode_record_into(&rec, b)
+        })
+        .expect("frame");
+        assert_eq!(tailer.last_frame(), Some(&framed[..]), "seq {seen}");
     }
     writer.join().expect("writer thread");
     assert!(tailer
         .next_timeout(Duration::from_millis(20))
         .expect("tail")
         .is_none());
+    assert_eq!(tailer.last_frame(), None, "after a look that found nothing");
     // A tailer in "another process" (no notifier) starting in the middle.
     let mut from_150 = Tailer::open(&path, StartAt::Seq(150));
     let (_, rec) = from_150

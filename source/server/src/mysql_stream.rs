@@ -87,6 +87,7 @@ impl Encode for MysqlEncoding {
         at: Position,
         _end: Position,
         tx: binlog_format::Transaction,
+        _frame: Option<&[u8]>,
     ) -> Result<Vec<Vec<u8>>, Error> {
         let mut out = Vec::new();
         if at.segment != self.segment {

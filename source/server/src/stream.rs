@@ -161,12 +161,14 @@ impl Drop for Registered<'_> {
 /// How a stream's transactions become packets: ringrep's frames or MySQL's events. Called
 /// by the stream's [`Reader`] for each durable transaction, in sequence order, once.
 pub(crate) trait Encode: Send {
-    /// The packets of `tx`, whose record starts at `at` and ends at `end` in the binlog.
+    /// The packets of `tx`, whose record starts at `at` and ends at `end` in the binlog;
+    /// `frame` is the record's frame as the segment holds it, when the reader has it at hand.
     fn transaction(
         &mut self,
         at: Position,
         end: Position,
         tx: binlog_format::Transaction,
+        frame: Option<&[u8]>,
     ) -> Result<Vec<Vec<u8>>, Error>;
 
     /// Where the stream stands after what was encoded so far (segment, position), for the
@@ -185,8 +187,15 @@ impl Encode for Frames {
         at: Position,
         _end: Position,
         tx: binlog_format::Transaction,
+        frame_bytes: Option<&[u8]>,
     ) -> Result<Vec<Vec<u8>>, Error> {
-        Ok(vec![frame(&Record::Transaction(tx), Some(at))?])
+        // The frame read from the segment is copied, not encoded again from the decoded
+        // record: a third of the allocations of a write were the stream's (BENCHMARKS.md,
+        // "The allocator, a fourth time"). Its checksum was checked when it was read.
+        Ok(vec![match frame_bytes {
+            Some(bytes) => packet_of(at, bytes.len(), |out| out.extend_from_slice(bytes)),
+            None => frame(&Record::Transaction(tx), Some(at))?,
+        }])
     }
 }
 
@@ -470,15 +479,25 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
 
 /// One stream packet: `0x00`, the record's position in the binlog, and its frame.
 fn frame(record: &Record, at: Option<Position>) -> binlog_format::Result<Vec<u8>> {
-    let mut out = vec![0u8];
     let at = at.unwrap_or(Position {
         segment: 0,
         offset: 0,
     });
+    let mut written = Ok(());
+    let out = packet_of(at, 0, |out| {
+        written = write_frame_with(out, |buf| codec::encode_record_into(record, buf));
+    });
+    written.map(|()| out)
+}
+
+/// A stream packet at `at` whose frame `put` appends (`len` bytes, when known).
+fn packet_of(at: Position, len: usize, put: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let mut out = Vec::with_capacity(17 + len);
+    out.push(0);
     out.extend_from_slice(&at.segment.to_le_bytes());
     out.extend_from_slice(&at.offset.to_le_bytes());
-    write_frame_with(&mut out, |buf| codec::encode_record_into(record, buf))?;
-    Ok(out)
+    put(&mut out);
+    out
 }
 
 /// Ends a replica's stream request with MySQL's error 1236 (`why`), logged: the replica
@@ -799,6 +818,8 @@ impl Reader {
         self.behind = false;
         // Counted in packets, as the channel's batches were: a transaction may be many.
         while batch.len() < BATCH {
+            // Whether `t` is the record the tailer just read (its frame is at hand).
+            let mut fresh = false;
             let (pos, end, t) = match self.held.take() {
                 Some(held) => held,
                 None => match self.tailer.next_timeout(Duration::ZERO) {
@@ -814,6 +835,7 @@ impl Reader {
                             )));
                         }
                         let end = self.tailer.last_end().unwrap_or(pos);
+                        fresh = true;
                         (pos, end, t)
                     }
                     Ok(None) if self.end_when_caught_up && batch.is_empty() => {
@@ -843,7 +865,12 @@ impl Reader {
                 }
             }
             self.expected += 1;
-            match self.encoder.transaction(pos, end, t) {
+            let frame = if fresh {
+                self.tailer.last_frame()
+            } else {
+                None
+            };
+            match self.encoder.transaction(pos, end, t, frame) {
                 Ok(f) => batch.extend(f),
                 Err(e) => return Step::Failed(e),
             }
