@@ -244,8 +244,8 @@ impl Tailer {
     }
 
     /// The frame of the record [`Tailer::next_timeout`] just returned, header included, byte
-    /// for byte as its segment holds it (see [`SegmentCursor::last_frame`]); `None` after
-    /// anything else.
+    /// for byte as its segment holds it (see [`SegmentCursor::last_frame`]); `None` after a
+    /// call that returned no record. Not to be asked after a call that failed.
     pub fn last_frame(&self) -> Option<&[u8]> {
         self.cursor.as_ref()?.last_frame()
     }
