@@ -20,8 +20,11 @@ for line in p.stdout:
         addr = m.group(1); break
 if addr is None:
     sys.exit(f"{build}/ringrep-source exited before it listened (status {p.wait()})")
-# Its later output is read and dropped so that a full pipe never stops it.
-threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
+def drain():
+    # Its later output is read and dropped so that a full pipe never stops it.
+    for _ in p.stdout:
+        pass
+threading.Thread(target=drain, daemon=True).start()
 host, port = addr.rsplit(":", 1)
 
 def rss():

@@ -193,7 +193,11 @@ impl Encode for Frames {
         // record: a third of the allocations of a write were the stream's (BENCHMARKS.md,
         // "The allocator, a fourth time"). Its checksum was checked when it was read.
         Ok(vec![match frame_bytes {
-            Some(bytes) => packet_of(at, bytes.len(), |out| out.extend_from_slice(bytes)),
+            Some(bytes) => {
+                let mut out = packet_head(at, bytes.len());
+                out.extend_from_slice(bytes);
+                out
+            }
             None => frame(&Record::Transaction(tx), Some(at))?,
         }])
     }
@@ -483,20 +487,18 @@ fn frame(record: &Record, at: Option<Position>) -> binlog_format::Result<Vec<u8>
         segment: 0,
         offset: 0,
     });
-    let mut written = Ok(());
-    let out = packet_of(at, 0, |out| {
-        written = write_frame_with(out, |buf| codec::encode_record_into(record, buf));
-    });
-    written.map(|()| out)
+    let mut out = packet_head(at, 0);
+    write_frame_with(&mut out, |buf| codec::encode_record_into(record, buf))?;
+    Ok(out)
 }
 
-/// A stream packet at `at` whose frame `put` appends (`len` bytes, when known).
-fn packet_of(at: Position, len: usize, put: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
-    let mut out = Vec::with_capacity(17 + len);
+/// The start of a stream packet at `at` (`0x00` and the position), with room for a frame of
+/// `frame_len` bytes after it.
+fn packet_head(at: Position, frame_len: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(17 + frame_len);
     out.push(0);
     out.extend_from_slice(&at.segment.to_le_bytes());
     out.extend_from_slice(&at.offset.to_le_bytes());
-    put(&mut out);
     out
 }
 
