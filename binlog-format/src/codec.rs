@@ -179,6 +179,18 @@ pub fn decode_record(bytes: &[u8]) -> Result<Record> {
     }
 }
 
+/// A record with a transaction's events left unread (`events` empty): what a reader needs
+/// that passes the record's frame on as it is and only looks at its sequence number (the
+/// primary's replication stream). The events are not checked: a record whose head is well
+/// formed passes here whatever follows it (its frame's checksum was checked), and is judged
+/// by whoever decodes it whole. Records other than transactions are decoded whole.
+pub fn decode_record_head(bytes: &[u8]) -> Result<Record> {
+    match crate::fast_codec::record_head(bytes) {
+        Some(record) => Ok(record),
+        None => decode_record(bytes),
+    }
+}
+
 /// Decodes a row (`Vec<Value>`, how the engine stores rows) like [`decode_record`] does.
 pub fn decode_row(bytes: &[u8]) -> Result<Vec<Value>> {
     match crate::fast_codec::row(bytes) {

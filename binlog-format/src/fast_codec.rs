@@ -223,6 +223,21 @@ impl<'a> Cursor<'a> {
     }
 
     fn transaction(&mut self) -> Option<Transaction> {
+        let mut tx = self.transaction_head()?;
+        let n = self.len()?;
+        tx.events.reserve_exact(n);
+        for _ in 0..n {
+            // DDL events are rare and large: bincode's own decoder takes the whole record.
+            if self.u32()? != 0 {
+                return None;
+            }
+            tx.events.push(Event::Row(self.row_event()?));
+        }
+        Some(tx)
+    }
+
+    /// A transaction's fields before its events; `events` is left empty.
+    fn transaction_head(&mut self) -> Option<Transaction> {
         let server_id = self.u32()?;
         let seq = self.u64()?;
         let commit_time_us = self.i64()?;
@@ -234,21 +249,12 @@ impl<'a> Cursor<'a> {
             }),
             _ => return None,
         };
-        let n = self.len()?;
-        let mut events = Vec::with_capacity(n);
-        for _ in 0..n {
-            // DDL events are rare and large: bincode's own decoder takes the whole record.
-            if self.u32()? != 0 {
-                return None;
-            }
-            events.push(Event::Row(self.row_event()?));
-        }
         Some(Transaction {
             server_id,
             seq,
             commit_time_us,
             origin,
-            events,
+            events: Vec::new(),
         })
     }
 
@@ -466,6 +472,17 @@ pub(crate) fn record(bytes: &[u8]) -> Option<Record> {
     c.finish(Record::Transaction(tx))
 }
 
+/// The head of a transaction's record (see [`codec::decode_record_head`](crate::codec::decode_record_head)):
+/// the transaction with `events` empty, the events not read; `None` when the payload is not a
+/// transaction or its head is malformed.
+pub(crate) fn record_head(bytes: &[u8]) -> Option<Record> {
+    let mut c = Cursor { bytes };
+    if c.u32()? != 0 {
+        return None;
+    }
+    c.transaction_head().map(Record::Transaction)
+}
+
 /// A `Vec<Value>` when well formed; `None` otherwise.
 pub(crate) fn row(bytes: &[u8]) -> Option<Vec<Value>> {
     let mut c = Cursor { bytes };
@@ -491,6 +508,29 @@ mod tests {
     use super::*;
     use crate::codec;
     use crate::events::samples;
+
+    /// A record's head is the whole record's, events left out; a payload cut after the head
+    /// passes (the events are not read), and what is not a transaction is not a head.
+    #[test]
+    fn heads_are_transactions_without_their_events() {
+        for tx in samples::transactions() {
+            let bytes = codec::encode(&Record::Transaction(tx.clone())).expect("encode");
+            let head = Transaction {
+                events: Vec::new(),
+                ..tx
+            };
+            assert_eq!(record_head(&bytes), Some(Record::Transaction(head.clone())));
+            let cut = &bytes[..bytes.len() - 1];
+            assert_eq!(record_head(cut), Some(Record::Transaction(head)));
+        }
+        let hb = Record::Heartbeat(crate::events::Heartbeat {
+            server_id: 1,
+            last_seq: 9,
+            time_us: 5,
+        });
+        assert_eq!(record_head(&codec::encode(&hb).expect("encode")), None);
+        assert_eq!(record_head(&[0, 1]), None, "a head cut short");
+    }
 
     #[test]
     fn sample_transactions_decode_as_bincode_does() {

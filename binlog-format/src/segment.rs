@@ -208,6 +208,8 @@ pub struct SegmentCursor {
     /// The length of the frame [`SegmentCursor::read_next`] last returned, which ends at
     /// `pos`; 0 once anything else happened.
     last_frame: usize,
+    /// Transactions are read to their head only ([`SegmentCursor::set_heads_only`]).
+    heads_only: bool,
     /// The segment's fixed 24-byte prelude, checked (magic number, supported version).
     pub prelude: Prelude,
     /// The segment's first frame: the databases and tables as they were when the segment was
@@ -255,6 +257,7 @@ impl SegmentCursor {
             gained: 0,
             epoch: None,
             last_frame: 0,
+            heads_only: false,
             prelude: Prelude {
                 version: 0,
                 server_id: 0,
@@ -322,6 +325,13 @@ impl SegmentCursor {
     /// zeros it found reads the file to its end once.
     pub fn set_follow(&mut self, on: bool) {
         self.follow = on;
+    }
+
+    /// Whether [`SegmentCursor::read_next`] reads a transaction's head only, leaving its
+    /// `events` empty (see [`codec::decode_record_head`]): for a reader that passes frames on
+    /// as they are ([`SegmentCursor::last_frame`]).
+    pub fn set_heads_only(&mut self, on: bool) {
+        self.heads_only = on;
     }
 
     /// The segment number, as in its file name `binlog.NNNNNN`.
@@ -523,11 +533,15 @@ impl SegmentCursor {
                     });
                 }
                 FrameScan::Frame { payload, len } => {
-                    let record: Record =
-                        codec::decode_record(payload).map_err(|e| Error::Corruption {
-                            position,
-                            reason: e.to_string(),
-                        })?;
+                    let decoded = if self.heads_only {
+                        codec::decode_record_head(payload)
+                    } else {
+                        codec::decode_record(payload)
+                    };
+                    let record: Record = decoded.map_err(|e| Error::Corruption {
+                        position,
+                        reason: e.to_string(),
+                    })?;
                     self.pos += len;
                     self.last_frame = len;
                     return Ok(Next::Record {

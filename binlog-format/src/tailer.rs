@@ -49,6 +49,8 @@ pub struct Tailer {
     /// Where the last look found what looked like damage; judged at a second look (see
     /// [`Tailer::look_again`]).
     suspect: Option<Position>,
+    /// Transactions are read to their head only (see [`Tailer::heads_only`]).
+    heads_only: bool,
 }
 
 /// What [`Tailer::judge`] decided about a record.
@@ -131,6 +133,7 @@ impl Tailer {
         let heals = self.durable.heal_changes();
         let mut cursor = SegmentCursor::open(&self.dir, number, self.max_frame)?.follow();
         cursor.stamp(heals);
+        cursor.set_heads_only(self.heads_only);
         Ok(cursor)
     }
 
@@ -152,6 +155,7 @@ impl Tailer {
             writerless: false,
             last_end: None,
             suspect: None,
+            heads_only: false,
         }
     }
 
@@ -162,6 +166,17 @@ impl Tailer {
         let durable = std::mem::replace(&mut self.durable, DurableEnd::new(&self.dir));
         self.durable = durable.with_notifier(Arc::clone(&notifier));
         self.notifier = Some(notifier);
+        self
+    }
+
+    /// Transactions come back with their events unread (`events` empty; their sequence
+    /// number, server id, commit time and origin are read), for a reader that passes each
+    /// frame on as it is ([`Tailer::last_frame`]): see [`codec::decode_record_head`](crate::codec::decode_record_head).
+    pub fn heads_only(mut self) -> Tailer {
+        self.heads_only = true;
+        if let Some(c) = self.cursor.as_mut() {
+            c.set_heads_only(true);
+        }
         self
     }
 

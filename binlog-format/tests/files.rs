@@ -373,6 +373,45 @@ fn tailer_follows_rotation_and_resumes_from_a_sequence() {
     assert_eq!(rec, ring_insert(150));
 }
 
+/// A tailer of heads (the replication stream's) reads the same records at the same places
+/// with the same frames as a whole one, across rotations, with the transactions' events left
+/// out.
+#[test]
+fn a_tailer_of_heads_reads_what_a_whole_one_reads_without_events() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    let (w, _) = BinlogWriter::open(&path, opts(2048, SyncPolicy::Never)).expect("writer");
+    for seq in 1..=120 {
+        w.append_commit(&ring_insert(seq)).expect("append");
+    }
+    let mut whole = Tailer::open(&path, StartAt::Seq(3)).with_notifier(w.notifier());
+    let mut heads = Tailer::open(&path, StartAt::Seq(3))
+        .with_notifier(w.notifier())
+        .heads_only();
+    for seq in 3..=120 {
+        let (at, rec) = whole
+            .next_timeout(Duration::from_secs(5))
+            .expect("tail")
+            .expect("record");
+        let (head_at, head) = heads
+            .next_timeout(Duration::from_secs(5))
+            .expect("tail")
+            .expect("record");
+        assert_eq!(head_at, at, "seq {seq}");
+        assert_eq!(heads.last_end(), whole.last_end(), "seq {seq}");
+        assert_eq!(heads.last_frame(), whole.last_frame(), "seq {seq}");
+        let Record::Transaction(mut tx) = rec else {
+            panic!("seq {seq}: {rec:?}");
+        };
+        assert_eq!(tx.seq, seq);
+        assert!(!tx.events.is_empty());
+        tx.events.clear();
+        assert_eq!(head, Record::Transaction(tx), "seq {seq}");
+    }
+    assert!(list_segments(&path).expect("segments").len() > 2, "rotated");
+    assert!(heads.next_timeout(Duration::ZERO).expect("tail").is_none());
+}
+
 /// A tailer passes on only what the writer has fsynced: a record written to the OS and not
 /// yet synced (lost to a power cut, or cut back by a heal) waits, in this process (with the
 /// notifier) and in another (without); once the writer is gone, what the files hold is read.

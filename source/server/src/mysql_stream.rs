@@ -87,9 +87,9 @@ impl Encode for MysqlEncoding {
         at: Position,
         _end: Position,
         tx: binlog_format::Transaction,
-        _frame: Option<&[u8]>,
-    ) -> Result<Vec<Vec<u8>>, Error> {
-        let mut out = Vec::new();
+        _frame: &[u8],
+        out: &mut Vec<Vec<u8>>,
+    ) -> Result<(), Error> {
         if at.segment != self.segment {
             // The file ended with a ROTATE to the next, which starts with its format.
             let w = &self.encoder.writer;
@@ -103,7 +103,7 @@ impl Encode for MysqlEncoding {
         let (events, end) = mysql_positions::encode(&self.encoder, &mut self.schema, &tx, self.pos);
         self.pos = end;
         out.extend(events.into_iter().map(packet));
-        Ok(out)
+        Ok(())
     }
 
     fn position(&self) -> Option<(u64, u64)> {

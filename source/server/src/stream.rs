@@ -161,15 +161,23 @@ impl Drop for Registered<'_> {
 /// How a stream's transactions become packets: ringrep's frames or MySQL's events. Called
 /// by the stream's [`Reader`] for each durable transaction, in sequence order, once.
 pub(crate) trait Encode: Send {
-    /// The packets of `tx`, whose record starts at `at` and ends at `end` in the binlog;
-    /// `frame` is the record's frame as the segment holds it, when the reader has it at hand.
+    /// Appends to `out` the packets of `tx`, whose record starts at `at` and ends at `end` in
+    /// the binlog; `frame` is the record's frame as the segment holds it. `tx` has its events
+    /// only when [`Encode::needs_events`] says so.
     fn transaction(
         &mut self,
         at: Position,
         end: Position,
         tx: binlog_format::Transaction,
-        frame: Option<&[u8]>,
-    ) -> Result<Vec<Vec<u8>>, Error>;
+        frame: &[u8],
+        out: &mut Vec<Vec<u8>>,
+    ) -> Result<(), Error>;
+
+    /// Whether [`Encode::transaction`] reads the transaction's events; without them the
+    /// reader reads only each record's head (its sequence number).
+    fn needs_events(&self) -> bool {
+        true
+    }
 
     /// Where the stream stands after what was encoded so far (segment, position), for the
     /// heartbeats of an encoding that has positions of its own.
@@ -186,20 +194,22 @@ impl Encode for Frames {
         &mut self,
         at: Position,
         _end: Position,
-        tx: binlog_format::Transaction,
-        frame_bytes: Option<&[u8]>,
-    ) -> Result<Vec<Vec<u8>>, Error> {
+        _tx: binlog_format::Transaction,
+        frame: &[u8],
+        out: &mut Vec<Vec<u8>>,
+    ) -> Result<(), Error> {
         // The frame read from the segment is copied, not encoded again from the decoded
         // record: a third of the allocations of a write were the stream's (BENCHMARKS.md,
-        // "The allocator, a fourth time"). Its checksum was checked when it was read.
-        Ok(vec![match frame_bytes {
-            Some(bytes) => {
-                let mut out = packet_head(at, bytes.len());
-                out.extend_from_slice(bytes);
-                out
-            }
-            None => frame(&Record::Transaction(tx), Some(at))?,
-        }])
+        // "The allocator, a fourth time"). Its checksum was checked when it was read; its
+        // events are decoded by the replica, which applies them.
+        let mut packet = packet_head(at, frame.len());
+        packet.extend_from_slice(frame);
+        out.push(packet);
+        Ok(())
+    }
+
+    fn needs_events(&self) -> bool {
+        false
     }
 }
 
@@ -481,12 +491,12 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
     }
 }
 
-/// One stream packet: `0x00`, the record's position in the binlog, and its frame.
-fn frame(record: &Record, at: Option<Position>) -> binlog_format::Result<Vec<u8>> {
-    let at = at.unwrap_or(Position {
+/// A heartbeat's stream packet: `0x00`, a position of zeros, and the record's frame.
+fn heartbeat_packet(record: &Record) -> binlog_format::Result<Vec<u8>> {
+    let at = Position {
         segment: 0,
         offset: 0,
-    });
+    };
     let mut out = packet_head(at, 0);
     write_frame_with(&mut out, |buf| codec::encode_record_into(record, buf))?;
     Ok(out)
@@ -631,7 +641,7 @@ fn heartbeat(engine: &ringrep_engine::Engine) -> io::Result<Vec<u8>> {
         time_us: engine.now_us(),
         last_seq: engine.durable_seq(),
     });
-    frame(&hb, None).map_err(io::Error::other)
+    heartbeat_packet(&hb).map_err(io::Error::other)
 }
 
 /// Snapshot bytes per stream packet while provisioning.
@@ -742,8 +752,14 @@ fn tailer_at(
     engine: &ringrep_engine::Engine,
     seq: u64,
     notifier: Option<Arc<binlog_format::Notifier>>,
+    events: bool,
 ) -> Tailer {
-    Tailer::open(&engine.binlog_dir(), StartAt::Seq(seq)).with_notifier_if(notifier)
+    let tailer = Tailer::open(&engine.binlog_dir(), StartAt::Seq(seq)).with_notifier_if(notifier);
+    if events {
+        tailer
+    } else {
+        tailer.heads_only()
+    }
 }
 
 /// Reads a stream's binlog from a sequence number and encodes each transaction once it is
@@ -761,12 +777,40 @@ pub(crate) struct Reader {
     expected: u64,
     /// The last durable sequence number the engine named.
     durable: u64,
-    /// A transaction read before it was durable, sent first once it is.
-    held: Option<(Position, Position, binlog_format::Transaction)>,
+    /// A transaction read before it was durable, with its frame, sent first once it is.
+    held: Option<Held>,
     encoder: Box<dyn Encode>,
     end_when_caught_up: bool,
     /// Whether the last look filled a whole batch: the reader is behind the binlog's end.
     behind: bool,
+}
+
+/// A transaction the reader read: where its record starts and ends, the transaction (its
+/// events only when the encoder needs them), and its frame once it is held back (before, the
+/// tailer's last).
+struct Held {
+    at: Position,
+    end: Position,
+    tx: binlog_format::Transaction,
+    frame: Option<Vec<u8>>,
+}
+
+impl Held {
+    /// The same, with its frame copied out of the tailer (that has just read it).
+    fn with_frame(mut self, tailer: &Tailer) -> Result<Held, Error> {
+        if self.frame.is_none() {
+            let frame = tailer.last_frame().ok_or_else(|| no_frame(self.at))?;
+            self.frame = Some(frame.to_vec());
+        }
+        Ok(self)
+    }
+}
+
+/// A transaction read whose frame the tailer does not have: a bug, never sent as something else.
+fn no_frame(at: Position) -> Error {
+    Error::internal(format!(
+        "replication stream: the frame of the transaction at {at} is not at hand"
+    ))
 }
 
 impl Reader {
@@ -780,7 +824,7 @@ impl Reader {
     ) -> Reader {
         let notifier = engine.notifier();
         Reader {
-            tailer: tailer_at(engine, from, notifier.clone()),
+            tailer: tailer_at(engine, from, notifier.clone(), encoder.needs_events()),
             notifier,
             heals: engine.binlog_heals(),
             engine: engine.clone(),
@@ -809,7 +853,12 @@ impl Reader {
         self.heals = self.engine.binlog_heals();
         self.durable = 0;
         self.held = None;
-        self.tailer = tailer_at(&self.engine, self.expected, self.notifier.clone());
+        self.tailer = tailer_at(
+            &self.engine,
+            self.expected,
+            self.notifier.clone(),
+            self.encoder.needs_events(),
+        );
     }
 
     /// Reads and encodes the durable transactions there are, until [`BATCH`] packets.
@@ -820,9 +869,9 @@ impl Reader {
         self.behind = false;
         // Counted in packets, as the channel's batches were: a transaction may be many.
         while batch.len() < BATCH {
-            // Whether `t` is the record the tailer just read (its frame is at hand).
-            let mut fresh = false;
-            let (pos, end, t) = match self.held.take() {
+            // A transaction held back, or the one the tailer reads now (whose frame is then
+            // the tailer's last).
+            let held = match self.held.take() {
                 Some(held) => held,
                 None => match self.tailer.next_timeout(Duration::ZERO) {
                     Ok(Some((_, Record::Heartbeat(_)))) => continue,
@@ -837,8 +886,12 @@ impl Reader {
                             )));
                         }
                         let end = self.tailer.last_end().unwrap_or(pos);
-                        fresh = true;
-                        (pos, end, t)
+                        Held {
+                            at: pos,
+                            end,
+                            tx: t,
+                            frame: None,
+                        }
                     }
                     Ok(None) if self.end_when_caught_up && batch.is_empty() => {
                         return Step::CaughtUp;
@@ -854,27 +907,34 @@ impl Reader {
             // Never ahead of what the primary has made durable. (Asked only when the last
             // answer does not cover this transaction: the answer takes the binlog writer's
             // lock, which committers need.)
-            if self.durable < t.seq {
+            let seq = held.tx.seq;
+            if self.durable < seq {
                 self.durable = self.engine.durable_seq();
                 if self.engine.binlog_heals() != self.heals {
                     self.reopen();
                     continue;
                 }
-                if self.durable < t.seq {
-                    // What is durable already goes out now, not after the batch fills.
-                    self.held = Some((pos, end, t));
+                if self.durable < seq {
+                    // What is durable already goes out now, not after the batch fills. The
+                    // frame is kept: the tailer's next read replaces its last.
+                    match held.with_frame(&self.tailer) {
+                        Ok(held) => self.held = Some(held),
+                        Err(e) => return Step::Failed(e),
+                    }
                     break;
                 }
             }
             self.expected += 1;
-            let frame = if fresh {
-                self.tailer.last_frame()
-            } else {
-                None
+            let Held { at, end, tx, frame } = held;
+            let frame = match &frame {
+                Some(kept) => Some(kept.as_slice()),
+                None => self.tailer.last_frame(),
             };
-            match self.encoder.transaction(pos, end, t, frame) {
-                Ok(f) => batch.extend(f),
-                Err(e) => return Step::Failed(e),
+            let Some(frame) = frame else {
+                return Step::Failed(no_frame(at));
+            };
+            if let Err(e) = self.encoder.transaction(at, end, tx, frame, &mut batch) {
+                return Step::Failed(e);
             }
         }
         if batch.is_empty() {
