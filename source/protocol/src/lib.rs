@@ -157,12 +157,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Packets<S> {
     /// closed the connection between packets. The next write answers it (sequence + 1).
     pub async fn read(&mut self) -> Result<Option<Vec<u8>>, ReadError> {
         let mut payload = Vec::new();
+        Ok(self.read_into(&mut payload).await?.then_some(payload))
+    }
+
+    /// [`Packets::read`] into `payload` (cleared first), whose allocation a caller reading
+    /// packet after packet keeps; `false` when the client closed the connection between
+    /// packets.
+    pub async fn read_into(&mut self, payload: &mut Vec<u8>) -> Result<bool, ReadError> {
+        payload.clear();
         let mut first = true;
         loop {
             let mut header = [0u8; 4];
             match self.io.read_exact(&mut header).await {
                 Ok(_) => {}
-                Err(e) if first && e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+                Err(e) if first && e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
                 Err(e) => return Err(e.into()),
             }
             first = false;
@@ -175,7 +183,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Packets<S> {
             payload.resize(start + len, 0);
             self.io.read_exact(&mut payload[start..]).await?;
             if len < MAX_CHUNK {
-                return Ok(Some(payload));
+                return Ok(true);
             }
         }
     }
@@ -218,18 +226,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Packets<S> {
 
 /// Appends MySQL's length-encoded integer.
 pub fn put_lenenc_int(out: &mut Vec<u8>, n: u64) {
-    if n < 251 {
-        out.push(n as u8);
+    let (b, len) = lenenc_int(n);
+    out.extend_from_slice(&b[..len]);
+}
+
+/// MySQL's length-encoded integer: its bytes, and how many of them are used.
+fn lenenc_int(n: u64) -> ([u8; 9], usize) {
+    let mut b = [0; 9];
+    let width = if n < 251 {
+        b[0] = n as u8;
+        return (b, 1);
     } else if n < 1 << 16 {
-        out.push(0xfc);
-        out.extend_from_slice(&(n as u16).to_le_bytes());
+        b[0] = 0xfc;
+        2
     } else if n < 1 << 24 {
-        out.push(0xfd);
-        out.extend_from_slice(&n.to_le_bytes()[..3]);
+        b[0] = 0xfd;
+        3
     } else {
-        out.push(0xfe);
-        out.extend_from_slice(&n.to_le_bytes());
-    }
+        b[0] = 0xfe;
+        8
+    };
+    b[1..=width].copy_from_slice(&n.to_le_bytes()[..width]);
+    (b, width + 1)
 }
 
 /// Appends a length-encoded string.
@@ -512,22 +530,64 @@ pub fn auth_switch(salt: &[u8; 20]) -> Vec<u8> {
     p
 }
 
+/// A packet of at most [`ShortPacket::CAPACITY`] bytes (OK, EOF), built on the stack: an OK
+/// packet follows every write, and a `Vec` for it was two of a write's allocation calls.
+#[derive(Debug, Clone, Copy)]
+pub struct ShortPacket {
+    buf: [u8; ShortPacket::CAPACITY],
+    len: usize,
+}
+
+impl ShortPacket {
+    /// The longest: an OK packet's header, two 9-byte integers, status and warnings.
+    pub const CAPACITY: usize = 1 + 9 + 9 + 2 + 2;
+
+    fn new(header: u8) -> ShortPacket {
+        let mut p = ShortPacket {
+            buf: [0; ShortPacket::CAPACITY],
+            len: 0,
+        };
+        p.push(&[header]);
+        p
+    }
+
+    fn push(&mut self, b: &[u8]) {
+        self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+    }
+}
+
+impl std::ops::Deref for ShortPacket {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
 /// An OK packet: `0x00 affected last_insert_id status:2 warnings:2` (`0xfe` in place of
 /// `0x00` where it ends a result set under `CLIENT_DEPRECATE_EOF`).
-pub fn ok(header: u8, affected: u64, last_insert_id: u64, status: u16, warnings: u16) -> Vec<u8> {
-    let mut p = vec![header];
-    put_lenenc_int(&mut p, affected);
-    put_lenenc_int(&mut p, last_insert_id);
-    p.extend_from_slice(&status.to_le_bytes());
-    p.extend_from_slice(&warnings.to_le_bytes());
+pub fn ok(
+    header: u8,
+    affected: u64,
+    last_insert_id: u64,
+    status: u16,
+    warnings: u16,
+) -> ShortPacket {
+    let mut p = ShortPacket::new(header);
+    let (b, n) = lenenc_int(affected);
+    p.push(&b[..n]);
+    let (b, n) = lenenc_int(last_insert_id);
+    p.push(&b[..n]);
+    p.push(&status.to_le_bytes());
+    p.push(&warnings.to_le_bytes());
     p
 }
 
 /// An EOF packet: `0xfe warnings:2 status:2`.
-pub fn eof(status: u16, warnings: u16) -> Vec<u8> {
-    let mut p = vec![0xfe];
-    p.extend_from_slice(&warnings.to_le_bytes());
-    p.extend_from_slice(&status.to_le_bytes());
+pub fn eof(status: u16, warnings: u16) -> ShortPacket {
+    let mut p = ShortPacket::new(0xfe);
+    p.push(&warnings.to_le_bytes());
+    p.push(&status.to_le_bytes());
     p
 }
 
@@ -732,6 +792,25 @@ mod tests {
             assert_eq!(c.lenenc_int().expect("read"), n);
             assert_eq!(c.remaining(), 0);
         }
+    }
+
+    /// The largest OK packet fills a `ShortPacket` and reads back field by field.
+    #[test]
+    fn ok_packets_hold_the_largest_values() {
+        for (affected, id) in [(0, 0), (251, 70_000), (u64::MAX, 1 << 24)] {
+            let p = ok(0, affected, id, 0x0202, 3);
+            let mut c = Cursor::new(&p);
+            assert_eq!(c.u8().expect("header"), 0);
+            assert_eq!(c.lenenc_int().expect("affected"), affected);
+            assert_eq!(c.lenenc_int().expect("id"), id);
+            assert_eq!(c.take(4).expect("status, warnings"), [2, 2, 3, 0]);
+            assert_eq!(c.remaining(), 0);
+        }
+        assert_eq!(
+            ok(0xfe, u64::MAX, u64::MAX, 0, 0).len(),
+            ShortPacket::CAPACITY
+        );
+        assert_eq!(&*eof(2, 1), b"\xfe\x01\x00\x02\x00");
     }
 
     /// A truncated packet is an error, never a panic.

@@ -32,6 +32,10 @@ pub(crate) fn version() -> String {
 /// MySQL's default `max_allowed_packet`: the largest command a client may send.
 pub(crate) const MAX_ALLOWED_PACKET: usize = 64 << 20;
 
+/// The largest command buffer a connection keeps between commands: a large packet's (a
+/// LOAD DATA, a long multi-row INSERT) is freed after it, not held while the client idles.
+const KEPT_PACKET_BUFFER: usize = 64 << 10;
+
 /// Command bytes (`COM_*`).
 mod com {
     pub(super) const QUIT: u8 = 0x01;
@@ -399,17 +403,22 @@ impl Conn {
         mut packets: Packets<S>,
     ) -> io::Result<()> {
         let kill = self.kill.clone();
+        // One buffer for every command packet of the connection (a small one is kept).
+        let mut payload = Vec::new();
         loop {
             if kill.as_ref().is_some_and(|k| k.is_killed()) {
                 return Ok(());
             }
+            if payload.capacity() > KEPT_PACKET_BUFFER {
+                payload = Vec::new();
+            }
             let read = tokio::select! {
-                r = packets.read() => r,
+                r = packets.read_into(&mut payload) => r,
                 () = super::processes::killed(kill.as_deref()) => return Ok(()),
             };
-            let payload = match read {
-                Ok(Some(p)) => p,
-                Ok(None) => return Ok(()),
+            match read {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
                 Err(ReadError::Io(e)) => return Err(e),
                 Err(ReadError::TooLarge) => {
                     let e = packet_too_large();
@@ -417,7 +426,7 @@ impl Conn {
                     packets.flush().await?;
                     return Err(io::Error::new(io::ErrorKind::InvalidData, e.message));
                 }
-            };
+            }
             let Some((&command, body)) = payload.split_first() else {
                 packets.write(&unknown_command()).await?;
                 packets.flush().await?;
@@ -1004,12 +1013,12 @@ impl Conn {
         }
     }
 
-    fn ok(&self, affected: u64, done: Done) -> Vec<u8> {
+    fn ok(&self, affected: u64, done: Done) -> protocol::ShortPacket {
         protocol::ok(0, affected, done.last_insert_id, done.status, 0)
     }
 
     /// What ends a result set: OK with the 0xfe header, or EOF for older clients.
-    fn end_of_rows(&self, done: Done) -> Vec<u8> {
+    fn end_of_rows(&self, done: Done) -> protocol::ShortPacket {
         if self.caps & cap::DEPRECATE_EOF != 0 {
             protocol::ok(0xfe, 0, 0, done.status, 0)
         } else {

@@ -336,7 +336,7 @@ pub(crate) fn params(
     if count == 0 {
         return Ok(Vec::new());
     }
-    let bitmap = c.take(count.div_ceil(8))?.to_vec();
+    let bitmap = c.take(count.div_ceil(8))?;
     if c.u8()? == 1 {
         types.clear();
         for _ in 0..count {

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use binlog_format::schema::TableDef;
+use binlog_format::schema::{ColumnDefault, TableDef};
 use binlog_format::Value;
 use sqlparser::ast::{Expr, Insert, SetExpr, Statement, TableObject};
 
@@ -32,7 +32,7 @@ pub(crate) struct InsertPlan {
 
 struct Resolved {
     def: Arc<TableDef>,
-    columns: Vec<usize>,
+    columns: Arc<[usize]>,
     twice: bool,
 }
 
@@ -104,16 +104,16 @@ impl InsertPlan {
     }
 
     /// The columns the rows' cells go to in `def`, and whether one is listed twice.
-    fn columns(&self, def: &Arc<TableDef>) -> Result<(Vec<usize>, bool)> {
+    fn columns(&self, def: &Arc<TableDef>) -> Result<(Arc<[usize]>, bool)> {
         let mut resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(r) = resolved.as_ref().filter(|r| Arc::ptr_eq(&r.def, def)) {
-            return Ok((r.columns.clone(), r.twice));
+            return Ok((Arc::clone(&r.columns), r.twice));
         }
-        let columns = super::dml::insert_columns(def, &self.names)?;
+        let columns: Arc<[usize]> = super::dml::insert_columns(def, &self.names)?.into();
         let twice = super::dml::lists_a_column_twice(&columns);
         *resolved = Some(Resolved {
             def: Arc::clone(def),
-            columns: columns.clone(),
+            columns: Arc::clone(&columns),
             twice,
         });
         Ok((columns, twice))
@@ -147,16 +147,16 @@ impl SqlSession {
         values: &[Value],
     ) -> Result<Outcome> {
         self.check_not_firing(&def)?;
-        let (mut columns, twice) = plan.columns(&def)?;
+        let (listed, twice) = plan.columns(&def)?;
         let now = self.session.now_us();
         let tz = self.session.vars.tz_offset;
         let mut rows = Vec::with_capacity(plan.rows.len());
         for (i, cells) in plan.rows.iter().enumerate() {
-            if cells.len() != columns.len() {
+            if cells.len() != listed.len() {
                 return Err(super::dml::wrong_value_count(i + 1));
             }
             let mut row = Vec::with_capacity(cells.len());
-            for (cell, &c) in cells.iter().zip(&columns) {
+            for (cell, &c) in cells.iter().zip(listed.iter()) {
                 row.push(match cell {
                     Cell::Param(p) => self.bound_value(values.get(*p).unwrap_or(&Value::Null))?,
                     Cell::Default => default_value(&def.columns[c], now, tz).unwrap_or(Value::Null),
@@ -168,12 +168,23 @@ impl SqlSession {
         if twice {
             return Err(super::dml::listed_twice());
         }
-        self.fill_generated(&def, &mut columns, &mut rows)?;
+        // The listed columns are shared with every execution; a table with generated
+        // columns gets a list of its own with them added.
+        let generates = def
+            .columns
+            .iter()
+            .any(|c| matches!(c.default, ColumnDefault::Generated { .. }));
+        let mut columns = Vec::new();
+        if generates {
+            columns = listed.to_vec();
+            self.fill_generated(&def, &mut columns, &mut rows)?;
+            columns.dedup();
+        }
         let n = rows.len() as u64;
         let mode = super::dml::insert_mode(plan.ignore);
         let inserted = self.statement(move |s| {
-            columns.dedup();
-            s.session.insert(&def, &columns, rows, mode)
+            let columns = if generates { &columns[..] } else { &listed[..] };
+            s.session.insert(&def, columns, rows, mode)
         })?;
         Ok(self.inserted(n, inserted))
     }
