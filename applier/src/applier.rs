@@ -296,6 +296,17 @@ impl Applier {
         tx: &binlog_format::Transaction,
         position: Position,
     ) -> Result<ApplyOutcome> {
+        self.apply_owned(tx.clone(), position)
+    }
+
+    /// [`Applier::apply_nowait`] of a transaction the caller gives up: its events are moved
+    /// into the commit, not copied (the replica's loop; a copy of every row was a quarter of
+    /// its allocations).
+    fn apply_owned(
+        &mut self,
+        tx: binlog_format::Transaction,
+        position: Position,
+    ) -> Result<ApplyOutcome> {
         let last = self.position(tx.server_id).map_or(0, |p| p.last_seq);
         if tx.seq <= last {
             self.skipped += 1;
@@ -309,8 +320,6 @@ impl Applier {
                 position,
             });
         }
-        let mut extra =
-            vec![self.position_event(tx.server_id, tx.seq, position, tx.commit_time_us)];
         // A transaction the source re-logged from where it first committed (a promoted
         // replica's history, a chain): the replica keeps that origin, and its position for
         // the first server moves too; one it already has from there changes no rows.
@@ -318,32 +327,42 @@ impl Applier {
             server_id: tx.server_id,
             seq: tx.seq,
         });
+        let binlog_format::Transaction {
+            server_id,
+            seq,
+            commit_time_us,
+            mut events,
+            ..
+        } = tx;
         // The source's own apply status is its business: a replica keeps its own.
-        let mut events: Vec<Event> = tx
-            .events
-            .iter()
-            .filter(|e| !ringrep_engine::is_node_local_event(e))
-            .cloned()
-            .collect();
+        events.retain(|e| !ringrep_engine::is_node_local_event(e));
         // This node's own transaction coming back (it was the primary once): never again.
         if origin.server_id == self.session.engine().config().server_id {
             events.clear();
         }
-        if origin.server_id != tx.server_id {
+        let mut origin_position = None;
+        if origin.server_id != server_id {
             let had = self.position(origin.server_id).map_or(0, |p| p.last_seq);
             if origin.seq <= had {
                 events.clear();
             } else {
-                extra.push(self.position_event(
+                origin_position = Some(self.position_event(
                     origin.server_id,
                     origin.seq,
                     position,
-                    tx.commit_time_us,
+                    commit_time_us,
                 ));
             }
         }
+        // The stored positions go last, in the same record as the rows, in the vector the
+        // events came in (one allocation less per transaction than a vector of their own).
+        events.reserve_exact(1 + usize::from(origin_position.is_some()));
+        events.push(self.position_event(server_id, seq, position, commit_time_us));
+        events.extend(origin_position);
         crate::failpoint::hit("apply_before_commit");
-        let committed = self.session.apply_replicated_nowait(events, extra, origin);
+        let committed = self
+            .session
+            .apply_replicated_nowait(events, Vec::new(), origin);
         let (_, lsn) = match committed {
             Ok(c) => c,
             Err(e) => {
@@ -361,8 +380,8 @@ impl Applier {
         crate::failpoint::hit("apply_after_commit");
         self.applied += 1;
         self.lag
-            .record(self.session.engine().now_us() - tx.commit_time_us);
-        Ok(ApplyOutcome::Applied { seq: tx.seq })
+            .record(self.session.engine().now_us() - commit_time_us);
+        Ok(ApplyOutcome::Applied { seq })
     }
 
     /// The write of the stored position: `seq` of `server_id`, read at `position`, committed
@@ -575,14 +594,14 @@ impl Applier {
 
     /// Applies from `source` until `until_seq` is applied, or (with `exit_when_caught_up`)
     /// until the source has nothing new for `idle`. `on_progress` is called after each
-    /// transaction. Returns the last applied sequence.
+    /// transaction, with its sequence number. Returns the last applied sequence.
     pub async fn run(
         &mut self,
         source: &mut dyn EventSource,
         until_seq: Option<u64>,
         exit_when_caught_up: bool,
         idle: Duration,
-        on_progress: &mut (dyn FnMut(&Applier, &SourcedTx) + Send),
+        on_progress: &mut (dyn FnMut(&Applier, u64) + Send),
         stop: &tokio::sync::watch::Receiver<bool>,
     ) -> Result<u64> {
         let mut last = 0;
@@ -617,12 +636,13 @@ impl Applier {
                 }
             }
             match item {
-                Some(item) => {
-                    if until_seq.is_some_and(|u| item.tx.seq > u) {
+                Some(SourcedTx { tx, position }) => {
+                    let seq = tx.seq;
+                    if until_seq.is_some_and(|u| seq > u) {
                         self.flush()?;
                         return Ok(last);
                     }
-                    self.apply_nowait(&item.tx, item.position)?;
+                    self.apply_owned(tx, position)?;
                     if defer {
                         self.sync_soon(true)?;
                     } else {
@@ -632,9 +652,9 @@ impl Applier {
                             unsynced = 0;
                         }
                     }
-                    last = item.tx.seq;
-                    on_progress(self, &item);
-                    if until_seq.is_some_and(|u| item.tx.seq >= u) {
+                    last = seq;
+                    on_progress(self, seq);
+                    if until_seq.is_some_and(|u| seq >= u) {
                         self.flush()?;
                         return Ok(last);
                     }

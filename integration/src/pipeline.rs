@@ -287,7 +287,7 @@ impl Follower {
                     None,
                     false,
                     Duration::from_millis(50),
-                    &mut |_, item| applied.store(item.tx.seq, Ordering::Release),
+                    &mut |_, seq| applied.store(seq, Ordering::Release),
                     &stop_rx,
                 )
                 .await;

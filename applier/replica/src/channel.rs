@@ -653,11 +653,11 @@ async fn run_once(
             limits.until_seq,
             limits.exit_when_caught_up,
             Duration::from_millis(200),
-            &mut |a, item| {
+            &mut |a, seq| {
                 if last_print.elapsed() >= Duration::from_secs(1) {
                     eprintln!(
                         "applied seq {} ({} applied, {} skipped), lag p50 {:.2} ms p99 {:.2} ms",
-                        item.tx.seq,
+                        seq,
                         a.applied,
                         a.skipped,
                         a.lag.percentile(50.0).unwrap_or(0) as f64 / 1000.0,

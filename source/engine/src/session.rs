@@ -5,7 +5,7 @@
 //! the transaction is as it was before the statement. Commit validates unique indexes against
 //! what committed meanwhile, logs the transaction and applies it (see `Engine::commit_events`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -1661,22 +1661,26 @@ fn validate_uniques(st: &State, ops: &[Event], overlay: &Overlay) -> Result<()> 
 /// Checks that every row event of a replicated transaction names a table that exists (or is
 /// created earlier in it) with the right width, so applying cannot fail after logging.
 fn validate_replicated(st: &State, events: &[Event]) -> Result<()> {
-    let mut widths: HashMap<u64, usize> = st
-        .tables
-        .iter()
-        .map(|(id, t)| (*id, t.def.columns.len()))
-        .collect();
+    // Widths the transaction's own DDL set (None: dropped), latest last; nearly every
+    // transaction has none and looks its tables up in the state alone (a map of every
+    // table's width built per transaction was one of a replica's allocations per write, and
+    // grew with the number of tables).
+    let mut by_ddl: Vec<(u64, Option<usize>)> = Vec::new();
     for ev in events {
         match ev {
             Event::Ddl(DdlEvent::CreateTable { table } | DdlEvent::AlterTable { table }) => {
-                widths.insert(table.id, table.columns.len());
+                by_ddl.push((table.id, Some(table.columns.len())));
             }
             Event::Ddl(DdlEvent::DropTable { table_id, .. }) => {
-                widths.remove(table_id);
+                by_ddl.push((*table_id, None));
             }
             Event::Ddl(_) => {}
             Event::Row(r) => {
-                let width = widths.get(&r.table_id).ok_or_else(|| {
+                let width = match by_ddl.iter().rev().find(|(id, _)| *id == r.table_id) {
+                    Some(&(_, width)) => width,
+                    None => st.tables.get(&r.table_id).map(|t| t.def.columns.len()),
+                };
+                let width = &width.ok_or_else(|| {
                     Error::internal(format!(
                         "replicated row for unknown table id {}",
                         r.table_id
@@ -1747,6 +1751,54 @@ mod tests {
         let text = |v: &str| Value::Text(v.into());
         assert_eq!(values(7), [text("kept"), text("a"), text("b")]);
         assert_eq!(values(8), [text("b8")]);
+    }
+
+    /// A replicated row must fit its table as the state has it, or as the same
+    /// transaction's DDL left it (created, altered, dropped).
+    #[test]
+    fn replicated_rows_are_checked_against_the_tables_they_will_meet() {
+        use binlog_format::{Cause, DdlEvent, Event, RowChange, RowEvent};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (engine, s) = sample_engine(dir.path(), SyncPolicy::Never);
+        let p = s.table_def(Some("d"), "p").expect("p");
+        let width = p.columns.len();
+        let row = |table_id: u64, n: usize| {
+            Event::Row(RowEvent {
+                table_id,
+                change: RowChange::Write {
+                    row: vec![Value::Int(1); n],
+                },
+                cause: Cause::Insert,
+            })
+        };
+        let mut created = p.clone();
+        created.id = 9_999;
+        created.name = "new".into();
+        let mut altered = created.clone();
+        altered.columns.pop();
+        let create = Event::Ddl(DdlEvent::CreateTable {
+            table: created.clone(),
+        });
+        let alter = Event::Ddl(DdlEvent::AlterTable { table: altered });
+        let drop = Event::Ddl(DdlEvent::DropTable {
+            table_id: created.id,
+            database: "d".into(),
+            name: "new".into(),
+        });
+        let check =
+            |events: Vec<Event>| engine.with_state(|st| super::validate_replicated(st, &events));
+        check(vec![row(p.id, width)]).expect("fits p");
+        check(vec![row(p.id, width + 1)]).expect_err("too wide for p");
+        check(vec![row(created.id, width)]).expect_err("no such table yet");
+        check(vec![create.clone(), row(created.id, width)]).expect("created first");
+        check(vec![
+            create.clone(),
+            alter.clone(),
+            row(created.id, width - 1),
+        ])
+        .expect("altered");
+        check(vec![create.clone(), alter, row(created.id, width)]).expect_err("as it was");
+        check(vec![create, drop, row(created.id, width)]).expect_err("dropped");
     }
 
     #[test]
