@@ -209,7 +209,13 @@ pub(crate) fn run(
             anyhow::Ok(())
         });
         rt.block_on(target.stop())?;
-        r.with_context(|| format!("benchmark of {}", kind.name()))?;
+        r.with_context(|| match kind {
+            SystemKind::Ringrep => format!(
+                "benchmark of ringrep (the nodes' logs: {}/ringrep/*.log)",
+                opts.dir.display()
+            ),
+            _ => format!("benchmark of {}", kind.name()),
+        })?;
         redis_filled |= kind.is_redis();
     }
     Ok(report)
@@ -286,7 +292,8 @@ impl Target {
                     .arg("--data-dir")
                     .arg(dir.join("primary"))
                     .args(["--listen", "127.0.0.1:0"]);
-                let (p, paddr) = spawn_node(cmd, "listening on ")?;
+                std::fs::create_dir_all(&dir)?;
+                let (p, paddr) = spawn_node(cmd, "listening on ", &dir.join("primary.log"))?;
                 children.push(p);
                 let mut cmd = Command::new(opts.bin_dir.join("ringrep-applier"));
                 cmd.arg("serve")
@@ -298,17 +305,18 @@ impl Target {
                 } else {
                     cmd.arg("--source-binlog").arg(dir.join("primary/binlog"));
                 }
-                let (r, raddr) = match spawn_node(cmd, "replica listening on ") {
-                    Ok(started) => started,
-                    Err(e) => {
-                        // The primary must not outlive a failed start.
-                        for mut c in children {
-                            let _ = c.kill();
-                            let _ = c.wait();
+                let (r, raddr) =
+                    match spawn_node(cmd, "replica listening on ", &dir.join("replica.log")) {
+                        Ok(started) => started,
+                        Err(e) => {
+                            // The primary must not outlive a failed start.
+                            for mut c in children {
+                                let _ = c.kill();
+                                let _ = c.wait();
+                            }
+                            return Err(e);
                         }
-                        return Err(e);
-                    }
-                };
+                    };
                 children.push(r);
                 let (pp, rp) = (children[0].id(), children[1].id());
                 (paddr, raddr, pp, rp)
@@ -978,9 +986,18 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// Starts a ringrep node and reads its listening address from the log line containing
 /// `marker`. The rest of its log is drained so that it never blocks on a full pipe.
-pub(crate) fn spawn_node(mut cmd: Command, marker: &str) -> anyhow::Result<(Child, SocketAddr)> {
-    use std::io::{BufRead, BufReader};
+/// Starts a node and waits for its address on stderr (the line with `marker`); everything
+/// it prints goes on to `log`, so that a failed run can be looked into.
+pub(crate) fn spawn_node(
+    mut cmd: Command,
+    marker: &str,
+    log: &Path,
+) -> anyhow::Result<(Child, SocketAddr)> {
+    use std::io::{BufRead, BufReader, LineWriter, Write};
     let program = cmd.get_program().to_string_lossy().into_owned();
+    let mut log_file = LineWriter::new(
+        std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?,
+    );
     let mut child = cmd
         .env("RINGREP_LOG", "info")
         .stdout(Stdio::null())
@@ -996,6 +1013,7 @@ pub(crate) fn spawn_node(mut cmd: Command, marker: &str) -> anyhow::Result<(Chil
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = writeln!(log_file, "{line}");
             // Once the address is read nobody listens; keep draining.
             let _ = tx.send(line);
         }

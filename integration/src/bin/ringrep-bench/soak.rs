@@ -229,7 +229,7 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
     if let Some(b) = &s.kafka_brokers {
         cmd.args(["--kafka-brokers", b]);
     }
-    let (primary, paddr) = spawn_node(cmd, "listening on ")?;
+    let (primary, paddr) = spawn_node(cmd, "listening on ", &dir.join("soak-primary.log"))?;
     let mut nodes = Nodes {
         children: vec![primary],
     };
@@ -247,7 +247,7 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
             "67108864",
         ])
         .env_remove("RINGREP_ROOT_PASSWORD");
-    let (replica, raddr) = spawn_node(cmd, "replica listening on ")?;
+    let (replica, raddr) = spawn_node(cmd, "replica listening on ", &dir.join("soak-replica.log"))?;
     nodes.children.push(replica);
     // With a broker, a second replica reads what the relay put there: the relay is checked
     // end to end, by the same verifier.
@@ -264,7 +264,11 @@ pub(crate) fn soak(dir: &Path, s: &Soak) -> anyhow::Result<()> {
                 .args(["--kafka-brokers", b, "--server-id", "3"])
                 .args(["--listen", "127.0.0.1:0"])
                 .env_remove("RINGREP_ROOT_PASSWORD");
-            let (k, kaddr) = spawn_node(cmd, "replica listening on ")?;
+            let (k, kaddr) = spawn_node(
+                cmd,
+                "replica listening on ",
+                &dir.join("soak-kafka-replica.log"),
+            )?;
             nodes.children.push(k);
             Some(kaddr)
         }
