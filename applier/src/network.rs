@@ -647,6 +647,9 @@ impl EventSource for NetworkSource {
     }
 }
 
+/// The largest packet buffer the stream's reader keeps between packets.
+const KEPT_PACKET_BUFFER: usize = 1 << 20;
+
 /// Reads stream packets until the connection ends or stays silent too long.
 async fn read_stream<S: AsyncRead + AsyncWrite + Unpin>(
     packets: Packets<S>,
@@ -662,18 +665,26 @@ async fn read_stream<S: AsyncRead + AsyncWrite + Unpin>(
         },
         1 << 30,
     );
+    // One buffer for every packet (a transaction's decoded copy is its own); one that a large
+    // transaction grew is not kept.
+    let mut buf = Vec::new();
     loop {
+        if buf.capacity() > KEPT_PACKET_BUFFER {
+            buf = Vec::new();
+        }
         // The link is dead when no byte arrives for `silence`, not when one packet (a large
         // transaction on a slow link) takes longer than that to arrive.
-        let read = packets.read();
-        tokio::pin!(read);
-        let read = loop {
-            let before = received.load(Ordering::Relaxed);
-            tokio::select! {
-                r = &mut read => break Some(r),
-                _ = tokio::time::sleep(silence) => {
-                    if received.load(Ordering::Relaxed) == before {
-                        break None;
+        let read = {
+            let read = packets.read_into(&mut buf);
+            tokio::pin!(read);
+            loop {
+                let before = received.load(Ordering::Relaxed);
+                tokio::select! {
+                    r = &mut read => break Some(r),
+                    _ = tokio::time::sleep(silence) => {
+                        if received.load(Ordering::Relaxed) == before {
+                            break None;
+                        }
                     }
                 }
             }
@@ -683,8 +694,8 @@ async fn read_stream<S: AsyncRead + AsyncWrite + Unpin>(
                 "no heartbeat from the primary for {} ms",
                 silence.as_millis()
             ))),
-            Some(Ok(Some(p))) => decode(&p),
-            Some(Ok(None)) => Err(Error::Source("the primary closed the connection".into())),
+            Some(Ok(true)) => decode(&buf),
+            Some(Ok(false)) => Err(Error::Source("the primary closed the connection".into())),
             Some(Err(e)) => Err(Error::Source(format!(
                 "reading the stream: {}",
                 std::io::Error::from(e)
