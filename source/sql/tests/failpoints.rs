@@ -99,6 +99,12 @@ fn read(s: &mut SqlSession) -> Vec<String> {
     got
 }
 
+/// Runs `sql`, which an injected I/O error fails with MySQL's 1105 (`why`: what failed).
+fn fails_with_1105(s: &mut SqlSession, sql: &str, why: &str) {
+    let e = s.execute(sql).expect_err(why);
+    assert_eq!(e.code, 1105, "{why}: {e}");
+}
+
 /// One case: `ok` acknowledged inserts, then the point armed with `action` and a statement
 /// that must fail with `code`, then the point disarmed and more inserts that must succeed.
 /// Checked after each step: what a session reads is exactly the acknowledged rows; and at
@@ -252,15 +258,17 @@ fn a_failed_heal_is_retried() {
         .expect("insert");
     let truncate = fail::FailGuard::new("binlog::truncate", "2*return(eio)").expect("arm");
     let _fsync = fail::FailGuard::new("binlog::fsync", "1*return(eio)").expect("arm");
-    let e = s
-        .execute("INSERT INTO r (u, v) VALUES (1, 'lost')")
-        .expect_err("the fsync fails");
-    assert_eq!(e.code, 1105, "{e}");
+    fails_with_1105(
+        &mut s,
+        "INSERT INTO r (u, v) VALUES (1, 'lost')",
+        "the fsync fails",
+    );
     // The heal after the fsync failed; so does the one the next commit tries.
-    let e = s
-        .execute("INSERT INTO r (u, v) VALUES (1, 'refused')")
-        .expect_err("the heal fails");
-    assert_eq!(e.code, 1105, "{e}");
+    fails_with_1105(
+        &mut s,
+        "INSERT INTO r (u, v) VALUES (1, 'refused')",
+        "the heal fails",
+    );
     drop(truncate);
     s.execute("INSERT INTO r (u, v) VALUES (1, 'after')")
         .expect("healed");
@@ -289,15 +297,17 @@ fn a_heal_that_cannot_publish_its_count_is_retried() {
     // nothing to it; its heal and the next commit's each try once.
     let publish = fail::FailGuard::new("binlog::durable_write", "2*return(eio)").expect("arm");
     let fsync = fail::FailGuard::new("binlog::fsync", "1*return(eio)").expect("arm");
-    let e = s
-        .execute("INSERT INTO r (u, v) VALUES (1, 'lost')")
-        .expect_err("the fsync fails");
-    assert_eq!(e.code, 1105, "{e}");
+    fails_with_1105(
+        &mut s,
+        "INSERT INTO r (u, v) VALUES (1, 'lost')",
+        "the fsync fails",
+    );
     drop(fsync);
-    let e = s
-        .execute("INSERT INTO r (u, v) VALUES (1, 'refused')")
-        .expect_err("the heal is not published yet");
-    assert_eq!(e.code, 1105, "{e}");
+    fails_with_1105(
+        &mut s,
+        "INSERT INTO r (u, v) VALUES (1, 'refused')",
+        "the heal is not published yet",
+    );
     assert_eq!(read(&mut s), ["1 kept"]);
     assert_eq!(read(&mut session(&engine)), ["1 kept"]);
     drop(publish);
@@ -309,13 +319,17 @@ fn a_heal_that_cannot_publish_its_count_is_retried() {
     // acknowledged.
     let publish = fail::FailGuard::new("binlog::durable_write", "return(eio)").expect("arm");
     let fsync = fail::FailGuard::new("binlog::fsync", "1*return(eio)").expect("arm");
-    let e = s
-        .execute("INSERT INTO r (u, v) VALUES (2, 'lost')")
-        .expect_err("the fsync fails");
-    assert_eq!(e.code, 1105, "{e}");
+    fails_with_1105(
+        &mut s,
+        "INSERT INTO r (u, v) VALUES (2, 'lost')",
+        "the fsync fails",
+    );
     drop(fsync);
-    s.execute("INSERT INTO r (u, v) VALUES (2, 'refused')")
-        .expect_err("the heal is not published");
+    fails_with_1105(
+        &mut s,
+        "INSERT INTO r (u, v) VALUES (2, 'refused')",
+        "the heal is not published",
+    );
     drop(s);
     drop(engine);
     drop(publish);
