@@ -665,17 +665,13 @@ async fn read_stream<S: AsyncRead + AsyncWrite + Unpin>(
         },
         1 << 30,
     );
-    // One buffer for every packet (a transaction's decoded copy is its own); one that a large
-    // transaction grew is not kept.
+    // One buffer for every packet (a transaction's decoded copy is its own).
     let mut buf = Vec::new();
     loop {
-        if buf.capacity() > KEPT_PACKET_BUFFER {
-            buf = Vec::new();
-        }
         // The link is dead when no byte arrives for `silence`, not when one packet (a large
         // transaction on a slow link) takes longer than that to arrive.
         let read = {
-            let read = packets.read_into(&mut buf);
+            let read = packets.read_into(&mut buf, KEPT_PACKET_BUFFER);
             tokio::pin!(read);
             loop {
                 let before = received.load(Ordering::Relaxed);

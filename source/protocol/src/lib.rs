@@ -157,13 +157,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Packets<S> {
     /// closed the connection between packets. The next write answers it (sequence + 1).
     pub async fn read(&mut self) -> Result<Option<Vec<u8>>, ReadError> {
         let mut payload = Vec::new();
-        Ok(self.read_into(&mut payload).await?.then_some(payload))
+        Ok(self
+            .read_into(&mut payload, usize::MAX)
+            .await?
+            .then_some(payload))
     }
 
-    /// [`Packets::read`] into `payload` (cleared first), whose allocation a caller reading
-    /// packet after packet keeps; `false` when the client closed the connection between
-    /// packets.
-    pub async fn read_into(&mut self, payload: &mut Vec<u8>) -> Result<bool, ReadError> {
+    /// [`Packets::read`] into `payload`, for a caller reading packet after packet into one
+    /// buffer: it is cleared first, and its allocation is kept unless a packet before grew it
+    /// past `keep` bytes (a large one is not held while the peer sends small ones). `false`
+    /// when the peer closed the connection between packets.
+    pub async fn read_into(
+        &mut self,
+        payload: &mut Vec<u8>,
+        keep: usize,
+    ) -> Result<bool, ReadError> {
+        if payload.capacity() > keep {
+            *payload = Vec::new();
+        }
         payload.clear();
         let mut first = true;
         loop {
@@ -811,6 +822,40 @@ mod tests {
             ShortPacket::CAPACITY
         );
         assert_eq!(&*eof(2, 1), b"\xfe\x01\x00\x02\x00");
+    }
+
+    /// Packets read into one buffer come out whole; a buffer a large packet grew past `keep`
+    /// is let go before the next read, a small one is reused.
+    #[test]
+    fn packets_read_into_one_buffer_keep_only_a_small_allocation() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let (client, server) = tokio::io::duplex(1 << 16);
+            let mut client = Packets::new(client, 1 << 20);
+            let mut server = Packets::new(server, 1 << 20);
+            let large = vec![7u8; 10_000];
+            for payload in [&b"first"[..], &large, b"small", b"again"] {
+                client.write(payload).await.expect("write");
+                client.restart();
+            }
+            client.flush().await.expect("flush");
+            let mut buf = Vec::new();
+            assert!(server.read_into(&mut buf, 4096).await.expect("read"));
+            assert_eq!(buf, b"first");
+            assert!(server.read_into(&mut buf, 4096).await.expect("read"));
+            assert_eq!(buf, large);
+            assert!(server.read_into(&mut buf, 4096).await.expect("read"));
+            assert_eq!(buf, b"small");
+            assert!(buf.capacity() <= 4096, "the large buffer was let go");
+            let at = buf.as_ptr();
+            assert!(server.read_into(&mut buf, 4096).await.expect("read"));
+            assert_eq!(buf, b"again");
+            assert_eq!(buf.as_ptr(), at, "a small buffer is reused");
+            drop(client);
+            assert!(!server.read_into(&mut buf, 4096).await.expect("end"));
+        });
     }
 
     /// A truncated packet is an error, never a panic.

@@ -403,17 +403,14 @@ impl Conn {
         mut packets: Packets<S>,
     ) -> io::Result<()> {
         let kill = self.kill.clone();
-        // One buffer for every command packet of the connection (a small one is kept).
+        // One buffer for every command packet of the connection.
         let mut payload = Vec::new();
         loop {
             if kill.as_ref().is_some_and(|k| k.is_killed()) {
                 return Ok(());
             }
-            if payload.capacity() > KEPT_PACKET_BUFFER {
-                payload = Vec::new();
-            }
             let read = tokio::select! {
-                r = packets.read_into(&mut payload) => r,
+                r = packets.read_into(&mut payload, KEPT_PACKET_BUFFER) => r,
                 () = super::processes::killed(kill.as_deref()) => return Ok(()),
             };
             match read {
