@@ -985,9 +985,8 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 /// Starts a ringrep node and reads its listening address from the log line containing
-/// `marker`. The rest of its log is drained so that it never blocks on a full pipe.
-/// Starts a node and waits for its address on stderr (the line with `marker`); everything
-/// it prints goes on to `log`, so that a failed run can be looked into.
+/// `marker`. The rest of its log is drained so that it never blocks on a full pipe, and all
+/// of it goes on to `log`, so that a failed run can be looked into.
 pub(crate) fn spawn_node(
     mut cmd: Command,
     marker: &str,
