@@ -4,12 +4,15 @@
 //! the record's LSN; the connection then awaits [`Engine::wait_durable_async`] before it
 //! acknowledges. The first waiter that finds no fsync running starts one: a lone committer
 //! runs it itself on its task's thread, otherwise a task on tokio's blocking pool keeps
-//! fsyncing while later commits ask for more. Either publishes the durable LSN on a watch
+//! fsyncing while later commits ask for more, each fsync first gathering a group as large as
+//! the last one (for no longer than the last fsync took). Either publishes the durable LSN on a watch
 //! channel that every waiter awaits. With a thread per statement sleeping in
 //! the group commit instead, each commit cost a thread wake-up and a hand-back to the
 //! connection's task (BENCHMARKS.md, fix 1 of the peer profile).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use binlog_format::SyncPolicy;
 use tokio::sync::watch;
@@ -38,6 +41,104 @@ pub(crate) struct AsyncDurability {
     /// time.
     last_group: AtomicUsize,
     durable: watch::Sender<Durable>,
+    /// How the fsyncs under load gather their groups ([`Gathering`]).
+    gathering: Gathering,
+}
+
+/// The fsync leader's wait for its group. Under load, commits come in waves: the fsync that
+/// ends wakes a group of connections, whose clients answer with their next statements. An
+/// fsync that starts as soon as the first of them has committed covers part of the wave and
+/// leaves the rest to another fsync right after it; on a machine where the CPU is the limit
+/// each fsync's own cost (the block layer, the virtual disk's doorbells, the wake-ups of its
+/// waiters and of the replica's stream) then goes to half the commits it could have served.
+/// So the leader waits until as many commits have asked as the last group held, but never
+/// longer than the last fsync took: a commit waits at most one more fsync's time, and a
+/// group that does not come (the load dropped) sets the next, smaller, expectation.
+/// Measured in BENCHMARKS.md, "Fsync groups gathered".
+struct Gathering {
+    /// Commits that have asked for an fsync, ever.
+    asked: AtomicU64,
+    /// `asked` when the last fsync for the waiters started.
+    round_start: AtomicU64,
+    /// How many asked between the starts of the last two fsyncs.
+    last_size: AtomicU64,
+    /// How long the last fsync took, in nanoseconds.
+    last_fsync_ns: AtomicU64,
+    /// While the leader waits: the `asked` count at which it is to be woken (else 0).
+    wake_at: AtomicU64,
+    lock: Mutex<()>,
+    woken: Condvar,
+    /// The longest a leader waits, whatever the last fsync took.
+    cap: Duration,
+}
+
+impl Default for Gathering {
+    fn default() -> Self {
+        Gathering {
+            asked: AtomicU64::new(0),
+            round_start: AtomicU64::new(0),
+            last_size: AtomicU64::new(0),
+            last_fsync_ns: AtomicU64::new(0),
+            wake_at: AtomicU64::new(0),
+            lock: Mutex::new(()),
+            woken: Condvar::new(),
+            cap: Duration::from_millis(2),
+        }
+    }
+}
+
+impl Gathering {
+    /// A commit asks for an fsync; wakes the leader when it completes the group.
+    fn ask(&self) {
+        let asked = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
+        let wake_at = self.wake_at.load(Ordering::SeqCst);
+        if wake_at != 0 && asked >= wake_at {
+            // Under the lock: the leader holds it from announcing `wake_at` until it waits.
+            let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+            self.woken.notify_one();
+        }
+    }
+
+    /// Waits (on the fsync leader's thread) until the group is as large as the last one,
+    /// or the last fsync's time has passed.
+    fn gather(&self) {
+        let start = self.round_start.load(Ordering::SeqCst);
+        let want = start + self.last_size.load(Ordering::Relaxed);
+        if self.asked.load(Ordering::SeqCst) >= want {
+            return;
+        }
+        let patience =
+            Duration::from_nanos(self.last_fsync_ns.load(Ordering::Relaxed)).min(self.cap);
+        let deadline = Instant::now() + patience;
+        let mut g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.wake_at.store(want, Ordering::SeqCst);
+        while self.asked.load(Ordering::SeqCst) < want {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            g = self
+                .woken
+                .wait_timeout(g, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        self.wake_at.store(0, Ordering::SeqCst);
+    }
+
+    /// An fsync for the waiters starts: what asked since the last one is its group.
+    fn round_starts(&self) -> Instant {
+        let asked = self.asked.load(Ordering::SeqCst);
+        let start = self.round_start.swap(asked, Ordering::SeqCst);
+        self.last_size
+            .store(asked.saturating_sub(start), Ordering::Relaxed);
+        Instant::now()
+    }
+
+    fn round_ends(&self, started: Instant) {
+        let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last_fsync_ns.store(took, Ordering::Relaxed);
+    }
 }
 
 impl Default for AsyncDurability {
@@ -48,6 +149,7 @@ impl Default for AsyncDurability {
             waiting: AtomicUsize::new(0),
             last_group: AtomicUsize::new(0),
             durable: watch::Sender::new(Durable::UpTo(0)),
+            gathering: Gathering::default(),
         }
     }
 }
@@ -135,6 +237,7 @@ impl Engine {
         }
         let alone = d.waiting.fetch_add(1, Ordering::SeqCst) == 0;
         let _waiting = Waiting(&d.waiting);
+        d.gathering.ask();
         let mut rx = d.durable.subscribe();
         d.requested.fetch_max(lsn, Ordering::SeqCst);
         let mut first = true;
@@ -183,6 +286,7 @@ impl Engine {
     fn lead_syncs(&self) {
         let d = &self.shared.durability;
         loop {
+            d.gathering.gather();
             let synced = self.sync_round();
             if synced.is_none_or(|at| d.requested.load(Ordering::SeqCst) <= at) {
                 return;
@@ -215,6 +319,7 @@ impl Engine {
             }
         }
         let _on_panic = OnPanic(d);
+        let started = d.gathering.round_starts();
         let synced = match self.shared.binlog.as_ref() {
             // This fsyncs everything appended so far, which includes what every waiter asked
             // for and often commits appended since: publishing what the writer made durable
@@ -225,6 +330,7 @@ impl Engine {
         };
         match synced {
             Ok(at) => {
+                d.gathering.round_ends(started);
                 d.last_group
                     .store(d.waiting.load(Ordering::SeqCst), Ordering::Relaxed);
                 d.in_flight.store(false, Ordering::SeqCst);
@@ -256,5 +362,100 @@ impl Engine {
                 None
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Runs `gather` on a thread; the receiver hears when it returned, with `asked` then.
+    fn gather_on_thread(g: &Arc<Gathering>) -> std::sync::mpsc::Receiver<u64> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let g = Arc::clone(g);
+        std::thread::spawn(move || {
+            g.gather();
+            let _ = tx.send(g.asked.load(Ordering::SeqCst));
+        });
+        rx
+    }
+
+    /// A leader that would otherwise wait an hour: only the wake-up can end its wait.
+    fn patient() -> Arc<Gathering> {
+        Arc::new(Gathering {
+            cap: Duration::from_secs(3600),
+            ..Gathering::default()
+        })
+    }
+
+    #[test]
+    fn a_group_is_what_asked_between_two_fsyncs() {
+        let g = Gathering::default();
+        for _ in 0..4 {
+            g.ask();
+        }
+        g.round_starts();
+        assert_eq!(g.last_size.load(Ordering::SeqCst), 4);
+        g.ask();
+        g.ask();
+        g.round_starts();
+        assert_eq!(g.last_size.load(Ordering::SeqCst), 2);
+        g.round_starts();
+        assert_eq!(g.last_size.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn the_leader_is_woken_by_the_commit_that_completes_the_group() {
+        let g = patient();
+        for _ in 0..3 {
+            g.ask();
+        }
+        g.round_starts();
+        g.last_fsync_ns.store(u64::MAX, Ordering::SeqCst);
+        let returned = gather_on_thread(&g);
+        // Asked before the leader waits or while it does: either way it must return, and
+        // only once the third commit of the new group asked.
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_millis(5));
+            g.ask();
+        }
+        let asked = returned
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the leader was not woken when its group was complete");
+        assert!(asked >= 6, "the leader went on with {} of 3", asked - 3);
+        assert_eq!(g.wake_at.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_group_that_does_not_come_is_waited_for_no_longer_than_the_last_fsync_took() {
+        let g = patient();
+        for _ in 0..5 {
+            g.ask();
+        }
+        g.round_starts();
+        g.last_fsync_ns.store(1_000_000, Ordering::SeqCst);
+        g.ask();
+        let asked = gather_on_thread(&g)
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the leader kept waiting past the last fsync's time");
+        assert_eq!(asked, 6);
+        // The next group expected is the one that came.
+        g.round_starts();
+        assert_eq!(g.last_size.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn the_first_group_and_a_lone_commit_are_not_waited_for() {
+        let g = patient();
+        g.last_fsync_ns.store(u64::MAX, Ordering::SeqCst);
+        // Nothing measured yet: no group to wait for.
+        g.gather();
+        g.ask();
+        g.round_starts();
+        g.ask();
+        // The last group was one commit, and it has asked.
+        g.gather();
+        assert_eq!(g.wake_at.load(Ordering::SeqCst), 0);
     }
 }
