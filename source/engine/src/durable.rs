@@ -92,7 +92,15 @@ impl Gathering {
     fn ask(&self) {
         let asked = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
         let wake_at = self.wake_at.load(Ordering::SeqCst);
-        if wake_at != 0 && asked >= wake_at {
+        // Only the commit that takes `wake_at` back wakes the leader: the others of the
+        // group do not queue on its lock (the leader looks at `asked` again when woken).
+        if wake_at != 0
+            && asked >= wake_at
+            && self
+                .wake_at
+                .compare_exchange(wake_at, 0, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
             // Under the lock: the leader holds it from announcing `wake_at` until it waits.
             let _g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
             self.woken.notify_one();
@@ -100,7 +108,7 @@ impl Gathering {
     }
 
     /// Waits (on the fsync leader's thread) until the group is as large as the last one,
-    /// or the last fsync's time has passed.
+    /// or as long as the last round took (`cap` at most) has passed.
     fn gather(&self) {
         let start = self.round_start.load(Ordering::SeqCst);
         let want = start + self.last_size.load(Ordering::Relaxed);
@@ -260,7 +268,7 @@ impl Engine {
                     && d.waiting.load(Ordering::SeqCst) == 1
                     && d.last_group.load(Ordering::Relaxed) <= 1
                 {
-                    self.sync_round();
+                    self.sync_round(false);
                     first = false;
                     continue;
                 }
@@ -286,8 +294,7 @@ impl Engine {
     fn lead_syncs(&self) {
         let d = &self.shared.durability;
         loop {
-            d.gathering.gather();
-            let synced = self.sync_round();
+            let synced = self.sync_round(true);
             if synced.is_none_or(|at| d.requested.load(Ordering::SeqCst) <= at) {
                 return;
             }
@@ -303,8 +310,9 @@ impl Engine {
 
     /// One fsync for the waiters, by the one that set `in_flight`: makes everything appended
     /// so far durable, clears `in_flight` and publishes how far the binlog is durable, which
-    /// it returns (`None` after a failure).
-    fn sync_round(&self) -> Option<u64> {
+    /// it returns (`None` after a failure). `gather`: first wait for the group
+    /// ([`Gathering`]), as the leader under load does.
+    fn sync_round(&self, gather: bool) -> Option<u64> {
         let d = &self.shared.durability;
         // Should the fsync panic, the waiters hear of it instead of waiting forever.
         struct OnPanic<'a>(&'a AsyncDurability);
@@ -319,6 +327,9 @@ impl Engine {
             }
         }
         let _on_panic = OnPanic(d);
+        if gather {
+            d.gathering.gather();
+        }
         let started = d.gathering.round_starts();
         let synced = match self.shared.binlog.as_ref() {
             // This fsyncs everything appended so far, which includes what every waiter asked
@@ -414,10 +425,12 @@ mod tests {
         g.round_starts();
         g.last_fsync_ns.store(u64::MAX, Ordering::SeqCst);
         let returned = gather_on_thread(&g);
-        // Asked before the leader waits or while it does: either way it must return, and
-        // only once the third commit of the new group asked.
+        // Once the leader waits for the group: it holds the lock from announcing `wake_at`
+        // until it sleeps, so the asks below find it waiting, and only the wake-up ends it.
+        while g.wake_at.load(Ordering::SeqCst) != 6 {
+            std::thread::yield_now();
+        }
         for _ in 0..3 {
-            std::thread::sleep(Duration::from_millis(5));
             g.ask();
         }
         let asked = returned
@@ -446,16 +459,33 @@ mod tests {
     }
 
     #[test]
-    fn the_first_group_and_a_lone_commit_are_not_waited_for() {
+    fn a_group_that_does_not_come_is_waited_for_no_longer_than_the_cap() {
+        let g = Arc::new(Gathering::default());
+        for _ in 0..5 {
+            g.ask();
+        }
+        g.round_starts();
+        g.last_fsync_ns.store(u64::MAX, Ordering::SeqCst);
+        gather_on_thread(&g)
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the leader kept waiting past its cap");
+    }
+
+    #[test]
+    fn the_first_group_and_a_group_of_one_that_asked_are_not_waited_for() {
         let g = patient();
         g.last_fsync_ns.store(u64::MAX, Ordering::SeqCst);
         // Nothing measured yet: no group to wait for.
-        g.gather();
+        gather_on_thread(&g)
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the first leader waited");
         g.ask();
         g.round_starts();
         g.ask();
-        // The last group was one commit, and it has asked.
-        g.gather();
+        // The last group was one commit, and this one has asked.
+        gather_on_thread(&g)
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the leader waited for a group that had come");
         assert_eq!(g.wake_at.load(Ordering::SeqCst), 0);
     }
 }
