@@ -231,8 +231,10 @@ impl Applier {
         self.sync_delay = delay;
     }
 
-    /// Whether [`Applier::run`] defers its fsyncs (see [`Applier::set_sync_delay`]).
-    fn defers_sync(&self) -> bool {
+    /// Whether [`Applier::run`] defers its fsyncs (see [`Applier::set_sync_delay`]): then it
+    /// blocks only now and then (on stop, at its limits, to load a snapshot), and may run on
+    /// a tokio worker beside the source's reading task.
+    pub fn defers_sync(&self) -> bool {
         !self.sync_delay.is_zero()
             && self.session.engine().config().sync == binlog_format::SyncPolicy::EveryCommit
     }
@@ -609,7 +611,7 @@ impl Applier {
         let defer = self.defers_sync();
         loop {
             if *stop.borrow() {
-                self.flush()?;
+                may_block(|| self.flush())?;
                 return Ok(last);
             }
             // Take what is ready without waiting; sync once the source runs dry (or let the
@@ -620,17 +622,17 @@ impl Applier {
                     // Asked for after each transaction: here only a failure is looked for.
                     self.sync_soon(false)?;
                 } else {
-                    self.flush()?;
+                    may_block(|| self.flush())?;
                     unsynced = 0;
                 }
-                if let Some(seq) = self.take_from_source(source)? {
+                if let Some(seq) = may_block(|| self.take_from_source(source))? {
                     last = seq.max(last);
                     continue;
                 }
                 item = source.next(idle).await?;
             }
             if item.is_none() {
-                if let Some(seq) = self.take_from_source(source)? {
+                if let Some(seq) = may_block(|| self.take_from_source(source))? {
                     last = seq.max(last);
                     continue;
                 }
@@ -639,7 +641,7 @@ impl Applier {
                 Some(SourcedTx { tx, position }) => {
                     let seq = tx.seq;
                     if until_seq.is_some_and(|u| seq > u) {
-                        self.flush()?;
+                        may_block(|| self.flush())?;
                         return Ok(last);
                     }
                     self.apply_owned(tx, position)?;
@@ -648,24 +650,38 @@ impl Applier {
                     } else {
                         unsynced += 1;
                         if unsynced >= 1000 {
-                            self.flush()?;
+                            may_block(|| self.flush())?;
                             unsynced = 0;
                         }
                     }
                     last = seq;
                     on_progress(self, seq);
                     if until_seq.is_some_and(|u| seq >= u) {
-                        self.flush()?;
+                        may_block(|| self.flush())?;
                         return Ok(last);
                     }
                 }
                 None if exit_when_caught_up => {
-                    self.flush()?;
+                    may_block(|| self.flush())?;
                     return Ok(last);
                 }
                 None => {}
             }
         }
+    }
+}
+
+/// Runs `f`, which may block for long (an fsync, loading a snapshot). On a worker of a
+/// multi-threaded tokio runtime (`ringrep-applier serve` runs [`Applier::run`] there when
+/// it defers its fsyncs) it runs through `block_in_place`, which moves the worker's other
+/// tasks (the source's reading, the replica's clients) to another thread meanwhile; anywhere
+/// else it just runs.
+fn may_block<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 

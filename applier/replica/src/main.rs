@@ -317,6 +317,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             );
             let mut applier = Applier::new(&engine)?;
             applier.set_sync_delay(Duration::from_millis(apply_sync_delay_ms));
+            let defers_sync = applier.defers_sync();
             let source = match (&source, &kafka, &source_binlog) {
                 (Some(url), _, _) => Some(SourceSpec::Network(network_config(
                     url,
@@ -407,7 +408,18 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                     eprintln!("this node was promoted: it takes writes and purges expired rows");
                     ringrep_server::spawn_ttl_purge(engine.clone());
                 }
-                let last = driver.drive(!skip_replica_start, stop_rx).await;
+                // Applying with deferred fsyncs blocks only now and then (through
+                // `block_in_place`): it runs on a worker, where the stream's reading task
+                // hands it each transaction without waking another thread. Waiting for an
+                // fsync after every batch, it stays on this thread.
+                let drive = driver.drive(!skip_replica_start, stop_rx);
+                let last = if defers_sync {
+                    tokio::spawn(drive)
+                        .await
+                        .unwrap_or_else(|e| Err(anyhow::anyhow!("the applier stopped: {e}")))
+                } else {
+                    drive.await
+                };
                 retention.abort();
                 if let Some(server) = server {
                     // Also when the applier stopped on its own (--until-seq, caught up, error).
