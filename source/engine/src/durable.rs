@@ -5,8 +5,8 @@
 //! acknowledges. The first waiter that finds no fsync running starts one: a lone committer
 //! runs it itself on its task's thread, otherwise a task on tokio's blocking pool keeps
 //! fsyncing while later commits ask for more, each fsync first gathering a group as large as
-//! the last one (for no longer than the last fsync took). Either publishes the durable LSN on a watch
-//! channel that every waiter awaits. With a thread per statement sleeping in
+//! the last one (for no longer than the last round took). Either publishes the durable LSN
+//! on a watch channel that every waiter awaits. With a thread per statement sleeping in
 //! the group commit instead, each commit cost a thread wake-up and a hand-back to the
 //! connection's task (BENCHMARKS.md, fix 1 of the peer profile).
 
@@ -52,8 +52,9 @@ pub(crate) struct AsyncDurability {
 /// each fsync's own cost (the block layer, the virtual disk's doorbells, the wake-ups of its
 /// waiters and of the replica's stream) then goes to half the commits it could have served.
 /// So the leader waits until as many commits have asked as the last group held, but never
-/// longer than the last fsync took: a commit waits at most one more fsync's time, and a
-/// group that does not come (the load dropped) sets the next, smaller, expectation.
+/// longer than the last round (write-out and fsync) took: a commit waits at most one more
+/// round, and a group that does not come (the load dropped) sets the next, smaller,
+/// expectation.
 /// Measured in BENCHMARKS.md, "Fsync groups gathered".
 struct Gathering {
     /// Commits that have asked for an fsync, ever.
@@ -62,13 +63,13 @@ struct Gathering {
     round_start: AtomicU64,
     /// How many asked between the starts of the last two fsyncs.
     last_size: AtomicU64,
-    /// How long the last fsync took, in nanoseconds.
+    /// How long the last round (write-out and fsync) took, in nanoseconds.
     last_fsync_ns: AtomicU64,
     /// While the leader waits: the `asked` count at which it is to be woken (else 0).
     wake_at: AtomicU64,
     lock: Mutex<()>,
     woken: Condvar,
-    /// The longest a leader waits, whatever the last fsync took.
+    /// The longest a leader waits, whatever the last round took.
     cap: Duration,
 }
 
