@@ -285,7 +285,8 @@ impl Applier {
     /// Makes every transaction applied so far durable (one sync for all of them).
     pub fn flush(&mut self) -> Result<()> {
         if let Some(lsn) = self.pending_lsn.take() {
-            self.session.engine().wait_durable(lsn)?;
+            let engine = self.session.engine();
+            may_block(|| engine.wait_durable(lsn))?;
             crate::failpoint::hit("apply_after_sync");
         }
         Ok(())
@@ -415,7 +416,7 @@ impl Applier {
     /// number when one was loaded; `Some(0)` for a start point; `None` when there is neither.
     fn take_from_source(&mut self, source: &mut dyn EventSource) -> Result<Option<u64>> {
         if let Some(p) = source.take_provision() {
-            return self.provision(&p).map(Some);
+            return may_block(|| self.provision(&p)).map(Some);
         }
         if let Some((id, seq)) = source.take_baseline() {
             self.set_baseline(id, seq)?;
@@ -611,7 +612,7 @@ impl Applier {
         let defer = self.defers_sync();
         loop {
             if *stop.borrow() {
-                may_block(|| self.flush())?;
+                self.flush()?;
                 return Ok(last);
             }
             // Take what is ready without waiting; sync once the source runs dry (or let the
@@ -622,17 +623,17 @@ impl Applier {
                     // Asked for after each transaction: here only a failure is looked for.
                     self.sync_soon(false)?;
                 } else {
-                    may_block(|| self.flush())?;
+                    self.flush()?;
                     unsynced = 0;
                 }
-                if let Some(seq) = may_block(|| self.take_from_source(source))? {
+                if let Some(seq) = self.take_from_source(source)? {
                     last = seq.max(last);
                     continue;
                 }
                 item = source.next(idle).await?;
             }
             if item.is_none() {
-                if let Some(seq) = may_block(|| self.take_from_source(source))? {
+                if let Some(seq) = self.take_from_source(source)? {
                     last = seq.max(last);
                     continue;
                 }
@@ -641,7 +642,7 @@ impl Applier {
                 Some(SourcedTx { tx, position }) => {
                     let seq = tx.seq;
                     if until_seq.is_some_and(|u| seq > u) {
-                        may_block(|| self.flush())?;
+                        self.flush()?;
                         return Ok(last);
                     }
                     self.apply_owned(tx, position)?;
@@ -650,19 +651,19 @@ impl Applier {
                     } else {
                         unsynced += 1;
                         if unsynced >= 1000 {
-                            may_block(|| self.flush())?;
+                            self.flush()?;
                             unsynced = 0;
                         }
                     }
                     last = seq;
                     on_progress(self, seq);
                     if until_seq.is_some_and(|u| seq >= u) {
-                        may_block(|| self.flush())?;
+                        self.flush()?;
                         return Ok(last);
                     }
                 }
                 None if exit_when_caught_up => {
-                    may_block(|| self.flush())?;
+                    self.flush()?;
                     return Ok(last);
                 }
                 None => {}
@@ -671,7 +672,8 @@ impl Applier {
     }
 }
 
-/// Runs `f`, which may block for long (an fsync, loading a snapshot). On a worker of a
+/// Runs `f`, which may block for long (an fsync, loading a snapshot): only the blocking call
+/// itself, since handing a worker's tasks over costs thread wake-ups. On a worker of a
 /// multi-threaded tokio runtime (`ringrep-applier serve` runs [`Applier::run`] there when
 /// it defers its fsyncs) it runs through `block_in_place`, which moves the worker's other
 /// tasks (the source's reading, the replica's clients) to another thread meanwhile; anywhere
