@@ -393,6 +393,15 @@ mod tests {
         rx
     }
 
+    /// `g` after a round whose group was `size` commits and which took `took_ns`.
+    fn after_a_round(g: &Gathering, size: u64, took_ns: u64) {
+        for _ in 0..size {
+            g.ask();
+        }
+        g.round_starts();
+        g.last_fsync_ns.store(took_ns, Ordering::SeqCst);
+    }
+
     /// A leader that would otherwise wait an hour: only the wake-up can end its wait.
     fn patient() -> Arc<Gathering> {
         Arc::new(Gathering {
@@ -420,11 +429,7 @@ mod tests {
     #[test]
     fn the_leader_is_woken_by_the_commit_that_completes_the_group() {
         let g = patient();
-        for _ in 0..3 {
-            g.ask();
-        }
-        g.round_starts();
-        g.last_fsync_ns.store(u64::MAX, Ordering::SeqCst);
+        after_a_round(&g, 3, u64::MAX);
         let returned = gather_on_thread(&g);
         // Once the leader waits for the group: it holds the lock from announcing `wake_at`
         // until it sleeps, so the asks below find it waiting, and only the wake-up ends it.
@@ -444,11 +449,7 @@ mod tests {
     #[test]
     fn a_group_that_does_not_come_is_waited_for_no_longer_than_the_last_fsync_took() {
         let g = patient();
-        for _ in 0..5 {
-            g.ask();
-        }
-        g.round_starts();
-        g.last_fsync_ns.store(1_000_000, Ordering::SeqCst);
+        after_a_round(&g, 5, 1_000_000);
         g.ask();
         let asked = gather_on_thread(&g)
             .recv_timeout(Duration::from_secs(60))
@@ -462,11 +463,7 @@ mod tests {
     #[test]
     fn a_group_that_does_not_come_is_waited_for_no_longer_than_the_cap() {
         let g = Arc::new(Gathering::default());
-        for _ in 0..5 {
-            g.ask();
-        }
-        g.round_starts();
-        g.last_fsync_ns.store(u64::MAX, Ordering::SeqCst);
+        after_a_round(&g, 5, u64::MAX);
         gather_on_thread(&g)
             .recv_timeout(Duration::from_secs(60))
             .expect("the leader kept waiting past its cap");
