@@ -677,8 +677,9 @@ impl Applier {
 /// multi-threaded tokio runtime (`ringrep-applier serve` runs [`Applier::run`] there when
 /// it defers its fsyncs) it runs through `block_in_place`, which moves the worker's other
 /// tasks (the source's reading, the replica's clients) to another thread meanwhile; anywhere
-/// else it just runs.
-fn may_block<T>(f: impl FnOnce() -> T) -> T {
+/// else it just runs. Public for the replica's channel, whose commands (a promotion's
+/// fsync, its stored source) block too.
+pub fn may_block<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
             tokio::task::block_in_place(f)

@@ -20,7 +20,7 @@ pub mod network;
 pub mod source;
 pub mod verify;
 
-pub use applier::{AppliedPosition, Applier, ApplyOutcome};
+pub use applier::{may_block, AppliedPosition, Applier, ApplyOutcome};
 pub use error::{Error, Result};
 pub use kafka::KafkaSource;
 pub use network::{NetworkConfig, NetworkSource};

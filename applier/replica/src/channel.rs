@@ -305,7 +305,10 @@ impl Driver {
                 tokio::select! {
                     cmd = self.commands.recv() => match cmd {
                         Some((cmd, reply)) => {
-                            let r = self.stopped_command(cmd, &mut want_running);
+                            // It may fsync (a promotion, the stored source): off this worker's tasks.
+                            let r = ringrep_applier::may_block(|| {
+                                self.stopped_command(cmd, &mut want_running)
+                            });
                             let _ = reply.send(r);
                         }
                         None => return Ok(last),
@@ -346,7 +349,7 @@ impl Driver {
                             }
                             Some((cmd, reply)) => {
                                 let mut start = true;
-                                let r = self.stopped_command(cmd, &mut start);
+                                let r = ringrep_applier::may_block(|| self.stopped_command(cmd, &mut start));
                                 let _ = reply.send(r);
                                 true
                             }
