@@ -7,7 +7,8 @@
 //! operation is an overwrite, the steady state of a ring table. For each system and client count
 //! the run reports operations/s, client-side latency, CPU time of the primary and replica
 //! processes per operation, and replica lag; then, per system, how fast the replica catches up
-//! from a backlog.
+//! from a backlog. The disk's fsync rate is probed before the first system and after the last,
+//! and ringrep's one client is set against both.
 //!
 //! Lag is measured the same way everywhere: a probe writes a marker row to a prefix of its own
 //! every 20 ms and polls the replica until it is visible; the lag is the time from the primary's
@@ -143,8 +144,12 @@ struct Catchup {
 /// Everything a run measured, for [`markdown`] and the JSON report.
 #[derive(Debug, Default, serde::Serialize)]
 pub(crate) struct PeersReport {
-    /// The disk's fsync rate under [`PeersOptions::dir`], appending.
+    /// The disk's fsync rate under [`PeersOptions::dir`], appending, before the first system.
     fsyncs_per_sec: f64,
+    /// The same after the last system: a two-second probe varies by a sixth from one minute
+    /// to the next here (BENCHMARKS.md, "One client: what bounds it"), so the report gives
+    /// both ends of the run.
+    fsyncs_per_sec_after: f64,
     /// The same, writing within the file's length (as ringrep's binlog writer does).
     fsyncs_per_sec_within: f64,
     /// One per system and client count, in the order run.
@@ -218,6 +223,11 @@ pub(crate) fn run(
         })?;
         redis_filled |= kind.is_redis();
     }
+    report.fsyncs_per_sec_after = fsync_rate(&opts.dir, Duration::from_secs(2), false)?;
+    progress(&format!(
+        "disk after the runs: {:.0} fsyncs/s appending",
+        report.fsyncs_per_sec_after
+    ));
     Ok(report)
 }
 
@@ -1039,8 +1049,8 @@ pub(crate) fn spawn_node(
 /// The report as Markdown tables, for BENCHMARKS.md.
 pub(crate) fn markdown(r: &PeersReport) -> String {
     let mut s = format!(
-        "Disk: {:.0} fsyncs/s (200-byte appends, fdatasync each); {:.0} fsyncs/s writing within the file's length.\n\n",
-        r.fsyncs_per_sec, r.fsyncs_per_sec_within
+        "Disk: {:.0} fsyncs/s before the systems ran, {:.0} after them (200-byte appends, fdatasync each); {:.0} fsyncs/s writing within the file's length.\n\n",
+        r.fsyncs_per_sec, r.fsyncs_per_sec_after, r.fsyncs_per_sec_within
     );
     s.push_str("| system | clients | ops/s | op p50 ms | op p99 ms | CPU µs/op primary | CPU µs/op replica | lag p50 ms | lag p99 ms | lag samples | retries |\n");
     s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -1095,18 +1105,23 @@ pub(crate) fn markdown(r: &PeersReport) -> String {
         .filter(|m| m.system != "ringrep")
         .collect();
     if !ringrep.is_empty() && !peers.is_empty() {
-        s.push_str("\n| ringrep ÷ peer | clients | ops/s | lag p99 |\n|---|---:|---:|---:|\n");
+        s.push_str("\n| ringrep ÷ peer | clients | ops/s | CPU µs/op primary | lag p99 |\n|---|---:|---:|---:|---:|\n");
+        let ratio = |a: f64, b: f64| a / b.max(f64::MIN_POSITIVE);
         for p in &peers {
             if let Some(m) = ringrep.iter().find(|m| m.clients == p.clients) {
                 s.push_str(&format!(
-                    "| {} | {} | {:.2}× | {:.2}× |\n",
+                    "| {} | {} | {:.2}× | {:.2}× | {:.2}× |\n",
                     p.system,
                     p.clients,
-                    m.ops_per_sec / p.ops_per_sec.max(f64::MIN_POSITIVE),
-                    m.lag_p99_ms / p.lag_p99_ms.max(f64::MIN_POSITIVE)
+                    ratio(m.ops_per_sec, p.ops_per_sec),
+                    ratio(m.cpu_primary_us, p.cpu_primary_us),
+                    ratio(m.lag_p99_ms, p.lag_p99_ms)
                 ));
             }
         }
+    }
+    if let Some(one) = ringrep.iter().find(|m| m.clients == 1) {
+        s.push_str(&one_client_line(one.ops_per_sec, r));
     }
     s.push('\n');
     for c in &r.checks {
@@ -1115,9 +1130,36 @@ pub(crate) fn markdown(r: &PeersReport) -> String {
     s
 }
 
+/// ringrep's one client against the disk's appending fsync rate, at both ends of the run.
+fn one_client_line(ops_per_sec: f64, r: &PeersReport) -> String {
+    let share = |rate: f64| ops_per_sec / rate.max(f64::MIN_POSITIVE);
+    format!(
+        "\nringrep at one client: {:.0} ops/s, {:.3}× the disk's appending fsync rate before the systems ran and {:.3}× the rate after them.\n",
+        ops_per_sec,
+        share(r.fsyncs_per_sec),
+        share(r.fsyncs_per_sec_after)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_client_is_set_against_both_disk_probes() {
+        let r = PeersReport {
+            fsyncs_per_sec: 8000.0,
+            fsyncs_per_sec_after: 6000.0,
+            ..PeersReport::default()
+        };
+        let line = one_client_line(4800.0, &r);
+        assert!(line.contains("4800 ops/s"), "{line}");
+        assert!(
+            line.contains("0.600× the disk's appending fsync rate before"),
+            "{line}"
+        );
+        assert!(line.contains("0.800× the rate after"), "{line}");
+    }
 
     #[test]
     fn payloads_are_150_bytes() {
