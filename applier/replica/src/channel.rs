@@ -305,10 +305,7 @@ impl Driver {
                 tokio::select! {
                     cmd = self.commands.recv() => match cmd {
                         Some((cmd, reply)) => {
-                            // It may fsync (a promotion, the stored source): off this worker's tasks.
-                            let r = ringrep_applier::may_block(|| {
-                                self.stopped_command(cmd, &mut want_running)
-                            });
+                            let r = self.stopped_command(cmd, &mut want_running);
                             let _ = reply.send(r);
                         }
                         None => return Ok(last),
@@ -349,7 +346,7 @@ impl Driver {
                             }
                             Some((cmd, reply)) => {
                                 let mut start = true;
-                                let r = ringrep_applier::may_block(|| self.stopped_command(cmd, &mut start));
+                                let r = self.stopped_command(cmd, &mut start);
                                 let _ = reply.send(r);
                                 true
                             }
@@ -377,13 +374,15 @@ impl Driver {
         }
     }
 
-    /// A statement while the channel is stopped.
+    /// A statement while the channel is stopped. It may block (a promotion fsyncs, the
+    /// stored source is written), so it runs through `may_block`: off the worker's other
+    /// tasks when the channel runs on one.
     fn stopped_command(
         &mut self,
         cmd: ReplicaCommand,
         want_running: &mut bool,
     ) -> Result<Vec<(u16, String)>, Error> {
-        match cmd {
+        ringrep_applier::may_block(|| match cmd {
             ReplicaCommand::Start => {
                 let mut st = lock(&self.state);
                 if st.source.is_none() {
@@ -467,7 +466,7 @@ impl Driver {
                 }
                 Ok(notes)
             }
-        }
+        })
     }
 
     /// One run of the applier, until it ends, STOP REPLICA, or shutdown.

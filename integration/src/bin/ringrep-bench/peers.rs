@@ -1106,7 +1106,6 @@ pub(crate) fn markdown(r: &PeersReport) -> String {
         .collect();
     if !ringrep.is_empty() && !peers.is_empty() {
         s.push_str("\n| ringrep ÷ peer | clients | ops/s | CPU µs/op primary | lag p99 |\n|---|---:|---:|---:|---:|\n");
-        let ratio = |a: f64, b: f64| a / b.max(f64::MIN_POSITIVE);
         for p in &peers {
             if let Some(m) = ringrep.iter().find(|m| m.clients == p.clients) {
                 s.push_str(&format!(
@@ -1132,13 +1131,17 @@ pub(crate) fn markdown(r: &PeersReport) -> String {
 
 /// ringrep's one client against the disk's appending fsync rate, at both ends of the run.
 fn one_client_line(ops_per_sec: f64, r: &PeersReport) -> String {
-    let share = |rate: f64| ops_per_sec / rate.max(f64::MIN_POSITIVE);
     format!(
         "\nringrep at one client: {:.0} ops/s, {:.3}× the disk's appending fsync rate before the systems ran and {:.3}× the rate after them.\n",
         ops_per_sec,
-        share(r.fsyncs_per_sec),
-        share(r.fsyncs_per_sec_after)
+        ratio(ops_per_sec, r.fsyncs_per_sec),
+        ratio(ops_per_sec, r.fsyncs_per_sec_after)
     )
+}
+
+/// `a ÷ b`, finite when `b` is zero (a system that measured nothing).
+fn ratio(a: f64, b: f64) -> f64 {
+    a / b.max(f64::MIN_POSITIVE)
 }
 
 #[cfg(test)]
