@@ -279,7 +279,7 @@ impl SqlSession {
         n
     }
 
-    /// UPDATE of one table, with WHERE and LIMIT. A WHERE that names a ring table's meta
+    /// UPDATE of one table, with WHERE, ORDER BY and LIMIT. A WHERE that names a ring table's meta
     /// row (slot 0) is refused; generated columns follow the columns they are computed from.
     pub(crate) fn update(&mut self, u: &Update) -> Result<Outcome> {
         if !u.table.joins.is_empty() || u.from.is_some() {
@@ -326,14 +326,17 @@ impl SqlSession {
         let user_assigned = assigned.clone();
         assigned.extend(gens.iter().map(|(g, _)| *g));
         let fired = self.triggers_of(&def, TrgEvent::Update)?;
+        let order = order_terms(&u.order_by);
         if fired.is_some()
+            || !order.is_empty()
             || selection
                 .iter()
                 .chain(&exprs)
                 .any(crate::authorize::has_subquery)
         {
             // Row by row, evaluated with the session at hand: triggers run between rows,
-            // and subqueries may read the row (correlated ones).
+            // subqueries may read the row (correlated ones), and an ORDER BY sorts the rows
+            // before its LIMIT takes them.
             self.check_subquery_targets(&def, selection.iter().chain(&exprs))?;
             let plan = RowUpdate {
                 def: &def,
@@ -343,6 +346,7 @@ impl SqlSession {
                 user_assigned: &user_assigned,
                 gens: &gens,
                 limit,
+                order: &order,
                 fired: fired.as_ref(),
             };
             let outcome = self.statement(|s| s.update_rows(&plan))?;
@@ -417,7 +421,7 @@ impl SqlSession {
 
     /// DELETE from one table. On a ring table the WHERE must name whole prefixes: every
     /// prefix column with `=` or IN (one IN list at most), no other column, no LIMIT or
-    /// ORDER BY. A plain table takes any WHERE, and LIMIT.
+    /// ORDER BY. A plain table takes any WHERE, ORDER BY and LIMIT.
     pub(crate) fn delete(&mut self, d: &Delete) -> Result<Outcome> {
         let tables = match &d.from {
             FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
@@ -454,9 +458,6 @@ impl SqlSession {
         if multi {
             return Err(Error::unsupported("multi-table DELETE"));
         }
-        if !d.order_by.is_empty() {
-            return Err(Error::unsupported("DELETE ... ORDER BY"));
-        }
         let columns = table_columns(&def, alias.as_ref().map(|a| a.name.value.as_str()));
         let limit = match &d.limit {
             Some(l) => to_f64(&eval(l, &Scope::empty(), &self.ctx())?).map(|f| f as u64),
@@ -464,14 +465,23 @@ impl SqlSession {
         };
         let selection = d.selection.clone();
         let fired = self.triggers_of(&def, TrgEvent::Delete)?;
+        let order = order_terms(&d.order_by);
         if fired.is_some()
+            || !order.is_empty()
             || selection
                 .as_ref()
                 .is_some_and(crate::authorize::has_subquery)
         {
             self.check_subquery_targets(&def, selection.iter())?;
             let deleted = self.statement(|s| {
-                s.delete_rows(&def, &columns, selection.as_ref(), limit, fired.as_ref())
+                s.delete_rows(
+                    &def,
+                    &columns,
+                    selection.as_ref(),
+                    limit,
+                    &order,
+                    fired.as_ref(),
+                )
             })?;
             return Ok(Outcome::Affected {
                 rows: deleted,
@@ -844,6 +854,19 @@ impl SqlSession {
 }
 
 /// The scope of one row of a table, for values computed over it.
+/// An UPDATE's or DELETE's ORDER BY terms: expression and whether descending.
+fn order_terms(order_by: &[sqlparser::ast::OrderByExpr]) -> Vec<(&Expr, bool)> {
+    order_by
+        .iter()
+        .map(|o| {
+            (
+                &o.expr,
+                matches!(o.options.sort, Some(sqlparser::ast::OrderBySort::Desc)),
+            )
+        })
+        .collect()
+}
+
 fn row_scope<'a>(columns: &'a [super::columns::ColumnRef], row: &'a [Value]) -> Scope<'a> {
     Scope {
         columns,
@@ -863,19 +886,23 @@ struct RowUpdate<'a> {
     user_assigned: &'a [usize],
     gens: &'a [(usize, Expr)],
     limit: Option<u64>,
+    /// ORDER BY terms: which rows `limit` takes, and the order they are changed in.
+    order: &'a [(&'a Expr, bool)],
     fired: Option<&'a Fired>,
 }
 
 impl SqlSession {
-    /// The rows of `def` that `selection` matches (up to `limit`), read first and evaluated
-    /// with the session at hand (subqueries run for each row that needs them). A ring's meta
-    /// rows are never among them.
+    /// The rows of `def` that `selection` matches, in the order of `order` (ORDER BY terms;
+    /// else the table's key order), up to `limit`: read first and evaluated with the session at
+    /// hand (subqueries run for each row that needs them). A ring's meta rows are never among
+    /// them.
     fn matching_rows(
         &mut self,
         def: &TableDef,
         columns: &[super::columns::ColumnRef],
         selection: Option<&Expr>,
         limit: Option<u64>,
+        order: &[(&Expr, bool)],
     ) -> Result<Vec<Vec<Value>>> {
         let prefix = self.key_prefix(def, selection)?;
         let saved = self.session.vars.show_meta;
@@ -886,7 +913,8 @@ impl SqlSession {
         let ctx = self.ctx();
         let mut out = Vec::new();
         for row in rows {
-            if limit.is_some_and(|l| out.len() as u64 >= l) {
+            // With an ORDER BY, which rows the LIMIT takes is known only once all are sorted.
+            if order.is_empty() && limit.is_some_and(|l| out.len() as u64 >= l) {
                 break;
             }
             if def.is_meta_key(&def.key_of(&row)) {
@@ -896,7 +924,21 @@ impl SqlSession {
                 out.push(row);
             }
         }
-        Ok(out)
+        if order.is_empty() {
+            return Ok(out);
+        }
+        let mut keyed = Vec::with_capacity(out.len());
+        for row in out {
+            let keys = order
+                .iter()
+                .map(|(e, _)| eval(e, &row_scope(columns, &row), &ctx))
+                .collect::<Result<Vec<_>>>()?;
+            keyed.push((row, keys));
+        }
+        let desc: Vec<bool> = order.iter().map(|(_, d)| *d).collect();
+        super::select::sort_keyed(&mut keyed, &desc, ctx.tz);
+        let limit = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+        Ok(keyed.into_iter().take(limit).map(|(row, _)| row).collect())
     }
 
     /// UPDATE row by row: the matching rows are read first; each gets its new values
@@ -905,7 +947,8 @@ impl SqlSession {
     fn update_rows(&mut self, plan: &RowUpdate<'_>) -> Result<ringrep_engine::UpdateOutcome> {
         let def = plan.def;
         let tz = self.session.vars.tz_offset;
-        let matched = self.matching_rows(def, plan.columns, plan.selection, plan.limit)?;
+        let matched =
+            self.matching_rows(def, plan.columns, plan.selection, plan.limit, plan.order)?;
         let mut out = ringrep_engine::UpdateOutcome::default();
         for (n, candidate) in matched.into_iter().enumerate() {
             let row_no = n + 1;
@@ -998,9 +1041,10 @@ impl SqlSession {
         columns: &[super::columns::ColumnRef],
         selection: Option<&Expr>,
         limit: Option<u64>,
+        order: &[(&Expr, bool)],
         fired: Option<&Fired>,
     ) -> Result<u64> {
-        let matched = self.matching_rows(def, columns, selection, limit)?;
+        let matched = self.matching_rows(def, columns, selection, limit, order)?;
         let mut deleted = 0;
         for old in matched {
             let mut none = Vec::new();

@@ -938,9 +938,11 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
     let name = ty.to_string().to_ascii_uppercase();
     Ok(
         if name.starts_with("SIGNED") || name.starts_with("INT") || name.starts_with("BIGINT") {
-            Value::Int(to_f64(&v).unwrap_or(0.0).round() as i64)
+            // MySQL's 64 bits taken as signed: an unsigned value past i64's range wraps.
+            Value::Int(integer_bits(&v) as i64)
         } else if name.starts_with("UNSIGNED") {
-            Value::UInt(to_f64(&v).unwrap_or(0.0).round().max(0.0) as u64)
+            // And as unsigned: a negative value wraps (-1 is 18446744073709551615).
+            Value::UInt(integer_bits(&v) as u64)
         } else if name.starts_with("CHAR")
             || name.starts_with("VARCHAR")
             || name.starts_with("TEXT")
@@ -971,6 +973,34 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
             return Err(Error::unsupported(format!("CAST AS {ty}")));
         },
     )
+}
+
+/// The 64 bits CAST(... AS SIGNED) and CAST(... AS UNSIGNED) read from `v`, as MySQL takes
+/// them: integers exactly (never through a double), other numbers rounded half away from zero
+/// and held to the 64-bit range, text by its leading integer (`'12abc'` is 12; MySQL also
+/// warns, which ringrep does not yet) or, failing that, as a number.
+fn integer_bits(v: &Value) -> i128 {
+    const LOW: i128 = i64::MIN as i128;
+    const HIGH: i128 = u64::MAX as i128;
+    let of_f64 = |f: f64| (f.round() as i128).clamp(LOW, HIGH);
+    match v {
+        Value::Int(i) => i128::from(*i),
+        Value::UInt(u) => i128::from(*u),
+        Value::Text(_) | Value::Bytes(_) => {
+            let text = ringrep_engine::types::text_of(v);
+            let t = text.trim_start();
+            let digits_from = usize::from(t.starts_with(['-', '+']));
+            let digits = t[digits_from..]
+                .bytes()
+                .take_while(u8::is_ascii_digit)
+                .count();
+            match t[..digits_from + digits].parse::<i128>() {
+                Ok(n) if digits > 0 && digits < 30 => n.clamp(LOW, HIGH),
+                _ => to_f64(v).map_or(0, of_f64),
+            }
+        }
+        other => to_f64(other).map_or(0, of_f64),
+    }
 }
 
 /// A value as the `mysql` client prints it; `None` for NULL. `ty` (the column's type, when the

@@ -46,7 +46,7 @@ struct OutputColumn<'a> {
 }
 
 /// An output row before ordering: its values, and its ORDER BY keys.
-type KeyedRow = (Vec<Value>, Vec<Value>);
+pub(crate) type KeyedRow = (Vec<Value>, Vec<Value>);
 
 /// How many results of one correlated subquery a statement keeps.
 const MEMO_ROWS: usize = 4096;
@@ -145,7 +145,7 @@ fn push_columns(outputs: &mut Vec<OutputColumn<'_>>, t: &FromTable) {
 
 /// Sorts rows by their ORDER BY keys (NULLs first, as MySQL does); a stable sort, so ties
 /// keep their order.
-fn sort_keyed(out: &mut [KeyedRow], desc: &[bool], tz: i64) {
+pub(crate) fn sort_keyed(out: &mut [KeyedRow], desc: &[bool], tz: i64) {
     if desc.is_empty() {
         return;
     }
@@ -891,7 +891,11 @@ impl SqlSession {
         let order = order_terms(q)?;
         let aggs = aggregate_calls(&outputs, select.having.as_ref(), &order);
         let group_by: Vec<&Expr> = match &select.group_by {
-            GroupByExpr::Expressions(v, _) => v.iter().collect(),
+            GroupByExpr::Expressions(v, modifiers) if modifiers.is_empty() => v.iter().collect(),
+            // WITH ROLLUP's super-aggregate rows are not made: refused rather than left out.
+            GroupByExpr::Expressions(..) => {
+                return Err(Error::unsupported("GROUP BY ... WITH ROLLUP"))
+            }
             GroupByExpr::All(_) => return Err(Error::unsupported("GROUP BY ALL")),
         };
         let ctx = self.ctx();
@@ -1305,22 +1309,41 @@ fn aggregate(
     let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(e))) = arg else {
         return Err(Error::syntax(format!("{name} needs an expression")));
     };
-    let mut vals = Vec::new();
-    for r in rows {
-        let v = eval(
-            e,
-            &Scope {
-                columns,
-                row: r,
-                aggregates: None,
-                place: "field list",
-            },
-            ctx,
-        )?;
-        if !v.is_null() {
-            vals.push(v);
+    // GROUP_CONCAT's ORDER BY and SEPARATOR are MySQL's; any other clause is refused rather
+    // than left out of the result.
+    let mut order: Vec<(&Expr, bool)> = Vec::new();
+    for clause in &list.clauses {
+        match clause {
+            FunctionArgumentClause::Separator(_) if name == "GROUP_CONCAT" => {}
+            FunctionArgumentClause::OrderBy(terms) if name == "GROUP_CONCAT" => {
+                order = terms
+                    .iter()
+                    .map(|o| (&o.expr, matches!(o.options.sort, Some(OrderBySort::Desc))))
+                    .collect();
+            }
+            other => return Err(Error::unsupported(format!("{name}(... {other})"))),
         }
     }
+    let mut keyed: Vec<KeyedRow> = Vec::new();
+    for r in rows {
+        let scope = Scope {
+            columns,
+            row: r,
+            aggregates: None,
+            place: "field list",
+        };
+        let v = eval(e, &scope, ctx)?;
+        if !v.is_null() {
+            let keys = order
+                .iter()
+                .map(|(o, _)| eval(o, &scope, ctx))
+                .collect::<Result<Vec<_>>>()?;
+            keyed.push((vec![v], keys));
+        }
+    }
+    let desc: Vec<bool> = order.iter().map(|(_, d)| *d).collect();
+    sort_keyed(&mut keyed, &desc, ctx.tz);
+    let mut vals: Vec<Value> = keyed.into_iter().filter_map(|(mut v, _)| v.pop()).collect();
     if distinct {
         let mut uniq: Vec<Value> = Vec::new();
         for v in vals {

@@ -8,7 +8,7 @@ use super::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 
 /// Variables ringrep accepts and ignores (they have no meaning here), so scripts written for
-/// MySQL run.
+/// MySQL run. docs/operations.md lists them: keep it in step.
 const ACCEPTED: &[&str] = &[
     "sql_log_bin",
     "sql_mode",
@@ -31,6 +31,10 @@ const ACCEPTED: &[&str] = &[
     "ndb_default_column_format",
     "ndb_deferred_constraints",
     "sql_notes",
+    // Connection pools set these when they open a connection; ringrep closes no idle
+    // connection, so accepting them changes nothing a client relies on.
+    "wait_timeout",
+    "interactive_timeout",
 ];
 
 fn on_off(v: &Value, name: &str) -> Result<bool> {
