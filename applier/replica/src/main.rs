@@ -204,6 +204,22 @@ fn run_verify(
 ) -> anyhow::Result<bool> {
     let p = open_side(primary, "primary")?;
     let r = open_side(replica, "replica")?;
+    if remote::is_url(primary) != remote::is_url(replica) {
+        // A server's side names the rows of a table without a primary key by their values
+        // (its hidden row id is not shown over the protocol), a directory's by that id.
+        let dir = if remote::is_url(primary) { &r } else { &p };
+        if let Some(t) = dir
+            .engine
+            .tables()
+            .into_iter()
+            .find(|t| t.column_index(ringrep_engine::HIDDEN_ROW_ID).is_some())
+        {
+            anyhow::bail!(
+                "{} has no primary key: a data directory and a server name its rows differently; verify two servers or two data directories",
+                t.qualified_name()
+            );
+        }
+    }
     let replica_applied = r.applied_from(p.server_id);
     let started = Instant::now();
     let mut last_print = Instant::now();

@@ -162,17 +162,17 @@ async fn read_all(conn: &mut mysql_async::Conn, server_id: u32, last_seq: u64) -
             let def = engine
                 .table_def(&db, &t)
                 .ok_or_else(|| remote(format!("{db}.{t}: definition did not load")))?;
-            if def.columns.iter().any(|c| c.name == HIDDEN_ROW_ID) {
-                return Err(remote(format!(
-                    "{db}.{t} has no primary key, so its rows cannot be matched over the MySQL protocol; verify data directories instead"
-                )));
-            }
             let rows: Vec<mysql_async::Row> = conn
                 .exec(format!("SELECT * FROM `{db}`.`{t}`"), ())
                 .await
                 .map_err(q)?;
+            let hidden = def.columns.iter().position(|c| c.name == HIDDEN_ROW_ID);
+            let mut names = RowNames::default();
             for (n, row) in rows.into_iter().enumerate() {
-                let values = row_values(&def, row, n + 1)?;
+                let mut values = row_values(&def, row, n + 1, hidden)?;
+                if let Some(h) = hidden {
+                    values.insert(h, Value::UInt(names.next(&def, &values)?));
+                }
                 sql.session.raw_write(&def, values)?;
             }
         }
@@ -191,19 +191,64 @@ async fn read_all(conn: &mut mysql_async::Conn, server_id: u32, last_seq: u64) -
     })
 }
 
-/// One result row as the table's values.
-fn row_values(def: &TableDef, row: mysql_async::Row, n: usize) -> Result<Vec<Value>> {
+/// Names for the rows of a table without a primary key, read over the MySQL protocol, where
+/// its hidden row id is not shown: each row is named by a digest of its values (the high 48
+/// bits) and how many identical rows came before it (the low 16). The two sides of one
+/// verification are named in the same process, so the same rows get the same names whatever
+/// order they arrive in, and a row missing on one side is one difference, not a shift of
+/// every row after it. The table is thus compared as a multiset of rows.
+#[derive(Default)]
+struct RowNames {
+    seen: std::collections::HashMap<u64, u64>,
+}
+
+impl RowNames {
+    const COPIES: u64 = 1 << 16;
+
+    fn next(&mut self, def: &TableDef, values: &[Value]) -> Result<u64> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        format!("{values:?}").hash(&mut h);
+        let digest = h.finish() & !(Self::COPIES - 1);
+        let copies = self.seen.entry(digest).or_insert(0);
+        if *copies == Self::COPIES {
+            return Err(remote(format!(
+                "{}: more than {} identical rows in a table without a primary key; verify data directories instead",
+                def.qualified_name(),
+                Self::COPIES
+            )));
+        }
+        *copies += 1;
+        Ok(digest | (*copies - 1))
+    }
+}
+
+/// One result row as the table's values; `hidden`, the hidden row id of a table without a
+/// primary key, is not among the row's columns and is left out.
+fn row_values(
+    def: &TableDef,
+    row: mysql_async::Row,
+    n: usize,
+    hidden: Option<usize>,
+) -> Result<Vec<Value>> {
     let raw = row.unwrap();
-    if raw.len() != def.columns.len() {
+    let columns: Vec<_> = def
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != hidden)
+        .map(|(_, c)| c)
+        .collect();
+    if raw.len() != columns.len() {
         return Err(remote(format!(
             "{}: a row has {} values for {} columns",
             def.qualified_name(),
             raw.len(),
-            def.columns.len()
+            columns.len()
         )));
     }
     raw.into_iter()
-        .zip(&def.columns)
+        .zip(columns)
         .map(|(v, col)| {
             let v = from_wire(v, &col.ty);
             ringrep_engine::types::coerce(v, col, n, 0).map_err(Error::from)
