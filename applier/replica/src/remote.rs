@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use binlog_format::schema::{ColumnType, TableDef};
+use binlog_format::schema::{ColumnDef, ColumnType, TableDef};
 use binlog_format::value::{Date, DateTime};
 use binlog_format::{SyncPolicy, Value};
 use mysql_async::prelude::*;
@@ -166,10 +166,18 @@ async fn read_all(conn: &mut mysql_async::Conn, server_id: u32, last_seq: u64) -
                 .exec(format!("SELECT * FROM `{db}`.`{t}`"), ())
                 .await
                 .map_err(q)?;
+            // A hidden row id is not among the columns a row arrives with.
             let hidden = def.columns.iter().position(|c| c.name == HIDDEN_ROW_ID);
+            let shown: Vec<&ColumnDef> = def
+                .columns
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| Some(*i) != hidden)
+                .map(|(_, c)| c)
+                .collect();
             let mut names = RowNames::default();
             for (n, row) in rows.into_iter().enumerate() {
-                let mut values = row_values(&def, row, n + 1, hidden)?;
+                let mut values = row_values(&def, &shown, row, n + 1)?;
                 if let Some(h) = hidden {
                     values.insert(h, Value::UInt(names.next(&def, &values)?));
                 }
@@ -223,22 +231,14 @@ impl RowNames {
     }
 }
 
-/// One result row as the table's values; `hidden`, the hidden row id of a table without a
-/// primary key, is not among the row's columns and is left out.
+/// One result row of `def` as the values of `columns`, the ones the row is made of.
 fn row_values(
     def: &TableDef,
+    columns: &[&ColumnDef],
     row: mysql_async::Row,
     n: usize,
-    hidden: Option<usize>,
 ) -> Result<Vec<Value>> {
     let raw = row.unwrap();
-    let columns: Vec<_> = def
-        .columns
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| Some(*i) != hidden)
-        .map(|(_, c)| c)
-        .collect();
     if raw.len() != columns.len() {
         return Err(remote(format!(
             "{}: a row has {} values for {} columns",
@@ -249,7 +249,7 @@ fn row_values(
     }
     raw.into_iter()
         .zip(columns)
-        .map(|(v, col)| {
+        .map(|(v, &col)| {
             let v = from_wire(v, &col.ty);
             ringrep_engine::types::coerce(v, col, n, 0).map_err(Error::from)
         })

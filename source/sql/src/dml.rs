@@ -14,6 +14,7 @@ use super::columns::table_columns;
 use super::expr::{compare, eval, to_f64, Scope};
 use super::lexer::{find_top_level, split_top_level_commas, take_string};
 use super::predicate::{conjuncts, equalities, row_matches};
+use super::select::{order_pairs, sort_keyed};
 use super::triggers::{Fired, Firing, Timing, TrgEvent};
 use super::{split_name, Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
@@ -326,7 +327,7 @@ impl SqlSession {
         let user_assigned = assigned.clone();
         assigned.extend(gens.iter().map(|(g, _)| *g));
         let fired = self.triggers_of(&def, TrgEvent::Update)?;
-        let order = order_terms(&u.order_by);
+        let order = order_pairs(&u.order_by);
         if fired.is_some()
             || !order.is_empty()
             || selection
@@ -465,7 +466,7 @@ impl SqlSession {
         };
         let selection = d.selection.clone();
         let fired = self.triggers_of(&def, TrgEvent::Delete)?;
-        let order = order_terms(&d.order_by);
+        let order = order_pairs(&d.order_by);
         if fired.is_some()
             || !order.is_empty()
             || selection
@@ -854,19 +855,6 @@ impl SqlSession {
 }
 
 /// The scope of one row of a table, for values computed over it.
-/// An UPDATE's or DELETE's ORDER BY terms: expression and whether descending.
-fn order_terms(order_by: &[sqlparser::ast::OrderByExpr]) -> Vec<(&Expr, bool)> {
-    order_by
-        .iter()
-        .map(|o| {
-            (
-                &o.expr,
-                matches!(o.options.sort, Some(sqlparser::ast::OrderBySort::Desc)),
-            )
-        })
-        .collect()
-}
-
 fn row_scope<'a>(columns: &'a [super::columns::ColumnRef], row: &'a [Value]) -> Scope<'a> {
     Scope {
         columns,
@@ -935,8 +923,7 @@ impl SqlSession {
                 .collect::<Result<Vec<_>>>()?;
             keyed.push((row, keys));
         }
-        let desc: Vec<bool> = order.iter().map(|(_, d)| *d).collect();
-        super::select::sort_keyed(&mut keyed, &desc, ctx.tz);
+        sort_keyed(&mut keyed, order, ctx.tz);
         let limit = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
         Ok(keyed.into_iter().take(limit).map(|(row, _)| row).collect())
     }

@@ -9,9 +9,9 @@ use binlog_format::schema::{ColumnType, TableDef};
 use binlog_format::{Key, Value};
 use sqlparser::ast::{
     Distinct, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
-    FunctionArguments, GroupByExpr, LimitClause, ObjectName, OrderByKind, OrderBySort, Query,
-    Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, SetOperator, SetQuantifier,
-    Spanned, TableFactor,
+    FunctionArguments, GroupByExpr, LimitClause, ObjectName, OrderByExpr, OrderByKind, OrderBySort,
+    Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, SetOperator,
+    SetQuantifier, Spanned, TableFactor,
 };
 
 use super::columns::{table_columns, ColumnRef, FromTable, StarCol};
@@ -143,14 +143,14 @@ fn push_columns(outputs: &mut Vec<OutputColumn<'_>>, t: &FromTable) {
     }
 }
 
-/// Sorts rows by their ORDER BY keys (NULLs first, as MySQL does); a stable sort, so ties
-/// keep their order.
-pub(crate) fn sort_keyed(out: &mut [KeyedRow], desc: &[bool], tz: i64) {
-    if desc.is_empty() {
+/// Sorts rows by their ORDER BY keys, made from the terms of `order` (NULLs first, as MySQL
+/// does); a stable sort, so ties keep their order.
+pub(crate) fn sort_keyed(out: &mut [KeyedRow], order: &[(&Expr, bool)], tz: i64) {
+    if order.is_empty() {
         return;
     }
     out.sort_by(|a, b| {
-        for (i, d) in desc.iter().enumerate() {
+        for (i, (_, d)) in order.iter().enumerate() {
             let o = match (a.1[i].is_null(), b.1[i].is_null()) {
                 (true, true) => Ordering::Equal,
                 (true, false) => Ordering::Less,
@@ -174,8 +174,7 @@ fn ordered_page(
     q: &Query,
     ctx: &Ctx<'_>,
 ) -> Result<Vec<Vec<Value>>> {
-    let desc: Vec<bool> = order.iter().map(|(_, d)| *d).collect();
-    sort_keyed(&mut keyed, &desc, ctx.tz);
+    sort_keyed(&mut keyed, order, ctx.tz);
     let (limit, offset) = limits(q, ctx)?;
     Ok(keyed
         .into_iter()
@@ -377,13 +376,19 @@ fn outer_equalities(e: &Expr, columns: &[ColumnRef], out: &mut Vec<(String, Expr
 /// A query's ORDER BY terms: expression and whether descending.
 fn order_terms(q: &Query) -> Result<Vec<(&Expr, bool)>> {
     match q.order_by.as_ref().map(|o| &o.kind) {
-        Some(OrderByKind::Expressions(v)) => Ok(v
-            .iter()
-            .map(|o| (&o.expr, matches!(o.options.sort, Some(OrderBySort::Desc))))
-            .collect()),
+        Some(OrderByKind::Expressions(v)) => Ok(order_pairs(v)),
         Some(OrderByKind::All(_)) => Err(Error::unsupported("ORDER BY ALL")),
         None => Ok(vec![]),
     }
+}
+
+/// ORDER BY terms as expression and whether descending: a query's, an UPDATE's or DELETE's,
+/// GROUP_CONCAT's.
+pub(crate) fn order_pairs(terms: &[OrderByExpr]) -> Vec<(&Expr, bool)> {
+    terms
+        .iter()
+        .map(|o| (&o.expr, matches!(o.options.sort, Some(OrderBySort::Desc))))
+        .collect()
 }
 
 impl SqlSession {
@@ -1316,14 +1321,13 @@ fn aggregate(
         match clause {
             FunctionArgumentClause::Separator(_) if name == "GROUP_CONCAT" => {}
             FunctionArgumentClause::OrderBy(terms) if name == "GROUP_CONCAT" => {
-                order = terms
-                    .iter()
-                    .map(|o| (&o.expr, matches!(o.options.sort, Some(OrderBySort::Desc))))
-                    .collect();
+                order = order_pairs(terms);
             }
             other => return Err(Error::unsupported(format!("{name}(... {other})"))),
         }
     }
+    let mut vals = Vec::new();
+    // With an ORDER BY, each value with its keys, sorted before they are joined.
     let mut keyed: Vec<KeyedRow> = Vec::new();
     for r in rows {
         let scope = Scope {
@@ -1333,7 +1337,12 @@ fn aggregate(
             place: "field list",
         };
         let v = eval(e, &scope, ctx)?;
-        if !v.is_null() {
+        if v.is_null() {
+            continue;
+        }
+        if order.is_empty() {
+            vals.push(v);
+        } else {
             let keys = order
                 .iter()
                 .map(|(o, _)| eval(o, &scope, ctx))
@@ -1341,9 +1350,10 @@ fn aggregate(
             keyed.push((vec![v], keys));
         }
     }
-    let desc: Vec<bool> = order.iter().map(|(_, d)| *d).collect();
-    sort_keyed(&mut keyed, &desc, ctx.tz);
-    let mut vals: Vec<Value> = keyed.into_iter().filter_map(|(mut v, _)| v.pop()).collect();
+    if !order.is_empty() {
+        sort_keyed(&mut keyed, &order, ctx.tz);
+        vals = keyed.into_iter().flat_map(|(v, _)| v).collect();
+    }
     if distinct {
         let mut uniq: Vec<Value> = Vec::new();
         for v in vals {
