@@ -71,6 +71,7 @@
 //! ```
 
 pub mod codec;
+pub mod collation;
 pub mod durable;
 pub mod error;
 pub mod events;

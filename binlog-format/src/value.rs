@@ -116,7 +116,9 @@ impl Value {
     }
 
     /// A total order: NULL first, numbers by value, floats by `total_cmp`, decimals by value,
-    /// strings and bytes bytewise. Used for primary keys and for the verifier's key order.
+    /// bytes and JSON bytewise, text by the text collation ([`crate::collation`]: without case
+    /// or accents, so `Text("Bob")` and `Text("bob")` are equal here although `==` tells them
+    /// apart). Used for primary keys and for the verifier's key order.
     #[inline]
     pub fn total_cmp(&self, other: &Value) -> Ordering {
         use Value::*;
@@ -131,7 +133,7 @@ impl Value {
             (Double(a), Float(b)) => a.total_cmp(&f64::from(*b)),
             (Decimal(a), Decimal(b)) => cmp_decimal_text(a, b),
             (Bytes(a), Bytes(b)) => a.cmp(b),
-            (Text(a), Text(b)) => a.cmp(b),
+            (Text(a), Text(b)) => crate::collation::cmp(a, b),
             (Date(a), Date(b)) => a.cmp(b),
             (DateTime(a), DateTime(b)) => a.cmp(b),
             (Timestamp(a), Timestamp(b)) => a.cmp(b),
@@ -187,7 +189,8 @@ pub fn decimal_parts(s: &str) -> (bool, &str, &str) {
 }
 
 /// A primary key (or any tuple of values) with the total order of [`Value::total_cmp`].
-/// Equality and hashing follow that order, so `Int(5)` and `UInt(5)` are the same key.
+/// Equality and hashing follow that order, so `Int(5)` and `UInt(5)` are the same key, and so
+/// are `Text("Bob")` and `Text("bob")`; the values keep what they were given.
 #[derive(Debug, Clone, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
 pub struct Key(
     /// The values, in key order.
@@ -232,7 +235,10 @@ impl Key {
                     (3u8, neg && !zero, int, frac).hash(h)
                 }
                 Value::Bytes(b) => (4u8, b).hash(h),
-                Value::Text(s) => (5u8, s).hash(h),
+                Value::Text(s) => {
+                    5u8.hash(h);
+                    crate::collation::hash(s, h);
+                }
                 Value::Date(d) => (6u8, d).hash(h),
                 Value::DateTime(d) => (7u8, d).hash(h),
                 Value::Timestamp(t) => (8u8, t).hash(h),

@@ -9,6 +9,9 @@
 //! so a key's encoding is its columns' encodings one after another, and the keys starting with
 //! a prefix of columns are exactly those whose bytes start with the prefix's bytes.
 //!
+//! Text encodes as its collation weight (`binlog_format::collation`), not its bytes, so keys
+//! that differ only in case or accents are one key, as `Key` says.
+//!
 //! This is an in-memory layout only: nothing here is written to the binlog or to snapshots.
 
 use binlog_format::value::{decimal_parts, Date, DateTime};
@@ -46,7 +49,7 @@ pub(crate) fn push_value(v: &Value, out: &mut Vec<u8>) {
         }
         Value::Text(s) => {
             out.push(5);
-            push_escaped(s.as_bytes(), out);
+            push_text(s, out);
         }
         Value::Date(d) => {
             out.push(6);
@@ -184,6 +187,19 @@ fn push_escaped(b: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(&[0, 0]);
 }
 
+/// Text by its collation weight (`binlog_format::collation`), escaped as `push_escaped`
+/// escapes bytes: keys that differ only in case or accents share their bytes.
+fn push_text(s: &str, out: &mut Vec<u8>) {
+    out.reserve(s.len() + 2);
+    binlog_format::collation::weight_bytes(s, |x| {
+        out.push(x);
+        if x == 0 {
+            out.push(0xff);
+        }
+    });
+    out.extend_from_slice(&[0, 0]);
+}
+
 fn push_date(d: &Date, out: &mut Vec<u8>) {
     out.extend_from_slice(&d.year.to_be_bytes());
     out.extend_from_slice(&[d.month, d.day]);
@@ -216,7 +232,7 @@ mod tests {
             })),
             proptest::collection::vec(prop_oneof![Just(0u8), Just(255u8), any::<u8>()], 0..6)
                 .prop_map(Value::Bytes),
-            "[a\\x00b]{0,5}".prop_map(Value::Text),
+            "[aAbBéE\\x00 ]{0,5}".prop_map(Value::Text),
             (1u16..3000, 1u8..13, 1u8..29).prop_map(|(year, month, day)| Value::Date(Date {
                 year,
                 month,
@@ -293,6 +309,12 @@ mod tests {
             encode(&[Value::Int(-1)]).cmp(&encode(&[Value::UInt(0)])),
             Ordering::Less
         );
+        // Text keys by collation: case and accents do not count, trailing spaces do.
+        let text = |s: &str| encode(&[Value::Text(s.into())]);
+        assert_eq!(text("Bob"), text("bOB"));
+        assert_eq!(text("Élan"), text("elan"));
+        assert_ne!(text("bob"), text("bob "));
+        assert_eq!(text("a").cmp(&text("B")), Ordering::Less);
         // A ring key (user id, slot) takes seven bytes.
         assert_eq!(encode(&[Value::Int(4711), Value::Int(17)]).len(), 7);
     }

@@ -489,11 +489,13 @@ fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
         if !matches!(frames.next()?, Next::End) {
             return Ok(None);
         }
-        let tables = data
-            .tables
-            .into_iter()
-            .map(|(def, rows)| Table::with_rows(def, rows))
-            .collect();
+        let mut tables = Vec::with_capacity(data.tables.len());
+        for (def, rows) in data.tables {
+            let n = rows.len() as u64;
+            let t = Table::with_rows(def, rows);
+            one_row_per_key(&t, n)?;
+            tables.push(t);
+        }
         // Written under the lock: exact.
         return Ok(Some(Loaded {
             state: state(data.last_seq, data.next_table_id, data.databases, tables),
@@ -504,6 +506,7 @@ fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
         return Ok(None);
     };
     let mut tables: Vec<Table> = header.tables.into_iter().map(Table::new).collect();
+    let mut per_table = vec![0u64; tables.len()];
     let mut total = 0u64;
     loop {
         let Next::Frame(payload) = frames.next()? else {
@@ -515,6 +518,7 @@ fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
                     return Ok(None);
                 };
                 total += rows.len() as u64;
+                per_table[table as usize] += rows.len() as u64;
                 for r in rows {
                     t.put(&r);
                 }
@@ -526,6 +530,9 @@ fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
     if !matches!(frames.next()?, Next::End) {
         return Ok(None);
     }
+    for (t, n) in tables.iter().zip(per_table) {
+        one_row_per_key(t, n)?;
+    }
     Ok(Some(Loaded {
         state: state(
             header.last_seq,
@@ -535,6 +542,24 @@ fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
         ),
         exact: header.exact,
     }))
+}
+
+/// Refuses a snapshot table whose `written` rows fell onto fewer keys: text keys compare
+/// without case or accents (`binlog_format::collation`), and a snapshot written before they did
+/// may hold rows whose keys differ only so. Loading it would keep one row of each such pair
+/// and drop the other without a word.
+fn one_row_per_key(t: &Table, written: u64) -> Result<()> {
+    if t.len() as u64 == written {
+        return Ok(());
+    }
+    Err(crate::error::Error::internal(format!(
+        "the snapshot's table {}.{} holds {written} rows but only {} distinct primary keys: \
+         keys that differ only in case or accents, written before text keys compared without \
+         them; load it with the ringrep that wrote it and rename those keys first",
+        t.def.database,
+        t.def.name,
+        t.len()
+    )))
 }
 
 fn state(last_seq: u64, next_table_id: u64, databases: Vec<String>, tables: Vec<Table>) -> State {
@@ -618,6 +643,77 @@ mod tests {
     }
 
     /// Rows cut into many frames (as a state over 4 GiB must be) read back as they were.
+    /// A snapshot written when text keys compared by their bytes may hold two rows whose keys
+    /// now are one: it is refused, naming the table, not loaded with one of them dropped.
+    #[test]
+    fn a_snapshot_with_keys_equal_under_the_collation_is_refused() {
+        let st = sample_state();
+        let mut def = st
+            .tables
+            .values()
+            .find(|t| t.def.name == "p")
+            .map(|t| TableDef::clone(&t.def))
+            .expect("table p");
+        def.primary_key = vec![1];
+        let header = HeaderOut {
+            last_seq: 1,
+            next_table_id: def.id + 1,
+            databases: vec!["d"],
+            tables: vec![&def],
+            exact: true,
+        };
+        // A snapshot of `def` holding these (id, v) rows, as a build keyed by bytes wrote it.
+        let snapshot_of = |pairs: &[(i64, &str)]| {
+            let rows: Vec<Vec<u8>> = pairs
+                .iter()
+                .map(|(id, v)| {
+                    let mut enc = Vec::new();
+                    codec::encode_row_into(
+                        &[
+                            binlog_format::Value::Int(*id),
+                            binlog_format::Value::Text((*v).into()),
+                        ],
+                        &mut enc,
+                    );
+                    enc
+                })
+                .collect();
+            let slices: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+            let mut bytes = Vec::new();
+            write_frame_with(&mut bytes, |p| {
+                p.extend_from_slice(MAGIC);
+                codec::encode_into(&header, p)
+            })
+            .expect("header");
+            let part = PartOut::Rows {
+                table: 0,
+                rows: StoredRows(&slices),
+            };
+            write_frame_with(&mut bytes, |p| codec::encode_into(&part, p)).expect("rows");
+            let end = PartOut::End {
+                rows: pairs.len() as u64,
+            };
+            write_frame_with(&mut bytes, |p| codec::encode_into(&end, p)).expect("end");
+            bytes
+        };
+        let err = decode_bytes(&snapshot_of(&[(1, "Bob"), (2, "bob")]))
+            .err()
+            .expect("refused");
+        assert!(
+            err.message
+                .contains("d.p holds 2 rows but only 1 distinct primary keys"),
+            "{}",
+            err.message
+        );
+        // Keys that differ in more than case load.
+        let bytes = snapshot_of(&[(1, "Bob"), (2, "Rob")]);
+        let loaded = decode_bytes(&bytes).expect("read").expect("whole");
+        assert_eq!(
+            loaded.state.tables.values().map(Table::len).sum::<usize>(),
+            2
+        );
+    }
+
     #[test]
     fn a_state_in_many_frames_reads_back_whole() {
         let st = sample_state();

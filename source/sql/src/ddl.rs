@@ -101,6 +101,27 @@ fn column_type(sql: &str) -> Result<ColumnType> {
     }
 }
 
+/// Accepts a `COLLATE` name that text columns follow: a case-insensitive one. Text compares
+/// by one collation (`binlog_format::collation`, utf8mb4_0900_ai_ci at its primary level),
+/// so a case- or accent-sensitive or binary collation would be silently different; it is
+/// refused instead, pointing at VARBINARY for exact comparison.
+fn collation(name: &str) -> Result<()> {
+    let name = name
+        .trim()
+        .trim_start_matches('=')
+        .trim()
+        .trim_matches(|c| c == '\'' || c == '"' || c == '`')
+        .to_ascii_lowercase();
+    if name.ends_with("_ci") && !name.contains("_as_") {
+        return Ok(());
+    }
+    Err(Error::unsupported(format!(
+        "COLLATE {name}: text columns compare by {}, without case or accents; \
+         VARBINARY and BLOB columns compare bytes",
+        binlog_format::collation::NAME
+    )))
+}
+
 fn current_timestamp_fsp(e: &Expr) -> Option<u8> {
     let s = e.to_string().to_ascii_uppercase().replace(' ', "");
     for name in ["CURRENT_TIMESTAMP", "NOW", "LOCALTIMESTAMP"] {
@@ -128,6 +149,7 @@ fn column_def(
     let mut unique = false;
     for o in &c.options {
         match &o.option {
+            ColumnOption::Collation(name) => collation(&name.to_string())?,
             ColumnOption::NotNull => nullable = false,
             ColumnOption::Null => explicit_null = true,
             ColumnOption::Default(e) => default_expr = Some(e),
@@ -154,9 +176,10 @@ fn column_def(
                     nullable = false;
                 } else if s.starts_with("UNIQUE") {
                     unique = true;
+                } else if let Some(name) = s.strip_prefix("COLLATE") {
+                    collation(name)?;
                 } else if s.starts_with("COMMENT")
                     || s.starts_with("CHARACTER SET")
-                    || s.starts_with("COLLATE")
                     || s.starts_with("CHARSET")
                 {
                 } else {
@@ -453,6 +476,11 @@ impl SqlSession {
             &ct.table_options
         {
             for o in opts {
+                if let SqlOption::KeyValue { key, value } = o {
+                    if key.to_string().to_ascii_uppercase().ends_with("COLLATE") {
+                        collation(&value.to_string())?;
+                    }
+                }
                 if let SqlOption::Comment(c) = o {
                     let s = c.to_string();
                     def.comment =

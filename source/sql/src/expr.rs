@@ -1,6 +1,7 @@
 //! Expression evaluation with MySQL's semantics: NULL is unknown, numbers compare as numbers,
-//! strings compare case-insensitively (the default utf8mb4_0900_ai_ci collation), a string
-//! compared with a number or a time is converted first.
+//! strings compare by the text collation (`binlog_format::collation`: MySQL's default
+//! utf8mb4_0900_ai_ci, without case or accents, trailing spaces counting), a string compared
+//! with a number or a time is converted first.
 
 mod dates;
 mod functions;
@@ -324,11 +325,11 @@ pub(crate) fn compare(a: &Value, b: &Value, tz: i64) -> Option<Ordering> {
                 .as_bytes()
                 .cmp(y.as_slice()),
         ),
-        _ => {
-            let x = ringrep_engine::types::text_of(a).to_lowercase();
-            let y = ringrep_engine::types::text_of(b).to_lowercase();
-            Some(x.trim_end_matches(' ').cmp(y.trim_end_matches(' ')))
-        }
+        (Value::Text(x), Value::Text(y)) => Some(binlog_format::collation::cmp(x, y)),
+        _ => Some(binlog_format::collation::cmp(
+            &ringrep_engine::types::text_of(a),
+            &ringrep_engine::types::text_of(b),
+        )),
     }
 }
 
@@ -514,10 +515,17 @@ fn arith(op: &BinaryOperator, a: &Value, b: &Value) -> Result<Value> {
     Ok(Value::Double(r))
 }
 
-/// SQL LIKE with `%` and `_`, case-insensitive as the default collation.
+/// SQL LIKE with `%` and `_`, over the folded forms of the text collation (without case or
+/// accents).
 pub(crate) fn like(text: &str, pattern: &str, escape: char) -> bool {
-    let t: Vec<char> = text.to_lowercase().chars().collect();
-    let p: Vec<char> = pattern.to_lowercase().chars().collect();
+    let folded = |s: &str| {
+        let mut v = Vec::with_capacity(s.len());
+        binlog_format::collation::fold(s, |c| v.push(c));
+        v
+    };
+    let t = folded(text);
+    let p = folded(pattern);
+    let escape = escape.to_ascii_lowercase();
     fn go(t: &[char], p: &[char], esc: char) -> bool {
         match p.first() {
             None => t.is_empty(),
@@ -596,6 +604,22 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
             }
         }
         Expr::Nested(inner) => eval(inner, scope, ctx),
+        Expr::Collate { expr, collation } => {
+            // `x COLLATE utf8mb4_bin` is how MySQL asks for an exact comparison: the text as
+            // bytes, which compare bytewise. A case-insensitive collation is the default one.
+            let name = collation.to_string().trim_matches('`').to_ascii_lowercase();
+            let v = eval(expr, scope, ctx)?;
+            if name == "binary" || name.ends_with("_bin") {
+                return Ok(match v {
+                    Value::Text(s) => Value::Bytes(s.into_bytes()),
+                    other => other,
+                });
+            }
+            if name.ends_with("_ci") && !name.contains("_as_") {
+                return Ok(v);
+            }
+            Err(Error::unsupported(format!("COLLATE {name}")))
+        }
         Expr::IsNull(x) => Ok(Value::Int(i64::from(eval(x, scope, ctx)?.is_null()))),
         Expr::IsNotNull(x) => Ok(Value::Int(i64::from(!eval(x, scope, ctx)?.is_null()))),
         Expr::IsTrue(x) => Ok(Value::Int(i64::from(

@@ -74,8 +74,9 @@ struct MemoEntry {
     columns: Vec<(String, String)>,
     /// The slots of the enclosing row the runs read.
     slots: Vec<usize>,
-    /// Results by the values in `slots`.
-    rows: HashMap<Key, std::sync::Arc<Rows>>,
+    /// Results by the values in `slots`, encoded: exactly those values, since a run over
+    /// 'Bob' may differ from one over 'bob' (CONCAT, BINARY) although `Key` calls them equal.
+    rows: HashMap<Vec<u8>, std::sync::Arc<Rows>>,
 }
 
 impl MemoEntry {
@@ -89,8 +90,11 @@ impl MemoEntry {
             && self.slots.iter().all(|&s| s < scope.row.len())
     }
 
-    fn key(&self, row: &[Value]) -> Key {
-        Key(self.slots.iter().map(|&s| row[s].clone()).collect())
+    fn key(&self, row: &[Value]) -> Vec<u8> {
+        let values: Vec<Value> = self.slots.iter().map(|&s| row[s].clone()).collect();
+        let mut key = Vec::new();
+        binlog_format::codec::encode_row_into(&values, &mut key);
+        key
     }
 }
 
@@ -445,11 +449,6 @@ impl SqlSession {
             }
             let ctx = self.ctx();
             for &pk in &def.primary_key {
-                // Text compares without case and trailing spaces (and with numbers by value),
-                // keys byte for byte: a text key column cannot narrow the scan.
-                if def.columns[pk].ty.is_string() {
-                    break;
-                }
                 let name = def.columns[pk].name.to_lowercase();
                 let Some(at) = eqs.iter().position(|(c, _)| *c == name) else {
                     break;
@@ -460,6 +459,12 @@ impl SqlSession {
                     Err(_) if at >= constants => break,
                     Err(e) => return Err(e),
                 };
+                // Text keys are filed by the collation WHERE compares with, so a string
+                // narrows a text key column; a number does not (`'05' = 5` by value).
+                if def.columns[pk].ty.is_string() && !matches!(v, Value::Text(_) | Value::Bytes(_))
+                {
+                    break;
+                }
                 // Only an exact value of the column's type can narrow the scan.
                 match ringrep_engine::types::coerce(v.clone(), &def.columns[pk], 1, ctx.tz) {
                     Ok(c) if compare(&c, &v, ctx.tz) == Some(Ordering::Equal) && !c.is_null() => {

@@ -303,9 +303,12 @@ impl Directory {
     }
 }
 
-/// Account names compare as MySQL's: user exactly, host without case.
+/// Whether two account names are one account: hosts compare without case, as MySQL's do;
+/// users by the text collation, without case or accents, as the accounts table's key does
+/// (MySQL compares them exactly). So `'bob'` beside `'Bob'` is the same account for CREATE
+/// USER (1396) and GRANT, while a login still gives the stored name exactly.
 pub(crate) fn same_account(a: &AccountName, b: &AccountName) -> bool {
-    a.user == b.user && a.host.eq_ignore_ascii_case(&b.host)
+    binlog_format::collation::eq(&a.user, &b.user) && a.host.eq_ignore_ascii_case(&b.host)
 }
 
 /// How specific a host pattern is; lower sorts first: literal hosts, then patterns by the

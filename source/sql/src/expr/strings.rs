@@ -1,9 +1,10 @@
 //! Searching and editing strings: REPLACE, REVERSE, LTRIM, RTRIM, TRIM, SPACE, LOCATE,
 //! INSTR, POSITION, FIELD, ELT, FIND_IN_SET, STRCMP, ASCII and ORD.
 //!
-//! Comparisons follow the server's collation, utf8mb4_0900_ai_ci, as far as case goes: LOCATE,
-//! FIELD, FIND_IN_SET and STRCMP ignore case (accents are compared as written); REPLACE
-//! matches case, as MySQL's does.
+//! Comparisons follow the text collation (`binlog_format::collation`, utf8mb4_0900_ai_ci):
+//! FIELD, FIND_IN_SET and STRCMP ignore case and accents as `=` does; LOCATE, INSTR and
+//! POSITION ignore case only (a position counts the characters as written); REPLACE matches
+//! case, as MySQL's does.
 
 use std::cmp::Ordering;
 
@@ -74,12 +75,13 @@ pub(super) fn search_and_edit(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Resu
         }
         "INSTR" => Value::Int(locate(&text(1), &text(0), 1)),
         "FIND_IN_SET" => {
-            let needle = text(0).to_lowercase();
+            let needle = text(0);
             let list = text(1);
             let found = if list.is_empty() || needle.contains(',') {
                 None
             } else {
-                list.split(',').position(|s| s.to_lowercase() == needle)
+                list.split(',')
+                    .position(|s| binlog_format::collation::eq(s, &needle))
             };
             Value::Int(found.map_or(0, |i| i as i64 + 1))
         }
