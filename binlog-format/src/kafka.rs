@@ -198,6 +198,16 @@ pub fn change_records(
         ),
         RowChange::Delete { key } => (key.clone(), None, None),
     };
+    // Keys compare by the text collation: 'Bob' and 'bob' are one row (or one ring), so the
+    // record key and the partition take text in its folded form, and every change of that
+    // row has one key and one partition whatever case its statement used.
+    let key_values: Vec<Value> = key_values
+        .into_iter()
+        .map(|v| match v {
+            Value::Text(s) => Value::Text(crate::collation::folded(&s)),
+            other => other,
+        })
+        .collect();
     let key = columns_json(table, &table.primary_key, &key_values);
     let prefix_len = table.prefix_columns().len();
     let prefix_key = columns_json(
@@ -340,5 +350,48 @@ mod tests {
         assert_eq!(del["op"], "delete");
         assert_eq!(del["cause"], "ttl_purge");
         assert!(b[1].value.is_none());
+    }
+
+    /// A text key is one key whatever case a statement wrote it in (keys compare so): the
+    /// records of 'Bob' and 'BÖB' share key and partition, and `after` keeps what was written.
+    #[test]
+    fn text_keys_are_keyed_and_partitioned_by_their_folded_form() {
+        let mut t = samples::table();
+        t.columns[0].ty = crate::schema::ColumnType::VarChar { len: 20 };
+        let src = SourceInfo {
+            server_id: 1,
+            seq: 5,
+            position: Position {
+                segment: 1,
+                offset: 100,
+            },
+            commit_time_us: 0,
+            index: 0,
+        };
+        let write = |user: &str| {
+            let row = vec![
+                Value::Text(user.into()),
+                Value::Int(1),
+                Value::Null,
+                Value::Timestamp(0),
+                Value::Text("x".into()),
+            ];
+            let ev = RowEvent {
+                table_id: 7,
+                change: RowChange::Write { row },
+                cause: Cause::Overwrite,
+            };
+            change_records("ringrep", &t, &ev, &src, 12, false).remove(0)
+        };
+        let (a, b) = (write("Bob"), write("BÖB"));
+        assert_eq!(
+            String::from_utf8_lossy(&a.key),
+            r#"{"ring_idx":1,"user_id":"bob"}"#
+        );
+        assert_eq!(a.key, b.key);
+        assert_eq!(a.partition, b.partition);
+        let env: Json = serde_json::from_slice(b.value.as_deref().expect("value")).expect("json");
+        assert_eq!(env["after"]["user_id"], "BÖB");
+        assert_eq!(env["key"]["user_id"], "bob");
     }
 }
