@@ -290,3 +290,30 @@ async fn a_corrupt_record_stops_the_applier_with_its_position_and_applies_nothin
         "everything before the corrupt record, nothing from it on"
     );
 }
+
+/// `SET GLOBAL read_only` stops the TTL purge: a fenced primary writes nothing that the node
+/// replacing it would not have. Opened again, it purges what expired meanwhile.
+#[test]
+fn a_fenced_primary_does_not_purge() {
+    let clock = ManualClock::new(T0);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path(), &clock);
+    let mut s = engine.session();
+    let t = create(&mut s, ring_table("ttl_events", 4, Some(60), false));
+    let rows = vec![vec![Value::Int(1), Value::Text("e".into()), Value::Int(1)]];
+    s.statement(|s| s.insert(&t, &[0, 4, 5], rows, InsertMode::Insert))
+        .expect("insert");
+    clock.advance_secs(120);
+    let last = engine.last_seq();
+    for fence in [
+        ringrep_engine::Fence::ReadOnly,
+        ringrep_engine::Fence::SuperReadOnly,
+    ] {
+        engine.set_fence(fence);
+        assert_eq!(engine.purge_all(100).expect("purge"), 0, "{fence:?}");
+        assert_eq!(engine.last_seq(), last, "{fence:?} wrote nothing");
+    }
+    engine.set_fence(ringrep_engine::Fence::Open);
+    assert!(engine.purge_all(100).expect("purge") > 0);
+    assert!(engine.last_seq() > last);
+}

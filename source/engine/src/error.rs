@@ -141,6 +141,8 @@ pub mod code {
     pub const ER_TABLEACCESS_DENIED_ERROR: Code = Code::new(1142, "42000");
     /// SET SESSION of a global-only variable.
     pub const ER_GLOBAL_VARIABLE: Code = Code::new(1229, "HY000");
+    /// A statement that needs the session outside any transaction and LOCK TABLES.
+    pub const ER_LOCK_OR_ACTIVE_TRANSACTION: Code = Code::new(1192, "HY000");
     /// SET of a read-only variable.
     pub const ER_INCORRECT_GLOBAL_LOCAL_VAR: Code = Code::new(1238, "HY000");
     /// SET of a variable to a value of the wrong type.
@@ -500,6 +502,11 @@ impl Error {
     /// Error 1290: a client write on a read-only node (a replica).
     pub fn read_only() -> Error {
         Error::new(code::ER_OPTION_PREVENTS_STATEMENT, "The MySQL server is running with the --read-only option so it cannot execute this statement")
+    }
+
+    /// Error 1290 for a write on a node whose `super_read_only` is on.
+    pub fn super_read_only() -> Error {
+        Error::new(code::ER_OPTION_PREVENTS_STATEMENT, "The MySQL server is running with the --super-read-only option so it cannot execute this statement")
     }
 
     /// Error 1064: a syntax error, `detail` saying where.

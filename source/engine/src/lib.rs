@@ -180,6 +180,19 @@ pub fn is_node_local_table(db: &str, name: &str) -> bool {
     db.eq_ignore_ascii_case(SYSTEM_DB) && name.to_ascii_lowercase().starts_with("ringrep_apply")
 }
 
+/// `SET GLOBAL read_only` and `super_read_only`: who may still write on a node. A replica
+/// refuses client writes whatever this says ([`Engine::is_read_only`]); this fences a primary,
+/// as a failover fences the old one before promoting another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence {
+    /// Writable (both variables OFF).
+    Open = 0,
+    /// `read_only`: sessions without SUPER may not write; the TTL purge stops.
+    ReadOnly = 1,
+    /// `super_read_only`: no session may write, SUPER or not; the TTL purge stops.
+    SuperReadOnly = 2,
+}
+
 /// How an engine is opened: its identity, durability and limits.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -394,6 +407,9 @@ pub(crate) struct Shared {
     pub auto_inc: Mutex<std::collections::HashMap<(u64, usize), u64>>,
     /// Clients may not write (a replica); turned off when the replica is promoted.
     pub read_only: AtomicBool,
+    /// `SET GLOBAL read_only` / `super_read_only` ([`Fence`] as a byte); not kept across a
+    /// restart, as MySQL's SET GLOBAL is not.
+    pub fence: std::sync::atomic::AtomicU8,
     /// Readers of the binlog (replicas' streams, online backups) and the sequence each
     /// reads next, by hold id; a purge keeps what they need and holds this lock while it
     /// removes files, so a reader registers either before (and is kept) or after (and sees
@@ -563,6 +579,7 @@ impl Engine {
                 dir: dir.to_path_buf(),
                 retention,
                 read_only,
+                fence: Default::default(),
                 holds: Mutex::default(),
                 auto_inc: Mutex::default(),
                 next_hold: AtomicU64::new(1),
@@ -624,6 +641,7 @@ impl Engine {
                     dir: dir.to_path_buf(),
                     retention: Mutex::new(cfg.retention),
                     read_only: AtomicBool::new(true),
+                    fence: Default::default(),
                     holds: Mutex::default(),
                     auto_inc: Mutex::default(),
                     next_hold: AtomicU64::new(1),
@@ -754,6 +772,25 @@ impl Engine {
     /// `read_only` is what the engine opened with.
     pub fn is_read_only(&self) -> bool {
         self.shared.read_only.load(Ordering::SeqCst)
+    }
+
+    /// What `SET GLOBAL read_only` and `super_read_only` last made of this node.
+    pub fn fence(&self) -> Fence {
+        match self.shared.fence.load(Ordering::SeqCst) {
+            0 => Fence::Open,
+            1 => Fence::ReadOnly,
+            _ => Fence::SuperReadOnly,
+        }
+    }
+
+    /// Sets the fence, and returns once every commit that began under the old one has ended:
+    /// a commit checks the fence under the state's lock, which this takes after the change,
+    /// so after it returns no client transaction the fence refuses is written (MySQL's SET
+    /// GLOBAL read_only waits for commits in progress likewise).
+    pub fn set_fence(&self, fence: Fence) {
+        self.shared.fence.store(fence as u8, Ordering::SeqCst);
+        drop(self.write());
+        tracing::info!("{}: SET GLOBAL read_only: {fence:?}", self.shared.dir.display());
     }
 
     /// Whether the data directory `dir` belongs to a promoted replica (a primary now).

@@ -5,7 +5,7 @@
 use binlog_format::{Cause, Event, Key, RowChange, RowEvent};
 
 use super::{Engine, LockKey};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::types::expiry_us;
 
 /// Smallest and largest purge batch; the batch grows while rounds fill it and shrinks when
@@ -94,7 +94,15 @@ impl Engine {
         };
         let n = still_expired.len();
         if n > 0 {
-            self.commit_events(still_expired, None, |_, _| Ok(()))?;
+            // A fenced node writes nothing (checked under the state's lock, as a client's
+            // commit checks it).
+            self.commit_events(still_expired, None, |_, _| {
+                if self.fence() == crate::Fence::Open {
+                    Ok(())
+                } else {
+                    Err(Error::read_only())
+                }
+            })?;
         }
         Ok(n)
     }
@@ -102,6 +110,11 @@ impl Engine {
     /// Purges until nothing expired is left (or `max_rounds` rounds), adapting the batch size.
     /// Returns the rows deleted.
     pub fn purge_all(&self, max_rounds: usize) -> Result<usize> {
+        // `SET GLOBAL read_only` stops the purge: a fenced primary must not write what the
+        // node that replaces it will not have.
+        if self.fence() != crate::Fence::Open {
+            return Ok(0);
+        }
         let mut batch = MIN_BATCH;
         let mut total = 0;
         for _ in 0..max_rounds {

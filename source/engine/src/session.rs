@@ -34,6 +34,8 @@ pub struct SessionVars {
     pub autocommit: bool,
     /// The applier privilege: direct writes to ring tables are allowed.
     pub applier: bool,
+    /// The session's account holds SUPER: `read_only` (not `super_read_only`) lets it write.
+    pub super_user: bool,
     /// Session time zone as seconds east of UTC.
     pub tz_offset: i64,
     /// `SET timestamp = N`: the session's NOW(), in epoch microseconds.
@@ -52,10 +54,21 @@ impl Default for SessionVars {
             log_update_as_write: true,
             autocommit: true,
             applier: false,
+            super_user: true,
             tz_offset: 0,
             timestamp_us: None,
             lock_wait_timeout: None,
         }
+    }
+}
+
+/// Error 1290 when `SET GLOBAL read_only` or `super_read_only` refuses this session's writes.
+fn fenced(engine: &Engine, vars: &SessionVars) -> Result<()> {
+    match engine.fence() {
+        crate::Fence::Open => Ok(()),
+        crate::Fence::ReadOnly if vars.super_user => Ok(()),
+        crate::Fence::ReadOnly => Err(Error::read_only()),
+        crate::Fence::SuperReadOnly => Err(Error::super_read_only()),
     }
 }
 
@@ -386,12 +399,18 @@ impl Session {
             None => {
                 let overlay = &txn.overlay;
                 let (shared, epoch) = (&self.engine.shared, self.read_epoch);
+                let (engine, vars) = (&self.engine, &self.vars);
                 let committed = self
                     .engine
                     .commit_events_into(&mut txn.ops, None, |st, ops| {
                         // Checked under the state's lock, which a heal holds while it works.
                         if shared.taken_back.load(Ordering::Acquire) != epoch {
                             return Err(Error::read_taken_back());
+                        }
+                        // And so is the fence, which `set_fence` waits for this lock after
+                        // changing: nothing it refuses commits after it returns.
+                        if !vars.applier {
+                            fenced(engine, vars)?;
                         }
                         validate_uniques(st, ops, overlay)
                     });
@@ -562,10 +581,13 @@ impl Session {
     }
 
     fn check_writable(&self) -> Result<()> {
-        if self.engine.is_read_only() && !self.vars.applier {
+        if self.vars.applier {
+            return Ok(());
+        }
+        if self.engine.is_read_only() {
             return Err(Error::read_only());
         }
-        Ok(())
+        fenced(&self.engine, &self.vars)
     }
 
     fn lock(&mut self, table: u64, key: &Key) -> Result<()> {
@@ -1463,7 +1485,15 @@ impl Session {
         let drops_database = matches!(ddl, DdlEvent::DropDatabase { .. });
         let mut events = vec![Event::Ddl(ddl)];
         events.extend(rows);
-        let r = self.engine.commit_events(events, None, |_, _| Ok(()));
+        // The fence again, under the state's lock (see `Engine::set_fence`).
+        let (engine, vars) = (&self.engine, &self.vars);
+        let r = engine.commit_events(events, None, |_, _| {
+            if vars.applier {
+                Ok(())
+            } else {
+                fenced(engine, vars)
+            }
+        });
         let mut counters = self.engine.auto_inc_counters();
         if drops_database {
             counters.clear();

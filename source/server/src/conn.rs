@@ -253,7 +253,7 @@ impl Conn {
             }
         };
         if let Some(sql) = self.sql.as_mut() {
-            sql.authority = Some(authority.clone());
+            sql.set_authority(Some(authority.clone()));
         }
         self.kill = Some(self.shared.processes.enter(
             self.id,
@@ -380,7 +380,7 @@ impl Conn {
         if let Some(a) = self.authority.as_mut() {
             a.grants = Some(Arc::new(fresh.grants_of(&a.account)));
             if let Some(sql) = self.sql.as_mut() {
-                sql.authority = Some(a.clone());
+                sql.set_authority(Some(a.clone()));
             }
         }
         self.directory = Some(fresh);
@@ -615,7 +615,7 @@ impl Conn {
                 // A fresh session: the old one's transaction rolls back as it is dropped. The
                 // account stays.
                 let mut sql = new_session(&self.shared, self.id);
-                sql.authority = self.authority.clone();
+                sql.set_authority(self.authority.clone());
                 self.sql = Some(sql);
                 self.statements.clear();
                 packets.write(&self.ok(0, self.done())).await

@@ -377,6 +377,16 @@ impl SqlSession {
         }
     }
 
+    /// Runs the session as `authority` from its next statement (`None`: every privilege),
+    /// telling the engine whether it holds SUPER, which `SET GLOBAL read_only` lets write.
+    pub fn set_authority(&mut self, authority: Option<Authority>) {
+        self.session.vars.super_user = authority
+            .as_ref()
+            .and_then(|a| a.grants.as_deref())
+            .is_none_or(|g| g.global_has(Privs::SUPER));
+        self.authority = authority;
+    }
+
     /// Drops the subquery results of the previous statement (each statement starts afresh).
     fn forget_subqueries(&mut self) {
         self.subqueries

@@ -6,6 +6,7 @@ use sqlparser::ast::{Expr, Set};
 use super::expr::{eval, render, truthy, Scope};
 use super::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
+use ringrep_engine::Fence;
 
 /// Variables ringrep accepts and ignores (they have no meaning here), so scripts written for
 /// MySQL run. docs/operations.md lists them: keep it in step.
@@ -148,6 +149,9 @@ impl SqlSession {
             if global == "debug" && binlog_format::failpoint::ENABLED {
                 return self.set_debug(&v);
             }
+            if matches!(global, "read_only" | "super_read_only") {
+                return self.set_fence_variable(global, &v);
+            }
             if matches!(
                 global,
                 "binlog_expire_logs_seconds" | "binlog_retention_size"
@@ -159,8 +163,12 @@ impl SqlSession {
             lower.as_str(),
             "binlog_expire_logs_seconds"
                 | "binlog_retention_size"
+                | "read_only"
+                | "super_read_only"
                 | "session.binlog_expire_logs_seconds"
                 | "session.binlog_retention_size"
+                | "session.read_only"
+                | "session.super_read_only"
         ) {
             let name = lower.trim_start_matches("session.");
             return Err(Error::new(
@@ -320,6 +328,35 @@ impl SqlSession {
         })
     }
 
+    /// SET GLOBAL read_only / super_read_only (SUPER needed): fences this node against
+    /// clients' writes, as a failover fences the old primary, until set OFF or the node
+    /// restarts. As in MySQL, `super_read_only` ON turns `read_only` on too, and `read_only`
+    /// OFF turns both off; the session must not be in a transaction (1192). On a replica the
+    /// fence is kept for after its promotion; the replica refuses clients' writes either way.
+    fn set_fence_variable(&mut self, name: &str, v: &Value) -> Result<()> {
+        self.require_any_global(&[crate::Privs::SUPER])?;
+        let on = on_off(v, name)?;
+        if self.session.in_transaction() {
+            return Err(Error::new(
+                code::ER_LOCK_OR_ACTIVE_TRANSACTION,
+                "Can't execute the given command because you have active locked tables or an active transaction",
+            ));
+        }
+        let now = self.engine().fence();
+        let next = match (name, on) {
+            ("super_read_only", true) => Fence::SuperReadOnly,
+            ("super_read_only", false) if now == Fence::SuperReadOnly => Fence::ReadOnly,
+            ("super_read_only", false) => now,
+            (_, true) if now == Fence::Open => Fence::ReadOnly,
+            (_, true) => now,
+            (_, false) => Fence::Open,
+        };
+        if next != now {
+            self.engine().set_fence(next);
+        }
+        Ok(())
+    }
+
     /// SET GLOBAL binlog_expire_logs_seconds / binlog_retention_size: the retention in force
     /// until the node stops (SUPER needed, as MySQL's SYSTEM_VARIABLES_ADMIN).
     fn set_retention_variable(&mut self, name: &str, v: &Value) -> Result<()> {
@@ -436,7 +473,10 @@ impl SqlSession {
             ("gtid_mode".into(), "OFF".into()),
             ("log_bin".into(), "ON".into()),
             ("max_binlog_size".into(), cfg.segment_bytes.to_string()),
-            ("read_only".into(), b(self.engine().is_read_only())),
+            (
+                "read_only".into(),
+                b(self.engine().is_read_only() || self.engine().fence() != Fence::Open),
+            ),
             (
                 "server_id".into(),
                 self.engine().config().server_id.to_string(),
@@ -459,7 +499,10 @@ impl SqlSession {
                 format!("{}/", self.engine().dir().display()),
             ),
             // A replica refuses every client's writes, SUPER's too.
-            ("super_read_only".into(), b(self.engine().is_read_only())),
+            (
+                "super_read_only".into(),
+                b(self.engine().is_read_only() || self.engine().fence() == Fence::SuperReadOnly),
+            ),
             (
                 "ttl_expired_rows_visible_in_delete".into(),
                 b(v.ttl_expired_visible_in_delete),

@@ -38,11 +38,11 @@ fn session_as(engine: &Engine, user: &str, host: &str) -> SqlSession {
     };
     assert!(dir.get(&name).is_some(), "no account {user}@{host}");
     let mut s = SqlSession::new(engine);
-    s.authority = Some(Authority {
+    s.set_authority(Some(Authority {
         grants: Some(Arc::new(dir.grants_of(&name))),
         account: name,
         client_host: "127.0.0.1".into(),
-    });
+    }));
     s
 }
 
@@ -539,4 +539,59 @@ fn routine_status_and_create_database_follow_the_grants() {
     );
     assert_eq!(code(&mut a, "SHOW CREATE DATABASE hidden"), 1044);
     assert_eq!(code(&mut a, "SHOW CREATE DATABASE nowhere"), 1049);
+}
+
+/// SET GLOBAL read_only fences a primary as MySQL's does: accounts without SUPER may not
+/// write, SUPER may; super_read_only refuses everyone; a transaction open when the fence goes
+/// up cannot commit its writes; OFF opens the node again. Only SUPER sets them, only GLOBAL.
+#[test]
+fn read_only_and_super_read_only_fence_writes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path());
+    let mut root = SqlSession::new(&engine);
+    ok(&mut root, "CREATE DATABASE app");
+    ok(&mut root, "CREATE TABLE app.t (id INT PRIMARY KEY)");
+    ok(&mut root, "CREATE USER app IDENTIFIED BY 'pw'");
+    ok(&mut root, "GRANT SELECT, INSERT ON app.* TO app");
+    let mut app = session_as(&engine, "app", "%");
+    let flags =
+        |s: &mut SqlSession| rows(s, "SELECT @@read_only, @@global.super_read_only")[0].clone();
+    assert_eq!(flags(&mut root), [Some("0".into()), Some("0".into())]);
+
+    assert_eq!(code(&mut app, "SET GLOBAL read_only = ON"), 1227);
+    assert_eq!(code(&mut root, "SET read_only = ON"), 1229);
+    // A transaction open when the fence goes up: its writes cannot commit.
+    ok(&mut app, "BEGIN");
+    ok(&mut app, "INSERT INTO app.t VALUES (1)");
+    ok(&mut root, "SET GLOBAL read_only = ON");
+    assert_eq!(flags(&mut root), [Some("1".into()), Some("0".into())]);
+    assert_eq!(code(&mut app, "COMMIT"), 1290);
+    assert_eq!(code(&mut app, "INSERT INTO app.t VALUES (2)"), 1290);
+    assert!(rows(&mut app, "SELECT id FROM app.t").is_empty());
+    // SUPER still writes under read_only, DDL included.
+    ok(&mut root, "INSERT INTO app.t VALUES (3)");
+    ok(&mut root, "CREATE TABLE app.u (id INT PRIMARY KEY)");
+    // super_read_only: nobody, and it brings read_only with it.
+    ok(&mut root, "SET GLOBAL super_read_only = 1");
+    assert_eq!(flags(&mut root), [Some("1".into()), Some("1".into())]);
+    let e = root
+        .execute("INSERT INTO app.t VALUES (4)")
+        .expect_err("fenced");
+    assert_eq!(e.code, 1290);
+    assert!(e.message.contains("--super-read-only"), "{}", e.message);
+    assert_eq!(code(&mut root, "DROP TABLE app.u"), 1290);
+    assert_eq!(code(&mut root, "CREATE USER other"), 1290);
+    // Turning super_read_only off leaves read_only on; read_only off opens everything.
+    ok(&mut root, "SET GLOBAL super_read_only = OFF");
+    assert_eq!(flags(&mut root), [Some("1".into()), Some("0".into())]);
+    assert_eq!(code(&mut app, "INSERT INTO app.t VALUES (5)"), 1290);
+    ok(&mut root, "BEGIN");
+    assert_eq!(code(&mut root, "SET GLOBAL read_only = OFF"), 1192);
+    ok(&mut root, "ROLLBACK");
+    ok(&mut root, "SET GLOBAL read_only = OFF");
+    ok(&mut app, "INSERT INTO app.t VALUES (6)");
+    assert_eq!(
+        rows(&mut root, "SELECT id FROM app.t ORDER BY id"),
+        [[Some("3".into())], [Some("6".into())]]
+    );
 }
