@@ -213,8 +213,90 @@ struct State {
     source_id: Option<u32>,
     /// The network link, while one is open.
     link: Option<Arc<Mutex<LinkStatus>>>,
+    /// The last transaction received and where, kept from the link when it closes: SHOW
+    /// REPLICA STATUS goes on showing `Source_Log_File` and `Read_Source_Log_Pos` after STOP
+    /// REPLICA, as MySQL's does.
+    last_received: Option<(u64, binlog_format::Position)>,
+    /// MySQL's error number of `last_io_error` (0 with none).
+    last_io_errno: u32,
     last_io_error: String,
+    /// MySQL's error number of `last_sql_error` (0 with none).
+    last_sql_errno: u32,
     last_sql_error: String,
+}
+
+impl State {
+    fn clear_errors(&mut self) {
+        self.last_io_errno = 0;
+        self.last_io_error.clear();
+        self.last_sql_errno = 0;
+        self.last_sql_error.clear();
+    }
+
+    /// Closes the link, keeping what it received last.
+    fn drop_link(&mut self) {
+        if let Some(l) = self.link.take() {
+            if let Some(r) = l.lock().ok().and_then(|l| l.received) {
+                self.last_received = Some(r);
+            }
+        }
+    }
+}
+
+/// MySQL's error numbers for SHOW REPLICA STATUS's `Last_IO_Errno` and `Last_SQL_Errno`.
+mod errno {
+    /// CR_CONN_HOST_ERROR: the source cannot be reached (MySQL shows it for a link that fails
+    /// without an error of the source's own).
+    pub(super) const CONNECT: u32 = 2003;
+    /// ER_SERVER_SOURCE_FATAL_ERROR_READING_BINLOG: the source cannot serve the stream from
+    /// the replica's position (its error 1236) or the stream skipped transactions.
+    pub(super) const SOURCE_FATAL: u32 = 13114;
+    /// ER_UNKNOWN_ERROR, for a failure without a MySQL code of its own.
+    pub(super) const UNKNOWN: u32 = 1105;
+}
+
+/// The error number a run's error shows as: the engine's MySQL code when it has one.
+fn errno_of(e: &anyhow::Error) -> u32 {
+    if let Some(code) = e
+        .downcast_ref::<ringrep_engine::Error>()
+        .map(|e| e.code)
+        .or_else(|| match e.downcast_ref::<ringrep_applier::Error>() {
+            Some(ringrep_applier::Error::Engine(e)) => Some(e.code),
+            _ => None,
+        })
+    {
+        return u32::from(code);
+    }
+    match e.downcast_ref::<ringrep_applier::Error>() {
+        Some(ringrep_applier::Error::SourceFatal(_) | ringrep_applier::Error::Gap { .. }) => {
+            errno::SOURCE_FATAL
+        }
+        Some(ringrep_applier::Error::Source(_) | ringrep_applier::Error::Kafka(_)) => {
+            link_errno(&e.to_string())
+        }
+        _ => errno::UNKNOWN,
+    }
+}
+
+/// The error number of a link's failure: the source's own MySQL error when the text carries
+/// one, else 2003. The client library writes `ERROR 28000 (1045): ...` (SQLSTATE, then the
+/// code), MySQL's own client `ERROR 1045 (28000): ...`; a SQLSTATE has five characters.
+fn link_errno(text: &str) -> u32 {
+    let code = |s: &str| s.parse::<u32>().ok().filter(|_| (4..=5).contains(&s.len()));
+    text.match_indices("ERROR ")
+        .find_map(|(at, _)| {
+            let rest = &text[at + 6..];
+            let (first, rest) = rest.split_once(" (")?;
+            let (inner, _) = rest.split_once(')')?;
+            if first.len() == 5 && inner.len() != 5 {
+                code(inner)
+            } else if first.len() != 5 {
+                code(first)
+            } else {
+                code(inner).or_else(|| code(first))
+            }
+        })
+        .unwrap_or(errno::CONNECT)
 }
 
 /// Where a statement's answer goes: its notes, or its error.
@@ -329,10 +411,14 @@ impl Driver {
                     // is freed) without anyone to run START REPLICA.
                     // The status first, then the log line: whoever reads the line may ask
                     // SHOW REPLICA STATUS at once, and must find the error there.
-                    lock(&self.state).last_sql_error = format!(
-                        "{e} (paused: trying again every {} s until it succeeds, or STOP REPLICA)",
-                        pause.as_secs()
-                    );
+                    {
+                        let mut st = lock(&self.state);
+                        st.last_sql_errno = errno_of(&e);
+                        st.last_sql_error = format!(
+                            "{e} (paused: trying again every {} s until it succeeds, or STOP REPLICA)",
+                            pause.as_secs()
+                        );
+                    }
                     eprintln!(
                         "replication paused: {e}; trying again in {} s",
                         pause.as_secs()
@@ -362,8 +448,10 @@ impl Driver {
                         let mut st = lock(&self.state);
                         let text = format!("{e:#}");
                         if is_io_error(&e) {
+                            st.last_io_errno = errno_of(&e);
                             st.last_io_error = text;
                         } else {
+                            st.last_sql_errno = errno_of(&e);
                             st.last_sql_error = text;
                         }
                     }
@@ -391,8 +479,7 @@ impl Driver {
                         "The server is not configured as replica; fix in config file or with CHANGE REPLICATION SOURCE TO",
                     ));
                 }
-                st.last_io_error.clear();
-                st.last_sql_error.clear();
+                st.clear_errors();
                 *want_running = true;
                 Ok(vec![])
             }
@@ -402,14 +489,15 @@ impl Driver {
             )]),
             ReplicaCommand::Reset { all } => {
                 let mut st = lock(&self.state);
-                st.last_io_error.clear();
-                st.last_sql_error.clear();
+                st.clear_errors();
+                st.last_received = None;
                 if all {
                     StoredSource::remove(&self.limits.dir)
                         .map_err(|e| Error::internal(format!("removing {SOURCE_FILE}: {e}")))?;
                     st.source = None;
                     st.source_id = None;
                     st.link = None;
+                    st.last_received = None;
                     // No source any more: the node is a primary (its positions stay, for
                     // the old primary's other replicas to follow it).
                     let engine = self.applier.engine().clone();
@@ -453,6 +541,7 @@ impl Driver {
                 st.source = Some(SourceSpec::Network(network));
                 st.source_id = None;
                 st.link = None;
+                st.last_received = None;
                 let mut notes = Vec::new();
                 if options
                     .iter()
@@ -514,7 +603,7 @@ impl Driver {
         {
             let mut st = lock(&self.state);
             st.running = false;
-            st.link = None;
+            st.drop_link();
         }
         let stopped_by_statement = !stop_replies.is_empty();
         for reply in stop_replies {
@@ -579,7 +668,11 @@ async fn run_once(
                 Some(Ok(id)) => Some(id),
                 Some(Err(e)) => {
                     eprintln!("waiting for the primary: {e}");
-                    lock(state).last_io_error = format!("waiting for the primary: {e}");
+                    {
+                        let mut st = lock(state);
+                        st.last_io_errno = link_errno(&e.to_string());
+                        st.last_io_error = format!("waiting for the primary: {e}");
+                    }
                     wait_or_stop(&stop, Duration::from_secs(1)).await;
                     None
                 }
@@ -642,6 +735,7 @@ async fn run_once(
     {
         let mut st = lock(state);
         st.source_id = Some(source_id);
+        st.last_io_errno = 0;
         st.last_io_error.clear();
     }
     eprintln!(
@@ -770,7 +864,7 @@ impl ReplicaControl for Channel {
         let source_seq = link
             .as_ref()
             .map_or(applied_seq, |l| l.source_last_seq.max(applied_seq));
-        let received = link.as_ref().and_then(|l| l.received);
+        let received = link.as_ref().and_then(|l| l.received).or(st.last_received);
         let now_us = self.engine.now_us();
         // MySQL's meaning: NULL without a link; 0 when caught up; otherwise how old the last
         // applied transaction is by the source's commit clock.
@@ -781,12 +875,12 @@ impl ReplicaControl for Channel {
             }
             _ => None,
         };
-        let last_io_error = match (&link, st.running) {
-            (Some(l), true) => l
-                .last_error
-                .clone()
-                .unwrap_or_else(|| st.last_io_error.clone()),
-            _ => st.last_io_error.clone(),
+        let (last_io_errno, last_io_error) = match (&link, st.running) {
+            (Some(l), true) => l.last_error.clone().map_or_else(
+                || (st.last_io_errno, st.last_io_error.clone()),
+                |e| (link_errno(&e), e),
+            ),
+            _ => (st.last_io_errno, st.last_io_error.clone()),
         };
         let segment = |p: &binlog_format::Position| binlog_format::segment::segment_name(p.segment);
         let heartbeat = match source {
@@ -838,8 +932,13 @@ impl ReplicaControl for Channel {
             ),
             ("Source_SSL_Allowed", Some(ssl.to_string())),
             ("Source_SSL_CA_File", Some(ssl_ca)),
+            // MySQL's Last_Errno and Last_Error repeat the SQL thread's.
+            ("Last_Errno", Some(st.last_sql_errno.to_string())),
+            ("Last_Error", Some(st.last_sql_error.clone())),
             ("Seconds_Behind_Source", behind),
+            ("Last_IO_Errno", Some(last_io_errno.to_string())),
             ("Last_IO_Error", Some(last_io_error)),
+            ("Last_SQL_Errno", Some(st.last_sql_errno.to_string())),
             ("Last_SQL_Error", Some(st.last_sql_error.clone())),
             ("Source_Server_Id", st.source_id.map(|id| id.to_string())),
             ("Source_Heartbeat_Period", Some(heartbeat)),
@@ -851,5 +950,30 @@ impl ReplicaControl for Channel {
             ("Executed_Seq", Some(applied_seq.to_string())),
             ("Source_Last_Seq", Some(source_seq.to_string())),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_error_shows_the_source_code_it_carries() {
+        for (text, n) in [
+            (
+                "connecting to a: Server error: `ERROR 28000 (1045): Access denied",
+                1045,
+            ),
+            (
+                "ERROR 1227 (42000): Access denied; you need REPLICATION SLAVE",
+                1227,
+            ),
+            ("ERROR HY000 (13114): fatal", 13114),
+            ("ERROR 13114 (HY000): fatal", 13114),
+            ("connection refused (os error 111)", errno::CONNECT),
+            ("ERROR oops", errno::CONNECT),
+        ] {
+            assert_eq!(link_errno(text), n, "{text}");
+        }
     }
 }

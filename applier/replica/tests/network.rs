@@ -272,6 +272,12 @@ fn a_replica_over_tcp_converges_through_cuts_stalls_refusals_and_restarts() {
         !status["Last_IO_Error"].as_deref().unwrap_or("").is_empty(),
         "{status:?}"
     );
+    assert_eq!(
+        status["Last_IO_Errno"].as_deref(),
+        Some("2003"),
+        "{status:?}"
+    );
+    assert_eq!(status["Last_SQL_Errno"].as_deref(), Some("0"), "{status:?}");
     assert_eq!(status["Seconds_Behind_Source"], None);
     proxy.refuse.store(false, Ordering::SeqCst);
     wait_applied(&rt, replica.addr, primary.last_seq(), "after refusals");
@@ -530,6 +536,7 @@ fn a_replica_steered_from_sql_with_a_least_privilege_account() {
             let err = s["Last_IO_Error"].clone().unwrap_or_default();
             if err.contains("1227") || err.contains("REPLICATION SLAVE") {
                 assert!(err.contains("REPLICATION SLAVE"), "{err}");
+                assert_eq!(s["Last_IO_Errno"].as_deref(), Some("1227"), "{s:?}");
                 assert_eq!(s["Executed_Seq"].as_deref(), Some("0"));
                 break;
             }
@@ -605,6 +612,7 @@ fn a_replica_steered_from_sql_with_a_least_privilege_account() {
     assert_eq!(s["Replica_IO_Running"].as_deref(), Some("Yes"), "{s:?}");
     assert_eq!(s["Replica_SQL_Running"].as_deref(), Some("Yes"));
     assert_eq!(s["Last_IO_Error"].as_deref(), Some(""));
+    assert_eq!(s["Last_IO_Errno"].as_deref(), Some("0"));
     assert_eq!(s["Source_Heartbeat_Period"].as_deref(), Some("0.100"));
     // START REPLICA again: a note, nothing else.
     sql(replica.addr, "START REPLICA").expect("start while running");
@@ -632,6 +640,14 @@ fn a_replica_steered_from_sql_with_a_least_privilege_account() {
     let s = replica_status(&rt, replica.addr);
     assert_eq!(s["Replica_IO_Running"].as_deref(), Some("No"), "{s:?}");
     assert_eq!(s["Replica_SQL_Running"].as_deref(), Some("No"));
+    // Stopped, it still shows where the last transaction it received sits, as MySQL's does.
+    assert!(
+        s["Source_Log_File"]
+            .as_deref()
+            .is_some_and(|f| f.starts_with("binlog.")),
+        "{s:?}"
+    );
+    assert!(s["Read_Source_Log_Pos"].is_some(), "{s:?}");
     write(&rt, paddr, 1, 30);
     std::thread::sleep(Duration::from_millis(500));
     let s = replica_status(&rt, replica.addr);

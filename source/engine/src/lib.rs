@@ -790,7 +790,10 @@ impl Engine {
     pub fn set_fence(&self, fence: Fence) {
         self.shared.fence.store(fence as u8, Ordering::SeqCst);
         drop(self.write());
-        tracing::info!("{}: SET GLOBAL read_only: {fence:?}", self.shared.dir.display());
+        tracing::info!(
+            "{}: SET GLOBAL read_only: {fence:?}",
+            self.shared.dir.display()
+        );
     }
 
     /// Whether the data directory `dir` belongs to a promoted replica (a primary now).
