@@ -2,7 +2,7 @@
 //! the ring and TTL rules, partitioning; and the DDL statements of a session.
 
 use binlog_format::schema::{
-    ColumnDef, ColumnDefault, ColumnType, IntWidth, Partitioning, TableDef,
+    ColumnDef, ColumnDefault, ColumnType, IndexKind, IntWidth, Partitioning, TableDef,
 };
 use binlog_format::{Cause, DdlEvent, Event, RowChange, RowEvent, Value};
 
@@ -287,9 +287,11 @@ impl Session {
             .with_state(|st| st.tables.get(&new_def.id).map(|t| TableDef::clone(&t.def)))
             .ok_or_else(|| Error::no_such_table(&new_def.database, &new_def.name))?;
         let mut events = Vec::new();
+        let mut rows_seen = UniqueCheck::new(&new_def);
         for (key, row) in rows {
             let is_meta = old.is_meta_key(&key.0);
             if let Some(new_row) = map_row(&row, is_meta)? {
+                rows_seen.add(&new_row)?;
                 let cause = if is_meta {
                     Cause::MetaUpdate
                 } else {
@@ -303,6 +305,61 @@ impl Session {
             }
         }
         self.ddl(DdlEvent::AlterTable { table: new_def }, events)?;
+        Ok(())
+    }
+}
+
+/// The keys and unique-index values of the rows an ALTER TABLE writes under the new
+/// definition: two rows on one key (a key column's new type compares them equal, as text
+/// compares 'Bob' and 'bob') or on one value of a unique index (one being added) are error
+/// 1062, as in MySQL, not one row silently kept or an index that no longer holds.
+struct UniqueCheck<'d> {
+    def: &'d TableDef,
+    keys: std::collections::HashSet<binlog_format::Key>,
+    /// Per unique index: its position in `def.indexes` and the values seen.
+    uniques: Vec<(usize, std::collections::HashSet<binlog_format::Key>)>,
+}
+
+impl<'d> UniqueCheck<'d> {
+    fn new(def: &'d TableDef) -> UniqueCheck<'d> {
+        UniqueCheck {
+            def,
+            keys: Default::default(),
+            uniques: def
+                .indexes
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| i.kind == IndexKind::Unique)
+                .map(|(n, _)| (n, Default::default()))
+                .collect(),
+        }
+    }
+
+    fn add(&mut self, row: &[Value]) -> Result<()> {
+        let key = binlog_format::Key(self.def.key_of(row));
+        if let Some(k) = self.keys.replace(key) {
+            return Err(Error::dup_entry(
+                &crate::session::dup_text(&k.0),
+                &format!("{}.PRIMARY", self.def.name),
+            ));
+        }
+        for (n, seen) in &mut self.uniques {
+            let index = &self.def.indexes[*n];
+            let values: Vec<Value> = index
+                .columns
+                .iter()
+                .map(|&c| row.get(c).cloned().unwrap_or(Value::Null))
+                .collect();
+            if values.iter().any(Value::is_null) {
+                continue;
+            }
+            if let Some(v) = seen.replace(binlog_format::Key(values)) {
+                return Err(Error::dup_entry(
+                    &crate::session::dup_text(&v.0),
+                    &format!("{}.{}", self.def.name, index.name),
+                ));
+            }
+        }
         Ok(())
     }
 }

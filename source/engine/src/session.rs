@@ -266,7 +266,7 @@ fn open_txn<'a>(txn: &'a mut Option<Txn>, engine: &Engine, spare: &mut Spare) ->
     })
 }
 
-fn dup_text(values: &[Value]) -> String {
+pub(crate) fn dup_text(values: &[Value]) -> String {
     values
         .iter()
         .map(types::text_of)
@@ -1034,7 +1034,13 @@ impl Session {
         }
         for (i, values) in rows.into_iter().enumerate() {
             let mut row = self.build_row(def, columns, values.into_iter(), i + 1, now)?;
-            let same_prefix = |k: &Key| prefix_cols.iter().zip(&k.0).all(|(&c, v)| row[c] == *v);
+            // Keys compare by the text collation: 'Bob' and 'bob' are one ring.
+            let same_prefix = |k: &Key| {
+                prefix_cols
+                    .iter()
+                    .zip(&k.0)
+                    .all(|(&c, v)| row[c].total_cmp(v).is_eq())
+            };
             let at = match metas.iter().position(|(k, _, _)| same_prefix(k)) {
                 Some(at) => at,
                 None => {
@@ -1163,6 +1169,14 @@ impl Session {
         let Some(mut meta) = meta_of(&ring, &meta_row_now) else {
             return Err(Error::internal("meta row without a readable meta column"));
         };
+        // The events name the rows as they are stored, not as the caller spelt the prefix
+        // ('BOB' finds the ring of 'bob': keys compare by the text collation).
+        let prefix: Vec<Value> = def
+            .prefix_columns()
+            .iter()
+            .map(|&c| meta_row_now.get(c).cloned().unwrap_or(Value::Null))
+            .collect();
+        let meta_key = Key(def.key_of(&meta_row_now));
         let size = ring.size;
         let n = max_n.min(meta.count);
         let oldest = (meta.next_slot - 1 + size - meta.count) % size + 1;
@@ -1170,12 +1184,12 @@ impl Session {
             let slot = (oldest - 1 + k) % size + 1;
             let key = slot_key(def, prefix.iter(), slot);
             self.lock(def.id, &key)?;
-            if self.get_row(def.id, &key).is_some() {
-                self.stage_delete(def, key, Cause::DeleteOldest);
+            if let Some(row) = self.get_row(def.id, &key) {
+                self.stage_delete(def, Key(def.key_of(&row)), Cause::DeleteOldest);
             }
         }
         meta.count -= n;
-        let row = meta_row(def, prefix, &meta);
+        let row = meta_row(def, &prefix, &meta);
         self.stage_write(def, &meta_key, row, Cause::MetaUpdate);
         Ok(n)
     }
@@ -1368,13 +1382,15 @@ impl Session {
             ));
         }
         let now = self.now_us();
-        let mut seen: Vec<Vec<Value>> = Vec::new();
+        let mut seen: Vec<Key> = Vec::new();
         let mut deleted = 0;
         for prefix in prefixes {
-            if seen.contains(&prefix) {
+            // One ring however many spellings of its prefix the WHERE lists.
+            let as_key = Key(prefix.clone());
+            if seen.contains(&as_key) {
                 continue;
             }
-            seen.push(prefix.clone());
+            seen.push(as_key);
             let meta_key = slot_key(def, prefix.iter(), 0);
             self.lock(def.id, &meta_key)?;
             for (key, row) in self.scan_raw(def.id, &prefix)? {
@@ -1388,8 +1404,9 @@ impl Session {
                 self.stage_delete(def, key, Cause::PrefixDelete);
                 deleted += 1;
             }
-            if self.get_row(def.id, &meta_key).is_some() {
-                self.stage_delete(def, meta_key, Cause::PrefixDelete);
+            // Logged under the meta row's stored key, not the WHERE's spelling of it.
+            if let Some(meta_row) = self.get_row(def.id, &meta_key) {
+                self.stage_delete(def, Key(def.key_of(&meta_row)), Cause::PrefixDelete);
                 // RonDB counts the meta row among the affected rows.
                 deleted += 1;
             }

@@ -122,6 +122,22 @@ fn collation(name: &str) -> Result<()> {
     )))
 }
 
+/// Accepts a `CHARACTER SET` for text columns: any but `binary`, which in MySQL makes text
+/// columns compare bytes; ringrep has VARBINARY and BLOB for that.
+fn charset(name: &str) -> Result<()> {
+    let name = name
+        .trim()
+        .trim_start_matches('=')
+        .trim()
+        .trim_matches(|c| c == '\'' || c == '"' || c == '`');
+    if name.eq_ignore_ascii_case("binary") {
+        return Err(Error::unsupported(
+            "CHARACTER SET binary: text columns compare by utf8mb4_0900_ai_ci; VARBINARY and BLOB columns compare bytes",
+        ));
+    }
+    Ok(())
+}
+
 fn current_timestamp_fsp(e: &Expr) -> Option<u8> {
     let s = e.to_string().to_ascii_uppercase().replace(' ', "");
     for name in ["CURRENT_TIMESTAMP", "NOW", "LOCALTIMESTAMP"] {
@@ -150,6 +166,7 @@ fn column_def(
     for o in &c.options {
         match &o.option {
             ColumnOption::Collation(name) => collation(&name.to_string())?,
+            ColumnOption::CharacterSet(name) => charset(&name.to_string())?,
             ColumnOption::NotNull => nullable = false,
             ColumnOption::Null => explicit_null = true,
             ColumnOption::Default(e) => default_expr = Some(e),
@@ -178,10 +195,12 @@ fn column_def(
                     unique = true;
                 } else if let Some(name) = s.strip_prefix("COLLATE") {
                     collation(name)?;
-                } else if s.starts_with("COMMENT")
-                    || s.starts_with("CHARACTER SET")
-                    || s.starts_with("CHARSET")
+                } else if let Some(name) = s
+                    .strip_prefix("CHARACTER SET")
+                    .or_else(|| s.strip_prefix("CHARSET"))
                 {
+                    charset(name)?;
+                } else if s.starts_with("COMMENT") {
                 } else {
                     return Err(Error::unsupported(format!("column option {other}")));
                 }
@@ -477,8 +496,11 @@ impl SqlSession {
         {
             for o in opts {
                 if let SqlOption::KeyValue { key, value } = o {
-                    if key.to_string().to_ascii_uppercase().ends_with("COLLATE") {
+                    let key = key.to_string().to_ascii_uppercase();
+                    if key.ends_with("COLLATE") {
                         collation(&value.to_string())?;
+                    } else if key.ends_with("CHARSET") || key.ends_with("CHARACTER SET") {
+                        charset(&value.to_string())?;
                     }
                 }
                 if let SqlOption::Comment(c) = o {

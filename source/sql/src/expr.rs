@@ -518,14 +518,28 @@ fn arith(op: &BinaryOperator, a: &Value, b: &Value) -> Result<Value> {
 /// SQL LIKE with `%` and `_`, over the folded forms of the text collation (without case or
 /// accents).
 pub(crate) fn like(text: &str, pattern: &str, escape: char) -> bool {
-    let folded = |s: &str| {
+    like_as(text, pattern, escape, false)
+}
+
+/// LIKE, character for character when `exact` (a binary string on either side, as
+/// `BINARY x` or `x COLLATE utf8mb4_bin` make), else as [`like`].
+fn like_as(text: &str, pattern: &str, escape: char, exact: bool) -> bool {
+    let chars = |s: &str| {
         let mut v = Vec::with_capacity(s.len());
-        binlog_format::collation::fold(s, |c| v.push(c));
+        if exact {
+            v.extend(s.chars());
+        } else {
+            binlog_format::collation::fold(s, |c| v.push(c));
+        }
         v
     };
-    let t = folded(text);
-    let p = folded(pattern);
-    let escape = escape.to_ascii_lowercase();
+    let t = chars(text);
+    let p = chars(pattern);
+    let escape = if exact {
+        escape
+    } else {
+        escape.to_ascii_lowercase()
+    };
     fn go(t: &[char], p: &[char], esc: char) -> bool {
         match p.first() {
             None => t.is_empty(),
@@ -806,11 +820,13 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                     .unwrap_or('\\'),
                 None => '\\',
             };
+            let exact = matches!(v, Value::Bytes(_)) || matches!(p, Value::Bytes(_));
             Ok(Value::Int(i64::from(
-                like(
+                like_as(
                     &ringrep_engine::types::text_of(&v),
                     &ringrep_engine::types::text_of(&p),
                     esc,
+                    exact,
                 ) != *negated,
             )))
         }

@@ -85,9 +85,9 @@ pub(super) fn search_and_edit(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Resu
             };
             Value::Int(found.map_or(0, |i| i as i64 + 1))
         }
-        // As `<`, `=` and ORDER BY compare the two strings.
+        // As `<`, `=` and ORDER BY compare the two strings (bytewise when one is binary).
         "STRCMP" => Value::Int(
-            match compare(&Value::Text(text(0)), &Value::Text(text(1)), ctx.tz) {
+            match compare(&as_string(&args[0]), &as_string(&args[1]), ctx.tz) {
                 Some(Ordering::Less) => -1,
                 Some(Ordering::Equal) => 0,
                 _ => 1,
@@ -156,6 +156,15 @@ pub(super) fn trim(s: &Value, what: Option<&Value>, side: Option<&TrimWhereField
         }
     }
     Value::Text(s[start..end].to_string())
+}
+
+/// A value as the string a string function compares: binary strings stay bytes, which compare
+/// bytewise; anything else is its text.
+fn as_string(v: &Value) -> Value {
+    match v {
+        Value::Bytes(b) => Value::Bytes(b.clone()),
+        other => Value::Text(text_of(other)),
+    }
 }
 
 #[cfg(test)]
