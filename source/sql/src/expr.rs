@@ -433,17 +433,49 @@ fn int_result(v: i128) -> Result<Value> {
     }
 }
 
+/// An integer operation's result as MySQL types it: BIGINT UNSIGNED when either side is
+/// unsigned, BIGINT otherwise; outside that type's range error 1690 (the caller names the
+/// expression).
+fn typed_int(v: Option<i128>, unsigned: bool) -> Result<Value> {
+    let value = if unsigned {
+        v.and_then(|v| u64::try_from(v).ok()).map(Value::UInt)
+    } else {
+        v.and_then(|v| i64::try_from(v).ok()).map(Value::Int)
+    };
+    value.ok_or_else(|| {
+        let ty = if unsigned {
+            "BIGINT UNSIGNED"
+        } else {
+            "BIGINT"
+        };
+        Error::new(
+            code::ER_DATA_OUT_OF_RANGE,
+            format!("{ty} value is out of range"),
+        )
+    })
+}
+
+/// Error 1690 of `typed_int` naming the expression, as MySQL's message does.
+fn out_of_range_in(e: Error, expr: &impl std::fmt::Display) -> Error {
+    if e.code == code::ER_DATA_OUT_OF_RANGE && e.message.ends_with("out of range") {
+        return Error::new(
+            code::ER_DATA_OUT_OF_RANGE,
+            format!("{} in '{expr}'", e.message),
+        );
+    }
+    e
+}
+
 fn arith(op: &BinaryOperator, a: &Value, b: &Value) -> Result<Value> {
     if a.is_null() || b.is_null() {
         return Ok(Value::Null);
     }
     if let (Some(x), Some(y)) = (as_i128(a), as_i128(b)) {
+        let unsigned = matches!(a, Value::UInt(_)) || matches!(b, Value::UInt(_));
         return match op {
-            BinaryOperator::Plus => int_result(x + y),
-            BinaryOperator::Minus => int_result(x - y),
-            BinaryOperator::Multiply => int_result(x.checked_mul(y).ok_or_else(|| {
-                Error::new(code::ER_DATA_OUT_OF_RANGE, "BIGINT value is out of range")
-            })?),
+            BinaryOperator::Plus => typed_int(x.checked_add(y), unsigned),
+            BinaryOperator::Minus => typed_int(x.checked_sub(y), unsigned),
+            BinaryOperator::Multiply => typed_int(x.checked_mul(y), unsigned),
             BinaryOperator::Divide => {
                 if y == 0 {
                     Ok(Value::Null)
@@ -455,14 +487,15 @@ fn arith(op: &BinaryOperator, a: &Value, b: &Value) -> Result<Value> {
                 if y == 0 {
                     Ok(Value::Null)
                 } else {
-                    int_result(x / y)
+                    typed_int(Some(x / y), unsigned)
                 }
             }
             BinaryOperator::Modulo => {
                 if y == 0 {
                     Ok(Value::Null)
                 } else {
-                    int_result(x % y)
+                    // MySQL's MOD keeps the dividend's sign and type.
+                    typed_int(Some(x % y), matches!(a, Value::UInt(_)))
                 }
             }
             _ => Err(Error::unsupported(format!("operator {op}"))),
@@ -648,8 +681,18 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                 UnaryOperator::Not => Ok(bool_value(truthy(&v).map(|b| !b))),
                 UnaryOperator::Minus => match v {
                     Value::Null => Ok(Value::Null),
-                    Value::Int(i) => int_result(-i128::from(i)),
-                    Value::UInt(u) => int_result(-i128::from(u)),
+                    Value::Int(i) => typed_int(Some(-i128::from(i)), false)
+                        .map_err(|err| out_of_range_in(err, e)),
+                    // A literal past BIGINT's range is a number, negated as a number (MySQL
+                    // reads `-18446744073709551615` as a DECIMAL).
+                    Value::UInt(u) if matches!(expr.as_ref(), Expr::Value(_)) => {
+                        Ok(int_result(-i128::from(u))
+                            .unwrap_or_else(|_| Value::Decimal(format!("-{u}"))))
+                    }
+                    // An unsigned expression stays unsigned: only zero negates.
+                    Value::UInt(u) => {
+                        typed_int(Some(-i128::from(u)), true).map_err(|err| out_of_range_in(err, e))
+                    }
                     Value::Decimal(s) => Ok(Value::Decimal(match s.strip_prefix('-') {
                         Some(p) => p.to_string(),
                         None => format!("-{s}"),
@@ -741,7 +784,7 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                         _ => a ^ b,
                     }))
                 }
-                _ => arith(op, &l, &r),
+                _ => arith(op, &l, &r).map_err(|err| out_of_range_in(err, e)),
             }
         }
         Expr::In {

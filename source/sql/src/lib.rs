@@ -292,11 +292,23 @@ pub fn warning_level(c: u16) -> &'static str {
 
 /// Parses exactly one statement; a syntax error reads as MySQL's (error 1064).
 pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
-    let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| {
+    let syntax = |e: sqlparser::parser::ParserError| {
         let msg = e.to_string();
         let detail = msg.strip_prefix("sql parser error: ").unwrap_or(&msg);
         Error::syntax(format!("You have an error in your SQL syntax; {detail}"))
-    })?;
+    };
+    let mut stmts = match Parser::parse_sql(&MySqlDialect {}, sql) {
+        Ok(stmts) => stmts,
+        // MySQL's older spelling of FOR SHARE, which the parser lacks (tried only when the
+        // text does not parse, so other statements pay nothing for it).
+        Err(e) => match lexer::find_top_level(sql, "LOCK IN SHARE MODE") {
+            Some(at) => {
+                let fixed = format!("{}FOR SHARE{}", &sql[..at], &sql[at + 18..]);
+                Parser::parse_sql(&MySqlDialect {}, &fixed).map_err(|_| syntax(e))?
+            }
+            None => return Err(syntax(e)),
+        },
+    };
     match stmts.len() {
         1 => Ok(stmts.remove(0)),
         0 => Err(Error::new(code::ER_EMPTY_QUERY, "Query was empty")),
