@@ -825,6 +825,16 @@ fn show_processlist_and_kill() {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         let seen = seen.expect("the waiting connection in SHOW FULL PROCESSLIST");
+        // Id and Time are numbers, as MySQL's (a driver hands out integers).
+        for (i, name) in [(0, "Id"), (5, "Time")] {
+            let col = &seen.columns_ref()[i];
+            assert_eq!(col.name_str(), name);
+            assert_eq!(
+                col.column_type(),
+                mysql_async::consts::ColumnType::MYSQL_TYPE_LONGLONG,
+                "{name}"
+            );
+        }
         assert_eq!(
             seen.get::<String, _>("Info").as_deref(),
             Some("UPDATE t SET v = 2 WHERE id = 1")

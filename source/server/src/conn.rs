@@ -894,12 +894,16 @@ impl Conn {
                 let all = self.require_global(&[Privs::PROCESS]).is_ok();
                 let user = self.user();
                 let rows = self.shared.processes.rows(full, all, &user);
-                Some(Ok(Outcome::text(
-                    &[
-                        "Id", "User", "Host", "db", "Command", "Time", "State", "Info",
-                    ],
-                    rows,
-                )))
+                let columns = [
+                    "Id", "User", "Host", "db", "Command", "Time", "State", "Info",
+                ];
+                match Outcome::text(&columns, rows) {
+                    // MySQL's Id and Time are numbers.
+                    Outcome::Rows(rs) => {
+                        Some(Ok(Outcome::Rows(rs.with_integer_columns(&["Id", "Time"]))))
+                    }
+                    other => Some(Ok(other)),
+                }
             }
             ["KILL", rest @ ..] if !rest.is_empty() && rest.len() <= 2 => {
                 let (query_only, id) = match rest {

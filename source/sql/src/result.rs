@@ -42,6 +42,32 @@ impl ResultSet {
         }
     }
 
+    /// The named columns as integers (their text parsed; NULL and anything else kept), typed
+    /// BIGINT: server-made answers whose MySQL columns are numbers (SHOW PROCESSLIST's Id and
+    /// Time), so that drivers hand out numbers.
+    pub fn with_integer_columns(mut self, names: &[&str]) -> ResultSet {
+        for (i, name) in self.columns.iter().enumerate() {
+            if !names.contains(&name.as_str()) {
+                continue;
+            }
+            self.types[i] = Some(ColumnType::Integer {
+                width: binlog_format::schema::IntWidth::Big,
+                unsigned: false,
+            });
+            for row in &mut self.rows {
+                if let Some(v) = row.get_mut(i) {
+                    if let Some(n) = match v {
+                        Value::Text(t) => t.parse::<i64>().ok(),
+                        _ => None,
+                    } {
+                        *v = Value::Int(n);
+                    }
+                }
+            }
+        }
+        self
+    }
+
     /// One value of column `column` as the mysql client prints it (`None` is NULL):
     /// TIMESTAMPs in the result's time zone, times with the fraction digits of the column's
     /// type, floats as MySQL prints them.
