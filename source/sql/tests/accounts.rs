@@ -68,6 +68,15 @@ fn account_statements_change_the_tables_and_answer_as_mysql() {
         "CREATE USER 'app'@'%' IDENTIFIED BY 'pw', repl@'10.0.%'",
     );
     assert_eq!(code(&mut root, "CREATE USER app"), 1396);
+    // Names differing only in case are one account name (the key compares so); RENAME USER
+    // respells one.
+    assert_eq!(code(&mut root, "CREATE USER 'APP'@'%'"), 1396);
+    ok(&mut root, "RENAME USER app TO 'App'");
+    assert_eq!(
+        rows(&mut root, "SELECT User FROM mysql.user WHERE User = 'app'"),
+        [[Some("App".to_string())]]
+    );
+    ok(&mut root, "RENAME USER 'App' TO app");
     ok(&mut root, "CREATE USER IF NOT EXISTS app");
     assert_eq!(
         rows(&mut root, "SHOW WARNINGS")[0][1].as_deref(),

@@ -645,7 +645,10 @@ impl SqlSession {
         let dir = Directory::read(self.engine());
         let mut failed = Vec::new();
         for (from, to) in pairs {
-            if dir.get(from).is_none() || dir.get(to).is_some() {
+            // A name differing from the account's own only in case is the account itself (the
+            // key compares so): renaming to it respells the name.
+            let taken = dir.get(to).is_some_and(|t| !same_account(&t.name, from));
+            if dir.get(from).is_none() || taken {
                 failed.push(from.quoted());
             }
         }
