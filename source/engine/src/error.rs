@@ -161,7 +161,8 @@ pub mod code {
     pub const ER_WRONG_ARGUMENTS: Code = Code::new(1210, "HY000");
     /// An unknown prepared statement.
     pub const ER_UNKNOWN_STMT_HANDLER: Code = Code::new(1243, "HY000");
-    /// A division by zero (a warning in MySQL's default mode).
+    /// A division by zero: a warning in a SELECT, an error in a value an INSERT or UPDATE
+    /// writes (MySQL's default strict mode).
     pub const ER_DIVISION_BY_ZERO: Code = Code::new(1365, "22012");
     /// A scalar subquery returned more than one row.
     pub const ER_SUBQUERY_NO_1_ROW: Code = Code::new(1242, "21000");

@@ -98,6 +98,27 @@ pub(crate) struct Ctx<'a> {
     /// Inside a subquery: the rows of the queries around it, innermost first, whose columns
     /// a name reaches when the subquery's own columns do not have it (a correlated subquery).
     pub(crate) outer: Option<Arc<OuterRow>>,
+    /// The statement writes what it evaluates (INSERT, REPLACE, UPDATE without IGNORE): a
+    /// division by zero is error 1365, as in MySQL's default strict mode with
+    /// ERROR_FOR_DIVISION_BY_ZERO, not a NULL written in place of the value.
+    pub(crate) strict: bool,
+}
+
+/// Error 1365 when `ctx` writes what it evaluates and `op` divides by a zero `divisor`.
+pub(crate) fn check_division(
+    op: &BinaryOperator,
+    dividend: &Value,
+    divisor: &Value,
+    ctx: &Ctx<'_>,
+) -> Result<()> {
+    let divides = matches!(
+        op,
+        BinaryOperator::Divide | BinaryOperator::MyIntegerDivide | BinaryOperator::Modulo
+    );
+    if ctx.strict && divides && !dividend.is_null() && to_f64(divisor) == Some(0.0) {
+        return Err(Error::new(code::ER_DIVISION_BY_ZERO, "Division by 0"));
+    }
+    Ok(())
 }
 
 /// The current row of a query around a subquery, as the subquery's column references see
@@ -784,7 +805,10 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                         _ => a ^ b,
                     }))
                 }
-                _ => arith(op, &l, &r).map_err(|err| out_of_range_in(err, e)),
+                _ => {
+                    check_division(op, &l, &r, ctx)?;
+                    arith(op, &l, &r).map_err(|err| out_of_range_in(err, e))
+                }
             }
         }
         Expr::In {
@@ -1019,6 +1043,22 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
         return Ok(Value::Null);
     }
     let name = ty.to_string().to_ascii_uppercase();
+    let integer = ["SIGNED", "INT", "BIGINT", "UNSIGNED"]
+        .iter()
+        .any(|p| name.starts_with(p));
+    if integer && ctx.strict && matches!(v, Value::Text(_) | Value::Bytes(_)) {
+        // What MySQL warns about when it takes a string's leading integer is an error in a
+        // value an INSERT or UPDATE writes (strict mode): nothing half-read is stored.
+        let text = ringrep_engine::types::text_of(&v);
+        let t = text.trim_matches(' ');
+        let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Error::new(
+                code::ER_TRUNCATED_WRONG_VALUE,
+                format!("Truncated incorrect INTEGER value: '{text}'"),
+            ));
+        }
+    }
     Ok(
         if name.starts_with("SIGNED") || name.starts_with("INT") || name.starts_with("BIGINT") {
             // MySQL's 64 bits taken as signed: an unsigned value past i64's range wraps.
@@ -1061,7 +1101,8 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
 /// The 64 bits CAST(... AS SIGNED) and CAST(... AS UNSIGNED) read from `v`, as MySQL takes
 /// them: integers exactly (never through a double), other numbers rounded half away from zero
 /// and held to the 64-bit range, text by its leading integer (`'12abc'` is 12; MySQL also
-/// warns, which ringrep does not yet) or, failing that, as a number.
+/// warns, which ringrep does not yet, and in a value being written `cast` refuses it, 1292)
+/// or, failing that, as a number.
 fn integer_bits(v: &Value) -> i128 {
     const LOW: i128 = i64::MIN as i128;
     const HIGH: i128 = u64::MAX as i128;

@@ -137,7 +137,7 @@ impl SqlSession {
             Ok(Some(_)) => return None,
             Err(e) => return Some(Err(e)),
         }
-        Some(self.insert_planned_into(plan, def, values))
+        Some(self.writing(!plan.ignore, |s| s.insert_planned_into(plan, def, values)))
     }
 
     fn insert_planned_into(

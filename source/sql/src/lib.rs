@@ -155,6 +155,8 @@ pub(crate) struct OwnedCtx {
     last: expr::LastStatement,
     /// The statement's subqueries, run before it started changing rows.
     subqueries: HashMap<String, Arc<Rows>>,
+    /// As [`expr::Ctx::strict`].
+    strict: bool,
 }
 
 impl OwnedCtx {
@@ -174,6 +176,7 @@ impl OwnedCtx {
             connection_id: self.connection_id,
             inserted: None,
             outer: None,
+            strict: self.strict,
         }
     }
 }
@@ -221,6 +224,9 @@ pub struct SqlSession {
     pub cte_max_recursion_depth: u64,
     /// Who the session runs as; `None` (a session without a server) holds every privilege.
     pub authority: Option<Authority>,
+    /// An INSERT or UPDATE without IGNORE runs: what it evaluates, it writes (see
+    /// [`expr::Ctx::strict`]).
+    strict_write: bool,
     /// The server's connection id (`CONNECTION_ID()`); 1 without a server.
     pub connection_id: u64,
     /// The server's `net_write_timeout` in seconds (`SELECT @@net_write_timeout`); 60, MySQL's
@@ -375,6 +381,7 @@ impl SqlSession {
             ctes: Default::default(),
             cte_max_recursion_depth: cte::DEFAULT_MAX_RECURSION_DEPTH,
             authority: None,
+            strict_write: false,
             connection_id: 1,
             net_write_timeout: 60,
             port: 0,
@@ -431,7 +438,17 @@ impl SqlSession {
             connection_id: self.connection_id,
             inserted: None,
             outer: self.outer.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            strict: self.strict_write,
         }
+    }
+
+    /// Runs `f` with [`expr::Ctx::strict`] as `strict` (an INSERT or UPDATE without IGNORE
+    /// evaluating what it writes), then as it was.
+    pub(crate) fn writing<T>(&mut self, strict: bool, f: impl FnOnce(&mut SqlSession) -> T) -> T {
+        let was = std::mem::replace(&mut self.strict_write, strict);
+        let r = f(self);
+        self.strict_write = was;
+        r
     }
 
     /// The inputs of evaluation as owned values, for closures that also borrow the session.
@@ -450,6 +467,7 @@ impl SqlSession {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
+            strict: self.strict_write,
         }
     }
 
@@ -788,8 +806,11 @@ impl SqlSession {
                 "SQL_CALC_FOUND_ROWS (FOUND_ROWS() counts the rows the last SELECT returned)",
             )),
             Statement::Query(q) => self.query(&q, text),
-            Statement::Insert(ins) => self.insert(&ins),
-            Statement::Update(u) => self.update(&u),
+            Statement::Insert(ins) => self.writing(!ins.ignore, |s| s.insert(&ins)),
+            Statement::Update(u) => {
+                let ignore = matches!(u.or, Some(sqlparser::ast::SqliteOnConflict::Ignore));
+                self.writing(!ignore, |s| s.update(&u))
+            }
             Statement::Delete(d) => self.delete(&d),
             Statement::CreateTable(ct) => self.create_table(&ct, None),
             Statement::CreateDatabase {

@@ -470,7 +470,7 @@ fn date_and_time(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>
 
 /// ABS, FLOOR, CEIL (CEILING), ROUND, MOD, SIGN, PI, POW (POWER), EXP, SQRT, LN, LOG2,
 /// LOG10, LOG, TRUNCATE and RAND.
-fn numeric(name: &str, args: &Args, _ctx: &Ctx<'_>) -> Result<Option<Value>> {
+fn numeric(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     let n = args.0.len();
     match name {
         "PI" => arity(name, n, 0, 0)?,
@@ -504,7 +504,11 @@ fn numeric(name: &str, args: &Args, _ctx: &Ctx<'_>) -> Result<Option<Value>> {
                 ))
             }
         },
-        "MOD" => arith(&BinaryOperator::Modulo, &args.arg(0), &args.arg(1))?,
+        "MOD" => {
+            let (a, b) = (args.arg(0), args.arg(1));
+            super::check_division(&BinaryOperator::Modulo, &a, &b, ctx)?;
+            arith(&BinaryOperator::Modulo, &a, &b)?
+        }
         "SIGN" => to_f64(&args.arg(0)).map_or(Value::Null, |x| {
             Value::Int(if x > 0.0 {
                 1
