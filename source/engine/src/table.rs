@@ -202,6 +202,24 @@ impl Table {
         }
     }
 
+    /// A unique index two stored rows share a value of (its position in `def.indexes` and the
+    /// value), if any: `put` keeps one holder per value, so this counts the rows with a
+    /// value instead. Only a snapshot written before text compared by the collation can hold
+    /// such rows; loading one looks.
+    pub(crate) fn shared_unique_value(&self) -> Option<(usize, Key)> {
+        for (idx, holders) in &self.uniques {
+            let mut seen = std::collections::HashSet::with_capacity(holders.len());
+            for r in self.rows.iter() {
+                if let Some(v) = self.unique_value(*idx, &r.row()) {
+                    if let Some(v) = seen.replace(v) {
+                        return Some((*idx, v));
+                    }
+                }
+            }
+        }
+        None
+    }
+
     /// The unique indexes of the table, by position in `def.indexes`.
     pub(crate) fn unique_indexes(&self) -> impl Iterator<Item = usize> + '_ {
         self.uniques.iter().map(|(n, _)| *n)
