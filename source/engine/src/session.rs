@@ -340,6 +340,11 @@ impl Session {
         std::mem::take(&mut self.warnings)
     }
 
+    /// How many warnings and notes SHOW WARNINGS would list now.
+    pub fn warning_count(&self) -> usize {
+        self.warnings.len()
+    }
+
     /// Adds a warning of `code` (a [`crate::error::Code`] or a bare number) for SHOW WARNINGS.
     pub fn warn(&mut self, code: impl Into<u16>, msg: impl Into<String>) {
         self.warnings.push((code.into(), msg.into()));

@@ -98,6 +98,9 @@ struct Conn {
 struct Done {
     status: u16,
     last_insert_id: u64,
+    /// The statement's warnings and notes, as SHOW WARNINGS would list them: clients show the
+    /// count ("1 warning") and some ask for them.
+    warnings: u16,
 }
 
 impl Drop for Conn {
@@ -1011,19 +1014,20 @@ impl Conn {
         Done {
             status,
             last_insert_id: sql.last_insert_id,
+            warnings: u16::try_from(sql.session.warning_count()).unwrap_or(u16::MAX),
         }
     }
 
     fn ok(&self, affected: u64, done: Done) -> protocol::ShortPacket {
-        protocol::ok(0, affected, done.last_insert_id, done.status, 0)
+        protocol::ok(0, affected, done.last_insert_id, done.status, done.warnings)
     }
 
     /// What ends a result set: OK with the 0xfe header, or EOF for older clients.
     fn end_of_rows(&self, done: Done) -> protocol::ShortPacket {
         if self.caps & cap::DEPRECATE_EOF != 0 {
-            protocol::ok(0xfe, 0, 0, done.status, 0)
+            protocol::ok(0xfe, 0, 0, done.status, done.warnings)
         } else {
-            protocol::eof(done.status, 0)
+            protocol::eof(done.status, done.warnings)
         }
     }
 

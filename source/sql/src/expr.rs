@@ -102,9 +102,28 @@ pub(crate) struct Ctx<'a> {
     /// division by zero is error 1365, as in MySQL's default strict mode with
     /// ERROR_FOR_DIVISION_BY_ZERO, not a NULL written in place of the value.
     pub(crate) strict: bool,
+    /// Where warnings of the evaluation go (SHOW WARNINGS after the statement); `None` where
+    /// nobody collects them.
+    pub(crate) warnings: Option<&'a std::sync::Mutex<Vec<(u16, String)>>>,
 }
 
-/// Error 1365 when `ctx` writes what it evaluates and `op` divides by a zero `divisor`.
+/// The most warnings one statement keeps, as MySQL's `max_error_count`.
+pub(crate) const MAX_WARNINGS: usize = 1024;
+
+impl Ctx<'_> {
+    /// A warning for SHOW WARNINGS, made only when there is room for it.
+    pub(crate) fn warn(&self, code: ringrep_engine::error::Code, message: impl FnOnce() -> String) {
+        if let Some(w) = self.warnings {
+            let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
+            if w.len() < MAX_WARNINGS {
+                w.push((code.number, message()));
+            }
+        }
+    }
+}
+
+/// Error 1365 when `ctx` writes what it evaluates and `op` divides by a zero `divisor`,
+/// warning 1365 otherwise (the result is NULL).
 pub(crate) fn check_division(
     op: &BinaryOperator,
     dividend: &Value,
@@ -115,8 +134,11 @@ pub(crate) fn check_division(
         op,
         BinaryOperator::Divide | BinaryOperator::MyIntegerDivide | BinaryOperator::Modulo
     );
-    if ctx.strict && divides && !dividend.is_null() && to_f64(divisor) == Some(0.0) {
-        return Err(Error::new(code::ER_DIVISION_BY_ZERO, "Division by 0"));
+    if divides && !dividend.is_null() && to_f64(divisor) == Some(0.0) {
+        if ctx.strict {
+            return Err(Error::new(code::ER_DIVISION_BY_ZERO, "Division by 0"));
+        }
+        ctx.warn(code::ER_DIVISION_BY_ZERO, || "Division by 0".into());
     }
     Ok(())
 }
@@ -1046,17 +1068,18 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
     let integer = ["SIGNED", "INT", "BIGINT", "UNSIGNED"]
         .iter()
         .any(|p| name.starts_with(p));
-    if integer && ctx.strict && matches!(v, Value::Text(_) | Value::Bytes(_)) {
-        // What MySQL warns about when it takes a string's leading integer is an error in a
-        // value an INSERT or UPDATE writes (strict mode): nothing half-read is stored.
+    if integer && matches!(v, Value::Text(_) | Value::Bytes(_)) {
+        // MySQL warns when it takes a string's leading integer; in a value an INSERT or
+        // UPDATE writes (strict mode) that is an error: nothing half-read is stored.
         let text = ringrep_engine::types::text_of(&v);
         let t = text.trim_matches(' ');
         let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
         if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(Error::new(
-                code::ER_TRUNCATED_WRONG_VALUE,
-                format!("Truncated incorrect INTEGER value: '{text}'"),
-            ));
+            let message = format!("Truncated incorrect INTEGER value: '{text}'");
+            if ctx.strict {
+                return Err(Error::new(code::ER_TRUNCATED_WRONG_VALUE, message));
+            }
+            ctx.warn(code::ER_TRUNCATED_WRONG_VALUE, || message);
         }
     }
     Ok(
@@ -1100,9 +1123,9 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
 
 /// The 64 bits CAST(... AS SIGNED) and CAST(... AS UNSIGNED) read from `v`, as MySQL takes
 /// them: integers exactly (never through a double), other numbers rounded half away from zero
-/// and held to the 64-bit range, text by its leading integer (`'12abc'` is 12; MySQL also
-/// warns, which ringrep does not yet, and in a value being written `cast` refuses it, 1292)
-/// or, failing that, as a number.
+/// and held to the 64-bit range, text by its leading integer (`'12abc'` is 12, with warning
+/// 1292 from `cast`, which refuses it in a value being written) or, failing that, as a
+/// number.
 fn integer_bits(v: &Value) -> i128 {
     const LOW: i128 = i64::MIN as i128;
     const HIGH: i128 = u64::MAX as i128;

@@ -177,6 +177,7 @@ impl OwnedCtx {
             inserted: None,
             outer: None,
             strict: self.strict,
+            warnings: None,
         }
     }
 }
@@ -227,6 +228,9 @@ pub struct SqlSession {
     /// An INSERT or UPDATE without IGNORE runs: what it evaluates, it writes (see
     /// [`expr::Ctx::strict`]).
     strict_write: bool,
+    /// Warnings of the running statement's expressions (division by zero, a string read in
+    /// part), moved to the session's warnings when it ends.
+    expr_warnings: std::sync::Mutex<Vec<(u16, String)>>,
     /// The server's connection id (`CONNECTION_ID()`); 1 without a server.
     pub connection_id: u64,
     /// The server's `net_write_timeout` in seconds (`SELECT @@net_write_timeout`); 60, MySQL's
@@ -287,9 +291,9 @@ pub(crate) fn normalized(sql: &str) -> String {
 
 /// The level SHOW WARNINGS gives a warning of code `c`: `Warning` for those MySQL raises as
 /// warnings (a duplicate key IGNOREd, a value out of range, truncated or wrong for its
-/// column), `Note` for the rest.
+/// column, a division by zero), `Note` for the rest.
 pub fn warning_level(c: u16) -> &'static str {
-    if matches!(c, 1062 | 1264 | 1292 | 1366) {
+    if matches!(c, 1062 | 1264 | 1292 | 1365 | 1366) {
         "Warning"
     } else {
         "Note"
@@ -382,6 +386,7 @@ impl SqlSession {
             cte_max_recursion_depth: cte::DEFAULT_MAX_RECURSION_DEPTH,
             authority: None,
             strict_write: false,
+            expr_warnings: Default::default(),
             connection_id: 1,
             net_write_timeout: 60,
             port: 0,
@@ -439,6 +444,7 @@ impl SqlSession {
             inserted: None,
             outer: self.outer.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             strict: self.strict_write,
+            warnings: Some(&self.expr_warnings),
         }
     }
 
@@ -511,7 +517,16 @@ impl SqlSession {
             let _ = self.session.take_warnings();
             self.last_error = None;
         }
+        let taken = |s: &mut SqlSession| {
+            std::mem::take(&mut *s.expr_warnings.lock().unwrap_or_else(|p| p.into_inner()))
+        };
+        let _ = taken(self);
         let r = run(self);
+        for (c, m) in taken(self) {
+            if self.session.warning_count() < expr::MAX_WARNINGS {
+                self.session.warn(c, m);
+            }
+        }
         if let (Err(e), false) = (&r, diagnostics) {
             self.last_error = Some((e.code, e.message.clone()));
         }
