@@ -600,27 +600,47 @@ pub(crate) fn like(text: &str, pattern: &str, escape: char) -> bool {
 /// LIKE, character for character when `exact` (a binary string on either side, as
 /// `BINARY x` or `x COLLATE utf8mb4_bin` make), else as [`like`].
 fn like_as(text: &str, pattern: &str, escape: char, exact: bool) -> bool {
-    let chars = |s: &str| {
-        let mut v = Vec::with_capacity(s.len());
-        if exact {
-            v.extend(s.chars());
-        } else {
-            binlog_format::collation::fold(s, |c| v.push(c));
+    // LIKE matches character by character (`_` is one character), each compared by the
+    // collation: a character is one unit, its folded form when that is one character, else a
+    // code for the whole expansion, so 'ß' matches 'ẞ' but neither 's' nor `__`. Marks that
+    // fold to nothing drop out, as they compare equal to nothing.
+    let units = |s: &str| {
+        let mut v: Vec<u64> = Vec::with_capacity(s.len());
+        for c in s.chars() {
+            if exact || c.is_ascii() {
+                v.push(u64::from(if exact { c } else { c.to_ascii_lowercase() }));
+                continue;
+            }
+            let mut buf = [0u8; 4];
+            let mut folded: Vec<char> = Vec::new();
+            binlog_format::collation::fold(c.encode_utf8(&mut buf), |f| folded.push(f));
+            match folded.as_slice() {
+                [] => {}
+                [one] => v.push(u64::from(*one)),
+                many => {
+                    use std::hash::{Hash, Hasher};
+                    let mut h = std::collections::hash_map::DefaultHasher::new();
+                    many.hash(&mut h);
+                    v.push(h.finish() | (1 << 63));
+                }
+            }
         }
         v
     };
-    let t = chars(text);
-    let p = chars(pattern);
-    let escape = if exact {
+    let t = units(text);
+    let p = units(pattern);
+    let escape = u64::from(if exact {
         escape
     } else {
         escape.to_ascii_lowercase()
-    };
-    fn go(t: &[char], p: &[char], esc: char) -> bool {
+    });
+    const ANY: u64 = '%' as u64;
+    const ONE: u64 = '_' as u64;
+    fn go(t: &[u64], p: &[u64], esc: u64) -> bool {
         match p.first() {
             None => t.is_empty(),
-            Some('%') => (0..=t.len()).any(|i| go(&t[i..], &p[1..], esc)),
-            Some('_') => !t.is_empty() && go(&t[1..], &p[1..], esc),
+            Some(&ANY) => (0..=t.len()).any(|i| go(&t[i..], &p[1..], esc)),
+            Some(&ONE) => !t.is_empty() && go(&t[1..], &p[1..], esc),
             Some(&c) if c == esc && p.len() > 1 => {
                 !t.is_empty() && t[0] == p[1] && go(&t[1..], &p[2..], esc)
             }

@@ -319,6 +319,15 @@ pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
             None => return Err(syntax(e)),
         },
     };
+    // The parser reads `UPDATE IGNORE t` as an UPDATE of a table named `ignore`.
+    if lexer::first_words(sql, 2) == ["UPDATE", "IGNORE"] {
+        return Err(Error::unsupported("UPDATE IGNORE"));
+    }
+    if mentions_binary_prefix(sql) {
+        for stmt in &mut stmts {
+            bind_binary_prefix(stmt);
+        }
+    }
     match stmts.len() {
         1 => Ok(stmts.remove(0)),
         0 => Err(Error::new(code::ER_EMPTY_QUERY, "Query was empty")),
@@ -326,6 +335,111 @@ pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
             "You have an error in your SQL syntax; multi-statements are off",
         )),
     }
+}
+
+/// Whether `sql` may hold MySQL's `BINARY x` prefix and no `CAST(... AS BINARY)`, which
+/// parses alike (see [`bind_binary_prefix`]).
+fn mentions_binary_prefix(sql: &str) -> bool {
+    if !sql
+        .as_bytes()
+        .windows(6)
+        .any(|w| w.eq_ignore_ascii_case(b"BINARY"))
+    {
+        return false;
+    }
+    let upper = sql.to_ascii_uppercase();
+    let words: Vec<&str> = upper.split_ascii_whitespace().collect();
+    !words
+        .windows(2)
+        .any(|w| w[0] == "AS" && w[1].starts_with("BINARY"))
+}
+
+/// sqlparser reads MySQL's `BINARY x = y` as `BINARY (x = y)`: the prefix takes the whole
+/// expression after it. MySQL binds it to its operand like any unary operator, so the cast
+/// moves down to the leftmost operand, `(BINARY x) = y`: what `WHERE BINARY name = 'bob'`
+/// (an exact comparison) means. Only for a statement without `AS BINARY`, whose casts parse
+/// the same way.
+fn bind_binary_prefix(stmt: &mut Statement) {
+    use sqlparser::ast::{visit_expressions_mut, CastKind, DataType, Expr};
+    fn binary(e: Expr) -> Expr {
+        Expr::Cast {
+            kind: CastKind::Cast,
+            expr: Box::new(e),
+            data_type: DataType::Binary(None),
+            format: None,
+        }
+    }
+    fn push_down(e: Expr) -> Expr {
+        match e {
+            Expr::BinaryOp { left, op, right } => Expr::BinaryOp {
+                left: Box::new(push_down(*left)),
+                op,
+                right,
+            },
+            Expr::Like {
+                negated,
+                any,
+                expr,
+                pattern,
+                escape_char,
+            } => Expr::Like {
+                negated,
+                any,
+                expr: Box::new(push_down(*expr)),
+                pattern,
+                escape_char,
+            },
+            Expr::In {
+                expr,
+                target,
+                negated,
+                global,
+            } => Expr::In {
+                expr: Box::new(push_down(*expr)),
+                target,
+                negated,
+                global,
+            },
+            Expr::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => Expr::Between {
+                expr: Box::new(push_down(*expr)),
+                negated,
+                low,
+                high,
+            },
+            Expr::IsNull(x) => Expr::IsNull(Box::new(push_down(*x))),
+            Expr::IsNotNull(x) => Expr::IsNotNull(Box::new(push_down(*x))),
+            other => binary(other),
+        }
+    }
+    let _ = visit_expressions_mut(stmt, |e| {
+        if let Expr::Cast {
+            kind: CastKind::Cast,
+            data_type: DataType::Binary(None),
+            format: None,
+            expr,
+        } = e
+        {
+            if matches!(
+                expr.as_ref(),
+                Expr::BinaryOp { .. }
+                    | Expr::Like { .. }
+                    | Expr::In { .. }
+                    | Expr::Between { .. }
+                    | Expr::IsNull(_)
+                    | Expr::IsNotNull(_)
+            ) {
+                let inner =
+                    std::mem::replace(expr.as_mut(), Expr::value(sqlparser::ast::Value::Null));
+                *e = push_down(inner);
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
 }
 
 /// `db.name` or `name` into (db, name).
@@ -822,10 +936,7 @@ impl SqlSession {
             )),
             Statement::Query(q) => self.query(&q, text),
             Statement::Insert(ins) => self.writing(!ins.ignore, |s| s.insert(&ins)),
-            Statement::Update(u) => {
-                let ignore = matches!(u.or, Some(sqlparser::ast::SqliteOnConflict::Ignore));
-                self.writing(!ignore, |s| s.update(&u))
-            }
+            Statement::Update(u) => self.writing(true, |s| s.update(&u)),
             Statement::Delete(d) => self.delete(&d),
             Statement::CreateTable(ct) => self.create_table(&ct, None),
             Statement::CreateDatabase {
