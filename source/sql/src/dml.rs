@@ -215,6 +215,10 @@ impl SqlSession {
             ));
         }
         let def2 = def.clone();
+        // The rows a REPLACE deleted to make room: MySQL counts them among the affected rows
+        // (and as duplicates), so a REPLACE of an existing row reports 2.
+        let mut replaced = 0u64;
+        let replaced_in = &mut replaced;
         let inserted = self.statement(move |s| {
             if inserting.is_some() || deleting.is_some() {
                 columns.dedup();
@@ -238,8 +242,10 @@ impl SqlSession {
                     let key = def2.key_of(&full);
                     let pk = def2.primary_key.clone();
                     let tz = s.session.vars.tz_offset;
-                    s.session.delete_where(
+                    // The key is the whole prefix: only its row is read.
+                    *replaced_in += s.session.delete_where_in(
                         &def2,
+                        &key,
                         &mut |row| {
                             Ok(pk
                                 .iter()
@@ -253,6 +259,14 @@ impl SqlSession {
             columns.dedup();
             s.session.insert(&def2, &columns, rows, mode)
         })?;
+        if replaced > 0 {
+            let warnings = self.session_warning_count();
+            return Ok(Outcome::Affected {
+                rows: inserted + replaced,
+                info: (n > 1)
+                    .then(|| format!("Records: {n}  Duplicates: {replaced}  Warnings: {warnings}")),
+            });
+        }
         Ok(self.inserted(n, inserted))
     }
 

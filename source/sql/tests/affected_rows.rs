@@ -1,0 +1,53 @@
+//! The affected-row counts clients see for REPLACE, as MySQL's: 1 for a new row, 2 for one
+//! that replaced another (deleted, then inserted), with the duplicates in the info line.
+
+use ringrep_engine::{Engine, EngineConfig};
+use ringrep_sql::{Outcome, SqlSession};
+
+fn affected(s: &mut SqlSession, sql: &str) -> (u64, Option<String>) {
+    match s.execute(sql) {
+        Ok(Outcome::Affected { rows, info }) => (rows, info),
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+#[test]
+fn replace_counts_the_rows_it_replaced() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(dir.path(), EngineConfig::new(1))
+        .expect("open")
+        .0;
+    let mut s = SqlSession::new(&engine);
+    s.execute("CREATE TABLE rp (k VARCHAR(5) PRIMARY KEY, v INT)")
+        .expect("create");
+    assert_eq!(
+        affected(&mut s, "REPLACE INTO rp VALUES ('a', 1)"),
+        (1, None)
+    );
+    assert_eq!(
+        affected(&mut s, "REPLACE INTO rp VALUES ('a', 2)"),
+        (2, None)
+    );
+    // A key equal under the collation replaces too.
+    assert_eq!(
+        affected(&mut s, "REPLACE INTO rp VALUES ('A', 3)"),
+        (2, None)
+    );
+    assert_eq!(
+        affected(&mut s, "REPLACE INTO rp VALUES ('a', 4), ('b', 5)"),
+        (
+            3,
+            Some("Records: 2  Duplicates: 1  Warnings: 0".to_string())
+        )
+    );
+    match s.execute("SELECT k, v FROM rp ORDER BY k") {
+        Ok(Outcome::Rows(rs)) => assert_eq!(
+            rs.text_rows(),
+            [
+                [Some("a".to_string()), Some("4".to_string())],
+                [Some("b".to_string()), Some("5".to_string())],
+            ]
+        ),
+        other => panic!("{other:?}"),
+    }
+}
