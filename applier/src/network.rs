@@ -422,7 +422,12 @@ impl NetworkSource {
         let silence = self.config.heartbeat * 3;
         tokio::spawn(read_stream(packets, tx, silence));
         self.link = Some(rx);
-        self.update(|s| s.connected = true);
+        // Connected again: the last link error is history, as MySQL clears Last_IO_Error when
+        // its I/O thread reconnects (a refused stream sets it again at once).
+        self.update(|s| {
+            s.connected = true;
+            s.last_error = None;
+        });
         tracing::info!(
             source = %self.config.address,
             from_seq = self.next_seq,

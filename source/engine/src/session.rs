@@ -590,7 +590,8 @@ impl Session {
             return Ok(());
         }
         if self.engine.is_read_only() {
-            return Err(Error::read_only());
+            // A replica refuses every client, SUPER included: it shows super_read_only ON.
+            return Err(Error::super_read_only());
         }
         fenced(&self.engine, &self.vars)
     }

@@ -948,7 +948,25 @@ impl Conn {
                 }
                 let names: Vec<&str> = fields.iter().map(|(n, _)| *n).collect();
                 let row = fields.into_iter().map(|(_, v)| v).collect();
-                Some(Ok(Outcome::text(&names, vec![row])))
+                match Outcome::text(&names, vec![row]) {
+                    // MySQL's ports, positions, counts and error numbers are numbers.
+                    Outcome::Rows(rs) => Some(Ok(Outcome::Rows(rs.with_integer_columns(&[
+                        "Source_Port",
+                        "Connect_Retry",
+                        "Read_Source_Log_Pos",
+                        "Exec_Source_Log_Pos",
+                        "Seconds_Behind_Source",
+                        "Last_Errno",
+                        "Last_IO_Errno",
+                        "Last_SQL_Errno",
+                        "Source_Server_Id",
+                        "Auto_Position",
+                        "Retrieved_Seq",
+                        "Executed_Seq",
+                        "Source_Last_Seq",
+                    ])))),
+                    other => Some(Ok(other)),
+                }
             }
             _ => None,
         }

@@ -44,7 +44,7 @@ impl ResultSet {
 
     /// The named columns as integers (their text parsed; NULL and anything else kept), typed
     /// BIGINT: server-made answers whose MySQL columns are numbers (SHOW PROCESSLIST's Id and
-    /// Time), so that drivers hand out numbers.
+    /// Time, SHOW REPLICA STATUS's ports and positions), so that drivers hand out numbers.
     pub fn with_integer_columns(mut self, names: &[&str]) -> ResultSet {
         for (i, name) in self.columns.iter().enumerate() {
             if !names.contains(&name.as_str()) {

@@ -342,6 +342,17 @@ impl SqlSession {
                 "Can't execute the given command because you have active locked tables or an active transaction",
             ));
         }
+        if !on && self.engine().is_read_only() {
+            // MySQL would open the replica to clients' writes, which would fork it from its
+            // primary; ringrep keeps a replica read-only until it is promoted.
+            return Err(Error::new(
+                code::ER_WRONG_VALUE_FOR_VAR,
+                format!(
+                    "Variable '{name}' can't be set to the value of 'OFF' on a replica: \
+                     STOP REPLICA; RESET REPLICA ALL promotes it"
+                ),
+            ));
+        }
         let now = self.engine().fence();
         let next = match (name, on) {
             ("super_read_only", true) => Fence::SuperReadOnly,
