@@ -122,7 +122,28 @@ fn a_replica_serves_reads_refuses_writes_and_shows_its_position() {
         ] {
             let e = r.query_drop(sql).await.expect_err(sql);
             assert_eq!(code(&e), 1290, "{sql}: {e}");
+            // Everyone is refused, SUPER too: super_read_only's message, as the flags show.
+            assert!(e.to_string().contains("--super-read-only"), "{sql}: {e}");
         }
+        let flags: Option<(i64, i64)> = r
+            .query_first("SELECT @@read_only, @@super_read_only")
+            .await
+            .expect("flags");
+        assert_eq!(flags, Some((1, 1)));
+        // Only a promotion opens a replica to clients.
+        for sql in [
+            "SET GLOBAL read_only = OFF",
+            "SET GLOBAL super_read_only = 0",
+        ] {
+            let e = r.query_drop(sql).await.expect_err(sql);
+            assert_eq!(code(&e), 1231, "{sql}: {e}");
+        }
+        r.query_drop("SET GLOBAL super_read_only = ON")
+            .await
+            .expect("a fence for after a promotion");
+        r.query_drop("SET GLOBAL read_only = OFF")
+            .await
+            .expect_err("still a replica");
         let e = r
             .exec_drop("INSERT INTO test.ev (k, v) VALUES (?, ?)", (8, "x"))
             .await
