@@ -143,6 +143,8 @@ pub mod code {
     pub const ER_GLOBAL_VARIABLE: Code = Code::new(1229, "HY000");
     /// A statement that needs the session outside any transaction and LOCK TABLES.
     pub const ER_LOCK_OR_ACTIVE_TRANSACTION: Code = Code::new(1192, "HY000");
+    /// A character set name MySQL does not know (an introducer, CONVERT ... USING).
+    pub const ER_UNKNOWN_CHARACTER_SET: Code = Code::new(1115, "42000");
     /// SET of a read-only variable.
     pub const ER_INCORRECT_GLOBAL_LOCAL_VAR: Code = Code::new(1238, "HY000");
     /// SET of a variable to a value of the wrong type.

@@ -973,6 +973,18 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
             let _ = kind == &CastKind::Cast;
             cast(eval(expr, scope, ctx)?, data_type, ctx)
         }
+        // A character set introducer (`_utf8mb4'abc'`, `_binary'...'` as mysqldump writes
+        // binary columns): binary is bytes, any other character set text.
+        Expr::Prefixed { prefix, value } if prefix.value.starts_with('_') => {
+            in_charset(eval(value, scope, ctx)?, &prefix.value[1..])
+        }
+        // CONVERT(x USING charset).
+        Expr::Convert {
+            expr,
+            data_type: None,
+            charset: Some(charset),
+            ..
+        } => in_charset(eval(expr, scope, ctx)?, &charset.to_string()),
         Expr::Function(f) => functions::eval_function(f, scope, ctx),
         Expr::Substring {
             expr,
@@ -1139,6 +1151,33 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
             return Err(Error::unsupported(format!("CAST AS {ty}")));
         },
     )
+}
+
+/// A string in character set `charset`: `binary` makes bytes, which compare bytewise; every
+/// other character set is text (ringrep's text is UTF-8 whatever the name; a name it does not
+/// know is error 1115, as in MySQL).
+fn in_charset(v: Value, charset: &str) -> Result<Value> {
+    let charset = charset.trim_matches('`').to_ascii_lowercase();
+    const TEXT: [&str; 5] = ["utf8mb4", "utf8mb3", "utf8", "latin1", "ascii"];
+    if v.is_null() {
+        return Ok(Value::Null);
+    }
+    if charset == "binary" {
+        return Ok(match v {
+            Value::Bytes(b) => Value::Bytes(b),
+            other => Value::Bytes(ringrep_engine::types::text_of(&other).into_bytes()),
+        });
+    }
+    if !TEXT.contains(&charset.as_str()) {
+        return Err(Error::new(
+            code::ER_UNKNOWN_CHARACTER_SET,
+            format!("Unknown character set: '{charset}'"),
+        ));
+    }
+    Ok(match v {
+        Value::Text(t) => Value::Text(t),
+        other => Value::Text(ringrep_engine::types::text_of(&other)),
+    })
 }
 
 /// The 64 bits CAST(... AS SIGNED) and CAST(... AS UNSIGNED) read from `v`, as MySQL takes
