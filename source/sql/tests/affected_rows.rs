@@ -1,5 +1,6 @@
-//! The affected-row counts clients see for REPLACE, as MySQL's: 1 for a new row, 2 for one
-//! that replaced another (deleted, then inserted), with the duplicates in the info line.
+//! The affected-row counts clients see for REPLACE, as MySQL's: 1 for a new row, one more for
+//! each row it replaced (on the primary key or a unique index), with the duplicates in the
+//! info line.
 
 use ringrep_engine::{Engine, EngineConfig};
 use ringrep_sql::{Outcome, SqlSession};
@@ -40,6 +41,35 @@ fn replace_counts_the_rows_it_replaced() {
             Some("Records: 2  Duplicates: 1  Warnings: 0".to_string())
         )
     );
+    // A clash on a unique index replaces that row too, as MySQL's REPLACE does.
+    s.execute("CREATE TABLE ru (id INT PRIMARY KEY, email VARCHAR(20), UNIQUE KEY (email))")
+        .expect("create");
+    s.execute("INSERT INTO ru VALUES (1, 'a@x'), (2, 'b@x'), (3, NULL)")
+        .expect("insert");
+    assert_eq!(
+        affected(&mut s, "REPLACE INTO ru VALUES (4, 'A@X')"),
+        (2, None)
+    );
+    // One row on the key and another on the unique value: both go.
+    assert_eq!(
+        affected(&mut s, "REPLACE INTO ru VALUES (2, 'a@x')"),
+        (3, None)
+    );
+    assert_eq!(
+        affected(&mut s, "REPLACE INTO ru VALUES (5, NULL)"),
+        (1, None)
+    );
+    match s.execute("SELECT id, email FROM ru ORDER BY id") {
+        Ok(Outcome::Rows(rs)) => assert_eq!(
+            rs.text_rows(),
+            [
+                [Some("2".to_string()), Some("a@x".to_string())],
+                [Some("3".to_string()), None],
+                [Some("5".to_string()), None],
+            ]
+        ),
+        other => panic!("{other:?}"),
+    }
     match s.execute("SELECT k, v FROM rp ORDER BY k") {
         Ok(Outcome::Rows(rs)) => assert_eq!(
             rs.text_rows(),
