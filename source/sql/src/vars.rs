@@ -335,6 +335,11 @@ impl SqlSession {
     /// fence is kept for after its promotion; the replica refuses clients' writes either way.
     fn set_fence_variable(&mut self, name: &str, v: &Value) -> Result<()> {
         self.require_any_global(&[crate::Privs::SUPER])?;
+        // A boolean: ON, OFF, TRUE, FALSE, 1 or 0 (MySQL refuses 2 with 1231).
+        if matches!(v, Value::Int(n) if *n != 0 && *n != 1) || matches!(v, Value::UInt(n) if *n > 1)
+        {
+            return Err(wrong_value(name, v));
+        }
         let on = on_off(v, name)?;
         if self.session.in_transaction() {
             return Err(Error::new(

@@ -569,6 +569,7 @@ fn read_only_and_super_read_only_fence_writes() {
 
     assert_eq!(code(&mut app, "SET GLOBAL read_only = ON"), 1227);
     assert_eq!(code(&mut root, "SET read_only = ON"), 1229);
+    assert_eq!(code(&mut root, "SET GLOBAL read_only = 2"), 1231);
     // A transaction open when the fence goes up: its writes cannot commit.
     ok(&mut app, "BEGIN");
     ok(&mut app, "INSERT INTO app.t VALUES (1)");
