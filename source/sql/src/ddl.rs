@@ -101,6 +101,128 @@ fn column_type(sql: &str) -> Result<ColumnType> {
     }
 }
 
+/// The column type CREATE TABLE ... AS SELECT gives a computed column, from the values it
+/// holds: integers BIGINT (UNSIGNED when one needs it), other numbers DOUBLE or DECIMAL with
+/// the most fraction digits seen, times, bytes and JSON their kinds, text (or nothing but NULL)
+/// LONGTEXT.
+fn computed_type<'v>(values: impl Iterator<Item = &'v Value>) -> ColumnType {
+    let mut kind: Option<u8> = None;
+    let (mut unsigned, mut scale, mut digits, mut fsp) = (false, 0usize, 1usize, 0u8);
+    for v in values {
+        let k = match v {
+            Value::Null => continue,
+            Value::Int(_) => 1,
+            Value::UInt(u) => {
+                unsigned |= *u > i64::MAX as u64;
+                1
+            }
+            Value::Decimal(d) => {
+                let (_, int, frac) = binlog_format::value::decimal_parts(d);
+                scale = scale.max(frac.len());
+                digits = digits.max(int.len());
+                2
+            }
+            Value::Float(_) | Value::Double(_) => 3,
+            Value::Date(_) => 4,
+            Value::DateTime(t) => {
+                fsp = fsp.max(if t.micros == 0 { 0 } else { 6 });
+                5
+            }
+            Value::Timestamp(us) => {
+                fsp = fsp.max(if us % 1_000_000 == 0 { 0 } else { 6 });
+                5
+            }
+            Value::Bytes(_) => 6,
+            Value::Json(_) => 7,
+            Value::Text(_) => 8,
+        };
+        kind = Some(match kind {
+            None => k,
+            Some(seen) if seen == k => k,
+            // Integers and decimals together are decimals; any other mix is text.
+            Some(1 | 2) if k <= 2 => 2,
+            Some(_) => 8,
+        });
+    }
+    match kind {
+        Some(1) => ColumnType::Integer {
+            width: IntWidth::Big,
+            unsigned,
+        },
+        Some(2) => ColumnType::Decimal {
+            precision: (digits.max(20) + scale).min(65) as u8,
+            scale: scale.min(30) as u8,
+        },
+        Some(3) => ColumnType::Double,
+        Some(4) => ColumnType::Date,
+        Some(5) => ColumnType::DateTime { fsp },
+        Some(6) => ColumnType::Blob {
+            size: LobSize::Long,
+        },
+        Some(7) => ColumnType::Json,
+        _ => ColumnType::Text {
+            size: LobSize::Long,
+        },
+    }
+}
+
+impl SqlSession {
+    /// For a query reading one stored table, the table column behind each result column that
+    /// copies one as it is (`*`, `t.*`, `col`, `col AS name`); empty when the query is another
+    /// shape or the count does not come out at `width`.
+    fn selected_columns(&self, q: &sqlparser::ast::Query, width: usize) -> Vec<Option<ColumnDef>> {
+        use sqlparser::ast::{SelectItem, SetExpr, TableFactor};
+        let SetExpr::Select(select) = q.body.as_ref() else {
+            return Vec::new();
+        };
+        let [from] = select.from.as_slice() else {
+            return Vec::new();
+        };
+        let TableFactor::Table { name, .. } = &from.relation else {
+            return Vec::new();
+        };
+        if !from.joins.is_empty() {
+            return Vec::new();
+        }
+        let Ok((db, table)) = super::split_name(name) else {
+            return Vec::new();
+        };
+        let Ok(source) = self.session.table_def(db.as_deref(), &table) else {
+            return Vec::new();
+        };
+        let column = |e: &Expr| {
+            match e {
+                Expr::Identifier(i) => Some(i.value.as_str()),
+                Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.as_str()),
+                _ => None,
+            }
+            .and_then(|n| source.column_index(n))
+            .map(|c| source.columns[c].clone())
+        };
+        let mut out = Vec::new();
+        for item in &select.projection {
+            match item {
+                SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => out.extend(
+                    source
+                        .columns
+                        .iter()
+                        .filter(|c| c.name != ringrep_engine::HIDDEN_ROW_ID)
+                        .map(|c| Some(c.clone())),
+                ),
+                SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+                    out.push(column(e))
+                }
+                _ => out.push(None),
+            }
+        }
+        if out.len() == width {
+            out
+        } else {
+            Vec::new()
+        }
+    }
+}
+
 /// Accepts a `COLLATE` name that text columns follow: a case-insensitive one. Text compares
 /// by one collation (`binlog_format::collation`, utf8mb4_0900_ai_ci at its primary level),
 /// so a case- or accent-sensitive or binary collation would be silently different; it is
@@ -517,14 +639,21 @@ impl SqlSession {
             let text = q.to_string();
             let rows = self.run_query(q, &text)?;
             if def.columns.is_empty() {
-                for (name, ty) in rows.columns.iter().zip(&rows.types) {
+                let sources = self.selected_columns(q, rows.columns.len());
+                for (i, (name, ty)) in rows.columns.iter().zip(&rows.types).enumerate() {
+                    // A column copied as it is keeps NOT NULL and its DEFAULT, as in MySQL.
+                    let source = sources.get(i).and_then(Option::as_ref);
+                    let ty = ty
+                        .clone()
+                        .unwrap_or_else(|| computed_type(rows.rows.iter().map(|r| &r[i])));
                     def.columns.push(ColumnDef {
                         name: name.clone(),
-                        ty: ty.clone().unwrap_or(ColumnType::Text {
-                            size: LobSize::Long,
-                        }),
-                        nullable: true,
-                        default: ColumnDefault::None,
+                        ty,
+                        nullable: source.is_none_or(|c| c.nullable),
+                        default: match source.map(|c| &c.default) {
+                            Some(d @ ColumnDefault::Value(_)) => d.clone(),
+                            _ => ColumnDefault::None,
+                        },
                         on_update_now: false,
                         auto_increment: false,
                     });
