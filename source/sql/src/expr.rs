@@ -605,27 +605,15 @@ fn like_as(text: &str, pattern: &str, escape: char, exact: bool) -> bool {
     // code for the whole expansion, so 'ß' matches 'ẞ' but neither 's' nor `__`. Marks that
     // fold to nothing drop out, as they compare equal to nothing.
     let units = |s: &str| {
-        let mut v: Vec<u64> = Vec::with_capacity(s.len());
-        for c in s.chars() {
-            if exact || c.is_ascii() {
-                v.push(u64::from(if exact { c } else { c.to_ascii_lowercase() }));
-                continue;
-            }
-            let mut buf = [0u8; 4];
-            let mut folded: Vec<char> = Vec::new();
-            binlog_format::collation::fold(c.encode_utf8(&mut buf), |f| folded.push(f));
-            match folded.as_slice() {
-                [] => {}
-                [one] => v.push(u64::from(*one)),
-                many => {
-                    use std::hash::{Hash, Hasher};
-                    let mut h = std::collections::hash_map::DefaultHasher::new();
-                    many.hash(&mut h);
-                    v.push(h.finish() | (1 << 63));
+        s.chars()
+            .filter_map(|c| {
+                if exact {
+                    Some(u64::from(c))
+                } else {
+                    collation_unit(c)
                 }
-            }
-        }
-        v
+            })
+            .collect::<Vec<u64>>()
     };
     let t = units(text);
     let p = units(pattern);
@@ -648,6 +636,28 @@ fn like_as(text: &str, pattern: &str, escape: char, exact: bool) -> bool {
         }
     }
     go(&t, &p, escape)
+}
+
+/// One character as the collation compares it character by character (LIKE, LOCATE): its
+/// folded form when that is one character, else a code for the whole expansion ('ß' and 'ẞ'
+/// share one, which neither 's' nor 'ss' has); `None` for a mark that folds to nothing.
+pub(crate) fn collation_unit(c: char) -> Option<u64> {
+    if c.is_ascii() {
+        return Some(u64::from(c.to_ascii_lowercase()));
+    }
+    let mut buf = [0u8; 4];
+    let mut folded: Vec<char> = Vec::new();
+    binlog_format::collation::fold(c.encode_utf8(&mut buf), |f| folded.push(f));
+    match folded.as_slice() {
+        [] => None,
+        [one] => Some(u64::from(*one)),
+        many => {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            many.hash(&mut h);
+            Some(h.finish() | (1 << 63))
+        }
+    }
 }
 
 /// `@@name` (the scope prefix already removed).

@@ -3,8 +3,8 @@
 //!
 //! Comparisons follow the text collation (`binlog_format::collation`, utf8mb4_0900_ai_ci):
 //! FIELD, FIND_IN_SET and STRCMP ignore case and accents as `=` does; LOCATE, INSTR and
-//! POSITION ignore case only (a position counts the characters as written); REPLACE matches
-//! case, as MySQL's does.
+//! POSITION too, character by character (a position counts the characters as written);
+//! REPLACE matches case, as MySQL's does.
 
 use std::cmp::Ordering;
 
@@ -112,19 +112,26 @@ const MAX_SPACE: usize = 64 << 20;
 /// The position (from 1, in characters) of `needle` in `hay` at or after `from`, ignoring
 /// case; 0 when it is not there or `from` is out of range.
 pub(super) fn locate(needle: &str, hay: &str, from: i64) -> i64 {
-    let hay: Vec<char> = hay.chars().flat_map(char::to_lowercase).collect();
-    let needle: Vec<char> = needle.chars().flat_map(char::to_lowercase).collect();
-    if from < 1 || from as usize > hay.len() + 1 {
+    // Compared character by character under the collation, as `=` compares ('e' finds 'é');
+    // positions count the characters as written.
+    let hay_len = hay.chars().count();
+    if from < 1 || from as usize > hay_len + 1 {
         return 0;
     }
-    let start = from as usize - 1;
+    let needle: Vec<u64> = needle.chars().filter_map(super::collation_unit).collect();
     if needle.is_empty() {
         return from;
     }
-    hay[start..]
-        .windows(needle.len())
-        .position(|w| w == needle.as_slice())
-        .map_or(0, |i| (start + i + 1) as i64)
+    let start = from as usize - 1;
+    let hay: Vec<(usize, u64)> = hay
+        .chars()
+        .enumerate()
+        .skip(start)
+        .filter_map(|(i, c)| super::collation_unit(c).map(|u| (i, u)))
+        .collect();
+    hay.windows(needle.len())
+        .find(|w| w.iter().map(|(_, u)| *u).eq(needle.iter().copied()))
+        .map_or(0, |w| (w[0].0 + 1) as i64)
 }
 
 /// `TRIM([[BOTH | LEADING | TRAILING] [what] FROM] s)`: `what` (a space by default) taken off
@@ -180,6 +187,12 @@ mod tests {
         assert_eq!(locate("é", "aé", 1), 2);
         assert_eq!(locate("", "abc", 2), 2);
         assert_eq!(locate("a", "abc", 0), 0);
+        // Accents do not count either, as in `=`; positions count the characters as written.
+        assert_eq!(locate("e", "café", 1), 4);
+        assert_eq!(locate("CAFE", "xcafé", 1), 2);
+        assert_eq!(locate("b", "İab", 1), 3);
+        assert_eq!(locate("ß", "strasse", 1), 0);
+        assert_eq!(locate("ẞ", "großes", 1), 4);
     }
 
     #[test]
