@@ -638,9 +638,17 @@ impl SqlSession {
             // CREATE TABLE ... AS SELECT: a plain table with the visible rows.
             let text = q.to_string();
             let rows = self.run_query(q, &text)?;
-            if def.columns.is_empty() {
-                let sources = self.selected_columns(q, rows.columns.len());
-                for (i, (name, ty)) in rows.columns.iter().zip(&rows.types).enumerate() {
+            // Each result column fills the declared column of its name, or is added after the
+            // declared ones, as in MySQL (`CREATE TABLE t (x INT PRIMARY KEY) SELECT ...`).
+            let sources = self.selected_columns(q, rows.columns.len());
+            let mut cols: Vec<usize> = Vec::with_capacity(rows.columns.len());
+            for (i, (name, ty)) in rows.columns.iter().zip(&rows.types).enumerate() {
+                if let Some(at) = def.column_index(name) {
+                    cols.push(at);
+                    continue;
+                }
+                cols.push(def.columns.len());
+                {
                     // A column copied as it is keeps NOT NULL and its DEFAULT, as in MySQL.
                     let source = sources.get(i).and_then(Option::as_ref);
                     let ty = ty
@@ -665,11 +673,17 @@ impl SqlSession {
             self.check_new_table(&def)?;
             let existed = self.engine().table_def(&dbn, &tn).is_some();
             self.session.create_table(def, ct.if_not_exists)?;
-            if !existed && declared.is_some() {
+            if existed {
+                // IF NOT EXISTS of a table that exists: its note, and nothing copied (MySQL 8).
+                return Ok(Outcome::Affected {
+                    rows: 0,
+                    info: None,
+                });
+            }
+            if declared.is_some() {
                 self.set_declared_engine(&dbn, &tn, declared)?;
             }
             let created = self.session.table_def(Some(&dbn), &tn)?;
-            let cols: Vec<usize> = (0..rows.columns.len()).collect();
             let n = rows.rows.len() as u64;
             let data = rows.rows;
             self.statement(|s| {
