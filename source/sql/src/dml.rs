@@ -232,11 +232,14 @@ impl SqlSession {
             if let Some(assignments) = &odku {
                 return s.insert_or_update(&def2, &columns, rows, assignments);
             }
+            columns.dedup();
             if replace {
-                // REPLACE on a plain table: remove rows with the same key first.
-                for r in &rows {
+                // REPLACE on a plain table, row by row (a row may replace one the statement
+                // wrote before it): remove the rows it clashes with, then insert it.
+                let mut done = 0;
+                for r in rows {
                     let mut full = vec![Value::Null; def2.columns.len()];
-                    for (&c, v) in columns.iter().zip(r) {
+                    for (&c, v) in columns.iter().zip(&r) {
                         full[c] = coerce(v.clone(), &def2.columns[c], 1, s.session.vars.tz_offset)?;
                     }
                     let key = def2.key_of(&full);
@@ -275,9 +278,10 @@ impl SqlSession {
                             None,
                         )?;
                     }
+                    done += s.session.insert(&def2, &columns, vec![r], mode)?;
                 }
+                return Ok(done);
             }
-            columns.dedup();
             s.session.insert(&def2, &columns, rows, mode)
         })?;
         if replaced > 0 {

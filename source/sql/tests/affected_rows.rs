@@ -59,6 +59,18 @@ fn replace_counts_the_rows_it_replaced() {
         affected(&mut s, "REPLACE INTO ru VALUES (5, NULL)"),
         (1, None)
     );
+    // Rows of one statement replace each other in order.
+    assert_eq!(
+        affected(
+            &mut s,
+            "REPLACE INTO ru VALUES (8, 'x@x'), (8, 'y@x'), (9, 'Y@X')"
+        ),
+        (
+            5,
+            Some("Records: 3  Duplicates: 2  Warnings: 0".to_string())
+        )
+    );
+    assert_eq!(affected(&mut s, "DELETE FROM ru WHERE id = 9"), (1, None));
     match s.execute("SELECT id, email FROM ru ORDER BY id") {
         Ok(Outcome::Rows(rs)) => assert_eq!(
             rs.text_rows(),
