@@ -765,7 +765,7 @@ impl SqlSession {
                     text("INVOKER"),
                     Value::Timestamp(created),
                     Value::Timestamp(created),
-                    text("STRICT_TRANS_TABLES"),
+                    text(crate::vars::SQL_MODE),
                     text(""),
                     text(definer),
                     text(CHARSET),

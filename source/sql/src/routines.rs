@@ -904,7 +904,7 @@ impl SqlSession {
             ],
             vec![vec![
                 Some(name),
-                Some("STRICT_TRANS_TABLES".into()),
+                Some(crate::vars::SQL_MODE.into()),
                 Some(text),
                 Some("utf8mb4".into()),
                 Some("utf8mb4_0900_ai_ci".into()),

@@ -1233,7 +1233,7 @@ impl SqlSession {
                     Value::Text(t.body()),
                     Value::Text(t.timing.name().into()),
                     created(t.created_us),
-                    Value::Text("STRICT_TRANS_TABLES".into()),
+                    Value::Text(crate::vars::SQL_MODE.into()),
                     Value::Text(t.definer.clone()),
                     Value::Text("utf8mb4".into()),
                     Value::Text("utf8mb4_0900_ai_ci".into()),
@@ -1300,7 +1300,7 @@ impl SqlSession {
             types: vec![None, None, None, None, None, None, Some(CREATED_TYPE)],
             rows: vec![vec![
                 Value::Text(t.name.clone()),
-                Value::Text("STRICT_TRANS_TABLES".into()),
+                Value::Text(crate::vars::SQL_MODE.into()),
                 Value::Text(t.original_statement()),
                 Value::Text("utf8mb4".into()),
                 Value::Text("utf8mb4_0900_ai_ci".into()),

@@ -38,6 +38,10 @@ const ACCEPTED: &[&str] = &[
     "interactive_timeout",
 ];
 
+/// The SQL mode ringrep always runs in (`SET sql_mode` is accepted and ignored): strict, and
+/// a division by zero in a written value is an error.
+pub(crate) const SQL_MODE: &str = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO";
+
 fn on_off(v: &Value, name: &str) -> Result<bool> {
     match v {
         Value::Text(s) if s.eq_ignore_ascii_case("on") || s.eq_ignore_ascii_case("true") => {
@@ -425,7 +429,7 @@ impl SqlSession {
             ("max_allowed_packet", "67108864"),
             ("performance_schema", "OFF"),
             ("sql_log_bin", "ON"),
-            ("sql_mode", "STRICT_TRANS_TABLES"),
+            ("sql_mode", SQL_MODE),
             ("sql_notes", "ON"),
             ("sql_quote_show_create", "ON"),
             ("sql_select_limit", "18446744073709551615"),
