@@ -117,6 +117,52 @@ fn spec_examples_through_the_mysql_async_driver() {
     });
 }
 
+/// A query's bytes that are not UTF-8 (the binary string literals mysqldump writes for
+/// VARBINARY and BLOB columns without --hex-blob) reach a binary column exactly, and compare
+/// exactly; a text column refuses them with 1366 instead of storing replacement characters.
+#[test]
+fn binary_literals_keep_their_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut c = connect(node.addr, Some("test")).await;
+        c.query_drop("CREATE TABLE bin (id INT PRIMARY KEY, vb VARBINARY(16), t VARCHAR(8))")
+            .await
+            .expect("create");
+        c.query_drop(&b"INSERT INTO bin VALUES (1, _binary'\xff\x80a\x00', 'caf\xc3\xa9')"[..])
+            .await
+            .expect("insert raw bytes");
+        c.query_drop(&b"INSERT INTO bin VALUES (2, '\xde\xad', 'x')"[..])
+            .await
+            .expect("insert raw bytes without an introducer");
+        let e = c
+            .query_drop(&b"INSERT INTO bin VALUES (3, NULL, 'a\xffb')"[..])
+            .await
+            .expect_err("not UTF-8 for a text column");
+        assert!(e.to_string().contains("1366"), "{e}");
+        assert!(
+            e.to_string().contains("Incorrect string value: 'a\\xFFb'"),
+            "{e}"
+        );
+        let rows: Vec<(i64, String, String)> = c
+            .query("SELECT id, HEX(vb), t FROM bin ORDER BY id")
+            .await
+            .expect("select");
+        assert_eq!(
+            rows,
+            [
+                (1, "FF806100".to_string(), "café".to_string()),
+                (2, "DEAD".to_string(), "x".to_string()),
+            ]
+        );
+        let hit: Option<i64> = c
+            .query_first(&b"SELECT id FROM bin WHERE vb = _binary'\xde\xad'"[..])
+            .await
+            .expect("select by raw bytes");
+        assert_eq!(hit, Some(2));
+    });
+}
+
 #[test]
 fn sessions_have_their_own_variables_and_transactions() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -272,6 +272,7 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
         }
         ColumnType::Char { len } | ColumnType::VarChar { len } => {
             let mut s = into_text(v);
+            check_utf8(&s, name, row)?;
             // A string no longer in bytes than the limit is no longer in characters.
             if s.len() > *len as usize && s.chars().count() > *len as usize {
                 return Err(too_long(name, row));
@@ -284,6 +285,7 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
         }
         ColumnType::Text { size } => {
             let s = into_text(v);
+            check_utf8(&s, name, row)?;
             if s.len() as u64 > size.max_len() {
                 return Err(too_long(name, row));
             }
@@ -393,11 +395,77 @@ fn into_text(v: Value) -> String {
     }
 }
 
+/// A query's bytes that are not UTF-8 (a binary string literal, as mysqldump writes binary
+/// columns) travel in its text as one of these characters per byte, U+10FF00 plus the byte
+/// (the last private-use plane's end, which no client's text uses); [`raw_bytes`] turns them
+/// back, so a binary column gets the very bytes the client sent.
+pub const RAW_BYTE_BASE: u32 = 0x10_FF00;
+
+/// The text of a query's bytes: UTF-8 as it is, any other byte as its raw-byte character
+/// ([`RAW_BYTE_BASE`]).
+pub fn query_text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(bytes.len() + 16);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for &b in chunk.invalid() {
+            out.push(char::from_u32(RAW_BYTE_BASE + u32::from(b)).unwrap_or('\u{fffd}'));
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether `s` holds raw-byte characters ([`RAW_BYTE_BASE`]).
+fn has_raw_bytes(s: &str) -> bool {
+    // Each is encoded F4 8F BC..BF xx: no other text has 0xF4 followed by 0x8F 0xBC..0xBF.
+    s.as_bytes().contains(&0xF4) && s.chars().any(|c| u32::from(c) >= RAW_BYTE_BASE)
+}
+
+/// A string's bytes, its raw-byte characters turned back into the bytes they stand for.
+pub fn raw_bytes(s: &str) -> Vec<u8> {
+    if !has_raw_bytes(s) {
+        return s.as_bytes().to_vec();
+    }
+    let mut out = Vec::with_capacity(s.len());
+    for c in s.chars() {
+        match u32::from(c).checked_sub(RAW_BYTE_BASE) {
+            Some(b) => out.push(b as u8),
+            None => out.extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes()),
+        }
+    }
+    out
+}
+
+/// Error 1366 for text that holds bytes that are not UTF-8, as MySQL refuses them for a
+/// utf8mb4 column: `\xFF` for each, as its message shows them.
+fn check_utf8(s: &str, col: &str, row: usize) -> Result<()> {
+    if !has_raw_bytes(s) {
+        return Ok(());
+    }
+    let shown: String = raw_bytes(s)
+        .iter()
+        .take(8)
+        .map(|b| {
+            if b.is_ascii_graphic() {
+                (*b as char).to_string()
+            } else {
+                format!("\\x{b:02X}")
+            }
+        })
+        .collect();
+    Err(Error::new(
+        code::ER_TRUNCATED_WRONG_VALUE_FOR_FIELD,
+        format!("Incorrect string value: '{shown}' for column '{col}' at row {row}"),
+    ))
+}
+
 /// A value as bytes: bytes as they are, anything else as its text.
 fn into_bytes(v: Value) -> Vec<u8> {
     match v {
         Value::Bytes(b) => b,
-        Value::Text(s) => s.into_bytes(),
+        Value::Text(s) => raw_bytes(&s),
         other => text_of(&other).into_bytes(),
     }
 }
@@ -517,6 +585,43 @@ mod tests {
     }
 
     /// Lengths count characters, not bytes; CHAR drops trailing spaces.
+    #[test]
+    fn query_bytes_that_are_not_utf8_round_trip_into_binary_columns() {
+        let text = query_text(b"x'\xff\x00\xc3\xa9\x80'");
+        assert_eq!(raw_bytes(&text), b"x'\xff\x00\xc3\xa9\x80'");
+        assert!(matches!(
+            query_text(b"plain \xc3\xa9"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // Text of other planes is left alone.
+        assert_eq!(
+            raw_bytes("\u{10FEFF}\u{1F600}"),
+            "\u{10FEFF}\u{1F600}".as_bytes()
+        );
+        let blob = ColumnDef {
+            name: "b".into(),
+            ty: ColumnType::VarBinary { len: 8 },
+            nullable: true,
+            default: ColumnDefault::None,
+            on_update_now: false,
+            auto_increment: false,
+        };
+        let raw = Value::Text(query_text(b"\xfe\xff").into_owned());
+        assert_eq!(
+            coerce(raw.clone(), &blob, 1, 0),
+            Ok(Value::Bytes(vec![0xfe, 0xff]))
+        );
+        let text = ColumnDef {
+            ty: ColumnType::VarChar { len: 8 },
+            ..blob
+        };
+        let e = coerce(raw, &text, 2, 0).expect_err("not UTF-8");
+        assert_eq!(
+            e.message,
+            "Incorrect string value: '\\xFE\\xFF' for column 'b' at row 2"
+        );
+    }
+
     #[test]
     fn strings_are_length_checked_in_characters() {
         let text = |s: &str| Value::Text(s.into());

@@ -484,7 +484,7 @@ impl Conn {
             }
             // SHOW PROCESSLIST's view, borrowed: the list copies what changed.
             let info = match command {
-                com::QUERY => Some(String::from_utf8_lossy(body)),
+                com::QUERY => Some(ringrep_engine::types::query_text(body)),
                 com::STMT_EXECUTE => body
                     .get(..4)
                     .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -528,7 +528,9 @@ impl Conn {
     ) -> io::Result<()> {
         match command {
             com::QUERY => {
-                let text = String::from_utf8_lossy(body).into_owned();
+                // Bytes that are not UTF-8 (a dump's binary literals) survive as raw-byte
+                // characters, which a binary column takes back as those bytes.
+                let text = ringrep_engine::types::query_text(body).into_owned();
                 tracing::trace!(connection = self.id, query = %redacted(&text), "query");
                 if let Some(outcome) = self.replication_statement(&text) {
                     self.count_question();
@@ -658,7 +660,7 @@ impl Conn {
         packets: &mut Packets<S>,
         body: &[u8],
     ) -> io::Result<()> {
-        let text = String::from_utf8_lossy(body).into_owned();
+        let text = ringrep_engine::types::query_text(body).into_owned();
         let params = count_placeholders(&text);
         let Ok(param_count) = u16::try_from(params) else {
             let e = Error::new(code::ER_PARSE_ERROR, "too many placeholders");

@@ -731,7 +731,7 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
             let v = eval(expr, scope, ctx)?;
             if name == "binary" || name.ends_with("_bin") {
                 return Ok(match v {
-                    Value::Text(s) => Value::Bytes(s.into_bytes()),
+                    Value::Text(s) => Value::Bytes(ringrep_engine::types::raw_bytes(&s)),
                     other => other,
                 });
             }
@@ -1126,8 +1126,13 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
     }
     Ok(
         if name.starts_with("SIGNED") || name.starts_with("INT") || name.starts_with("BIGINT") {
-            // MySQL's 64 bits taken as signed: an unsigned value past i64's range wraps.
-            Value::Int(integer_bits(&v) as i64)
+            // MySQL's 64 bits taken as signed: an unsigned integer past i64's range wraps; a
+            // number of another kind or a string past it stops at its bounds.
+            let bits = integer_bits(&v);
+            Value::Int(match v {
+                Value::Int(_) | Value::UInt(_) => bits as i64,
+                _ => bits.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64,
+            })
         } else if name.starts_with("UNSIGNED") {
             // And as unsigned: a negative value wraps (-1 is 18446744073709551615).
             Value::UInt(integer_bits(&v) as u64)
@@ -1137,9 +1142,15 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
         {
             Value::Text(render(&v, None, ctx.tz).unwrap_or_default())
         } else if name.starts_with("BINARY") {
-            Value::Bytes(render(&v, None, ctx.tz).unwrap_or_default().into_bytes())
+            Value::Bytes(match v {
+                Value::Bytes(b) => b,
+                Value::Text(t) => ringrep_engine::types::raw_bytes(&t),
+                other => render(&other, None, ctx.tz)
+                    .unwrap_or_default()
+                    .into_bytes(),
+            })
         } else if name.starts_with("DECIMAL") {
-            Value::Decimal(format!("{}", to_f64(&v).unwrap_or(0.0).round()))
+            cast_decimal(v, ty, ctx)
         } else if name.starts_with("DATETIME") || name.starts_with("TIMESTAMP") {
             match time_us(&v, ctx.tz) {
                 Some(us) => Value::DateTime(DateTime::from_epoch_micros(us + ctx.tz * 1_000_000)),
@@ -1163,6 +1174,53 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
     )
 }
 
+/// CAST(v AS DECIMAL(p, s)): rounded to `s` digits (MySQL's default DECIMAL(10, 0)); past
+/// the type's range its largest value of that sign, and text that is no number 0, as MySQL
+/// gives them (with a warning there, which ringrep does not give yet).
+fn cast_decimal(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Value {
+    use sqlparser::ast::ExactNumberInfo;
+    let (precision, scale) = match ty {
+        DataType::Decimal(info) | DataType::Numeric(info) | DataType::Dec(info) => match info {
+            ExactNumberInfo::None => (10, 0),
+            ExactNumberInfo::Precision(p) => (*p, 0),
+            ExactNumberInfo::PrecisionAndScale(p, s) => (*p, (*s).max(0) as u64),
+        },
+        _ => (10, 0),
+    };
+    let (precision, scale) = (precision.clamp(1, 65) as u8, scale.min(30) as u8);
+    let column = |v: Value| {
+        let def = binlog_format::schema::ColumnDef {
+            name: String::new(),
+            ty: ColumnType::Decimal {
+                precision,
+                scale: scale.min(precision),
+            },
+            nullable: true,
+            default: binlog_format::schema::ColumnDefault::None,
+            on_update_now: false,
+            auto_increment: false,
+        };
+        ringrep_engine::types::coerce(v, &def, 1, ctx.tz)
+    };
+    match column(v.clone()) {
+        Ok(d) => d,
+        Err(_) => match to_f64(&v) {
+            Some(f) if f.is_finite() && f != 0.0 => {
+                let int = "9".repeat(usize::from(precision.saturating_sub(scale)));
+                let frac = "9".repeat(usize::from(scale));
+                let sign = if f < 0.0 { "-" } else { "" };
+                let int = if int.is_empty() { "0".to_string() } else { int };
+                Value::Decimal(if frac.is_empty() {
+                    format!("{sign}{int}")
+                } else {
+                    format!("{sign}{int}.{frac}")
+                })
+            }
+            _ => column(Value::Int(0)).unwrap_or(Value::Decimal("0".into())),
+        },
+    }
+}
+
 /// A string in character set `charset`: `binary` makes bytes, which compare bytewise; every
 /// other character set is text (ringrep's text is UTF-8 whatever the name; a name it does not
 /// know is error 1115, as in MySQL).
@@ -1175,6 +1233,7 @@ fn in_charset(v: Value, charset: &str) -> Result<Value> {
     if charset == "binary" {
         return Ok(match v {
             Value::Bytes(b) => Value::Bytes(b),
+            Value::Text(t) => Value::Bytes(ringrep_engine::types::raw_bytes(&t)),
             other => Value::Bytes(ringrep_engine::types::text_of(&other).into_bytes()),
         });
     }

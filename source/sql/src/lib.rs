@@ -328,6 +328,23 @@ pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
             bind_binary_prefix(stmt);
         }
     }
+    // Window functions are not evaluated: refused, rather than run as plain aggregates that
+    // fold the rows into one (`SUM(x) OVER ()`).
+    if sql
+        .as_bytes()
+        .windows(4)
+        .any(|w| w.eq_ignore_ascii_case(b"OVER"))
+    {
+        let windowed = sqlparser::ast::visit_expressions(&stmts, |e| match e {
+            sqlparser::ast::Expr::Function(f) if f.over.is_some() => {
+                std::ops::ControlFlow::Break(())
+            }
+            _ => std::ops::ControlFlow::Continue(()),
+        });
+        if windowed.is_break() {
+            return Err(Error::unsupported("window functions (OVER)"));
+        }
+    }
     match stmts.len() {
         1 => Ok(stmts.remove(0)),
         0 => Err(Error::new(code::ER_EMPTY_QUERY, "Query was empty")),
