@@ -354,6 +354,17 @@ impl TableDef {
         self.key_refs(row).cloned().collect()
     }
 
+    /// The values a row holds for index `index` (its position in `indexes`), as a key; `None`
+    /// when one is NULL, since NULLs never clash in a unique index.
+    pub fn index_value(&self, index: usize, row: &[Value]) -> Option<crate::Key> {
+        let values: Vec<Value> = self.indexes[index]
+            .columns
+            .iter()
+            .map(|&c| row.get(c).cloned().unwrap_or(Value::Null))
+            .collect();
+        (!values.iter().any(Value::is_null)).then_some(crate::Key(values))
+    }
+
     /// The primary-key values of a full row, borrowed (NULL for a column the row lacks).
     pub fn key_refs<'r>(&self, row: &'r [Value]) -> impl Iterator<Item = &'r Value> + use<'_, 'r> {
         self.primary_key

@@ -344,19 +344,13 @@ impl<'d> UniqueCheck<'d> {
             ));
         }
         for (n, seen) in &mut self.uniques {
-            let index = &self.def.indexes[*n];
-            let values: Vec<Value> = index
-                .columns
-                .iter()
-                .map(|&c| row.get(c).cloned().unwrap_or(Value::Null))
-                .collect();
-            if values.iter().any(Value::is_null) {
+            let Some(value) = self.def.index_value(*n, row) else {
                 continue;
-            }
-            if let Some(v) = seen.replace(binlog_format::Key(values)) {
+            };
+            if let Some(v) = seen.replace(value) {
                 return Err(Error::dup_entry(
                     &crate::session::dup_text(&v.0),
-                    &format!("{}.{}", self.def.name, index.name),
+                    &format!("{}.{}", self.def.name, self.def.indexes[*n].name),
                 ));
             }
         }

@@ -178,12 +178,7 @@ fn push_decimal(d: &str, out: &mut Vec<u8>) {
 /// before every longer string it is a prefix of and no encoding is a prefix of another.
 fn push_escaped(b: &[u8], out: &mut Vec<u8>) {
     out.reserve(b.len() + 2);
-    for &x in b {
-        out.push(x);
-        if x == 0 {
-            out.push(0xff);
-        }
-    }
+    b.iter().for_each(|&x| push_escaped_byte(x, out));
     out.extend_from_slice(&[0, 0]);
 }
 
@@ -191,13 +186,17 @@ fn push_escaped(b: &[u8], out: &mut Vec<u8>) {
 /// escapes bytes: keys that differ only in case or accents share their bytes.
 fn push_text(s: &str, out: &mut Vec<u8>) {
     out.reserve(s.len() + 2);
-    binlog_format::collation::weight_bytes(s, |x| {
-        out.push(x);
-        if x == 0 {
-            out.push(0xff);
-        }
-    });
+    binlog_format::collation::weight_bytes(s, |x| push_escaped_byte(x, out));
     out.extend_from_slice(&[0, 0]);
+}
+
+/// One byte of an escaped string (see [`push_escaped`]).
+#[inline]
+fn push_escaped_byte(x: u8, out: &mut Vec<u8>) {
+    out.push(x);
+    if x == 0 {
+        out.push(0xff);
+    }
 }
 
 fn push_date(d: &Date, out: &mut Vec<u8>) {

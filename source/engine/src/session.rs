@@ -62,8 +62,12 @@ impl Default for SessionVars {
     }
 }
 
-/// Error 1290 when `SET GLOBAL read_only` or `super_read_only` refuses this session's writes.
+/// Error 1290 when `SET GLOBAL read_only` or `super_read_only` refuses this session's writes
+/// (never the applier's).
 fn fenced(engine: &Engine, vars: &SessionVars) -> Result<()> {
+    if vars.applier {
+        return Ok(());
+    }
     match engine.fence() {
         crate::Fence::Open => Ok(()),
         crate::Fence::ReadOnly if vars.super_user => Ok(()),
@@ -414,9 +418,7 @@ impl Session {
                         }
                         // And so is the fence, which `set_fence` waits for this lock after
                         // changing: nothing it refuses commits after it returns.
-                        if !vars.applier {
-                            fenced(engine, vars)?;
-                        }
+                        fenced(engine, vars)?;
                         validate_uniques(st, ops, overlay)
                     });
                 match committed {
@@ -1510,13 +1512,7 @@ impl Session {
         events.extend(rows);
         // The fence again, under the state's lock (see `Engine::set_fence`).
         let (engine, vars) = (&self.engine, &self.vars);
-        let r = engine.commit_events(events, None, |_, _| {
-            if vars.applier {
-                Ok(())
-            } else {
-                fenced(engine, vars)
-            }
-        });
+        let r = engine.commit_events(events, None, |_, _| fenced(engine, vars));
         let mut counters = self.engine.auto_inc_counters();
         if drops_database {
             counters.clear();

@@ -190,16 +190,7 @@ impl Table {
 
     /// The unique-index value of a row, or `None` when a column is NULL (NULLs never clash).
     pub(crate) fn unique_value(&self, index: usize, row: &[Value]) -> Option<Key> {
-        let cols = &self.def.indexes[index].columns;
-        let vals: Vec<Value> = cols
-            .iter()
-            .map(|&c| row.get(c).cloned().unwrap_or(Value::Null))
-            .collect();
-        if vals.iter().any(Value::is_null) {
-            None
-        } else {
-            Some(Key(vals))
-        }
+        self.def.index_value(index, row)
     }
 
     /// A unique index two stored rows share a value of (its position in `def.indexes` and the

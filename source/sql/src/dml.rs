@@ -259,19 +259,17 @@ impl SqlSession {
                     )?;
                     // And, as MySQL's REPLACE, every row the new one clashes with on a unique
                     // index (NULLs clash with nothing).
-                    for index in def2
-                        .indexes
-                        .iter()
-                        .filter(|i| i.kind == binlog_format::schema::IndexKind::Unique)
-                    {
-                        let values: Vec<&Value> = index.columns.iter().map(|&c| &full[c]).collect();
-                        if values.iter().any(|v| v.is_null()) {
+                    for (n, index) in def2.indexes.iter().enumerate() {
+                        if index.kind != binlog_format::schema::IndexKind::Unique {
                             continue;
                         }
+                        let Some(values) = def2.index_value(n, &full) else {
+                            continue;
+                        };
                         *replaced_in += s.session.delete_where(
                             &def2,
                             &mut |row| {
-                                Ok(index.columns.iter().zip(&values).all(|(&c, v)| {
+                                Ok(index.columns.iter().zip(&values.0).all(|(&c, v)| {
                                     compare(&row[c], v, tz) == Some(Ordering::Equal)
                                 }))
                             },
