@@ -899,16 +899,14 @@ impl Conn {
                 let all = self.require_global(&[Privs::PROCESS]).is_ok();
                 let user = self.user();
                 let rows = self.shared.processes.rows(full, all, &user);
-                let columns = [
-                    "Id", "User", "Host", "db", "Command", "Time", "State", "Info",
-                ];
-                match Outcome::text(&columns, rows) {
-                    // MySQL's Id and Time are numbers.
-                    Outcome::Rows(rs) => {
-                        Some(Ok(Outcome::Rows(rs.with_integer_columns(&["Id", "Time"]))))
-                    }
-                    other => Some(Ok(other)),
-                }
+                // MySQL's Id and Time are numbers.
+                Some(Ok(Outcome::text_with_integers(
+                    &[
+                        "Id", "User", "Host", "db", "Command", "Time", "State", "Info",
+                    ],
+                    rows,
+                    &["Id", "Time"],
+                )))
             }
             ["KILL", rest @ ..] if !rest.is_empty() && rest.len() <= 2 => {
                 let (query_only, id) = match rest {
@@ -950,9 +948,11 @@ impl Conn {
                 }
                 let names: Vec<&str> = fields.iter().map(|(n, _)| *n).collect();
                 let row = fields.into_iter().map(|(_, v)| v).collect();
-                match Outcome::text(&names, vec![row]) {
-                    // MySQL's ports, positions, counts and error numbers are numbers.
-                    Outcome::Rows(rs) => Some(Ok(Outcome::Rows(rs.with_integer_columns(&[
+                // MySQL's ports, positions, counts and error numbers are numbers.
+                Some(Ok(Outcome::text_with_integers(
+                    &names,
+                    vec![row],
+                    &[
                         "Source_Port",
                         "Connect_Retry",
                         "Read_Source_Log_Pos",
@@ -966,9 +966,8 @@ impl Conn {
                         "Retrieved_Seq",
                         "Executed_Seq",
                         "Source_Last_Seq",
-                    ])))),
-                    other => Some(Ok(other)),
-                }
+                    ],
+                )))
             }
             _ => None,
         }

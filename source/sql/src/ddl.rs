@@ -10,7 +10,7 @@ use sqlparser::ast::{
     ObjectType, SqlOption, TableConstraint,
 };
 
-use super::expr::{eval, Scope};
+use super::expr::{collation_named, eval, Collated, Scope};
 use super::lexer::{find_top_level, split_top_level_commas, take_string};
 use super::{parse_one, split_name, Outcome, SqlSession};
 use ringrep_engine::ddl::{prepare_table, PartitionSpec};
@@ -228,13 +228,8 @@ impl SqlSession {
 /// so a case- or accent-sensitive or binary collation would be silently different; it is
 /// refused instead, pointing at VARBINARY for exact comparison.
 fn collation(name: &str) -> Result<()> {
-    let name = name
-        .trim()
-        .trim_start_matches('=')
-        .trim()
-        .trim_matches(|c| c == '\'' || c == '"' || c == '`')
-        .to_ascii_lowercase();
-    if name.ends_with("_ci") && !name.contains("_as_") {
+    let name = option_name(name);
+    if collation_named(&name) == Collated::Text {
         return Ok(());
     }
     Err(Error::unsupported(format!(
@@ -247,17 +242,22 @@ fn collation(name: &str) -> Result<()> {
 /// Accepts a `CHARACTER SET` for text columns: any but `binary`, which in MySQL makes text
 /// columns compare bytes; ringrep has VARBINARY and BLOB for that.
 fn charset(name: &str) -> Result<()> {
-    let name = name
-        .trim()
-        .trim_start_matches('=')
-        .trim()
-        .trim_matches(|c| c == '\'' || c == '"' || c == '`');
-    if name.eq_ignore_ascii_case("binary") {
+    if option_name(name) == "binary" {
         return Err(Error::unsupported(
             "CHARACTER SET binary: text columns compare by utf8mb4_0900_ai_ci; VARBINARY and BLOB columns compare bytes",
         ));
     }
     Ok(())
+}
+
+/// A table or column option's name as written (`= 'utf8mb4_bin'`, `` `latin1` ``), bare and
+/// lower case.
+fn option_name(name: &str) -> String {
+    name.trim()
+        .trim_start_matches('=')
+        .trim()
+        .trim_matches(|c| c == '\'' || c == '"' || c == '`')
+        .to_ascii_lowercase()
 }
 
 fn current_timestamp_fsp(e: &Expr) -> Option<u8> {

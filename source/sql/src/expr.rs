@@ -107,6 +107,29 @@ pub(crate) struct Ctx<'a> {
     pub(crate) warnings: Option<&'a std::sync::Mutex<Vec<(u16, String)>>>,
 }
 
+/// What a collation's name (lower case) means to ringrep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Collated {
+    /// The one text collation: a case- and accent-insensitive name (`utf8mb4_0900_ai_ci`,
+    /// and `utf8mb4_general_ci` or any other `_ci` one, taken as it).
+    Text,
+    /// Exact bytes: `binary` and the `_bin` collations.
+    Bytes,
+    /// One ringrep does not have (case- or accent-sensitive).
+    Other,
+}
+
+/// What `name` (a collation's name, lower case) means to ringrep.
+pub(crate) fn collation_named(name: &str) -> Collated {
+    if name == "binary" || name.ends_with("_bin") {
+        Collated::Bytes
+    } else if name.ends_with("_ci") && !name.contains("_as_") {
+        Collated::Text
+    } else {
+        Collated::Other
+    }
+}
+
 /// The most warnings one statement keeps, as MySQL's `max_error_count`.
 pub(crate) const MAX_WARNINGS: usize = 1024;
 
@@ -729,16 +752,14 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
             // bytes, which compare bytewise. A case-insensitive collation is the default one.
             let name = collation.to_string().trim_matches('`').to_ascii_lowercase();
             let v = eval(expr, scope, ctx)?;
-            if name == "binary" || name.ends_with("_bin") {
-                return Ok(match v {
+            match collation_named(&name) {
+                Collated::Bytes => Ok(match v {
                     Value::Text(s) => Value::Bytes(ringrep_engine::types::raw_bytes(&s)),
                     other => other,
-                });
+                }),
+                Collated::Text => Ok(v),
+                Collated::Other => Err(Error::unsupported(format!("COLLATE {name}"))),
             }
-            if name.ends_with("_ci") && !name.contains("_as_") {
-                return Ok(v);
-            }
-            Err(Error::unsupported(format!("COLLATE {name}")))
         }
         Expr::IsNull(x) => Ok(Value::Int(i64::from(eval(x, scope, ctx)?.is_null()))),
         Expr::IsNotNull(x) => Ok(Value::Int(i64::from(!eval(x, scope, ctx)?.is_null()))),

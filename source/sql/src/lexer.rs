@@ -138,6 +138,13 @@ pub(crate) fn first_words(s: &str, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// Whether `s` holds `word` anywhere, ignoring ASCII case (a cheap test before a closer look).
+pub(crate) fn mentions(s: &str, word: &str) -> bool {
+    s.as_bytes()
+        .windows(word.len())
+        .any(|w| w.eq_ignore_ascii_case(word.as_bytes()))
+}
+
 /// Byte offset of `needle` (case-insensitive, whole words) outside quotes and parentheses.
 pub(crate) fn find_top_level(s: &str, needle: &str) -> Option<usize> {
     let upper = s.to_ascii_uppercase();

@@ -320,7 +320,9 @@ pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
         },
     };
     // The parser reads `UPDATE IGNORE t` as an UPDATE of a table named `ignore`.
-    if lexer::first_words(sql, 2) == ["UPDATE", "IGNORE"] {
+    if matches!(stmts.first(), Some(Statement::Update(_)))
+        && lexer::first_words(sql, 2) == ["UPDATE", "IGNORE"]
+    {
         return Err(Error::unsupported("UPDATE IGNORE"));
     }
     if mentions_binary_prefix(sql) {
@@ -330,11 +332,7 @@ pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
     }
     // Window functions are not evaluated: refused, rather than run as plain aggregates that
     // fold the rows into one (`SUM(x) OVER ()`).
-    if sql
-        .as_bytes()
-        .windows(4)
-        .any(|w| w.eq_ignore_ascii_case(b"OVER"))
-    {
+    if lexer::mentions(sql, "OVER") {
         let windowed = sqlparser::ast::visit_expressions(&stmts, |e| match e {
             sqlparser::ast::Expr::Function(f) if f.over.is_some() => {
                 std::ops::ControlFlow::Break(())
@@ -357,11 +355,7 @@ pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
 /// Whether `sql` may hold MySQL's `BINARY x` prefix and no `CAST(... AS BINARY)`, which
 /// parses alike (see [`bind_binary_prefix`]).
 fn mentions_binary_prefix(sql: &str) -> bool {
-    if !sql
-        .as_bytes()
-        .windows(6)
-        .any(|w| w.eq_ignore_ascii_case(b"BINARY"))
-    {
+    if !lexer::mentions(sql, "BINARY") {
         return false;
     }
     let upper = sql.to_ascii_uppercase();
@@ -441,19 +435,9 @@ fn bind_binary_prefix(stmt: &mut Statement) {
             expr,
         } = e
         {
-            if matches!(
-                expr.as_ref(),
-                Expr::BinaryOp { .. }
-                    | Expr::Like { .. }
-                    | Expr::In { .. }
-                    | Expr::Between { .. }
-                    | Expr::IsNull(_)
-                    | Expr::IsNotNull(_)
-            ) {
-                let inner =
-                    std::mem::replace(expr.as_mut(), Expr::value(sqlparser::ast::Value::Null));
-                *e = push_down(inner);
-            }
+            // `push_down` of an operand alone gives back the same cast.
+            let inner = std::mem::replace(expr.as_mut(), Expr::value(sqlparser::ast::Value::Null));
+            *e = push_down(inner);
         }
         std::ops::ControlFlow::<()>::Continue(())
     });

@@ -98,4 +98,14 @@ impl Outcome {
     pub fn text(columns: &[&str], rows: Vec<Vec<Option<String>>>) -> Outcome {
         Outcome::Rows(ResultSet::text(columns, rows))
     }
+
+    /// [`Outcome::text`] with the columns named `integers` as integers
+    /// ([`ResultSet::with_integer_columns`]).
+    pub fn text_with_integers(
+        columns: &[&str],
+        rows: Vec<Vec<Option<String>>>,
+        integers: &[&str],
+    ) -> Outcome {
+        Outcome::Rows(ResultSet::text(columns, rows).with_integer_columns(integers))
+    }
 }
