@@ -288,6 +288,20 @@ mod tests {
         }
     }
 
+    /// Where the tests' events sit: server 1, seq 5, segment 1 at 100.
+    fn source() -> SourceInfo {
+        SourceInfo {
+            server_id: 1,
+            seq: 5,
+            position: Position {
+                segment: 1,
+                offset: 100,
+            },
+            commit_time_us: 0,
+            index: 0,
+        }
+    }
+
     #[test]
     fn envelope_keys_by_full_key_and_partitions_by_prefix() {
         let t = samples::table();
@@ -300,16 +314,7 @@ mod tests {
                 Value::Text("x".into()),
             ]
         };
-        let src = SourceInfo {
-            server_id: 1,
-            seq: 5,
-            position: Position {
-                segment: 1,
-                offset: 100,
-            },
-            commit_time_us: 0,
-            index: 0,
-        };
+        let src = source();
         let a = change_records(
             "ringrep",
             &t,
@@ -360,16 +365,7 @@ mod tests {
     fn text_keys_are_keyed_and_partitioned_by_their_folded_form() {
         let mut t = samples::table();
         t.columns[0].ty = crate::schema::ColumnType::VarChar { len: 20 };
-        let src = SourceInfo {
-            server_id: 1,
-            seq: 5,
-            position: Position {
-                segment: 1,
-                offset: 100,
-            },
-            commit_time_us: 0,
-            index: 0,
-        };
+        let src = source();
         let write = |user: &str| {
             let row = vec![
                 Value::Text(user.into()),

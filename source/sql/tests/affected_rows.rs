@@ -12,6 +12,13 @@ fn affected(s: &mut SqlSession, sql: &str) -> (u64, Option<String>) {
     }
 }
 
+fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
+    match s.execute(sql) {
+        Ok(Outcome::Rows(rs)) => rs.text_rows(),
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
 #[test]
 fn replace_counts_the_rows_it_replaced() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -71,25 +78,19 @@ fn replace_counts_the_rows_it_replaced() {
         )
     );
     assert_eq!(affected(&mut s, "DELETE FROM ru WHERE id = 9"), (1, None));
-    match s.execute("SELECT id, email FROM ru ORDER BY id") {
-        Ok(Outcome::Rows(rs)) => assert_eq!(
-            rs.text_rows(),
-            [
-                [Some("2".to_string()), Some("a@x".to_string())],
-                [Some("3".to_string()), None],
-                [Some("5".to_string()), None],
-            ]
-        ),
-        other => panic!("{other:?}"),
-    }
-    match s.execute("SELECT k, v FROM rp ORDER BY k") {
-        Ok(Outcome::Rows(rs)) => assert_eq!(
-            rs.text_rows(),
-            [
-                [Some("a".to_string()), Some("4".to_string())],
-                [Some("b".to_string()), Some("5".to_string())],
-            ]
-        ),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(
+        rows(&mut s, "SELECT id, email FROM ru ORDER BY id"),
+        [
+            [Some("2".to_string()), Some("a@x".to_string())],
+            [Some("3".to_string()), None],
+            [Some("5".to_string()), None],
+        ]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT k, v FROM rp ORDER BY k"),
+        [
+            [Some("a".to_string()), Some("4".to_string())],
+            [Some("b".to_string()), Some("5".to_string())],
+        ]
+    );
 }
