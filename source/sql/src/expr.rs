@@ -4,6 +4,7 @@
 //! with a number or a time is converted first.
 
 mod dates;
+pub(crate) mod decimal;
 mod functions;
 mod strings;
 mod unique;
@@ -17,11 +18,13 @@ use std::sync::Arc;
 use binlog_format::schema::ColumnType;
 use binlog_format::value::{format_datetime, DateTime, Value};
 use sqlparser::ast::{
-    BinaryOperator, CastKind, DataType, Expr, InTarget, Query, UnaryOperator, Value as SqlValue,
+    BinaryOperator, CastKind, CeilFloorKind, DataType, DateTimeField, Expr, InTarget, Query,
+    UnaryOperator, Value as SqlValue,
 };
 
 use super::columns::ColumnRef;
 use super::rows::Rows;
+use decimal::Dec;
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::types::parse_datetime_text;
 
@@ -542,13 +545,10 @@ fn arith(op: &BinaryOperator, a: &Value, b: &Value) -> Result<Value> {
             BinaryOperator::Plus => typed_int(x.checked_add(y), unsigned),
             BinaryOperator::Minus => typed_int(x.checked_sub(y), unsigned),
             BinaryOperator::Multiply => typed_int(x.checked_mul(y), unsigned),
-            BinaryOperator::Divide => {
-                if y == 0 {
-                    Ok(Value::Null)
-                } else {
-                    Ok(Value::Decimal(format!("{:.4}", x as f64 / y as f64)))
-                }
-            }
+            BinaryOperator::Divide => match (Dec::of(a), Dec::of(b)) {
+                (Some(x), Some(y)) => x.divide(&y).map_or(Ok(Value::Null), Dec::into_decimal),
+                _ => Ok(Value::Null),
+            },
             BinaryOperator::MyIntegerDivide => {
                 if y == 0 {
                     Ok(Value::Null)
@@ -567,6 +567,10 @@ fn arith(op: &BinaryOperator, a: &Value, b: &Value) -> Result<Value> {
             _ => Err(Error::unsupported(format!("operator {op}"))),
         };
     }
+    if let (Some(x), Some(y)) = (Dec::of(a), Dec::of(b)) {
+        return decimal_arith(op, &x, &y);
+    }
+    // A DOUBLE or a string on either side: MySQL computes in DOUBLE.
     let (x, y) = (to_f64(a).unwrap_or(0.0), to_f64(b).unwrap_or(0.0));
     let r = match op {
         BinaryOperator::Plus => x + y,
@@ -592,26 +596,26 @@ fn arith(op: &BinaryOperator, a: &Value, b: &Value) -> Result<Value> {
         }
         _ => return Err(Error::unsupported(format!("operator {op}"))),
     };
-    let decimal = matches!(a, Value::Decimal(_)) || matches!(b, Value::Decimal(_));
-    if decimal {
-        let scale = |v: &Value| match v {
-            Value::Decimal(s) => s.split_once('.').map_or(0, |(_, f)| f.len()),
-            _ => 0,
-        };
-        let s = scale(a).max(scale(b))
-            + if matches!(op, BinaryOperator::Divide) {
-                4
-            } else {
-                0
-            };
-        let s = if matches!(op, BinaryOperator::Multiply) {
-            scale(a) + scale(b)
-        } else {
-            s
-        };
-        return Ok(Value::Decimal(format!("{r:.s$}")));
-    }
     Ok(Value::Double(r))
+}
+
+/// Arithmetic of two exact numbers, at least one a DECIMAL (see [`decimal`]); a division by
+/// zero is NULL (its warning or error is `check_division`'s).
+fn decimal_arith(op: &BinaryOperator, x: &Dec, y: &Dec) -> Result<Value> {
+    match op {
+        BinaryOperator::Plus => x.add(y).into_decimal(),
+        BinaryOperator::Minus => x.sub(y).into_decimal(),
+        BinaryOperator::Multiply => x.mul(y).into_decimal(),
+        BinaryOperator::Divide => x.divide(y).map_or(Ok(Value::Null), Dec::into_decimal),
+        BinaryOperator::Modulo => x.rem(y).map_or(Ok(Value::Null), Dec::into_decimal),
+        BinaryOperator::MyIntegerDivide => match x.div_trunc(y) {
+            None => Ok(Value::Null),
+            Some(q) => int_result(num_traits::ToPrimitive::to_i128(&q).ok_or_else(|| {
+                Error::new(code::ER_DATA_OUT_OF_RANGE, "BIGINT value is out of range")
+            })?),
+        },
+        _ => Err(Error::unsupported(format!("operator {op}"))),
+    }
 }
 
 /// SQL LIKE with `%` and `_`, over the folded forms of the text collation (without case or
@@ -1068,6 +1072,15 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                 1,
             )))
         }
+        // `FLOOR(x)` and `CEIL(x)` parse as expressions of their own.
+        Expr::Floor {
+            expr,
+            field: CeilFloorKind::DateTimeField(DateTimeField::NoDateTime),
+        } => functions::floor_or_ceil(&eval(expr, scope, ctx)?, true),
+        Expr::Ceil {
+            expr,
+            field: CeilFloorKind::DateTimeField(DateTimeField::NoDateTime),
+        } => functions::floor_or_ceil(&eval(expr, scope, ctx)?, false),
         Expr::Extract { field, expr, .. } => dates::extract(field, &eval(expr, scope, ctx)?, ctx),
         Expr::Subquery(q) => {
             let rows = subquery(q, scope, ctx)?;

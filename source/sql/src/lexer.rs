@@ -186,6 +186,76 @@ pub(crate) fn find_top_level(s: &str, needle: &str) -> Option<usize> {
     None
 }
 
+/// `s` with each MySQL `MOD` operator (`a MOD b`) written as `%`, or `None` when it has
+/// none. `MOD` is the operator when it follows an operand (a number, a string, a name that is
+/// not a keyword opening an expression, or a closing parenthesis); else it is the function
+/// `MOD(a, b)` or a name.
+pub(crate) fn mod_operators(s: &str) -> Option<String> {
+    const OPENERS: &[&str] = &[
+        "SELECT", "WHERE", "AND", "OR", "NOT", "XOR", "ON", "BY", "HAVING", "WHEN", "THEN", "ELSE",
+        "SET", "VALUES", "VALUE", "IN", "RETURN", "DISTINCT", "AS", "CASE", "IS", "LIKE",
+        "BETWEEN", "INTERVAL", "DIV", "MOD", "ALL", "ANY", "SOME", "EXISTS", "IF",
+    ];
+    if !mentions(s, "MOD") {
+        return None;
+    }
+    let bytes = s.as_bytes();
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    let mut operators = Vec::new();
+    let mut quote: Option<u8> = None;
+    // The previous token outside quotes: a word, or its one character.
+    let mut prev: &str = "";
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if let Some(q) = quote {
+            if c == b'\\' && q == b'\'' {
+                i += 1;
+            } else if c == q {
+                quote = None;
+                prev = &s[i..=i];
+            }
+            i += 1;
+        } else if matches!(c, b'\'' | b'"' | b'`') {
+            quote = Some(c);
+            i += 1;
+        } else if word(c) {
+            let start = i;
+            while i < bytes.len() && word(bytes[i]) {
+                i += 1;
+            }
+            let w = &s[start..i];
+            let after_operand = match prev.as_bytes().first() {
+                Some(b'\'' | b'"' | b'`' | b')') => true,
+                Some(&b) if word(b) => !OPENERS.iter().any(|k| prev.eq_ignore_ascii_case(k)),
+                _ => false,
+            };
+            if after_operand && w.eq_ignore_ascii_case("MOD") {
+                operators.push(start..i);
+            }
+            prev = w;
+        } else {
+            let len = s[i..].chars().next().map_or(1, char::len_utf8);
+            if !c.is_ascii_whitespace() {
+                prev = &s[i..i + len];
+            }
+            i += len;
+        }
+    }
+    if operators.is_empty() {
+        return None;
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut at = 0;
+    for r in operators {
+        out.push_str(&s[at..r.start]);
+        out.push('%');
+        at = r.end;
+    }
+    out.push_str(&s[at..]);
+    Some(out)
+}
+
 /// Splits at commas outside quotes and parentheses.
 pub(crate) fn split_top_level_commas(s: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -342,6 +412,23 @@ mod tests {
             vec!["SELECT 'a;b'", "SELECT 2"]
         );
         assert_eq!(split_statements("-- c\nSELECT 1"), vec!["SELECT 1"]);
+    }
+
+    #[test]
+    fn mod_after_an_operand_is_the_operator() {
+        let m = |s: &str| mod_operators(s);
+        assert_eq!(m("SELECT 10 mod 3").as_deref(), Some("SELECT 10 % 3"));
+        assert_eq!(
+            m("SELECT a MOD 2, (b) Mod (c) FROM t WHERE 'x' mod 2 = 0").as_deref(),
+            Some("SELECT a % 2, (b) % (c) FROM t WHERE 'x' % 2 = 0")
+        );
+        // The function, a name, a quoted word: left alone.
+        assert_eq!(
+            m("SELECT MOD(10, 3), x AS mod FROM t WHERE NOT mod(1,2)"),
+            None
+        );
+        assert_eq!(m("SELECT 'a mod b', `mod` FROM modes"), None);
+        assert_eq!(m("SELECT 'é' mod 2").as_deref(), Some("SELECT 'é' % 2"));
     }
 
     #[test]

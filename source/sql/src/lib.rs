@@ -311,13 +311,18 @@ pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
         Ok(stmts) => stmts,
         // MySQL's older spelling of FOR SHARE, which the parser lacks (tried only when the
         // text does not parse, so other statements pay nothing for it).
-        Err(e) => match lexer::find_top_level(sql, "LOCK IN SHARE MODE") {
-            Some(at) => {
-                let fixed = format!("{}FOR SHARE{}", &sql[..at], &sql[at + 18..]);
-                Parser::parse_sql(&MySqlDialect {}, &fixed).map_err(|_| syntax(e))?
+        // MySQL's `a MOD b` operator, which the parser reads as `a AS mod` (tried likewise).
+        Err(e) => {
+            let fixed = lexer::find_top_level(sql, "LOCK IN SHARE MODE")
+                .map(|at| format!("{}FOR SHARE{}", &sql[..at], &sql[at + 18..]));
+            let fixed = lexer::mod_operators(fixed.as_deref().unwrap_or(sql)).or(fixed);
+            match fixed {
+                Some(fixed) => {
+                    Parser::parse_sql(&MySqlDialect {}, &fixed).map_err(|_| syntax(e))?
+                }
+                None => return Err(syntax(e)),
             }
-            None => return Err(syntax(e)),
-        },
+        }
     };
     // The parser reads `UPDATE IGNORE t` as an UPDATE of a table named `ignore`.
     if matches!(stmts.first(), Some(Statement::Update(_)))

@@ -15,6 +15,7 @@ use sqlparser::ast::{
 };
 
 use super::columns::{table_columns, ColumnRef, FromTable, StarCol};
+use super::expr::decimal::Dec;
 use super::expr::{
     compare, eval, is_aggregate, render, resolve, to_f64, truthy, Ctx, OuterRow, Scope,
 };
@@ -1377,44 +1378,31 @@ fn aggregate(
             if vals.is_empty() {
                 return Ok(Value::Null);
             }
-            let all_int = vals
-                .iter()
-                .all(|v| matches!(v, Value::Int(_) | Value::UInt(_)));
-            if all_int {
-                let sum: i128 = vals
-                    .iter()
-                    .map(|v| match v {
-                        Value::Int(i) => i128::from(*i),
-                        Value::UInt(u) => i128::from(*u),
-                        _ => 0,
-                    })
-                    .sum();
-                if name == "SUM" {
-                    Value::Decimal(sum.to_string())
-                } else {
-                    Value::Decimal(format!("{:.4}", sum as f64 / vals.len() as f64))
-                }
-            } else {
-                let sum: f64 = vals.iter().filter_map(to_f64).sum();
-                let decimal = vals.iter().any(|v| matches!(v, Value::Decimal(_)));
-                let r = if name == "SUM" {
-                    sum
-                } else {
-                    sum / vals.len() as f64
-                };
-                if decimal {
-                    let scale = vals
+            // Integers and DECIMALs add exactly, as a DECIMAL of the largest scale (AVG's 4
+            // digits more); anything else as a DOUBLE, as in MySQL.
+            let exact: Option<Vec<Dec>> = vals.iter().map(Dec::of).collect();
+            match exact {
+                Some(exact) => {
+                    let scale = exact.iter().map(Dec::scale).max().unwrap_or(0);
+                    let sum = exact
                         .iter()
-                        .map(|v| match v {
-                            Value::Decimal(s) => s.split_once('.').map_or(0, |(_, f)| f.len()),
-                            _ => 0,
-                        })
-                        .max()
-                        .unwrap_or(0)
-                        + if name == "AVG" { 4 } else { 0 };
-                    Value::Decimal(format!("{r:.scale$}"))
-                } else {
-                    Value::Double(r)
+                        .fold(Dec::int(0).rescale(scale), |s, v| s.add(v));
+                    if name == "SUM" {
+                        sum.into_decimal()?
+                    } else {
+                        let n = Dec::int(vals.len() as i64);
+                        sum.divide(&n)
+                            .expect("a count is not zero")
+                            .into_decimal()?
+                    }
+                }
+                None => {
+                    let sum: f64 = vals.iter().filter_map(to_f64).sum();
+                    Value::Double(if name == "SUM" {
+                        sum
+                    } else {
+                        sum / vals.len() as f64
+                    })
                 }
             }
         }

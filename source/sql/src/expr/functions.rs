@@ -14,6 +14,7 @@ use sqlparser::ast::{
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::types::text_of;
 
+use super::decimal::Dec;
 use super::{
     arith, compare, eval, int_result, is_aggregate, render, time_us, to_f64, truthy, unhex, Ctx,
     Scope,
@@ -468,6 +469,39 @@ fn date_and_time(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>
     }))
 }
 
+/// FLOOR (`floor`) or CEIL of a value: exact for an integer or a DECIMAL (a BIGINT when it
+/// fits, else a DECIMAL), a DOUBLE for anything else, as MySQL types them.
+pub(super) fn floor_or_ceil(v: &Value, floor: bool) -> Result<Value> {
+    if let Some(x) = Dec::of(v) {
+        return Dec::of_int(if floor { x.floor() } else { x.ceil() }).into_value(true);
+    }
+    Ok(to_f64(v).map_or(Value::Null, |x| {
+        Value::Double(if floor { x.floor() } else { x.ceil() })
+    }))
+}
+
+/// ROUND(v, digits). An integer or a DECIMAL rounds exactly, half away from zero: a DECIMAL
+/// keeps `digits` after the point (ROUND(1.5, 3) is 1.500), an integer stays one
+/// (ROUND(1250, -2) is 1300). A DOUBLE (or a string) rounds half to even, as MySQL's `rint`
+/// does (ROUND(2.5e0) is 2).
+fn round(v: &Value, digits: i64) -> Result<Value> {
+    if let Some(x) = Dec::of(v) {
+        return if matches!(v, Value::Decimal(_)) {
+            x.round(digits).into_decimal()
+        } else {
+            x.round(digits.min(0)).into_value(true)
+        };
+    }
+    Ok(to_f64(v).map_or(Value::Null, |x| {
+        let scale = 10f64.powi(digits.unsigned_abs().min(400) as i32);
+        Value::Double(if digits >= 0 {
+            (x * scale).round_ties_even() / scale
+        } else {
+            (x / scale).round_ties_even() * scale
+        })
+    }))
+}
+
 /// ABS, FLOOR, CEIL (CEILING), ROUND, MOD, SIGN, PI, POW (POWER), EXP, SQRT, LN, LOG2,
 /// LOG10, LOG, TRUNCATE and RAND.
 fn numeric(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
@@ -488,22 +522,15 @@ fn numeric(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
             Value::Decimal(s) => Value::Decimal(s.trim_start_matches('-').to_string()),
             v => Value::Double(to_f64(&v).unwrap_or(0.0).abs()),
         },
-        "FLOOR" => to_f64(&args.arg(0)).map_or(Value::Null, |x| Value::Int(x.floor() as i64)),
-        "CEIL" | "CEILING" => {
-            to_f64(&args.arg(0)).map_or(Value::Null, |x| Value::Int(x.ceil() as i64))
+        "FLOOR" => floor_or_ceil(&args.arg(0), true)?,
+        "CEIL" | "CEILING" => floor_or_ceil(&args.arg(0), false)?,
+        "ROUND" => {
+            let digits = match args.arg(1) {
+                Value::Null if n > 1 => return Ok(Some(Value::Null)),
+                d => to_f64(&d).unwrap_or(0.0).clamp(-400.0, 400.0) as i64,
+            };
+            round(&args.arg(0), digits)?
         }
-        "ROUND" => match (to_f64(&args.arg(0)), args.0.len()) {
-            (None, _) => Value::Null,
-            (Some(x), 1) => Value::Int(x.round() as i64),
-            (Some(x), _) => {
-                let d = args.count(1);
-                Value::Decimal(format!(
-                    "{:.*}",
-                    d,
-                    (x * 10f64.powi(d as i32)).round() / 10f64.powi(d as i32)
-                ))
-            }
-        },
         "MOD" => {
             let (a, b) = (args.arg(0), args.arg(1));
             super::check_division(&BinaryOperator::Modulo, &a, &b, ctx)?;
