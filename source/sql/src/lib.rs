@@ -455,9 +455,14 @@ fn is_diagnostics(sql: &str) -> bool {
     // Asked for every statement: most do not start with SHOW, and cost nothing more.
     let t = sql.trim_start();
     if !t.get(..4).is_some_and(|w| w.eq_ignore_ascii_case("SHOW")) {
-        return false;
+        // `SELECT @@warning_count` reads them too.
+        return lexer::mentions(t, "@@warning_count")
+            || lexer::mentions(t, "@@error_count")
+            || lexer::mentions(t, "@@session.warning_count")
+            || lexer::mentions(t, "@@session.error_count");
     }
-    let words = lexer::first_words(t, 3);
+    // `SHOW COUNT(*) WARNINGS` is four words here (the split is at parentheses).
+    let words = lexer::first_words(t, 4);
     words.first().is_some_and(|w| w == "SHOW")
         && words[1..].iter().any(|w| {
             w == "WARNINGS" || w == "ERRORS" || w.starts_with("WARNINGS") || w.starts_with("ERRORS")
@@ -887,6 +892,7 @@ impl SqlSession {
             ("SHOW", "PROCEDURE" | "FUNCTION") if w(2) == "STATUS" => {
                 return self.show_routine_status(&text, w(1))
             }
+            ("SHOW", "COUNT") => return self.show_count(&text),
             ("SHOW", "WARNINGS") => return Ok(self.show_warnings(false)),
             ("SHOW", "ERRORS") => return Ok(self.show_warnings(true)),
             ("SHOW", "TABLE") if w(2) == "STATUS" => return self.show_table_status(&text),
@@ -1113,6 +1119,44 @@ impl SqlSession {
             .chain(error)
             .collect();
         Outcome::text(&["Level", "Code", "Message"], rows)
+    }
+
+    /// The last statement's errors, warnings and notes (`@@warning_count`), or its errors
+    /// (`@@error_count`), as MySQL counts them: its error is one of them.
+    pub(crate) fn diagnostics_count(&self, errors_only: bool) -> usize {
+        let warnings = if errors_only {
+            0
+        } else {
+            self.session.warning_count()
+        };
+        warnings + usize::from(self.last_error.is_some())
+    }
+
+    /// `SHOW COUNT(*) WARNINGS` and `SHOW COUNT(*) ERRORS`.
+    fn show_count(&mut self, text: &str) -> Result<Outcome> {
+        let compact: String = text
+            .split_whitespace()
+            .collect::<String>()
+            .to_ascii_uppercase();
+        let errors_only = match compact.trim_end_matches(';') {
+            "SHOWCOUNT(*)WARNINGS" => false,
+            "SHOWCOUNT(*)ERRORS" => true,
+            _ => {
+                return Err(Error::syntax(format!(
+                    "You have an error in your SQL syntax near '{text}'"
+                )))
+            }
+        };
+        let name = if errors_only {
+            "@@session.error_count"
+        } else {
+            "@@session.warning_count"
+        };
+        Ok(Outcome::text_with_integers(
+            &[name],
+            vec![vec![Some(self.diagnostics_count(errors_only).to_string())]],
+            &[name],
+        ))
     }
 
     /// `PREPARE name FROM 'text'` (or `FROM @variable`).

@@ -297,6 +297,8 @@ impl SqlSession {
             .unwrap_or(&lower);
         match lower {
             "max_allowed_packet" => Ok(Value::Int(64 << 20)),
+            "warning_count" => Ok(Value::UInt(self.diagnostics_count(false) as u64)),
+            "error_count" => Ok(Value::UInt(self.diagnostics_count(true) as u64)),
             "socket" => Ok(Value::Null),
             // MySQL's "no limit", which does not fit a signed integer.
             "sql_select_limit" => Ok(Value::UInt(u64::MAX)),
@@ -412,6 +414,9 @@ impl SqlSession {
     pub(crate) fn variables(&self) -> Vec<(String, String)> {
         let mut all = self.own_variables();
         let fixed: &[(&str, &str)] = &[
+            // Connector/J reads these on connect (a missing one fails its connection).
+            ("auto_increment_increment", "1"),
+            ("auto_increment_offset", "1"),
             ("character_set_client", "utf8mb4"),
             ("character_set_connection", "utf8mb4"),
             ("character_set_database", "utf8mb4"),
@@ -422,12 +427,19 @@ impl SqlSession {
             // tools compare a routine's database collation with this one).
             ("collation_database", "utf8mb4_0900_ai_ci"),
             ("collation_server", "utf8mb4_0900_ai_ci"),
+            ("default_storage_engine", "ndbcluster"),
+            // What `/` adds to its dividend's scale (source/sql/src/expr/decimal.rs).
+            ("div_precision_increment", "4"),
+            ("explicit_defaults_for_timestamp", "ON"),
             ("foreign_key_checks", "ON"),
+            ("init_connect", ""),
             ("interactive_timeout", "28800"),
             ("license", "Apache-2.0"),
             ("lower_case_table_names", "0"),
             ("max_allowed_packet", "67108864"),
             ("performance_schema", "OFF"),
+            ("net_buffer_length", "16384"),
+            ("sql_auto_is_null", "OFF"),
             ("sql_log_bin", "ON"),
             ("sql_mode", SQL_MODE),
             ("sql_notes", "ON"),
@@ -436,6 +448,7 @@ impl SqlSession {
             ("session_track_gtids", "OFF"),
             ("system_time_zone", "UTC"),
             ("transaction_isolation", "READ-COMMITTED"),
+            ("transaction_read_only", "OFF"),
             ("unique_checks", "ON"),
             ("version_comment", "ringrep ring buffer tables"),
             ("version_compile_machine", std::env::consts::ARCH),

@@ -47,10 +47,26 @@ fn a_select_warns_where_a_write_fails() {
             "Warning 1292 Truncated incorrect INTEGER value: '12abc'",
         ]
     );
-    // SHOW WARNINGS leaves them; the next statement replaces them.
+    // SHOW WARNINGS leaves them, and so do the statements that count them; the next
+    // statement replaces them.
+    assert_eq!(warnings(&mut s).len(), 4);
+    let count = [[Some("4".to_string())]];
+    assert_eq!(rows(&mut s, "SELECT @@warning_count"), count);
+    assert_eq!(rows(&mut s, "SHOW COUNT(*) WARNINGS"), count);
+    assert_eq!(
+        rows(&mut s, "SELECT @@session.error_count"),
+        [[Some("0".into())]]
+    );
     assert_eq!(warnings(&mut s).len(), 4);
     rows(&mut s, "SELECT 1");
     assert!(warnings(&mut s).is_empty());
+    // A failed statement's error counts as one of each.
+    assert!(s.execute("SELECT * FROM no_such_table").is_err());
+    assert_eq!(
+        rows(&mut s, "SELECT @@warning_count, @@error_count"),
+        [[Some("1".into()), Some("1".into())]]
+    );
+    assert_eq!(rows(&mut s, "SHOW COUNT(*) ERRORS"), [[Some("1".into())]]);
     // One per row evaluated, as MySQL's.
     s.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT)")
         .expect("create");
