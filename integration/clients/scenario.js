@@ -79,6 +79,17 @@ async function main() {
     tables.some((t) => t.Tables_in_test === TABLE && t.Table_type === 'BASE TABLE'),
     `SHOW FULL TABLES: ${JSON.stringify(tables)}`,
   );
+  // mysql2 sets CLIENT_FOUND_ROWS: affectedRows counts the rows an UPDATE matched, and
+  // changedRows comes from the OK packet's info line.
+  await conn.query('DROP TABLE IF EXISTS clients_counts_node');
+  await conn.query('CREATE TABLE clients_counts_node (id INT PRIMARY KEY, v INT)');
+  await conn.query('INSERT INTO clients_counts_node VALUES (1, 0), (2, 0), (3, 5)');
+  const [upd] = await conn.query('UPDATE clients_counts_node SET v = 5');
+  check(
+    upd.affectedRows === 3 && upd.changedRows === 2 && upd.info.startsWith('Rows matched: 3'),
+    `UPDATE matching 3 rows, changing 2: ${JSON.stringify(upd)}`,
+  );
+  await conn.query('DROP TABLE clients_counts_node');
   await conn.query(`DROP TABLE ${TABLE}`);
   await conn.end();
   console.log(`ok: mysql2 ${require('mysql2/package.json').version}`);

@@ -5,7 +5,8 @@
 DRIVER is pymysql, connector-pure, connector-c or sqlalchemy. The scenario: connect, create a
 ring table of three rows per prefix, insert four rows (the fourth overwrites the first), read
 them back, get an error with its code (an INSERT that names the slot column, refused by the
-spec with 1031; a missing table, 1146), run a prepared statement, and introspect the schema as
+spec with 1031; a missing table, 1146), run a prepared statement, count an UPDATE's rows with and
+without CLIENT_FOUND_ROWS (PyMySQL), and introspect the schema as
 the driver's users do (information_schema; SQLAlchemy's reflection). Exits 0 with "ok: ..." when
 every check holds, 1 naming the first that does not, 2 when the driver is not installed.
 """
@@ -96,12 +97,34 @@ def dbapi_scenario(conn, paramstyle, prepared_cursor):
     cur.close()
 
 
+def update_counts(plain, found_rows):
+    """An UPDATE's row count: the rows it changed, or under CLIENT_FOUND_ROWS the rows it
+    matched (what ORMs' optimistic locking compares with the rows it expected)."""
+    cur = plain.cursor()
+    cur.execute("DROP TABLE IF EXISTS clients_counts")
+    cur.execute("CREATE TABLE clients_counts (id INT PRIMARY KEY, v INT)")
+    cur.execute("INSERT INTO clients_counts VALUES (1, 0), (2, 0), (3, 5)")
+    cur.execute("UPDATE clients_counts SET v = 5")
+    check(cur.rowcount == 2, f"UPDATE changing 2 of 3 rows: rowcount {cur.rowcount}")
+    found = found_rows.cursor()
+    found.execute("UPDATE clients_counts SET v = 5")
+    check(found.rowcount == 3, f"UPDATE matching 3, changing none, CLIENT_FOUND_ROWS: {found.rowcount}")
+    cur.execute("DROP TABLE clients_counts")
+
+
 def run_pymysql(host, port):
     import pymysql
+    from pymysql.constants import CLIENT
 
     conn = pymysql.connect(host=host, port=port, user="root", database="test", autocommit=True)
     # PyMySQL has no server-side prepared statements: its parameters are quoted client-side.
     dbapi_scenario(conn, "%s", conn.cursor)
+    found_rows = pymysql.connect(
+        host=host, port=port, user="root", database="test", autocommit=True,
+        client_flag=CLIENT.FOUND_ROWS,
+    )
+    update_counts(conn, found_rows)
+    found_rows.close()
     conn.close()
     return f"PyMySQL {version('PyMySQL')}"
 

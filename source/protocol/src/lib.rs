@@ -19,6 +19,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufStream};
 pub mod cap {
     /// `CLIENT_LONG_PASSWORD`: the 4.1 password hash.
     pub const LONG_PASSWORD: u32 = 1;
+    /// `CLIENT_FOUND_ROWS`: an UPDATE's affected rows are the rows it matched.
+    pub const FOUND_ROWS: u32 = 1 << 1;
     /// `CLIENT_LONG_FLAG`: all column flags.
     pub const LONG_FLAG: u32 = 1 << 2;
     /// `CLIENT_CONNECT_WITH_DB`: the handshake may name a database.
@@ -41,12 +43,18 @@ pub mod cap {
     pub const CONNECT_ATTRS: u32 = 1 << 20;
     /// `CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA`: a length-encoded answer.
     pub const PLUGIN_AUTH_LENENC_CLIENT_DATA: u32 = 1 << 21;
+    /// `CLIENT_SESSION_TRACK`: OK packets may carry session state changes after the info
+    /// line (ringrep sends none). Offered as MySQL offers it: a client that has it reads the
+    /// info line length-encoded, as ringrep writes it; some (Node's mysql2) read it as the
+    /// packet's rest without it.
+    pub const SESSION_TRACK: u32 = 1 << 23;
     /// `CLIENT_DEPRECATE_EOF`: OK packets in place of EOF packets.
     pub const DEPRECATE_EOF: u32 = 1 << 24;
 
     /// What ringrep offers (plus [`SSL`] when it has a certificate). Multi-statements are not
     /// offered: a statement text is one statement.
     pub const SERVER: u32 = LONG_PASSWORD
+        | FOUND_ROWS
         | LONG_FLAG
         | CONNECT_WITH_DB
         | PROTOCOL_41
@@ -57,6 +65,7 @@ pub mod cap {
         | PLUGIN_AUTH
         | CONNECT_ATTRS
         | PLUGIN_AUTH_LENENC_CLIENT_DATA
+        | SESSION_TRACK
         | DEPRECATE_EOF;
 }
 
@@ -550,8 +559,9 @@ pub struct ShortPacket {
 }
 
 impl ShortPacket {
-    /// The longest: an OK packet's header, two 9-byte integers, status and warnings.
-    pub const CAPACITY: usize = 1 + 9 + 9 + 2 + 2;
+    /// The longest: an OK packet's header, two 9-byte integers, status and warnings, and an
+    /// info line (`Rows matched: ...  Changed: ...  Warnings: ...` at most 85 bytes).
+    pub const CAPACITY: usize = 1 + 9 + 9 + 2 + 2 + 1 + 104;
 
     fn new(header: u8) -> ShortPacket {
         let mut p = ShortPacket {
@@ -591,6 +601,29 @@ pub fn ok(
     p.push(&b[..n]);
     p.push(&status.to_le_bytes());
     p.push(&warnings.to_le_bytes());
+    p
+}
+
+/// An OK packet ([`ok`]) followed by MySQL's info line for the statement (`Rows matched: 3
+/// Changed: 0  Warnings: 0`), which some clients read (Node's mysql drivers take an UPDATE's
+/// changed rows from it): a length-encoded string, as MySQL writes it with or without
+/// `CLIENT_SESSION_TRACK` (the protocol's documentation says the rest of the packet; clients
+/// read what MySQL sends). An info line longer than the packet holds is cut.
+pub fn ok_with_info(
+    affected: u64,
+    last_insert_id: u64,
+    status: u16,
+    warnings: u16,
+    info: &str,
+) -> ShortPacket {
+    let mut p = ok(0, affected, last_insert_id, status, warnings);
+    if !info.is_empty() {
+        let room = ShortPacket::CAPACITY - p.len - 1;
+        let text = &info.as_bytes()[..info.len().min(room)];
+        // Shorter than 251 bytes: a one-byte length.
+        p.push(&[text.len() as u8]);
+        p.push(text);
+    }
     p
 }
 
@@ -817,11 +850,24 @@ mod tests {
             assert_eq!(c.take(4).expect("status, warnings"), [2, 2, 3, 0]);
             assert_eq!(c.remaining(), 0);
         }
-        assert_eq!(
-            ok(0xfe, u64::MAX, u64::MAX, 0, 0).len(),
-            ShortPacket::CAPACITY
-        );
+        assert_eq!(ok(0xfe, u64::MAX, u64::MAX, 0, 0).len(), 23);
         assert_eq!(&*eof(2, 1), b"\xfe\x01\x00\x02\x00");
+    }
+
+    /// The info line follows the warnings, length-encoded; the longest an UPDATE writes
+    /// fits whole.
+    #[test]
+    fn ok_packets_carry_the_info_line() {
+        let longest = format!("Rows matched: {0}  Changed: {0}  Warnings: 65535", u64::MAX);
+        for info in ["Rows matched: 3  Changed: 0  Warnings: 0", longest.as_str()] {
+            let p = ok_with_info(u64::MAX, u64::MAX, 2, 0, info);
+            let mut c = Cursor::new(&p);
+            c.take(23).expect("the OK packet");
+            assert_eq!(c.lenenc_int().expect("length"), info.len() as u64);
+            assert_eq!(c.take(info.len()).expect("info"), info.as_bytes());
+            assert_eq!(c.remaining(), 0);
+        }
+        assert_eq!(&*ok_with_info(1, 0, 2, 0, ""), &*ok(0, 1, 0, 2, 0));
     }
 
     /// Packets read into one buffer come out whole; a buffer a large packet grew past `keep`

@@ -1099,10 +1099,22 @@ impl Conn {
                 }
                 packets.write(&self.end_of_rows(done)).await
             }
-            // The info line (`Records: 3  Duplicates: 0 ...`) is left out: clients that asked
-            // for session tracking (mysql_async) parse what follows the flags as such.
-            Ok((Outcome::Affected { rows, info: _ }, done)) => {
-                packets.write(&self.ok(rows, done)).await
+            Ok((outcome @ Outcome::Affected { .. }, done)) => {
+                let Outcome::Affected { rows, info } = &outcome else {
+                    unreachable!("matched above")
+                };
+                let rows = match outcome.rows_matched() {
+                    Some(matched) if self.caps & cap::FOUND_ROWS != 0 => matched,
+                    _ => *rows,
+                };
+                let packet = protocol::ok_with_info(
+                    rows,
+                    done.last_insert_id,
+                    done.status,
+                    done.warnings,
+                    info.as_deref().unwrap_or(""),
+                );
+                packets.write(&packet).await
             }
             Ok((Outcome::Ok, done)) => packets.write(&self.ok(0, done)).await,
             Err(e) => packets.write(&wire::error(&e)).await,

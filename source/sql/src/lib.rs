@@ -132,6 +132,24 @@ pub enum Outcome {
     Ok,
 }
 
+impl Outcome {
+    /// The rows an UPDATE matched, changed or not (what a client that set
+    /// `CLIENT_FOUND_ROWS` is told in place of the rows changed), read from its info line.
+    pub fn rows_matched(&self) -> Option<u64> {
+        match self {
+            Outcome::Affected {
+                info: Some(info), ..
+            } => info
+                .strip_prefix("Rows matched: ")?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok(),
+            _ => None,
+        }
+    }
+}
+
 /// Whether `q` asks for SQL_CALC_FOUND_ROWS (which FOUND_ROWS() would have to honour).
 fn calcs_found_rows(q: &sqlparser::ast::Query) -> bool {
     match &*q.body {
