@@ -79,6 +79,9 @@ pub mod code {
     pub const ER_WRONG_VALUE_COUNT_ON_ROW: Code = Code::new(1136, "21S01");
     /// A string longer than its column.
     pub const ER_DATA_TOO_LONG: Code = Code::new(1406, "22001");
+    /// A value cut to fit its column: a number read from the front of a string, a string cut
+    /// by INSERT IGNORE, a DECIMAL rounded, trailing spaces dropped (the last two as notes).
+    pub const WARN_DATA_TRUNCATED: Code = Code::new(1265, "01000");
     /// A number outside its column's range.
     pub const ER_WARN_DATA_OUT_OF_RANGE: Code = Code::new(1264, "22003");
     /// An arithmetic result outside its type's range.

@@ -17,7 +17,10 @@ use super::table::HIDDEN_ROW_ID;
 use super::{Engine, LockKey, Row, State, Table, SYSTEM_TABLE_ID_BASE};
 use crate::error::{code, Error, Result};
 use crate::ring::Meta;
-use crate::types::{self, coerce, default_value, expiry_us, ttl_max, zero_value};
+use crate::types::{self, convert, default_value, expiry_us, ttl_max, zero_value};
+
+/// The most warnings a statement keeps for SHOW WARNINGS, as MySQL's `max_error_count`.
+pub const MAX_WARNINGS: usize = 1024;
 
 /// Session variables that change what the engine does.
 #[derive(Debug, Clone)]
@@ -135,6 +138,8 @@ pub struct Session {
     ops_mark: usize,
     stmt_explicit: bool,
     warnings: Vec<(u16, String)>,
+    /// Warnings past [`MAX_WARNINGS`] this statement gave: counted, not kept.
+    warnings_dropped: usize,
     /// The first AUTO_INCREMENT value generated since [`Session::take_generated_id`] last
     /// took it (what `LAST_INSERT_ID()` becomes).
     generated_id: Option<u64>,
@@ -306,6 +311,7 @@ impl Session {
             ops_mark: 0,
             stmt_explicit: false,
             warnings: Vec::new(),
+            warnings_dropped: 0,
             generated_id: None,
             defer_durability: false,
             pending_lsn: None,
@@ -341,17 +347,30 @@ impl Session {
 
     /// The warnings of the last statement (code, message), leaving none.
     pub fn take_warnings(&mut self) -> Vec<(u16, String)> {
+        self.warnings_dropped = 0;
         std::mem::take(&mut self.warnings)
     }
 
-    /// How many warnings and notes SHOW WARNINGS would list now.
-    pub fn warning_count(&self) -> usize {
-        self.warnings.len()
+    /// The warnings the last statement gave, as SHOW WARNINGS lists them.
+    pub fn warnings(&self) -> &[(u16, String)] {
+        &self.warnings
     }
 
-    /// Adds a warning of `code` (a [`crate::error::Code`] or a bare number) for SHOW WARNINGS.
+    /// How many warnings and notes the last statement gave (SHOW WARNINGS lists at most
+    /// [`MAX_WARNINGS`] of them).
+    pub fn warning_count(&self) -> usize {
+        self.warnings.len() + self.warnings_dropped
+    }
+
+    /// Adds a warning of `code` (a [`crate::error::Code`] or a bare number) for SHOW WARNINGS;
+    /// past [`MAX_WARNINGS`] it is only counted (an INSERT IGNORE of a million bad rows keeps
+    /// no million messages).
     pub fn warn(&mut self, code: impl Into<u16>, msg: impl Into<String>) {
-        self.warnings.push((code.into(), msg.into()));
+        if self.warnings.len() < MAX_WARNINGS {
+            self.warnings.push((code.into(), msg.into()));
+        } else {
+            self.warnings_dropped += 1;
+        }
     }
 
     /// The session's current time: `SET timestamp` if given, else the engine clock.
@@ -849,7 +868,10 @@ impl Session {
         values: impl ExactSizeIterator<Item = Value>,
         row_no: usize,
         now: i64,
+        mode: InsertMode,
     ) -> Result<Row> {
+        // INSERT IGNORE stores what strict mode refuses, adjusted, with a warning.
+        let lenient = mode == InsertMode::Ignore;
         if values.len() != columns.len() {
             return Err(Error::new(
                 code::ER_WRONG_VALUE_COUNT_ON_ROW,
@@ -882,7 +904,10 @@ impl Session {
             {
                 self.next_auto_inc(def, c)?
             } else {
-                let v = coerce(v, col, row_no, self.vars.tz_offset)?;
+                let (v, diagnostic) = convert(v, col, row_no, self.vars.tz_offset, lenient)?;
+                if let Some((c, m)) = diagnostic {
+                    self.warn(c, m);
+                }
                 if col.auto_increment {
                     self.note_auto_inc(def, c, &v);
                 }
@@ -897,12 +922,20 @@ impl Session {
             row[i] = if col.name == HIDDEN_ROW_ID || col.auto_increment {
                 self.next_auto_inc(def, i)?
             } else {
-                default_value(col, now, self.vars.tz_offset).ok_or_else(|| {
-                    Error::new(
-                        code::ER_NO_DEFAULT_FOR_FIELD,
-                        format!("Field '{}' doesn't have a default value", col.name),
-                    )
-                })?
+                match default_value(col, now, self.vars.tz_offset) {
+                    Some(v) => v,
+                    None => {
+                        let e = Error::new(
+                            code::ER_NO_DEFAULT_FOR_FIELD,
+                            format!("Field '{}' doesn't have a default value", col.name),
+                        );
+                        if !lenient {
+                            return Err(e);
+                        }
+                        self.warn(e.code, e.message);
+                        zero_value(&col.ty)
+                    }
+                }
             };
         }
         Ok(row)
@@ -973,7 +1006,7 @@ impl Session {
         let now = self.now_us();
         let mut inserted = 0;
         for (i, values) in rows.into_iter().enumerate() {
-            let row = self.build_row(def, columns, values.into_iter(), i + 1, now)?;
+            let row = self.build_row(def, columns, values.into_iter(), i + 1, now, mode)?;
             let key = Key(def.key_of(&row));
             self.lock(def.id, &key)?;
             let existing = self.get_row(def.id, &key);
@@ -1041,7 +1074,7 @@ impl Session {
             }));
         }
         for (i, values) in rows.into_iter().enumerate() {
-            let mut row = self.build_row(def, columns, values.into_iter(), i + 1, now)?;
+            let mut row = self.build_row(def, columns, values.into_iter(), i + 1, now, mode)?;
             // Keys compare by the text collation: 'Bob' and 'bob' are one ring.
             let same_prefix = |k: &Key| {
                 prefix_cols
@@ -1314,7 +1347,11 @@ impl Session {
         let values = compute(&old)?;
         let mut new = old.clone();
         for (&c, v) in assigned.iter().zip(values) {
-            new[c] = coerce(v, &def.columns[c], row_no, self.vars.tz_offset)?;
+            let (v, note) = convert(v, &def.columns[c], row_no, self.vars.tz_offset, false)?;
+            if let Some((c, m)) = note {
+                self.warn(c, m);
+            }
+            new[c] = v;
         }
         if new == old {
             return Ok(false);

@@ -22,6 +22,16 @@ fn incorrect(kind: &str, v: &str, col: &str, row: usize) -> Error {
     )
 }
 
+/// A string that is not a number for a numeric column: 1265 when a number starts it (`'12x'`,
+/// MySQL's "Data truncated"), else 1366.
+fn not_a_number(kind: &str, v: &str, col: &str, row: usize) -> Error {
+    if number_prefix(v).is_empty() {
+        incorrect(kind, v, col, row)
+    } else {
+        Error::new(code::WARN_DATA_TRUNCATED, truncated(col, row))
+    }
+}
+
 fn wrong_datetime(v: &str, col: &str, row: usize) -> Error {
     Error::new(
         code::ER_TRUNCATED_WRONG_VALUE,
@@ -217,7 +227,7 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
                 | Value::Bytes(_) => {
                     let text = numeric_text(&v).unwrap_or_default();
                     let (neg, int, frac) = parse_decimal(&text)
-                        .ok_or_else(|| incorrect("integer", &text, name, row))?;
+                        .ok_or_else(|| not_a_number("integer", &text, name, row))?;
                     let (rounded, _) = round_decimal(neg, &int, &frac, 0);
                     rounded
                         .parse::<i128>()
@@ -242,7 +252,7 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
             let text =
                 numeric_text(&v).ok_or_else(|| incorrect("decimal", &v.to_string(), name, row))?;
             let (neg, int, frac) =
-                parse_decimal(&text).ok_or_else(|| incorrect("decimal", &text, name, row))?;
+                parse_decimal(&text).ok_or_else(|| not_a_number("decimal", &text, name, row))?;
             let (s, int_digits) = round_decimal(neg, &int, &frac, usize::from(*scale));
             if int_digits > usize::from(precision.saturating_sub(*scale)) {
                 return Err(out_of_range(name, row));
@@ -257,11 +267,12 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
                 Value::Double(f) => *f,
                 _ => {
                     let text = numeric_text(&v).unwrap_or_default();
-                    text.parse::<f64>()
-                        .map_err(|_| incorrect("double", &text, name, row))?
+                    text.trim()
+                        .parse::<f64>()
+                        .map_err(|_| not_a_number("double", &text, name, row))?
                 }
             };
-            if !f.is_finite() {
+            if !f.is_finite() || (col.ty == ColumnType::Float && f.abs() > f64::from(f32::MAX)) {
                 return Err(out_of_range(name, row));
             }
             Ok(if col.ty == ColumnType::Float {
@@ -275,7 +286,15 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
             check_utf8(&s, name, row)?;
             // A string no longer in bytes than the limit is no longer in characters.
             if s.len() > *len as usize && s.chars().count() > *len as usize {
-                return Err(too_long(name, row));
+                // Only spaces past the length are cut, as MySQL cuts them (`convert` notes it).
+                let keep = s
+                    .char_indices()
+                    .nth(*len as usize)
+                    .map_or(s.len(), |(i, _)| i);
+                if !s[keep..].bytes().all(|b| b == b' ') {
+                    return Err(too_long(name, row));
+                }
+                s.truncate(keep);
             }
             // CHAR drops trailing spaces on read, as MySQL does.
             if matches!(col.ty, ColumnType::Char { .. }) {
@@ -374,6 +393,222 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
             }
             Ok(Value::Timestamp(us))
         }
+    }
+}
+
+/// The diagnostic a conversion gave besides its value (a warning or a note, as SHOW WARNINGS
+/// lists it): code and message, the code marked with [`NOTE_LEVEL`] for a note.
+pub type Diagnostic = (u16, String);
+
+/// Marks a diagnostic's code as a note where MySQL raises the same code as a warning too
+/// (1265 is a note for a rounded DECIMAL or cut trailing spaces, a warning for a string INSERT
+/// IGNORE cut): no MySQL error code reaches this bit.
+pub const NOTE_LEVEL: u16 = 0x8000;
+
+fn truncated(col: &str, row: usize) -> String {
+    format!("Data truncated for column '{col}' at row {row}")
+}
+
+/// [`coerce`] for a row an INSERT or UPDATE writes, with MySQL's diagnostics: trailing spaces
+/// past a CHAR or VARCHAR's length are cut (a note, 1265), a DECIMAL rounded to its scale is a
+/// note (1265). With `lenient` (INSERT IGNORE), a value its column cannot hold becomes the
+/// nearest one it can, with strict mode's error as a warning: NULL in a NOT NULL column its
+/// type's zero (1048), a string cut to the column (1265), a number clipped to its range (1264),
+/// a number read from the front of a string (1265) or none at all, 0 (1366). Other errors
+/// (a date that is not one, text that is not UTF-8, JSON that does not parse) stay errors.
+pub fn convert(
+    v: Value,
+    col: &ColumnDef,
+    row: usize,
+    tz: TzOffset,
+    lenient: bool,
+) -> Result<(Value, Option<Diagnostic>)> {
+    let name = col.name.as_str();
+    let mut note = None;
+    let v = match (&col.ty, v) {
+        (ColumnType::Char { len } | ColumnType::VarChar { len }, Value::Text(mut s))
+            if s.chars().count() > *len as usize =>
+        {
+            let keep = s
+                .char_indices()
+                .nth(*len as usize)
+                .map_or(s.len(), |(i, _)| i);
+            if s[keep..].bytes().all(|b| b == b' ') {
+                s.truncate(keep);
+                note = Some((
+                    code::WARN_DATA_TRUNCATED.number | NOTE_LEVEL,
+                    truncated(name, row),
+                ));
+            }
+            Value::Text(s)
+        }
+        (ColumnType::Decimal { scale, .. }, v) => {
+            let dropped = numeric_text(&v)
+                .and_then(|t| parse_decimal(&t))
+                .is_some_and(|(_, _, frac)| {
+                    frac.bytes().skip(usize::from(*scale)).any(|b| b != b'0')
+                });
+            if dropped {
+                note = Some((
+                    code::WARN_DATA_TRUNCATED.number | NOTE_LEVEL,
+                    truncated(name, row),
+                ));
+            }
+            v
+        }
+        (_, v) => v,
+    };
+    if !lenient {
+        return coerce(v, col, row, tz).map(|x| (x, note));
+    }
+    let e = match coerce(v.clone(), col, row, tz) {
+        Ok(x) => return Ok((x, note)),
+        Err(e) => e,
+    };
+    let warning = |c: u16, m: String| Some((c, m));
+    let c = e.code;
+    let adjusted = if c == code::ER_BAD_NULL_ERROR {
+        Some((zero_value(&col.ty), warning(c, e.message.clone())))
+    } else if c == code::ER_DATA_TOO_LONG {
+        cut_to_fit(v, &col.ty).map(|x| {
+            let w = warning(code::WARN_DATA_TRUNCATED.number, truncated(name, row));
+            (x, w)
+        })
+    } else if c == code::ER_WARN_DATA_OUT_OF_RANGE {
+        clipped(&v, &col.ty).map(|x| (x, warning(c, e.message.clone())))
+    } else if c == code::WARN_DATA_TRUNCATED || c == code::ER_TRUNCATED_WRONG_VALUE_FOR_FIELD {
+        // A number column given a string: the number at its front, or 0 (either clipped to
+        // the column's range).
+        let numeric = matches!(
+            col.ty,
+            ColumnType::Integer { .. }
+                | ColumnType::Decimal { .. }
+                | ColumnType::Float
+                | ColumnType::Double
+        );
+        let prefix = numeric_text(&v).map(|t| number_prefix(&t).to_string());
+        let number = match prefix {
+            Some(p) if !p.is_empty() => Value::Decimal(p),
+            _ => Value::Int(0),
+        };
+        numeric
+            .then(|| coerce(number.clone(), col, row, tz).ok())
+            .flatten()
+            .or_else(|| numeric.then(|| clipped(&number, &col.ty)).flatten())
+            .map(|x| (x, warning(c, e.message.clone())))
+    } else {
+        None
+    };
+    adjusted.ok_or(e)
+}
+
+/// The longest number at the front of `s` (`'12x'` → `12`, `'1.5e3kg'` → `1.5e3`), empty
+/// when there is none.
+fn number_prefix(s: &str) -> &str {
+    let s = s.trim_start();
+    let b = s.as_bytes();
+    let mut i = usize::from(matches!(b.first(), Some(b'+' | b'-')));
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while *i < b.len() && b[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        *i > start
+    };
+    let mut any = digits(&mut i);
+    if b.get(i) == Some(&b'.') {
+        let mut j = i + 1;
+        if digits(&mut j) || any {
+            any = true;
+            i = j;
+        }
+    }
+    if !any {
+        return "";
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        let mut j = i + 1;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        if digits(&mut j) {
+            i = j;
+        }
+    }
+    &s[..i]
+}
+
+/// A string or bytes cut to what a column of `ty` holds (CHAR's trailing spaces dropped).
+fn cut_to_fit(v: Value, ty: &ColumnType) -> Option<Value> {
+    match ty {
+        ColumnType::Char { len } | ColumnType::VarChar { len } => {
+            let mut s = into_text(v);
+            let keep = s
+                .char_indices()
+                .nth(*len as usize)
+                .map_or(s.len(), |(i, _)| i);
+            s.truncate(keep);
+            if matches!(ty, ColumnType::Char { .. }) {
+                s.truncate(s.trim_end_matches(' ').len());
+            }
+            Some(Value::Text(s))
+        }
+        ColumnType::Text { size } => {
+            let mut s = into_text(v);
+            let mut keep = (size.max_len() as usize).min(s.len());
+            while !s.is_char_boundary(keep) {
+                keep -= 1;
+            }
+            s.truncate(keep);
+            Some(Value::Text(s))
+        }
+        ColumnType::Binary { len } | ColumnType::VarBinary { len } => {
+            let mut b = into_bytes(v);
+            b.truncate(*len as usize);
+            if matches!(ty, ColumnType::Binary { .. }) {
+                b.resize(*len as usize, 0);
+            }
+            Some(Value::Bytes(b))
+        }
+        ColumnType::Blob { size } => {
+            let mut b = into_bytes(v);
+            b.truncate(size.max_len() as usize);
+            Some(Value::Bytes(b))
+        }
+        _ => None,
+    }
+}
+
+/// The end of a numeric column's range nearest to `v` (a number outside it).
+fn clipped(v: &Value, ty: &ColumnType) -> Option<Value> {
+    let negative = match v {
+        Value::Int(i) => *i < 0,
+        Value::UInt(_) => false,
+        other => numeric_text(other)?.trim_start().starts_with('-'),
+    };
+    match ty {
+        ColumnType::Integer { width, unsigned } => {
+            let (lo, hi) = width.range(*unsigned);
+            let n = if negative { lo } else { hi };
+            Some(if *unsigned {
+                Value::UInt(n as u64)
+            } else {
+                Value::Int(n as i64)
+            })
+        }
+        ColumnType::Decimal { precision, scale } => {
+            let int = "9".repeat(usize::from(precision.saturating_sub(*scale)).max(1));
+            let frac = "9".repeat(usize::from(*scale));
+            let sign = if negative { "-" } else { "" };
+            Some(Value::Decimal(if frac.is_empty() {
+                format!("{sign}{int}")
+            } else {
+                format!("{sign}{int}.{frac}")
+            }))
+        }
+        ColumnType::Float => Some(Value::Float(if negative { f32::MIN } else { f32::MAX })),
+        ColumnType::Double => Some(Value::Double(if negative { f64::MIN } else { f64::MAX })),
+        _ => None,
     }
 }
 
@@ -584,6 +819,97 @@ mod tests {
         }
     }
 
+    #[test]
+    fn numbers_at_the_front_of_strings() {
+        for (s, n) in [
+            ("12x", "12"),
+            (" -7.5kg", "-7.5"),
+            ("1.5e3m", "1.5e3"),
+            ("1e", "1"),
+            (".5.", ".5"),
+            ("5.", "5."),
+            ("abc", ""),
+            ("-", ""),
+            ("", ""),
+        ] {
+            assert_eq!(number_prefix(s), n, "{s:?}");
+        }
+    }
+
+    /// Strict conversions note what they cut quietly; INSERT IGNORE's (`lenient`) adjust
+    /// what strict mode refuses and say so with strict mode's code.
+    #[test]
+    fn conversions_note_and_adjust_as_mysql() {
+        let conv = |v: Value, ty: ColumnType, lenient: bool| {
+            convert(v, &col(ty), 1, 0, lenient).map(|(v, d)| (v, d.map(|(c, _)| c)))
+        };
+        let note = code::WARN_DATA_TRUNCATED.number | NOTE_LEVEL;
+        let vc3 = || ColumnType::VarChar { len: 3 };
+        let text = |s: &str| Value::Text(s.into());
+        assert_eq!(
+            conv(text("ab   "), vc3(), false),
+            Ok((text("ab "), Some(note)))
+        );
+        assert_eq!(
+            conv(text("abcd"), vc3(), false).map_err(|e| e.code),
+            Err(1406)
+        );
+        assert_eq!(
+            conv(text("abcd"), vc3(), true),
+            Ok((text("abc"), Some(1265)))
+        );
+        let dec = || ColumnType::Decimal {
+            precision: 5,
+            scale: 2,
+        };
+        let d = |s: &str| Value::Decimal(s.into());
+        assert_eq!(conv(d("1.005"), dec(), false), Ok((d("1.01"), Some(note))));
+        assert_eq!(conv(d("1.500"), dec(), false), Ok((d("1.50"), None)));
+        assert_eq!(
+            conv(d("-12345"), dec(), true),
+            Ok((d("-999.99"), Some(1264)))
+        );
+        let tiny = || ColumnType::Integer {
+            width: IntWidth::Tiny,
+            unsigned: false,
+        };
+        assert_eq!(
+            conv(Value::Int(300), tiny(), true),
+            Ok((Value::Int(127), Some(1264)))
+        );
+        assert_eq!(
+            conv(text("12x"), tiny(), false).map_err(|e| e.code),
+            Err(1265)
+        );
+        assert_eq!(
+            conv(text("12x"), tiny(), true),
+            Ok((Value::Int(12), Some(1265)))
+        );
+        assert_eq!(
+            conv(text("999x"), tiny(), true),
+            Ok((Value::Int(127), Some(1265)))
+        );
+        assert_eq!(
+            conv(text("abc"), tiny(), true),
+            Ok((Value::Int(0), Some(1366)))
+        );
+        assert_eq!(
+            conv(Value::Double(3.4e39), ColumnType::Float, false).map_err(|e| e.code),
+            Err(1264)
+        );
+        let mut not_null = col(tiny());
+        not_null.nullable = false;
+        assert_eq!(
+            convert(Value::Null, &not_null, 1, 0, true).map(|(v, d)| (v, d.map(|(c, _)| c))),
+            Ok((Value::Int(0), Some(1048)))
+        );
+        // What no adjustment makes right stays an error.
+        assert_eq!(
+            conv(text("not a date"), ColumnType::Date, true).map_err(|e| e.code),
+            Err(1292)
+        );
+    }
+
     /// Lengths count characters, not bytes; CHAR drops trailing spaces.
     #[test]
     fn query_bytes_that_are_not_utf8_round_trip_into_binary_columns() {
@@ -629,7 +955,9 @@ mod tests {
         assert_eq!(coerce(text("abc"), &varchar, 1, 0), Ok(text("abc")));
         assert_eq!(coerce(text("ééé"), &varchar, 1, 0), Ok(text("ééé")));
         assert_eq!(coerce(text("ab "), &varchar, 1, 0), Ok(text("ab ")));
-        for long in ["abcd", "éééé", "ab  "] {
+        // Spaces past the length are cut in any mode (`convert` notes it), as in MySQL.
+        assert_eq!(coerce(text("ab  "), &varchar, 1, 0), Ok(text("ab ")));
+        for long in ["abcd", "éééé", "ab c"] {
             let e = coerce(text(long), &varchar, 2, 0).expect_err(long);
             assert_eq!(e.code, code::ER_DATA_TOO_LONG, "{long}");
             assert_eq!(e.message, "Data too long for column 'c' at row 2");

@@ -309,12 +309,7 @@ impl SqlSession {
     }
 
     fn session_warning_count(&mut self) -> usize {
-        let w = self.session.take_warnings();
-        let n = w.len();
-        for (c, m) in w {
-            self.session.warn(c, m);
-        }
-        n
+        self.session.warning_count()
     }
 
     /// UPDATE of one table, with WHERE, ORDER BY and LIMIT. A WHERE that names a ring table's meta

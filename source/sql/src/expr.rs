@@ -134,7 +134,7 @@ pub(crate) fn collation_named(name: &str) -> Collated {
 }
 
 /// The most warnings one statement keeps, as MySQL's `max_error_count`.
-pub(crate) const MAX_WARNINGS: usize = 1024;
+pub(crate) use ringrep_engine::MAX_WARNINGS;
 
 impl Ctx<'_> {
     /// A warning for SHOW WARNINGS, made only when there is room for it.

@@ -311,7 +311,9 @@ pub(crate) fn normalized(sql: &str) -> String {
 /// warnings (a duplicate key IGNOREd, a value out of range, truncated or wrong for its
 /// column, a division by zero), `Note` for the rest.
 pub fn warning_level(c: u16) -> &'static str {
-    if matches!(c, 1062 | 1264 | 1292 | 1365 | 1366) {
+    if c & ringrep_engine::types::NOTE_LEVEL != 0 {
+        "Note"
+    } else if matches!(c, 1048 | 1062 | 1264 | 1265 | 1292 | 1364 | 1365 | 1366) {
         "Warning"
     } else {
         "Note"
@@ -666,9 +668,7 @@ impl SqlSession {
         let _ = taken(self);
         let r = run(self);
         for (c, m) in taken(self) {
-            if self.session.warning_count() < expr::MAX_WARNINGS {
-                self.session.warn(c, m);
-            }
+            self.session.warn(c, m);
         }
         if let (Err(e), false) = (&r, diagnostics) {
             self.last_error = Some((e.code, e.message.clone()));
@@ -1122,10 +1122,7 @@ impl SqlSession {
     /// (Level `Error`, as MySQL lists it); SHOW ERRORS: the error only.
     fn show_warnings(&mut self, errors_only: bool) -> Outcome {
         // Shown, not cleared: the next statement replaces them.
-        let warnings = self.session.take_warnings();
-        for (c, m) in &warnings {
-            self.session.warn(*c, m.clone());
-        }
+        let warnings = self.session.warnings().to_vec();
         let error = self
             .last_error
             .clone()
@@ -1133,7 +1130,14 @@ impl SqlSession {
         let rows = warnings
             .into_iter()
             .filter(|_| !errors_only)
-            .map(|(c, m)| vec![Some(warning_level(c).into()), Some(c.to_string()), Some(m)])
+            .map(|(c, m)| {
+                let number = c & !ringrep_engine::types::NOTE_LEVEL;
+                vec![
+                    Some(warning_level(c).into()),
+                    Some(number.to_string()),
+                    Some(m),
+                ]
+            })
             .chain(error)
             .collect();
         Outcome::text(&["Level", "Code", "Message"], rows)

@@ -92,3 +92,83 @@ fn a_select_warns_where_a_write_fails() {
         ]
     );
 }
+
+/// INSERT IGNORE stores what strict mode refuses, adjusted as MySQL adjusts it, each with
+/// strict mode's code as a warning; cut trailing spaces and a rounded DECIMAL are notes in
+/// any mode. The OK packet's count and SHOW WARNINGS agree.
+#[test]
+fn insert_ignore_adjusts_values_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(dir.path(), EngineConfig::new(1))
+        .expect("open")
+        .0;
+    let mut s = SqlSession::new(&engine);
+    s.execute(
+        "CREATE TABLE c (id INT PRIMARY KEY, s VARCHAR(3) NOT NULL, n TINYINT, d DECIMAL(5,2), k INT NOT NULL)",
+    )
+    .expect("create");
+    let strict = [
+        ("INSERT INTO c VALUES (1, 'abcd', 1, 1, 1)", 1406),
+        ("INSERT INTO c VALUES (1, 'a', 300, 1, 1)", 1264),
+        ("INSERT INTO c VALUES (1, 'a', 1, 1, NULL)", 1048),
+        ("INSERT INTO c VALUES (1, 'a', '12x', 1, 1)", 1265),
+        ("INSERT INTO c VALUES (1, 'a', 'abc', 1, 1)", 1366),
+        ("INSERT INTO c (id) VALUES (1)", 1364),
+    ];
+    for (sql, code) in strict {
+        assert_eq!(s.execute(sql).expect_err(sql).code, code, "{sql}");
+    }
+    assert!(rows(&mut s, "SELECT * FROM c").is_empty());
+    let out = s
+        .execute(
+            "INSERT IGNORE INTO c VALUES (1, 'abcd', 300, 12345.6, NULL), (2, 'ab  ', '-7kg', 1.005, 'abc')",
+        )
+        .expect("insert ignore");
+    assert!(
+        matches!(&out, ringrep_sql::Outcome::Affected { rows: 2, info: Some(i) } if i == "Records: 2  Duplicates: 0  Warnings: 8"),
+        "{out:?}"
+    );
+    assert_eq!(
+        warnings(&mut s),
+        [
+            "Warning 1265 Data truncated for column 's' at row 1",
+            "Warning 1264 Out of range value for column 'n' at row 1",
+            "Warning 1264 Out of range value for column 'd' at row 1",
+            "Warning 1048 Column 'k' cannot be null",
+            "Note 1265 Data truncated for column 's' at row 2",
+            "Warning 1265 Data truncated for column 'n' at row 2",
+            "Note 1265 Data truncated for column 'd' at row 2",
+            "Warning 1366 Incorrect integer value: 'abc' for column 'k' at row 2",
+        ]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id, s, n, d, k FROM c ORDER BY id"),
+        [
+            ["1", "abc", "127", "999.99", "0"].map(|v| Some(v.to_string())),
+            ["2", "ab ", "-7", "1.01", "0"].map(|v| Some(v.to_string())),
+        ]
+    );
+    s.execute("INSERT IGNORE INTO c (id) VALUES (3)")
+        .expect("no defaults");
+    assert_eq!(
+        warnings(&mut s),
+        [
+            "Warning 1364 Field 's' doesn't have a default value",
+            "Warning 1364 Field 'k' doesn't have a default value",
+        ]
+    );
+    // A note in strict mode too; UPDATE likewise.
+    s.execute("UPDATE c SET s = 'xy   ', d = 2.555 WHERE id = 3")
+        .expect("update");
+    assert_eq!(
+        warnings(&mut s),
+        [
+            "Note 1265 Data truncated for column 's' at row 1",
+            "Note 1265 Data truncated for column 'd' at row 1",
+        ]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT s, d FROM c WHERE id = 3"),
+        [[Some("xy ".to_string()), Some("2.56".to_string())]]
+    );
+}
