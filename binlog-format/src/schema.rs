@@ -57,13 +57,17 @@ pub enum IntWidth {
     Int,
     /// BIGINT: 64 bits.
     Big,
+    /// TINYINT(1), as BOOL and BOOLEAN declare it: a TINYINT that keeps its display width,
+    /// which clients and ORMs read as a boolean (MySQL 8 drops every other display width).
+    /// Last, so that the tables written before it decode as they were.
+    Bool,
 }
 
 impl IntWidth {
     /// The column's storage width in bits: 8, 16, 24, 32 or 64.
     pub fn bits(self) -> u32 {
         match self {
-            IntWidth::Tiny => 8,
+            IntWidth::Tiny | IntWidth::Bool => 8,
             IntWidth::Small => 16,
             IntWidth::Medium => 24,
             IntWidth::Int => 32,
@@ -84,6 +88,7 @@ impl IntWidth {
     fn name(self) -> &'static str {
         match self {
             IntWidth::Tiny => "tinyint",
+            IntWidth::Bool => "tinyint(1)",
             IntWidth::Small => "smallint",
             IntWidth::Medium => "mediumint",
             IntWidth::Int => "int",

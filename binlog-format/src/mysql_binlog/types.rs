@@ -35,7 +35,7 @@ const MB_MAX: u32 = 4;
 pub(crate) fn type_code(ty: &ColumnType) -> u8 {
     match ty {
         ColumnType::Integer { width, .. } => match width {
-            IntWidth::Tiny => code::TINY,
+            IntWidth::Tiny | IntWidth::Bool => code::TINY,
             IntWidth::Small => code::SHORT,
             IntWidth::Medium => code::INT24,
             IntWidth::Int => code::LONG,

@@ -99,6 +99,8 @@ fn display_size(t: &ColumnType) -> (u32, u8) {
     match t {
         ColumnType::Integer { width, .. } => match width {
             IntWidth::Tiny => (4, 0),
+            // Connector/J reads a TINYINT of length 1 as a boolean (tinyInt1isBit).
+            IntWidth::Bool => (1, 0),
             IntWidth::Small => (6, 0),
             IntWidth::Medium => (9, 0),
             IntWidth::Int => (11, 0),
@@ -124,7 +126,7 @@ fn declared_type(t: &ColumnType) -> (u8, u16, Encoding) {
     match t {
         ColumnType::Integer { width, unsigned } => {
             let (wt, bytes) = match width {
-                IntWidth::Tiny => (ty::TINY, 1),
+                IntWidth::Tiny | IntWidth::Bool => (ty::TINY, 1),
                 IntWidth::Small => (ty::SHORT, 2),
                 IntWidth::Medium => (ty::INT24, 4),
                 IntWidth::Int => (ty::LONG, 4),

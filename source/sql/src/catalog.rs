@@ -440,7 +440,7 @@ fn type_facts(ty: &ColumnType) -> [Value; 8] {
     let (lengths, precision, scale, datetime, charset) = match ty {
         ColumnType::Integer { width, unsigned } => {
             let p = match (width, unsigned) {
-                (IntWidth::Tiny, _) => 3,
+                (IntWidth::Tiny | IntWidth::Bool, _) => 3,
                 (IntWidth::Small, _) => 5,
                 (IntWidth::Medium, _) => 7,
                 (IntWidth::Int, _) => 10,

@@ -31,7 +31,9 @@ fn column_type(sql: &str) -> Result<ColumnType> {
         .unwrap_or_default();
     let int = |width| Ok(ColumnType::Integer { width, unsigned });
     match base.as_str() {
-        "TINYINT" | "BOOL" | "BOOLEAN" => int(IntWidth::Tiny),
+        "TINYINT" if args == [1] => int(IntWidth::Bool),
+        "BOOL" | "BOOLEAN" => int(IntWidth::Bool),
+        "TINYINT" => int(IntWidth::Tiny),
         "SMALLINT" => int(IntWidth::Small),
         "MEDIUMINT" => int(IntWidth::Medium),
         "INT" | "INTEGER" => int(IntWidth::Int),
