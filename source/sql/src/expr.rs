@@ -108,6 +108,20 @@ pub(crate) struct Ctx<'a> {
     /// Where warnings of the evaluation go (SHOW WARNINGS after the statement); `None` where
     /// nobody collects them.
     pub(crate) warnings: Option<&'a std::sync::Mutex<Vec<(u16, String)>>>,
+    /// What `LAST_INSERT_ID(expr)` set during the statement: the session's LAST_INSERT_ID()
+    /// from then on, and the statement's insert id in its OK packet.
+    pub(crate) set_insert_id: &'a std::sync::Mutex<Option<u64>>,
+}
+
+impl Ctx<'_> {
+    /// `LAST_INSERT_ID()`: what `LAST_INSERT_ID(expr)` set in this statement, else the
+    /// session's.
+    pub(crate) fn last_insert_id(&self) -> u64 {
+        self.set_insert_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or(self.last_insert_id)
+    }
 }
 
 /// What a collation's name (lower case) means to ringrep.

@@ -256,6 +256,46 @@ pub(crate) fn mod_operators(s: &str) -> Option<String> {
     Some(out)
 }
 
+/// `s` with each `||` outside quotes written as ` OR `, or `None` when it has none: MySQL
+/// reads `||` as OR unless sql_mode has PIPES_AS_CONCAT (which ringrep's has not), with OR's
+/// precedence, which the parser would not give a concatenation.
+pub(crate) fn pipes_as_or(s: &str) -> Option<String> {
+    if !s.contains("||") {
+        return None;
+    }
+    let bytes = s.as_bytes();
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut quote: Option<u8> = None;
+    let mut at = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        match quote {
+            Some(q) => {
+                if c == b'\\' && q != b'`' {
+                    i += 1;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None if matches!(c, b'\'' | b'"' | b'`') => quote = Some(c),
+            None if c == b'|' && bytes.get(i + 1) == Some(&b'|') => {
+                out.push_str(&s[at..i]);
+                out.push_str(" OR ");
+                i += 2;
+                at = i;
+                continue;
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    (at > 0).then(|| {
+        out.push_str(&s[at..]);
+        out
+    })
+}
+
 /// Splits at commas outside quotes and parentheses.
 pub(crate) fn split_top_level_commas(s: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -429,6 +469,16 @@ mod tests {
         );
         assert_eq!(m("SELECT 'a mod b', `mod` FROM modes"), None);
         assert_eq!(m("SELECT 'é' mod 2").as_deref(), Some("SELECT 'é' % 2"));
+    }
+
+    #[test]
+    fn pipes_outside_quotes_are_or() {
+        assert_eq!(
+            pipes_as_or("SELECT 1 || 0, 'a||b', `x||y` FROM t WHERE a = 1||b = 2").as_deref(),
+            Some("SELECT 1  OR  0, 'a||b', `x||y` FROM t WHERE a = 1 OR b = 2")
+        );
+        assert_eq!(pipes_as_or("SELECT 'it\\'s ||'"), None);
+        assert_eq!(pipes_as_or("SELECT a | b"), None);
     }
 
     #[test]

@@ -175,6 +175,8 @@ pub(crate) struct OwnedCtx {
     subqueries: HashMap<String, Arc<Rows>>,
     /// As [`expr::Ctx::strict`].
     strict: bool,
+    /// As [`expr::Ctx::set_insert_id`]: the session's.
+    set_insert_id: Arc<std::sync::Mutex<Option<u64>>>,
 }
 
 impl OwnedCtx {
@@ -196,6 +198,7 @@ impl OwnedCtx {
             outer: None,
             strict: self.strict,
             warnings: None,
+            set_insert_id: &self.set_insert_id,
         }
     }
 }
@@ -249,6 +252,9 @@ pub struct SqlSession {
     /// Warnings of the running statement's expressions (division by zero, a string read in
     /// part), moved to the session's warnings when it ends.
     expr_warnings: std::sync::Mutex<Vec<(u16, String)>>,
+    /// What `LAST_INSERT_ID(expr)` set in the running statement (see
+    /// [`expr::Ctx::set_insert_id`]); shared with the statement's owned contexts.
+    set_insert_id: Arc<std::sync::Mutex<Option<u64>>>,
     /// The server's connection id (`CONNECTION_ID()`); 1 without a server.
     pub connection_id: u64,
     /// The server's `net_write_timeout` in seconds (`SELECT @@net_write_timeout`); 60, MySQL's
@@ -327,6 +333,8 @@ pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
         let detail = msg.strip_prefix("sql parser error: ").unwrap_or(&msg);
         Error::syntax(format!("You have an error in your SQL syntax; {detail}"))
     };
+    let or_text = lexer::pipes_as_or(sql);
+    let sql = or_text.as_deref().unwrap_or(sql);
     let mut stmts = match Parser::parse_sql(&MySqlDialect {}, sql) {
         Ok(stmts) => stmts,
         // MySQL's older spelling of FOR SHARE, which the parser lacks (tried only when the
@@ -532,6 +540,7 @@ impl SqlSession {
             authority: None,
             strict_write: false,
             expr_warnings: Default::default(),
+            set_insert_id: Default::default(),
             connection_id: 1,
             net_write_timeout: 60,
             port: 0,
@@ -590,6 +599,7 @@ impl SqlSession {
             outer: self.outer.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             strict: self.strict_write,
             warnings: Some(&self.expr_warnings),
+            set_insert_id: &self.set_insert_id,
         }
     }
 
@@ -619,6 +629,7 @@ impl SqlSession {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
             strict: self.strict_write,
+            set_insert_id: Arc::clone(&self.set_insert_id),
         }
     }
 
@@ -741,6 +752,14 @@ impl SqlSession {
             if r.is_ok() {
                 self.last_insert_id = id;
             }
+        }
+        let set = self
+            .set_insert_id
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let (Some(id), true) = (set, r.is_ok()) {
+            self.last_insert_id = id;
         }
         // A statement the server runs again elsewhere has not run yet.
         if r.as_ref().is_err_and(Error::is_would_wait) {

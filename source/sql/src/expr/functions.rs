@@ -804,10 +804,27 @@ fn md5(bytes: &[u8]) -> [u8; 16] {
 /// DATABASE (SCHEMA), VERSION, LAST_INSERT_ID, ROW_COUNT, FOUND_ROWS, CONNECTION_ID, CURRENT_USER, USER (and
 /// SESSION_USER, SYSTEM_USER); SLEEP is [`sleep`].
 fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
+    if name == "LAST_INSERT_ID" {
+        arity(name, _args.0.len(), 0, 1)?;
+    }
     Ok(Some(match name {
         "DATABASE" | "SCHEMA" => ctx.database.map_or(Value::Null, |d| Value::Text(d.into())),
         "VERSION" => Value::Text(crate::vars::server_version()),
-        "LAST_INSERT_ID" => Value::UInt(ctx.last_insert_id),
+        "LAST_INSERT_ID" => match _args.0.first() {
+            None => Value::UInt(ctx.last_insert_id()),
+            // LAST_INSERT_ID(expr) returns expr and makes it the session's LAST_INSERT_ID()
+            // (MySQL's idiom for a sequence: UPDATE seq SET id = LAST_INSERT_ID(id + 1)).
+            Some(Value::Null) => Value::Null,
+            Some(v) => {
+                let id = match v {
+                    Value::Int(i) => *i as u64,
+                    Value::UInt(u) => *u,
+                    other => to_f64(other).unwrap_or(0.0).round() as i64 as u64,
+                };
+                *ctx.set_insert_id.lock().unwrap_or_else(|p| p.into_inner()) = Some(id);
+                Value::UInt(id)
+            }
+        },
         "ROW_COUNT" => Value::Int(ctx.last.row_count),
         "FOUND_ROWS" => Value::UInt(ctx.last.found_rows),
         "CONNECTION_ID" => Value::UInt(ctx.connection_id),
