@@ -122,8 +122,14 @@ pub mod code {
     pub const ER_INVALID_DEFAULT: Code = Code::new(1067, "42000");
     /// A default on a BLOB, TEXT or JSON column.
     pub const ER_BLOB_CANT_HAVE_DEFAULT: Code = Code::new(1101, "42000");
-    /// A fractional-seconds precision over 6.
+    /// A fractional-seconds precision over 6, a DECIMAL's over 65.
     pub const ER_TOO_BIG_PRECISION: Code = Code::new(1426, "42000");
+    /// A CHAR, VARCHAR, BINARY or VARBINARY longer than its type allows.
+    pub const ER_TOO_BIG_FIELDLENGTH: Code = Code::new(1074, "42000");
+    /// A DECIMAL's scale over 30.
+    pub const ER_TOO_BIG_SCALE: Code = Code::new(1425, "42000");
+    /// A DECIMAL's scale over its precision.
+    pub const ER_M_BIGGER_THAN_D: Code = Code::new(1427, "42000");
     /// A column assigned twice in one statement.
     pub const ER_FIELD_SPECIFIED_TWICE: Code = Code::new(1110, "42000");
     /// An ALTER that cannot run with the ALGORITHM asked for.

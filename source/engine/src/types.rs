@@ -396,6 +396,33 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
     }
 }
 
+/// A DECIMAL(precision, scale) as MySQL accepts one for `what` (a column's name, a CAST's
+/// operand): precision at most 65 (1426), scale at most 30 (1425) and not above the
+/// precision (1427).
+pub fn decimal_size(precision: u64, scale: u64, what: &str) -> Result<(u8, u8)> {
+    if precision > 65 {
+        return Err(Error::new(
+            code::ER_TOO_BIG_PRECISION,
+            format!("Too-big precision {precision} specified for '{what}'. Maximum is 65."),
+        ));
+    }
+    if scale > 30 {
+        return Err(Error::new(
+            code::ER_TOO_BIG_SCALE,
+            format!("Too big scale {scale} specified for '{what}'. Maximum is 30."),
+        ));
+    }
+    if scale > precision {
+        return Err(Error::new(
+            code::ER_M_BIGGER_THAN_D,
+            format!(
+                "For float(M,D), double(M,D) or decimal(M,D), M must be >= D (column '{what}')."
+            ),
+        ));
+    }
+    Ok((precision.max(1) as u8, scale as u8))
+}
+
 /// The diagnostic a conversion gave besides its value (a warning or a note, as SHOW WARNINGS
 /// lists it): code and message, the code marked with [`NOTE_LEVEL`] for a note.
 pub type Diagnostic = (u16, String);

@@ -19,17 +19,40 @@ use ringrep_engine::ring::{parse_comment, RingSpec, TtlSpec};
 use ringrep_engine::types::coerce;
 use ringrep_engine::HIDDEN_ROW_ID;
 
-/// A SQL type name (as sqlparser prints it) as a column type.
-fn column_type(sql: &str) -> Result<ColumnType> {
+/// A SQL type name (as sqlparser prints it) as the type of column `name`.
+fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
     let s = sql.to_ascii_uppercase();
     let unsigned = s.contains("UNSIGNED");
     let base = s.split(['(', ' ']).next().unwrap_or("").to_string();
-    let args: Vec<u32> = s
+    let args: Vec<u64> = s
         .split_once('(')
         .and_then(|(_, r)| r.split_once(')'))
         .map(|(a, _)| a.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_default();
     let int = |width| Ok(ColumnType::Integer { width, unsigned });
+    // A length within what the type holds (in characters for text: 65,535 bytes of utf8mb4).
+    let length = |given: Option<u64>, max: u64| -> Result<u32> {
+        let len = given.ok_or_else(|| Error::syntax(format!("{base} needs a length")))?;
+        if len > max {
+            return Err(Error::new(
+                code::ER_TOO_BIG_FIELDLENGTH,
+                format!(
+                    "Column length too big for column '{name}' (max = {max}); use BLOB or TEXT instead"
+                ),
+            ));
+        }
+        Ok(len as u32)
+    };
+    let fsp = || -> Result<u8> {
+        let p = args.first().copied().unwrap_or(0);
+        if p > 6 {
+            return Err(Error::new(
+                code::ER_TOO_BIG_PRECISION,
+                format!("Too-big precision {p} specified for '{name}'. Maximum is 6."),
+            ));
+        }
+        Ok(p as u8)
+    };
     match base.as_str() {
         "TINYINT" if args == [1] => int(IntWidth::Bool),
         "BOOL" | "BOOLEAN" => int(IntWidth::Bool),
@@ -39,33 +62,26 @@ fn column_type(sql: &str) -> Result<ColumnType> {
         "INT" | "INTEGER" => int(IntWidth::Int),
         "BIGINT" => int(IntWidth::Big),
         "DECIMAL" | "NUMERIC" | "DEC" => {
-            let precision = args.first().copied().unwrap_or(10) as u8;
-            let scale = args.get(1).copied().unwrap_or(0) as u8;
-            if precision > 65 || scale > 30 || scale > precision {
-                return Err(Error::new(
-                    code::ER_TOO_BIG_PRECISION,
-                    format!("Too-big precision {precision} specified. Maximum is 65."),
-                ));
-            }
+            let (precision, scale) = ringrep_engine::types::decimal_size(
+                args.first().copied().unwrap_or(10),
+                args.get(1).copied().unwrap_or(0),
+                name,
+            )?;
             Ok(ColumnType::Decimal { precision, scale })
         }
         "FLOAT" => Ok(ColumnType::Float),
         "DOUBLE" | "REAL" => Ok(ColumnType::Double),
         "CHAR" | "CHARACTER" => Ok(ColumnType::Char {
-            len: args.first().copied().unwrap_or(1),
+            len: length(Some(args.first().copied().unwrap_or(1)), 255)?,
         }),
         "VARCHAR" => Ok(ColumnType::VarChar {
-            len: *args
-                .first()
-                .ok_or_else(|| Error::syntax("VARCHAR needs a length"))?,
+            len: length(args.first().copied(), 16_383)?,
         }),
         "BINARY" => Ok(ColumnType::Binary {
-            len: args.first().copied().unwrap_or(1),
+            len: length(Some(args.first().copied().unwrap_or(1)), 255)?,
         }),
         "VARBINARY" => Ok(ColumnType::VarBinary {
-            len: *args
-                .first()
-                .ok_or_else(|| Error::syntax("VARBINARY needs a length"))?,
+            len: length(args.first().copied(), 65_535)?,
         }),
         "TINYTEXT" => Ok(ColumnType::Text {
             size: LobSize::Tiny,
@@ -93,12 +109,8 @@ fn column_type(sql: &str) -> Result<ColumnType> {
         }),
         "JSON" => Ok(ColumnType::Json),
         "DATE" => Ok(ColumnType::Date),
-        "DATETIME" => Ok(ColumnType::DateTime {
-            fsp: args.first().copied().unwrap_or(0).min(6) as u8,
-        }),
-        "TIMESTAMP" => Ok(ColumnType::Timestamp {
-            fsp: args.first().copied().unwrap_or(0).min(6) as u8,
-        }),
+        "DATETIME" => Ok(ColumnType::DateTime { fsp: fsp()? }),
+        "TIMESTAMP" => Ok(ColumnType::Timestamp { fsp: fsp()? }),
         _ => Err(Error::unsupported(format!("column type {sql}"))),
     }
 }
@@ -278,7 +290,7 @@ fn column_def(
     c: &sqlparser::ast::ColumnDef,
     session: &SqlSession,
 ) -> Result<(ColumnDef, bool, bool)> {
-    let ty = column_type(&c.data_type.to_string())?;
+    let ty = column_type(&c.data_type.to_string(), &c.name.value)?;
     let mut nullable = true;
     let mut explicit_null = false;
     let mut default_expr: Option<&Expr> = None;

@@ -1198,7 +1198,7 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
                     .into_bytes(),
             })
         } else if name.starts_with("DECIMAL") {
-            cast_decimal(v, ty, ctx)
+            cast_decimal(v, ty, ctx)?
         } else if name.starts_with("DATETIME") || name.starts_with("TIMESTAMP") {
             match time_us(&v, ctx.tz) {
                 Some(us) => Value::DateTime(DateTime::from_epoch_micros(us + ctx.tz * 1_000_000)),
@@ -1223,9 +1223,10 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
 }
 
 /// CAST(v AS DECIMAL(p, s)): rounded to `s` digits (MySQL's default DECIMAL(10, 0)); past
-/// the type's range its largest value of that sign, and text that is no number 0, as MySQL
-/// gives them (with a warning there, which ringrep does not give yet).
-fn cast_decimal(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Value {
+/// the type's range its largest value of that sign, a string read to the end of the number
+/// at its front (0 for none), each with MySQL's warning (1264, 1292). A size MySQL refuses
+/// is its error (1425 to 1427).
+fn cast_decimal(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
     use sqlparser::ast::ExactNumberInfo;
     let (precision, scale) = match ty {
         DataType::Decimal(info) | DataType::Numeric(info) | DataType::Dec(info) => match info {
@@ -1235,38 +1236,36 @@ fn cast_decimal(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Value {
         },
         _ => (10, 0),
     };
-    let (precision, scale) = (precision.clamp(1, 65) as u8, scale.min(30) as u8);
-    let column = |v: Value| {
-        let def = binlog_format::schema::ColumnDef {
-            name: String::new(),
-            ty: ColumnType::Decimal {
-                precision,
-                scale: scale.min(precision),
-            },
-            nullable: true,
-            default: binlog_format::schema::ColumnDefault::None,
-            on_update_now: false,
-            auto_increment: false,
-        };
-        ringrep_engine::types::coerce(v, &def, 1, ctx.tz)
+    let shown = render(&v, None, ctx.tz).unwrap_or_default();
+    let (precision, scale) = ringrep_engine::types::decimal_size(precision, scale, &shown)?;
+    let def = binlog_format::schema::ColumnDef {
+        name: format!("CAST({shown} AS DECIMAL({precision},{scale}))"),
+        ty: ColumnType::Decimal { precision, scale },
+        nullable: true,
+        default: binlog_format::schema::ColumnDefault::None,
+        on_update_now: false,
+        auto_increment: false,
     };
-    match column(v.clone()) {
-        Ok(d) => d,
-        Err(_) => match to_f64(&v) {
-            Some(f) if f.is_finite() && f != 0.0 => {
-                let int = "9".repeat(usize::from(precision.saturating_sub(scale)));
-                let frac = "9".repeat(usize::from(scale));
-                let sign = if f < 0.0 { "-" } else { "" };
-                let int = if int.is_empty() { "0".to_string() } else { int };
-                Value::Decimal(if frac.is_empty() {
-                    format!("{sign}{int}")
-                } else {
-                    format!("{sign}{int}.{frac}")
-                })
+    let (d, diagnostic) = ringrep_engine::types::convert(v, &def, 1, ctx.tz, true)?;
+    match diagnostic.map(|(c, _)| c) {
+        Some(c) if c == code::ER_WARN_DATA_OUT_OF_RANGE => {
+            ctx.warn(code::ER_WARN_DATA_OUT_OF_RANGE, || {
+                format!("Out of range value for column '{}' at row 1", def.name)
+            });
+        }
+        Some(c)
+            if c == code::WARN_DATA_TRUNCATED || c == code::ER_TRUNCATED_WRONG_VALUE_FOR_FIELD =>
+        {
+            // As CAST AS SIGNED: an error in a value a strict write stores.
+            let message = format!("Truncated incorrect DECIMAL value: '{shown}'");
+            if ctx.strict {
+                return Err(Error::new(code::ER_TRUNCATED_WRONG_VALUE, message));
             }
-            _ => column(Value::Int(0)).unwrap_or(Value::Decimal("0".into())),
-        },
+            ctx.warn(code::ER_TRUNCATED_WRONG_VALUE, || message);
+        }
+        _ => {}
     }
+    Ok(d)
 }
 
 /// A string in character set `charset`: `binary` makes bytes, which compare bytewise; every

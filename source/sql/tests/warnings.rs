@@ -157,6 +157,21 @@ fn insert_ignore_adjusts_values_and_says_so() {
             "Warning 1364 Field 'k' doesn't have a default value",
         ]
     );
+    // CAST AS DECIMAL warns as MySQL's does.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT CAST('1.5x' AS DECIMAL(5,2)), CAST(12345.6 AS DECIMAL(5,2))"
+        ),
+        [[Some("1.50".to_string()), Some("999.99".to_string())]]
+    );
+    assert_eq!(
+        warnings(&mut s),
+        [
+            "Warning 1292 Truncated incorrect DECIMAL value: '1.5x'",
+            "Warning 1264 Out of range value for column 'CAST(12345.6 AS DECIMAL(5,2))' at row 1",
+        ]
+    );
     // A note in strict mode too; UPDATE likewise.
     s.execute("UPDATE c SET s = 'xy   ', d = 2.555 WHERE id = 3")
         .expect("update");
