@@ -124,6 +124,8 @@ pub mod code {
     pub const ER_BLOB_CANT_HAVE_DEFAULT: Code = Code::new(1101, "42000");
     /// A fractional-seconds precision over 6, a DECIMAL's over 65.
     pub const ER_TOO_BIG_PRECISION: Code = Code::new(1426, "42000");
+    /// A type's size it cannot have (FLOAT(54)).
+    pub const ER_WRONG_FIELD_SPEC: Code = Code::new(1063, "42000");
     /// A CHAR, VARCHAR, BINARY or VARBINARY longer than its type allows.
     pub const ER_TOO_BIG_FIELDLENGTH: Code = Code::new(1074, "42000");
     /// A DECIMAL's scale over 30.

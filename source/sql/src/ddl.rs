@@ -22,7 +22,8 @@ use ringrep_engine::HIDDEN_ROW_ID;
 /// A SQL type name (as sqlparser prints it) as the type of column `name`.
 fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
     let s = sql.to_ascii_uppercase();
-    let unsigned = s.contains("UNSIGNED");
+    // ZEROFILL implies UNSIGNED in MySQL (its padding on display is not kept).
+    let unsigned = s.contains("UNSIGNED") || s.contains("ZEROFILL");
     let base = s.split(['(', ' ']).next().unwrap_or("").to_string();
     let args: Vec<u64> = s
         .split_once('(')
@@ -69,7 +70,16 @@ fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
             )?;
             Ok(ColumnType::Decimal { precision, scale })
         }
-        "FLOAT" => Ok(ColumnType::Float),
+        // FLOAT(p): single precision to 24 bits, double to 53, as MySQL picks (FLOAT(M, D)
+        // stays single; its D is not kept).
+        "FLOAT" => match args.as_slice() {
+            [p] if *p > 53 => Err(Error::new(
+                code::ER_WRONG_FIELD_SPEC,
+                format!("Incorrect column specifier for column '{name}'"),
+            )),
+            [p] if *p > 24 => Ok(ColumnType::Double),
+            _ => Ok(ColumnType::Float),
+        },
         "DOUBLE" | "REAL" => Ok(ColumnType::Double),
         "CHAR" | "CHARACTER" => Ok(ColumnType::Char {
             len: length(Some(args.first().copied().unwrap_or(1)), 255)?,

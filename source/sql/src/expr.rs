@@ -610,6 +610,13 @@ fn arith(op: &BinaryOperator, a: &Value, b: &Value) -> Result<Value> {
         }
         _ => return Err(Error::unsupported(format!("operator {op}"))),
     };
+    if r.is_infinite() {
+        // Past DOUBLE's range: MySQL's 1690 (the caller names the expression).
+        return Err(Error::new(
+            code::ER_DATA_OUT_OF_RANGE,
+            "DOUBLE value is out of range",
+        ));
+    }
     Ok(Value::Double(r))
 }
 
@@ -805,10 +812,14 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                     Value::UInt(u) => {
                         typed_int(Some(-i128::from(u)), true).map_err(|err| out_of_range_in(err, e))
                     }
-                    Value::Decimal(s) => Ok(Value::Decimal(match s.strip_prefix('-') {
-                        Some(p) => p.to_string(),
-                        None => format!("-{s}"),
-                    })),
+                    // Through the exact number: -0.0 is 0.0, as MySQL shows it.
+                    Value::Decimal(s) => match Dec::parse(&s) {
+                        Some(d) => Dec::int(0).sub(&d).into_decimal(),
+                        None => Ok(Value::Decimal(match s.strip_prefix('-') {
+                            Some(p) => p.to_string(),
+                            None => format!("-{s}"),
+                        })),
+                    },
                     other => Ok(Value::Double(-to_f64(&other).unwrap_or(0.0))),
                 },
                 UnaryOperator::Plus => Ok(v),
@@ -889,7 +900,8 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                     let (Some(a), Some(b)) = (to_f64(&l), to_f64(&r)) else {
                         return Ok(Value::Null);
                     };
-                    let (a, b) = (a as i64 as u64, b as i64 as u64);
+                    // MySQL rounds a number with a fraction to an integer first (1.9 | 0 is 2).
+                    let (a, b) = (a.round() as i64 as u64, b.round() as i64 as u64);
                     Ok(Value::UInt(match op {
                         BinaryOperator::BitwiseAnd => a & b,
                         BinaryOperator::BitwiseOr => a | b,

@@ -79,10 +79,17 @@ pub(crate) fn memory_per_fragment(engine: &ringrep_engine::Engine) -> (TableDef,
 
 /// DESCRIBE / SHOW COLUMNS rows: Field, Type, Null, Key, Default, Extra (MySQL 8's format).
 pub(crate) fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
-    let first_of = |kind: IndexKind, c: usize| {
+    // As MySQL's key flags: UNI for a one-column unique index, MUL for the first column of
+    // any other (a value may repeat in the first column of a unique index of two).
+    let unique_alone = |c: usize| {
         def.indexes
             .iter()
-            .any(|i| i.kind == kind && i.columns.first() == Some(&c))
+            .any(|i| i.kind == IndexKind::Unique && i.columns == [c])
+    };
+    let first_of_many = |c: usize| {
+        def.indexes.iter().any(|i| {
+            i.columns.first() == Some(&c) && (i.kind == IndexKind::Secondary || i.columns.len() > 1)
+        })
     };
     def.columns
         .iter()
@@ -91,9 +98,9 @@ pub(crate) fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
         .map(|(i, c)| {
             let key = if def.primary_key.contains(&i) {
                 "PRI"
-            } else if first_of(IndexKind::Unique, i) {
+            } else if unique_alone(i) {
                 "UNI"
-            } else if first_of(IndexKind::Secondary, i) {
+            } else if first_of_many(i) {
                 "MUL"
             } else {
                 ""
