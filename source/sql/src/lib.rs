@@ -150,7 +150,7 @@ impl Outcome {
     }
 }
 
-/// Whether `q` asks for SQL_CALC_FOUND_ROWS (which FOUND_ROWS() would have to honour).
+/// Whether `q` asks for SQL_CALC_FOUND_ROWS (which FOUND_ROWS() then honours).
 fn calcs_found_rows(q: &sqlparser::ast::Query) -> bool {
     match &*q.body {
         sqlparser::ast::SetExpr::Select(s) => s
@@ -221,6 +221,9 @@ pub struct SqlSession {
     /// The value `LAST_INSERT_ID()` returns and the OK packet reports.
     pub last_insert_id: u64,
     /// What the previous statement did (ROW_COUNT(), FOUND_ROWS()).
+    /// The rows a `SELECT SQL_CALC_FOUND_ROWS` would have given without its LIMIT, for
+    /// FOUND_ROWS() after it.
+    calc_found_rows: Option<u64>,
     last: expr::LastStatement,
     /// Set when the running statement took or gave back a user-level lock: it must not be
     /// run again (see [`SqlSession::may_run_again`]).
@@ -528,6 +531,7 @@ impl SqlSession {
             user_vars: HashMap::new(),
             last_insert_id: 0,
             last: Default::default(),
+            calc_found_rows: None,
             took_user_lock: Default::default(),
             load_dir: None,
             prepared: HashMap::new(),
@@ -773,6 +777,9 @@ impl SqlSession {
         if let Ok(Outcome::Rows(rs)) = r {
             self.last.found_rows = rs.rows.len() as u64;
         }
+        if let (Some(n), true) = (self.calc_found_rows.take(), r.is_ok()) {
+            self.last.found_rows = n;
+        }
     }
 
     /// One statement, `text` normalized and `first` its first three words.
@@ -980,9 +987,16 @@ impl SqlSession {
         self.authorize(&stmt)?;
         self.check_table_locks(&stmt)?;
         match stmt {
-            Statement::Query(q) if calcs_found_rows(&q) => Err(Error::unsupported(
-                "SQL_CALC_FOUND_ROWS (FOUND_ROWS() counts the rows the last SELECT returned)",
-            )),
+            // FOUND_ROWS() then counts the rows without the LIMIT: the query runs a second
+            // time without it (MySQL reads them all too).
+            Statement::Query(q) if calcs_found_rows(&q) => {
+                let out = self.query(&q, text)?;
+                let mut all = (*q).clone();
+                all.limit_clause = None;
+                let n = self.run_query(&all, &all.to_string())?.rows.len();
+                self.calc_found_rows = Some(n as u64);
+                Ok(out)
+            }
             Statement::Query(q) => self.query(&q, text),
             Statement::Insert(ins) => self.writing(!ins.ignore, |s| s.insert(&ins)),
             Statement::Update(u) => self.writing(true, |s| s.update(&u)),

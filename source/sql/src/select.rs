@@ -1477,13 +1477,24 @@ fn select_list_texts(text: &str) -> Option<Vec<String>> {
     .min()
     .unwrap_or(body.len());
     let mut list = body[..end].trim();
-    for modifier in ["DISTINCT ", "ALL ", "SQL_NO_CACHE ", "STRAIGHT_JOIN "] {
-        if list
-            .get(..modifier.len())
-            .is_some_and(|p| p.eq_ignore_ascii_case(modifier))
-        {
-            list = list[modifier.len()..].trim_start();
-        }
+    // The modifiers MySQL takes before the list, in any order.
+    const MODIFIERS: [&str; 10] = [
+        "DISTINCT ",
+        "DISTINCTROW ",
+        "ALL ",
+        "HIGH_PRIORITY ",
+        "STRAIGHT_JOIN ",
+        "SQL_SMALL_RESULT ",
+        "SQL_BIG_RESULT ",
+        "SQL_BUFFER_RESULT ",
+        "SQL_NO_CACHE ",
+        "SQL_CALC_FOUND_ROWS ",
+    ];
+    while let Some(m) = MODIFIERS.iter().find(|m| {
+        list.get(..m.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(m))
+    }) {
+        list = list[m.len()..].trim_start();
     }
     Some(
         super::lexer::split_top_level_commas(list)
