@@ -969,6 +969,29 @@ impl Session {
         })
     }
 
+    /// The value the next AUTO_INCREMENT of `def` would be generated as (information_schema's
+    /// AUTO_INCREMENT, SHOW TABLE STATUS's), `None` for a table without such a column.
+    pub fn next_auto_increment(&self, def: &TableDef) -> Result<Option<u64>> {
+        let Some(col) = def
+            .columns
+            .iter()
+            .position(|c| c.auto_increment && c.name != HIDDEN_ROW_ID)
+        else {
+            return Ok(None);
+        };
+        let known = self.engine.auto_inc_counters().get(&(def.id, col)).copied();
+        let last = match known {
+            Some(v) => v,
+            None => self
+                .scan_raw(def.id, &[])?
+                .iter()
+                .map(|(_, r)| auto_inc_of(r.get(col)))
+                .max()
+                .unwrap_or(0),
+        };
+        Ok(Some(last + 1))
+    }
+
     /// An AUTO_INCREMENT column given a value: the next generated one comes after it.
     fn note_auto_inc(&self, def: &TableDef, col: usize, v: &Value) {
         let mut counters = self.engine.auto_inc_counters();

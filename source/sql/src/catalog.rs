@@ -718,7 +718,7 @@ impl SqlSession {
                 })
                 .collect(),
             "TABLES" => {
-                let mut rows = self.tables_rows();
+                let mut rows = self.tables_rows()?;
                 for v in self.visible_views()? {
                     let mut row = vec![text("def"), text(&v.db), text(&v.name), text("VIEW")];
                     row.extend(std::iter::repeat_n(Value::Null, 16));
@@ -777,17 +777,21 @@ impl SqlSession {
             .collect())
     }
 
-    fn tables_rows(&self) -> Vec<Vec<Value>> {
+    fn tables_rows(&self) -> Result<Vec<Vec<Value>>> {
         let mut rows: Vec<Vec<Value>> = self
             .visible_tables()
             .iter()
             .map(|def| {
+                let auto_increment = self
+                    .session
+                    .next_auto_increment(def)?
+                    .map_or(Value::Null, num);
                 let options = if def.partitioning.is_some() {
                     "partitioned"
                 } else {
                     ""
                 };
-                vec![
+                Ok(vec![
                     text("def"),
                     text(&def.database),
                     text(&def.name),
@@ -801,7 +805,7 @@ impl SqlSession {
                     num(0),
                     num(0),
                     num(0),
-                    Value::Null,
+                    auto_increment,
                     Value::Null,
                     Value::Null,
                     Value::Null,
@@ -809,9 +813,9 @@ impl SqlSession {
                     Value::Null,
                     text(options),
                     text(def.comment.clone().unwrap_or_default()),
-                ]
+                ])
             })
-            .collect();
+            .collect::<Result<_>>()?;
         for name in catalog_table_names() {
             rows.push(vec![
                 text("def"),
@@ -837,7 +841,7 @@ impl SqlSession {
                 text(""),
             ]);
         }
-        rows
+        Ok(rows)
     }
 
     fn columns_rows(&self) -> Vec<Vec<Value>> {
