@@ -46,6 +46,13 @@ pub struct SessionVars {
     /// `innodb_lock_wait_timeout`: how long a row lock is waited for before error 1205; the
     /// engine's `lock_wait_timeout` when not set.
     pub lock_wait_timeout: Option<std::time::Duration>,
+    /// `sql_mode` has STRICT_TRANS_TABLES or STRICT_ALL_TABLES: a value a column cannot
+    /// hold fails the write; without it the value is adjusted with a warning, as INSERT
+    /// IGNORE adjusts it.
+    pub strict: bool,
+    /// `sql_mode` has NO_AUTO_VALUE_ON_ZERO: a 0 written to an AUTO_INCREMENT column is
+    /// stored as 0 (dumps restore such rows so); only NULL generates a value.
+    pub no_auto_value_on_zero: bool,
 }
 
 impl Default for SessionVars {
@@ -61,6 +68,8 @@ impl Default for SessionVars {
             tz_offset: 0,
             timestamp_us: None,
             lock_wait_timeout: None,
+            strict: true,
+            no_auto_value_on_zero: false,
         }
     }
 }
@@ -870,8 +879,10 @@ impl Session {
         now: i64,
         mode: InsertMode,
     ) -> Result<Row> {
-        // INSERT IGNORE stores what strict mode refuses, adjusted, with a warning.
-        let lenient = mode == InsertMode::Ignore;
+        // INSERT IGNORE, or a session out of strict mode, stores what strict mode refuses,
+        // adjusted, with a warning.
+        let lenient = mode == InsertMode::Ignore || !self.vars.strict;
+        let zero_generates = !self.vars.no_auto_value_on_zero;
         if values.len() != columns.len() {
             return Err(Error::new(
                 code::ER_WRONG_VALUE_COUNT_ON_ROW,
@@ -900,7 +911,7 @@ impl Session {
         for (&c, v) in columns.iter().zip(values) {
             let col = &def.columns[c];
             row[c] = if col.auto_increment
-                && (v.is_null() || matches!(v, Value::Int(0) | Value::UInt(0)))
+                && (v.is_null() || (zero_generates && matches!(v, Value::Int(0) | Value::UInt(0))))
             {
                 self.next_auto_inc(def, c)?
             } else {
@@ -1370,7 +1381,8 @@ impl Session {
         let values = compute(&old)?;
         let mut new = old.clone();
         for (&c, v) in assigned.iter().zip(values) {
-            let (v, note) = convert(v, &def.columns[c], row_no, self.vars.tz_offset, false)?;
+            let lenient = !self.vars.strict;
+            let (v, note) = convert(v, &def.columns[c], row_no, self.vars.tz_offset, lenient)?;
             if let Some((c, m)) = note {
                 self.warn(c, m);
             }

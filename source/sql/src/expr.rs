@@ -105,6 +105,9 @@ pub(crate) struct Ctx<'a> {
     /// division by zero is error 1365, as in MySQL's default strict mode with
     /// ERROR_FOR_DIVISION_BY_ZERO, not a NULL written in place of the value.
     pub(crate) strict: bool,
+    /// sql_mode has ERROR_FOR_DIVISION_BY_ZERO: a division by zero warns (an error where
+    /// `strict`); without it the result is NULL and nothing is said, as in MySQL.
+    pub(crate) zero_division_errors: bool,
     /// Where warnings of the evaluation go (SHOW WARNINGS after the statement); `None` where
     /// nobody collects them.
     pub(crate) warnings: Option<&'a std::sync::Mutex<Vec<(u16, String)>>>,
@@ -174,7 +177,7 @@ pub(crate) fn check_division(
         op,
         BinaryOperator::Divide | BinaryOperator::MyIntegerDivide | BinaryOperator::Modulo
     );
-    if divides && !dividend.is_null() && to_f64(divisor) == Some(0.0) {
+    if divides && ctx.zero_division_errors && !dividend.is_null() && to_f64(divisor) == Some(0.0) {
         if ctx.strict {
             return Err(Error::new(code::ER_DIVISION_BY_ZERO, "Division by 0"));
         }

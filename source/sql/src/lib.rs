@@ -175,6 +175,8 @@ pub(crate) struct OwnedCtx {
     subqueries: HashMap<String, Arc<Rows>>,
     /// As [`expr::Ctx::strict`].
     strict: bool,
+    /// As [`expr::Ctx::zero_division_errors`].
+    zero_division_errors: bool,
     /// As [`expr::Ctx::set_insert_id`]: the session's.
     set_insert_id: Arc<std::sync::Mutex<Option<u64>>>,
 }
@@ -197,6 +199,7 @@ impl OwnedCtx {
             inserted: None,
             outer: None,
             strict: self.strict,
+            zero_division_errors: self.zero_division_errors,
             warnings: None,
             set_insert_id: &self.set_insert_id,
         }
@@ -252,6 +255,10 @@ pub struct SqlSession {
     /// An INSERT or UPDATE without IGNORE runs: what it evaluates, it writes (see
     /// [`expr::Ctx::strict`]).
     strict_write: bool,
+    /// `@@sql_mode` as SET gave it (MySQL's spelling and order; see `vars::parse_sql_mode`).
+    sql_mode: String,
+    /// `sql_mode` has ERROR_FOR_DIVISION_BY_ZERO (see [`expr::Ctx::zero_division_errors`]).
+    zero_division_errors: bool,
     /// Warnings of the running statement's expressions (division by zero, a string read in
     /// part), moved to the session's warnings when it ends.
     expr_warnings: std::sync::Mutex<Vec<(u16, String)>>,
@@ -543,6 +550,8 @@ impl SqlSession {
             cte_max_recursion_depth: cte::DEFAULT_MAX_RECURSION_DEPTH,
             authority: None,
             strict_write: false,
+            sql_mode: vars::SQL_MODE.to_string(),
+            zero_division_errors: true,
             expr_warnings: Default::default(),
             set_insert_id: Default::default(),
             connection_id: 1,
@@ -602,14 +611,16 @@ impl SqlSession {
             inserted: None,
             outer: self.outer.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             strict: self.strict_write,
+            zero_division_errors: self.zero_division_errors,
             warnings: Some(&self.expr_warnings),
             set_insert_id: &self.set_insert_id,
         }
     }
 
     /// Runs `f` with [`expr::Ctx::strict`] as `strict` (an INSERT or UPDATE without IGNORE
-    /// evaluating what it writes), then as it was.
+    /// evaluating what it writes) when the session's sql_mode is strict, then as it was.
     pub(crate) fn writing<T>(&mut self, strict: bool, f: impl FnOnce(&mut SqlSession) -> T) -> T {
+        let strict = strict && self.session.vars.strict;
         let was = std::mem::replace(&mut self.strict_write, strict);
         let r = f(self);
         self.strict_write = was;
@@ -633,6 +644,7 @@ impl SqlSession {
                 .unwrap_or_else(|p| p.into_inner())
                 .clone(),
             strict: self.strict_write,
+            zero_division_errors: self.zero_division_errors,
             set_insert_id: Arc::clone(&self.set_insert_id),
         }
     }

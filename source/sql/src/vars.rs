@@ -12,7 +12,6 @@ use ringrep_engine::Fence;
 /// MySQL run. docs/operations.md lists them: keep it in step.
 const ACCEPTED: &[&str] = &[
     "sql_log_bin",
-    "sql_mode",
     "names",
     "character_set_client",
     "character_set_results",
@@ -38,9 +37,101 @@ const ACCEPTED: &[&str] = &[
     "interactive_timeout",
 ];
 
-/// The SQL mode ringrep always runs in (`SET sql_mode` is accepted and ignored): strict, and
-/// a division by zero in a written value is an error.
+/// A session's SQL mode until SET changes it: strict, and a division by zero in a written
+/// value is an error.
 pub(crate) const SQL_MODE: &str = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO";
+
+/// MySQL 8.0's SQL modes in the order `@@sql_mode` lists them, each with whether ringrep
+/// takes it: the modes that would change how text is read or values compared (ANSI_QUOTES,
+/// PIPES_AS_CONCAT, NO_BACKSLASH_ESCAPES, ...) are refused rather than ignored.
+const SQL_MODES: &[(&str, bool)] = &[
+    ("REAL_AS_FLOAT", false),
+    ("PIPES_AS_CONCAT", false),
+    ("ANSI_QUOTES", false),
+    ("IGNORE_SPACE", true),
+    ("ONLY_FULL_GROUP_BY", true),
+    ("NO_UNSIGNED_SUBTRACTION", false),
+    ("NO_DIR_IN_CREATE", true),
+    ("NO_AUTO_VALUE_ON_ZERO", true),
+    ("NO_BACKSLASH_ESCAPES", false),
+    ("STRICT_TRANS_TABLES", true),
+    ("STRICT_ALL_TABLES", true),
+    ("NO_ZERO_IN_DATE", true),
+    ("NO_ZERO_DATE", true),
+    ("ALLOW_INVALID_DATES", false),
+    ("ERROR_FOR_DIVISION_BY_ZERO", true),
+    ("TRADITIONAL", true),
+    ("HIGH_NOT_PRECEDENCE", false),
+    ("NO_ENGINE_SUBSTITUTION", true),
+    ("PAD_CHAR_TO_FULL_LENGTH", false),
+    ("TIME_TRUNCATE_FRACTIONAL", false),
+];
+
+/// A `sql_mode` value as MySQL spells it back (its modes in MySQL's order, TRADITIONAL with
+/// the modes it stands for; `DEFAULT` is ringrep's default), or 1231 for a mode MySQL does
+/// not have or ringrep does not take.
+pub(crate) fn parse_sql_mode(v: &Value) -> Result<String> {
+    let text = match v {
+        Value::Int(0) | Value::UInt(0) => String::new(),
+        Value::Null => return Err(wrong_value("sql_mode", v)),
+        other => ringrep_engine::types::text_of(other),
+    };
+    if text.eq_ignore_ascii_case("DEFAULT") {
+        return Ok(SQL_MODE.to_string());
+    }
+    let mut on = vec![false; SQL_MODES.len()];
+    let mut set = |name: &str| match SQL_MODES.iter().position(|(m, _)| *m == name) {
+        Some(i) => {
+            on[i] = true;
+            Ok(())
+        }
+        None => Err(name.to_string()),
+    };
+    for name in text.split(',').map(|n| n.trim().to_ascii_uppercase()) {
+        let expanded: &[&str] = match name.as_str() {
+            "" => &[],
+            "TRADITIONAL" => &[
+                "STRICT_TRANS_TABLES",
+                "STRICT_ALL_TABLES",
+                "NO_ZERO_IN_DATE",
+                "NO_ZERO_DATE",
+                "ERROR_FOR_DIVISION_BY_ZERO",
+                "TRADITIONAL",
+                "NO_ENGINE_SUBSTITUTION",
+            ],
+            "ANSI" => &["ANSI_QUOTES"],
+            other => &[other][..],
+        };
+        for m in expanded.iter().copied() {
+            set(m).map_err(|bad| {
+                Error::new(
+                    code::ER_WRONG_VALUE_FOR_VAR,
+                    format!("Variable 'sql_mode' can't be set to the value of '{bad}'"),
+                )
+            })?;
+        }
+    }
+    if let Some((name, _)) = SQL_MODES
+        .iter()
+        .zip(&on)
+        .find(|((_, takes), on)| **on && !takes)
+        .map(|(m, _)| *m)
+    {
+        return Err(Error::new(
+            code::ER_WRONG_VALUE_FOR_VAR,
+            format!(
+                "Variable 'sql_mode' can't be set to the value of '{name}' (ringrep does not have this mode)"
+            ),
+        ));
+    }
+    Ok(SQL_MODES
+        .iter()
+        .zip(&on)
+        .filter(|(_, on)| **on)
+        .map(|((m, _), _)| *m)
+        .collect::<Vec<_>>()
+        .join(","))
+}
 
 fn on_off(v: &Value, name: &str) -> Result<bool> {
     match v {
@@ -190,6 +281,11 @@ impl SqlSession {
                 "Variable 'net_write_timeout' is a read only variable (set it at start-up: --net-write-timeout)",
             ));
         }
+        if lower == "global.sql_mode" {
+            return Err(Error::unsupported(
+                "SET GLOBAL sql_mode (each session sets its own: SET sql_mode)",
+            ));
+        }
         if lower.trim_start_matches("global.") == "max_binlog_size" {
             return Err(Error::new(
                 code::ER_INCORRECT_GLOBAL_LOCAL_VAR,
@@ -241,6 +337,14 @@ impl SqlSession {
                     Some(s) if s > 0.0 => Some((s * 1e6) as i64),
                     _ => None,
                 };
+            }
+            "sql_mode" => {
+                let mode = parse_sql_mode(&v)?;
+                let has = |m: &str| mode.split(',').any(|x| x == m);
+                vars.strict = has("STRICT_TRANS_TABLES") || has("STRICT_ALL_TABLES");
+                vars.no_auto_value_on_zero = has("NO_AUTO_VALUE_ON_ZERO");
+                self.zero_division_errors = has("ERROR_FOR_DIVISION_BY_ZERO");
+                self.sql_mode = mode;
             }
             "cte_max_recursion_depth" => {
                 self.cte_max_recursion_depth = match &v {
@@ -441,7 +545,6 @@ impl SqlSession {
             ("net_buffer_length", "16384"),
             ("sql_auto_is_null", "OFF"),
             ("sql_log_bin", "ON"),
-            ("sql_mode", SQL_MODE),
             ("sql_notes", "ON"),
             ("sql_quote_show_create", "ON"),
             ("sql_select_limit", "18446744073709551615"),
@@ -518,6 +621,7 @@ impl SqlSession {
                 "server_uuid".into(),
                 server_uuid(self.engine().config().server_id),
             ),
+            ("sql_mode".into(), self.sql_mode.clone()),
             ("time_zone".into(), format_tz(v.tz_offset)),
             ("version".into(), server_version()),
             ("hostname".into(), host_name()),
