@@ -162,6 +162,13 @@ pub enum ColumnType {
         /// Fractional-second digits shown, 0 to 6.
         fsp: u8,
     },
+    /// `ENUM('a', 'b', ...)`. Values are [`Value::Text`]: one of `values` as declared, or
+    /// the empty string MySQL stores for a value it could not take (index 0). The last
+    /// variant, so that tables written before it decode as they were.
+    Enum {
+        /// The members, in order (MySQL's index is the position plus one).
+        values: Vec<String>,
+    },
 }
 
 impl ColumnType {
@@ -190,7 +197,27 @@ impl ColumnType {
             ColumnType::DateTime { fsp } => format!("datetime({fsp})"),
             ColumnType::Timestamp { fsp: 0 } => "timestamp".into(),
             ColumnType::Timestamp { fsp } => format!("timestamp({fsp})"),
+            ColumnType::Enum { values } => {
+                let quoted: Vec<String> = values
+                    .iter()
+                    .map(|v| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''")))
+                    .collect();
+                format!("enum({})", quoted.join(","))
+            }
         }
+    }
+
+    /// An ENUM's member for `text`, as MySQL finds it: equal under the text collation, the
+    /// spaces at the end not counted; `None` when no member is.
+    pub fn enum_member(&self, text: &str) -> Option<&str> {
+        let ColumnType::Enum { values } = self else {
+            return None;
+        };
+        let text = text.trim_end_matches(' ');
+        values
+            .iter()
+            .find(|m| crate::collation::eq(m, text))
+            .map(String::as_str)
     }
 
     /// BLOB, TEXT and JSON: the types that the ring rules require to be nullable.
@@ -206,11 +233,14 @@ impl ColumnType {
         matches!(self, ColumnType::Integer { .. })
     }
 
-    /// The character types: CHAR, VARCHAR and the TEXT sizes (not JSON).
+    /// The character types: CHAR, VARCHAR, the TEXT sizes and ENUM (not JSON).
     pub fn is_string(&self) -> bool {
         matches!(
             self,
-            ColumnType::Char { .. } | ColumnType::VarChar { .. } | ColumnType::Text { .. }
+            ColumnType::Char { .. }
+                | ColumnType::VarChar { .. }
+                | ColumnType::Text { .. }
+                | ColumnType::Enum { .. }
         )
     }
 

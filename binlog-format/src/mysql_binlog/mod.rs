@@ -231,6 +231,26 @@ fn table_map_body(table: &TableDef) -> Vec<u8> {
         names.extend_from_slice(n);
     }
     tlv(4, &names, &mut b);
+    // ENUM_STR_VALUE: each ENUM column's members, then their charset
+    // (ENUM_AND_SET_DEFAULT_CHARSET), which readers need to name a value from its index.
+    let enums: Vec<&Vec<String>> = cols
+        .iter()
+        .filter_map(|&c| match &table.columns[c].ty {
+            crate::schema::ColumnType::Enum { values } => Some(values),
+            _ => None,
+        })
+        .collect();
+    if !enums.is_empty() {
+        let mut v = Vec::new();
+        for values in &enums {
+            lenenc(values.len() as u64, &mut v);
+            for m in values.iter() {
+                lenenc(m.len() as u64, &mut v);
+                v.extend_from_slice(m.as_bytes());
+            }
+        }
+        tlv(6, &v, &mut b);
+    }
     let pk: Vec<usize> = table
         .primary_key
         .iter()
@@ -242,6 +262,11 @@ fn table_map_body(table: &TableDef) -> Vec<u8> {
             lenenc(p as u64, &mut v);
         }
         tlv(8, &v, &mut b);
+    }
+    if !enums.is_empty() {
+        let mut v = Vec::new();
+        lenenc(types::UTF8MB4_0900_AI_CI, &mut v);
+        tlv(10, &v, &mut b);
     }
     b
 }

@@ -20,6 +20,7 @@ pub(crate) mod code {
     pub(crate) const JSON: u8 = 245;
     pub(crate) const NEWDECIMAL: u8 = 246;
     pub(crate) const BLOB: u8 = 252;
+    pub(crate) const ENUM: u8 = 247;
     pub(crate) const STRING: u8 = 254;
 }
 
@@ -44,7 +45,9 @@ pub(crate) fn type_code(ty: &ColumnType) -> u8 {
         ColumnType::Decimal { .. } => code::NEWDECIMAL,
         ColumnType::Float => code::FLOAT,
         ColumnType::Double => code::DOUBLE,
-        ColumnType::Char { .. } | ColumnType::Binary { .. } => code::STRING,
+        ColumnType::Char { .. } | ColumnType::Binary { .. } | ColumnType::Enum { .. } => {
+            code::STRING
+        }
         ColumnType::VarChar { .. } | ColumnType::VarBinary { .. } => code::VARCHAR,
         ColumnType::Text { .. } | ColumnType::Blob { .. } => code::BLOB,
         ColumnType::Json => code::JSON,
@@ -91,7 +94,18 @@ pub(crate) fn metadata(ty: &ColumnType, out: &mut Vec<u8>) {
         ColumnType::Text { size } | ColumnType::Blob { size } => out.push(lob_prefix(size)),
         ColumnType::Json => out.push(4),
         ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => out.push(*fsp),
+        // An ENUM is a STRING whose metadata names the real type and the index's bytes.
+        ColumnType::Enum { values } => out.extend_from_slice(&[code::ENUM, enum_bytes(values)]),
         ColumnType::Integer { .. } | ColumnType::Date => {}
+    }
+}
+
+/// The bytes of an ENUM's index in a row image: one up to 255 members, two beyond.
+fn enum_bytes(values: &[String]) -> u8 {
+    if values.len() > 255 {
+        2
+    } else {
+        1
     }
 }
 
@@ -242,6 +256,15 @@ pub(crate) fn value(ty: &ColumnType, v: &Value, out: &mut Vec<u8>) {
             let packed = packed + 0x80_0000_0000;
             out.extend_from_slice(&packed.to_be_bytes()[3..]);
             fraction(dt.micros, *fsp, out);
+        }
+        // The member's index from 1, 0 for the empty string MySQL stores for a bad value.
+        ColumnType::Enum { values } => {
+            let text = match v {
+                Value::Text(s) => std::borrow::Cow::Borrowed(s.as_str()),
+                other => std::borrow::Cow::Owned(other.to_string()),
+            };
+            let index = values.iter().position(|m| *m == *text).map_or(0, |i| i + 1);
+            out.extend_from_slice(&(index as u16).to_le_bytes()[..usize::from(enum_bytes(values))]);
         }
         ColumnType::Timestamp { fsp } => {
             let us = match v {

@@ -88,6 +88,12 @@ pub mod code {
     pub const ER_DATA_OUT_OF_RANGE: Code = Code::new(1690, "22003");
     /// A value that does not convert (a bad date, for example).
     pub const ER_TRUNCATED_WRONG_VALUE: Code = Code::new(1292, "22007");
+    /// Two members of an ENUM equal under its collation.
+    pub const ER_DUPLICATED_VALUE_IN_TYPE: Code = Code::new(1291, "HY000");
+    /// An ENUM of more than 65,535 members.
+    pub const ER_TOO_BIG_ENUM: Code = Code::new(1097, "HY000");
+    /// A logarithm of a number outside its domain (a warning; the result is NULL).
+    pub const ER_INVALID_ARGUMENT_FOR_LOGARITHM: Code = Code::new(3020, "2201E");
     /// A value that does not convert to its column's type.
     pub const ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: Code = Code::new(1366, "HY000");
     /// A row lock was not granted in time; the statement may be retried.

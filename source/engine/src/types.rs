@@ -40,6 +40,19 @@ fn wrong_datetime(v: &str, col: &str, row: usize) -> Error {
 }
 
 /// Parses a decimal literal into (negative, integer digits, fraction digits).
+/// An exponent's digits (`e+5`, `e-12`), one past i64's range taken as its bound.
+fn exponent(e: &str) -> Option<i64> {
+    let (negative, digits) = match e.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, e.strip_prefix('+').unwrap_or(e)),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: i64 = digits.parse().unwrap_or(i64::MAX);
+    Some(if negative { -n } else { n })
+}
+
 fn parse_decimal(s: &str) -> Option<(bool, String, String)> {
     let s = s.trim();
     let (neg, rest) = match s.strip_prefix('-') {
@@ -47,7 +60,7 @@ fn parse_decimal(s: &str) -> Option<(bool, String, String)> {
         None => (false, s.strip_prefix('+').unwrap_or(s)),
     };
     let (mantissa, exp) = match rest.split_once(['e', 'E']) {
-        Some((m, e)) => (m, e.parse::<i32>().ok()?),
+        Some((m, e)) => (m, exponent(e)?),
         None => (rest, 0),
     };
     let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
@@ -57,8 +70,11 @@ fn parse_decimal(s: &str) -> Option<(bool, String, String)> {
     {
         return None;
     }
+    let int = int.trim_start_matches('0');
     let mut digits = format!("{int}{frac}");
-    let mut point = int.len() as i32 + exp;
+    // No type holds 100 digits on either side of the point: a larger exponent is out of
+    // range (or rounds to zero) all the same, without a string of its size.
+    let mut point = (int.len() as i64).saturating_add(exp).clamp(-100, 100) as i32;
     if point < 0 {
         digits = "0".repeat((-point) as usize) + &digits;
         point = 0;
@@ -366,6 +382,30 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
             let us = round_micros(dt.to_epoch_micros(), *fsp);
             Ok(Value::DateTime(DateTime::from_epoch_micros(us)))
         }
+        ColumnType::Enum { values } => {
+            // A member by its text, else a number (or a string of one) as its index, from 1;
+            // anything else is "Data truncated", as MySQL says.
+            let text = match &v {
+                Value::Int(_) | Value::UInt(_) => None,
+                other => Some(text_of(other)),
+            };
+            if let Some(m) = text.as_deref().and_then(|t| col.ty.enum_member(t)) {
+                return Ok(Value::Text(m.to_string()));
+            }
+            let index = match (&v, text.as_deref()) {
+                (Value::Int(i), _) => usize::try_from(*i).ok(),
+                (Value::UInt(u), _) => usize::try_from(*u).ok(),
+                (_, Some(t)) => t.trim().parse::<usize>().ok(),
+                _ => None,
+            };
+            match index
+                .and_then(|i| i.checked_sub(1))
+                .and_then(|i| values.get(i))
+            {
+                Some(m) => Ok(Value::Text(m.clone())),
+                None => Err(Error::new(code::WARN_DATA_TRUNCATED, truncated(name, row))),
+            }
+        }
         ColumnType::Timestamp { fsp } => {
             let us = match v {
                 Value::Timestamp(us) => us,
@@ -437,7 +477,7 @@ fn truncated(col: &str, row: usize) -> String {
 }
 
 /// [`coerce`] for a row an INSERT or UPDATE writes, with MySQL's diagnostics: trailing spaces
-/// past a CHAR or VARCHAR's length are cut (a note, 1265), a DECIMAL rounded to its scale is a
+/// past a VARCHAR's length are cut (a note, 1265; a CHAR's silently), a DECIMAL rounded to its scale is a
 /// note (1265). With `lenient` (INSERT IGNORE), a value its column cannot hold becomes the
 /// nearest one it can, with strict mode's error as a warning: NULL in a NOT NULL column its
 /// type's zero (1048), a string cut to the column (1265), a number clipped to its range (1264),
@@ -453,8 +493,9 @@ pub fn convert(
     let name = col.name.as_str();
     let mut note = None;
     let v = match (&col.ty, v) {
-        (ColumnType::Char { len } | ColumnType::VarChar { len }, Value::Text(mut s))
-            if s.chars().count() > *len as usize =>
+        // A CHAR's are cut silently, as MySQL cuts them (CHAR drops them on read anyway).
+        (ColumnType::VarChar { len }, Value::Text(mut s))
+            if s.len() > *len as usize && s.chars().count() > *len as usize =>
         {
             let keep = s
                 .char_indices()
@@ -501,6 +542,9 @@ pub fn convert(
             let w = warning(code::WARN_DATA_TRUNCATED.number, truncated(name, row));
             (x, w)
         })
+    } else if c == code::WARN_DATA_TRUNCATED && matches!(col.ty, ColumnType::Enum { .. }) {
+        // MySQL's value for an ENUM member it could not find: the empty string, index 0.
+        Some((Value::Text(String::new()), warning(c, e.message.clone())))
     } else if c == code::ER_WARN_DATA_OUT_OF_RANGE {
         clipped(&v, &col.ty).map(|x| (x, warning(c, e.message.clone())))
     } else if c == code::WARN_DATA_TRUNCATED || c == code::ER_TRUNCATED_WRONG_VALUE_FOR_FIELD {
@@ -624,7 +668,11 @@ fn clipped(v: &Value, ty: &ColumnType) -> Option<Value> {
             })
         }
         ColumnType::Decimal { precision, scale } => {
-            let int = "9".repeat(usize::from(precision.saturating_sub(*scale)).max(1));
+            // DECIMAL(2,2)'s largest is 0.99.
+            let int = match precision.saturating_sub(*scale) {
+                0 => "0".to_string(),
+                n => "9".repeat(usize::from(n)),
+            };
             let frac = "9".repeat(usize::from(*scale));
             let sign = if negative { "-" } else { "" };
             Some(Value::Decimal(if frac.is_empty() {
@@ -756,6 +804,10 @@ pub fn default_value(col: &ColumnDef, now_us: i64, tz: TzOffset) -> Option<Value
             })
         }
         ColumnDefault::None | ColumnDefault::Generated { .. } if col.nullable => Some(Value::Null),
+        // An ENUM NOT NULL without a DEFAULT has its first member, as in MySQL.
+        ColumnDefault::None if matches!(col.ty, ColumnType::Enum { .. }) => {
+            Some(zero_value(&col.ty))
+        }
         ColumnDefault::None | ColumnDefault::Generated { .. } => None,
     }
 }
@@ -795,6 +847,8 @@ pub fn zero_value(ty: &ColumnType) -> Value {
             micros: 0,
         }),
         ColumnType::Timestamp { .. } => Value::Timestamp(TIMESTAMP_MIN_US),
+        // MySQL's implicit default of an ENUM: its first member.
+        ColumnType::Enum { values } => Value::Text(values.first().cloned().unwrap_or_default()),
     }
 }
 

@@ -40,6 +40,7 @@ pub(crate) mod ty {
 mod flag {
     pub(crate) const UNSIGNED: u16 = 32;
     pub(crate) const BINARY: u16 = 128;
+    pub(crate) const ENUM: u16 = 256;
 }
 
 /// How one result column travels.
@@ -113,6 +114,15 @@ fn display_size(t: &ColumnType) -> (u32, u8) {
         ColumnType::Binary { len } | ColumnType::VarBinary { len } => (*len, 0),
         ColumnType::Text { .. } | ColumnType::Blob { .. } => (65_535, 0),
         ColumnType::Json => (u32::MAX, 0),
+        ColumnType::Enum { values } => (
+            values
+                .iter()
+                .map(|v| v.chars().count() as u32)
+                .max()
+                .unwrap_or(0)
+                .saturating_mul(4),
+            0,
+        ),
         ColumnType::Date => (10, 0),
         ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => {
             (19 + if *fsp > 0 { u32::from(*fsp) + 1 } else { 0 }, *fsp)
@@ -152,6 +162,8 @@ fn declared_type(t: &ColumnType) -> (u8, u16, Encoding) {
         ColumnType::Text { .. } => text(ty::BLOB),
         ColumnType::Blob { .. } => binary(ty::BLOB),
         ColumnType::Json => text(ty::JSON),
+        // MySQL describes an ENUM as a CHAR with ENUM_FLAG.
+        ColumnType::Enum { .. } => (ty::STRING, flag::ENUM, Encoding::Text),
         ColumnType::Date => (ty::DATE, 0, Encoding::Date),
         ColumnType::DateTime { .. } => (ty::DATETIME, 0, Encoding::DateTime),
         ColumnType::Timestamp { .. } => (ty::TIMESTAMP, 0, Encoding::DateTime),

@@ -471,6 +471,11 @@ fn type_facts(ty: &ColumnType) -> [Value; 8] {
         ColumnType::Text { size } => (lob(lob_bytes(size)), null(), null(), null(), true),
         ColumnType::Blob { size } => (lob(lob_bytes(size)), null(), null(), null(), false),
         ColumnType::Json => ([null(), null()], null(), null(), null(), false),
+        // An ENUM's lengths are its longest member's.
+        ColumnType::Enum { values } => {
+            let longest = values.iter().map(|v| v.chars().count()).max().unwrap_or(0);
+            (chars(longest as u64), null(), null(), null(), true)
+        }
         ColumnType::Date => ([null(), null()], null(), null(), null(), false),
         ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => (
             [null(), null()],

@@ -28,7 +28,12 @@ fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
     let args: Vec<u64> = s
         .split_once('(')
         .and_then(|(_, r)| r.split_once(')'))
-        .map(|(a, _)| a.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        // A size past u64 is past every limit below: its error, not a size dropped.
+        .map(|(a, _)| {
+            a.split(',')
+                .map(|x| x.trim().parse().unwrap_or(u64::MAX))
+                .collect()
+        })
         .unwrap_or_default();
     let int = |width| Ok(ColumnType::Integer { width, unsigned });
     // A length within what the type holds (in characters for text: 65,535 bytes of utf8mb4).
@@ -123,6 +128,34 @@ fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
         "TIMESTAMP" => Ok(ColumnType::Timestamp { fsp: fsp()? }),
         _ => Err(Error::unsupported(format!("column type {sql}"))),
     }
+}
+
+/// `ENUM('a', ...)` as MySQL takes it: the members' spaces at the end dropped, two members
+/// equal under the collation refused (1291), at most 65,535 of them (1097).
+fn enum_type(members: &[sqlparser::ast::EnumMember], name: &str) -> Result<ColumnType> {
+    let mut values: Vec<String> = Vec::with_capacity(members.len());
+    for m in members {
+        let sqlparser::ast::EnumMember::Name(v) = m else {
+            return Err(Error::syntax(format!(
+                "an ENUM member with a value, in column '{name}'"
+            )));
+        };
+        let v = v.trim_end_matches(' ').to_string();
+        if values.iter().any(|w| binlog_format::collation::eq(w, &v)) {
+            return Err(Error::new(
+                code::ER_DUPLICATED_VALUE_IN_TYPE,
+                format!("Column '{name}' has duplicated value '{v}' in ENUM"),
+            ));
+        }
+        values.push(v);
+    }
+    if values.len() > 65_535 {
+        return Err(Error::new(
+            code::ER_TOO_BIG_ENUM,
+            format!("Too many strings for column {name} and SET"),
+        ));
+    }
+    Ok(ColumnType::Enum { values })
 }
 
 /// The column type CREATE TABLE ... AS SELECT gives a computed column, from the values it
@@ -300,7 +333,10 @@ fn column_def(
     c: &sqlparser::ast::ColumnDef,
     session: &SqlSession,
 ) -> Result<(ColumnDef, bool, bool)> {
-    let ty = column_type(&c.data_type.to_string(), &c.name.value)?;
+    let ty = match &c.data_type {
+        sqlparser::ast::DataType::Enum(members, _) => enum_type(members, &c.name.value)?,
+        other => column_type(&other.to_string(), &c.name.value)?,
+    };
     let mut nullable = true;
     let mut explicit_null = false;
     let mut default_expr: Option<&Expr> = None;
@@ -550,6 +586,7 @@ impl SqlSession {
             return Ok(Outcome::Affected {
                 rows: 0,
                 info: None,
+                found: None,
             });
         }
         let mut def = TableDef {
@@ -702,6 +739,7 @@ impl SqlSession {
                 return Ok(Outcome::Affected {
                     rows: 0,
                     info: None,
+                    found: None,
                 });
             }
             if declared.is_some() {
@@ -717,6 +755,7 @@ impl SqlSession {
             return Ok(Outcome::Affected {
                 rows: n,
                 info: Some(format!("Records: {n}  Duplicates: 0  Warnings: 0")),
+                found: None,
             });
         }
         // A table of another engine takes none of the NDB_TABLE options of its comment.
@@ -735,6 +774,7 @@ impl SqlSession {
         Ok(Outcome::Affected {
             rows: 0,
             info: None,
+            found: None,
         })
     }
 
@@ -764,6 +804,7 @@ impl SqlSession {
                 Ok(Outcome::Affected {
                     rows: 0,
                     info: None,
+                    found: None,
                 })
             }
             ObjectType::Database | ObjectType::Schema => {
@@ -776,6 +817,7 @@ impl SqlSession {
                 Ok(Outcome::Affected {
                     rows: 0,
                     info: None,
+                    found: None,
                 })
             }
             other => Err(Error::unsupported(format!("DROP {other}"))),
@@ -853,6 +895,7 @@ impl SqlSession {
         Ok(Outcome::Affected {
             rows: 0,
             info: Some("Records: 0  Duplicates: 0  Warnings: 0".into()),
+            found: None,
         })
     }
 
