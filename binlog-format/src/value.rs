@@ -366,6 +366,68 @@ pub fn format_datetime(dt: &DateTime, fsp: u8) -> String {
     format!("{base}.{}", &frac[..usize::from(fsp.min(6))])
 }
 
+/// A DOUBLE's text as MySQL writes it (its `my_gcvt`): the shortest digits that read back
+/// as the same number, written out in full from 1e-15 up to 1e15 (and wherever a fraction
+/// is left, `1234567890123456.8`), with an exponent otherwise (`1e20`, `1.5e-16`).
+pub fn double_text(x: f64) -> String {
+    float_text(x, None)
+}
+
+/// A FLOAT's text as MySQL writes it: as [`double_text`] with at most six significant
+/// digits (FLOAT's precision in decimal), so a stored 0.1 reads 0.1 and 123456789 reads
+/// 123457000.
+pub fn float_text(x: f64, digits: Option<usize>) -> String {
+    if !x.is_finite() {
+        return x.to_string();
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0" } else { "0" }.to_string();
+    }
+    // `{:e}` is the shortest form that reads back (`1.2345e-7`); `{:.N$e}` rounds to N+1
+    // significant digits, whose zeros at the end then go.
+    let sci = match digits {
+        None => format!("{:e}", x.abs()),
+        Some(n) => format!("{:.*e}", n.saturating_sub(1), x.abs()),
+    };
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let mut digits: String = mantissa.chars().filter(|c| c.is_ascii_digit()).collect();
+    while digits.len() > 1 && digits.ends_with('0') {
+        digits.pop();
+    }
+    let len = digits.len() as i32;
+    // The decimal point sits after `point` digits: 0.DIGITS x 10^point.
+    let point = exp + 1;
+    let mut out = String::with_capacity(24);
+    if x < 0.0 {
+        out.push('-');
+    }
+    // MySQL's MAX_DECPT_FOR_F_FORMAT (DBL_DIG, 15) bounds the plain form.
+    if point >= -14 && (point <= 15 || len > point) {
+        if point <= 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', point.unsigned_abs() as usize));
+            out.push_str(&digits);
+        } else if point < len {
+            out.push_str(&digits[..point as usize]);
+            out.push('.');
+            out.push_str(&digits[point as usize..]);
+        } else {
+            out.push_str(&digits);
+            out.extend(std::iter::repeat_n('0', (point - len) as usize));
+        }
+    } else {
+        out.push_str(&digits[..1]);
+        if len > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push_str(&exp.to_string());
+    }
+    out
+}
+
 impl fmt::Display for Value {
     /// Text as the `mysql` client prints it in batch mode (NULL for NULL, bytes raw when they
     /// are UTF-8, else hex with 0x).
@@ -374,8 +436,8 @@ impl fmt::Display for Value {
             Value::Null => f.write_str("NULL"),
             Value::Int(v) => write!(f, "{v}"),
             Value::UInt(v) => write!(f, "{v}"),
-            Value::Float(v) => write!(f, "{v}"),
-            Value::Double(v) => write!(f, "{v}"),
+            Value::Float(v) => f.write_str(&float_text(f64::from(*v), Some(6))),
+            Value::Double(v) => f.write_str(&double_text(*v)),
             Value::Decimal(v) | Value::Text(v) | Value::Json(v) => f.write_str(v),
             Value::Bytes(b) => match std::str::from_utf8(b) {
                 Ok(s) => f.write_str(s),
@@ -400,6 +462,39 @@ impl fmt::Display for Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Floating-point text as MySQL 8 prints it.
+    #[test]
+    fn floating_point_text_is_mysqls() {
+        for (x, text) in [
+            (1e20, "1e20"),
+            (1e15, "1e15"),
+            (1e14, "100000000000000"),
+            (123456789012345678.0, "1.2345678901234568e17"),
+            (1234567890123456.7, "1234567890123456.8"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1.0 / 3.0, "0.3333333333333333"),
+            (1e-15, "0.000000000000001"),
+            (1.5e-16, "1.5e-16"),
+            (-2.5e-300, "-2.5e-300"),
+            (-12.5, "-12.5"),
+            (100.0, "100"),
+            (f64::MAX, "1.7976931348623157e308"),
+            (0.0, "0"),
+        ] {
+            assert_eq!(double_text(x), text, "{x:e}");
+        }
+        for (x, text) in [
+            (0.1f32, "0.1"),
+            (1.2345678f32, "1.23457"),
+            (123456789f32, "123457000"),
+            (1e20f32, "1e20"),
+            (-1.5f32, "-1.5"),
+            (999999.5f32, "1000000"),
+        ] {
+            assert_eq!(Value::Float(x).to_string(), text, "{x:e}");
+        }
+    }
 
     /// Keys that compare equal hash alike (maps of keys rely on it), however their
     /// integers are held.

@@ -99,7 +99,8 @@ def dbapi_scenario(conn, paramstyle, prepared_cursor):
 
 def update_counts(plain, found_rows):
     """An UPDATE's row count: the rows it changed, or under CLIENT_FOUND_ROWS the rows it
-    matched (what ORMs' optimistic locking compares with the rows it expected)."""
+    matched (what ORMs' optimistic locking compares with the rows it expected); an upsert's
+    likewise."""
     cur = plain.cursor()
     cur.execute("DROP TABLE IF EXISTS clients_counts")
     cur.execute("CREATE TABLE clients_counts (id INT PRIMARY KEY, v INT)")
@@ -109,6 +110,20 @@ def update_counts(plain, found_rows):
     found = found_rows.cursor()
     found.execute("UPDATE clients_counts SET v = 5")
     check(found.rowcount == 3, f"UPDATE matching 3, changing none, CLIENT_FOUND_ROWS: {found.rowcount}")
+    # An upsert that leaves its row as it was: 0, or 1 for a row found.
+    upsert = "INSERT INTO clients_counts VALUES (3, 5) ON DUPLICATE KEY UPDATE v = VALUES(v)"
+    cur.execute(upsert)
+    check(cur.rowcount == 0, f"upsert changing nothing: rowcount {cur.rowcount}")
+    found.execute(upsert)
+    check(found.rowcount == 1, f"upsert changing nothing, CLIENT_FOUND_ROWS: {found.rowcount}")
+    # ROW_COUNT() says what the OK packet said.
+    found.execute("SELECT ROW_COUNT()")
+    row_count = found.fetchone()[0]
+    check(row_count == 1, f"ROW_COUNT() after it, CLIENT_FOUND_ROWS: {row_count}")
+    cur.execute(upsert)
+    cur.execute("SELECT ROW_COUNT()")
+    row_count = cur.fetchone()[0]
+    check(row_count == 0, f"ROW_COUNT() after it: {row_count}")
     cur.execute("DROP TABLE clients_counts")
 
 

@@ -340,7 +340,9 @@ pub(crate) fn render_result(
                 out.push(format!("affected rows: {}", rs.text_rows().len()));
             }
         }
-        Ok(Outcome::Affected { rows, info: text }) => {
+        Ok(Outcome::Affected {
+            rows, info: text, ..
+        }) => {
             if info {
                 out.push(format!("affected rows: {rows}"));
                 if let Some(t) = text {

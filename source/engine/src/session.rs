@@ -98,6 +98,23 @@ pub enum InsertMode {
     Ignore,
 }
 
+/// Which row of an INSERT a row is.
+#[derive(Debug, Clone, Copy)]
+struct RowAt {
+    /// Its number from 1, as messages give it.
+    no: usize,
+    /// Whether it is the statement's only row: out of strict mode a NULL for a NOT NULL
+    /// column is then still an error, as in MySQL.
+    only: bool,
+}
+
+impl RowAt {
+    /// The row at index `i` (from 0).
+    fn new(i: usize, only: bool) -> RowAt {
+        RowAt { no: i + 1, only }
+    }
+}
+
 /// What an UPDATE did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UpdateOutcome {
@@ -380,6 +397,14 @@ impl Session {
         } else {
             self.warnings_dropped += 1;
         }
+    }
+
+    /// Counts `n` warnings past those kept (made elsewhere and not kept there either), for
+    /// `@@warning_count`.
+    pub fn count_dropped_warnings(&mut self, n: u64) {
+        self.warnings_dropped = self
+            .warnings_dropped
+            .saturating_add(usize::try_from(n).unwrap_or(usize::MAX));
     }
 
     /// The session's current time: `SET timestamp` if given, else the engine clock.
@@ -875,13 +900,16 @@ impl Session {
         def: &TableDef,
         columns: &[usize],
         values: impl ExactSizeIterator<Item = Value>,
-        row_no: usize,
+        at: RowAt,
         now: i64,
         mode: InsertMode,
     ) -> Result<Row> {
+        let (row_no, single) = (at.no, at.only);
         // INSERT IGNORE, or a session out of strict mode, stores what strict mode refuses,
-        // adjusted, with a warning.
+        // adjusted, with a warning; but out of strict mode a NULL for a NOT NULL column of a
+        // one-row INSERT stays error 1048, as in MySQL.
         let lenient = mode == InsertMode::Ignore || !self.vars.strict;
+        let null_lenient = lenient && (mode == InsertMode::Ignore || !single);
         let zero_generates = !self.vars.no_auto_value_on_zero;
         if values.len() != columns.len() {
             return Err(Error::new(
@@ -915,6 +943,7 @@ impl Session {
             {
                 self.next_auto_inc(def, c)?
             } else {
+                let lenient = if v.is_null() { null_lenient } else { lenient };
                 let (v, diagnostic) = convert(v, col, row_no, self.vars.tz_offset, lenient)?;
                 if let Some((c, m)) = diagnostic {
                     self.warn(c, m);
@@ -1000,7 +1029,7 @@ impl Session {
                 .max()
                 .unwrap_or(0),
         };
-        Ok(Some(last + 1))
+        Ok(Some(last.saturating_add(1)))
     }
 
     /// An AUTO_INCREMENT column given a value: the next generated one comes after it.
@@ -1039,8 +1068,16 @@ impl Session {
         }
         let now = self.now_us();
         let mut inserted = 0;
+        let single = rows.len() == 1;
         for (i, values) in rows.into_iter().enumerate() {
-            let row = self.build_row(def, columns, values.into_iter(), i + 1, now, mode)?;
+            let row = self.build_row(
+                def,
+                columns,
+                values.into_iter(),
+                RowAt::new(i, single),
+                now,
+                mode,
+            )?;
             let key = Key(def.key_of(&row));
             self.lock(def.id, &key)?;
             let existing = self.get_row(def.id, &key);
@@ -1107,8 +1144,17 @@ impl Session {
                     && !prefix_cols.contains(c)
             }));
         }
-        for (i, values) in rows.into_iter().enumerate() {
-            let mut row = self.build_row(def, columns, values.into_iter(), i + 1, now, mode)?;
+        let rows = rows.into_iter();
+        let single = rows.size_hint() == (1, Some(1));
+        for (i, values) in rows.enumerate() {
+            let mut row = self.build_row(
+                def,
+                columns,
+                values.into_iter(),
+                RowAt::new(i, single),
+                now,
+                mode,
+            )?;
             // Keys compare by the text collation: 'Bob' and 'bob' are one ring.
             let same_prefix = |k: &Key| {
                 prefix_cols

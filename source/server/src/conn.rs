@@ -257,6 +257,7 @@ impl Conn {
         };
         if let Some(sql) = self.sql.as_mut() {
             sql.set_authority(Some(authority.clone()));
+            sql.client_found_rows = self.caps & cap::FOUND_ROWS != 0;
         }
         self.kill = Some(self.shared.processes.enter(
             self.id,
@@ -621,6 +622,7 @@ impl Conn {
                 // account stays.
                 let mut sql = new_session(&self.shared, self.id);
                 sql.set_authority(self.authority.clone());
+                sql.client_found_rows = self.caps & cap::FOUND_ROWS != 0;
                 self.sql = Some(sql);
                 self.statements.clear();
                 packets.write(&self.ok(0, self.done())).await
@@ -1100,7 +1102,7 @@ impl Conn {
                 packets.write(&self.end_of_rows(done)).await
             }
             Ok((outcome @ Outcome::Affected { .. }, done)) => {
-                let Outcome::Affected { rows, info } = &outcome else {
+                let Outcome::Affected { rows, info, .. } = &outcome else {
                     unreachable!("matched above")
                 };
                 let rows = match outcome.rows_matched() {

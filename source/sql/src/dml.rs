@@ -140,7 +140,13 @@ impl SqlSession {
         }
         let odku: Option<Vec<sqlparser::ast::Assignment>> = match &ins.on {
             None => None,
-            Some(sqlparser::ast::OnInsert::DuplicateKeyUpdate(a)) => Some(a.clone()),
+            Some(sqlparser::ast::OnInsert::DuplicateKeyUpdate(a)) => {
+                let mut a = a.clone();
+                if let Some(aliases) = &ins.insert_alias {
+                    row_alias_as_values(&mut a, aliases, &ins.columns, &def)?;
+                }
+                Some(a)
+            }
             Some(other) => return Err(Error::unsupported(format!("INSERT ... {other}"))),
         };
         let mut names = column_list_names(&ins.columns);
@@ -219,6 +225,10 @@ impl SqlSession {
         // (and as duplicates), so a REPLACE of an existing row reports 2.
         let mut replaced = 0u64;
         let replaced_in = &mut replaced;
+        // What ON DUPLICATE KEY UPDATE did with the rows that clashed.
+        let updating = odku.is_some();
+        let mut clashes = Clashes::default();
+        let clashes_in = &mut clashes;
         let inserted = self.statement(move |s| {
             if inserting.is_some() || deleting.is_some() {
                 columns.dedup();
@@ -230,7 +240,7 @@ impl SqlSession {
                 return s.insert_firing(&def2, &columns, rows, mode, firing);
             }
             if let Some(assignments) = &odku {
-                return s.insert_or_update(&def2, &columns, rows, assignments);
+                return s.insert_or_update(&def2, &columns, rows, assignments, clashes_in);
             }
             columns.dedup();
             if replace {
@@ -240,7 +250,7 @@ impl SqlSession {
                 for r in rows {
                     let mut full = vec![Value::Null; def2.columns.len()];
                     for (&c, v) in columns.iter().zip(&r) {
-                        full[c] = coerce(v.clone(), &def2.columns[c], 1, s.session.vars.tz_offset)?;
+                        full[c] = key_value(s, v, &def2.columns[c], 1)?;
                     }
                     let key = def2.key_of(&full);
                     let pk = def2.primary_key.clone();
@@ -288,6 +298,23 @@ impl SqlSession {
                 rows: inserted + replaced,
                 info: (n > 1)
                     .then(|| format!("Records: {n}  Duplicates: {replaced}  Warnings: {warnings}")),
+                found: None,
+            });
+        }
+        if updating {
+            // MySQL's count: 1 per row inserted, 2 per row changed, 0 per row left as it was
+            // (1 for a client that set CLIENT_FOUND_ROWS); the duplicates of the info line
+            // are the rows changed.
+            let warnings = self.session_warning_count();
+            return Ok(Outcome::Affected {
+                rows: inserted,
+                info: (n > 1).then(|| {
+                    format!(
+                        "Records: {n}  Duplicates: {}  Warnings: {warnings}",
+                        clashes.changed
+                    )
+                }),
+                found: (clashes.unchanged > 0).then_some(inserted + clashes.unchanged),
             });
         }
         Ok(self.inserted(n, inserted))
@@ -305,6 +332,7 @@ impl SqlSession {
         Outcome::Affected {
             rows: inserted,
             info,
+            found: None,
         }
     }
 
@@ -390,6 +418,7 @@ impl SqlSession {
                     "Rows matched: {}  Changed: {}  Warnings: {warnings}",
                     outcome.matched, outcome.changed
                 )),
+                found: Some(outcome.matched),
             });
         }
         let outcome = self.statement(|s| {
@@ -449,6 +478,7 @@ impl SqlSession {
                 "Rows matched: {}  Changed: {}  Warnings: {warnings}",
                 outcome.matched, outcome.changed
             )),
+            found: Some(outcome.matched),
         })
     }
 
@@ -486,6 +516,7 @@ impl SqlSession {
             return Ok(Outcome::Affected {
                 rows: deleted,
                 info: None,
+                found: None,
             });
         }
         if multi {
@@ -519,6 +550,7 @@ impl SqlSession {
             return Ok(Outcome::Affected {
                 rows: deleted,
                 info: None,
+                found: None,
             });
         }
         let deleted = self.statement(|s| {
@@ -533,6 +565,7 @@ impl SqlSession {
         Ok(Outcome::Affected {
             rows: deleted,
             info: None,
+            found: None,
         })
     }
 
@@ -798,6 +831,7 @@ impl SqlSession {
                 "Records: {n}  Deleted: 0  Skipped: {}  Warnings: 0",
                 n.saturating_sub(inserted)
             )),
+            found: None,
         })
     }
 }
@@ -806,13 +840,14 @@ impl SqlSession {
     /// INSERT ... ON DUPLICATE KEY UPDATE on a plain table: each row is inserted, or, when its
     /// primary key or a unique value is taken, the row holding it gets the assignments
     /// (`VALUES(col)` is the value the INSERT tried). Affected rows count as MySQL counts them:
-    /// 1 per insert, 2 per row changed.
+    /// 1 per insert, 2 per row changed; `clashes` counts the rows that clashed.
     fn insert_or_update(
         &mut self,
         def: &TableDef,
         columns: &[usize],
         rows: Vec<Vec<Value>>,
         assignments: &[sqlparser::ast::Assignment],
+        clashes: &mut Clashes,
     ) -> Result<u64> {
         let assigned = assigned_columns(def, assignments)?;
         let exprs: Vec<Expr> = assignments.iter().map(|a| a.value.clone()).collect();
@@ -830,7 +865,7 @@ impl SqlSession {
                     let mut full = vec![Value::Null; def.columns.len()];
                     let mut inserted = std::collections::HashMap::new();
                     for (&c, v) in columns.iter().zip(&row) {
-                        let cv = coerce(v.clone(), &def.columns[c], n + 1, tz)?;
+                        let cv = key_value(self, v, &def.columns[c], n + 1)?;
                         inserted.insert(def.columns[c].name.to_lowercase(), cv.clone());
                         full[c] = cv;
                     }
@@ -878,12 +913,125 @@ impl SqlSession {
                             Some(1),
                         )?;
                     affected += 2 * out.changed;
+                    clashes.changed += out.changed;
+                    clashes.unchanged += out.matched - out.changed;
                 }
                 Err(e) => return Err(e),
             }
         }
         Ok(affected)
     }
+}
+
+/// MySQL 8's row alias of INSERT ... VALUES (...) AS new [(a, b, ...)] ON DUPLICATE KEY
+/// UPDATE: `new.col`, or a column alias `a`, is the value the INSERT tried for that column,
+/// as `VALUES(col)` is; rewritten so. With column aliases, the n-th names the n-th column
+/// of the INSERT's list (or of the table, without one).
+fn row_alias_as_values(
+    assignments: &mut [sqlparser::ast::Assignment],
+    aliases: &sqlparser::ast::InsertAliases,
+    listed: &[sqlparser::ast::ObjectName],
+    def: &TableDef,
+) -> Result<()> {
+    let row = aliases
+        .row_alias
+        .to_string()
+        .trim_matches('`')
+        .to_lowercase();
+    let columns: Vec<String> = if listed.is_empty() {
+        def.columns
+            .iter()
+            .filter(|c| c.name != binlog_format::schema::HIDDEN_ROW_ID)
+            .map(|c| c.name.clone())
+            .collect()
+    } else {
+        listed
+            .iter()
+            .map(|n| n.to_string().trim_matches('`').to_string())
+            .collect()
+    };
+    // The parser gives `Some(empty)` for an alias without a column list.
+    let col_aliases = aliases.col_aliases.as_ref().filter(|a| !a.is_empty());
+    let named: Vec<String> = match col_aliases {
+        Some(names) if names.len() != columns.len() => {
+            return Err(Error::new(
+                code::ER_WRONG_VALUE_COUNT_ON_ROW,
+                "Column count doesn't match value count at row 1",
+            ))
+        }
+        Some(names) => names.iter().map(|n| n.value.to_lowercase()).collect(),
+        None => columns.iter().map(|c| c.to_lowercase()).collect(),
+    };
+    // The table column a name of the row alias stands for.
+    let column_of = |name: &str| -> Option<&String> {
+        let name = name.to_lowercase();
+        named.iter().position(|n| *n == name).map(|i| &columns[i])
+    };
+    let values_of = |column: &str| -> Result<Expr> {
+        sqlparser::parser::Parser::new(&sqlparser::dialect::MySqlDialect {})
+            .try_with_sql(&format!("VALUES(`{}`)", column.replace('`', "``")))
+            .and_then(|mut p| p.parse_expr())
+            .map_err(|e| Error::internal(format!("VALUES of {column:?}: {e}")))
+    };
+    let mut failed = None;
+    for a in assignments.iter_mut() {
+        let _ = sqlparser::ast::visit_expressions_mut(&mut a.value, |e| {
+            let target = match e {
+                Expr::CompoundIdentifier(parts)
+                    if parts.len() == 2 && parts[0].value.to_lowercase() == row =>
+                {
+                    match column_of(&parts[1].value) {
+                        Some(c) => Some(c.clone()),
+                        None => {
+                            failed = Some(Error::new(
+                                code::ER_BAD_FIELD_ERROR,
+                                format!("Unknown column '{}' in 'field list'", e),
+                            ));
+                            return std::ops::ControlFlow::Break(());
+                        }
+                    }
+                }
+                Expr::Identifier(i) if col_aliases.is_some() => {
+                    column_of(&i.value).cloned()
+                }
+                _ => None,
+            };
+            if let Some(c) = target {
+                match values_of(&c) {
+                    Ok(v) => *e = v,
+                    Err(err) => {
+                        failed = Some(err);
+                        return std::ops::ControlFlow::Break(());
+                    }
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        });
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// A value of a REPLACE's or ON DUPLICATE KEY UPDATE's row as its insert will store it, to
+/// find the rows it clashes with: converted as the session's sql_mode converts (out of strict
+/// mode a string past its column is cut, not refused); the insert itself says the warnings.
+fn key_value(
+    s: &SqlSession,
+    v: &Value,
+    col: &binlog_format::schema::ColumnDef,
+    row: usize,
+) -> Result<Value> {
+    let lenient = !s.session.vars.strict;
+    ringrep_engine::types::convert(v.clone(), col, row, s.session.vars.tz_offset, lenient)
+        .map(|(v, _)| v)
+}
+
+/// The rows of an INSERT ... ON DUPLICATE KEY UPDATE that clashed with a row already there.
+#[derive(Debug, Default)]
+struct Clashes {
+    /// The rows its assignments changed.
+    changed: u64,
+    /// The rows its assignments left as they were.
+    unchanged: u64,
 }
 
 /// The scope of one row of a table, for values computed over it.

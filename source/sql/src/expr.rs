@@ -110,7 +110,7 @@ pub(crate) struct Ctx<'a> {
     pub(crate) zero_division_errors: bool,
     /// Where warnings of the evaluation go (SHOW WARNINGS after the statement); `None` where
     /// nobody collects them.
-    pub(crate) warnings: Option<&'a std::sync::Mutex<Vec<(u16, String)>>>,
+    pub(crate) warnings: Option<&'a std::sync::Mutex<Warnings>>,
     /// What `LAST_INSERT_ID(expr)` set during the statement: the session's LAST_INSERT_ID()
     /// from then on, and the statement's insert id in its OK packet.
     pub(crate) set_insert_id: &'a std::sync::Mutex<Option<u64>>,
@@ -153,13 +153,25 @@ pub(crate) fn collation_named(name: &str) -> Collated {
 /// The most warnings one statement keeps, as MySQL's `max_error_count`.
 pub(crate) use ringrep_engine::MAX_WARNINGS;
 
+/// The warnings of an evaluation: the first [`MAX_WARNINGS`] and how many more there were
+/// (which `@@warning_count` counts, as MySQL's does).
+#[derive(Debug, Default)]
+pub(crate) struct Warnings {
+    /// Code and message of each kept warning.
+    pub(crate) kept: Vec<(u16, String)>,
+    /// The warnings past those kept.
+    pub(crate) dropped: u64,
+}
+
 impl Ctx<'_> {
-    /// A warning for SHOW WARNINGS, made only when there is room for it.
+    /// A warning for SHOW WARNINGS, made only when there is room for it (counted otherwise).
     pub(crate) fn warn(&self, code: ringrep_engine::error::Code, message: impl FnOnce() -> String) {
         if let Some(w) = self.warnings {
             let mut w = w.lock().unwrap_or_else(|p| p.into_inner());
-            if w.len() < MAX_WARNINGS {
-                w.push((code.number, message()));
+            if w.kept.len() < MAX_WARNINGS {
+                w.kept.push((code.number, message()));
+            } else {
+                w.dropped += 1;
             }
         }
     }
@@ -183,6 +195,29 @@ pub(crate) fn check_division(
         }
         ctx.warn(code::ER_DIVISION_BY_ZERO, || "Division by 0".into());
     }
+    Ok(())
+}
+
+/// Warning 1292 when arithmetic reads a string that is not wholly a number (`'12x' + 1` is
+/// 13, `'abc' + 1` is 1), an error when `ctx` writes what it evaluates under a strict
+/// sql_mode, as MySQL says and refuses it; spaces around the number are not counted.
+pub(crate) fn check_numeric_text(v: &Value, ctx: &Ctx<'_>) -> Result<()> {
+    let Value::Text(text) = v else {
+        return Ok(());
+    };
+    let t = text.trim_matches(|c: char| c.is_ascii_whitespace());
+    let whole = !t.is_empty()
+        && t.bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'+' | b'-' | b'.' | b'e' | b'E'))
+        && t.parse::<f64>().is_ok();
+    if whole {
+        return Ok(());
+    }
+    let message = || format!("Truncated incorrect DOUBLE value: '{text}'");
+    if ctx.strict {
+        return Err(Error::new(code::ER_TRUNCATED_WRONG_VALUE, message()));
+    }
+    ctx.warn(code::ER_TRUNCATED_WRONG_VALUE, message);
     Ok(())
 }
 
@@ -333,6 +368,20 @@ fn numeric_prefix(s: &str) -> f64 {
         t = &t[..t.len() - 1];
     }
     t.parse().unwrap_or(0.0)
+}
+
+/// A bit operation's operand as MySQL takes it: 64 bits, a negative number in two's
+/// complement, a fraction rounded (1.9 | 0 is 2), past the range clipped; `None` for NULL.
+pub(crate) fn bit_operand(v: &Value) -> Option<u64> {
+    match v {
+        Value::Null => None,
+        Value::Int(i) => Some(*i as u64),
+        Value::UInt(u) => Some(*u),
+        other => {
+            let f = to_f64(other)?.round();
+            Some(if f < 0.0 { f as i64 as u64 } else { f as u64 })
+        }
+    }
 }
 
 fn as_i128(v: &Value) -> Option<i128> {
@@ -823,9 +872,15 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                             None => format!("-{s}"),
                         })),
                     },
-                    other => Ok(Value::Double(-to_f64(&other).unwrap_or(0.0))),
+                    other => {
+                        check_numeric_text(&other, ctx)?;
+                        Ok(Value::Double(-to_f64(&other).unwrap_or(0.0)))
+                    }
                 },
                 UnaryOperator::Plus => Ok(v),
+                UnaryOperator::BitwiseNot => {
+                    Ok(bit_operand(&v).map_or(Value::Null, |b| Value::UInt(!b)))
+                }
                 other => Err(Error::unsupported(format!("operator {other}"))),
             }
         }
@@ -899,19 +954,25 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                 }),
                 BinaryOperator::BitwiseAnd
                 | BinaryOperator::BitwiseOr
-                | BinaryOperator::BitwiseXor => {
-                    let (Some(a), Some(b)) = (to_f64(&l), to_f64(&r)) else {
+                | BinaryOperator::BitwiseXor
+                | BinaryOperator::PGBitwiseShiftLeft
+                | BinaryOperator::PGBitwiseShiftRight => {
+                    let (Some(a), Some(b)) = (bit_operand(&l), bit_operand(&r)) else {
                         return Ok(Value::Null);
                     };
-                    // MySQL rounds a number with a fraction to an integer first (1.9 | 0 is 2).
-                    let (a, b) = (a.round() as i64 as u64, b.round() as i64 as u64);
+                    // A shift by 64 or more leaves nothing, as in MySQL (not Rust's wrap).
+                    let shift = u32::try_from(b).ok().filter(|&b| b < 64);
                     Ok(Value::UInt(match op {
                         BinaryOperator::BitwiseAnd => a & b,
                         BinaryOperator::BitwiseOr => a | b,
-                        _ => a ^ b,
+                        BinaryOperator::BitwiseXor => a ^ b,
+                        BinaryOperator::PGBitwiseShiftLeft => shift.map_or(0, |b| a << b),
+                        _ => shift.map_or(0, |b| a >> b),
                     }))
                 }
                 _ => {
+                    check_numeric_text(&l, ctx)?;
+                    check_numeric_text(&r, ctx)?;
                     check_division(op, &l, &r, ctx)?;
                     arith(op, &l, &r).map_err(|err| out_of_range_in(err, e))
                 }
@@ -1356,29 +1417,9 @@ pub(crate) fn render(v: &Value, ty: Option<&ColumnType>, tz: i64) -> Option<Stri
         Value::DateTime(dt) => {
             format_datetime(dt, fsp.unwrap_or(if dt.micros == 0 { 0 } else { 6 }))
         }
-        Value::Float(f) => format_float(f64::from(*f), 6),
-        Value::Double(f) => format_float(*f, 17),
         Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
         other => other.to_string(),
     })
-}
-
-/// MySQL prints FLOAT with 6 significant digits and DOUBLE with the shortest exact form.
-fn format_float(f: f64, digits: usize) -> String {
-    if f == f.trunc() && f.abs() < 1e15 {
-        return format!("{}", f as i64);
-    }
-    if digits >= 17 {
-        return format!("{f}");
-    }
-    let s = format!("{:.*e}", digits - 1, f);
-    let parsed: f64 = s.parse().unwrap_or(f);
-    let out = format!("{parsed}");
-    if out.len() > 20 {
-        s
-    } else {
-        out
-    }
 }
 
 #[cfg(test)]

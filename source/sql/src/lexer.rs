@@ -279,6 +279,19 @@ pub(crate) fn pipes_as_or(s: &str) -> Option<String> {
                 }
             }
             None if matches!(c, b'\'' | b'"' | b'`') => quote = Some(c),
+            // Comments are skipped whole: a quote in one would open a string that is not one.
+            None if c == b'/' && bytes.get(i + 1) == Some(&b'*') => {
+                i = s[i + 2..].find("*/").map_or(bytes.len(), |e| i + 2 + e + 2);
+                continue;
+            }
+            None if c == b'#'
+                || (c == b'-'
+                    && bytes.get(i + 1) == Some(&b'-')
+                    && bytes.get(i + 2).is_none_or(|b| b.is_ascii_whitespace())) =>
+            {
+                i = s[i..].find('\n').map_or(bytes.len(), |e| i + e + 1);
+                continue;
+            }
             None if c == b'|' && bytes.get(i + 1) == Some(&b'|') => {
                 out.push_str(&s[at..i]);
                 out.push_str(" OR ");
@@ -479,6 +492,15 @@ mod tests {
         );
         assert_eq!(pipes_as_or("SELECT 'it\\'s ||'"), None);
         assert_eq!(pipes_as_or("SELECT a | b"), None);
+        // A quote inside a comment opens no string.
+        assert_eq!(
+            pipes_as_or("INSERT INTO t VALUES (/* don't */ 'a||b')"),
+            None
+        );
+        assert_eq!(
+            pipes_as_or("SELECT 1 -- it's\n|| 0 # it's\n, 'x||y'").as_deref(),
+            Some("SELECT 1 -- it's\n OR  0 # it's\n, 'x||y'")
+        );
     }
 
     #[test]

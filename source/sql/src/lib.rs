@@ -127,38 +127,42 @@ pub enum Outcome {
         /// The info line MySQL sends with the OK packet for some statements (multi-row
         /// INSERT, UPDATE, ALTER TABLE, LOAD DATA), when there is one.
         info: Option<String>,
+        /// What a client that set `CLIENT_FOUND_ROWS` is told in place of `rows`, where
+        /// that differs: an UPDATE's rows matched, changed or not, and an INSERT ... ON
+        /// DUPLICATE KEY UPDATE's count with a row left as it was counted 1.
+        found: Option<u64>,
     },
     /// Anything else (SET, BEGIN, ...).
     Ok,
 }
 
 impl Outcome {
-    /// The rows an UPDATE matched, changed or not (what a client that set
-    /// `CLIENT_FOUND_ROWS` is told in place of the rows changed), read from its info line.
+    /// The rows a client that set `CLIENT_FOUND_ROWS` is told were affected, where that
+    /// differs from the rows affected: an UPDATE's rows matched, changed or not.
     pub fn rows_matched(&self) -> Option<u64> {
         match self {
-            Outcome::Affected {
-                info: Some(info), ..
-            } => info
-                .strip_prefix("Rows matched: ")?
-                .split(' ')
-                .next()?
-                .parse()
-                .ok(),
+            Outcome::Affected { found, .. } => *found,
             _ => None,
         }
     }
 }
 
 /// Whether `q` asks for SQL_CALC_FOUND_ROWS (which FOUND_ROWS() then honours).
+/// The modifier is on the first SELECT of a UNION, and counts the rows of the whole.
 fn calcs_found_rows(q: &sqlparser::ast::Query) -> bool {
-    match &*q.body {
-        sqlparser::ast::SetExpr::Select(s) => s
-            .select_modifiers
-            .as_ref()
-            .is_some_and(|m| m.sql_calc_found_rows),
-        _ => false,
+    fn first_select(body: &sqlparser::ast::SetExpr) -> bool {
+        use sqlparser::ast::SetExpr;
+        match body {
+            SetExpr::Select(s) => s
+                .select_modifiers
+                .as_ref()
+                .is_some_and(|m| m.sql_calc_found_rows),
+            SetExpr::SetOperation { left, .. } => first_select(left),
+            SetExpr::Query(q) => first_select(&q.body),
+            _ => false,
+        }
     }
+    first_select(&q.body)
 }
 
 /// An owned copy of what expressions see (see `SqlSession::owned_ctx`).
@@ -261,10 +265,13 @@ pub struct SqlSession {
     zero_division_errors: bool,
     /// Warnings of the running statement's expressions (division by zero, a string read in
     /// part), moved to the session's warnings when it ends.
-    expr_warnings: std::sync::Mutex<Vec<(u16, String)>>,
+    expr_warnings: std::sync::Mutex<expr::Warnings>,
     /// What `LAST_INSERT_ID(expr)` set in the running statement (see
     /// [`expr::Ctx::set_insert_id`]); shared with the statement's owned contexts.
     set_insert_id: Arc<std::sync::Mutex<Option<u64>>>,
+    /// The client set `CLIENT_FOUND_ROWS`: ROW_COUNT() then gives what its OK packets give,
+    /// the rows an UPDATE matched ([`Outcome::rows_matched`]).
+    pub client_found_rows: bool,
     /// The server's connection id (`CONNECTION_ID()`); 1 without a server.
     pub connection_id: u64,
     /// The server's `net_write_timeout` in seconds (`SELECT @@net_write_timeout`); 60, MySQL's
@@ -329,7 +336,10 @@ pub(crate) fn normalized(sql: &str) -> String {
 pub fn warning_level(c: u16) -> &'static str {
     if c & ringrep_engine::types::NOTE_LEVEL != 0 {
         "Note"
-    } else if matches!(c, 1048 | 1062 | 1264 | 1265 | 1292 | 1364 | 1365 | 1366) {
+    } else if matches!(
+        c,
+        1048 | 1062 | 1264 | 1265 | 1292 | 1364 | 1365 | 1366 | 3020
+    ) {
         "Warning"
     } else {
         "Note"
@@ -490,10 +500,13 @@ fn bind_binary_prefix(stmt: &mut Statement) {
 /// Whether `sql` is SHOW WARNINGS or SHOW ERRORS (also `SHOW COUNT(*) WARNINGS`), which show
 /// the last statement's diagnostics instead of replacing them.
 fn is_diagnostics(sql: &str) -> bool {
-    // Asked for every statement: most do not start with SHOW, and cost nothing more.
+    // Asked for every statement: most do not start with SHOW, and most name no variable.
     let t = sql.trim_start();
     if !t.get(..4).is_some_and(|w| w.eq_ignore_ascii_case("SHOW")) {
         // `SELECT @@warning_count` reads them too.
+        if !t.contains("@@") {
+            return false;
+        }
         return lexer::mentions(t, "@@warning_count")
             || lexer::mentions(t, "@@error_count")
             || lexer::mentions(t, "@@session.warning_count")
@@ -554,6 +567,7 @@ impl SqlSession {
             zero_division_errors: true,
             expr_warnings: Default::default(),
             set_insert_id: Default::default(),
+            client_found_rows: false,
             connection_id: 1,
             net_write_timeout: 60,
             port: 0,
@@ -694,9 +708,11 @@ impl SqlSession {
         };
         let _ = taken(self);
         let r = run(self);
-        for (c, m) in taken(self) {
+        let warnings = taken(self);
+        for (c, m) in warnings.kept {
             self.session.warn(c, m);
         }
+        self.session.count_dropped_warnings(warnings.dropped);
         if let (Err(e), false) = (&r, diagnostics) {
             self.last_error = Some((e.code, e.message.clone()));
         }
@@ -782,7 +798,13 @@ impl SqlSession {
             return;
         }
         self.last.row_count = match r {
-            Ok(Outcome::Affected { rows, .. }) => i64::try_from(*rows).unwrap_or(i64::MAX),
+            Ok(o @ Outcome::Affected { rows, .. }) => {
+                let told = match o.rows_matched() {
+                    Some(found) if self.client_found_rows => found,
+                    _ => *rows,
+                };
+                i64::try_from(told).unwrap_or(i64::MAX)
+            }
             Ok(Outcome::Ok) => 0,
             Ok(Outcome::Rows(_)) | Err(_) => -1,
         };
@@ -999,15 +1021,25 @@ impl SqlSession {
         self.authorize(&stmt)?;
         self.check_table_locks(&stmt)?;
         match stmt {
-            // FOUND_ROWS() then counts the rows without the LIMIT: the query runs a second
-            // time without it (MySQL reads them all too).
+            // FOUND_ROWS() then counts the rows without the LIMIT: the query runs once
+            // without it (MySQL reads them all too), and the LIMIT cuts what it gave.
             Statement::Query(q) if calcs_found_rows(&q) => {
-                let out = self.query(&q, text)?;
+                let (limit, offset) = select::limits(&q, &self.ctx())?;
                 let mut all = (*q).clone();
                 all.limit_clause = None;
-                let n = self.run_query(&all, &all.to_string())?.rows.len();
-                self.calc_found_rows = Some(n as u64);
-                Ok(out)
+                let mut rows = self.run_query(&all, text)?;
+                self.calc_found_rows = Some(rows.rows.len() as u64);
+                rows.rows = std::mem::take(&mut rows.rows)
+                    .into_iter()
+                    .skip(offset)
+                    .take(limit.unwrap_or(usize::MAX))
+                    .collect();
+                Ok(Outcome::Rows(ResultSet {
+                    columns: rows.columns,
+                    types: rows.types,
+                    rows: rows.rows,
+                    tz: self.session.vars.tz_offset,
+                }))
             }
             Statement::Query(q) => self.query(&q, text),
             Statement::Insert(ins) => self.writing(!ins.ignore, |s| s.insert(&ins)),
@@ -1024,6 +1056,7 @@ impl SqlSession {
                 Ok(Outcome::Affected {
                     rows: 1,
                     info: None,
+                    found: None,
                 })
             }
             Statement::Drop {
@@ -1041,6 +1074,7 @@ impl SqlSession {
                 Ok(Outcome::Affected {
                     rows: 0,
                     info: None,
+                    found: None,
                 })
             }
             Statement::Use(u) => {
@@ -1362,6 +1396,7 @@ impl SqlSession {
         Ok(Outcome::Affected {
             rows: 0,
             info: None,
+            found: None,
         })
     }
 

@@ -190,7 +190,7 @@ fn ordered_page(
 }
 
 /// A query's LIMIT and OFFSET.
-fn limits(q: &Query, ctx: &Ctx<'_>) -> Result<(Option<usize>, usize)> {
+pub(crate) fn limits(q: &Query, ctx: &Ctx<'_>) -> Result<(Option<usize>, usize)> {
     let n = |e: &Expr| -> Result<Option<usize>> {
         Ok(to_f64(&eval(e, &Scope::empty(), ctx)?).map(|f| f as usize))
     };
@@ -384,6 +384,64 @@ fn order_terms(q: &Query) -> Result<Vec<(&Expr, bool)>> {
         Some(OrderByKind::Expressions(v)) => Ok(order_pairs(v)),
         Some(OrderByKind::All(_)) => Err(Error::unsupported("ORDER BY ALL")),
         None => Ok(vec![]),
+    }
+}
+
+/// A GROUP BY term as MySQL reads it: a number is the select list's column at that position
+/// (from 1; past the list 1054), a name no column of the FROM tables has is a select-list
+/// alias (MySQL looks in the tables first for GROUP BY); anything else is itself.
+fn group_term<'e>(
+    e: &'e Expr,
+    outputs: &[OutputColumn<'e>],
+    columns: &[ColumnRef],
+) -> Result<std::borrow::Cow<'e, Expr>> {
+    use std::borrow::Cow;
+    // The expression behind one column of the select list.
+    let output_expr = |o: &OutputColumn<'e>| -> Cow<'e, Expr> {
+        match o.item {
+            Item::Expr(x) => Cow::Borrowed(x),
+            Item::Slot(s) => {
+                let c = &columns[s];
+                let name = sqlparser::ast::Ident::new(c.name.clone());
+                Cow::Owned(if c.table.is_empty() {
+                    Expr::Identifier(name)
+                } else {
+                    Expr::CompoundIdentifier(vec![
+                        sqlparser::ast::Ident::new(c.table.clone()),
+                        name,
+                    ])
+                })
+            }
+        }
+    };
+    match e {
+        Expr::Value(v) => match &v.value {
+            sqlparser::ast::Value::Number(n, _) => {
+                match n
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&p| p >= 1 && p <= outputs.len())
+                {
+                    Some(p) => Ok(output_expr(&outputs[p - 1])),
+                    None => Err(Error::new(
+                        code::ER_BAD_FIELD_ERROR,
+                        format!("Unknown column '{n}' in 'group statement'"),
+                    )),
+                }
+            }
+            _ => Ok(Cow::Borrowed(e)),
+        },
+        Expr::Identifier(i) => {
+            let name = i.value.to_lowercase();
+            if columns.iter().any(|c| !c.qualified_only && c.name == name) {
+                return Ok(Cow::Borrowed(e));
+            }
+            Ok(outputs
+                .iter()
+                .find(|o| o.header.to_lowercase() == name)
+                .map_or(Cow::Borrowed(e), output_expr))
+        }
+        _ => Ok(Cow::Borrowed(e)),
     }
 }
 
@@ -901,14 +959,18 @@ impl SqlSession {
         let outputs = self.select_list(text, select, &from, &columns)?;
         let order = order_terms(q)?;
         let aggs = aggregate_calls(&outputs, select.having.as_ref(), &order);
-        let group_by: Vec<&Expr> = match &select.group_by {
-            GroupByExpr::Expressions(v, modifiers) if modifiers.is_empty() => v.iter().collect(),
+        let group_by: Vec<std::borrow::Cow<'_, Expr>> = match &select.group_by {
+            GroupByExpr::Expressions(v, modifiers) if modifiers.is_empty() => v
+                .iter()
+                .map(|e| group_term(e, &outputs, &columns))
+                .collect::<Result<_>>()?,
             // WITH ROLLUP's super-aggregate rows are not made: refused rather than left out.
             GroupByExpr::Expressions(..) => {
                 return Err(Error::unsupported("GROUP BY ... WITH ROLLUP"))
             }
             GroupByExpr::All(_) => return Err(Error::unsupported("GROUP BY ALL")),
         };
+        let group_by: Vec<&Expr> = group_by.iter().map(|e| e.as_ref()).collect();
         let ctx = self.ctx();
         let shaper = OutputRows::new(&outputs, &columns, select.having.as_ref(), &order, &ctx);
         let mut out = if !group_by.is_empty() || !aggs.is_empty() {

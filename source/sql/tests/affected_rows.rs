@@ -1,13 +1,14 @@
-//! The affected-row counts clients see for REPLACE, as MySQL's: 1 for a new row, one more for
+//! The affected-row counts clients see, as MySQL's. REPLACE: 1 for a new row, one more for
 //! each row it replaced (on the primary key or a unique index), with the duplicates in the
-//! info line.
+//! info line. INSERT ... ON DUPLICATE KEY UPDATE: 1 per row inserted, 2 per row changed, 0
+//! (1 under CLIENT_FOUND_ROWS) per row left as it was.
 
 use ringrep_engine::{Engine, EngineConfig};
 use ringrep_sql::{Outcome, SqlSession};
 
 fn affected(s: &mut SqlSession, sql: &str) -> (u64, Option<String>) {
     match s.execute(sql) {
-        Ok(Outcome::Affected { rows, info }) => (rows, info),
+        Ok(Outcome::Affected { rows, info, .. }) => (rows, info),
         other => panic!("{sql}: {other:?}"),
     }
 }
@@ -92,5 +93,55 @@ fn replace_counts_the_rows_it_replaced() {
             [Some("a".to_string()), Some("4".to_string())],
             [Some("b".to_string()), Some("5".to_string())],
         ]
+    );
+}
+
+#[test]
+fn on_duplicate_key_update_counts_as_mysql() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = Engine::open(dir.path(), EngineConfig::new(1))
+        .expect("open")
+        .0;
+    let mut s = SqlSession::new(&engine);
+    s.execute("CREATE TABLE od (id INT PRIMARY KEY, v INT)")
+        .expect("create");
+    let outcome = |s: &mut SqlSession, sql: &str| match s.execute(sql) {
+        Ok(Outcome::Affected { rows, info, found }) => (rows, info, found),
+        other => panic!("{sql}: {other:?}"),
+    };
+    let upsert = "INSERT INTO od VALUES (1, 5) ON DUPLICATE KEY UPDATE v = VALUES(v)";
+    // Inserted: 1.
+    assert_eq!(outcome(&mut s, upsert), (1, None, None));
+    // The same row again changes nothing: 0, and 1 for a client counting found rows.
+    assert_eq!(outcome(&mut s, upsert), (0, None, Some(1)));
+    // Changed: 2, for every client.
+    assert_eq!(
+        outcome(
+            &mut s,
+            "INSERT INTO od VALUES (1, 6) ON DUPLICATE KEY UPDATE v = VALUES(v)"
+        ),
+        (2, None, None)
+    );
+    // One new, one changed, one left as it was.
+    s.execute("INSERT INTO od VALUES (2, 1)").expect("insert");
+    assert_eq!(
+        outcome(
+            &mut s,
+            "INSERT INTO od VALUES (1, 7), (2, 1), (3, 1) ON DUPLICATE KEY UPDATE v = VALUES(v)"
+        ),
+        (
+            3,
+            Some("Records: 3  Duplicates: 1  Warnings: 0".to_string()),
+            Some(4)
+        )
+    );
+    // An UPDATE tells matched rows to such a client.
+    assert_eq!(
+        outcome(&mut s, "UPDATE od SET v = 1 WHERE id >= 2"),
+        (
+            0,
+            Some("Rows matched: 2  Changed: 0  Warnings: 0".to_string()),
+            Some(2)
+        )
     );
 }

@@ -125,7 +125,7 @@ fn insert_ignore_adjusts_values_and_says_so() {
         )
         .expect("insert ignore");
     assert!(
-        matches!(&out, ringrep_sql::Outcome::Affected { rows: 2, info: Some(i) } if i == "Records: 2  Duplicates: 0  Warnings: 8"),
+        matches!(&out, ringrep_sql::Outcome::Affected { rows: 2, info: Some(i), .. } if i == "Records: 2  Duplicates: 0  Warnings: 8"),
         "{out:?}"
     );
     assert_eq!(
@@ -186,4 +186,93 @@ fn insert_ignore_adjusts_values_and_says_so() {
         rows(&mut s, "SELECT s, d FROM c WHERE id = 3"),
         [[Some("xy ".to_string()), Some("2.56".to_string())]]
     );
+}
+
+fn session(dir: &tempfile::TempDir) -> (Engine, SqlSession) {
+    let engine = Engine::open(dir.path(), EngineConfig::new(1))
+        .expect("open")
+        .0;
+    let s = SqlSession::new(&engine);
+    (engine, s)
+}
+
+/// Values adjusted as MySQL adjusts them, at the edges: DECIMAL(p,p)'s largest is 0.99..., an
+/// exponent past any type's digits is out of range without a string of its size, a CHAR's
+/// spaces are cut without a note, a one-row INSERT of NULL into NOT NULL stays 1048 out of
+/// strict mode, and REPLACE takes what the session's mode takes.
+#[test]
+fn adjusted_values_at_the_edges() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_engine, mut s) = session(&dir);
+    s.execute("CREATE TABLE e (id INT PRIMARY KEY, d DECIMAL(2,2), i INT, c CHAR(2), v VARCHAR(3) NOT NULL DEFAULT '')")
+        .expect("create");
+    s.execute("INSERT IGNORE INTO e (id, d) VALUES (1, 5)")
+        .expect("insert ignore");
+    assert_eq!(
+        warnings(&mut s),
+        ["Warning 1264 Out of range value for column 'd' at row 1"]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT d FROM e WHERE id = 1"),
+        [[Some("0.99".to_string())]]
+    );
+    let err = s
+        .execute("INSERT INTO e (id, i) VALUES (2, '1e2147483647')")
+        .expect_err("out of range");
+    assert_eq!(err.code, 1264, "{err:?}");
+    let err = s
+        .execute("INSERT INTO e (id, d) VALUES (2, '1e999999999')")
+        .expect_err("out of range");
+    assert_eq!(err.code, 1264, "{err:?}");
+    s.execute("INSERT IGNORE INTO e (id, i, d) VALUES (2, '1e99999999999999999999x', '-1e-999999999')")
+        .expect("insert ignore");
+    assert_eq!(
+        rows(&mut s, "SELECT i, d FROM e WHERE id = 2"),
+        [[Some("2147483647".to_string()), Some("0.00".to_string())]]
+    );
+    s.execute("INSERT INTO e (id, c) VALUES (3, 'ab   ')")
+        .expect("char");
+    assert!(warnings(&mut s).is_empty());
+    s.execute("INSERT INTO e (id, v) VALUES (4, 'abc   ')")
+        .expect("varchar");
+    assert_eq!(
+        warnings(&mut s),
+        ["Note 1265 Data truncated for column 'v' at row 1"]
+    );
+    s.execute("SET sql_mode = ''").expect("non-strict");
+    let err = s
+        .execute("INSERT INTO e (id, v) VALUES (5, NULL)")
+        .expect_err("one row");
+    assert_eq!(err.code, 1048, "{err:?}");
+    s.execute("INSERT INTO e (id, v) VALUES (5, NULL), (6, 'x')")
+        .expect("two rows");
+    assert_eq!(
+        warnings(&mut s),
+        ["Warning 1048 Column 'v' cannot be null"]
+    );
+    s.execute("REPLACE INTO e (id, v) VALUES (6, 'wxyz')")
+        .expect("replace cuts");
+    assert_eq!(
+        rows(&mut s, "SELECT v FROM e WHERE id = 6"),
+        [[Some("wxy".to_string())]]
+    );
+}
+
+/// `@@warning_count` counts the warnings past the 1,024 kept, as MySQL's does.
+#[test]
+fn warning_count_counts_past_the_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_engine, mut s) = session(&dir);
+    s.execute("CREATE TABLE w (id INT PRIMARY KEY)").expect("create");
+    let values: Vec<String> = (1..=1500).map(|i| format!("({i})")).collect();
+    s.execute(&format!("INSERT INTO w VALUES {}", values.join(",")))
+        .expect("insert");
+    s.execute("SET sql_mode = 'ERROR_FOR_DIVISION_BY_ZERO'")
+        .expect("mode");
+    let _ = rows(&mut s, "SELECT 1 / 0 FROM w");
+    assert_eq!(
+        rows(&mut s, "SELECT @@warning_count"),
+        [[Some("1500".to_string())]]
+    );
+    assert_eq!(warnings(&mut s).len(), 1024);
 }

@@ -502,13 +502,13 @@ fn round(v: &Value, digits: i64) -> Result<Value> {
     }))
 }
 
-/// ABS, FLOOR, CEIL (CEILING), ROUND, MOD, SIGN, PI, POW (POWER), EXP, SQRT, LN, LOG2,
-/// LOG10, LOG, TRUNCATE and RAND.
+/// ABS, FLOOR, CEIL (CEILING), ROUND, MOD, SIGN, PI, BIT_COUNT, POW (POWER), EXP, SQRT,
+/// LN, LOG2, LOG10, LOG, TRUNCATE and RAND.
 fn numeric(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     let n = args.0.len();
     match name {
         "PI" => arity(name, n, 0, 0)?,
-        "SIGN" | "EXP" | "SQRT" | "LN" | "LOG2" | "LOG10" => arity(name, n, 1, 1)?,
+        "SIGN" | "EXP" | "SQRT" | "LN" | "LOG2" | "LOG10" | "BIT_COUNT" => arity(name, n, 1, 1)?,
         "POW" | "POWER" | "TRUNCATE" => arity(name, n, 2, 2)?,
         "LOG" => arity(name, n, 1, 2)?,
         "RAND" => arity(name, n, 0, 1)?,
@@ -546,6 +546,8 @@ fn numeric(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
             })
         }),
         "PI" => Value::Double(std::f64::consts::PI),
+        "BIT_COUNT" => super::bit_operand(&args.arg(0))
+            .map_or(Value::Null, |b| Value::Int(i64::from(b.count_ones()))),
         "POW" | "POWER" => match (to_f64(&args.arg(0)), to_f64(&args.arg(1))) {
             (Some(x), Some(y)) => in_range(name, args, x.powf(y))?,
             _ => Value::Null,
@@ -554,24 +556,30 @@ fn numeric(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
             Some(x) => in_range(name, args, x.exp())?,
             None => Value::Null,
         },
-        // Out of a function's domain is NULL, as MySQL gives it (with a warning there).
-        "SQRT" | "LN" | "LOG2" | "LOG10" => match to_f64(&args.arg(0)) {
-            Some(x) => finite(match name {
-                "SQRT" if x >= 0.0 => x.sqrt(),
-                "LN" if x > 0.0 => x.ln(),
-                "LOG2" if x > 0.0 => x.log2(),
-                "LOG10" if x > 0.0 => x.log10(),
-                _ => f64::NAN,
+        // Out of a function's domain is NULL, as MySQL gives it; a logarithm's says so
+        // (warning 3020), a square root's does not.
+        "SQRT" => match to_f64(&args.arg(0)) {
+            Some(x) if x >= 0.0 => finite(x.sqrt()),
+            _ => Value::Null,
+        },
+        "LN" | "LOG2" | "LOG10" => match to_f64(&args.arg(0)) {
+            Some(x) if x > 0.0 => finite(match name {
+                "LN" => x.ln(),
+                "LOG2" => x.log2(),
+                _ => x.log10(),
             }),
+            Some(_) => invalid_logarithm(ctx),
             None => Value::Null,
         },
         "LOG" => match (to_f64(&args.arg(0)), args.0.len()) {
             (Some(x), 1) if x > 0.0 => Value::Double(x.ln()),
             (Some(b), 2) => match to_f64(&args.arg(1)) {
                 Some(x) if x > 0.0 && b > 0.0 && b != 1.0 => finite(x.ln() / b.ln()),
-                _ => Value::Null,
+                Some(_) => invalid_logarithm(ctx),
+                None => Value::Null,
             },
-            _ => Value::Null,
+            (Some(_), _) => invalid_logarithm(ctx),
+            (None, _) => Value::Null,
         },
         "TRUNCATE" => match (args.arg(0), to_f64(&args.arg(1))) {
             (Value::Null, _) | (_, None) => Value::Null,
@@ -583,6 +591,14 @@ fn numeric(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
         "RAND" => Value::Double(super::unique::random_u64() as f64 / (u64::MAX as f64 + 1.0)),
         _ => return Ok(None),
     }))
+}
+
+/// A logarithm outside its domain: NULL with warning 3020, as MySQL gives it.
+fn invalid_logarithm(ctx: &Ctx<'_>) -> Value {
+    ctx.warn(code::ER_INVALID_ARGUMENT_FOR_LOGARITHM, || {
+        "Invalid argument for logarithm".into()
+    });
+    Value::Null
 }
 
 /// The functions whose value is one of their arguments: IF, IFNULL, NULLIF, COALESCE,
