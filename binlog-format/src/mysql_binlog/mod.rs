@@ -231,25 +231,31 @@ fn table_map_body(table: &TableDef) -> Vec<u8> {
         names.extend_from_slice(n);
     }
     tlv(4, &names, &mut b);
-    // ENUM_STR_VALUE: each ENUM column's members, then their charset
-    // (ENUM_AND_SET_DEFAULT_CHARSET), which readers need to name a value from its index.
-    let enums: Vec<&Vec<String>> = cols
-        .iter()
-        .filter_map(|&c| match &table.columns[c].ty {
-            crate::schema::ColumnType::Enum { values } => Some(values),
-            _ => None,
-        })
-        .collect();
-    if !enums.is_empty() {
+    // SET_STR_VALUE and ENUM_STR_VALUE: each SET's and ENUM's members, then their charset
+    // (ENUM_AND_SET_DEFAULT_CHARSET), which readers need to name a value from its number.
+    let members = |set: bool| -> Vec<&Vec<String>> {
+        cols.iter()
+            .filter_map(|&c| match &table.columns[c].ty {
+                crate::schema::ColumnType::Set { values } if set => Some(values),
+                crate::schema::ColumnType::Enum { values } if !set => Some(values),
+                _ => None,
+            })
+            .collect()
+    };
+    let (sets, enums) = (members(true), members(false));
+    for (kind, lists) in [(5u8, &sets), (6u8, &enums)] {
+        if lists.is_empty() {
+            continue;
+        }
         let mut v = Vec::new();
-        for values in &enums {
+        for values in lists.iter() {
             lenenc(values.len() as u64, &mut v);
             for m in values.iter() {
                 lenenc(m.len() as u64, &mut v);
                 v.extend_from_slice(m.as_bytes());
             }
         }
-        tlv(6, &v, &mut b);
+        tlv(kind, &v, &mut b);
     }
     let pk: Vec<usize> = table
         .primary_key
@@ -263,7 +269,7 @@ fn table_map_body(table: &TableDef) -> Vec<u8> {
         }
         tlv(8, &v, &mut b);
     }
-    if !enums.is_empty() {
+    if !enums.is_empty() || !sets.is_empty() {
         let mut v = Vec::new();
         lenenc(types::UTF8MB4_0900_AI_CI, &mut v);
         tlv(10, &v, &mut b);

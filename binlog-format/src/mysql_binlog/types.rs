@@ -21,6 +21,7 @@ pub(crate) mod code {
     pub(crate) const NEWDECIMAL: u8 = 246;
     pub(crate) const BLOB: u8 = 252;
     pub(crate) const ENUM: u8 = 247;
+    pub(crate) const SET: u8 = 248;
     pub(crate) const STRING: u8 = 254;
 }
 
@@ -45,9 +46,10 @@ pub(crate) fn type_code(ty: &ColumnType) -> u8 {
         ColumnType::Decimal { .. } => code::NEWDECIMAL,
         ColumnType::Float => code::FLOAT,
         ColumnType::Double => code::DOUBLE,
-        ColumnType::Char { .. } | ColumnType::Binary { .. } | ColumnType::Enum { .. } => {
-            code::STRING
-        }
+        ColumnType::Char { .. }
+        | ColumnType::Binary { .. }
+        | ColumnType::Enum { .. }
+        | ColumnType::Set { .. } => code::STRING,
         ColumnType::VarChar { .. } | ColumnType::VarBinary { .. } => code::VARCHAR,
         ColumnType::Text { .. } | ColumnType::Blob { .. } => code::BLOB,
         ColumnType::Json => code::JSON,
@@ -96,7 +98,17 @@ pub(crate) fn metadata(ty: &ColumnType, out: &mut Vec<u8>) {
         ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => out.push(*fsp),
         // An ENUM is a STRING whose metadata names the real type and the index's bytes.
         ColumnType::Enum { values } => out.extend_from_slice(&[code::ENUM, enum_bytes(values)]),
+        ColumnType::Set { values } => out.extend_from_slice(&[code::SET, set_bytes(values)]),
         ColumnType::Integer { .. } | ColumnType::Date => {}
+    }
+}
+
+/// The bytes of a SET's bitmap in a row image: 1, 2, 3, 4 or 8, as MySQL packs it.
+fn set_bytes(values: &[String]) -> u8 {
+    match values.len().div_ceil(8) {
+        0 => 1,
+        n @ 1..=4 => n as u8,
+        _ => 8,
     }
 }
 
@@ -265,6 +277,18 @@ pub(crate) fn value(ty: &ColumnType, v: &Value, out: &mut Vec<u8>) {
             };
             let index = values.iter().position(|m| *m == *text).map_or(0, |i| i + 1);
             out.extend_from_slice(&(index as u16).to_le_bytes()[..usize::from(enum_bytes(values))]);
+        }
+        // The members' bits, bit i for the i-th member.
+        ColumnType::Set { values } => {
+            let text = match v {
+                Value::Text(s) => std::borrow::Cow::Borrowed(s.as_str()),
+                other => std::borrow::Cow::Owned(other.to_string()),
+            };
+            let bits = text
+                .split(',')
+                .filter_map(|m| values.iter().position(|x| x == m))
+                .fold(0u64, |b, i| b | (1 << i));
+            out.extend_from_slice(&bits.to_le_bytes()[..usize::from(set_bytes(values))]);
         }
         ColumnType::Timestamp { fsp } => {
             let us = match v {

@@ -90,7 +90,9 @@ pub mod code {
     pub const ER_TRUNCATED_WRONG_VALUE: Code = Code::new(1292, "22007");
     /// Two members of an ENUM equal under its collation.
     pub const ER_DUPLICATED_VALUE_IN_TYPE: Code = Code::new(1291, "HY000");
-    /// An ENUM of more than 65,535 members.
+    /// A SET member with a comma.
+    pub const ER_ILLEGAL_VALUE_FOR_TYPE: Code = Code::new(1367, "22007");
+    /// An ENUM of more than 65,535 members, a SET of more than 64.
     pub const ER_TOO_BIG_ENUM: Code = Code::new(1097, "HY000");
     /// A logarithm of a number outside its domain (a warning; the result is NULL).
     pub const ER_INVALID_ARGUMENT_FOR_LOGARITHM: Code = Code::new(3020, "2201E");

@@ -406,6 +406,8 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
                 None => Err(Error::new(code::WARN_DATA_TRUNCATED, truncated(name, row))),
             }
         }
+        ColumnType::Set { values } => set_value(&v, values, &col.ty, false)
+            .ok_or_else(|| Error::new(code::WARN_DATA_TRUNCATED, truncated(name, row))),
         ColumnType::Timestamp { fsp } => {
             let us = match v {
                 Value::Timestamp(us) => us,
@@ -434,6 +436,58 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
             Ok(Value::Timestamp(us))
         }
     }
+}
+
+/// A SET's value for `v` as MySQL makes it: text is members separated by commas, found as
+/// ENUM's are, kept once each in the declared order and spelling; a number is a bitmap of
+/// members. `None` when a name is no member or a bit past the members is set, unless
+/// `dropping`, which leaves those out.
+fn set_value(v: &Value, values: &[String], ty: &ColumnType, dropping: bool) -> Option<Value> {
+    let mut bits: u64 = 0;
+    let number = match v {
+        Value::Int(i) => Some(*i as u64),
+        Value::UInt(u) => Some(*u),
+        _ => None,
+    };
+    match number {
+        Some(n) => {
+            let all = if values.len() >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << values.len()) - 1
+            };
+            if n & !all != 0 && !dropping {
+                return None;
+            }
+            bits = n & all;
+        }
+        None => {
+            let text = text_of(v);
+            // A number in a string that names no member is a bitmap too, as in MySQL.
+            if let (None, Ok(n)) = (ty.enum_member(&text), text.trim().parse::<u64>()) {
+                if !text.contains(',') {
+                    return set_value(&Value::UInt(n), values, ty, dropping);
+                }
+            }
+            for part in text.split(',').filter(|p| !p.is_empty()) {
+                match ty.enum_member(part) {
+                    Some(m) => {
+                        let i = values.iter().position(|x| x == m).unwrap_or(0);
+                        bits |= 1 << i;
+                    }
+                    None if dropping => {}
+                    None => return None,
+                }
+            }
+        }
+    }
+    let members: Vec<&str> = values
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| bits & (1 << i) != 0)
+        .map(|(_, m)| m.as_str())
+        .collect();
+    Some(Value::Text(members.join(",")))
 }
 
 /// A DECIMAL(precision, scale) as MySQL accepts one for `what` (a column's name, a CAST's
@@ -545,6 +599,9 @@ pub fn convert(
     } else if c == code::WARN_DATA_TRUNCATED && matches!(col.ty, ColumnType::Enum { .. }) {
         // MySQL's value for an ENUM member it could not find: the empty string, index 0.
         Some((Value::Text(String::new()), warning(c, e.message.clone())))
+    } else if let (true, ColumnType::Set { values }) = (c == code::WARN_DATA_TRUNCATED, &col.ty) {
+        // A SET keeps the members it found and drops the rest.
+        set_value(&v, values, &col.ty, true).map(|x| (x, warning(c, e.message.clone())))
     } else if c == code::ER_WARN_DATA_OUT_OF_RANGE {
         clipped(&v, &col.ty).map(|x| (x, warning(c, e.message.clone())))
     } else if c == code::WARN_DATA_TRUNCATED || c == code::ER_TRUNCATED_WRONG_VALUE_FOR_FIELD {
@@ -805,7 +862,10 @@ pub fn default_value(col: &ColumnDef, now_us: i64, tz: TzOffset) -> Option<Value
         }
         ColumnDefault::None | ColumnDefault::Generated { .. } if col.nullable => Some(Value::Null),
         // An ENUM NOT NULL without a DEFAULT has its first member, as in MySQL.
-        ColumnDefault::None if matches!(col.ty, ColumnType::Enum { .. }) => {
+        // A SET NOT NULL's is the empty set.
+        ColumnDefault::None
+            if matches!(col.ty, ColumnType::Enum { .. } | ColumnType::Set { .. }) =>
+        {
             Some(zero_value(&col.ty))
         }
         ColumnDefault::None | ColumnDefault::Generated { .. } => None,
@@ -849,6 +909,7 @@ pub fn zero_value(ty: &ColumnType) -> Value {
         ColumnType::Timestamp { .. } => Value::Timestamp(TIMESTAMP_MIN_US),
         // MySQL's implicit default of an ENUM: its first member.
         ColumnType::Enum { values } => Value::Text(values.first().cloned().unwrap_or_default()),
+        ColumnType::Set { .. } => Value::Text(String::new()),
     }
 }
 

@@ -41,6 +41,7 @@ mod flag {
     pub(crate) const UNSIGNED: u16 = 32;
     pub(crate) const BINARY: u16 = 128;
     pub(crate) const ENUM: u16 = 256;
+    pub(crate) const SET: u16 = 2048;
 }
 
 /// How one result column travels.
@@ -123,6 +124,12 @@ fn display_size(t: &ColumnType) -> (u32, u8) {
                 .saturating_mul(4),
             0,
         ),
+        ColumnType::Set { values } => (
+            (values.iter().map(|v| v.chars().count() as u32).sum::<u32>()
+                + values.len().saturating_sub(1) as u32)
+                .saturating_mul(4),
+            0,
+        ),
         ColumnType::Date => (10, 0),
         ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => {
             (19 + if *fsp > 0 { u32::from(*fsp) + 1 } else { 0 }, *fsp)
@@ -164,6 +171,7 @@ fn declared_type(t: &ColumnType) -> (u8, u16, Encoding) {
         ColumnType::Json => text(ty::JSON),
         // MySQL describes an ENUM as a CHAR with ENUM_FLAG.
         ColumnType::Enum { .. } => (ty::STRING, flag::ENUM, Encoding::Text),
+        ColumnType::Set { .. } => (ty::STRING, flag::SET, Encoding::Text),
         ColumnType::Date => (ty::DATE, 0, Encoding::Date),
         ColumnType::DateTime { .. } => (ty::DATETIME, 0, Encoding::DateTime),
         ColumnType::Timestamp { .. } => (ty::TIMESTAMP, 0, Encoding::DateTime),

@@ -476,6 +476,12 @@ fn type_facts(ty: &ColumnType) -> [Value; 8] {
             let longest = values.iter().map(|v| v.chars().count()).max().unwrap_or(0);
             (chars(longest as u64), null(), null(), null(), true)
         }
+        // A SET's, all its members with their commas.
+        ColumnType::Set { values } => {
+            let all: usize = values.iter().map(|v| v.chars().count()).sum::<usize>()
+                + values.len().saturating_sub(1);
+            (chars(all as u64), null(), null(), null(), true)
+        }
         ColumnType::Date => ([null(), null()], null(), null(), null(), false),
         ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => (
             [null(), null()],

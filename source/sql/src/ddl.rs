@@ -130,25 +130,18 @@ fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
     }
 }
 
-/// `ENUM('a', ...)` as MySQL takes it: the members' spaces at the end dropped, two members
-/// equal under the collation refused (1291), at most 65,535 of them (1097).
+/// `ENUM('a', ...)` as MySQL takes it: at most 65,535 members (1097).
 fn enum_type(members: &[sqlparser::ast::EnumMember], name: &str) -> Result<ColumnType> {
-    let mut values: Vec<String> = Vec::with_capacity(members.len());
+    let mut names = Vec::with_capacity(members.len());
     for m in members {
         let sqlparser::ast::EnumMember::Name(v) = m else {
             return Err(Error::syntax(format!(
                 "an ENUM member with a value, in column '{name}'"
             )));
         };
-        let v = v.trim_end_matches(' ').to_string();
-        if values.iter().any(|w| binlog_format::collation::eq(w, &v)) {
-            return Err(Error::new(
-                code::ER_DUPLICATED_VALUE_IN_TYPE,
-                format!("Column '{name}' has duplicated value '{v}' in ENUM"),
-            ));
-        }
-        values.push(v);
+        names.push(v.clone());
     }
+    let values = members_of(&names, name, "ENUM")?;
     if values.len() > 65_535 {
         return Err(Error::new(
             code::ER_TOO_BIG_ENUM,
@@ -156,6 +149,41 @@ fn enum_type(members: &[sqlparser::ast::EnumMember], name: &str) -> Result<Colum
         ));
     }
     Ok(ColumnType::Enum { values })
+}
+
+/// `SET('a', ...)` as MySQL takes it: at most 64 members (1097), none with a comma (1367).
+fn set_type(members: &[String], name: &str) -> Result<ColumnType> {
+    let values = members_of(members, name, "SET")?;
+    if values.len() > 64 {
+        return Err(Error::new(
+            code::ER_TOO_BIG_ENUM,
+            format!("Too many strings for column {name} and SET"),
+        ));
+    }
+    if let Some(v) = values.iter().find(|v| v.contains(',')) {
+        return Err(Error::new(
+            code::ER_ILLEGAL_VALUE_FOR_TYPE,
+            format!("Illegal set '{v}' value found during parsing"),
+        ));
+    }
+    Ok(ColumnType::Set { values })
+}
+
+/// An ENUM's or SET's (`kind`) members as MySQL keeps them: spaces at the end dropped, two
+/// equal under the collation refused (1291).
+fn members_of(members: &[String], name: &str, kind: &str) -> Result<Vec<String>> {
+    let mut values: Vec<String> = Vec::with_capacity(members.len());
+    for v in members {
+        let v = v.trim_end_matches(' ').to_string();
+        if values.iter().any(|w| binlog_format::collation::eq(w, &v)) {
+            return Err(Error::new(
+                code::ER_DUPLICATED_VALUE_IN_TYPE,
+                format!("Column '{name}' has duplicated value '{v}' in {kind}"),
+            ));
+        }
+        values.push(v);
+    }
+    Ok(values)
 }
 
 /// The column type CREATE TABLE ... AS SELECT gives a computed column, from the values it
@@ -335,6 +363,7 @@ fn column_def(
 ) -> Result<(ColumnDef, bool, bool)> {
     let ty = match &c.data_type {
         sqlparser::ast::DataType::Enum(members, _) => enum_type(members, &c.name.value)?,
+        sqlparser::ast::DataType::Set(members) => set_type(members, &c.name.value)?,
         other => column_type(&other.to_string(), &c.name.value)?,
     };
     let mut nullable = true;
@@ -882,6 +911,7 @@ impl SqlSession {
         prepared.partitioning = prepared.partitioning.or(old.partitioning.clone());
         let mapping = RowMapping {
             sources: column_sources(&prepared, &old, &plan.renames),
+            old_types: old.columns.iter().map(|c| c.ty.clone()).collect(),
             expiring: old.ttl.clone().filter(|_| plan.copying),
             def: prepared.clone(),
             now: self.session.now_us(),
@@ -1456,6 +1486,8 @@ struct RowMapping {
     def: TableDef,
     /// For each of its columns, where its value comes from (see [`column_sources`]).
     sources: Vec<Option<usize>>,
+    /// The old table's column types, by position.
+    old_types: Vec<ColumnType>,
     /// The old table's TTL when the ALTER copies rows: expired rows are left behind.
     expiring: Option<TtlOptions>,
     /// The statement's time, epoch microseconds.
@@ -1484,7 +1516,35 @@ impl RowMapping {
         for (i, c) in self.def.columns.iter().enumerate() {
             out.push(match self.sources[i] {
                 Some(src) => {
-                    let v = row.get(src).cloned().unwrap_or(Value::Null);
+                    let mut v = row.get(src).cloned().unwrap_or(Value::Null);
+                    // An ENUM or SET becoming a number becomes its member's index or its
+                    // members' bits, as MySQL's copy converts them (0 for an ENUM's empty
+                    // string of a bad value).
+                    let numeric = matches!(
+                        c.ty,
+                        ColumnType::Integer { .. }
+                            | ColumnType::Decimal { .. }
+                            | ColumnType::Float
+                            | ColumnType::Double
+                    );
+                    if let (true, Value::Text(t)) = (numeric, &v) {
+                        let position =
+                            |values: &[String], m: &str| values.iter().position(|x| x == m);
+                        match self.old_types.get(src) {
+                            Some(ColumnType::Enum { values }) => {
+                                let index = position(values, t).map_or(0, |i| i + 1);
+                                v = Value::UInt(index as u64);
+                            }
+                            Some(ColumnType::Set { values }) => {
+                                let bits = t
+                                    .split(',')
+                                    .filter_map(|m| position(values, m))
+                                    .fold(0u64, |b, i| b | (1 << i));
+                                v = Value::UInt(bits);
+                            }
+                            _ => {}
+                        }
+                    }
                     if is_meta
                         && (v.is_null()
                             || self.def.ring.as_ref().is_some_and(|r| r.meta_column == i))

@@ -991,9 +991,7 @@ fn row_alias_as_values(
                         }
                     }
                 }
-                Expr::Identifier(i) if col_aliases.is_some() => {
-                    column_of(&i.value).cloned()
-                }
+                Expr::Identifier(i) if col_aliases.is_some() => column_of(&i.value).cloned(),
                 _ => None,
             };
             if let Some(c) = target {

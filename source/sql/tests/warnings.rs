@@ -224,8 +224,10 @@ fn adjusted_values_at_the_edges() {
         .execute("INSERT INTO e (id, d) VALUES (2, '1e999999999')")
         .expect_err("out of range");
     assert_eq!(err.code, 1264, "{err:?}");
-    s.execute("INSERT IGNORE INTO e (id, i, d) VALUES (2, '1e99999999999999999999x', '-1e-999999999')")
-        .expect("insert ignore");
+    s.execute(
+        "INSERT IGNORE INTO e (id, i, d) VALUES (2, '1e99999999999999999999x', '-1e-999999999')",
+    )
+    .expect("insert ignore");
     assert_eq!(
         rows(&mut s, "SELECT i, d FROM e WHERE id = 2"),
         [[Some("2147483647".to_string()), Some("0.00".to_string())]]
@@ -246,10 +248,7 @@ fn adjusted_values_at_the_edges() {
     assert_eq!(err.code, 1048, "{err:?}");
     s.execute("INSERT INTO e (id, v) VALUES (5, NULL), (6, 'x')")
         .expect("two rows");
-    assert_eq!(
-        warnings(&mut s),
-        ["Warning 1048 Column 'v' cannot be null"]
-    );
+    assert_eq!(warnings(&mut s), ["Warning 1048 Column 'v' cannot be null"]);
     s.execute("REPLACE INTO e (id, v) VALUES (6, 'wxyz')")
         .expect("replace cuts");
     assert_eq!(
@@ -263,7 +262,8 @@ fn adjusted_values_at_the_edges() {
 fn warning_count_counts_past_the_kept() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_engine, mut s) = session(&dir);
-    s.execute("CREATE TABLE w (id INT PRIMARY KEY)").expect("create");
+    s.execute("CREATE TABLE w (id INT PRIMARY KEY)")
+        .expect("create");
     let values: Vec<String> = (1..=1500).map(|i| format!("({i})")).collect();
     s.execute(&format!("INSERT INTO w VALUES {}", values.join(",")))
         .expect("insert");
