@@ -176,6 +176,8 @@ pub enum ColumnType {
         /// The members, in order, at most 64.
         values: Vec<String>,
     },
+    /// YEAR: 1901 to 2155, or 0 (shown `0000`). Values are [`Value::Int`].
+    Year,
 }
 
 impl ColumnType {
@@ -206,6 +208,7 @@ impl ColumnType {
             ColumnType::Timestamp { fsp } => format!("timestamp({fsp})"),
             ColumnType::Enum { values } => format!("enum({})", quoted_members(values)),
             ColumnType::Set { values } => format!("set({})", quoted_members(values)),
+            ColumnType::Year => "year".into(),
         }
     }
 

@@ -238,14 +238,14 @@ fn run_reader(
 const CHANGES: &[&str] = &[
         "CREATE DATABASE cdc",
         "CREATE TABLE cdc.events (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), ts TIMESTAMP(3) NULL, kind VARCHAR(20), amount DECIMAL(8,2), doc JSON, note TEXT, PRIMARY KEY (user_id, ring_idx)) COMMENT='NDB_TABLE=TTL=60@ts,MAX_ROWS_PER_PK=3'",
-        "CREATE TABLE cdc.accounts (id INT NOT NULL PRIMARY KEY, name VARCHAR(40), balance BIGINT UNSIGNED, seen DATETIME(3), code CHAR(4), tag BINARY(3), ratio DOUBLE, state ENUM('open', 'closed', 'frozen'), perms SET('admin', 'read', 'write'))",
+        "CREATE TABLE cdc.accounts (id INT NOT NULL PRIMARY KEY, name VARCHAR(40), balance BIGINT UNSIGNED, seen DATETIME(3), code CHAR(4), tag BINARY(3), ratio DOUBLE, state ENUM('open', 'closed', 'frozen'), perms SET('admin', 'read', 'write'), since YEAR)",
         "INSERT INTO cdc.events (user_id, ts, kind, amount, doc, note) VALUES (1, NOW(3), 'click', 1.50, '{\"a\": [1, \"x\", null]}', 'first')",
         "INSERT INTO cdc.events (user_id, ts, kind, amount, doc, note) VALUES (1, NOW(3), 'view', -2.25, '[true, false]', 'second'), (1, NOW(3), 'buy', 3, NULL, NULL)",
         // Two overwrites of the ring of three.
         "INSERT INTO cdc.events (user_id, ts, kind, amount) VALUES (1, NOW(3), 'again', 4), (1, NOW(3), 'more', 5)",
         // Already expired: the TTL purge removes it (a row delete).
         "INSERT INTO cdc.events (user_id, ts, kind) VALUES (2, NOW(3) - INTERVAL 2 HOUR, 'old')",
-        "INSERT INTO cdc.accounts VALUES (1, 'ann', 18446744073709551615, '2026-12-01 10:11:12.345', 'ab', x'010203', 0.25, 'closed', 'read,ADMIN'), (2, 'bob', 0, NULL, NULL, NULL, NULL, NULL, NULL)",
+        "INSERT INTO cdc.accounts VALUES (1, 'ann', 18446744073709551615, '2026-12-01 10:11:12.345', 'ab', x'010203', 0.25, 'closed', 'read,ADMIN', 2024), (2, 'bob', 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
     // A new file mid-stream: a ROTATE and the next file's format.
     "FLUSH BINARY LOGS",
         "UPDATE cdc.accounts SET name = 'ANN', state = 'FROZEN' WHERE id = 1",

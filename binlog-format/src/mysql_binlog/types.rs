@@ -14,6 +14,7 @@ pub(crate) mod code {
     pub(crate) const LONGLONG: u8 = 8;
     pub(crate) const INT24: u8 = 9;
     pub(crate) const DATE: u8 = 10;
+    pub(crate) const YEAR: u8 = 13;
     pub(crate) const VARCHAR: u8 = 15;
     pub(crate) const TIMESTAMP2: u8 = 17;
     pub(crate) const DATETIME2: u8 = 18;
@@ -54,6 +55,7 @@ pub(crate) fn type_code(ty: &ColumnType) -> u8 {
         ColumnType::Text { .. } | ColumnType::Blob { .. } => code::BLOB,
         ColumnType::Json => code::JSON,
         ColumnType::Date => code::DATE,
+        ColumnType::Year => code::YEAR,
         ColumnType::DateTime { .. } => code::DATETIME2,
         ColumnType::Timestamp { .. } => code::TIMESTAMP2,
     }
@@ -99,7 +101,7 @@ pub(crate) fn metadata(ty: &ColumnType, out: &mut Vec<u8>) {
         // An ENUM is a STRING whose metadata names the real type and the index's bytes.
         ColumnType::Enum { values } => out.extend_from_slice(&[code::ENUM, enum_bytes(values)]),
         ColumnType::Set { values } => out.extend_from_slice(&[code::SET, set_bytes(values)]),
-        ColumnType::Integer { .. } | ColumnType::Date => {}
+        ColumnType::Integer { .. } | ColumnType::Date | ColumnType::Year => {}
     }
 }
 
@@ -277,6 +279,15 @@ pub(crate) fn value(ty: &ColumnType, v: &Value, out: &mut Vec<u8>) {
             };
             let index = values.iter().position(|m| *m == *text).map_or(0, |i| i + 1);
             out.extend_from_slice(&(index as u16).to_le_bytes()[..usize::from(enum_bytes(values))]);
+        }
+        // One byte: the year less 1900, 0 for 0000.
+        ColumnType::Year => {
+            let y = int_of(v);
+            out.push(if y == 0 {
+                0
+            } else {
+                (y - 1900).clamp(0, 255) as u8
+            });
         }
         // The members' bits, bit i for the i-th member.
         ColumnType::Set { values } => {

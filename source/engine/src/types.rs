@@ -408,6 +408,7 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
         }
         ColumnType::Set { values } => set_value(&v, values, &col.ty, false)
             .ok_or_else(|| Error::new(code::WARN_DATA_TRUNCATED, truncated(name, row))),
+        ColumnType::Year => year_value(&v, name, row, tz),
         ColumnType::Timestamp { fsp } => {
             let us = match v {
                 Value::Timestamp(us) => us,
@@ -436,6 +437,46 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
             Ok(Value::Timestamp(us))
         }
     }
+}
+
+/// A YEAR's value for `v` as MySQL reads it: 1901 to 2155 as they are, a number from 1 to 69
+/// 2001 to 2069 and from 70 to 99 1970 to 1999 (a string of one or two digits likewise, with
+/// `'0'` and `'00'` 2000), 0 (and `'0000'`) 0; a date or time its year; else 1264 out of
+/// range, 1366 (1265 for a number followed by more) for text that is no number.
+fn year_value(v: &Value, name: &str, row: usize, tz: TzOffset) -> Result<Value> {
+    let (n, short_text) = match v {
+        Value::Int(i) => (i128::from(*i), false),
+        Value::UInt(u) => (i128::from(*u), false),
+        Value::Date(d) => (i128::from(d.year), false),
+        Value::DateTime(dt) => (i128::from(dt.date.year), false),
+        Value::Timestamp(us) => (
+            i128::from(DateTime::from_epoch_micros(us + tz * 1_000_000).date.year),
+            false,
+        ),
+        other => {
+            let text = numeric_text(other).unwrap_or_else(|| text_of(other));
+            let (neg, int, frac) =
+                parse_decimal(&text).ok_or_else(|| not_a_number("integer", &text, name, row))?;
+            let (rounded, _) = round_decimal(neg, &int, &frac, 0);
+            let n = rounded
+                .parse::<i128>()
+                .map_err(|_| out_of_range(name, row))?;
+            let digits = text.trim().len();
+            (
+                n,
+                matches!(other, Value::Text(_) | Value::Bytes(_)) && digits <= 2,
+            )
+        }
+    };
+    let year = match n {
+        0 if short_text => 2000,
+        0 => 0,
+        1..=69 => 2000 + n,
+        70..=99 => 1900 + n,
+        1901..=2155 => n,
+        _ => return Err(out_of_range(name, row)),
+    };
+    Ok(Value::Int(year as i64))
 }
 
 /// A SET's value for `v` as MySQL makes it: text is members separated by commas, found as
@@ -613,6 +654,7 @@ pub fn convert(
                 | ColumnType::Decimal { .. }
                 | ColumnType::Float
                 | ColumnType::Double
+                | ColumnType::Year
         );
         let prefix = numeric_text(&v).map(|t| number_prefix(&t).to_string());
         let number = match prefix {
@@ -738,6 +780,8 @@ fn clipped(v: &Value, ty: &ColumnType) -> Option<Value> {
                 format!("{sign}{int}.{frac}")
             }))
         }
+        // A YEAR out of its range is 0, as MySQL stores it.
+        ColumnType::Year => Some(Value::Int(0)),
         ColumnType::Float => Some(Value::Float(if negative { f32::MIN } else { f32::MAX })),
         ColumnType::Double => Some(Value::Double(if negative { f64::MIN } else { f64::MAX })),
         _ => None,
@@ -910,6 +954,7 @@ pub fn zero_value(ty: &ColumnType) -> Value {
         // MySQL's implicit default of an ENUM: its first member.
         ColumnType::Enum { values } => Value::Text(values.first().cloned().unwrap_or_default()),
         ColumnType::Set { .. } => Value::Text(String::new()),
+        ColumnType::Year => Value::Int(0),
     }
 }
 

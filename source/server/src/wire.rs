@@ -39,6 +39,7 @@ pub(crate) mod ty {
 /// Column flags (`*_FLAG`).
 mod flag {
     pub(crate) const UNSIGNED: u16 = 32;
+    pub(crate) const ZEROFILL: u16 = 64;
     pub(crate) const BINARY: u16 = 128;
     pub(crate) const ENUM: u16 = 256;
     pub(crate) const SET: u16 = 2048;
@@ -131,6 +132,7 @@ fn display_size(t: &ColumnType) -> (u32, u8) {
             0,
         ),
         ColumnType::Date => (10, 0),
+        ColumnType::Year => (4, 0),
         ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => {
             (19 + if *fsp > 0 { u32::from(*fsp) + 1 } else { 0 }, *fsp)
         }
@@ -172,6 +174,16 @@ fn declared_type(t: &ColumnType) -> (u8, u16, Encoding) {
         // MySQL describes an ENUM as a CHAR with ENUM_FLAG.
         ColumnType::Enum { .. } => (ty::STRING, flag::ENUM, Encoding::Text),
         ColumnType::Set { .. } => (ty::STRING, flag::SET, Encoding::Text),
+        // As MySQL describes a YEAR: unsigned and zero-filled, two bytes in the binary
+        // protocol.
+        ColumnType::Year => (
+            ty::YEAR,
+            flag::UNSIGNED | flag::ZEROFILL,
+            Encoding::Int {
+                bytes: 2,
+                unsigned: false,
+            },
+        ),
         ColumnType::Date => (ty::DATE, 0, Encoding::Date),
         ColumnType::DateTime { .. } => (ty::DATETIME, 0, Encoding::DateTime),
         ColumnType::Timestamp { .. } => (ty::TIMESTAMP, 0, Encoding::DateTime),

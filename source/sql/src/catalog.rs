@@ -482,7 +482,7 @@ fn type_facts(ty: &ColumnType) -> [Value; 8] {
                 + values.len().saturating_sub(1);
             (chars(all as u64), null(), null(), null(), true)
         }
-        ColumnType::Date => ([null(), null()], null(), null(), null(), false),
+        ColumnType::Date | ColumnType::Year => ([null(), null()], null(), null(), null(), false),
         ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => (
             [null(), null()],
             null(),

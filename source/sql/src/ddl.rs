@@ -124,6 +124,8 @@ fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
         }),
         "JSON" => Ok(ColumnType::Json),
         "DATE" => Ok(ColumnType::Date),
+        // YEAR(4) is YEAR; MySQL 8 has no other width.
+        "YEAR" => Ok(ColumnType::Year),
         "DATETIME" => Ok(ColumnType::DateTime { fsp: fsp()? }),
         "TIMESTAMP" => Ok(ColumnType::Timestamp { fsp: fsp()? }),
         _ => Err(Error::unsupported(format!("column type {sql}"))),

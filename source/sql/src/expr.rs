@@ -1417,6 +1417,8 @@ pub(crate) fn render(v: &Value, ty: Option<&ColumnType>, tz: i64) -> Option<Stri
         Value::DateTime(dt) => {
             format_datetime(dt, fsp.unwrap_or(if dt.micros == 0 { 0 } else { 6 }))
         }
+        // A YEAR is four digits: 0 is 0000.
+        Value::Int(y) if matches!(ty, Some(ColumnType::Year)) => format!("{y:04}"),
         Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
         other => other.to_string(),
     })
