@@ -367,8 +367,8 @@ pub fn format_datetime(dt: &DateTime, fsp: u8) -> String {
 }
 
 /// A DOUBLE's text as MySQL writes it (its `my_gcvt`): the shortest digits that read back
-/// as the same number, written out in full from 1e-15 up to 1e15 (and wherever a fraction
-/// is left, `1234567890123456.8`), with an exponent otherwise (`1e20`, `1.5e-16`).
+/// as the same number, written out in full from 1e-15 to below 1e15 (and wherever a
+/// fraction is left, `1234567890123456.8`), with an exponent otherwise (`1e15`, `1.5e-16`).
 pub fn double_text(x: f64) -> String {
     float_text(x, None)
 }

@@ -251,7 +251,7 @@ fn row_values(
         .zip(columns)
         .map(|(v, &col)| {
             let v = from_wire(v, &col.ty);
-            ringrep_engine::types::coerce(v, col, n, 0).map_err(Error::from)
+            ringrep_engine::types::restore(v, col, n, 0).map_err(Error::from)
         })
         .collect()
 }

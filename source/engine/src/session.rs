@@ -157,6 +157,9 @@ pub struct Session {
     engine: Engine,
     /// The session variables.
     pub vars: SessionVars,
+    /// The statement is a one-row INSERT (set by the SQL layer, which knows): out of strict
+    /// mode its NULL for a NOT NULL column stays error 1048, as in MySQL.
+    pub one_row_insert: bool,
     txn: Option<Txn>,
     /// The statement's undo log: for each event it staged (the events from `ops_mark` on,
     /// in order), the overlay entry its key had before, if any.
@@ -332,6 +335,7 @@ impl Session {
             read_epoch,
             engine,
             vars: SessionVars::default(),
+            one_row_insert: false,
             txn: None,
             undo: Vec::new(),
             ops_mark: 0,
@@ -1068,7 +1072,7 @@ impl Session {
         }
         let now = self.now_us();
         let mut inserted = 0;
-        let single = rows.len() == 1;
+        let single = self.one_row_insert;
         for (i, values) in rows.into_iter().enumerate() {
             let row = self.build_row(
                 def,
@@ -1144,9 +1148,8 @@ impl Session {
                     && !prefix_cols.contains(c)
             }));
         }
-        let rows = rows.into_iter();
-        let single = rows.size_hint() == (1, Some(1));
-        for (i, values) in rows.enumerate() {
+        let single = self.one_row_insert;
+        for (i, values) in rows.into_iter().enumerate() {
             let mut row = self.build_row(
                 def,
                 columns,

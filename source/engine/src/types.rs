@@ -440,11 +440,12 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
 }
 
 /// A YEAR's value for `v` as MySQL reads it: 1901 to 2155 as they are, a number from 1 to 69
-/// 2001 to 2069 and from 70 to 99 1970 to 1999 (a string of one or two digits likewise, with
-/// `'0'` and `'00'` 2000), 0 (and `'0000'`) 0; a date or time its year; else 1264 out of
+/// 2001 to 2069 and from 70 to 99 1970 to 1999 (a string likewise, and a string of zeros
+/// 2000 unless it is `'0000'`), 0 (and `'0000'`) 0; a date or time its year; else 1264 out of
 /// range, 1366 (1265 for a number followed by more) for text that is no number.
 fn year_value(v: &Value, name: &str, row: usize, tz: TzOffset) -> Result<Value> {
-    let (n, short_text) = match v {
+    // `zero_text`: a string of zeros that is not four digits long, which is 2000.
+    let (n, zero_text) = match v {
         Value::Int(i) => (i128::from(*i), false),
         Value::UInt(u) => (i128::from(*u), false),
         Value::Date(d) => (i128::from(d.year), false),
@@ -464,12 +465,12 @@ fn year_value(v: &Value, name: &str, row: usize, tz: TzOffset) -> Result<Value> 
             let digits = text.trim().len();
             (
                 n,
-                matches!(other, Value::Text(_) | Value::Bytes(_)) && digits <= 2,
+                matches!(other, Value::Text(_) | Value::Bytes(_)) && digits != 4,
             )
         }
     };
     let year = match n {
-        0 if short_text => 2000,
+        0 if zero_text => 2000,
         0 => 0,
         1..=69 => 2000 + n,
         70..=99 => 1900 + n,
@@ -556,6 +557,16 @@ pub fn decimal_size(precision: u64, scale: u64, what: &str) -> Result<(u8, u8)> 
         ));
     }
     Ok((precision.max(1) as u8, scale as u8))
+}
+
+/// [`coerce`] for a value a table already held (ALTER TABLE's copy, a verifier reading a
+/// server): an ENUM's empty string, MySQL's index 0 that a bad value left, stays one
+/// (strict `coerce` refuses it as an INSERT's value).
+pub fn restore(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Value> {
+    match (&col.ty, &v) {
+        (ColumnType::Enum { .. }, Value::Text(t)) if t.is_empty() => Ok(v),
+        _ => coerce(v, col, row, tz),
+    }
 }
 
 /// The diagnostic a conversion gave besides its value (a warning or a note, as SHOW WARNINGS
@@ -906,10 +917,7 @@ pub fn default_value(col: &ColumnDef, now_us: i64, tz: TzOffset) -> Option<Value
         }
         ColumnDefault::None | ColumnDefault::Generated { .. } if col.nullable => Some(Value::Null),
         // An ENUM NOT NULL without a DEFAULT has its first member, as in MySQL.
-        // A SET NOT NULL's is the empty set.
-        ColumnDefault::None
-            if matches!(col.ty, ColumnType::Enum { .. } | ColumnType::Set { .. }) =>
-        {
+        ColumnDefault::None if matches!(col.ty, ColumnType::Enum { .. }) => {
             Some(zero_value(&col.ty))
         }
         ColumnDefault::None | ColumnDefault::Generated { .. } => None,

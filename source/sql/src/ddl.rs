@@ -1552,8 +1552,11 @@ impl RowMapping {
                             || self.def.ring.as_ref().is_some_and(|r| r.meta_column == i))
                     {
                         v
+                    } else if self.old_types.get(src) == Some(&c.ty) {
+                        // A value of the same type is one its column holds already.
+                        v
                     } else {
-                        coerce(
+                        ringrep_engine::types::restore(
                             v,
                             &ColumnDef {
                                 nullable: true,

@@ -991,7 +991,18 @@ fn row_alias_as_values(
                         }
                     }
                 }
-                Expr::Identifier(i) if col_aliases.is_some() => column_of(&i.value).cloned(),
+                // A column alias that is also a column of the table names either: MySQL
+                // calls it ambiguous.
+                Expr::Identifier(i) if col_aliases.is_some() => match column_of(&i.value) {
+                    Some(_) if def.column_index(&i.value).is_some() => {
+                        failed = Some(Error::new(
+                            code::ER_NON_UNIQ_ERROR,
+                            format!("Column '{}' in field list is ambiguous", i.value),
+                        ));
+                        return std::ops::ControlFlow::Break(());
+                    }
+                    found => found.cloned(),
+                },
                 _ => None,
             };
             if let Some(c) = target {
@@ -1141,8 +1152,22 @@ impl SqlSession {
             let mut assigned = plan.user_assigned.to_vec();
             for (&c, v) in plan.user_assigned.iter().zip(values) {
                 new[c] = match plan.fired {
-                    // NEW holds the column's type, as a trigger reads it.
-                    Some(_) => coerce(v, &def.columns[c], row_no, tz)?,
+                    // NEW holds the column's type, as a trigger reads it (converted as the
+                    // session's sql_mode converts, with its warnings).
+                    Some(_) => {
+                        let lenient = !self.session.vars.strict;
+                        let (v, diagnostic) = ringrep_engine::types::convert(
+                            v,
+                            &def.columns[c],
+                            row_no,
+                            tz,
+                            lenient,
+                        )?;
+                        if let Some((code, message)) = diagnostic {
+                            self.session.warn(code, message);
+                        }
+                        v
+                    }
                     None => v,
                 };
             }

@@ -137,7 +137,10 @@ impl SqlSession {
             Ok(Some(_)) => return None,
             Err(e) => return Some(Err(e)),
         }
-        Some(self.writing(!plan.ignore, |s| s.insert_planned_into(plan, def, values)))
+        let one_row = plan.rows.len() == 1;
+        Some(self.writing(!plan.ignore, |s| {
+            s.one_row_insert(one_row, |s| s.insert_planned_into(plan, def, values))
+        }))
     }
 
     fn insert_planned_into(

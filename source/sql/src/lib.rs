@@ -641,6 +641,20 @@ impl SqlSession {
         r
     }
 
+    /// Runs an INSERT `f` telling the engine whether it is a one-row INSERT (one VALUES row,
+    /// or SET): out of strict mode its NULL for a NOT NULL column stays error 1048, as in
+    /// MySQL, where a multi-row INSERT or INSERT ... SELECT stores the type's zero.
+    pub(crate) fn one_row_insert<T>(
+        &mut self,
+        one_row: bool,
+        f: impl FnOnce(&mut SqlSession) -> T,
+    ) -> T {
+        let was = std::mem::replace(&mut self.session.one_row_insert, one_row);
+        let r = f(self);
+        self.session.one_row_insert = was;
+        r
+    }
+
     /// The inputs of evaluation as owned values, for closures that also borrow the session.
     pub(crate) fn owned_ctx(&self) -> OwnedCtx {
         OwnedCtx {
@@ -1042,7 +1056,14 @@ impl SqlSession {
                 }))
             }
             Statement::Query(q) => self.query(&q, text),
-            Statement::Insert(ins) => self.writing(!ins.ignore, |s| s.insert(&ins)),
+            Statement::Insert(ins) => {
+                let one_row = ins.source.as_ref().is_none_or(|q| {
+                    matches!(q.body.as_ref(), sqlparser::ast::SetExpr::Values(v) if v.rows.len() == 1)
+                });
+                self.writing(!ins.ignore, |s| {
+                    s.one_row_insert(one_row, |s| s.insert(&ins))
+                })
+            }
             Statement::Update(u) => self.writing(true, |s| s.update(&u)),
             Statement::Delete(d) => self.delete(&d),
             Statement::CreateTable(ct) => self.create_table(&ct, None),

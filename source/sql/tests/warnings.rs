@@ -249,6 +249,19 @@ fn adjusted_values_at_the_edges() {
     s.execute("INSERT INTO e (id, v) VALUES (5, NULL), (6, 'x')")
         .expect("two rows");
     assert_eq!(warnings(&mut s), ["Warning 1048 Column 'v' cannot be null"]);
+    // Only a one-row VALUES (or SET) is a one-row INSERT: REPLACE of two rows and INSERT ...
+    // SELECT store the type's zero, though they reach the engine a row at a time.
+    s.execute("REPLACE INTO e (id, v) VALUES (7, NULL), (8, 'x')")
+        .expect("replace of two rows");
+    s.execute("INSERT INTO e (id, v) SELECT 9, NULL")
+        .expect("insert select");
+    assert_eq!(
+        rows(&mut s, "SELECT id, v FROM e WHERE id IN (7, 9) ORDER BY id"),
+        [
+            [Some("7".to_string()), Some(String::new())],
+            [Some("9".to_string()), Some(String::new())]
+        ]
+    );
     s.execute("REPLACE INTO e (id, v) VALUES (6, 'wxyz')")
         .expect("replace cuts");
     assert_eq!(
@@ -275,4 +288,39 @@ fn warning_count_counts_past_the_kept() {
         [[Some("1500".to_string())]]
     );
     assert_eq!(warnings(&mut s).len(), 1024);
+}
+
+/// A table with triggers converts what INSERT IGNORE and UPDATE out of strict mode write as a
+/// table without them does: adjusted, with the warning (it was strict mode's error).
+#[test]
+fn triggers_take_values_as_the_mode_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_engine, mut s) = session(&dir);
+    s.execute("CREATE TABLE tg (id INT PRIMARY KEY, s VARCHAR(3), n INT)")
+        .expect("create");
+    s.execute("CREATE TRIGGER tg_bi BEFORE INSERT ON tg FOR EACH ROW SET NEW.n = 1")
+        .expect("insert trigger");
+    s.execute("CREATE TRIGGER tg_bu BEFORE UPDATE ON tg FOR EACH ROW SET NEW.n = 2")
+        .expect("update trigger");
+    let err = s
+        .execute("INSERT INTO tg (id, s) VALUES (1, 'abcd')")
+        .expect_err("strict");
+    assert_eq!(err.code, 1406, "{err:?}");
+    s.execute("INSERT IGNORE INTO tg (id, s) VALUES (1, 'abcd')")
+        .expect("ignore");
+    assert_eq!(
+        warnings(&mut s),
+        ["Warning 1265 Data truncated for column 's' at row 1"]
+    );
+    s.execute("SET sql_mode = ''").expect("non-strict");
+    s.execute("UPDATE tg SET s = 'wxyz' WHERE id = 1")
+        .expect("update");
+    assert_eq!(
+        warnings(&mut s),
+        ["Warning 1265 Data truncated for column 's' at row 1"]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT s, n FROM tg"),
+        [[Some("wxy".to_string()), Some("2".to_string())]]
+    );
 }
