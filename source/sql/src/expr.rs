@@ -926,6 +926,22 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
             }
             let l = eval(left, scope, ctx)?;
             let r = eval(right, scope, ctx)?;
+            // A string compared with a number is read as one: MySQL warns of one that is not
+            // (an error in a strict write, an UPDATE's WHERE included).
+            let comparison = matches!(
+                op,
+                BinaryOperator::Eq
+                    | BinaryOperator::NotEq
+                    | BinaryOperator::Lt
+                    | BinaryOperator::LtEq
+                    | BinaryOperator::Gt
+                    | BinaryOperator::GtEq
+                    | BinaryOperator::Spaceship
+            );
+            if comparison && is_numeric(&l) != is_numeric(&r) {
+                check_numeric_text(&l, ctx)?;
+                check_numeric_text(&r, ctx)?;
+            }
             let cmp = || compare(&l, &r, ctx.tz);
             match op {
                 BinaryOperator::Eq => Ok(bool_value(cmp().map(|o| o == Ordering::Equal))),

@@ -183,6 +183,8 @@ pub(crate) struct OwnedCtx {
     zero_division_errors: bool,
     /// As [`expr::Ctx::set_insert_id`]: the session's.
     set_insert_id: Arc<std::sync::Mutex<Option<u64>>>,
+    /// As [`expr::Ctx::warnings`]: the session's, so an UPDATE's warnings are said too.
+    warnings: Arc<std::sync::Mutex<expr::Warnings>>,
 }
 
 impl OwnedCtx {
@@ -204,7 +206,7 @@ impl OwnedCtx {
             outer: None,
             strict: self.strict,
             zero_division_errors: self.zero_division_errors,
-            warnings: None,
+            warnings: Some(&self.warnings),
             set_insert_id: &self.set_insert_id,
         }
     }
@@ -265,7 +267,7 @@ pub struct SqlSession {
     zero_division_errors: bool,
     /// Warnings of the running statement's expressions (division by zero, a string read in
     /// part), moved to the session's warnings when it ends.
-    expr_warnings: std::sync::Mutex<expr::Warnings>,
+    expr_warnings: Arc<std::sync::Mutex<expr::Warnings>>,
     /// What `LAST_INSERT_ID(expr)` set in the running statement (see
     /// [`expr::Ctx::set_insert_id`]); shared with the statement's owned contexts.
     set_insert_id: Arc<std::sync::Mutex<Option<u64>>>,
@@ -674,6 +676,7 @@ impl SqlSession {
             strict: self.strict_write,
             zero_division_errors: self.zero_division_errors,
             set_insert_id: Arc::clone(&self.set_insert_id),
+            warnings: Arc::clone(&self.expr_warnings),
         }
     }
 
