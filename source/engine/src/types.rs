@@ -989,18 +989,34 @@ pub fn expiry_us(v: &Value, seconds: u32) -> Option<i64> {
     let base = match v {
         Value::Timestamp(us) => *us,
         Value::DateTime(dt) => dt.to_epoch_micros(),
-        Value::Date(d) => {
-            days_from_civil(i64::from(d.year), u32::from(d.month), u32::from(d.day))
-                * 86_400_000_000
-        }
+        Value::Date(d) => days_from_civil(i64::from(d.year), u32::from(d.month), u32::from(d.day))
+            .saturating_mul(86_400_000_000),
         _ => return None,
     };
-    Some(base + i64::from(seconds) * 1_000_000)
+    // Saturating: a time past any real one (a value the row took in a lenient write) is
+    // simply never reached, not an overflow.
+    Some(base.saturating_add(i64::from(seconds) * 1_000_000))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TTL base past any real time saturates instead of overflowing.
+    #[test]
+    fn expiry_saturates() {
+        assert_eq!(
+            expiry_us(&Value::Timestamp(i64::MAX - 5), u32::MAX),
+            Some(i64::MAX)
+        );
+        let far = Value::Date(Date {
+            year: u16::MAX,
+            month: 12,
+            day: 31,
+        });
+        assert!(expiry_us(&far, u32::MAX).is_some());
+        assert_eq!(expiry_us(&Value::Timestamp(0), 2), Some(2_000_000));
+    }
     use binlog_format::schema::IntWidth;
 
     fn col(ty: ColumnType) -> ColumnDef {

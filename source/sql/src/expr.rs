@@ -198,6 +198,33 @@ pub(crate) fn check_division(
     Ok(())
 }
 
+/// [`check_numeric_text`] for two values compared: a string compared with a number is read
+/// as one.
+fn check_compared(a: &Value, b: &Value, ctx: &Ctx<'_>) -> Result<()> {
+    if is_numeric(a) != is_numeric(b) {
+        check_numeric_text(a, ctx)?;
+        check_numeric_text(b, ctx)?;
+    }
+    Ok(())
+}
+
+/// [`check_compared`] for a value compared with several (IN, BETWEEN): a string on the left
+/// is read as a number once, as MySQL reads it, each string on the right once.
+fn check_compared_with<'v>(
+    v: &Value,
+    others: impl IntoIterator<Item = &'v Value> + Clone,
+    ctx: &Ctx<'_>,
+) -> Result<()> {
+    if is_numeric(v) {
+        for x in others {
+            check_numeric_text(x, ctx)?;
+        }
+    } else if others.into_iter().any(is_numeric) {
+        check_numeric_text(v, ctx)?;
+    }
+    Ok(())
+}
+
 /// Warning 1292 when arithmetic reads a string that is not wholly a number (`'12x' + 1` is
 /// 13, `'abc' + 1` is 1), an error when `ctx` writes what it evaluates under a strict
 /// sql_mode, as MySQL says and refuses it; spaces around the number are not counted.
@@ -938,9 +965,8 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                     | BinaryOperator::GtEq
                     | BinaryOperator::Spaceship
             );
-            if comparison && is_numeric(&l) != is_numeric(&r) {
-                check_numeric_text(&l, ctx)?;
-                check_numeric_text(&r, ctx)?;
+            if comparison {
+                check_compared(&l, &r, ctx)?;
             }
             let cmp = || compare(&l, &r, ctx.tz);
             match op {
@@ -1022,6 +1048,7 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                 return Ok(Value::Null);
             }
             let mut saw_null = false;
+            check_compared_with(&v, candidates.iter(), ctx)?;
             for x in candidates {
                 match compare(&v, &x, ctx.tz) {
                     Some(Ordering::Equal) => return Ok(Value::Int(i64::from(!negated))),
@@ -1042,8 +1069,10 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
             high,
         } => {
             let v = eval(expr, scope, ctx)?;
-            let lo = compare(&v, &eval(low, scope, ctx)?, ctx.tz);
-            let hi = compare(&v, &eval(high, scope, ctx)?, ctx.tz);
+            let (low, high) = (eval(low, scope, ctx)?, eval(high, scope, ctx)?);
+            check_compared_with(&v, [&low, &high], ctx)?;
+            let lo = compare(&v, &low, ctx.tz);
+            let hi = compare(&v, &high, ctx.tz);
             Ok(match (lo, hi) {
                 (Some(a), Some(b)) => Value::Int(i64::from(
                     (a != Ordering::Less && b != Ordering::Greater) != *negated,
