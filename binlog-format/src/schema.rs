@@ -233,6 +233,46 @@ impl ColumnType {
         )
     }
 
+    /// The number types: the integers, DECIMAL, FLOAT and DOUBLE (not YEAR).
+    pub fn is_number(&self) -> bool {
+        matches!(
+            self,
+            ColumnType::Integer { .. }
+                | ColumnType::Decimal { .. }
+                | ColumnType::Float
+                | ColumnType::Double
+        )
+    }
+
+    /// An ENUM's or SET's value `text` as MySQL's number of it: an ENUM member's index from
+    /// 1 (0 for the empty string of a bad value), a SET's members' bits; `None` for other
+    /// types.
+    pub fn member_number(&self, text: &str) -> Option<u64> {
+        let position = |values: &[String], m: &str| values.iter().position(|x| x == m);
+        match self {
+            ColumnType::Enum { values } => Some(position(values, text).map_or(0, |i| i as u64 + 1)),
+            ColumnType::Set { values } => Some(
+                text.split(',')
+                    .filter_map(|m| position(values, m))
+                    .fold(0u64, |b, i| b | (1 << i)),
+            ),
+            _ => None,
+        }
+    }
+
+    /// The longest value of an ENUM or SET, in characters: its longest member, or all its
+    /// members with their commas; `None` for other types.
+    pub fn member_chars(&self) -> Option<u64> {
+        let chars = |v: &String| v.chars().count() as u64;
+        match self {
+            ColumnType::Enum { values } => Some(values.iter().map(chars).max().unwrap_or(0)),
+            ColumnType::Set { values } => {
+                Some(values.iter().map(chars).sum::<u64>() + values.len().saturating_sub(1) as u64)
+            }
+            _ => None,
+        }
+    }
+
     /// Any integer width, signed or unsigned.
     pub fn is_integer(&self) -> bool {
         matches!(self, ColumnType::Integer { .. })

@@ -194,7 +194,8 @@ fn table_map_body(table: &TableDef) -> Vec<u8> {
     };
     let numeric: Vec<bool> = cols
         .iter()
-        .filter(|&&c| types::is_numeric(&table.columns[c].ty))
+        // The columns that count as numeric for SIGNEDNESS.
+        .filter(|&&c| table.columns[c].ty.is_number())
         .map(|&c| {
             matches!(
                 table.columns[c].ty,

@@ -123,17 +123,6 @@ fn enum_bytes(values: &[String]) -> u8 {
     }
 }
 
-/// Whether the column counts as numeric for the SIGNEDNESS metadata.
-pub(crate) fn is_numeric(ty: &ColumnType) -> bool {
-    matches!(
-        ty,
-        ColumnType::Integer { .. }
-            | ColumnType::Decimal { .. }
-            | ColumnType::Float
-            | ColumnType::Double
-    )
-}
-
 /// The column's collation when it counts as a character column for the charset metadata
 /// (strings and BLOB types, binary ones with `binary`).
 pub(crate) fn collation(ty: &ColumnType) -> Option<u64> {
@@ -271,14 +260,19 @@ pub(crate) fn value(ty: &ColumnType, v: &Value, out: &mut Vec<u8>) {
             out.extend_from_slice(&packed.to_be_bytes()[3..]);
             fraction(dt.micros, *fsp, out);
         }
-        // The member's index from 1, 0 for the empty string MySQL stores for a bad value.
-        ColumnType::Enum { values } => {
+        // An ENUM member's index from 1 (0 for the empty string MySQL stores for a bad
+        // value), a SET's members' bits (bit i for the i-th member).
+        ColumnType::Enum { values } | ColumnType::Set { values } => {
             let text = match v {
                 Value::Text(s) => std::borrow::Cow::Borrowed(s.as_str()),
                 other => std::borrow::Cow::Owned(other.to_string()),
             };
-            let index = values.iter().position(|m| *m == *text).map_or(0, |i| i + 1);
-            out.extend_from_slice(&(index as u16).to_le_bytes()[..usize::from(enum_bytes(values))]);
+            let n = ty.member_number(&text).unwrap_or(0);
+            let bytes = match ty {
+                ColumnType::Enum { .. } => enum_bytes(values),
+                _ => set_bytes(values),
+            };
+            out.extend_from_slice(&n.to_le_bytes()[..usize::from(bytes)]);
         }
         // One byte: the year less 1900, 0 for 0000.
         ColumnType::Year => {
@@ -288,18 +282,6 @@ pub(crate) fn value(ty: &ColumnType, v: &Value, out: &mut Vec<u8>) {
             } else {
                 (y - 1900).clamp(0, 255) as u8
             });
-        }
-        // The members' bits, bit i for the i-th member.
-        ColumnType::Set { values } => {
-            let text = match v {
-                Value::Text(s) => std::borrow::Cow::Borrowed(s.as_str()),
-                other => std::borrow::Cow::Owned(other.to_string()),
-            };
-            let bits = text
-                .split(',')
-                .filter_map(|m| values.iter().position(|x| x == m))
-                .fold(0u64, |b, i| b | (1 << i));
-            out.extend_from_slice(&bits.to_le_bytes()[..usize::from(set_bytes(values))]);
         }
         ColumnType::Timestamp { fsp } => {
             let us = match v {

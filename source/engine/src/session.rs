@@ -98,23 +98,6 @@ pub enum InsertMode {
     Ignore,
 }
 
-/// Which row of an INSERT a row is.
-#[derive(Debug, Clone, Copy)]
-struct RowAt {
-    /// Its number from 1, as messages give it.
-    no: usize,
-    /// Whether it is the statement's only row: out of strict mode a NULL for a NOT NULL
-    /// column is then still an error, as in MySQL.
-    only: bool,
-}
-
-impl RowAt {
-    /// The row at index `i` (from 0).
-    fn new(i: usize, only: bool) -> RowAt {
-        RowAt { no: i + 1, only }
-    }
-}
-
 /// What an UPDATE did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UpdateOutcome {
@@ -409,6 +392,20 @@ impl Session {
         self.warnings_dropped = self
             .warnings_dropped
             .saturating_add(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+
+    /// Whether an INSERT of `mode` stores what strict mode refuses, adjusted, with a warning:
+    /// with IGNORE, or in a session out of strict mode.
+    pub fn inserts_leniently(&self, mode: InsertMode) -> bool {
+        mode == InsertMode::Ignore || !self.vars.strict
+    }
+
+    /// [`Session::inserts_leniently`] for the value `v`: out of strict mode a NULL for a NOT
+    /// NULL column of a one-row INSERT ([`Session::one_row_insert`]) stays error 1048, as in
+    /// MySQL.
+    pub fn inserts_leniently_value(&self, mode: InsertMode, v: &Value) -> bool {
+        self.inserts_leniently(mode)
+            && !(v.is_null() && mode == InsertMode::Insert && self.one_row_insert)
     }
 
     /// The session's current time: `SET timestamp` if given, else the engine clock.
@@ -904,16 +901,11 @@ impl Session {
         def: &TableDef,
         columns: &[usize],
         values: impl ExactSizeIterator<Item = Value>,
-        at: RowAt,
+        row_no: usize,
         now: i64,
         mode: InsertMode,
     ) -> Result<Row> {
-        let (row_no, single) = (at.no, at.only);
-        // INSERT IGNORE, or a session out of strict mode, stores what strict mode refuses,
-        // adjusted, with a warning; but out of strict mode a NULL for a NOT NULL column of a
-        // one-row INSERT stays error 1048, as in MySQL.
-        let lenient = mode == InsertMode::Ignore || !self.vars.strict;
-        let null_lenient = lenient && (mode == InsertMode::Ignore || !single);
+        let lenient = self.inserts_leniently(mode);
         let zero_generates = !self.vars.no_auto_value_on_zero;
         if values.len() != columns.len() {
             return Err(Error::new(
@@ -947,7 +939,7 @@ impl Session {
             {
                 self.next_auto_inc(def, c)?
             } else {
-                let lenient = if v.is_null() { null_lenient } else { lenient };
+                let lenient = self.inserts_leniently_value(mode, &v);
                 let (v, diagnostic) = convert(v, col, row_no, self.vars.tz_offset, lenient)?;
                 if let Some((c, m)) = diagnostic {
                     self.warn(c, m);
@@ -1072,16 +1064,8 @@ impl Session {
         }
         let now = self.now_us();
         let mut inserted = 0;
-        let single = self.one_row_insert;
         for (i, values) in rows.into_iter().enumerate() {
-            let row = self.build_row(
-                def,
-                columns,
-                values.into_iter(),
-                RowAt::new(i, single),
-                now,
-                mode,
-            )?;
+            let row = self.build_row(def, columns, values.into_iter(), i + 1, now, mode)?;
             let key = Key(def.key_of(&row));
             self.lock(def.id, &key)?;
             let existing = self.get_row(def.id, &key);
@@ -1148,16 +1132,8 @@ impl Session {
                     && !prefix_cols.contains(c)
             }));
         }
-        let single = self.one_row_insert;
         for (i, values) in rows.into_iter().enumerate() {
-            let mut row = self.build_row(
-                def,
-                columns,
-                values.into_iter(),
-                RowAt::new(i, single),
-                now,
-                mode,
-            )?;
+            let mut row = self.build_row(def, columns, values.into_iter(), i + 1, now, mode)?;
             // Keys compare by the text collation: 'Bob' and 'bob' are one ring.
             let same_prefix = |k: &Key| {
                 prefix_cols

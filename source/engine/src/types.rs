@@ -659,14 +659,7 @@ pub fn convert(
     } else if c == code::WARN_DATA_TRUNCATED || c == code::ER_TRUNCATED_WRONG_VALUE_FOR_FIELD {
         // A number column given a string: the number at its front, or 0 (either clipped to
         // the column's range).
-        let numeric = matches!(
-            col.ty,
-            ColumnType::Integer { .. }
-                | ColumnType::Decimal { .. }
-                | ColumnType::Float
-                | ColumnType::Double
-                | ColumnType::Year
-        );
+        let numeric = col.ty.is_number() || col.ty == ColumnType::Year;
         let prefix = numeric_text(&v).map(|t| number_prefix(&t).to_string());
         let number = match prefix {
             Some(p) if !p.is_empty() => Value::Decimal(p),

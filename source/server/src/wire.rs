@@ -116,19 +116,8 @@ fn display_size(t: &ColumnType) -> (u32, u8) {
         ColumnType::Binary { len } | ColumnType::VarBinary { len } => (*len, 0),
         ColumnType::Text { .. } | ColumnType::Blob { .. } => (65_535, 0),
         ColumnType::Json => (u32::MAX, 0),
-        ColumnType::Enum { values } => (
-            values
-                .iter()
-                .map(|v| v.chars().count() as u32)
-                .max()
-                .unwrap_or(0)
-                .saturating_mul(4),
-            0,
-        ),
-        ColumnType::Set { values } => (
-            (values.iter().map(|v| v.chars().count() as u32).sum::<u32>()
-                + values.len().saturating_sub(1) as u32)
-                .saturating_mul(4),
+        ColumnType::Enum { .. } | ColumnType::Set { .. } => (
+            u32::try_from(t.member_chars().unwrap_or(0).saturating_mul(4)).unwrap_or(u32::MAX),
             0,
         ),
         ColumnType::Date => (10, 0),

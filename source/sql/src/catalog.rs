@@ -471,17 +471,14 @@ fn type_facts(ty: &ColumnType) -> [Value; 8] {
         ColumnType::Text { size } => (lob(lob_bytes(size)), null(), null(), null(), true),
         ColumnType::Blob { size } => (lob(lob_bytes(size)), null(), null(), null(), false),
         ColumnType::Json => ([null(), null()], null(), null(), null(), false),
-        // An ENUM's lengths are its longest member's.
-        ColumnType::Enum { values } => {
-            let longest = values.iter().map(|v| v.chars().count()).max().unwrap_or(0);
-            (chars(longest as u64), null(), null(), null(), true)
-        }
-        // A SET's, all its members with their commas.
-        ColumnType::Set { values } => {
-            let all: usize = values.iter().map(|v| v.chars().count()).sum::<usize>()
-                + values.len().saturating_sub(1);
-            (chars(all as u64), null(), null(), null(), true)
-        }
+        // An ENUM's lengths are its longest member's, a SET's all its members'.
+        ColumnType::Enum { .. } | ColumnType::Set { .. } => (
+            chars(ty.member_chars().unwrap_or(0)),
+            null(),
+            null(),
+            null(),
+            true,
+        ),
         ColumnType::Date | ColumnType::Year => ([null(), null()], null(), null(), null(), false),
         ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => (
             [null(), null()],

@@ -1522,29 +1522,9 @@ impl RowMapping {
                     // An ENUM or SET becoming a number becomes its member's index or its
                     // members' bits, as MySQL's copy converts them (0 for an ENUM's empty
                     // string of a bad value).
-                    let numeric = matches!(
-                        c.ty,
-                        ColumnType::Integer { .. }
-                            | ColumnType::Decimal { .. }
-                            | ColumnType::Float
-                            | ColumnType::Double
-                    );
-                    if let (true, Value::Text(t)) = (numeric, &v) {
-                        let position =
-                            |values: &[String], m: &str| values.iter().position(|x| x == m);
-                        match self.old_types.get(src) {
-                            Some(ColumnType::Enum { values }) => {
-                                let index = position(values, t).map_or(0, |i| i + 1);
-                                v = Value::UInt(index as u64);
-                            }
-                            Some(ColumnType::Set { values }) => {
-                                let bits = t
-                                    .split(',')
-                                    .filter_map(|m| position(values, m))
-                                    .fold(0u64, |b, i| b | (1 << i));
-                                v = Value::UInt(bits);
-                            }
-                            _ => {}
+                    if let (true, Value::Text(t)) = (c.ty.is_number(), &v) {
+                        if let Some(n) = self.old_types.get(src).and_then(|o| o.member_number(t)) {
+                            v = Value::UInt(n);
                         }
                     }
                     if is_meta

@@ -1051,12 +1051,7 @@ impl SqlSession {
                     .skip(offset)
                     .take(limit.unwrap_or(usize::MAX))
                     .collect();
-                Ok(Outcome::Rows(ResultSet {
-                    columns: rows.columns,
-                    types: rows.types,
-                    rows: rows.rows,
-                    tz: self.session.vars.tz_offset,
-                }))
+                Ok(self.rows_outcome(rows))
             }
             Statement::Query(q) => self.query(&q, text),
             Statement::Insert(ins) => {

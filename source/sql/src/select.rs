@@ -458,12 +458,17 @@ impl SqlSession {
     /// A query statement's result set (`text` is the statement's text, for column names).
     pub(crate) fn query(&mut self, q: &Query, text: &str) -> Result<Outcome> {
         let rows = self.run_query(q, text)?;
-        Ok(Outcome::Rows(ResultSet {
+        Ok(self.rows_outcome(rows))
+    }
+
+    /// A query's rows as the statement's result set.
+    pub(crate) fn rows_outcome(&self, rows: Rows) -> Outcome {
+        Outcome::Rows(ResultSet {
             columns: rows.columns,
             types: rows.types,
             rows: rows.rows,
             tz: self.session.vars.tz_offset,
-        }))
+        })
     }
 
     /// The visible rows of a table for a WHERE, narrowed by leading key equalities (with a

@@ -867,22 +867,16 @@ impl SqlSession {
     ) -> Result<u64> {
         let now = self.session.now_us();
         let tz = self.session.vars.tz_offset;
-        // Values convert as the insert itself would convert them (INSERT IGNORE, or a
-        // session out of strict mode, adjusts what strict mode refuses, with a warning).
-        let lenient = mode == InsertMode::Ignore || !self.session.vars.strict;
-        let single = self.session.one_row_insert;
         let mut inserted = 0;
         for (n, values) in rows.into_iter().enumerate() {
             let row_no = n + 1;
             if values.len() != columns.len() {
                 return Err(super::dml::wrong_value_count(row_no));
             }
-            let conversion = Conversion {
-                row_no,
-                lenient,
-                null_lenient: lenient && (mode == InsertMode::Ignore || !single),
-            };
-            let (mut new, diagnostics) = new_row(def, columns, values, conversion, now, tz)?;
+            // Values convert as the insert itself would convert them.
+            let session = &self.session;
+            let lenient = |v: &Value| session.inserts_leniently_value(mode, v);
+            let (mut new, diagnostics) = new_row(def, columns, values, row_no, lenient, now, tz)?;
             for (code, message) in diagnostics {
                 self.session.warn(code, message);
             }
@@ -1375,26 +1369,17 @@ fn strip_keyword<'a>(rest: &'a str, kw: &str) -> Option<&'a str> {
         .then(|| after.trim_start())
 }
 
-/// How [`new_row`] converts a row's values.
-#[derive(Debug, Clone, Copy)]
-struct Conversion {
-    /// The row's number from 1, for messages.
-    row_no: usize,
-    /// What strict mode refuses is adjusted, with a warning.
-    lenient: bool,
-    /// A NULL for a NOT NULL column likewise (not for a one-row INSERT out of strict mode).
-    null_lenient: bool,
-}
-
 /// NEW of an INSERT: the values given for `columns` (converted to their columns' types, with
-/// the conversions' warnings), the other columns' defaults; an auto-increment column left out
+/// the conversions' warnings; `lenient` says which values are adjusted where strict mode
+/// refuses them), the other columns' defaults; an auto-increment column left out
 /// (or given 0 or NULL) reads 0, a ring's slot its default and its meta column NULL, as
 /// before the engine writes the row.
 fn new_row(
     def: &TableDef,
     columns: &[usize],
     values: Vec<Value>,
-    conversion: Conversion,
+    row_no: usize,
+    lenient: impl Fn(&Value) -> bool,
     now: i64,
     tz: i64,
 ) -> Result<(Vec<Value>, Vec<ringrep_engine::types::Diagnostic>)> {
@@ -1420,12 +1405,8 @@ fn new_row(
             if col.auto_increment && (v.is_null() || matches!(v, Value::Int(0) | Value::UInt(0))) {
                 zero_of(col)
             } else {
-                let lenient = if v.is_null() {
-                    conversion.null_lenient
-                } else {
-                    conversion.lenient
-                };
-                let (v, diagnostic) = convert(v, col, conversion.row_no, tz, lenient)?;
+                let lenient = lenient(&v);
+                let (v, diagnostic) = convert(v, col, row_no, tz, lenient)?;
                 diagnostics.extend(diagnostic);
                 v
             };

@@ -24,13 +24,19 @@ fn warnings(s: &mut SqlSession) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_select_warns_where_a_write_fails() {
-    let dir = tempfile::tempdir().expect("tempdir");
+/// A session over a fresh engine in `dir` (the engine kept alive beside it).
+fn session(dir: &tempfile::TempDir) -> (Engine, SqlSession) {
     let engine = Engine::open(dir.path(), EngineConfig::new(1))
         .expect("open")
         .0;
-    let mut s = SqlSession::new(&engine);
+    let s = SqlSession::new(&engine);
+    (engine, s)
+}
+
+#[test]
+fn a_select_warns_where_a_write_fails() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_engine, mut s) = session(&dir);
     assert_eq!(
         rows(
             &mut s,
@@ -99,10 +105,7 @@ fn a_select_warns_where_a_write_fails() {
 #[test]
 fn insert_ignore_adjusts_values_and_says_so() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let engine = Engine::open(dir.path(), EngineConfig::new(1))
-        .expect("open")
-        .0;
-    let mut s = SqlSession::new(&engine);
+    let (_engine, mut s) = session(&dir);
     s.execute(
         "CREATE TABLE c (id INT PRIMARY KEY, s VARCHAR(3) NOT NULL, n TINYINT, d DECIMAL(5,2), k INT NOT NULL)",
     )
@@ -186,14 +189,6 @@ fn insert_ignore_adjusts_values_and_says_so() {
         rows(&mut s, "SELECT s, d FROM c WHERE id = 3"),
         [[Some("xy ".to_string()), Some("2.56".to_string())]]
     );
-}
-
-fn session(dir: &tempfile::TempDir) -> (Engine, SqlSession) {
-    let engine = Engine::open(dir.path(), EngineConfig::new(1))
-        .expect("open")
-        .0;
-    let s = SqlSession::new(&engine);
-    (engine, s)
 }
 
 /// Values adjusted as MySQL adjusts them, at the edges: DECIMAL(p,p)'s largest is 0.99..., an
