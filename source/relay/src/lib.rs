@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use binlog_format::kafka;
 use binlog_format::{Notifier, Record};
+use ringrep_cdc::kafka;
 use ringrep_kafka::{Error, KafkaSettings, Result};
 
 use binlog::Batches;

@@ -1,7 +1,7 @@
 //! The replication stream in MySQL's encoding, for MySQL replicas' protocol as CDC tools speak
 //! it (Debezium, Maxwell, Canal, go-mysql, python-mysql-replication, ZongJi): COM_BINLOG_DUMP
 //! with a binlog file name and position, answered with binlog v4 events
-//! ([`binlog_format::mysql_binlog`]).
+//! ([`ringrep_cdc::mysql_binlog`]).
 //!
 //! The client names where to start as MySQL's do: a file of `SHOW BINARY LOGS` (ringrep's
 //! segment names) and a position in the MySQL encoding of that file
@@ -21,11 +21,11 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use binlog_format::mysql_binlog::{
-    rotate_len, Encoder, EventWriter, FILE_START, FORMAT_DESCRIPTION_LEN,
-};
 use binlog_format::segment::segment_name;
 use binlog_format::{Position, Schema};
+use ringrep_cdc::mysql_binlog::{
+    rotate_len, Encoder, EventWriter, FILE_START, FORMAT_DESCRIPTION_LEN,
+};
 use ringrep_sql::mysql_positions;
 use tokio::io::{AsyncRead, AsyncWrite};
 

@@ -1,5 +1,5 @@
 //! Positions in the MySQL encoding of the binlog (the one CDC tools read,
-//! `binlog_format::mysql_binlog`): where each transaction of a segment is in the MySQL file
+//! `ringrep_cdc::mysql_binlog`): where each transaction of a segment is in the MySQL file
 //! of the same name, found by encoding the segment from its start. The stream starts a
 //! client there (`COM_BINLOG_DUMP` with a file and position), and SHOW BINARY LOGS and SHOW
 //! BINARY LOG STATUS give sizes and positions in the same terms, so what a tool stores from
@@ -9,11 +9,11 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Mutex;
 
-use binlog_format::mysql_binlog::{
-    rotate_len, Encoder, EventWriter, FILE_START, FORMAT_DESCRIPTION_LEN,
-};
 use binlog_format::segment::{list_segments, parse_segment_name, segment_name};
 use binlog_format::{BinlogReader, DdlEvent, Event, ReaderOptions, Record, Schema};
+use ringrep_cdc::mysql_binlog::{
+    rotate_len, Encoder, EventWriter, FILE_START, FORMAT_DESCRIPTION_LEN,
+};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::Engine;
 
@@ -295,7 +295,7 @@ pub struct EventRow {
 }
 
 fn type_name(ty: u8) -> &'static str {
-    use binlog_format::mysql_binlog::event_type as t;
+    use ringrep_cdc::mysql_binlog::event_type as t;
     match ty {
         t::QUERY => "Query",
         t::ROTATE => "Rotate",
@@ -311,7 +311,7 @@ fn type_name(ty: u8) -> &'static str {
 
 /// MySQL's Info column for an event (with its CRC32 footer).
 fn info(event: &[u8]) -> String {
-    use binlog_format::mysql_binlog::{event_type as t, HEADER_LEN};
+    use ringrep_cdc::mysql_binlog::{event_type as t, HEADER_LEN};
     let body = &event[HEADER_LEN.min(event.len())..event.len().saturating_sub(4)];
     let u48 = |b: &[u8]| {
         let mut x = [0u8; 8];

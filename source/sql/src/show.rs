@@ -2,8 +2,8 @@
 //! and SHOW BINARY LOG STATUS.
 
 use binlog_format::schema::{ColumnDefault, ColumnType, IndexKind, TableDef};
-use binlog_format::sql_text::{create_table_sql, CreateStyle};
 use binlog_format::Value;
+use ringrep_cdc::sql_text::{create_table_sql, CreateStyle};
 use sqlparser::ast::{ObjectName, ShowCreateObject, ShowStatementFilter};
 
 use super::expr::render;

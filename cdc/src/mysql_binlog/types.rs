@@ -1,8 +1,8 @@
 //! Columns and values as MySQL 8 writes them into row events: the type code and metadata a
 //! TABLE_MAP event gives each column, and each value's bytes in a row image.
 
-use crate::schema::{ColumnType, IntWidth, LobSize};
-use crate::value::Value;
+use binlog_format::schema::{ColumnType, IntWidth, LobSize};
+use binlog_format::value::Value;
 
 /// MySQL's column type codes (`enum_field_types`).
 pub(crate) mod code {
@@ -241,14 +241,14 @@ pub(crate) fn value(ty: &ColumnType, v: &Value, out: &mut Vec<u8>) {
         ColumnType::DateTime { fsp } => {
             let dt = match v {
                 Value::DateTime(dt) => *dt,
-                Value::Date(d) => crate::value::DateTime {
+                Value::Date(d) => binlog_format::value::DateTime {
                     date: *d,
                     hour: 0,
                     minute: 0,
                     second: 0,
                     micros: 0,
                 },
-                _ => crate::value::DateTime::from_epoch_micros(0),
+                _ => binlog_format::value::DateTime::from_epoch_micros(0),
             };
             let ym = u64::from(dt.date.year) * 13 + u64::from(dt.date.month);
             let packed = (ym << 22)

@@ -10,12 +10,12 @@
 
 use serde_json::{json, Map, Value as Json};
 
-use crate::error::{Position, Result};
-use crate::events::{Record, RowChange, RowEvent, Transaction};
-use crate::format::FormatVersion;
-use crate::frame::write_frame_with;
-use crate::schema::TableDef;
-use crate::value::{format_datetime, DateTime, Value};
+use binlog_format::error::{Position, Result};
+use binlog_format::events::{Record, RowChange, RowEvent, Transaction};
+use binlog_format::format::FormatVersion;
+use binlog_format::frame::write_frame_with;
+use binlog_format::schema::TableDef;
+use binlog_format::value::{format_datetime, DateTime, Value};
 
 /// The default topic prefix, which gives the topics `ringrep.replication` and
 /// `ringrep.<database>.<table>`.
@@ -52,7 +52,7 @@ pub struct KafkaRecord {
 pub fn replication_record(prefix: &str, tx: &Transaction) -> Result<KafkaRecord> {
     let mut value = Vec::new();
     write_frame_with(&mut value, |p| {
-        crate::codec::encode_transaction_record_into(tx, p)
+        binlog_format::codec::encode_transaction_record_into(tx, p)
     })?;
     Ok(KafkaRecord {
         topic: replication_topic(prefix),
@@ -72,20 +72,24 @@ pub fn replication_record(prefix: &str, tx: &Transaction) -> Result<KafkaRecord>
 
 /// Decodes a replication-topic value back into its transaction, checking the frame.
 pub fn decode_replication_value(value: &[u8]) -> Result<Transaction> {
-    let corrupt = |reason: String| crate::error::Error::Corruption {
+    let corrupt = |reason: String| binlog_format::error::Error::Corruption {
         position: Position::default(),
         reason,
     };
-    match crate::frame::scan_frame(value, crate::format::DEFAULT_MAX_FRAME) {
-        crate::frame::FrameScan::Frame { payload, len } if len == value.len() => {
-            match crate::codec::decode_record(payload)? {
+    match binlog_format::frame::scan_frame(value, binlog_format::format::DEFAULT_MAX_FRAME) {
+        binlog_format::frame::FrameScan::Frame { payload, len } if len == value.len() => {
+            match binlog_format::codec::decode_record(payload)? {
                 Record::Transaction(tx) => Ok(tx),
                 Record::Heartbeat(_) => Err(corrupt("heartbeat on the replication topic".into())),
             }
         }
-        crate::frame::FrameScan::Frame { .. } => Err(corrupt("bytes after the frame".into())),
-        crate::frame::FrameScan::Incomplete { .. } => Err(corrupt("truncated frame".into())),
-        crate::frame::FrameScan::Corrupt { reason, .. } => Err(corrupt(reason)),
+        binlog_format::frame::FrameScan::Frame { .. } => {
+            Err(corrupt("bytes after the frame".into()))
+        }
+        binlog_format::frame::FrameScan::Incomplete { .. } => {
+            Err(corrupt("truncated frame".into()))
+        }
+        binlog_format::frame::FrameScan::Corrupt { reason, .. } => Err(corrupt(reason)),
     }
 }
 
@@ -205,7 +209,7 @@ pub fn change_records(
     let folded: Vec<Value> = key_values
         .iter()
         .map(|v| match v {
-            Value::Text(s) => Value::Text(crate::collation::folded(s)),
+            Value::Text(s) => Value::Text(binlog_format::collation::folded(s)),
             other => other.clone(),
         })
         .collect();
@@ -228,7 +232,7 @@ pub fn change_records(
         "source": {
             "server_id": src.server_id,
             "seq": src.seq,
-            "segment": crate::segment::segment_name(src.position.segment),
+            "segment": binlog_format::segment::segment_name(src.position.segment),
             "offset": src.position.offset,
             "commit_time_us": src.commit_time_us,
             "index": src.index,
@@ -261,7 +265,8 @@ pub fn change_records(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{samples, Cause};
+    use crate::samples;
+    use binlog_format::events::Cause;
 
     #[test]
     fn murmur2_matches_kafka_reference_values() {
@@ -364,7 +369,7 @@ mod tests {
     #[test]
     fn text_keys_are_keyed_and_partitioned_by_their_folded_form() {
         let mut t = samples::table();
-        t.columns[0].ty = crate::schema::ColumnType::VarChar { len: 20 };
+        t.columns[0].ty = binlog_format::schema::ColumnType::VarChar { len: 20 };
         let src = source();
         let write = |user: &str| {
             let row = vec![

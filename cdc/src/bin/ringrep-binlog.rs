@@ -4,10 +4,10 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use binlog_format::inspect::{record_json, record_text, Stats};
-use binlog_format::sql_text::{SqlDump, DUMP_PROLOGUE};
 use binlog_format::{BinlogReader, Error, Position, ReaderOptions, Record, Schema};
 use clap::{Parser, Subcommand};
+use ringrep_cdc::inspect::{record_json, record_text, Stats};
+use ringrep_cdc::sql_text::{SqlDump, DUMP_PROLOGUE};
 
 #[derive(Parser)]
 #[command(

@@ -24,9 +24,9 @@ mod types;
 
 use std::collections::HashSet;
 
-use crate::events::{DdlEvent, Event, RowChange, RowEvent, Transaction};
-use crate::schema::{Schema, TableDef, HIDDEN_ROW_ID};
 use crate::sql_text::{create_table_sql, quote_ident, sql_literal, CreateStyle};
+use binlog_format::events::{DdlEvent, Event, RowChange, RowEvent, Transaction};
+use binlog_format::schema::{Schema, TableDef, HIDDEN_ROW_ID};
 
 /// MySQL's event type codes used here.
 pub mod event_type {
@@ -199,7 +199,7 @@ fn table_map_body(table: &TableDef) -> Vec<u8> {
         .map(|&c| {
             matches!(
                 table.columns[c].ty,
-                crate::schema::ColumnType::Integer { unsigned: true, .. }
+                binlog_format::schema::ColumnType::Integer { unsigned: true, .. }
             )
         })
         .collect();
@@ -237,8 +237,8 @@ fn table_map_body(table: &TableDef) -> Vec<u8> {
     let members = |set: bool| -> Vec<&Vec<String>> {
         cols.iter()
             .filter_map(|&c| match &table.columns[c].ty {
-                crate::schema::ColumnType::Set { values } if set => Some(values),
-                crate::schema::ColumnType::Enum { values } if !set => Some(values),
+                binlog_format::schema::ColumnType::Set { values } if set => Some(values),
+                binlog_format::schema::ColumnType::Enum { values } if !set => Some(values),
                 _ => None,
             })
             .collect()
@@ -282,7 +282,7 @@ fn table_map_body(table: &TableDef) -> Vec<u8> {
 fn row_image(
     table: &TableDef,
     cols: &[usize],
-    values: &[Option<&crate::Value>],
+    values: &[Option<&binlog_format::Value>],
     out: &mut Vec<u8>,
 ) {
     bitmap(cols.len(), |i| values[i].is_none_or(|v| v.is_null()), out);
@@ -303,7 +303,7 @@ enum Kind {
 
 /// The statement a DDL event stands for, and the database it runs in.
 fn ddl_statement(schema: &Schema, d: &DdlEvent) -> Vec<(String, String)> {
-    let default_text = |v: &crate::Value, _: &crate::ColumnType| sql_literal(v);
+    let default_text = |v: &binlog_format::Value, _: &binlog_format::ColumnType| sql_literal(v);
     let style = CreateStyle {
         qualified: true,
         engine: "ndbcluster",
@@ -570,15 +570,18 @@ fn rows_header(table: &TableDef, kind: Kind) -> Vec<u8> {
 /// Appends one row change's images to a rows event's body.
 fn rows_row(table: &TableDef, r: &RowEvent, body: &mut Vec<u8>) {
     let cols = visible(table);
-    fn full<'r>(cols: &[usize], row: &'r [crate::Value]) -> Vec<Option<&'r crate::Value>> {
+    fn full<'r>(
+        cols: &[usize],
+        row: &'r [binlog_format::Value],
+    ) -> Vec<Option<&'r binlog_format::Value>> {
         cols.iter().map(|&c| row.get(c)).collect()
     }
     // The primary key's values in their columns, nothing in the others.
     fn keyed<'r>(
         table: &TableDef,
         cols: &[usize],
-        key: &'r [crate::Value],
-    ) -> Vec<Option<&'r crate::Value>> {
+        key: &'r [binlog_format::Value],
+    ) -> Vec<Option<&'r binlog_format::Value>> {
         cols.iter()
             .map(|c| {
                 table
@@ -606,9 +609,9 @@ fn rows_row(table: &TableDef, r: &RowEvent, body: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Cause, DdlEvent};
-    use crate::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, LobSize};
-    use crate::value::Value;
+    use binlog_format::events::{Cause, DdlEvent};
+    use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, LobSize};
+    use binlog_format::value::Value;
     use mysql_common::binlog::consts::BinlogVersion;
     use mysql_common::binlog::events::{EventData, TableMapEvent};
     use mysql_common::binlog::row::BinlogRow;
@@ -700,13 +703,13 @@ mod tests {
             Value::UInt(u64::MAX),
             Value::Double(0.25),
             Value::Text("a note".into()),
-            Value::Date(crate::value::Date {
+            Value::Date(binlog_format::value::Date {
                 year: 2026,
                 month: 12,
                 day: 1,
             }),
-            Value::DateTime(crate::value::DateTime {
-                date: crate::value::Date {
+            Value::DateTime(binlog_format::value::DateTime {
+                date: binlog_format::value::Date {
                     year: 2026,
                     month: 12,
                     day: 1,

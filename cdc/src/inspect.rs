@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 
 use serde_json::{json, Value as Json};
 
-use crate::error::Position;
-use crate::events::{DdlEvent, Event, Record, RowChange, RowEvent};
 use crate::kafka::value_json;
-use crate::schema::{Schema, TableDef};
-use crate::value::{format_timestamp, Value};
+use binlog_format::error::Position;
+use binlog_format::events::{DdlEvent, Event, Record, RowChange, RowEvent};
+use binlog_format::schema::{Schema, TableDef};
+use binlog_format::value::{format_timestamp, Value};
 
 fn table_label(schema: &Schema, id: u64) -> String {
     schema
@@ -148,7 +148,7 @@ fn values_json(values: &[Value]) -> Json {
 
 /// A record as one JSON object (values in column order, see docs/format.md).
 pub fn record_json(schema: &Schema, position: Position, record: &Record) -> Json {
-    let pos = json!({"segment": crate::segment::segment_name(position.segment), "offset": position.offset});
+    let pos = json!({"segment": binlog_format::segment::segment_name(position.segment), "offset": position.offset});
     match record {
         Record::Heartbeat(hb) => {
             json!({"position": pos, "type": "heartbeat", "server_id": hb.server_id, "time_us": hb.time_us, "last_seq": hb.last_seq})
@@ -277,7 +277,7 @@ impl Stats {
             let _ = writeln!(
                 out,
                 "{}\t{}\t{}\t{}\t{}",
-                crate::segment::segment_name(*n),
+                binlog_format::segment::segment_name(*n),
                 s.records,
                 s.bytes,
                 seq(s.first_seq),

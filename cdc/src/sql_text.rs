@@ -11,10 +11,12 @@
 
 use std::fmt::Write as _;
 
-use crate::events::{DdlEvent, Event, Record, RowChange, RowEvent};
-use crate::schema::{ColumnDefault, ColumnType, IndexKind, Schema, TableDef, HIDDEN_ROW_ID};
-use crate::value::{format_timestamp, Value};
-use crate::Position;
+use binlog_format::events::{DdlEvent, Event, Record, RowChange, RowEvent};
+use binlog_format::schema::{
+    ColumnDefault, ColumnType, IndexKind, Schema, TableDef, HIDDEN_ROW_ID,
+};
+use binlog_format::value::{format_timestamp, Value};
+use binlog_format::Position;
 
 /// `'text'` with MySQL's escapes for a string literal.
 pub fn quote_string(s: &str) -> String {
@@ -252,7 +254,7 @@ fn row_sql(out: &mut String, schema: &Schema, r: &RowEvent) -> bool {
             if hidden
                 && matches!(
                     r.cause,
-                    crate::events::Cause::Update | crate::events::Cause::Overwrite
+                    binlog_format::events::Cause::Update | binlog_format::events::Cause::Overwrite
                 ) =>
         {
             let _ = writeln!(
