@@ -6,7 +6,8 @@
 //!
 //! - [`mysql_binlog`]: transactions as MySQL binlog v4 events (row based), for the tools that
 //!   speak MySQL's replication protocol (Debezium, Maxwell, Canal, go-mysql, ...);
-//!   `docs/cdc.md`.
+//!   `docs/cdc.md`. [`mysql_positions`]: where each transaction is in that encoding of a
+//!   segment (the stream's start, SHOW BINARY LOGS, SHOW BINLOG EVENTS).
 //! - [`kafka`]: how records are laid out on Kafka topics (the replication topic's frames,
 //!   the change topics' JSON envelopes, partitioning); `docs/kafka.md`. No Kafka client here
 //!   (that is `ringrep-kafka`).
@@ -23,6 +24,7 @@
 pub mod inspect;
 pub mod kafka;
 pub mod mysql_binlog;
+pub mod mysql_positions;
 #[cfg(test)]
 mod samples;
 pub mod sql_text;

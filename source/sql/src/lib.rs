@@ -80,7 +80,6 @@ mod expr;
 mod insert_plan;
 mod join;
 mod lexer;
-pub mod mysql_positions;
 mod predicate;
 mod result;
 mod routines;

@@ -3,13 +3,32 @@
 
 use binlog_format::schema::{ColumnDefault, ColumnType, IndexKind, TableDef};
 use binlog_format::Value;
+use ringrep_cdc::mysql_positions::{self, NodeBinlog, NodeOwn, PositionError};
 use ringrep_cdc::sql_text::{create_table_sql, CreateStyle};
 use sqlparser::ast::{ObjectName, ShowCreateObject, ShowStatementFilter};
 
 use super::expr::render;
 use super::{split_name, Outcome, SqlSession};
-use ringrep_engine::error::{Error, Result};
-use ringrep_engine::HIDDEN_ROW_ID;
+use ringrep_engine::error::{Code, Error, Result};
+use ringrep_engine::{Engine, HIDDEN_ROW_ID};
+
+/// The engine's binlog as MySQL-protocol clients see it (`ringrep_cdc::mysql_positions`):
+/// its directory, server id and which events are the node's own.
+fn mysql_binlog(engine: &Engine) -> NodeBinlog {
+    NodeBinlog {
+        dir: engine.binlog_dir(),
+        server_id: engine.config().server_id,
+        own: NodeOwn {
+            system_db: ringrep_engine::SYSTEM_DB,
+            node_local: ringrep_engine::is_node_local_event,
+        },
+    }
+}
+
+/// A `mysql_positions` error as the engine's: the same MySQL error.
+fn position_error(e: PositionError) -> Error {
+    Error::new(Code::new(e.code, e.sqlstate), e.message)
+}
 
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
@@ -171,10 +190,15 @@ impl SqlSession {
     /// SHOW BINARY LOGS (and SHOW MASTER LOGS): each binlog segment with its size as a MySQL
     /// binlog file (the MySQL encoding CDC tools read; docs/cdc.md).
     pub(crate) fn show_binary_logs(&self) -> Result<Outcome> {
-        let rows = super::mysql_positions::binary_logs(self.engine())?
-            .into_iter()
-            .map(|(name, len)| vec![Some(name), Some(len.to_string()), Some("No".into())])
-            .collect();
+        let files = self.engine().binlog_files()?;
+        let rows = mysql_positions::binary_logs(
+            &mysql_binlog(self.engine()),
+            files.into_iter().map(|(name, _)| name).collect(),
+        )
+        .map_err(position_error)?
+        .into_iter()
+        .map(|(name, len)| vec![Some(name), Some(len.to_string()), Some("No".into())])
+        .collect();
         Ok(Outcome::text(&["Log_name", "File_size", "Encrypted"], rows))
     }
 
@@ -226,13 +250,15 @@ impl SqlSession {
             }
             None => (0, None),
         };
-        let rows = super::mysql_positions::binlog_events(
-            self.engine(),
+        let rows = mysql_positions::binlog_events(
+            &mysql_binlog(self.engine()),
+            &super::vars::server_version(),
             file.as_deref(),
             from,
             offset,
             limit,
-        )?
+        )
+        .map_err(position_error)?
         .into_iter()
         .map(|r| {
             vec![
@@ -268,7 +294,9 @@ impl SqlSession {
             .binlog_end()
             .map(|(file, offset)| {
                 let position = binlog_format::segment::parse_segment_name(&file)
-                    .and_then(|s| super::mysql_positions::file_size(self.engine(), s, false).ok())
+                    .and_then(|s| {
+                        mysql_positions::file_size(&mysql_binlog(self.engine()), s, false).ok()
+                    })
                     .unwrap_or(offset);
                 vec![
                     Some(file),

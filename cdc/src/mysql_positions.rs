@@ -1,27 +1,98 @@
 //! Positions in the MySQL encoding of the binlog (the one CDC tools read,
-//! `ringrep_cdc::mysql_binlog`): where each transaction of a segment is in the MySQL file
-//! of the same name, found by encoding the segment from its start. The stream starts a
-//! client there (`COM_BINLOG_DUMP` with a file and position), and SHOW BINARY LOGS and SHOW
+//! [`crate::mysql_binlog`]): where each transaction of a segment is in the MySQL file
+//! of the same name, found by encoding the segment from its start. The server's stream starts
+//! a client there (`COM_BINLOG_DUMP` with a file and position), and SHOW BINARY LOGS and SHOW
 //! BINARY LOG STATUS give sizes and positions in the same terms, so what a tool stores from
 //! either resumes where it should.
+//!
+//! This module reads binlog directories and knows nothing of the engine: the engine's side
+//! (where its binlog is, its server id, which events are the node's own) comes in a
+//! [`NodeBinlog`], and errors are MySQL's error numbers in a [`PositionError`].
 
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::mysql_binlog::{rotate_len, Encoder, EventWriter, FILE_START, FORMAT_DESCRIPTION_LEN};
 use binlog_format::segment::{list_segments, parse_segment_name, segment_name};
 use binlog_format::{BinlogReader, DdlEvent, Event, ReaderOptions, Record, Schema};
-use ringrep_cdc::mysql_binlog::{
-    rotate_len, Encoder, EventWriter, FILE_START, FORMAT_DESCRIPTION_LEN,
-};
-use ringrep_engine::error::{code, Error, Result};
-use ringrep_engine::Engine;
 
-/// Whether an event is the node's own (its `mysql` schema, its node-local tables), which
-/// MySQL-protocol clients are not sent. `system_tables` are the ids of tables in `mysql`.
-pub fn is_system(ev: &Event, system_tables: &HashSet<u64>) -> bool {
-    let mysql = |db: &str| db.eq_ignore_ascii_case(ringrep_engine::SYSTEM_DB);
-    if ringrep_engine::is_node_local_event(ev) {
+/// Which events are the node's own bookkeeping, never sent to MySQL-protocol clients. The
+/// engine says (its `SYSTEM_DB` and `is_node_local_event`); this crate does not depend on it.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeOwn {
+    /// The schema of the node's system tables (`mysql`).
+    pub system_db: &'static str,
+    /// Whether an event is node-local (the id range of node-local tables, a DROP of the
+    /// system schema).
+    pub node_local: fn(&Event) -> bool,
+}
+
+/// A node's binlog as MySQL-protocol clients see it.
+#[derive(Debug, Clone)]
+pub struct NodeBinlog {
+    /// The binlog directory (its segments and index).
+    pub dir: PathBuf,
+    /// The node's server id, in the events it adds itself (FORMAT_DESCRIPTION, ROTATE).
+    pub server_id: u32,
+    /// Which events are the node's own.
+    pub own: NodeOwn,
+}
+
+/// MySQL's error 1236, ER_MASTER_FATAL_ERROR_READING_BINLOG.
+pub const ER_MASTER_FATAL_ERROR_READING_BINLOG: u16 = 1236;
+/// MySQL's error 1220, ER_ERROR_WHEN_EXECUTING_COMMAND.
+pub const ER_ERROR_WHEN_EXECUTING_COMMAND: u16 = 1220;
+/// MySQL's error 1105, ER_UNKNOWN_ERROR (a binlog that cannot be read).
+pub const ER_UNKNOWN_ERROR: u16 = 1105;
+
+/// Why a position or a file's events could not be given, as the MySQL error a client is
+/// sent (SQLSTATE `HY000` for all of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PositionError {
+    /// MySQL's error number: [`ER_MASTER_FATAL_ERROR_READING_BINLOG`],
+    /// [`ER_ERROR_WHEN_EXECUTING_COMMAND`] or [`ER_UNKNOWN_ERROR`].
+    pub code: u16,
+    /// The SQLSTATE that goes with it.
+    pub sqlstate: &'static str,
+    /// The message text.
+    pub message: String,
+}
+
+impl PositionError {
+    fn new(code: u16, message: impl Into<String>) -> PositionError {
+        PositionError {
+            code,
+            sqlstate: "HY000",
+            message: message.into(),
+        }
+    }
+
+    fn internal(message: impl Into<String>) -> PositionError {
+        PositionError::new(ER_UNKNOWN_ERROR, message)
+    }
+}
+
+impl fmt::Display for PositionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({}): {}", self.code, self.sqlstate, self.message)
+    }
+}
+
+impl std::error::Error for PositionError {}
+
+/// What this module's functions return.
+pub type Result<T> = std::result::Result<T, PositionError>;
+
+type Error = PositionError;
+
+/// Whether an event is the node's own (its system schema, its node-local tables), which
+/// MySQL-protocol clients are not sent. `system_tables` are the ids of tables in the system
+/// schema.
+pub fn is_system(ev: &Event, own: &NodeOwn, system_tables: &HashSet<u64>) -> bool {
+    let mysql = |db: &str| db.eq_ignore_ascii_case(own.system_db);
+    if (own.node_local)(ev) {
         return true;
     }
     match ev {
@@ -37,20 +108,21 @@ pub fn is_system(ev: &Event, system_tables: &HashSet<u64>) -> bool {
     }
 }
 
-/// The ids of the `mysql` schema's tables as of `schema` and `tx`'s own CREATEs.
-pub fn system_tables(schema: &Schema, tx: &binlog_format::Transaction) -> HashSet<u64> {
+/// The ids of the system schema's tables as of `schema` and `tx`'s own CREATEs.
+pub fn system_tables(
+    schema: &Schema,
+    tx: &binlog_format::Transaction,
+    own: &NodeOwn,
+) -> HashSet<u64> {
     let mut ids: HashSet<u64> = schema
         .tables
         .values()
-        .filter(|t| t.database.eq_ignore_ascii_case(ringrep_engine::SYSTEM_DB))
+        .filter(|t| t.database.eq_ignore_ascii_case(own.system_db))
         .map(|t| t.id)
         .collect();
     for ev in &tx.events {
         if let Event::Ddl(DdlEvent::CreateTable { table }) = ev {
-            if table
-                .database
-                .eq_ignore_ascii_case(ringrep_engine::SYSTEM_DB)
-            {
+            if table.database.eq_ignore_ascii_case(own.system_db) {
                 ids.insert(table.id);
             }
         }
@@ -59,15 +131,16 @@ pub fn system_tables(schema: &Schema, tx: &binlog_format::Transaction) -> HashSe
 }
 
 /// The events a MySQL-protocol client gets for `tx`, from `start`, and the position after
-/// them; `schema` moves past the transaction.
+/// them (the node's own events left out); `schema` moves past the transaction.
 pub fn encode(
     encoder: &Encoder,
+    own: &NodeOwn,
     schema: &mut Schema,
     tx: &binlog_format::Transaction,
     start: u64,
 ) -> (Vec<Vec<u8>>, u64) {
-    let system = system_tables(schema, tx);
-    encoder.transaction(schema, tx, start, &|e| !is_system(e, &system))
+    let system = system_tables(schema, tx, own);
+    encoder.transaction(schema, tx, start, &|e| !is_system(e, own, &system))
 }
 
 /// Where a position is in a segment: the transaction that starts there (or that holds it,
@@ -124,7 +197,7 @@ fn header_schema(reader: &BinlogReader) -> Schema {
         .unwrap_or_default()
 }
 
-fn scan(path: &Path, segment: u64, want: Option<u64>) -> Result<Scan> {
+fn scan(path: &Path, own: &NodeOwn, segment: u64, want: Option<u64>) -> Result<Scan> {
     let mut reader = open_segment(path)?;
     let encoder = sizing_encoder();
     let mut schema: Option<Schema> = None;
@@ -137,7 +210,7 @@ fn scan(path: &Path, segment: u64, want: Option<u64>) -> Result<Scan> {
             continue;
         };
         let before = schema.clone();
-        let (_, end) = encode(&encoder, schema, &tx, pos);
+        let (_, end) = encode(&encoder, own, schema, &tx, pos);
         // The transaction that starts at `want` or holds it (a position inside one starts it
         // again: tools resume from transactions).
         if let Some(w) = want {
@@ -179,15 +252,15 @@ fn scan(path: &Path, segment: u64, want: Option<u64>) -> Result<Scan> {
 }
 
 fn fatal(why: String) -> Error {
-    Error::new(code::ER_MASTER_FATAL_ERROR_READING_BINLOG, why)
+    Error::new(ER_MASTER_FATAL_ERROR_READING_BINLOG, why)
 }
 
 /// Finds `(file, pos)` in the binlog: the transaction to start with. An empty file name is
 /// the oldest file; a file the binlog does not have, or a position past a file's end, is
 /// MySQL's 1236.
-pub fn locate(engine: &Engine, file: &str, pos: u64) -> Result<Start> {
-    let dir = engine.binlog_dir();
-    let segments = list_segments(&dir).map_err(|e| Error::internal(e.to_string()))?;
+pub fn locate(binlog: &NodeBinlog, file: &str, pos: u64) -> Result<Start> {
+    let dir = &binlog.dir;
+    let segments = list_segments(dir).map_err(|e| Error::internal(e.to_string()))?;
     let segment = if file.is_empty() {
         *segments
             .first()
@@ -202,7 +275,12 @@ pub fn locate(engine: &Engine, file: &str, pos: u64) -> Result<Start> {
             })?
     };
     let sealed = segments.last() != Some(&segment);
-    let s = scan(&dir.join(segment_name(segment)), segment, Some(pos))?;
+    let s = scan(
+        &dir.join(segment_name(segment)),
+        &binlog.own,
+        segment,
+        Some(pos),
+    )?;
     let size = s.end
         + if sealed {
             rotate_len(&segment_name(segment + 1))
@@ -231,8 +309,8 @@ static SEALED: Mutex<Option<HashMap<SealedKey, u64>>> = Mutex::new(None);
 
 /// The MySQL size of segment `segment`: its transactions' events after the magic number and
 /// FORMAT_DESCRIPTION, and the ROTATE that ends a full file (`sealed`).
-pub fn file_size(engine: &Engine, segment: u64, sealed: bool) -> Result<u64> {
-    let dir = engine.binlog_dir();
+pub fn file_size(binlog: &NodeBinlog, segment: u64, sealed: bool) -> Result<u64> {
+    let dir = &binlog.dir;
     let path = dir.join(segment_name(segment));
     let len = std::fs::metadata(&path)
         .map_err(|e| Error::internal(e.to_string()))?
@@ -248,7 +326,7 @@ pub fn file_size(engine: &Engine, segment: u64, sealed: bool) -> Result<u64> {
             return Ok(size);
         }
     }
-    let end = scan(&path, segment, None)?.end;
+    let end = scan(&path, &binlog.own, segment, None)?.end;
     let size = end
         + if sealed {
             rotate_len(&segment_name(segment + 1))
@@ -263,16 +341,16 @@ pub fn file_size(engine: &Engine, segment: u64, sealed: bool) -> Result<u64> {
     Ok(size)
 }
 
-/// SHOW BINARY LOGS in MySQL's terms: each file's name and MySQL size.
-pub fn binary_logs(engine: &Engine) -> Result<Vec<(String, u64)>> {
-    let files = engine.binlog_files()?;
+/// SHOW BINARY LOGS in MySQL's terms: each file's name and MySQL size. `files` are the
+/// binlog's file names, oldest first (the engine lists them); all but the last are full.
+pub fn binary_logs(binlog: &NodeBinlog, files: Vec<String>) -> Result<Vec<(String, u64)>> {
     let last = files.len().saturating_sub(1);
     files
         .into_iter()
         .enumerate()
-        .map(|(i, (name, _))| {
+        .map(|(i, name)| {
             let segment = parse_segment_name(&name).unwrap_or(0);
-            Ok((name, file_size(engine, segment, i != last)?))
+            Ok((name, file_size(binlog, segment, i != last)?))
         })
         .collect()
 }
@@ -295,7 +373,7 @@ pub struct EventRow {
 }
 
 fn type_name(ty: u8) -> &'static str {
-    use ringrep_cdc::mysql_binlog::event_type as t;
+    use crate::mysql_binlog::event_type as t;
     match ty {
         t::QUERY => "Query",
         t::ROTATE => "Rotate",
@@ -311,7 +389,7 @@ fn type_name(ty: u8) -> &'static str {
 
 /// MySQL's Info column for an event (with its CRC32 footer).
 fn info(event: &[u8]) -> String {
-    use ringrep_cdc::mysql_binlog::{event_type as t, HEADER_LEN};
+    use crate::mysql_binlog::{event_type as t, HEADER_LEN};
     let body = &event[HEADER_LEN.min(event.len())..event.len().saturating_sub(4)];
     let u48 = |b: &[u8]| {
         let mut x = [0u8; 8];
@@ -363,15 +441,17 @@ fn info(event: &[u8]) -> String {
 
 /// SHOW BINLOG EVENTS [IN file] [FROM pos]: the MySQL events of a file (the first by
 /// default) from an event's start, at most `limit` of them after skipping `offset`.
+/// `server_version` is what the FORMAT_DESCRIPTION row names.
 pub fn binlog_events(
-    engine: &Engine,
+    binlog: &NodeBinlog,
+    server_version: &str,
     file: Option<&str>,
     from: u64,
     offset: usize,
     limit: Option<usize>,
 ) -> Result<Vec<EventRow>> {
-    let dir = engine.binlog_dir();
-    let segments = list_segments(&dir).map_err(|e| Error::internal(e.to_string()))?;
+    let dir = &binlog.dir;
+    let segments = list_segments(dir).map_err(|e| Error::internal(e.to_string()))?;
     let segment = match file {
         None => *segments
             .first()
@@ -380,13 +460,13 @@ pub fn binlog_events(
             .filter(|n| segments.contains(n))
             .ok_or_else(|| {
                 Error::new(
-                    code::ER_ERROR_WHEN_EXECUTING_COMMAND,
+                    ER_ERROR_WHEN_EXECUTING_COMMAND,
                     "Error when executing command SHOW BINLOG EVENTS: Could not find target log",
                 )
             })?,
     };
     let name = segment_name(segment);
-    let server_id = engine.config().server_id;
+    let server_id = binlog.server_id;
     let encoder = sizing_encoder();
     let mut rows = vec![EventRow {
         log_name: name.clone(),
@@ -394,10 +474,7 @@ pub fn binlog_events(
         event_type: "Format_desc",
         server_id,
         end_log_pos: FILE_START + FORMAT_DESCRIPTION_LEN,
-        info: format!(
-            "Server ver: {}, Binlog ver: 4",
-            crate::vars::server_version()
-        ),
+        info: format!("Server ver: {server_version}, Binlog ver: 4"),
     }];
     let mut reader = open_segment(&dir.join(&name))?;
     let mut schema: Option<Schema> = None;
@@ -408,7 +485,7 @@ pub fn binlog_events(
         let Record::Transaction(tx) = record else {
             continue;
         };
-        let (events, end) = encode(&encoder, schema, &tx, pos);
+        let (events, end) = encode(&encoder, &binlog.own, schema, &tx, pos);
         for e in events {
             let size = e.len() as u64;
             rows.push(EventRow {
@@ -436,7 +513,7 @@ pub fn binlog_events(
     }
     if from > FILE_START && !rows.iter().any(|r| r.pos == from) {
         return Err(Error::new(
-            code::ER_ERROR_WHEN_EXECUTING_COMMAND,
+            ER_ERROR_WHEN_EXECUTING_COMMAND,
             "Error when executing command SHOW BINLOG EVENTS: Wrong offset or I/O error",
         ));
     }
@@ -451,72 +528,152 @@ pub fn binlog_events(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use binlog_format::SyncPolicy;
-    use ringrep_engine::EngineConfig;
+    use binlog_format::{
+        BinlogWriter, Cause, RowChange, RowEvent, SyncPolicy, Transaction, Value, WriterOptions,
+    };
+
+    /// The engine's rule, as the tests need it: node-local tables have ids from 2^62.
+    fn node_local(ev: &Event) -> bool {
+        matches!(ev, Event::Row(r) if r.table_id >= 1 << 62)
+    }
+
+    fn tx(seq: u64, events: Vec<Event>) -> Record {
+        Record::Transaction(Transaction {
+            server_id: 1,
+            seq,
+            commit_time_us: 1_700_000_000_000_000 + seq as i64,
+            origin: None,
+            events,
+        })
+    }
+
+    fn insert(table_id: u64, a: i64, b: &str) -> Event {
+        Event::Row(RowEvent {
+            table_id,
+            change: RowChange::Write {
+                row: vec![
+                    Value::Int(a),
+                    Value::Int(1),
+                    Value::Null,
+                    Value::Timestamp(1_700_000_000_000_000),
+                    Value::Text(b.into()),
+                ],
+            },
+            cause: Cause::Insert,
+        })
+    }
 
     #[test]
     fn positions_name_transactions_as_tools_store_them() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut cfg = EngineConfig::new(1);
-        cfg.sync = SyncPolicy::Never;
-        let (engine, _) = Engine::open(dir.path(), cfg).expect("engine");
-        let mut s = crate::SqlSession::new(&engine);
-        for sql in [
-            "CREATE TABLE t (a INT PRIMARY KEY, b VARCHAR(10))",
-            "INSERT INTO t VALUES (1, 'x')",
-            "INSERT INTO t VALUES (2, 'y')",
+        let binlog = NodeBinlog {
+            dir: dir.path().to_path_buf(),
+            server_id: 1,
+            own: NodeOwn {
+                system_db: "mysql",
+                node_local,
+            },
+        };
+        let table = crate::samples::table();
+        let (writer, _) = BinlogWriter::open(
+            dir.path(),
+            WriterOptions {
+                sync: SyncPolicy::Never,
+                ..WriterOptions::new(1)
+            },
+        )
+        .expect("writer");
+        for record in [
+            tx(
+                1,
+                vec![
+                    Event::Ddl(DdlEvent::CreateDatabase {
+                        name: table.database.clone(),
+                    }),
+                    Event::Ddl(DdlEvent::CreateTable {
+                        table: table.clone(),
+                    }),
+                ],
+            ),
+            // The node's own bookkeeping: nothing for MySQL-protocol clients.
+            tx(2, vec![insert(1 << 62, 1, "own")]),
+            tx(3, vec![insert(table.id, 1, "x")]),
+            tx(4, vec![insert(table.id, 2, "y")]),
         ] {
-            s.execute(sql).expect(sql);
+            writer.append_commit(&record).expect("append");
         }
-        let last = engine.last_seq();
-        let first = locate(&engine, "binlog.000001", FILE_START).expect("start");
+        let last = 4;
+        let first = locate(&binlog, "binlog.000001", FILE_START).expect("start");
         assert_eq!(first.pos, FILE_START + FORMAT_DESCRIPTION_LEN);
         assert!(first.schema.tables.is_empty());
         // Walk the transactions: each one's start is the one before's end.
         let encoder = sizing_encoder();
         let mut schema = first.schema.clone();
         let mut at = first.pos;
-        let path = engine.binlog_dir().join(segment_name(1));
+        let path = dir.path().join(segment_name(1));
         let mut starts = Vec::new();
         for item in BinlogReader::open(&path, ReaderOptions::default()).expect("reader") {
             if let (_, Record::Transaction(tx)) = item.expect("record") {
-                let (events, end) = encode(&encoder, &mut schema, &tx, at);
+                let (events, end) = encode(&encoder, &binlog.own, &mut schema, &tx, at);
                 if !events.is_empty() {
                     starts.push((tx.seq, at, end));
                 }
                 at = end;
             }
         }
+        assert_eq!(
+            starts.iter().map(|s| s.0).collect::<Vec<_>>(),
+            vec![1, 3, 4],
+            "the node's own transaction has no events"
+        );
         let (seq, start, end) = *starts.last().expect("the inserts");
         assert_eq!(seq, last);
-        let found = locate(&engine, "binlog.000001", start).expect("at a start");
+        let found = locate(&binlog, "binlog.000001", start).expect("at a start");
         assert_eq!((found.seq, found.pos), (last, start));
-        assert!(found.schema.tables.values().any(|t| t.name == "t"));
-        let inside = locate(&engine, "binlog.000001", start + 10).expect("inside");
+        assert!(found.schema.tables.values().any(|t| t.name == table.name));
+        let inside = locate(&binlog, "binlog.000001", start + 10).expect("inside");
         assert_eq!((inside.seq, inside.pos), (last, start));
-        let past = locate(&engine, "binlog.000001", end).expect("the end");
+        let past = locate(&binlog, "binlog.000001", end).expect("the end");
         assert_eq!((past.seq, past.pos), (last + 1, end));
         // SHOW BINARY LOG STATUS's position is that end.
-        assert_eq!(file_size(&engine, 1, false).expect("size"), end);
+        assert_eq!(file_size(&binlog, 1, false).expect("size"), end);
         assert_eq!(
-            locate(&engine, "binlog.000001", end + 1)
+            locate(&binlog, "binlog.000001", end + 1)
                 .err()
                 .map(|e| e.code),
             Some(1236)
         );
         assert_eq!(
-            locate(&engine, "binlog.000042", 4).err().map(|e| e.code),
+            locate(&binlog, "binlog.000042", 4).err().map(|e| e.code),
             Some(1236)
         );
-        assert_eq!(locate(&engine, "", 4).map(|s| s.segment).ok(), Some(1));
-        // A full file ends with its ROTATE.
-        s.execute("FLUSH BINARY LOGS").expect("flush");
+        assert_eq!(locate(&binlog, "", 4).map(|s| s.segment).ok(), Some(1));
+        // SHOW BINLOG EVENTS: the file's format, then each event where the walk put it.
+        let rows = binlog_events(&binlog, "8.0.40", None, 0, 0, None).expect("events");
+        assert_eq!(rows[0].event_type, "Format_desc");
+        assert_eq!(rows[0].info, "Server ver: 8.0.40, Binlog ver: 4");
+        assert_eq!(rows.last().map(|r| r.end_log_pos), Some(end));
+        let from = binlog_events(&binlog, "8.0.40", Some("binlog.000001"), start, 0, Some(1))
+            .expect("from a start");
+        assert_eq!((from.len(), from[0].event_type), (1, "Query"));
         assert_eq!(
-            file_size(&engine, 1, true).expect("sealed"),
+            binlog_events(&binlog, "8.0.40", None, start + 1, 0, None)
+                .err()
+                .map(|e| e.code),
+            Some(ER_ERROR_WHEN_EXECUTING_COMMAND)
+        );
+        // A full file ends with its ROTATE.
+        writer.rotate_now().expect("flush");
+        assert_eq!(
+            file_size(&binlog, 1, true).expect("sealed"),
             end + rotate_len("binlog.000002")
         );
         assert_eq!(
-            binary_logs(&engine).expect("logs"),
+            binary_logs(
+                &binlog,
+                vec!["binlog.000001".into(), "binlog.000002".into()]
+            )
+            .expect("logs"),
             vec![
                 (
                     "binlog.000001".to_string(),
