@@ -1,5 +1,5 @@
 //! The Kafka relay: follows a primary's binlog directory and produces the records that
-//! `binlog-format` lays out (docs/kafka.md): one replication-topic record per transaction and
+//! `ringrep-cdc` lays out (docs/kafka.md): one replication-topic record per transaction and
 //! one change-topic record per row event.
 //!
 //! Guarantees. The producer is idempotent with `acks=all`, so within a run nothing is
