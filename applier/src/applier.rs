@@ -662,7 +662,7 @@ impl Applier {
                         return Ok(last);
                     }
                 }
-                None if exit_when_caught_up => {
+                None if exit_when_caught_up && source.is_live() => {
                     self.flush()?;
                     return Ok(last);
                 }

@@ -30,6 +30,12 @@ pub enum Error {
     /// The source failed in a way that may pass (a task that went away, a broker).
     #[error("source: {0}")]
     Source(String),
+    /// The source refused this replica: a wrong password or a missing privilege (an access
+    /// error such as MySQL's 1045 or 1227). A serving replica retries, as MySQL's I/O thread
+    /// does, since the account may be fixed meanwhile; a run that has to end
+    /// (`--exit-when-caught-up`, `--until-seq`) fails on it at once.
+    #[error("source: {0}")]
+    Refused(String),
     /// The source cannot serve the stream from the replica's position (MySQL's error 1236:
     /// the binlog there is purged, corrupt or has a gap): retrying cannot help.
     #[error("{0}")]
@@ -49,7 +55,7 @@ impl Error {
             Error::Engine(e) => e.is_retriable(),
             Error::Binlog(e) => e.is_retriable(),
             Error::Kafka(e) => e.is_retriable(),
-            Error::Source(_) => true,
+            Error::Source(_) | Error::Refused(_) => true,
             Error::Gap { .. } | Error::Invalid(_) | Error::Remote(_) | Error::SourceFatal(_) => {
                 false
             }

@@ -245,6 +245,10 @@ pub struct NetworkSource {
     /// told to the primary, which refuses the stream if its own transaction there differs
     /// (the replica kept what the primary lost: the two diverged).
     last_commit_us: Option<i64>,
+    /// Failed attempts in a row (connections, and streams that ended before any
+    /// transaction or heartbeat), and how many end the stream with an error (`None`: never).
+    failures: u32,
+    give_up_after: Option<u32>,
 }
 
 impl std::fmt::Debug for Item {
@@ -283,6 +287,30 @@ impl NetworkSource {
             origins: Vec::new(),
             baseline: None,
             last_commit_us: None,
+            failures: 0,
+            give_up_after: None,
+        }
+    }
+
+    /// Makes `next` fail instead of retrying for ever: after `attempts` failed attempts in a
+    /// row to reach the primary and stream from it, and at once when the primary refuses the
+    /// account ([`Error::Refused`]). For runs that must end (`--exit-when-caught-up`,
+    /// `--until-seq`), which would otherwise report an unreachable primary as caught up.
+    pub fn giving_up_after(mut self, attempts: Option<u32>) -> NetworkSource {
+        self.give_up_after = attempts.map(|a| a.max(1));
+        self
+    }
+
+    /// Counts one failed attempt; the error to end the stream with once it gives up.
+    fn failed(&mut self, e: Error) -> Result<Error> {
+        self.failures += 1;
+        match self.give_up_after {
+            Some(_) if matches!(e, Error::Refused(_)) => Err(e),
+            Some(limit) if self.failures >= limit => Err(Error::Source(format!(
+                "{}: gave up after {} failed attempts: {e}",
+                self.config.address, self.failures
+            ))),
+            _ => Ok(e),
         }
     }
 
@@ -465,6 +493,7 @@ impl NetworkSource {
                 self.next_seq = t.tx.seq + 1;
                 self.last_commit_us = Some(t.tx.commit_time_us);
                 self.backoff = FIRST_BACKOFF;
+                self.failures = 0;
                 let received = (t.tx.seq, t.position);
                 self.update(|s| {
                     s.last_error = None;
@@ -480,6 +509,7 @@ impl NetworkSource {
                     s.source_time_us = time_us;
                 });
                 self.backoff = FIRST_BACKOFF;
+                self.failures = 0;
                 Ok(true)
             }
             Item::SnapshotBegin {
@@ -577,6 +607,7 @@ impl NetworkSource {
                 if !e.is_retriable() {
                     return Err(e);
                 }
+                let e = self.failed(e)?;
                 tracing::warn!(source = %self.config.address, "replication stream ended: {e}");
                 let text = e.to_string();
                 self.update(|s| s.last_error = Some(text));
@@ -624,6 +655,7 @@ impl EventSource for NetworkSource {
                     if !e.is_retriable() {
                         return Err(e);
                     }
+                    let e = self.failed(e)?;
                     tracing::warn!(source = %self.config.address, "cannot reach the primary: {e}");
                     let text = e.to_string();
                     self.update(|s| s.last_error = Some(text));
@@ -641,6 +673,10 @@ impl EventSource for NetworkSource {
 
     fn describe(&self) -> String {
         format!("replication stream of {}", self.config.address)
+    }
+
+    fn is_live(&self) -> bool {
+        self.link.is_some()
     }
 
     fn take_provision(&mut self) -> Option<Provision> {
@@ -806,14 +842,24 @@ async fn command<S: AsyncRead + AsyncWrite + Unpin>(
 
 fn expect_ok(p: &[u8], step: &str) -> Result<()> {
     if let Some((code, state, msg)) = protocol::parse_err(p) {
-        return Err(Error::Source(format!(
-            "{step}: ERROR {code} ({state}): {msg}"
-        )));
+        let text = format!("{step}: ERROR {code} ({state}): {msg}");
+        return Err(if is_access_error(code) {
+            Error::Refused(text)
+        } else {
+            Error::Source(text)
+        });
     }
     if p.first() != Some(&0) {
         return Err(Error::Source(format!("{step}: unexpected answer")));
     }
     Ok(())
+}
+
+/// Whether MySQL's error `code` refuses the account rather than the moment: a wrong password
+/// (1045), a missing privilege (1044, 1142, 1227), a host not allowed (1130), an
+/// authentication method the client lacks (1251), a locked account (3118).
+pub fn is_access_error(code: u16) -> bool {
+    matches!(code, 1044 | 1045 | 1130 | 1142 | 1227 | 1251 | 3118)
 }
 
 fn io_error(e: std::io::Error) -> Error {

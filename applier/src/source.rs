@@ -66,6 +66,12 @@ pub trait EventSource: Send {
     fn take_provision(&mut self) -> Option<Provision> {
         None
     }
+    /// Whether a `None` from `next` means the source had nothing more to give. A network
+    /// source between connection attempts has asked nobody, so a run that ends once caught
+    /// up (`exit_when_caught_up`) waits for it instead of taking its silence for the end.
+    fn is_live(&self) -> bool {
+        true
+    }
     /// Where the stream starts in the source's numbering, when the source found it from the
     /// replica's positions of other servers (a failover): `(server id, seq)`, for the applier
     /// to store as applied up to `seq - 1`. `next` returns `None` while one waits.

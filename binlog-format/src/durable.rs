@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::notifier::Notifier;
+// The published end is what the in-process notifier carries too; it is defined beside it.
+pub use crate::notifier::Published;
 
 /// The file in a binlog directory that holds the durable end (see the module's text).
 pub const DURABLE_FILE: &str = "binlog.durable";
@@ -43,18 +45,6 @@ const LEN: usize = 40;
 const OLD_LEN: usize = 24;
 /// Mixed into the check words, so that a file of zeros or a torn write does not pass.
 const CHECK: u64 = 0x7269_6e67_7265_7064;
-
-/// What a writer publishes: the end of what it has fsynced (segment, length) and how many
-/// times the binlog was cut back before it (see [`Published::heals`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Published {
-    /// Segment and byte length that everything before is fsynced to.
-    pub end: (u64, u64),
-    /// Heals of the writer, plus one for every writer that opened the directory before it:
-    /// bytes a reader read past the durable end before this changed may since have been
-    /// rewritten (see [`crate::BinlogWriter::heal`]), and are read again.
-    pub heals: u64,
-}
 
 fn old_check_word(segment: u64, len: u64) -> u64 {
     segment ^ len.rotate_left(17) ^ CHECK

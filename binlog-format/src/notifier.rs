@@ -8,7 +8,17 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use crate::durable::Published;
+/// What a writer publishes: the end of what it has fsynced (segment, length) and how many
+/// times the binlog was cut back before it (see [`Published::heals`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Published {
+    /// Segment and byte length that everything before is fsynced to.
+    pub end: (u64, u64),
+    /// Heals of the writer, plus one for every writer that opened the directory before it:
+    /// bytes a reader read past the durable end before this changed may since have been
+    /// rewritten (see [`crate::BinlogWriter::heal`]), and are read again.
+    pub heals: u64,
+}
 
 /// Wakes tailers and tasks in the same process when they have records to pass on.
 #[derive(Debug, Default)]

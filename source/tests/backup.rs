@@ -3,7 +3,7 @@
 //! there; a replica seeded from it (`ringrep-applier seed`) resumes the stream after it, with no
 //! snapshot sent, and converges.
 
-use ringrep_testkit::node;
+use ringrep_testkit::{converge, node};
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,8 +14,7 @@ use mysql_async::prelude::*;
 use node::{connect, runtime};
 
 fn applier_bin() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_BIN_EXE_ringrep-source")).with_file_name("ringrep-applier");
-    p.exists().then_some(p)
+    node::applier_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-source")))
 }
 
 fn insert(rt: &tokio::runtime::Runtime, addr: SocketAddr, from: u32, n: u32) {
@@ -32,30 +31,13 @@ fn insert(rt: &tokio::runtime::Runtime, addr: SocketAddr, from: u32, n: u32) {
     });
 }
 
-fn last_seq(rt: &tokio::runtime::Runtime, addr: SocketAddr) -> u64 {
-    rt.block_on(async {
-        let mut c = connect(addr, None).await;
-        c.query_first::<u64, _>("SELECT @@ringrep_last_seq")
-            .await
-            .expect("seq")
-            .expect("row")
-    })
-}
-
 #[test]
 fn an_online_backup_seeds_a_replica_that_resumes_the_stream() {
     let Some(applier) = applier_bin() else {
-        eprintln!("skipped: ringrep-applier is not built next to ringrep-source (run cargo test --workspace)");
         return;
     };
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
-    cmd.arg("serve")
-        .arg("--data-dir")
-        .arg(dir.path().join("p"))
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("RINGREP_ROOT_PASSWORD");
-    let primary = node::start(cmd, "listening on ");
+    let primary = serve(&dir.path().join("p"));
     let paddr = primary.addr;
     let rt = runtime();
     rt.block_on(async {
@@ -148,10 +130,7 @@ fn an_online_backup_seeds_a_replica_that_resumes_the_stream() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let replica = node::start(
-        node::network_replica(&applier, &rdir, &format!("mysql://root@{paddr}")),
-        "replica listening on ",
-    );
+    let replica = node::replica(&applier, &rdir, paddr);
     let mut saw_start = false;
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
@@ -174,31 +153,10 @@ fn an_online_backup_seeds_a_replica_that_resumes_the_stream() {
         "the seeded replica did not start at seq {}",
         seq + 1
     );
-    let want = last_seq(&rt, paddr);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let got: Option<u64> = rt.block_on(async {
-            let mut r = connect(replica.addr, None).await;
-            r.query_first("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 1")
-                .await
-                .unwrap_or(None)
-        });
-        if got == Some(want) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "replica at {got:?}, primary at {want}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = Command::new(&applier)
-        .args(["verify", "--primary", &format!("mysql://root@{paddr}")])
-        .args(["--replica", &format!("mysql://root@{}", replica.addr)])
-        .output()
-        .expect("verify");
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{report}");
+    let want = converge::last_seq(&rt, paddr);
+    converge::wait_applied(&rt, replica.addr, want, Duration::from_secs(30), "seeded");
+    let (code, report) = converge::verify(&applier, paddr, replica.addr);
+    assert_eq!(code, Some(0), "{report}");
     assert!(report.contains("CONVERGED"), "{report}");
     // An account without REPLICATION SLAVE is refused at once, with MySQL's error.
     rt.block_on(async {

@@ -7,11 +7,11 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::*;
-use ringrep_testkit::faults::{self, SmallFs};
+use ringrep_testkit::converge;
+use ringrep_testkit::faults::SmallFs;
 use ringrep_testkit::node::{self, code, connect, runtime, terminate, Node};
 
 /// A tmpfs of `mib` MiB, or `None` (having said why) where it cannot be mounted.
@@ -23,11 +23,7 @@ fn small_fs(mib: u64) -> Option<SmallFs> {
 
 /// `ringrep-applier`, or `None` (having said why) when `cargo test` did not build it here.
 fn applier() -> Option<std::path::PathBuf> {
-    let found = faults::applier_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-source")));
-    if found.is_none() {
-        eprintln!("skipped: ringrep-applier is not built next to ringrep-source (run cargo test --workspace)");
-    }
-    found
+    node::applier_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-source")))
 }
 
 fn start_primary(data_dir: &Path) -> Node {
@@ -195,14 +191,7 @@ fn a_replica_on_a_full_disk_pauses_and_resumes_when_space_is_freed() {
     let ballast = fs.ballast("ballast", 16);
     let pdir = tempfile::tempdir().expect("tempdir");
     let primary = start_primary(pdir.path());
-    let mut replica = node::start(
-        node::network_replica(
-            &applier,
-            &fs.path.join("replica"),
-            &format!("mysql://root@{}", primary.addr),
-        ),
-        "replica listening on ",
-    );
+    let mut replica = node::replica(&applier, &fs.path.join("replica"), primary.addr);
     let rt = runtime();
     // About 12 MiB of binlog on a small ring: more than the replica's 8 MiB free.
     rt.block_on(async {
@@ -224,7 +213,10 @@ fn a_replica_on_a_full_disk_pauses_and_resumes_when_space_is_freed() {
         }
     });
     let seq = rt
-        .block_on(faults::query_u64(primary.addr, "SELECT @@ringrep_last_seq"))
+        .block_on(converge::query_u64(
+            primary.addr,
+            "SELECT @@ringrep_last_seq",
+        ))
         .expect("seq");
     // The replica pauses on its full disk (and says so), rather than stopping.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -255,21 +247,21 @@ fn a_replica_on_a_full_disk_pauses_and_resumes_when_space_is_freed() {
     );
     // Reads go on meanwhile.
     assert!(rt
-        .block_on(faults::query_u64(
+        .block_on(converge::query_u64(
             replica.addr,
             "SELECT COUNT(*) FROM test.s"
         ))
         .is_some());
 
     std::fs::remove_file(&ballast).expect("free space");
-    faults::wait_applied(
+    converge::wait_applied(
         &rt,
         replica.addr,
         seq,
         Duration::from_secs(90),
         "after freeing space",
     );
-    let (code, report) = faults::verify(&applier, primary.addr, replica.addr);
+    let (code, report) = converge::verify(&applier, primary.addr, replica.addr);
     assert_eq!(code, Some(0), "{report}");
     assert!(report.contains("CONVERGED"), "{report}");
     let _ = terminate(&mut replica);
@@ -290,24 +282,8 @@ fn a_commit_whose_fsync_fails_is_never_seen_by_a_reader_or_a_replica() {
     let rdir = tempfile::tempdir().expect("tempdir");
     let ddir = tempfile::tempdir().expect("tempdir");
     let primary = start_primary(pdir.path());
-    let replica = node::start(
-        node::network_replica(
-            &applier,
-            rdir.path(),
-            &format!("mysql://root@{}", primary.addr),
-        ),
-        "replica listening on ",
-    );
-    let mut follower = Command::new(&applier);
-    follower
-        .arg("serve")
-        .arg("--replica-dir")
-        .arg(ddir.path())
-        .arg("--source-binlog")
-        .arg(pdir.path().join("binlog"))
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("RINGREP_ROOT_PASSWORD");
-    let follower = node::start(follower, "replica listening on ");
+    let replica = node::replica(&applier, rdir.path(), primary.addr);
+    let follower = node::binlog_replica(&applier, ddir.path(), &pdir.path().join("binlog"));
     let rt = runtime();
     rt.block_on(async {
         let mut c = connect(primary.addr, Some("test")).await;
@@ -345,10 +321,13 @@ fn a_commit_whose_fsync_fails_is_never_seen_by_a_reader_or_a_replica() {
             .expect("writes go on");
     });
     let seq = rt
-        .block_on(faults::query_u64(primary.addr, "SELECT @@ringrep_last_seq"))
+        .block_on(converge::query_u64(
+            primary.addr,
+            "SELECT @@ringrep_last_seq",
+        ))
         .expect("seq");
     for (name, node) in [("replica", &replica), ("directory follower", &follower)] {
-        faults::wait_applied(&rt, node.addr, seq, Duration::from_secs(60), name);
+        converge::wait_applied(&rt, node.addr, seq, Duration::from_secs(60), name);
         let rows: Vec<String> = rt.block_on(async {
             connect(node.addr, Some("test"))
                 .await
@@ -357,19 +336,17 @@ fn a_commit_whose_fsync_fails_is_never_seen_by_a_reader_or_a_replica() {
                 .expect("select")
         });
         assert_eq!(rows, ["kept", "after"], "the {name} had the failed commit");
-        let (code, report) = faults::verify(&applier, primary.addr, node.addr);
+        let (code, report) = converge::verify(&applier, primary.addr, node.addr);
         assert_eq!(code, Some(0), "{name}: {report}");
     }
 }
 
 fn start_primary_at(data_dir: &Path, port: u16) -> Node {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
-    cmd.arg("serve")
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .env_remove("RINGREP_ROOT_PASSWORD");
-    node::start(cmd, "listening on ")
+    node::primary_on(
+        Path::new(env!("CARGO_BIN_EXE_ringrep-source")),
+        data_dir,
+        port,
+    )
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -416,11 +393,7 @@ fn a_replica_that_kept_what_the_primary_lost_is_named_not_followed() {
     let Some(applier) = applier() else {
         return;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("port")
-        .local_addr()
-        .expect("addr")
-        .port();
+    let port = node::free_port();
     let pdir = tempfile::tempdir().expect("tempdir");
     let older = tempfile::tempdir().expect("tempdir");
     let rdir = tempfile::tempdir().expect("tempdir");
@@ -454,15 +427,18 @@ fn a_replica_that_kept_what_the_primary_lost_is_named_not_followed() {
                 rdir.path(),
                 &format!("mysql://root@127.0.0.1:{port}"),
             ),
-            "replica listening on ",
+            node::REPLICA_LISTENING,
         )
     };
     let mut replica = start_replica();
     insert(primary.addr, 5, 5);
     let seq = rt
-        .block_on(faults::query_u64(primary.addr, "SELECT @@ringrep_last_seq"))
+        .block_on(converge::query_u64(
+            primary.addr,
+            "SELECT @@ringrep_last_seq",
+        ))
         .expect("seq");
-    faults::wait_applied(&rt, replica.addr, seq, Duration::from_secs(60), "replica");
+    converge::wait_applied(&rt, replica.addr, seq, Duration::from_secs(60), "replica");
 
     // The primary loses its last five commits; the replica kept them.
     let _ = terminate(&mut replica);
@@ -482,7 +458,7 @@ fn a_replica_that_kept_what_the_primary_lost_is_named_not_followed() {
     assert!(err.contains(&format!("seq {seq}")), "{err}");
     // What the replica holds is untouched: its five rows are still there.
     let rows = rt
-        .block_on(faults::query_u64(
+        .block_on(converge::query_u64(
             replica.addr,
             "SELECT COUNT(*) FROM test.r",
         ))
@@ -498,14 +474,11 @@ fn a_replica_that_kept_what_the_primary_lost_is_named_not_followed() {
 fn hostile_clients_get_errors_and_the_node_serves_everyone_else() {
     use ringrep_testkit::raw;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
-    cmd.arg("serve")
-        .arg("--data-dir")
-        .arg(dir.path())
-        .args(["--listen", "127.0.0.1:0", "--max-connections", "40"])
-        .args(["--net-write-timeout", "2"])
-        .env_remove("RINGREP_ROOT_PASSWORD");
-    let node = node::start(cmd, "listening on ");
+    let node = node::primary_with(
+        Path::new(env!("CARGO_BIN_EXE_ringrep-source")),
+        dir.path(),
+        &["--max-connections", "40", "--net-write-timeout", "2"],
+    );
     let addr = node.addr;
     let rt = runtime();
     let mut steady = rt.block_on(async {

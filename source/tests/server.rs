@@ -12,14 +12,11 @@ use node::{code, connect, opts, runtime, terminate, Node, USER_EVENTS};
 
 /// Starts `ringrep-source serve` on a free loopback port and waits until it listens.
 fn start_primary(data_dir: &Path, extra: &[&str]) -> Node {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-source"));
-    cmd.arg("serve")
-        .arg("--data-dir")
-        .arg(data_dir)
-        .args(["--listen", "127.0.0.1:0"])
-        .args(extra)
-        .env_remove("RINGREP_ROOT_PASSWORD");
-    node::start(cmd, "listening on ")
+    node::primary_with(
+        Path::new(env!("CARGO_BIN_EXE_ringrep-source")),
+        data_dir,
+        extra,
+    )
 }
 
 #[test]

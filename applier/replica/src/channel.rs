@@ -194,12 +194,24 @@ pub(crate) struct RunLimits {
     pub(crate) until_seq: Option<u64>,
     /// `--exit-when-caught-up`.
     pub(crate) exit_when_caught_up: bool,
+    /// `--source-retry-count`: in a run that has to end, the failed attempts in a row to
+    /// reach the source before it fails.
+    pub(crate) retry_count: u32,
     /// The data directory (where CHANGE REPLICATION SOURCE TO stores the source).
     pub(crate) dir: PathBuf,
     /// Whether clients can steer the channel (the node serves --listen): then a run that
     /// fails stops the channel with its error shown, and the node goes on serving; otherwise
     /// the error ends the process.
     pub(crate) steerable: bool,
+}
+
+impl RunLimits {
+    /// Whether the run has to end (`--until-seq`, `--exit-when-caught-up`): a source that
+    /// refuses or cannot be reached then fails it, with the reason, rather than being retried
+    /// for ever (or taken for caught up).
+    pub(crate) fn must_end(&self) -> bool {
+        self.exit_when_caught_up || self.until_seq.is_some()
+    }
 }
 
 /// What SHOW REPLICA STATUS reads: the channel's state, written by its task.
@@ -271,9 +283,11 @@ fn errno_of(e: &anyhow::Error) -> u32 {
         Some(ringrep_applier::Error::SourceFatal(_) | ringrep_applier::Error::Gap { .. }) => {
             errno::SOURCE_FATAL
         }
-        Some(ringrep_applier::Error::Source(_) | ringrep_applier::Error::Kafka(_)) => {
-            link_errno(&e.to_string())
-        }
+        Some(
+            ringrep_applier::Error::Source(_)
+            | ringrep_applier::Error::Refused(_)
+            | ringrep_applier::Error::Kafka(_),
+        ) => link_errno(&e.to_string()),
         _ => errno::UNKNOWN,
     }
 }
@@ -442,7 +456,7 @@ impl Driver {
                     };
                     pause = (pause * 2).min(MAX_PAUSE);
                 }
-                Err(e) if self.limits.steerable => {
+                Err(e) if self.limits.steerable && !self.limits.must_end() => {
                     // As MySQL's replica threads: stop with the error shown, keep serving.
                     {
                         let mut st = lock(&self.state);
@@ -641,6 +655,7 @@ fn is_io_error(e: &anyhow::Error) -> bool {
         e.downcast_ref::<ringrep_applier::Error>(),
         Some(
             ringrep_applier::Error::Source(_)
+                | ringrep_applier::Error::Refused(_)
                 | ringrep_applier::Error::SourceFatal(_)
                 | ringrep_applier::Error::Gap { .. }
                 | ringrep_applier::Error::Binlog(_)
@@ -658,6 +673,7 @@ async fn run_once(
     state: &Arc<Mutex<State>>,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<u64> {
+    let mut attempts = 0u32;
     let source_id = loop {
         if *stop.borrow() {
             return Ok(0);
@@ -667,6 +683,17 @@ async fn run_once(
                 None => return Ok(0),
                 Some(Ok(id)) => Some(id),
                 Some(Err(e)) => {
+                    attempts += 1;
+                    if limits.must_end() {
+                        let code = link_errno(&e.to_string());
+                        if u16::try_from(code).is_ok_and(ringrep_applier::network::is_access_error)
+                        {
+                            bail!("the source refused this replica: {e}");
+                        }
+                        if attempts >= limits.retry_count.max(1) {
+                            bail!("cannot reach the source: gave up after {attempts} failed attempts: {e}");
+                        }
+                    }
                     eprintln!("waiting for the primary: {e}");
                     {
                         let mut st = lock(state);
@@ -722,7 +749,8 @@ async fn run_once(
                 .map(|p| p.source_commit_us);
             let s = NetworkSource::new(n.clone(), from)
                 .with_origins(others)
-                .with_last_commit(last_commit);
+                .with_last_commit(last_commit)
+                .giving_up_after(limits.must_end().then_some(limits.retry_count));
             lock(state).link = Some(s.status());
             Box::new(s)
         }
@@ -765,7 +793,8 @@ async fn run_once(
             &stop,
         )
         .await?;
-    Ok(last)
+    // Nothing new applied: the run still ends where the replica stands.
+    Ok(last.max(from - 1))
 }
 
 /// The primary's server id, asked over a connection of its own; `None` once `stop` turns

@@ -74,6 +74,12 @@ enum Command {
         /// Exit once everything the source has now is applied.
         #[arg(long)]
         exit_when_caught_up: bool,
+        /// With --exit-when-caught-up or --until-seq: how many failed attempts in a row to
+        /// reach the source fail the run (exit 1, with the reason); a source that refuses the
+        /// account (a wrong password, a missing privilege) fails it at once. Without them the
+        /// replica retries for ever, as MySQL's does, and SHOW REPLICA STATUS says why.
+        #[arg(long, default_value_t = 10)]
+        source_retry_count: u32,
         /// Do not start replicating at start-up (as MySQL's --skip-replica-start): the node
         /// serves reads and waits for START REPLICA.
         #[arg(long)]
@@ -277,6 +283,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
             server_id,
             until_seq,
             exit_when_caught_up,
+            source_retry_count,
             skip_replica_start,
             sync,
             apply_sync_delay_ms,
@@ -368,6 +375,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 server_id,
                 until_seq,
                 exit_when_caught_up,
+                retry_count: source_retry_count,
                 dir: replica_dir.clone(),
                 steerable: listen,
             };

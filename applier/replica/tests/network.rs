@@ -4,7 +4,7 @@
 //! the replica is killed with SIGKILL and started again. Writes go on throughout, and every case
 //! ends converged (the verifier) with nothing skipped or applied twice.
 
-use ringrep_testkit::{faults, node};
+use ringrep_testkit::{converge, node};
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -181,9 +181,11 @@ impl Primary {
 }
 
 fn start_replica(dir: &Path, source: SocketAddr) -> Node {
-    let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
-    let cmd = node::network_replica(bin, dir, &format!("mysql://root@{source}"));
-    node::start(cmd, "replica listening on ")
+    node::replica(
+        Path::new(env!("CARGO_BIN_EXE_ringrep-applier")),
+        dir,
+        source,
+    )
 }
 
 /// The tests' ring table, `test.ue` (rings of 4 per user), on the primary at `addr`.
@@ -213,11 +215,11 @@ fn write(rt: &tokio::runtime::Runtime, primary: SocketAddr, round: u32, n: u32) 
 
 /// Waits until the replica has applied `seq` of server 1 (at most a minute).
 fn wait_applied(rt: &tokio::runtime::Runtime, replica: SocketAddr, seq: u64, what: &str) {
-    faults::wait_applied(rt, replica, seq, Duration::from_secs(60), what)
+    converge::wait_applied(rt, replica, seq, Duration::from_secs(60), what)
 }
 
 fn verify(primary: SocketAddr, replica: SocketAddr) -> (Option<i32>, String) {
-    faults::verify(
+    converge::verify(
         Path::new(env!("CARGO_BIN_EXE_ringrep-applier")),
         primary,
         replica,
@@ -430,7 +432,7 @@ fn the_stream_over_tls_verifies_the_primary() {
         let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
         let mut cmd = node::network_replica(bin, dir, &format!("mysql://root@{paddr}"));
         cmd.arg("--source-ssl-ca").arg(ca);
-        node::start(cmd, "replica listening on ")
+        node::start(cmd, node::REPLICA_LISTENING)
     };
     let replica = start(&dir.path().join("replica"), &tls_dir.join("ca.crt"));
     wait_applied(&rt, replica.addr, engine.last_seq(), "over TLS");
@@ -529,7 +531,7 @@ fn a_replica_steered_from_sql_with_a_least_privilege_account() {
             &dir.path().join("refused"),
             &format!("mysql://app:apw@{paddr}"),
         );
-        let refused = node::start(cmd, "replica listening on ");
+        let refused = node::start(cmd, node::REPLICA_LISTENING);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let s = replica_status(&rt, refused.addr);
@@ -555,7 +557,7 @@ fn a_replica_steered_from_sql_with_a_least_privilege_account() {
             .args(["--listen", "127.0.0.1:0"])
             .env_remove("RINGREP_ROOT_PASSWORD")
             .env_remove("RINGREP_SOURCE");
-        node::start(cmd, "replica listening on ")
+        node::start(cmd, node::REPLICA_LISTENING)
     };
     let mut replica = start(&rdir);
     let sql = |addr: SocketAddr, text: &str| -> Result<(), u16> {
@@ -809,7 +811,7 @@ fn a_replica_whose_next_transaction_was_purged_is_provisioned_from_a_snapshot() 
     let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
     let mut cmd = node::network_replica(bin, &follower_dir, &format!("mysql://root@{paddr}"));
     cmd.env("RINGREP_FAILPOINT", "provision_before_position");
-    let mut crashing = node::start(cmd, "replica listening on ");
+    let mut crashing = node::start(cmd, node::REPLICA_LISTENING);
     let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = crashing.child.try_wait().expect("wait") {
@@ -858,7 +860,7 @@ fn a_replica_serves_a_replica_of_its_own() {
         &format!("mysql://root@{}", middle.addr),
     );
     cmd.args(["--server-id", "3"]);
-    let last = node::start(cmd, "replica listening on ");
+    let last = node::start(cmd, node::REPLICA_LISTENING);
     write(&rt, paddr, 0, 200);
     wait_applied(
         &rt,
@@ -928,21 +930,13 @@ fn failover_provisions_a_replica_that_saw_more_than_the_new_primary() {
 /// The failover scenario; with `r2_ahead`, r2 rather than r1 has the old primary's last
 /// transactions.
 fn failover(r2_ahead: bool) {
-    let source_bin =
-        Path::new(env!("CARGO_BIN_EXE_ringrep-applier")).with_file_name("ringrep-source");
-    if !source_bin.exists() {
-        eprintln!("skipped: ringrep-source is not built next to ringrep-applier (run cargo test --workspace)");
+    let Some(source_bin) = node::source_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-applier")))
+    else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = runtime();
-    let mut cmd = Command::new(&source_bin);
-    cmd.arg("serve")
-        .arg("--data-dir")
-        .arg(dir.path().join("primary"))
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("RINGREP_ROOT_PASSWORD");
-    let mut primary = node::start(cmd, "listening on ");
+    let mut primary = node::primary(&source_bin, &dir.path().join("primary"));
     let paddr = primary.addr;
     create_ue(&rt, paddr);
     let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
@@ -953,7 +947,7 @@ fn failover(r2_ahead: bool) {
             &format!("mysql://root@{paddr}"),
         );
         cmd.args(["--server-id", id]);
-        node::start(cmd, "replica listening on ")
+        node::start(cmd, node::REPLICA_LISTENING)
     };
     let r1 = replica("r1", "2");
     let r2 = replica("r2", "3");

@@ -2,9 +2,9 @@
 //! served in this process; clients read from it over the MySQL protocol, their writes are
 //! refused with MySQL's read-only error, and the apply status is a table they can query.
 
-use ringrep_testkit::node;
+use ringrep_testkit::{converge, node};
 
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use binlog_format::SyncPolicy;
@@ -34,19 +34,12 @@ fn cli(addr: std::net::SocketAddr, sql: &str) -> Option<String> {
     Some(out)
 }
 
-/// `ringrep-applier verify`: exit code and standard output.
+/// `ringrep-applier verify` of two nodes or data directories: its exit code and output.
 fn verify(primary: &str, replica: &str) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"))
-        .args(["verify", "--primary", primary, "--replica", replica])
-        .output()
-        .expect("run verify");
-    (
-        out.status.code(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
+    converge::verify_urls(
+        Path::new(env!("CARGO_BIN_EXE_ringrep-applier")),
+        primary,
+        replica,
     )
 }
 
@@ -66,15 +59,11 @@ fn a_replica_serves_reads_refuses_writes_and_shows_its_position() {
         let _ = stop_rx.await;
     }));
 
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringrep-applier"));
-    cmd.arg("serve")
-        .arg("--replica-dir")
-        .arg(dir.path().join("replica"))
-        .arg("--source-binlog")
-        .arg(primary.binlog_dir())
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("RINGREP_ROOT_PASSWORD");
-    let mut replica = node::start(cmd, "replica listening on ");
+    let mut replica = node::binlog_replica(
+        Path::new(env!("CARGO_BIN_EXE_ringrep-applier")),
+        &dir.path().join("replica"),
+        &primary.binlog_dir(),
+    );
 
     rt.block_on(async {
         let mut p = connect(paddr, Some("test")).await;

@@ -3,6 +3,7 @@
 //! compared with what a script printed, statement by statement, with the statements where
 //! the spec overrides a recording listed as deviations.
 
+mod render;
 pub mod runner;
 pub mod script;
 pub mod transcript;

@@ -26,8 +26,8 @@ use ringrep_applier::{Applier, BinlogDirSource};
 use ringrep_engine::{Engine, EngineConfig};
 use ringrep_sql::{Outcome, SqlSession};
 
+use super::render::{render_result, render_warnings};
 use super::script::{self, Step, StepKind};
-use super::transcript::{render_result, render_warnings};
 
 /// Which nodes a run starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use binlog_format::SyncPolicy;
 use ringrep_engine::{Engine, EngineConfig};
-use ringrep_sql::{Outcome, SqlSession};
+use ringrep_sql::SqlSession;
+
+use super::render::render_outcome;
 use serde::Deserialize;
 
 /// First words that start a statement in a transcript (mysqltest echoes them as written; the
@@ -297,81 +299,6 @@ impl RunReport {
         self.mismatches.extend(other.mismatches);
         self.stale_deviations.extend(other.stale_deviations);
     }
-}
-
-/// What a statement printed, as mysqltest would print it. `info` and `warnings` follow the
-/// expected output: they are runner switches (`--enable_info`), not server behaviour.
-pub(crate) fn render_outcome(
-    result: &Result<Outcome, ringrep_engine::Error>,
-    info: bool,
-    warnings: &[(u16, String)],
-    show_warnings: bool,
-) -> Vec<String> {
-    let mut out = render_result(result, info);
-    if show_warnings {
-        out.extend(render_warnings(warnings));
-    }
-    out
-}
-
-/// A statement's result as mysqltest prints it: a result set (header, then one line per row,
-/// NULL as `NULL`), `ERROR <sqlstate>: <message>`, or with `info` on the `affected rows` and
-/// `info` lines.
-pub(crate) fn render_result(
-    result: &Result<Outcome, ringrep_engine::Error>,
-    info: bool,
-) -> Vec<String> {
-    let mut out = Vec::new();
-    match result {
-        Ok(Outcome::Rows(rs)) => {
-            out.push(rs.columns.join("\t"));
-            for r in rs.text_rows() {
-                // A value with line breaks (SHOW CREATE TABLE) prints over several lines.
-                let line = r
-                    .iter()
-                    .map(|v| v.clone().unwrap_or_else(|| "NULL".into()))
-                    .collect::<Vec<_>>()
-                    .join("\t");
-                out.extend(line.split('\n').map(str::to_string));
-            }
-            // mysqltest prints the client's affected-rows count after a result set too: the
-            // rows it returned.
-            if info {
-                out.push(format!("affected rows: {}", rs.text_rows().len()));
-            }
-        }
-        Ok(Outcome::Affected {
-            rows, info: text, ..
-        }) => {
-            if info {
-                out.push(format!("affected rows: {rows}"));
-                if let Some(t) = text {
-                    out.push(format!("info: {t}"));
-                }
-            }
-        }
-        Ok(Outcome::Ok) => {
-            if info {
-                out.push("affected rows: 0".into());
-            }
-        }
-        Err(e) => out.push(format!("ERROR {}: {}", e.sqlstate, e.message)),
-    }
-    out
-}
-
-/// The `Warnings:` block mysqltest prints after a statement that left warnings (nothing when
-/// there are none).
-pub(crate) fn render_warnings(warnings: &[(u16, String)]) -> Vec<String> {
-    if warnings.is_empty() {
-        return vec![];
-    }
-    let mut out = vec!["Warnings:".to_string()];
-    for (c, m) in warnings {
-        let level = ringrep_sql::warning_level(*c);
-        out.push(format!("{level}\t{c}\t{m}"));
-    }
-    out
 }
 
 /// Counts one statement of a transcript: passed, a listed deviation or a failure, and flags

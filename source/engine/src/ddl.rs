@@ -291,7 +291,7 @@ impl Session {
         for (key, row) in rows {
             let is_meta = old.is_meta_key(&key.0);
             if let Some(new_row) = map_row(&row, is_meta)? {
-                rows_seen.add(&new_row)?;
+                rows_seen.add(&new_row, is_meta)?;
                 let cause = if is_meta {
                     Cause::MetaUpdate
                 } else {
@@ -312,7 +312,8 @@ impl Session {
 /// The keys and unique-index values of the rows an ALTER TABLE writes under the new
 /// definition: two rows on one key (a key column's new type compares them equal, as text
 /// compares 'Bob' and 'bob') or on one value of a unique index (one being added) are error
-/// 1062, as in MySQL, not one row silently kept or an index that no longer holds.
+/// 1062, as in MySQL, not one row silently kept or an index that no longer holds. A ring's
+/// meta rows are not entered into unique indexes (the spec), so only their keys count.
 struct UniqueCheck<'d> {
     def: &'d TableDef,
     keys: std::collections::HashSet<binlog_format::Key>,
@@ -335,13 +336,16 @@ impl<'d> UniqueCheck<'d> {
         }
     }
 
-    fn add(&mut self, row: &[Value]) -> Result<()> {
+    fn add(&mut self, row: &[Value], is_meta: bool) -> Result<()> {
         let key = binlog_format::Key(self.def.key_of(row));
         if let Some(k) = self.keys.replace(key) {
             return Err(Error::dup_entry(
                 &crate::session::dup_text(&k.0),
                 &format!("{}.PRIMARY", self.def.name),
             ));
+        }
+        if is_meta {
+            return Ok(());
         }
         for (n, seen) in &mut self.uniques {
             let Some(value) = self.def.index_value(*n, row) else {

@@ -29,26 +29,13 @@ use ringrep_cdc::mysql_binlog::{
 use ringrep_cdc::mysql_positions::{self, NodeBinlog, NodeOwn};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::stream::{pump, Encode, Pumping, Reader, Streaming};
+use super::stream::{pump, Encode, MysqlDump, Pumping, Reader, Streaming};
 use super::Shared;
 use ringrep_engine::error::{Code, Error};
 use ringrep_protocol::Packets;
 
 /// MySQL's default heartbeat period (half of `replica_net_timeout`).
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(30);
-
-/// A MySQL replica's COM_BINLOG_DUMP.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MysqlDump {
-    /// The binlog file to start in; empty for the oldest.
-    pub(crate) file: String,
-    /// The position in it.
-    pub(crate) pos: u64,
-    /// BINLOG_DUMP_NON_BLOCK: end with EOF once caught up instead of waiting.
-    pub(crate) non_block: bool,
-    /// The replica's server id.
-    pub(crate) replica_id: u32,
-}
 
 /// What the client set on its session before asking (MySQL's replica protocol).
 #[derive(Debug, Clone, Copy)]

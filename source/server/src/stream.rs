@@ -72,6 +72,19 @@ pub(crate) struct DumpRequest {
     pub(crate) last_commit_us: Option<u64>,
 }
 
+/// A MySQL replica's COM_BINLOG_DUMP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MysqlDump {
+    /// The binlog file to start in; empty for the oldest.
+    pub(crate) file: String,
+    /// The position in it.
+    pub(crate) pos: u64,
+    /// BINLOG_DUMP_NON_BLOCK: end with EOF once caught up instead of waiting.
+    pub(crate) non_block: bool,
+    /// The replica's server id.
+    pub(crate) replica_id: u32,
+}
+
 /// What COM_BINLOG_DUMP asks for: ringrep's frames (a ringrep replica) or MySQL's binlog
 /// events (a MySQL replica or CDC tool), chosen by the file name field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,7 +92,7 @@ pub(crate) enum Dump {
     /// `ringrep-frames:...`.
     Frames(DumpRequest),
     /// A binlog file name (or none) and a position, as MySQL's replicas ask.
-    Mysql(super::mysql_stream::MysqlDump),
+    Mysql(MysqlDump),
 }
 
 /// Parses COM_BINLOG_DUMP's body: `pos:4 flags:2 server_id:4 file`.
@@ -93,7 +106,7 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<Dump, Error> {
         .trim_end_matches('\0')
         .to_string();
     let Some(args) = file.strip_prefix(FRAMES) else {
-        return Ok(Dump::Mysql(super::mysql_stream::MysqlDump {
+        return Ok(Dump::Mysql(MysqlDump {
             file,
             pos: u64::from(pos),
             non_block: flags & 0x01 != 0,
@@ -1008,7 +1021,7 @@ mod tests {
         );
         assert!(matches!(
             parse_dump(&body("binlog.000001")).expect("mysql"),
-            Dump::Mysql(super::super::mysql_stream::MysqlDump { ref file, pos: 4, .. }) if file == "binlog.000001"
+            Dump::Mysql(super::MysqlDump { ref file, pos: 4, .. }) if file == "binlog.000001"
         ));
         assert_eq!(
             parse_dump(&body("ringrep-frames:from_seq=0"))

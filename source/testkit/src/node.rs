@@ -1,8 +1,9 @@
-//! Starting nodes (`ringrep-source serve`, `ringrep-applier serve --listen`) as real processes
-//! and talking to them with mysql_async.
+//! Starting nodes (`ringrep-source serve`, `ringrep-applier serve --listen`) as real processes,
+//! finding the binaries, and talking to the nodes with mysql_async.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -76,14 +77,69 @@ pub fn start(mut cmd: Command, marker: &str) -> Node {
 
 /// `ringrep-source serve` (the binary `bin`) on `data_dir`, on a free loopback port, with no
 /// root password: the primary most tests start.
-pub fn primary(bin: &std::path::Path, data_dir: &std::path::Path) -> Node {
+pub fn primary(bin: &Path, data_dir: &Path) -> Node {
+    primary_with(bin, data_dir, &[])
+}
+
+/// [`primary`] with more flags for `serve`.
+pub fn primary_with(bin: &Path, data_dir: &Path, extra: &[&str]) -> Node {
+    primary_listening(bin, data_dir, "127.0.0.1:0", extra)
+}
+
+/// [`primary`] on a fixed loopback `port`, for tests that restart it where a replica's
+/// `--source` still points.
+pub fn primary_on(bin: &Path, data_dir: &Path, port: u16) -> Node {
+    primary_listening(bin, data_dir, &format!("127.0.0.1:{port}"), &[])
+}
+
+fn primary_listening(bin: &Path, data_dir: &Path, listen: &str, extra: &[&str]) -> Node {
     let mut cmd = Command::new(bin);
     cmd.arg("serve")
         .arg("--data-dir")
         .arg(data_dir)
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--listen", listen])
+        .args(extra)
         .env_remove("RINGREP_ROOT_PASSWORD");
     start(cmd, "listening on ")
+}
+
+/// A free loopback port (bound and released: a test that needs a fixed port takes one here).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// `ringrep-applier`, built by `cargo test --workspace` next to `source_bin` (another
+/// package's binary has no `CARGO_BIN_EXE_` variable). `None`, having said why, when it is
+/// not there; under CI, where the workspace is always built whole, a missing one fails the
+/// test instead.
+pub fn applier_next_to(source_bin: &Path) -> Option<PathBuf> {
+    sibling(source_bin, "ringrep-applier")
+}
+
+/// `ringrep-source` next to `applier_bin`, as [`applier_next_to`] finds the applier.
+pub fn source_next_to(applier_bin: &Path) -> Option<PathBuf> {
+    sibling(applier_bin, "ringrep-source")
+}
+
+fn sibling(bin: &Path, name: &str) -> Option<PathBuf> {
+    let p = bin.with_file_name(name);
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{name} is not built next to {}",
+        bin.display()
+    );
+    eprintln!(
+        "skipped: {name} is not built next to {} (run cargo test --workspace)",
+        bin.display()
+    );
+    None
 }
 
 /// Client options for `user` at `addr`, over TCP.
@@ -183,11 +239,37 @@ pub const USER_EVENTS: &str = "CREATE TABLE user_events (
   PRIMARY KEY (user_id, ring_idx)
 ) ENGINE=NDB COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'";
 
+/// The marker a replica prints before the address it serves clients on.
+pub const REPLICA_LISTENING: &str = "replica listening on ";
+
+/// A replica (`ringrep-applier` at `bin`) in `dir` following the primary at `primary` as root
+/// over TCP, serving clients on a free loopback port: [`network_replica`] started.
+pub fn replica(bin: &Path, dir: &Path, primary: SocketAddr) -> Node {
+    start(
+        network_replica(bin, dir, &format!("mysql://root@{primary}")),
+        REPLICA_LISTENING,
+    )
+}
+
+/// A replica (`ringrep-applier` at `bin`) in `dir` that follows the binlog directory
+/// `binlog` (`--source-binlog`), serving clients on a free loopback port, started.
+pub fn binlog_replica(bin: &Path, dir: &Path, binlog: &Path) -> Node {
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
+        .arg("--replica-dir")
+        .arg(dir)
+        .arg("--source-binlog")
+        .arg(binlog)
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RINGREP_ROOT_PASSWORD");
+    start(cmd, REPLICA_LISTENING)
+}
+
 /// `ringrep-applier serve` (the binary `bin`) of a replica in `dir` following the primary at
 /// `source` (`mysql://...`) over TCP, with a heartbeat of 100 ms and reconnects at most 1 s
 /// apart, serving clients on a free loopback port. Add flags, then [`start`] it with the marker
-/// `"replica listening on "`.
-pub fn network_replica(bin: &std::path::Path, dir: &std::path::Path, source: &str) -> Command {
+/// [`REPLICA_LISTENING`].
+pub fn network_replica(bin: &Path, dir: &Path, source: &str) -> Command {
     let mut cmd = Command::new(bin);
     cmd.arg("serve")
         .arg("--replica-dir")
