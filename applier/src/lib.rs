@@ -17,6 +17,7 @@ pub mod error;
 pub mod failpoint;
 pub mod kafka;
 pub mod network;
+pub mod point_in_time;
 pub mod source;
 pub mod verify;
 
@@ -24,5 +25,6 @@ pub use applier::{may_block, AppliedPosition, Applier, ApplyOutcome};
 pub use error::{Error, Result};
 pub use kafka::KafkaSource;
 pub use network::{NetworkConfig, NetworkSource};
+pub use point_in_time::PointInTime;
 pub use source::{BinlogDirSource, EventSource, Provision, SourcedTx};
 pub use verify::{verify, Report, VerifyOptions};

@@ -1,6 +1,7 @@
 //! `ringrep-applier`: the replica node (`serve`), the verifier (`verify`) and `status`.
 
 mod channel;
+mod live;
 mod remote;
 
 use std::path::{Path, PathBuf};
@@ -126,6 +127,12 @@ enum Command {
         /// Rows per checksum chunk.
         #[arg(long, default_value_t = 1000)]
         chunk_rows: usize,
+        /// Both sides are running nodes (`mysql://` accounts with REPLICATION SLAVE) that may
+        /// take writes meanwhile: each is read through its replication stream at one point,
+        /// the primary's copy moved forward to exactly where the replica's stands, and the two
+        /// compared there, with no writer stopped (docs/operations.md, "Verifying").
+        #[arg(long)]
+        live: bool,
     },
     /// Make a replica's data directory from a backup (`ringrep-source backup`): the backup's
     /// rows, and the position at its sequence number, so that `serve` resumes the stream
@@ -169,7 +176,8 @@ fn main() -> ExitCode {
             json,
             at_seq,
             chunk_rows,
-        } => match run_verify(&primary, &replica, json, at_seq, chunk_rows) {
+            live,
+        } => match run_verify(&primary, &replica, json, at_seq, chunk_rows, live) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(1),
             Err(e) => {
@@ -207,9 +215,25 @@ fn run_verify(
     json: bool,
     at_seq: Option<u64>,
     chunk_rows: usize,
+    live: bool,
 ) -> anyhow::Result<bool> {
-    let p = open_side(primary, "primary")?;
-    let r = open_side(replica, "replica")?;
+    let (p, r) = if live {
+        if !remote::is_url(primary) || !remote::is_url(replica) {
+            bail!(
+                "--live compares two running nodes: give both as mysql://user:password@host:port"
+            );
+        }
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(live::sides(primary, replica))
+            .context("reading both nodes at one point")?
+    } else {
+        (
+            open_side(primary, "primary")?,
+            open_side(replica, "replica")?,
+        )
+    };
     if remote::is_url(primary) != remote::is_url(replica) {
         // A server's side names the rows of a table without a primary key by their values
         // (its hidden row id is not shown over the protocol), a directory's by that id.

@@ -32,6 +32,23 @@ pub(crate) struct Side {
 }
 
 impl Side {
+    /// A side held by a scratch engine in `dir` (a copy of a running node's).
+    pub(crate) fn scratch(
+        engine: Engine,
+        server_id: u32,
+        last_seq: u64,
+        applied: Vec<(u32, u64)>,
+        dir: tempfile::TempDir,
+    ) -> Side {
+        Side {
+            engine,
+            server_id,
+            last_seq,
+            applied,
+            scratch: Some(dir),
+        }
+    }
+
     /// Whether this side was read over the MySQL protocol.
     pub(crate) fn is_remote(&self) -> bool {
         self.scratch.is_some()
