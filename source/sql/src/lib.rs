@@ -66,34 +66,17 @@
 //! before rendering), `lexer` and `result`.
 
 mod accounts;
-mod authorize;
-mod binary_logs;
-mod bound;
 mod catalog;
-mod columns;
-mod conflict;
-mod cte;
-mod ddl;
-mod dml;
-mod engines;
+mod exec;
 mod expr;
-mod insert_plan;
-mod join;
-mod lexer;
 pub mod mysql_positions;
-mod predicate;
-mod result;
-mod routines;
-mod rows;
-mod rowset;
-mod select;
-mod show;
-mod show_catalog;
-mod table_lock;
-mod triggers;
-mod user_locks;
-mod vars;
-mod views;
+mod objects;
+mod parse;
+mod table;
+
+use exec::{bound, cte, ddl, select, table_lock, vars};
+use objects::triggers;
+use parse::lexer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -109,10 +92,10 @@ use ringrep_engine::Session;
 
 pub use accounts::store::{Cache as AccountCache, Directory as AccountDirectory};
 pub use accounts::{store, AccountName, Authority, Grants, Privs};
+pub use expr::result::ResultSet;
 pub use lexer::{bind_placeholders, count_placeholders, split_statements};
-pub use result::ResultSet;
 
-use rows::Rows;
+use table::rows::Rows;
 
 /// What one statement produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -1103,7 +1086,7 @@ impl SqlSession {
                     | sqlparser::ast::Use::Schema(n) => split_name(&n)?.1,
                     other => return Err(Error::unsupported(format!("{other}"))),
                 };
-                if !name.eq_ignore_ascii_case(catalog::INFORMATION_SCHEMA)
+                if !name.eq_ignore_ascii_case(catalog::information_schema::INFORMATION_SCHEMA)
                     && !self.engine().with_state(|st| st.has_database(&name))
                 {
                     return Err(Error::new(
@@ -1157,7 +1140,7 @@ impl SqlSession {
                     Some(n) => Some(split_name(n)?.1),
                     None => None,
                 };
-                let filter = catalog::ShowFilter::of(&show_options);
+                let filter = catalog::information_schema::ShowFilter::of(&show_options);
                 self.show_tables_in(full, db.as_deref(), filter.as_ref())
             }
             Statement::ExplainTable { table_name, .. } => {
@@ -1173,7 +1156,7 @@ impl SqlSession {
                     .and_then(|i| i.parent_name.as_ref())
                     .ok_or_else(|| Error::syntax("SHOW COLUMNS needs FROM table"))?;
                 let (db, t) = split_name(name)?;
-                let filter = catalog::ShowFilter::of(&show_options);
+                let filter = catalog::information_schema::ShowFilter::of(&show_options);
                 self.show_columns(full, db.as_deref(), &t, filter.as_ref())
             }
             Statement::ShowDatabases { show_options, .. } => {
@@ -1182,7 +1165,7 @@ impl SqlSession {
                     .into_iter()
                     .map(|d| vec![Value::Text(d)])
                     .collect();
-                let filter = catalog::ShowFilter::of(&show_options);
+                let filter = catalog::information_schema::ShowFilter::of(&show_options);
                 self.show_result(&["Database"], rows, filter.as_ref())
             }
             Statement::ShowVariables { filter, .. } => self.show_variables(filter.as_ref()),

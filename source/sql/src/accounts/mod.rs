@@ -14,6 +14,7 @@
 //! node's own configuration (root and `[[users]]`, which hold every privilege), the
 //! [`Grants`] each statement is checked against (`authorize`).
 
+pub(crate) mod authorize;
 pub(crate) mod statements;
 pub mod store;
 

@@ -63,7 +63,7 @@ fn tokens(text: &str) -> Result<Vec<Tok>> {
             return Ok(out);
         };
         if c == '\'' || c == '"' {
-            let (s, after) = crate::lexer::take_string(rest).ok_or_else(|| {
+            let (s, after) = crate::parse::lexer::take_string(rest).ok_or_else(|| {
                 Error::syntax("You have an error in your SQL syntax; an unterminated string")
             })?;
             out.push(Tok::Quoted(s));

@@ -684,7 +684,7 @@ fn sleep(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
 
 /// GET_LOCK and its family (`user_locks.rs`), which need the session.
 fn user_locks(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
-    if !crate::user_locks::is_user_lock_function(name) {
+    if !crate::exec::user_locks::is_user_lock_function(name) {
         return Ok(None);
     }
     match ctx.sql {
@@ -825,7 +825,7 @@ fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>
     }
     Ok(Some(match name {
         "DATABASE" | "SCHEMA" => ctx.database.map_or(Value::Null, |d| Value::Text(d.into())),
-        "VERSION" => Value::Text(crate::vars::server_version()),
+        "VERSION" => Value::Text(crate::exec::vars::server_version()),
         "LAST_INSERT_ID" => match _args.0.first() {
             None => Value::UInt(ctx.last_insert_id()),
             // LAST_INSERT_ID(expr) returns expr and makes it the session's LAST_INSERT_ID()

@@ -3,8 +3,8 @@
 use binlog_format::Value;
 use sqlparser::ast::{Expr, Set};
 
-use super::expr::{eval, render, truthy, Scope};
-use super::{Outcome, SqlSession};
+use crate::expr::{eval, render, truthy, Scope};
+use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::Fence;
 
@@ -333,7 +333,7 @@ impl SqlSession {
                 })?;
             }
             "timestamp" => {
-                vars.timestamp_us = match super::expr::to_f64(&v) {
+                vars.timestamp_us = match crate::expr::to_f64(&v) {
                     Some(s) if s > 0.0 => Some((s * 1e6) as i64),
                     _ => None,
                 };

@@ -11,9 +11,9 @@ use binlog_format::schema::{ColumnDefault, TableDef};
 use binlog_format::Value;
 use sqlparser::ast::{Expr, Insert, SetExpr, Statement, TableObject};
 
-use super::expr::{eval, Scope};
-use super::triggers::TrgEvent;
-use super::{split_name, Outcome, SqlSession};
+use crate::expr::{eval, Scope};
+use crate::objects::triggers::TrgEvent;
+use crate::{split_name, Outcome, SqlSession};
 use ringrep_engine::error::Result;
 use ringrep_engine::types::default_value;
 
@@ -79,9 +79,9 @@ impl InsertPlan {
         for row in &values.rows {
             let mut cells = Vec::with_capacity(row.len());
             for e in row.iter() {
-                cells.push(if super::bound::is_placeholder(e) {
+                cells.push(if crate::exec::bound::is_placeholder(e) {
                     Cell::Param(*params.next()?)
-                } else if super::dml::is_default_keyword(e) {
+                } else if crate::exec::dml::is_default_keyword(e) {
                     Cell::Default
                 } else {
                     Cell::Expr(Box::new(e.clone()))
@@ -96,7 +96,7 @@ impl InsertPlan {
         Some(InsertPlan {
             db,
             table,
-            names: super::dml::column_list_names(columns),
+            names: crate::exec::dml::column_list_names(columns),
             rows,
             ignore: *ignore,
             resolved: Mutex::new(None),
@@ -109,8 +109,8 @@ impl InsertPlan {
         if let Some(r) = resolved.as_ref().filter(|r| Arc::ptr_eq(&r.def, def)) {
             return Ok((Arc::clone(&r.columns), r.twice));
         }
-        let columns: Arc<[usize]> = super::dml::insert_columns(def, &self.names)?.into();
-        let twice = super::dml::lists_a_column_twice(&columns);
+        let columns: Arc<[usize]> = crate::exec::dml::insert_columns(def, &self.names)?.into();
+        let twice = crate::exec::dml::lists_a_column_twice(&columns);
         *resolved = Some(Resolved {
             def: Arc::clone(def),
             columns: Arc::clone(&columns),
@@ -156,7 +156,7 @@ impl SqlSession {
         let mut rows = Vec::with_capacity(plan.rows.len());
         for (i, cells) in plan.rows.iter().enumerate() {
             if cells.len() != listed.len() {
-                return Err(super::dml::wrong_value_count(i + 1));
+                return Err(crate::exec::dml::wrong_value_count(i + 1));
             }
             let mut row = Vec::with_capacity(cells.len());
             for (cell, &c) in cells.iter().zip(listed.iter()) {
@@ -169,7 +169,7 @@ impl SqlSession {
             rows.push(row);
         }
         if twice {
-            return Err(super::dml::listed_twice());
+            return Err(crate::exec::dml::listed_twice());
         }
         // The listed columns are shared with every execution; a table with generated
         // columns gets a list of its own with them added.
@@ -184,7 +184,7 @@ impl SqlSession {
             columns.dedup();
         }
         let n = rows.len() as u64;
-        let mode = super::dml::insert_mode(plan.ignore);
+        let mode = crate::exec::dml::insert_mode(plan.ignore);
         let inserted = self.statement(move |s| {
             let columns = if generates { &columns[..] } else { &listed[..] };
             s.session.insert(&def, columns, rows, mode)
@@ -201,7 +201,7 @@ impl SqlSession {
             Value::UInt(u) => i64::try_from(*u).map_or(Value::UInt(*u), Value::Int),
             Value::Text(s) => Value::Text(s.clone()),
             other => eval(
-                &super::bound::literal_expr(other)?,
+                &crate::exec::bound::literal_expr(other)?,
                 &Scope::empty(),
                 &self.ctx(),
             )?,

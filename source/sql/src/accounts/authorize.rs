@@ -104,7 +104,7 @@ impl SqlSession {
     /// scope, and needs no privilege there; what the expression reads does.
     pub(crate) fn require_reads(&self, stmt: &Statement, skip: Option<&ObjectName>) -> Result<()> {
         let mut failed = None;
-        let _ = super::cte::visit_stored_relations(stmt, |name| {
+        let _ = crate::exec::cte::visit_stored_relations(stmt, |name| {
             if skip == Some(name) {
                 return ControlFlow::Continue(());
             }
@@ -257,7 +257,7 @@ impl SqlSession {
         let w = |i: usize| first.get(i).map(String::as_str).unwrap_or("");
         // The name after `after` (a keyword sequence found outside quotes).
         let name_after = |after: &str| -> Option<(Option<String>, String)> {
-            let at = crate::lexer::find_top_level(text, after)? + after.len();
+            let at = crate::parse::lexer::find_top_level(text, after)? + after.len();
             let rest = text[at..].trim_start();
             let rest = strip_if_not_exists(rest);
             let end = rest
@@ -285,8 +285,8 @@ impl SqlSession {
             }
             ("RENAME", "TABLE") => {
                 let list = &text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..];
-                for pair in crate::lexer::split_top_level_commas(list) {
-                    if let Some(to) = crate::lexer::find_top_level(&pair, "TO") {
+                for pair in crate::parse::lexer::split_top_level_commas(list) {
+                    if let Some(to) = crate::parse::lexer::find_top_level(&pair, "TO") {
                         let (sdb, s) = split_text_name(pair[..to].trim());
                         let (ddb, d) = split_text_name(pair[to + 2..].trim());
                         self.require_table(Privs::ALTER, "ALTER", sdb.as_deref(), &s)?;
@@ -299,7 +299,7 @@ impl SqlSession {
             }
             ("OPTIMIZE" | "ANALYZE", "TABLE") => {
                 let list = &text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..];
-                for n in crate::lexer::split_top_level_commas(list) {
+                for n in crate::parse::lexer::split_top_level_commas(list) {
                     let (db, t) = split_text_name(n.trim());
                     self.require_table(Privs::SELECT, "SELECT", db.as_deref(), &t)?;
                     self.require_table(Privs::INSERT, "INSERT", db.as_deref(), &t)?;

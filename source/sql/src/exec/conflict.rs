@@ -11,8 +11,8 @@
 use binlog_format::schema::TableDef;
 use binlog_format::Value;
 
-use super::expr::like;
-use super::SqlSession;
+use crate::expr::like;
+use crate::SqlSession;
 use ringrep_engine::error::{Error, Result};
 
 /// The database and table of the conflict-function table.

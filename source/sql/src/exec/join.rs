@@ -12,10 +12,10 @@ use sqlparser::ast::{
     BinaryOperator, Expr, Ident, JoinConstraint, JoinOperator, TableFactor, TableWithJoins,
 };
 
-use super::columns::{table_columns, ColumnRef, FromTable, StarCol};
-use super::expr::{eval, resolve, truthy, Scope};
-use super::predicate::conjuncts;
-use super::{split_name, SqlSession};
+use crate::expr::predicate::conjuncts;
+use crate::expr::{eval, resolve, truthy, Scope};
+use crate::table::columns::{table_columns, ColumnRef, FromTable, StarCol};
+use crate::{split_name, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 
 /// The tables, scope columns and combined rows of a FROM clause (WHERE not yet applied).

@@ -13,8 +13,8 @@ use sqlparser::ast::{visit_expressions, visit_expressions_mut, Expr, Statement};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 
-use super::insert_plan::InsertPlan;
-use super::{lexer, normalized, parse_one, Outcome, SqlSession};
+use crate::exec::insert_plan::InsertPlan;
+use crate::{normalized, parse::lexer, parse_one, Outcome, SqlSession};
 use ringrep_engine::error::{Error, Result};
 
 /// Distinct statement texts kept parsed per session; more than this starts the cache afresh.
@@ -107,14 +107,14 @@ impl SqlSession {
 /// A prepared statement parsed once: the statement, and for each placeholder in the order the
 /// syntax-tree visitor meets it, which parameter it takes (its place in the text; the
 /// visitor's order can differ from the text's).
-pub(super) struct Template {
+pub(crate) struct Template {
     stmt: Statement,
     /// The normalized text it was parsed from: the spans in `stmt` are of it, and a SELECT
     /// names its columns from it.
     text: String,
     parameter: Vec<usize>,
     /// An INSERT of listed rows, compiled (`insert_plan.rs`).
-    pub(super) insert: Option<InsertPlan>,
+    pub(crate) insert: Option<InsertPlan>,
     /// [`lists_its_rows`] of the statement: asked on every execution, answered once.
     lists_its_rows: bool,
 }
@@ -137,7 +137,7 @@ fn lists_its_rows(stmt: &Statement) -> bool {
 
 /// The one table a brief SELECT reads, as the statement names it.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct BriefRead {
+pub(crate) struct BriefRead {
     db: Option<String>,
     table: String,
 }
@@ -249,7 +249,7 @@ fn queries_in(stmt: &Statement) -> usize {
 /// SELECT), and for a SELECT that runs briefly the table it reads (which keeps it on its
 /// connection's task).
 #[derive(Clone, Default)]
-pub(super) struct Parsed {
+pub(crate) struct Parsed {
     template: Option<Arc<Template>>,
     read: Option<Arc<BriefRead>>,
 }
@@ -268,7 +268,7 @@ fn parsed(sql: &str) -> Parsed {
 
 /// The template of `sql` (tests).
 #[cfg(test)]
-pub(super) fn template(sql: &str) -> Option<Arc<Template>> {
+pub(crate) fn template(sql: &str) -> Option<Arc<Template>> {
     parsed(sql).template
 }
 
@@ -302,7 +302,7 @@ fn template_of(stmt: Statement, text: &str) -> Option<Arc<Template>> {
     }))
 }
 
-pub(super) fn is_placeholder(e: &Expr) -> bool {
+pub(crate) fn is_placeholder(e: &Expr) -> bool {
     matches!(e, Expr::Value(v) if matches!(v.value, sqlparser::ast::Value::Placeholder(_)))
 }
 
@@ -366,7 +366,7 @@ fn bind(template: &Template, values: &[Value]) -> Result<Statement> {
 /// The expression the text path would have parsed for `v`. NULL, non-negative integers and
 /// strings are built directly (parsing each value's text was most of the cost of binding);
 /// the rest goes through the parser. `literals_match_the_parser` checks both agree.
-pub(super) fn literal_expr(v: &Value) -> Result<Expr> {
+pub(crate) fn literal_expr(v: &Value) -> Result<Expr> {
     use sqlparser::ast::Value as Literal;
     let literal = match v {
         Value::Null => Literal::Null,
@@ -389,7 +389,7 @@ fn parsed_literal_expr(v: &Value) -> Result<Expr> {
 
 /// Parameter values of every kind, for the tests that compare a fast path with the parser's.
 #[cfg(test)]
-pub(super) fn sample_parameters() -> Vec<Value> {
+pub(crate) fn sample_parameters() -> Vec<Value> {
     vec![
         Value::Null,
         Value::Int(0),

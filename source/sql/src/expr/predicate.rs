@@ -5,8 +5,8 @@
 use binlog_format::Value;
 use sqlparser::ast::{BinaryOperator, Expr};
 
-use super::columns::ColumnRef;
-use super::expr::{eval, truthy, Ctx, Scope};
+use crate::expr::{eval, truthy, Ctx, Scope};
+use crate::table::columns::ColumnRef;
 use ringrep_engine::error::Result;
 
 /// The top-level AND terms of a condition (parentheses looked through).

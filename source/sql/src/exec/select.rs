@@ -14,15 +14,15 @@ use sqlparser::ast::{
     SetQuantifier, Spanned, TableFactor,
 };
 
-use super::columns::{table_columns, ColumnRef, FromTable, StarCol};
-use super::expr::decimal::Dec;
-use super::expr::{
+use crate::expr::decimal::Dec;
+use crate::expr::predicate::{equalities, keep_matching};
+use crate::expr::rowset::{dedupe, filter_by};
+use crate::expr::{
     compare, eval, is_aggregate, render, resolve, to_f64, truthy, Ctx, OuterRow, Scope,
 };
-use super::predicate::{equalities, keep_matching};
-use super::rows::Rows;
-use super::rowset::{dedupe, filter_by};
-use super::{split_name, Outcome, ResultSet, SqlSession};
+use crate::table::columns::{table_columns, ColumnRef, FromTable, StarCol};
+use crate::table::rows::Rows;
+use crate::{split_name, Outcome, ResultSet, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 
 /// The FROM side of a SELECT: its tables, and what `*` stands for when that is not every
@@ -361,7 +361,7 @@ fn outer_equalities(e: &Expr, columns: &[ColumnRef], out: &mut Vec<(String, Expr
         _ => false,
     };
     let mut terms = Vec::new();
-    super::predicate::conjuncts(e, &mut terms);
+    crate::expr::predicate::conjuncts(e, &mut terms);
     for term in terms {
         if let Expr::BinaryOp {
             left,
@@ -569,7 +569,7 @@ impl SqlSession {
         exprs: impl IntoIterator<Item = &'e Expr>,
         run: bool,
     ) -> Result<()> {
-        use super::cte::visit_stored_relations;
+        use crate::exec::cte::visit_stored_relations;
         use sqlparser::ast::{visit_expressions, InTarget};
         use std::ops::ControlFlow;
         let current = self.session.vars.database.clone().unwrap_or_default();
@@ -746,7 +746,7 @@ impl SqlSession {
     /// names the result's columns.
     pub(crate) fn run_query(&self, q: &Query, text: &str) -> Result<Rows> {
         match &q.with {
-            Some(with) => self.with_ctes(with, text, || match super::cte::written(text, q) {
+            Some(with) => self.with_ctes(with, text, || match crate::exec::cte::written(text, q) {
                 Some(_) => self.run_body(q, text),
                 // Not the text the query was parsed from (a subquery's, written back): the
                 // body's own text names its columns.
@@ -1540,7 +1540,7 @@ fn select_list_texts(text: &str) -> Option<Vec<String>> {
         "INTERSECT",
     ]
     .iter()
-    .filter_map(|k| super::lexer::find_top_level(body, k))
+    .filter_map(|k| crate::parse::lexer::find_top_level(body, k))
     .min()
     .unwrap_or(body.len());
     let mut list = body[..end].trim();
@@ -1564,7 +1564,7 @@ fn select_list_texts(text: &str) -> Option<Vec<String>> {
         list = list[m.len()..].trim_start();
     }
     Some(
-        super::lexer::split_top_level_commas(list)
+        crate::parse::lexer::split_top_level_commas(list)
             .into_iter()
             .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
             .collect(),

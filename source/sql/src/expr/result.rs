@@ -4,8 +4,8 @@
 use binlog_format::schema::ColumnType;
 use binlog_format::Value;
 
-use super::expr::render;
-use super::Outcome;
+use crate::expr::render;
+use crate::Outcome;
 
 /// The rows a statement returned, with their column names and types. Values are kept as
 /// read; [`ResultSet::text_rows`] and [`ResultSet::cell_text`] render them as the `mysql`

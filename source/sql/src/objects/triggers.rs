@@ -30,9 +30,9 @@ use std::sync::Arc;
 use binlog_format::schema::{ColumnType, IntWidth, LobSize, TableDef};
 use binlog_format::Value;
 
-use super::catalog::plain_column;
-use super::routines::{parse_block, split_statements, syntax, Frame, Step, TriggerRows};
-use super::{Outcome, SqlSession};
+use crate::catalog::information_schema::plain_column;
+use crate::objects::routines::{parse_block, split_statements, syntax, Frame, Step, TriggerRows};
+use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::{InsertMode, SYSTEM_DB};
 
@@ -549,7 +549,7 @@ fn body_references(steps: &[Step], out: &mut Vec<(String, String)>) {
 /// A statement a trigger may not hold: one returning rows (1415), or one it may not run at
 /// all (see [`check_in_trigger`]).
 fn check_statement(sql: &str) -> Result<()> {
-    let words = super::lexer::first_words(sql, 2);
+    let words = crate::parse::lexer::first_words(sql, 2);
     match words.first().map(String::as_str).unwrap_or("") {
         "SELECT" | "SHOW" | "WITH" | "DESCRIBE" | "DESC" | "EXPLAIN" | "VALUES" | "TABLE"
         | "CHECKSUM" => Err(Error::new(
@@ -593,21 +593,23 @@ pub(crate) fn check_in_trigger(first: &[String], sql: &str) -> Result<()> {
 /// `@@session.autocommit`).
 fn sets_autocommit(sql: &str) -> bool {
     let list = sql.trim_start().get(3..).unwrap_or_default();
-    super::lexer::split_top_level_commas(list).iter().any(|a| {
-        let target = a
-            .split('=')
-            .next()
-            .unwrap_or_default()
-            .trim_end_matches(':');
-        target
-            .rsplit(['.', ' ', '@'])
-            .find(|w| !w.trim().is_empty())
-            .is_some_and(|w| {
-                w.trim()
-                    .trim_matches('`')
-                    .eq_ignore_ascii_case("autocommit")
-            })
-    })
+    crate::parse::lexer::split_top_level_commas(list)
+        .iter()
+        .any(|a| {
+            let target = a
+                .split('=')
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches(':');
+            target
+                .rsplit(['.', ' ', '@'])
+                .find(|w| !w.trim().is_empty())
+                .is_some_and(|w| {
+                    w.trim()
+                        .trim_matches('`')
+                        .eq_ignore_ascii_case("autocommit")
+                })
+        })
 }
 
 fn triggers_def() -> TableDef {
@@ -871,7 +873,7 @@ impl SqlSession {
         for (n, values) in rows.into_iter().enumerate() {
             let row_no = n + 1;
             if values.len() != columns.len() {
-                return Err(super::dml::wrong_value_count(row_no));
+                return Err(crate::exec::dml::wrong_value_count(row_no));
             }
             // Values convert as the insert itself would convert them.
             let session = &self.session;
@@ -1239,7 +1241,7 @@ impl SqlSession {
                     Value::Text(t.body()),
                     Value::Text(t.timing.name().into()),
                     created(t.created_us),
-                    Value::Text(crate::vars::SQL_MODE.into()),
+                    Value::Text(crate::exec::vars::SQL_MODE.into()),
                     Value::Text(t.definer.clone()),
                     Value::Text("utf8mb4".into()),
                     Value::Text("utf8mb4_0900_ai_ci".into()),
@@ -1251,10 +1253,10 @@ impl SqlSession {
             self.show_result(&columns, rows, None)?
         } else if let Some(p) = strip_keyword(rest, "LIKE") {
             // LIKE matches the table, not the trigger (as in MySQL).
-            let (pattern, _) = super::lexer::take_string(p).ok_or_else(|| syntax(rest))?;
+            let (pattern, _) = crate::parse::lexer::take_string(p).ok_or_else(|| syntax(rest))?;
             let rows = rows
                 .into_iter()
-                .filter(|r| super::expr::like(&text_of(&r[2]), &pattern, '\\'))
+                .filter(|r| crate::expr::like(&text_of(&r[2]), &pattern, '\\'))
                 .collect();
             self.show_result(&columns, rows, None)?
         } else if let Some(w) = strip_keyword(rest, "WHERE") {
@@ -1262,7 +1264,7 @@ impl SqlSession {
                 .try_with_sql(w)
                 .and_then(|mut p| p.parse_expr())
                 .map_err(syntax)?;
-            let filter = super::catalog::ShowFilter::Where(Box::new(e));
+            let filter = crate::catalog::information_schema::ShowFilter::Where(Box::new(e));
             self.show_result(&columns, rows, Some(&filter))?
         } else {
             return Err(syntax(rest));
@@ -1290,7 +1292,7 @@ impl SqlSession {
             .find_trigger(&db, &name)?
             .ok_or_else(|| Error::new(code::ER_TRG_DOES_NOT_EXIST, "Trigger does not exist"))?;
         self.require_table(crate::Privs::TRIGGER, "TRIGGER", Some(&t.db), &t.table)?;
-        Ok(Outcome::Rows(super::ResultSet {
+        Ok(Outcome::Rows(crate::ResultSet {
             columns: [
                 "Trigger",
                 "sql_mode",
@@ -1306,7 +1308,7 @@ impl SqlSession {
             types: vec![None, None, None, None, None, None, Some(CREATED_TYPE)],
             rows: vec![vec![
                 Value::Text(t.name.clone()),
-                Value::Text(crate::vars::SQL_MODE.into()),
+                Value::Text(crate::exec::vars::SQL_MODE.into()),
                 Value::Text(t.original_statement()),
                 Value::Text("utf8mb4".into()),
                 Value::Text("utf8mb4_0900_ai_ci".into()),
@@ -1429,7 +1431,7 @@ fn body_words(body: &str) -> Vec<String> {
             steps
                 .iter()
                 .map(|s| match s {
-                    Step::Sql(t) => super::routines::first_word(t),
+                    Step::Sql(t) => crate::objects::routines::first_word(t),
                     other => format!("{other:?}")
                         .split([' ', '{'])
                         .next()

@@ -19,9 +19,9 @@ use sqlparser::ast::{
     SetQuantifier, Statement, Visit, Visitor, With,
 };
 
-use super::catalog::{computed_def, plain_column, Computed};
-use super::rows::Rows;
-use super::SqlSession;
+use crate::catalog::information_schema::{computed_def, plain_column, Computed};
+use crate::table::rows::Rows;
+use crate::SqlSession;
 use ringrep_engine::error::{code, Error, Result};
 
 /// The expressions in scope while a statement runs, innermost last: each name with its rows
@@ -206,7 +206,7 @@ impl SqlSession {
         let tz = self.session.vars.tz_offset;
         let mut all = anchor.rows;
         if distinct {
-            super::rowset::dedupe(&mut all, |r| r.as_slice(), tz);
+            crate::expr::rowset::dedupe(&mut all, |r| r.as_slice(), tz);
         }
         let mut fresh = all.clone();
         let mut rounds = 0u64;
@@ -249,7 +249,7 @@ impl SqlSession {
             fresh = if distinct {
                 let before = all.len();
                 all.extend(added);
-                super::rowset::dedupe(&mut all, |r| r.as_slice(), tz);
+                crate::expr::rowset::dedupe(&mut all, |r| r.as_slice(), tz);
                 all[before..].to_vec()
             } else {
                 all.extend(added.iter().cloned());
@@ -394,7 +394,7 @@ impl Visitor for AggregateFinder {
         if let (0, sqlparser::ast::Expr::Function(f)) = (self.depth, e) {
             let aggregate = f.name.0.len() == 1
                 && matches!(&f.args, sqlparser::ast::FunctionArguments::List(_))
-                && super::expr::is_aggregate(&f.name.to_string());
+                && crate::expr::is_aggregate(&f.name.to_string());
             if aggregate || f.over.is_some() {
                 self.found = true;
                 return ControlFlow::Break(());
@@ -424,11 +424,11 @@ pub(crate) fn written(text: &str, q: &Query) -> Option<String> {
             .collect::<String>()
             .to_ascii_uppercase()
     };
-    super::select::source_text(text, q).filter(|s| squeeze(s) == squeeze(&q.to_string()))
+    crate::exec::select::source_text(text, q).filter(|s| squeeze(s) == squeeze(&q.to_string()))
 }
 
 fn query_of(sql: &str) -> Result<Query> {
-    match super::parse_one(sql)? {
+    match crate::parse_one(sql)? {
         Statement::Query(q) => Ok(*q),
         _ => Err(Error::internal(format!("not a query: {sql}"))),
     }

@@ -6,8 +6,8 @@ use binlog_format::sql_text::{create_table_sql, CreateStyle};
 use binlog_format::Value;
 use sqlparser::ast::{ObjectName, ShowCreateObject, ShowStatementFilter};
 
-use super::expr::render;
-use super::{split_name, Outcome, SqlSession};
+use crate::expr::render;
+use crate::{split_name, Outcome, SqlSession};
 use ringrep_engine::error::{Error, Result};
 use ringrep_engine::HIDDEN_ROW_ID;
 
@@ -39,7 +39,7 @@ fn show_create_table(def: &TableDef, engine: &str) -> String {
 /// stores (meta rows and expired rows not purged yet included) as `fixed_elem_count`.
 pub(crate) fn memory_per_fragment(engine: &ringrep_engine::Engine) -> (TableDef, Vec<Vec<Value>>) {
     use binlog_format::schema::IntWidth;
-    let col = |name: &str, ty| super::catalog::plain_column(name, ty, false);
+    let col = |name: &str, ty| crate::catalog::information_schema::plain_column(name, ty, false);
     let big = ColumnType::Integer {
         width: IntWidth::Big,
         unsigned: true,
@@ -171,7 +171,7 @@ impl SqlSession {
     /// SHOW BINARY LOGS (and SHOW MASTER LOGS): each binlog segment with its size as a MySQL
     /// binlog file (the MySQL encoding CDC tools read; docs/cdc.md).
     pub(crate) fn show_binary_logs(&self) -> Result<Outcome> {
-        let rows = super::mysql_positions::binary_logs(self.engine())?
+        let rows = crate::mysql_positions::binary_logs(self.engine())?
             .into_iter()
             .map(|(name, len)| vec![Some(name), Some(len.to_string()), Some("No".into())])
             .collect();
@@ -184,7 +184,7 @@ impl SqlSession {
         let body = text.trim().trim_end_matches(';');
         let upper = body.to_ascii_uppercase();
         let after = |kw: &str| -> Option<String> {
-            let i = super::lexer::find_top_level(body, kw)?;
+            let i = crate::parse::lexer::find_top_level(body, kw)?;
             Some(body[i + kw.len()..].trim_start().to_string())
         };
         let bad = |what: &str| {
@@ -226,7 +226,7 @@ impl SqlSession {
             }
             None => (0, None),
         };
-        let rows = super::mysql_positions::binlog_events(
+        let rows = crate::mysql_positions::binlog_events(
             self.engine(),
             file.as_deref(),
             from,
@@ -268,7 +268,7 @@ impl SqlSession {
             .binlog_end()
             .map(|(file, offset)| {
                 let position = binlog_format::segment::parse_segment_name(&file)
-                    .and_then(|s| super::mysql_positions::file_size(self.engine(), s, false).ok())
+                    .and_then(|s| crate::mysql_positions::file_size(self.engine(), s, false).ok())
                     .unwrap_or(offset);
                 vec![
                     Some(file),
@@ -339,7 +339,7 @@ impl SqlSession {
             .into_iter()
             .map(|(n, v)| vec![Value::Text(n), Value::Text(v)])
             .collect();
-        let filter = filter.and_then(super::catalog::ShowFilter::of_filter);
+        let filter = filter.and_then(crate::catalog::information_schema::ShowFilter::of_filter);
         self.show_result(&["Variable_name", "Value"], rows, filter.as_ref())
     }
 }

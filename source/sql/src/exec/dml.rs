@@ -10,13 +10,13 @@ use sqlparser::ast::{
     TableFactor, TableObject, Update,
 };
 
-use super::columns::table_columns;
-use super::expr::{compare, eval, to_f64, Scope};
-use super::lexer::{find_top_level, split_top_level_commas, take_string};
-use super::predicate::{conjuncts, equalities, row_matches};
-use super::select::{order_pairs, sort_keyed};
-use super::triggers::{Fired, Firing, Timing, TrgEvent};
-use super::{split_name, Outcome, SqlSession};
+use crate::exec::select::{order_pairs, sort_keyed};
+use crate::expr::predicate::{conjuncts, equalities, row_matches};
+use crate::expr::{compare, eval, to_f64, Scope};
+use crate::objects::triggers::{Fired, Firing, Timing, TrgEvent};
+use crate::parse::lexer::{find_top_level, split_top_level_commas, take_string};
+use crate::table::columns::table_columns;
+use crate::{split_name, Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::types::{coerce, default_value};
 use ringrep_engine::InsertMode;
@@ -393,7 +393,7 @@ impl SqlSession {
             || selection
                 .iter()
                 .chain(&exprs)
-                .any(crate::authorize::has_subquery)
+                .any(crate::accounts::authorize::has_subquery)
         {
             // Row by row, evaluated with the session at hand: triggers run between rows,
             // subqueries may read the row (correlated ones), and an ORDER BY sorts the rows
@@ -534,7 +534,7 @@ impl SqlSession {
             || !order.is_empty()
             || selection
                 .as_ref()
-                .is_some_and(crate::authorize::has_subquery)
+                .is_some_and(crate::accounts::authorize::has_subquery)
         {
             self.check_subquery_targets(&def, selection.iter())?;
             let deleted = self.statement(|s| {
@@ -882,7 +882,7 @@ impl SqlSession {
                         .map(|i| i.columns.clone())
                         .collect();
                     let owned = self.owned_ctx();
-                    let ctx = super::expr::Ctx {
+                    let ctx = crate::expr::Ctx {
                         inserted: Some(&inserted),
                         ..owned.ctx()
                     };
@@ -1044,7 +1044,7 @@ struct Clashes {
 }
 
 /// The scope of one row of a table, for values computed over it.
-fn row_scope<'a>(columns: &'a [super::columns::ColumnRef], row: &'a [Value]) -> Scope<'a> {
+fn row_scope<'a>(columns: &'a [crate::table::columns::ColumnRef], row: &'a [Value]) -> Scope<'a> {
     Scope {
         columns,
         row,
@@ -1056,7 +1056,7 @@ fn row_scope<'a>(columns: &'a [super::columns::ColumnRef], row: &'a [Value]) -> 
 /// An UPDATE run row by row (see `SqlSession::update_rows`).
 struct RowUpdate<'a> {
     def: &'a TableDef,
-    columns: &'a [super::columns::ColumnRef],
+    columns: &'a [crate::table::columns::ColumnRef],
     selection: Option<&'a Expr>,
     /// The values of `user_assigned`, in order.
     exprs: &'a [Expr],
@@ -1076,7 +1076,7 @@ impl SqlSession {
     fn matching_rows(
         &mut self,
         def: &TableDef,
-        columns: &[super::columns::ColumnRef],
+        columns: &[crate::table::columns::ColumnRef],
         selection: Option<&Expr>,
         limit: Option<u64>,
         order: &[(&Expr, bool)],
@@ -1228,7 +1228,7 @@ impl SqlSession {
     fn delete_rows(
         &mut self,
         def: &TableDef,
-        columns: &[super::columns::ColumnRef],
+        columns: &[crate::table::columns::ColumnRef],
         selection: Option<&Expr>,
         limit: Option<u64>,
         order: &[(&Expr, bool)],

@@ -7,7 +7,7 @@ use binlog_format::Value;
 use ringrep_engine::error::{code, Error, Result};
 
 use crate::accounts::Privs;
-use crate::{lexer, Outcome, SqlSession};
+use crate::{parse::lexer, Outcome, SqlSession};
 
 /// MySQL's note for a log it kept although it was asked to go (in use).
 const ER_WARN_PURGE_LOG_IN_USE: u16 = 1867;

@@ -14,9 +14,9 @@ use binlog_format::Value;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::catalog::plain_column;
-use super::lexer::{find_top_level, split_top_level_commas};
-use super::{Outcome, SqlSession};
+use crate::catalog::information_schema::plain_column;
+use crate::parse::lexer::{find_top_level, split_top_level_commas};
+use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::SYSTEM_DB;
 
@@ -152,14 +152,17 @@ impl SqlSession {
     }
 
     /// The rows of view `v`: its query run in its database, under its column names.
-    pub(crate) fn view_rows(&self, v: &StoredView) -> Result<super::catalog::Computed> {
+    pub(crate) fn view_rows(
+        &self,
+        v: &StoredView,
+    ) -> Result<crate::catalog::information_schema::Computed> {
         if self.view_depth.load(Ordering::Relaxed) >= MAX_DEPTH {
             return Err(Error::new(
                 code::ER_VIEW_RECURSIVE,
                 format!("`{}`.`{}` contains view recursion", v.db, v.name),
             ));
         }
-        let q = super::parse_one(&v.query)?;
+        let q = crate::parse_one(&v.query)?;
         let sqlparser::ast::Statement::Query(q) = q else {
             return Err(Error::internal(format!(
                 "view {}.{} holds no query",
@@ -180,7 +183,7 @@ impl SqlSession {
         self.restore_ctes(ctes);
         self.restore_outer(outer);
         self.view_depth.fetch_sub(1, Ordering::Relaxed);
-        super::cte::computed_rows(&v.db, &v.name, &v.columns, rows?)
+        crate::exec::cte::computed_rows(&v.db, &v.name, &v.columns, rows?)
     }
 
     /// `CREATE [OR REPLACE] [ALGORITHM = ...] [DEFINER = ...] [SQL SECURITY ...] VIEW name
@@ -231,14 +234,14 @@ impl SqlSession {
         }
         // Stored with every table qualified, as MySQL stores it: the view reads the same tables
         // whatever database its reader is in.
-        let mut stmt = super::parse_one(&query)?;
+        let mut stmt = crate::parse_one(&query)?;
         if !matches!(stmt, sqlparser::ast::Statement::Query(_)) {
             return Err(syntax(&query));
         }
         // Readers of the view need SELECT on the view only (SQL SECURITY DEFINER): its creator
         // must be allowed to read what it reads.
         self.require_reads(&stmt, None)?;
-        super::cte::qualify_stored_relations(&mut stmt, current.as_deref().unwrap_or(&db));
+        crate::exec::cte::qualify_stored_relations(&mut stmt, current.as_deref().unwrap_or(&db));
         let view = StoredView {
             db: db.clone(),
             name: name.clone(),
@@ -343,9 +346,9 @@ impl SqlSession {
     pub(crate) fn drop_stored_objects_of(&mut self, db: &str) -> Result<()> {
         for table in [
             VIEWS_TABLE,
-            super::routines::ROUTINES_TABLE,
-            super::triggers::TRIGGERS_TABLE,
-            super::engines::ENGINES_TABLE,
+            crate::objects::routines::ROUTINES_TABLE,
+            crate::objects::triggers::TRIGGERS_TABLE,
+            crate::objects::engines::ENGINES_TABLE,
         ] {
             let Some(def) = self.engine().table_def(SYSTEM_DB, table) else {
                 continue;

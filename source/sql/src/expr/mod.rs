@@ -6,6 +6,9 @@
 mod dates;
 pub(crate) mod decimal;
 mod functions;
+pub(crate) mod predicate;
+pub(crate) mod result;
+pub(crate) mod rowset;
 mod strings;
 mod unique;
 
@@ -22,8 +25,8 @@ use sqlparser::ast::{
     UnaryOperator, Value as SqlValue,
 };
 
-use super::columns::ColumnRef;
-use super::rows::Rows;
+use crate::table::columns::ColumnRef;
+use crate::table::rows::Rows;
 use decimal::Dec;
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::types::parse_datetime_text;
@@ -75,7 +78,7 @@ impl Default for LastStatement {
 pub(crate) struct Ctx<'a> {
     /// The session, for subqueries and `@@` variables (`None` while the session is busy
     /// changing rows: then subqueries come from `prefetched`).
-    pub(crate) sql: Option<&'a super::SqlSession>,
+    pub(crate) sql: Option<&'a crate::SqlSession>,
     /// Where the session is busy changing rows: the statement's subqueries, run beforehand
     /// (see `SqlSession::prefetch_subqueries`), by their text.
     pub(crate) prefetched: Option<&'a HashMap<String, Arc<Rows>>>,

@@ -17,9 +17,9 @@ use std::collections::{HashMap, VecDeque};
 use binlog_format::schema::{ColumnType, LobSize};
 use binlog_format::Value;
 
-use super::expr::truthy;
-use super::lexer::{find_top_level, split_top_level_commas};
-use super::{Outcome, SqlSession};
+use crate::expr::truthy;
+use crate::parse::lexer::{find_top_level, split_top_level_commas};
+use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::SYSTEM_DB;
 
@@ -359,7 +359,8 @@ fn parse_signal(piece: &str) -> Result<Step> {
     if starts_with_words(rest, &["VALUE"]) {
         rest = rest[5..].trim_start();
     }
-    let (sqlstate, after) = super::lexer::take_string(rest).ok_or_else(|| syntax(piece.trim()))?;
+    let (sqlstate, after) =
+        crate::parse::lexer::take_string(rest).ok_or_else(|| syntax(piece.trim()))?;
     let bad = sqlstate.len() != 5
         || !sqlstate.chars().all(|c| c.is_ascii_alphanumeric())
         || sqlstate.starts_with("00");
@@ -527,7 +528,7 @@ pub(crate) fn literal(v: &Value, tz: i64) -> String {
             format!("X'{hex}'")
         }
         Value::Timestamp(_) | Value::DateTime(_) | Value::Date(_) => {
-            quoted(&super::expr::render(v, None, tz).unwrap_or_default())
+            quoted(&crate::expr::render(v, None, tz).unwrap_or_default())
         }
         other => quoted(&ringrep_engine::types::text_of(other)),
     }
@@ -702,7 +703,7 @@ fn substitute(text: &str, vars: &HashMap<String, Value>, tz: i64) -> Result<Stri
 }
 
 fn routines_def() -> binlog_format::schema::TableDef {
-    let col = |name: &str, ty| super::catalog::plain_column(name, ty, false);
+    let col = |name: &str, ty| crate::catalog::information_schema::plain_column(name, ty, false);
     ringrep_engine::ddl::system_table(
         ROUTINES_TABLE,
         vec![
@@ -904,7 +905,7 @@ impl SqlSession {
             ],
             vec![vec![
                 Some(name),
-                Some(crate::vars::SQL_MODE.into()),
+                Some(crate::exec::vars::SQL_MODE.into()),
                 Some(text),
                 Some("utf8mb4".into()),
                 Some("utf8mb4_0900_ai_ci".into()),
@@ -1138,7 +1139,7 @@ impl SqlSession {
             match item.as_str() {
                 "MESSAGE_TEXT" => message = ringrep_engine::types::text_of(&v),
                 "MYSQL_ERRNO" => {
-                    number = super::expr::to_f64(&v)
+                    number = crate::expr::to_f64(&v)
                         .filter(|n| (1.0..=65535.0).contains(n))
                         .map(|n| n as u16)
                         .ok_or_else(|| {

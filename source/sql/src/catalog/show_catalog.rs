@@ -5,9 +5,9 @@
 
 use binlog_format::Value;
 
-use super::catalog::{show_words, ShowFilter};
-use super::expr::like;
-use super::{Outcome, SqlSession};
+use crate::catalog::information_schema::{show_words, ShowFilter};
+use crate::expr::like;
+use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 
 impl SqlSession {
@@ -159,7 +159,7 @@ impl SqlSession {
             }
         };
         let exists = self.engine().with_state(|st| st.has_database(name))
-            || name.eq_ignore_ascii_case(super::catalog::INFORMATION_SCHEMA);
+            || name.eq_ignore_ascii_case(crate::catalog::information_schema::INFORMATION_SCHEMA);
         if !exists || !self.may_see_database(name) {
             return Err(if exists {
                 self.database_denied(name)

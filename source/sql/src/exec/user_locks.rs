@@ -9,8 +9,8 @@ use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::named_locks::Wait;
 use ringrep_engine::types::text_of;
 
-use super::expr::to_f64;
-use super::SqlSession;
+use crate::expr::to_f64;
+use crate::SqlSession;
 
 /// Whether `name` is one of this module's functions.
 pub(crate) fn is_user_lock_function(name: &str) -> bool {
@@ -44,7 +44,7 @@ impl SqlSession {
             "GET_LOCK" => 2,
             _ => 1,
         };
-        super::expr::arity(name, args.len(), wanted, wanted)?;
+        crate::expr::arity(name, args.len(), wanted, wanted)?;
         let lock_name = || match args.first() {
             None | Some(Value::Null) => Err(Error::new(
                 code::ER_USER_LOCK_WRONG_NAME,

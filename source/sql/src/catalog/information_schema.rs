@@ -12,8 +12,8 @@
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IndexKind, IntWidth, TableDef};
 use binlog_format::Value;
 
-use super::show::describe_rows;
-use super::SqlSession;
+use crate::catalog::show::describe_rows;
+use crate::SqlSession;
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::HIDDEN_ROW_ID;
 
@@ -540,7 +540,7 @@ impl SqlSession {
             return Some(self.information_schema(name));
         }
         if db.eq_ignore_ascii_case("ndbinfo") && name.eq_ignore_ascii_case("memory_per_fragment") {
-            return Some(Ok(super::show::memory_per_fragment(self.engine())));
+            return Some(Ok(crate::catalog::show::memory_per_fragment(self.engine())));
         }
         match self.view(&db, name) {
             Ok(Some(v)) => Some(self.view_rows(&v)),
@@ -562,7 +562,7 @@ impl SqlSession {
     }
 
     /// The views this session may see, ordered by database and name.
-    fn visible_views(&self) -> Result<Vec<super::views::StoredView>> {
+    fn visible_views(&self) -> Result<Vec<crate::objects::views::StoredView>> {
         let mut views: Vec<_> = self
             .views()?
             .into_iter()
@@ -749,7 +749,7 @@ impl SqlSession {
             .map(|p| {
                 let (db, name, definition, definer, created) =
                     (p.db, p.name, p.definition, p.definer, p.created_us);
-                let body = crate::lexer::find_top_level(&definition, "BEGIN")
+                let body = crate::parse::lexer::find_top_level(&definition, "BEGIN")
                     .map_or(definition.as_str(), |at| &definition[at..])
                     .to_string();
                 let mut row = vec![
@@ -773,7 +773,7 @@ impl SqlSession {
                     text("INVOKER"),
                     Value::Timestamp(created),
                     Value::Timestamp(created),
-                    text(crate::vars::SQL_MODE),
+                    text(crate::exec::vars::SQL_MODE),
                     text(""),
                     text(definer),
                     text(CHARSET),
@@ -1089,7 +1089,7 @@ pub(crate) fn show_words(text: &str, keywords: usize) -> Result<ShowWords> {
                 break;
             }
             Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("WHERE") => {
-                let at = crate::lexer::find_top_level(text, "WHERE")
+                let at = crate::parse::lexer::find_top_level(text, "WHERE")
                     .ok_or_else(|| syntax("WHERE".into()))?;
                 let e = sqlparser::parser::Parser::new(&MySqlDialect {})
                     .try_with_sql(&text[at + 5..])
@@ -1143,30 +1143,30 @@ impl SqlSession {
         columns: &[&str],
         rows: Vec<Vec<Value>>,
         filter: Option<&ShowFilter>,
-    ) -> Result<super::Outcome> {
+    ) -> Result<crate::Outcome> {
         let rows = match filter {
             None => rows,
             Some(ShowFilter::Like(p)) => rows
                 .into_iter()
                 .filter(|r| match r.first() {
-                    Some(Value::Text(t)) => super::expr::like(t, p, '\\'),
+                    Some(Value::Text(t)) => crate::expr::like(t, p, '\\'),
                     _ => false,
                 })
                 .collect(),
             Some(ShowFilter::Where(e)) => {
-                let cols: Vec<super::columns::ColumnRef> = columns
+                let cols: Vec<crate::table::columns::ColumnRef> = columns
                     .iter()
-                    .map(|c| super::columns::ColumnRef {
+                    .map(|c| crate::table::columns::ColumnRef {
                         table: String::new(),
                         name: c.to_lowercase(),
                         ty: None,
                         qualified_only: false,
                     })
                     .collect();
-                super::predicate::keep_matching(Some(e), &cols, rows, &self.ctx())?
+                crate::expr::predicate::keep_matching(Some(e), &cols, rows, &self.ctx())?
             }
         };
-        Ok(super::Outcome::Rows(super::ResultSet {
+        Ok(crate::Outcome::Rows(crate::ResultSet {
             columns: columns.iter().map(|c| c.to_string()).collect(),
             types: vec![None; columns.len()],
             rows,
@@ -1197,7 +1197,7 @@ impl SqlSession {
         full: bool,
         db: Option<&str>,
         filter: Option<&ShowFilter>,
-    ) -> Result<super::Outcome> {
+    ) -> Result<crate::Outcome> {
         let db = self.shown_database_of(db)?;
         let rows: Vec<Vec<Value>> = if db.eq_ignore_ascii_case(INFORMATION_SCHEMA) {
             catalog_table_names()
@@ -1251,7 +1251,7 @@ impl SqlSession {
         db: Option<&str>,
         table: &str,
         filter: Option<&ShowFilter>,
-    ) -> Result<super::Outcome> {
+    ) -> Result<crate::Outcome> {
         let def = self.described_def(db, table)?;
         let rows: Vec<Vec<Value>> = describe_rows(&def)
             .into_iter()
@@ -1300,7 +1300,7 @@ impl SqlSession {
 
     /// `SHOW TABLE STATUS [FROM db] [LIKE 'p' | WHERE e]`: the TABLES rows of a database
     /// under MySQL's SHOW headers.
-    pub(crate) fn show_table_status(&self, text_: &str) -> Result<super::Outcome> {
+    pub(crate) fn show_table_status(&self, text_: &str) -> Result<crate::Outcome> {
         let w = show_words(text_, 3)?;
         let db = self.shown_database_of(from_name(&w.words, 0))?;
         let (_, all) = self.information_schema("TABLES")?;
@@ -1337,7 +1337,7 @@ impl SqlSession {
     }
 
     /// `SHOW {INDEX | INDEXES | KEYS} {FROM | IN} t [{FROM | IN} db] [WHERE e]`.
-    pub(crate) fn show_index(&self, text_: &str) -> Result<super::Outcome> {
+    pub(crate) fn show_index(&self, text_: &str) -> Result<crate::Outcome> {
         let w = show_words(text_, 2)?;
         let syntax = || {
             Error::syntax(format!(

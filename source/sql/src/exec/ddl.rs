@@ -10,9 +10,9 @@ use sqlparser::ast::{
     ObjectType, SqlOption, TableConstraint,
 };
 
-use super::expr::{collation_named, eval, Collated, Scope};
-use super::lexer::{find_top_level, split_top_level_commas, take_string};
-use super::{parse_one, split_name, Outcome, SqlSession};
+use crate::expr::{collation_named, eval, Collated, Scope};
+use crate::parse::lexer::{find_top_level, split_top_level_commas, take_string};
+use crate::{parse_one, split_name, Outcome, SqlSession};
 use ringrep_engine::ddl::{prepare_table, PartitionSpec};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::ring::{parse_comment, RingSpec, TtlSpec};
@@ -271,7 +271,7 @@ impl SqlSession {
         if !from.joins.is_empty() {
             return Vec::new();
         }
-        let Ok((db, table)) = super::split_name(name) else {
+        let Ok((db, table)) = crate::split_name(name) else {
             return Vec::new();
         };
         let Ok(source) = self.session.table_def(db.as_deref(), &table) else {
@@ -435,7 +435,7 @@ fn column_def(
         } else {
             // A default is evaluated once, at CREATE; a subquery there would read tables the
             // statement's privileges never covered (MySQL refuses it too).
-            if crate::authorize::has_subquery(e) {
+            if crate::accounts::authorize::has_subquery(e) {
                 return Err(Error::new(
                     code::ER_INVALID_DEFAULT,
                     format!("Invalid default value for '{}'", col.name),
@@ -704,7 +704,7 @@ impl SqlSession {
                 columns: p,
             });
         }
-        let declared = super::engines::declared(&ct.table_options)?;
+        let declared = crate::objects::engines::declared(&ct.table_options)?;
         if let CreateTableOptions::Plain(opts) | CreateTableOptions::Options(opts) =
             &ct.table_options
         {
@@ -952,7 +952,9 @@ impl SqlSession {
                 plan.copying |= alg.trim() == "COPY";
             }
             "LOCK" => {}
-            "ENGINE" => plan.engine = Some(super::engines::normalize(&value_after_eq(clause))?),
+            "ENGINE" => {
+                plan.engine = Some(crate::objects::engines::normalize(&value_after_eq(clause))?)
+            }
             "COMMENT" => {
                 let rest = clause
                     .get(7..)
@@ -1636,7 +1638,7 @@ pub(crate) fn without_encryption_option(text: &str) -> Result<String> {
             "You have an error in your SQL syntax; ENCRYPTION takes 'Y' or 'N', in '{text}'"
         ))
     };
-    let at = crate::lexer::find_top_level(text, "ENCRYPTION").ok_or_else(syntax)?;
+    let at = crate::parse::lexer::find_top_level(text, "ENCRYPTION").ok_or_else(syntax)?;
     let before = text[..at].trim_end();
     let start = match before.len().checked_sub(7) {
         Some(d) if before[d..].eq_ignore_ascii_case("DEFAULT") => d,

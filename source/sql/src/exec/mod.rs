@@ -1,0 +1,16 @@
+//! Statement execution: SELECT (with `join` and `cte`), INSERT, UPDATE, DELETE and LOAD DATA
+//! (`dml`, `insert_plan`, `conflict`), DDL, prepared statements (`bound`), SET (`vars`),
+//! locks and binary logs. May import every floor below it.
+
+pub(crate) mod binary_logs;
+pub(crate) mod bound;
+pub(crate) mod conflict;
+pub(crate) mod cte;
+pub(crate) mod ddl;
+pub(crate) mod dml;
+pub(crate) mod insert_plan;
+pub(crate) mod join;
+pub(crate) mod select;
+pub(crate) mod table_lock;
+pub(crate) mod user_locks;
+pub(crate) mod vars;
