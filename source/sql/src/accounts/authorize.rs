@@ -16,7 +16,8 @@ use sqlparser::ast::{
 use ringrep_engine::error::{code, Error, Result};
 
 use crate::accounts::{Grants, Privs};
-use crate::{split_name, SqlSession};
+use crate::parse::statement::split_name;
+use crate::SqlSession;
 
 /// Databases every account may read (their rows are filtered by what the account may see, or
 /// they hold nothing secret).
@@ -104,7 +105,7 @@ impl SqlSession {
     /// scope, and needs no privilege there; what the expression reads does.
     pub(crate) fn require_reads(&self, stmt: &Statement, skip: Option<&ObjectName>) -> Result<()> {
         let mut failed = None;
-        let _ = crate::exec::cte::visit_stored_relations(stmt, |name| {
+        let _ = crate::parse::tree::visit_stored_relations(stmt, |name| {
             if skip == Some(name) {
                 return ControlFlow::Continue(());
             }
@@ -360,20 +361,6 @@ impl SqlSession {
             ),
         ))
     }
-}
-
-/// Whether `e` holds a subquery anywhere.
-pub(crate) fn has_subquery(e: &Expr) -> bool {
-    visit_expressions(e, |x| match x {
-        Expr::Subquery(_)
-        | Expr::Exists { .. }
-        | Expr::In {
-            target: sqlparser::ast::InTarget::Subquery(_) | sqlparser::ast::InTarget::Table { .. },
-            ..
-        } => ControlFlow::Break(()),
-        _ => ControlFlow::Continue(()),
-    })
-    .is_break()
 }
 
 /// Whether `e` reads a column (or a subquery) rather than being a constant.

@@ -12,16 +12,15 @@
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IndexKind, IntWidth, TableDef};
 use binlog_format::Value;
 
-use crate::catalog::show::describe_rows;
+use crate::expr::render;
+use crate::parse::show::{show_words, ShowFilter};
+use crate::table::computed::{computed_def, plain_column, Computed};
 use crate::SqlSession;
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::HIDDEN_ROW_ID;
 
 /// The catalog database's name.
 pub(crate) const INFORMATION_SCHEMA: &str = "information_schema";
-
-/// A computed table: its definition (names and types of its columns) and its rows.
-pub(crate) type Computed = (TableDef, Vec<Vec<Value>>);
 
 /// The kind of a catalog column, which gives its type.
 #[derive(Clone, Copy)]
@@ -335,34 +334,6 @@ pub(crate) fn catalog_table_names() -> impl Iterator<Item = &'static str> {
     TABLES.iter().map(|(n, _)| *n)
 }
 
-/// The definition of a computed table (a catalog table, a view): its columns, no keys.
-pub(crate) fn computed_def(database: &str, name: &str, columns: Vec<ColumnDef>) -> TableDef {
-    TableDef {
-        id: 0,
-        database: database.into(),
-        name: name.into(),
-        columns,
-        primary_key: vec![],
-        indexes: vec![],
-        ring: None,
-        ttl: None,
-        partitioning: None,
-        comment: None,
-    }
-}
-
-/// A column of a system or computed table: no default, no auto-increment.
-pub(crate) fn plain_column(name: &str, ty: ColumnType, nullable: bool) -> ColumnDef {
-    ColumnDef {
-        name: name.into(),
-        ty,
-        nullable,
-        default: ColumnDefault::None,
-        on_update_now: false,
-        auto_increment: false,
-    }
-}
-
 fn catalog_def(name: &str, columns: &[(&str, K)]) -> TableDef {
     computed_def(
         INFORMATION_SCHEMA,
@@ -540,7 +511,9 @@ impl SqlSession {
             return Some(self.information_schema(name));
         }
         if db.eq_ignore_ascii_case("ndbinfo") && name.eq_ignore_ascii_case("memory_per_fragment") {
-            return Some(Ok(crate::catalog::show::memory_per_fragment(self.engine())));
+            return Some(Ok(crate::catalog::information_schema::memory_per_fragment(
+                self.engine(),
+            )));
         }
         match self.view(&db, name) {
             Ok(Some(v)) => Some(self.view_rows(&v)),
@@ -773,7 +746,7 @@ impl SqlSession {
                     text("INVOKER"),
                     Value::Timestamp(created),
                     Value::Timestamp(created),
-                    text(crate::exec::vars::SQL_MODE),
+                    text(crate::expr::SQL_MODE),
                     text(""),
                     text(definer),
                     text(CHARSET),
@@ -1022,96 +995,6 @@ impl SqlSession {
         }
         rows
     }
-}
-
-/// The filter of a SHOW statement: `LIKE 'pattern'` on its first column, or `WHERE expr` over
-/// its columns by their names.
-pub(crate) enum ShowFilter {
-    Like(String),
-    Where(Box<sqlparser::ast::Expr>),
-}
-
-impl ShowFilter {
-    /// The filter of a parsed SHOW statement's options.
-    pub(crate) fn of(options: &sqlparser::ast::ShowStatementOptions) -> Option<ShowFilter> {
-        use sqlparser::ast::ShowStatementFilterPosition as P;
-        let f = match options.filter_position.as_ref()? {
-            P::Infix(f) | P::Suffix(f) => f,
-        };
-        Self::of_filter(f)
-    }
-
-    /// The filter of a parsed `ShowStatementFilter`.
-    pub(crate) fn of_filter(f: &sqlparser::ast::ShowStatementFilter) -> Option<ShowFilter> {
-        use sqlparser::ast::ShowStatementFilter as F;
-        match f {
-            F::Like(p) | F::ILike(p) | F::NoKeyword(p) => Some(ShowFilter::Like(p.clone())),
-            F::Where(e) => Some(ShowFilter::Where(Box::new(e.clone()))),
-        }
-    }
-}
-
-/// A SHOW statement the parser does not know, taken apart by words: SHOW TABLE STATUS and
-/// SHOW INDEX.
-pub(crate) struct ShowWords {
-    /// The words and names after the statement's keywords, up to LIKE or WHERE.
-    pub(crate) words: Vec<String>,
-    pub(crate) filter: Option<ShowFilter>,
-}
-
-pub(crate) fn show_words(text: &str, keywords: usize) -> Result<ShowWords> {
-    use sqlparser::dialect::MySqlDialect;
-    use sqlparser::tokenizer::{Token, Tokenizer};
-    let syntax = |detail: String| {
-        Error::syntax(format!(
-            "You have an error in your SQL syntax; {detail} in '{text}'"
-        ))
-    };
-    let tokens = Tokenizer::new(&MySqlDialect {}, text)
-        .tokenize()
-        .map_err(|e| syntax(e.to_string()))?;
-    let mut words = Vec::new();
-    let mut filter = None;
-    let mut it = tokens
-        .iter()
-        .filter(|t| !matches!(t, Token::Whitespace(_)))
-        .skip(keywords)
-        .peekable();
-    while let Some(t) = it.next() {
-        match t {
-            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("LIKE") => {
-                match it.next() {
-                    Some(Token::SingleQuotedString(p) | Token::DoubleQuotedString(p)) => {
-                        filter = Some(ShowFilter::Like(p.clone()));
-                    }
-                    _ => return Err(syntax("LIKE needs a quoted pattern".into())),
-                }
-                break;
-            }
-            Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("WHERE") => {
-                let at = crate::parse::lexer::find_top_level(text, "WHERE")
-                    .ok_or_else(|| syntax("WHERE".into()))?;
-                let e = sqlparser::parser::Parser::new(&MySqlDialect {})
-                    .try_with_sql(&text[at + 5..])
-                    .and_then(|mut p| p.parse_expr())
-                    .map_err(|e| syntax(e.to_string()))?;
-                filter = Some(ShowFilter::Where(Box::new(e)));
-                break;
-            }
-            Token::Word(w) => words.push(w.value.clone()),
-            Token::Period => {
-                // `db.table`: joined back into one name.
-                let Some(Token::Word(w)) = it.next() else {
-                    return Err(syntax("a name after '.'".into()));
-                };
-                let last = words.pop().unwrap_or_default();
-                words.push(format!("{last}.{}", w.value));
-            }
-            Token::SemiColon => break,
-            other => return Err(syntax(format!("unexpected {other}"))),
-        }
-    }
-    Ok(ShowWords { words, filter })
 }
 
 /// Catalog rows without the columns at `drop` (positions in the catalog table): the SHOW
@@ -1381,6 +1264,116 @@ impl SqlSession {
             w.filter.as_ref(),
         )
     }
+}
+
+/// `ndbinfo.memory_per_fragment` as ringrep can answer it: one row per table with the rows it
+/// stores (meta rows and expired rows not purged yet included) as `fixed_elem_count`.
+pub(crate) fn memory_per_fragment(engine: &ringrep_engine::Engine) -> (TableDef, Vec<Vec<Value>>) {
+    use binlog_format::schema::IntWidth;
+    let col = |name: &str, ty| crate::table::computed::plain_column(name, ty, false);
+    let big = ColumnType::Integer {
+        width: IntWidth::Big,
+        unsigned: true,
+    };
+    let def = TableDef {
+        id: 0,
+        database: "ndbinfo".into(),
+        name: "memory_per_fragment".into(),
+        columns: vec![
+            col("fq_name", ColumnType::VarChar { len: 512 }),
+            col("table_id", big.clone()),
+            col("fragment_num", big.clone()),
+            col("fixed_elem_count", big),
+        ],
+        primary_key: vec![0],
+        indexes: vec![],
+        ring: None,
+        ttl: None,
+        partitioning: None,
+        comment: None,
+    };
+    let rows = engine.with_state(|st| {
+        st.tables
+            .values()
+            .map(|t| {
+                vec![
+                    Value::Text(format!("{}/def/{}", t.def.database, t.def.name)),
+                    Value::UInt(t.def.id),
+                    Value::UInt(0),
+                    Value::UInt(t.len() as u64),
+                ]
+            })
+            .collect()
+    });
+    (def, rows)
+}
+
+/// DESCRIBE / SHOW COLUMNS rows: Field, Type, Null, Key, Default, Extra (MySQL 8's format).
+pub(crate) fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
+    // As MySQL's key flags: UNI for a one-column unique index, MUL for the first column of
+    // any other (a value may repeat in the first column of a unique index of two).
+    let unique_alone = |c: usize| {
+        def.indexes
+            .iter()
+            .any(|i| i.kind == IndexKind::Unique && i.columns == [c])
+    };
+    let first_of_many = |c: usize| {
+        def.indexes.iter().any(|i| {
+            i.columns.first() == Some(&c) && (i.kind == IndexKind::Secondary || i.columns.len() > 1)
+        })
+    };
+    def.columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.name != HIDDEN_ROW_ID)
+        .map(|(i, c)| {
+            let key = if def.primary_key.contains(&i) {
+                "PRI"
+            } else if unique_alone(i) {
+                "UNI"
+            } else if first_of_many(i) {
+                "MUL"
+            } else {
+                ""
+            };
+            let (default, mut extra) = match &c.default {
+                ColumnDefault::Value(Value::Null) | ColumnDefault::None => (None, String::new()),
+                ColumnDefault::Value(v) => (render(v, Some(&c.ty), 0), String::new()),
+                ColumnDefault::CurrentTimestamp { fsp: 0 } => (
+                    Some("CURRENT_TIMESTAMP".to_string()),
+                    "DEFAULT_GENERATED".to_string(),
+                ),
+                ColumnDefault::CurrentTimestamp { fsp } => (
+                    Some(format!("CURRENT_TIMESTAMP({fsp})")),
+                    "DEFAULT_GENERATED".to_string(),
+                ),
+                ColumnDefault::Generated { stored, .. } => (
+                    None,
+                    if *stored {
+                        "STORED GENERATED".to_string()
+                    } else {
+                        "VIRTUAL GENERATED".to_string()
+                    },
+                ),
+            };
+            if c.auto_increment {
+                extra = "auto_increment".into();
+            }
+            if c.on_update_now {
+                extra = format!("{extra} on update CURRENT_TIMESTAMP")
+                    .trim()
+                    .to_string();
+            }
+            vec![
+                Some(c.name.clone()),
+                Some(c.ty.sql()),
+                Some(if c.nullable { "YES" } else { "NO" }.into()),
+                Some(key.into()),
+                default,
+                Some(extra),
+            ]
+        })
+        .collect()
 }
 
 #[cfg(test)]

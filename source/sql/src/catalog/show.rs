@@ -1,15 +1,15 @@
 //! SHOW CREATE TABLE in MySQL 8's exact format, SHOW TABLES, SHOW VARIABLES, SHOW BINARY LOGS
 //! and SHOW BINARY LOG STATUS.
 
-use binlog_format::schema::{ColumnDefault, ColumnType, IndexKind, TableDef};
+use binlog_format::schema::{ColumnType, TableDef};
 use binlog_format::sql_text::{create_table_sql, CreateStyle};
 use binlog_format::Value;
 use sqlparser::ast::{ObjectName, ShowCreateObject, ShowStatementFilter};
 
 use crate::expr::render;
-use crate::{split_name, Outcome, SqlSession};
+use crate::parse::statement::split_name;
+use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{Error, Result};
-use ringrep_engine::HIDDEN_ROW_ID;
 
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
@@ -33,116 +33,6 @@ fn show_create_table(def: &TableDef, engine: &str) -> String {
             default_text: &default_text,
         },
     )
-}
-
-/// `ndbinfo.memory_per_fragment` as ringrep can answer it: one row per table with the rows it
-/// stores (meta rows and expired rows not purged yet included) as `fixed_elem_count`.
-pub(crate) fn memory_per_fragment(engine: &ringrep_engine::Engine) -> (TableDef, Vec<Vec<Value>>) {
-    use binlog_format::schema::IntWidth;
-    let col = |name: &str, ty| crate::catalog::information_schema::plain_column(name, ty, false);
-    let big = ColumnType::Integer {
-        width: IntWidth::Big,
-        unsigned: true,
-    };
-    let def = TableDef {
-        id: 0,
-        database: "ndbinfo".into(),
-        name: "memory_per_fragment".into(),
-        columns: vec![
-            col("fq_name", ColumnType::VarChar { len: 512 }),
-            col("table_id", big.clone()),
-            col("fragment_num", big.clone()),
-            col("fixed_elem_count", big),
-        ],
-        primary_key: vec![0],
-        indexes: vec![],
-        ring: None,
-        ttl: None,
-        partitioning: None,
-        comment: None,
-    };
-    let rows = engine.with_state(|st| {
-        st.tables
-            .values()
-            .map(|t| {
-                vec![
-                    Value::Text(format!("{}/def/{}", t.def.database, t.def.name)),
-                    Value::UInt(t.def.id),
-                    Value::UInt(0),
-                    Value::UInt(t.len() as u64),
-                ]
-            })
-            .collect()
-    });
-    (def, rows)
-}
-
-/// DESCRIBE / SHOW COLUMNS rows: Field, Type, Null, Key, Default, Extra (MySQL 8's format).
-pub(crate) fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
-    // As MySQL's key flags: UNI for a one-column unique index, MUL for the first column of
-    // any other (a value may repeat in the first column of a unique index of two).
-    let unique_alone = |c: usize| {
-        def.indexes
-            .iter()
-            .any(|i| i.kind == IndexKind::Unique && i.columns == [c])
-    };
-    let first_of_many = |c: usize| {
-        def.indexes.iter().any(|i| {
-            i.columns.first() == Some(&c) && (i.kind == IndexKind::Secondary || i.columns.len() > 1)
-        })
-    };
-    def.columns
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.name != HIDDEN_ROW_ID)
-        .map(|(i, c)| {
-            let key = if def.primary_key.contains(&i) {
-                "PRI"
-            } else if unique_alone(i) {
-                "UNI"
-            } else if first_of_many(i) {
-                "MUL"
-            } else {
-                ""
-            };
-            let (default, mut extra) = match &c.default {
-                ColumnDefault::Value(Value::Null) | ColumnDefault::None => (None, String::new()),
-                ColumnDefault::Value(v) => (render(v, Some(&c.ty), 0), String::new()),
-                ColumnDefault::CurrentTimestamp { fsp: 0 } => (
-                    Some("CURRENT_TIMESTAMP".to_string()),
-                    "DEFAULT_GENERATED".to_string(),
-                ),
-                ColumnDefault::CurrentTimestamp { fsp } => (
-                    Some(format!("CURRENT_TIMESTAMP({fsp})")),
-                    "DEFAULT_GENERATED".to_string(),
-                ),
-                ColumnDefault::Generated { stored, .. } => (
-                    None,
-                    if *stored {
-                        "STORED GENERATED".to_string()
-                    } else {
-                        "VIRTUAL GENERATED".to_string()
-                    },
-                ),
-            };
-            if c.auto_increment {
-                extra = "auto_increment".into();
-            }
-            if c.on_update_now {
-                extra = format!("{extra} on update CURRENT_TIMESTAMP")
-                    .trim()
-                    .to_string();
-            }
-            vec![
-                Some(c.name.clone()),
-                Some(c.ty.sql()),
-                Some(if c.nullable { "YES" } else { "NO" }.into()),
-                Some(key.into()),
-                default,
-                Some(extra),
-            ]
-        })
-        .collect()
 }
 
 impl SqlSession {
@@ -339,7 +229,7 @@ impl SqlSession {
             .into_iter()
             .map(|(n, v)| vec![Value::Text(n), Value::Text(v)])
             .collect();
-        let filter = filter.and_then(crate::catalog::information_schema::ShowFilter::of_filter);
+        let filter = filter.and_then(crate::parse::show::ShowFilter::of_filter);
         self.show_result(&["Variable_name", "Value"], rows, filter.as_ref())
     }
 }

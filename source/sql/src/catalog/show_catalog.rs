@@ -5,8 +5,8 @@
 
 use binlog_format::Value;
 
-use crate::catalog::information_schema::{show_words, ShowFilter};
 use crate::expr::like;
+use crate::parse::show::{show_words, ShowFilter};
 use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 

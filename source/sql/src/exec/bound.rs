@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use binlog_format::Value;
 use sqlparser::ast::{visit_expressions, visit_expressions_mut, Expr, Statement};
-use sqlparser::dialect::MySqlDialect;
-use sqlparser::parser::Parser;
 
 use crate::exec::insert_plan::InsertPlan;
-use crate::{normalized, parse::lexer, parse_one, Outcome, SqlSession};
-use ringrep_engine::error::{Error, Result};
+use crate::parse::statement::{normalized, parse_one};
+use crate::parse::tree::{is_placeholder, literal_expr};
+use crate::{parse::lexer, Outcome, SqlSession};
+use ringrep_engine::error::Result;
 
 /// Distinct statement texts kept parsed per session; more than this starts the cache afresh.
 const CACHED_TEXTS: usize = 256;
@@ -302,10 +302,6 @@ fn template_of(stmt: Statement, text: &str) -> Option<Arc<Template>> {
     }))
 }
 
-pub(crate) fn is_placeholder(e: &Expr) -> bool {
-    matches!(e, Expr::Value(v) if matches!(v.value, sqlparser::ast::Value::Placeholder(_)))
-}
-
 /// (line, column) of each placeholder, in the order the visitor meets them.
 fn placeholder_positions(stmt: &Statement) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
@@ -363,30 +359,6 @@ fn bind(template: &Template, values: &[Value]) -> Result<Statement> {
     }
 }
 
-/// The expression the text path would have parsed for `v`. NULL, non-negative integers and
-/// strings are built directly (parsing each value's text was most of the cost of binding);
-/// the rest goes through the parser. `literals_match_the_parser` checks both agree.
-pub(crate) fn literal_expr(v: &Value) -> Result<Expr> {
-    use sqlparser::ast::Value as Literal;
-    let literal = match v {
-        Value::Null => Literal::Null,
-        Value::Int(i) if *i >= 0 => Literal::Number(i.to_string(), false),
-        Value::UInt(u) => Literal::Number(u.to_string(), false),
-        Value::Text(s) => Literal::SingleQuotedString(s.clone()),
-        other => return parsed_literal_expr(other),
-    };
-    Ok(Expr::Value(literal.into()))
-}
-
-/// The expression the parser makes of `v`'s literal text.
-fn parsed_literal_expr(v: &Value) -> Result<Expr> {
-    let text = lexer::normalize_quotes(&lexer::literal_text(v));
-    Parser::new(&MySqlDialect {})
-        .try_with_sql(&text)
-        .and_then(|mut p| p.parse_expr())
-        .map_err(|e| Error::syntax(format!("parameter {text}: {e}")))
-}
-
 /// Parameter values of every kind, for the tests that compare a fast path with the parser's.
 #[cfg(test)]
 pub(crate) fn sample_parameters() -> Vec<Value> {
@@ -412,6 +384,7 @@ pub(crate) fn sample_parameters() -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::tree::parsed_literal_expr;
 
     #[test]
     fn literals_match_the_parser() {

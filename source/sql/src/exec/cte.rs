@@ -12,14 +12,14 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use binlog_format::schema::{ColumnType, IntWidth, LobSize};
 use binlog_format::Value;
 use sqlparser::ast::{
-    visit_relations_mut, Cte, Ident, ObjectName, ObjectNamePart, Query, SetExpr, SetOperator,
-    SetQuantifier, Statement, Visit, Visitor, With,
+    Cte, ObjectName, Query, SetExpr, SetOperator, SetQuantifier, Statement, Visit, Visitor, With,
 };
 
-use crate::catalog::information_schema::{computed_def, plain_column, Computed};
+use crate::parse::tree::{single_name, written};
+use crate::table::computed::computed_rows;
+use crate::table::computed::Computed;
 use crate::table::rows::Rows;
 use crate::SqlSession;
 use ringrep_engine::error::{code, Error, Result};
@@ -415,20 +415,8 @@ fn forbidden_join_order(name: &str) -> Error {
     )
 }
 
-/// `q` as written in `text`, when `text` is what `q` was parsed from (a subquery's text is
-/// the subquery written back, where the positions the parser gave do not point).
-pub(crate) fn written(text: &str, q: &Query) -> Option<String> {
-    let squeeze = |s: &str| {
-        s.chars()
-            .filter(|c| !c.is_whitespace())
-            .collect::<String>()
-            .to_ascii_uppercase()
-    };
-    crate::exec::select::source_text(text, q).filter(|s| squeeze(s) == squeeze(&q.to_string()))
-}
-
 fn query_of(sql: &str) -> Result<Query> {
-    match crate::parse_one(sql)? {
+    match crate::parse::statement::parse_one(sql)? {
         Statement::Query(q) => Ok(*q),
         _ => Err(Error::internal(format!("not a query: {sql}"))),
     }
@@ -442,69 +430,6 @@ fn column_names(cte: &Cte) -> Vec<String> {
         .iter()
         .map(|c| c.name.value.clone())
         .collect()
-}
-
-/// A query's rows as a table that reads as `name`: columns named by `names` (or by the
-/// query's headers when `names` is empty), typed by the query's columns or, where a column
-/// has no table column behind it, by its values. Shared with views.
-pub(crate) fn computed_rows(
-    database: &str,
-    name: &str,
-    names: &[String],
-    rows: Rows,
-) -> Result<Computed> {
-    let names: Vec<String> = if names.is_empty() {
-        rows.columns.clone()
-    } else if names.len() == rows.columns.len() {
-        names.to_vec()
-    } else {
-        return Err(Error::new(
-            code::ER_VIEW_WRONG_LIST,
-            "In definition of view, derived table or common table expression, SELECT list and column names list have different column counts",
-        ));
-    };
-    let columns = names
-        .iter()
-        .zip(&rows.types)
-        .enumerate()
-        .map(|(i, (n, ty))| {
-            let ty = ty.clone().unwrap_or_else(|| type_of_values(&rows.rows, i));
-            plain_column(n, ty, true)
-        })
-        .collect();
-    Ok((computed_def(database, name, columns), rows.rows))
-}
-
-/// The column type the values of column `i` have (the first value that is not NULL decides;
-/// LONGTEXT when all are NULL), for a computed column with no table column behind it.
-fn type_of_values(rows: &[Vec<Value>], i: usize) -> ColumnType {
-    let first = rows.iter().filter_map(|r| r.get(i)).find(|v| !v.is_null());
-    match first {
-        Some(Value::Int(_)) => ColumnType::Integer {
-            width: IntWidth::Big,
-            unsigned: false,
-        },
-        Some(Value::UInt(_)) => ColumnType::Integer {
-            width: IntWidth::Big,
-            unsigned: true,
-        },
-        Some(Value::Float(_)) => ColumnType::Float,
-        Some(Value::Double(_)) => ColumnType::Double,
-        Some(Value::Decimal(d)) => ColumnType::Decimal {
-            precision: 65,
-            scale: d.split_once('.').map_or(0, |(_, f)| f.len().min(30) as u8),
-        },
-        Some(Value::Bytes(_)) => ColumnType::Blob {
-            size: LobSize::Long,
-        },
-        Some(Value::Date(_)) => ColumnType::Date,
-        Some(Value::DateTime(_)) => ColumnType::DateTime { fsp: 6 },
-        Some(Value::Timestamp(_)) => ColumnType::Timestamp { fsp: 6 },
-        Some(Value::Json(_)) => ColumnType::Json,
-        Some(Value::Text(_)) | Some(Value::Null) | None => ColumnType::Text {
-            size: LobSize::Long,
-        },
-    }
 }
 
 /// The query blocks of a UNION chain, left to right, each with whether the UNION before it is
@@ -540,131 +465,13 @@ fn reads_name<V: Visit>(node: &V, name: &str) -> bool {
     .is_break()
 }
 
-fn single_name(n: &ObjectName) -> Option<&str> {
-    match n.0.as_slice() {
-        [ObjectNamePart::Identifier(Ident { value, .. })] => Some(value),
-        _ => None,
-    }
-}
-
-/// Calls `f` for every table name in `node` that reaches a stored table or view: every one
-/// but the names of common table expressions where they are in scope.
-pub(crate) fn visit_stored_relations<V: Visit>(
-    node: &V,
-    f: impl FnMut(&ObjectName) -> ControlFlow<()>,
-) -> ControlFlow<()> {
-    node.visit(&mut Scoped {
-        frames: Vec::new(),
-        f,
-    })
-}
-
-/// Qualifies with `db` every unqualified name in `stmt` that reaches a stored table or view
-/// (a view's query is stored so), leaving the names of its common table expressions alone.
-pub(crate) fn qualify_stored_relations(stmt: &mut Statement, db: &str) {
-    let mut stored: Vec<*const ObjectName> = Vec::new();
-    let _ = visit_stored_relations(&*stmt, |n| {
-        stored.push(n as *const ObjectName);
-        ControlFlow::Continue(())
-    });
-    // The same tree, walked in the same order: a name's address is the one seen above.
-    let _ = visit_relations_mut(stmt, |n| {
-        if n.0.len() == 1 && stored.contains(&(n as *const ObjectName)) {
-            n.0.insert(
-                0,
-                ObjectNamePart::Identifier(Ident::with_quote('`', db.to_string())),
-            );
-        }
-        ControlFlow::<()>::Continue(())
-    });
-}
-
-/// One query's common table expressions while its parts are walked.
-struct Frame {
-    names: Vec<String>,
-    /// Each expression's own query.
-    bodies: Vec<*const Query>,
-    /// How many of `names` are in scope: all of them in the query's body; those before it
-    /// (and itself, with RECURSIVE) in an expression's own query.
-    visible: usize,
-    recursive: bool,
-}
-
-/// A walk of a statement that knows which names are common table expressions where they are
-/// read, and calls `f` for the others.
-struct Scoped<F> {
-    frames: Vec<Frame>,
-    f: F,
-}
-
-impl<F: FnMut(&ObjectName) -> ControlFlow<()>> Visitor for Scoped<F> {
-    type Break = ();
-
-    fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
-        let me = q as *const Query;
-        if let Some(top) = self.frames.last_mut() {
-            if let Some(i) = top.bodies.iter().position(|b| *b == me) {
-                top.visible = if top.recursive { i + 1 } else { i };
-            }
-        }
-        let frame = match &q.with {
-            Some(w) => Frame {
-                names: w
-                    .cte_tables
-                    .iter()
-                    .map(|c| c.alias.name.value.clone())
-                    .collect(),
-                bodies: w
-                    .cte_tables
-                    .iter()
-                    .map(|c| &*c.query as *const Query)
-                    .collect(),
-                visible: w.cte_tables.len(),
-                recursive: w.recursive,
-            },
-            None => Frame {
-                names: Vec::new(),
-                bodies: Vec::new(),
-                visible: 0,
-                recursive: false,
-            },
-        };
-        self.frames.push(frame);
-        ControlFlow::Continue(())
-    }
-
-    fn post_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
-        self.frames.pop();
-        let me = q as *const Query;
-        if let Some(top) = self.frames.last_mut() {
-            if top.bodies.contains(&me) {
-                top.visible = top.names.len();
-            }
-        }
-        ControlFlow::Continue(())
-    }
-
-    fn pre_visit_relation(&mut self, name: &ObjectName) -> ControlFlow<()> {
-        if let Some(n) = single_name(name) {
-            let is_cte = self.frames.iter().any(|f| {
-                f.names[..f.visible]
-                    .iter()
-                    .any(|c| c.eq_ignore_ascii_case(n))
-            });
-            if is_cte {
-                return ControlFlow::Continue(());
-            }
-        }
-        (self.f)(name)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parse::tree::{qualify_stored_relations, visit_stored_relations};
 
     fn stored(sql: &str) -> Vec<String> {
-        let stmt = crate::parse_one(sql).expect("parse");
+        let stmt = crate::parse::statement::parse_one(sql).expect("parse");
         let mut names = Vec::new();
         let _ = visit_stored_relations(&stmt, |n| {
             names.push(n.to_string());
@@ -702,7 +509,8 @@ mod tests {
     #[test]
     fn views_qualify_stored_tables_only() {
         let mut stmt =
-            crate::parse_one("WITH c AS (SELECT * FROM c) SELECT * FROM c, t").expect("parse");
+            crate::parse::statement::parse_one("WITH c AS (SELECT * FROM c) SELECT * FROM c, t")
+                .expect("parse");
         qualify_stored_relations(&mut stmt, "d");
         assert_eq!(
             stmt.to_string(),

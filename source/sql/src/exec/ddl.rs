@@ -12,7 +12,8 @@ use sqlparser::ast::{
 
 use crate::expr::{collation_named, eval, Collated, Scope};
 use crate::parse::lexer::{find_top_level, split_top_level_commas, take_string};
-use crate::{parse_one, split_name, Outcome, SqlSession};
+use crate::parse::statement::{parse_one, split_name};
+use crate::{Outcome, SqlSession};
 use ringrep_engine::ddl::{prepare_table, PartitionSpec};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::ring::{parse_comment, RingSpec, TtlSpec};
@@ -271,7 +272,7 @@ impl SqlSession {
         if !from.joins.is_empty() {
             return Vec::new();
         }
-        let Ok((db, table)) = crate::split_name(name) else {
+        let Ok((db, table)) = crate::parse::statement::split_name(name) else {
             return Vec::new();
         };
         let Ok(source) = self.session.table_def(db.as_deref(), &table) else {
@@ -435,7 +436,7 @@ fn column_def(
         } else {
             // A default is evaluated once, at CREATE; a subquery there would read tables the
             // statement's privileges never covered (MySQL refuses it too).
-            if crate::accounts::authorize::has_subquery(e) {
+            if crate::parse::tree::has_subquery(e) {
                 return Err(Error::new(
                     code::ER_INVALID_DEFAULT,
                     format!("Invalid default value for '{}'", col.name),

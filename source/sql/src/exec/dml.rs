@@ -15,8 +15,10 @@ use crate::expr::predicate::{conjuncts, equalities, row_matches};
 use crate::expr::{compare, eval, to_f64, Scope};
 use crate::objects::triggers::{Fired, Firing, Timing, TrgEvent};
 use crate::parse::lexer::{find_top_level, split_top_level_commas, take_string};
+use crate::parse::statement::split_name;
 use crate::table::columns::table_columns;
-use crate::{split_name, Outcome, SqlSession};
+use crate::table::columns::wrong_value_count;
+use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::types::{coerce, default_value};
 use ringrep_engine::InsertMode;
@@ -61,14 +63,6 @@ pub(crate) fn lists_a_column_twice(columns: &[usize]) -> bool {
     let mut seen = columns.to_vec();
     seen.sort_unstable();
     seen.windows(2).any(|w| w[0] == w[1])
-}
-
-/// Error 1136 for row `row` (counted from 1) of an INSERT.
-pub(crate) fn wrong_value_count(row: usize) -> Error {
-    Error::new(
-        code::ER_WRONG_VALUE_COUNT_ON_ROW,
-        format!("Column count doesn't match value count at row {row}"),
-    )
 }
 
 /// Error 1110.
@@ -393,7 +387,7 @@ impl SqlSession {
             || selection
                 .iter()
                 .chain(&exprs)
-                .any(crate::accounts::authorize::has_subquery)
+                .any(crate::parse::tree::has_subquery)
         {
             // Row by row, evaluated with the session at hand: triggers run between rows,
             // subqueries may read the row (correlated ones), and an ORDER BY sorts the rows
@@ -534,7 +528,7 @@ impl SqlSession {
             || !order.is_empty()
             || selection
                 .as_ref()
-                .is_some_and(crate::accounts::authorize::has_subquery)
+                .is_some_and(crate::parse::tree::has_subquery)
         {
             self.check_subquery_targets(&def, selection.iter())?;
             let deleted = self.statement(|s| {

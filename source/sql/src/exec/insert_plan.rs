@@ -13,7 +13,8 @@ use sqlparser::ast::{Expr, Insert, SetExpr, Statement, TableObject};
 
 use crate::expr::{eval, Scope};
 use crate::objects::triggers::TrgEvent;
-use crate::{split_name, Outcome, SqlSession};
+use crate::parse::statement::split_name;
+use crate::{Outcome, SqlSession};
 use ringrep_engine::error::Result;
 use ringrep_engine::types::default_value;
 
@@ -79,7 +80,7 @@ impl InsertPlan {
         for row in &values.rows {
             let mut cells = Vec::with_capacity(row.len());
             for e in row.iter() {
-                cells.push(if crate::exec::bound::is_placeholder(e) {
+                cells.push(if crate::parse::tree::is_placeholder(e) {
                     Cell::Param(*params.next()?)
                 } else if crate::exec::dml::is_default_keyword(e) {
                     Cell::Default
@@ -156,7 +157,7 @@ impl SqlSession {
         let mut rows = Vec::with_capacity(plan.rows.len());
         for (i, cells) in plan.rows.iter().enumerate() {
             if cells.len() != listed.len() {
-                return Err(crate::exec::dml::wrong_value_count(i + 1));
+                return Err(crate::table::columns::wrong_value_count(i + 1));
             }
             let mut row = Vec::with_capacity(cells.len());
             for (cell, &c) in cells.iter().zip(listed.iter()) {
@@ -201,7 +202,7 @@ impl SqlSession {
             Value::UInt(u) => i64::try_from(*u).map_or(Value::UInt(*u), Value::Int),
             Value::Text(s) => Value::Text(s.clone()),
             other => eval(
-                &crate::exec::bound::literal_expr(other)?,
+                &crate::parse::tree::literal_expr(other)?,
                 &Scope::empty(),
                 &self.ctx(),
             )?,
@@ -221,7 +222,7 @@ mod tests {
         let engine = engine::open(dir.path(), &clock);
         let s = SqlSession::new(&engine);
         for v in super::super::bound::sample_parameters() {
-            let literal = super::super::bound::literal_expr(&v).expect("literal");
+            let literal = crate::parse::tree::literal_expr(&v).expect("literal");
             let want = eval(&literal, &Scope::empty(), &s.ctx()).expect("eval");
             assert_eq!(s.bound_value(&v).expect("bound"), want, "{v:?}");
         }

@@ -14,8 +14,9 @@ use sqlparser::ast::{
 
 use crate::expr::predicate::conjuncts;
 use crate::expr::{eval, resolve, truthy, Scope};
+use crate::parse::statement::split_name;
 use crate::table::columns::{table_columns, ColumnRef, FromTable, StarCol};
-use crate::{split_name, SqlSession};
+use crate::SqlSession;
 use ringrep_engine::error::{code, Error, Result};
 
 /// The tables, scope columns and combined rows of a FROM clause (WHERE not yet applied).

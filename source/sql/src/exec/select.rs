@@ -11,7 +11,7 @@ use sqlparser::ast::{
     Distinct, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArgumentClause,
     FunctionArguments, GroupByExpr, LimitClause, ObjectName, OrderByExpr, OrderByKind, OrderBySort,
     Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, SetOperator,
-    SetQuantifier, Spanned, TableFactor,
+    SetQuantifier, TableFactor,
 };
 
 use crate::expr::decimal::Dec;
@@ -20,9 +20,11 @@ use crate::expr::rowset::{dedupe, filter_by};
 use crate::expr::{
     compare, eval, is_aggregate, render, resolve, to_f64, truthy, Ctx, OuterRow, Scope,
 };
+use crate::parse::statement::split_name;
+use crate::parse::tree::source_text;
 use crate::table::columns::{table_columns, ColumnRef, FromTable, StarCol};
 use crate::table::rows::Rows;
-use crate::{split_name, Outcome, ResultSet, SqlSession};
+use crate::{Outcome, ResultSet, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 
 /// The FROM side of a SELECT: its tables, and what `*` stands for when that is not every
@@ -209,75 +211,6 @@ pub(crate) fn limits(q: &Query, ctx: &Ctx<'_>) -> Result<(Option<usize>, usize)>
             (n(limit)?, n(offset)?.unwrap_or(0))
         }
     })
-}
-
-/// The text of an AST node as the user wrote it (MySQL names result columns so).
-pub(crate) fn source_text(text: &str, node: &impl Spanned) -> Option<String> {
-    let span = node.span();
-    if span.start.line == 0 {
-        return None;
-    }
-    let offset = |line: u64, col: u64| -> Option<usize> {
-        let mut off = 0;
-        for (i, l) in text.split('\n').enumerate() {
-            if i as u64 + 1 == line {
-                let chars: usize = l
-                    .chars()
-                    .take(col.saturating_sub(1) as usize)
-                    .map(char::len_utf8)
-                    .sum();
-                return Some(off + chars);
-            }
-            off += l.len() + 1;
-        }
-        None
-    };
-    let (a, mut b) = (
-        offset(span.start.line, span.start.column)?,
-        offset(span.end.line, span.end.column)?,
-    );
-    // Function spans stop before their closing parenthesis (and `COUNT(*)` covers only the
-    // name): extend to where the parentheses balance.
-    let bytes = text.as_bytes();
-    let mut depth: i32 = text
-        .get(a..b)?
-        .bytes()
-        .map(|c| i32::from(c == b'(') - i32::from(c == b')'))
-        .sum();
-    let mut probe = b;
-    while probe < bytes.len() && bytes[probe] == b' ' {
-        probe += 1;
-    }
-    if depth == 0
-        && probe < bytes.len()
-        && bytes[probe] == b'('
-        && text
-            .get(a..b)?
-            .ends_with(|c: char| c.is_alphanumeric() || c == '_')
-    {
-        b = probe;
-    }
-    let mut quote = None;
-    while b < bytes.len()
-        && (depth > 0 || (b < bytes.len() && bytes[b] == b'(' && depth == 0 && b == probe))
-    {
-        let c = bytes[b];
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None if c == b'\'' || c == b'"' => quote = Some(c),
-            None if c == b'(' => depth += 1,
-            None if c == b')' => depth -= 1,
-            None => {}
-        }
-        b += 1;
-        if depth == 0 {
-            break;
-        }
-    }
-    text.get(a..b)
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
 }
 
 /// Aggregate calls in an expression, by their text.
@@ -569,7 +502,7 @@ impl SqlSession {
         exprs: impl IntoIterator<Item = &'e Expr>,
         run: bool,
     ) -> Result<()> {
-        use crate::exec::cte::visit_stored_relations;
+        use crate::parse::tree::visit_stored_relations;
         use sqlparser::ast::{visit_expressions, InTarget};
         use std::ops::ControlFlow;
         let current = self.session.vars.database.clone().unwrap_or_default();
@@ -746,16 +679,18 @@ impl SqlSession {
     /// names the result's columns.
     pub(crate) fn run_query(&self, q: &Query, text: &str) -> Result<Rows> {
         match &q.with {
-            Some(with) => self.with_ctes(with, text, || match crate::exec::cte::written(text, q) {
-                Some(_) => self.run_body(q, text),
-                // Not the text the query was parsed from (a subquery's, written back): the
-                // body's own text names its columns.
-                None => {
-                    let mut bare = q.clone();
-                    bare.with = None;
-                    self.run_body(q, &bare.to_string())
-                }
-            }),
+            Some(with) => {
+                self.with_ctes(with, text, || match crate::parse::tree::written(text, q) {
+                    Some(_) => self.run_body(q, text),
+                    // Not the text the query was parsed from (a subquery's, written back): the
+                    // body's own text names its columns.
+                    None => {
+                        let mut bare = q.clone();
+                        bare.with = None;
+                        self.run_body(q, &bare.to_string())
+                    }
+                })
+            }
             None => self.run_body(q, text),
         }
     }

@@ -31,9 +31,10 @@ use sqlparser::ast::{
 };
 
 use crate::catalog::information_schema::INFORMATION_SCHEMA;
-use crate::exec::cte::visit_stored_relations;
 use crate::parse::lexer::split_top_level_commas;
-use crate::{split_name, Outcome, SqlSession};
+use crate::parse::statement::split_name;
+use crate::parse::tree::visit_stored_relations;
+use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::table_locks::{LockMode, TableKey};
 
@@ -104,7 +105,7 @@ impl SqlSession {
             if !matches!(before, [] | [_] | ["AS", _]) {
                 return Err(syntax());
             }
-            let name = match crate::parse_one(&format!("SELECT 1 FROM {name}"))? {
+            let name = match crate::parse::statement::parse_one(&format!("SELECT 1 FROM {name}"))? {
                 Statement::Query(q) => match &*q.body {
                     sqlparser::ast::SetExpr::Select(s) => match s.from.first().map(|f| &f.relation)
                     {

@@ -12,14 +12,6 @@ use ringrep_engine::types::text_of;
 use crate::expr::to_f64;
 use crate::SqlSession;
 
-/// Whether `name` is one of this module's functions.
-pub(crate) fn is_user_lock_function(name: &str) -> bool {
-    matches!(
-        name,
-        "GET_LOCK" | "RELEASE_LOCK" | "RELEASE_ALL_LOCKS" | "IS_FREE_LOCK" | "IS_USED_LOCK"
-    )
-}
-
 impl SqlSession {
     /// Whether a statement may wait here (not on the server's brief path, where a wait would
     /// stall the connection task's other connections).

@@ -3,6 +3,8 @@
 use binlog_format::Value;
 use sqlparser::ast::{Expr, Set};
 
+pub(crate) use crate::expr::server_version;
+use crate::expr::SQL_MODE;
 use crate::expr::{eval, render, truthy, Scope};
 use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
@@ -36,10 +38,6 @@ const ACCEPTED: &[&str] = &[
     "wait_timeout",
     "interactive_timeout",
 ];
-
-/// A session's SQL mode until SET changes it: strict, and a division by zero in a written
-/// value is an error.
-pub(crate) const SQL_MODE: &str = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO";
 
 /// MySQL 8.0's SQL modes in the order `@@sql_mode` lists them, each with whether ringrep
 /// takes it: the modes that would change how text is read or values compared (ANSI_QUOTES,
@@ -663,9 +661,4 @@ fn server_uuid(server_id: u32) -> String {
         "{server_id:08x}-0000-4000-8000-{:012x}",
         u64::from(server_id)
     )
-}
-
-/// The server version clients see (`@@version`, the binlog's FORMAT_DESCRIPTION).
-pub(crate) fn server_version() -> String {
-    format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))
 }

@@ -684,7 +684,7 @@ fn sleep(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
 
 /// GET_LOCK and its family (`user_locks.rs`), which need the session.
 fn user_locks(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
-    if !crate::exec::user_locks::is_user_lock_function(name) {
+    if !is_user_lock_function(name) {
         return Ok(None);
     }
     match ctx.sql {
@@ -825,7 +825,7 @@ fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>
     }
     Ok(Some(match name {
         "DATABASE" | "SCHEMA" => ctx.database.map_or(Value::Null, |d| Value::Text(d.into())),
-        "VERSION" => Value::Text(crate::exec::vars::server_version()),
+        "VERSION" => Value::Text(server_version()),
         "LAST_INSERT_ID" => match _args.0.first() {
             None => Value::UInt(ctx.last_insert_id()),
             // LAST_INSERT_ID(expr) returns expr and makes it the session's LAST_INSERT_ID()
@@ -877,4 +877,17 @@ pub(crate) fn arity(name: &str, n: usize, min: usize, max: usize) -> Result<()> 
 /// Error 1582 unless `name` got at least `n` arguments, as MySQL checks native functions.
 fn at_least(name: &str, args: &Args, n: usize) -> Result<()> {
     arity(name, args.0.len(), n, usize::MAX)
+}
+
+/// The server version clients see (`@@version`, the binlog's FORMAT_DESCRIPTION).
+pub(crate) fn server_version() -> String {
+    format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Whether `name` is one of this module's functions.
+pub(crate) fn is_user_lock_function(name: &str) -> bool {
+    matches!(
+        name,
+        "GET_LOCK" | "RELEASE_LOCK" | "RELEASE_ALL_LOCKS" | "IS_FREE_LOCK" | "IS_USED_LOCK"
+    )
 }

@@ -12,7 +12,7 @@ pub(crate) mod rowset;
 mod strings;
 mod unique;
 
-pub(crate) use functions::arity;
+pub(crate) use functions::{arity, server_version};
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -1471,6 +1471,10 @@ pub(crate) fn render(v: &Value, ty: Option<&ColumnType>, tz: i64) -> Option<Stri
         other => other.to_string(),
     })
 }
+
+/// A session's SQL mode until SET changes it: strict, and a division by zero in a written
+/// value is an error.
+pub(crate) const SQL_MODE: &str = "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO";
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,7 @@ use binlog_format::schema::{ColumnType, TableDef};
 use binlog_format::Value;
 use sqlparser::ast::{CreateTableOptions, SqlOption};
 
-use crate::catalog::information_schema::plain_column;
+use crate::table::computed::plain_column;
 use crate::SqlSession;
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::SYSTEM_DB;

@@ -703,7 +703,7 @@ fn substitute(text: &str, vars: &HashMap<String, Value>, tz: i64) -> Result<Stri
 }
 
 fn routines_def() -> binlog_format::schema::TableDef {
-    let col = |name: &str, ty| crate::catalog::information_schema::plain_column(name, ty, false);
+    let col = |name: &str, ty| crate::table::computed::plain_column(name, ty, false);
     ringrep_engine::ddl::system_table(
         ROUTINES_TABLE,
         vec![
@@ -905,7 +905,7 @@ impl SqlSession {
             ],
             vec![vec![
                 Some(name),
-                Some(crate::exec::vars::SQL_MODE.into()),
+                Some(crate::expr::SQL_MODE.into()),
                 Some(text),
                 Some("utf8mb4".into()),
                 Some("utf8mb4_0900_ai_ci".into()),

@@ -30,8 +30,8 @@ use std::sync::Arc;
 use binlog_format::schema::{ColumnType, IntWidth, LobSize, TableDef};
 use binlog_format::Value;
 
-use crate::catalog::information_schema::plain_column;
 use crate::objects::routines::{parse_block, split_statements, syntax, Frame, Step, TriggerRows};
+use crate::table::computed::plain_column;
 use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::{InsertMode, SYSTEM_DB};
@@ -873,7 +873,7 @@ impl SqlSession {
         for (n, values) in rows.into_iter().enumerate() {
             let row_no = n + 1;
             if values.len() != columns.len() {
-                return Err(crate::exec::dml::wrong_value_count(row_no));
+                return Err(crate::table::columns::wrong_value_count(row_no));
             }
             // Values convert as the insert itself would convert them.
             let session = &self.session;
@@ -1241,7 +1241,7 @@ impl SqlSession {
                     Value::Text(t.body()),
                     Value::Text(t.timing.name().into()),
                     created(t.created_us),
-                    Value::Text(crate::exec::vars::SQL_MODE.into()),
+                    Value::Text(crate::expr::SQL_MODE.into()),
                     Value::Text(t.definer.clone()),
                     Value::Text("utf8mb4".into()),
                     Value::Text("utf8mb4_0900_ai_ci".into()),
@@ -1264,7 +1264,7 @@ impl SqlSession {
                 .try_with_sql(w)
                 .and_then(|mut p| p.parse_expr())
                 .map_err(syntax)?;
-            let filter = crate::catalog::information_schema::ShowFilter::Where(Box::new(e));
+            let filter = crate::parse::show::ShowFilter::Where(Box::new(e));
             self.show_result(&columns, rows, Some(&filter))?
         } else {
             return Err(syntax(rest));
@@ -1308,7 +1308,7 @@ impl SqlSession {
             types: vec![None, None, None, None, None, None, Some(CREATED_TYPE)],
             rows: vec![vec![
                 Value::Text(t.name.clone()),
-                Value::Text(crate::exec::vars::SQL_MODE.into()),
+                Value::Text(crate::expr::SQL_MODE.into()),
                 Value::Text(t.original_statement()),
                 Value::Text("utf8mb4".into()),
                 Value::Text("utf8mb4_0900_ai_ci".into()),

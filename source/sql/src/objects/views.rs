@@ -14,8 +14,8 @@ use binlog_format::Value;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::catalog::information_schema::plain_column;
 use crate::parse::lexer::{find_top_level, split_top_level_commas};
+use crate::table::computed::plain_column;
 use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::SYSTEM_DB;
@@ -152,17 +152,14 @@ impl SqlSession {
     }
 
     /// The rows of view `v`: its query run in its database, under its column names.
-    pub(crate) fn view_rows(
-        &self,
-        v: &StoredView,
-    ) -> Result<crate::catalog::information_schema::Computed> {
+    pub(crate) fn view_rows(&self, v: &StoredView) -> Result<crate::table::computed::Computed> {
         if self.view_depth.load(Ordering::Relaxed) >= MAX_DEPTH {
             return Err(Error::new(
                 code::ER_VIEW_RECURSIVE,
                 format!("`{}`.`{}` contains view recursion", v.db, v.name),
             ));
         }
-        let q = crate::parse_one(&v.query)?;
+        let q = crate::parse::statement::parse_one(&v.query)?;
         let sqlparser::ast::Statement::Query(q) = q else {
             return Err(Error::internal(format!(
                 "view {}.{} holds no query",
@@ -183,7 +180,7 @@ impl SqlSession {
         self.restore_ctes(ctes);
         self.restore_outer(outer);
         self.view_depth.fetch_sub(1, Ordering::Relaxed);
-        crate::exec::cte::computed_rows(&v.db, &v.name, &v.columns, rows?)
+        crate::table::computed::computed_rows(&v.db, &v.name, &v.columns, rows?)
     }
 
     /// `CREATE [OR REPLACE] [ALGORITHM = ...] [DEFINER = ...] [SQL SECURITY ...] VIEW name
@@ -234,14 +231,14 @@ impl SqlSession {
         }
         // Stored with every table qualified, as MySQL stores it: the view reads the same tables
         // whatever database its reader is in.
-        let mut stmt = crate::parse_one(&query)?;
+        let mut stmt = crate::parse::statement::parse_one(&query)?;
         if !matches!(stmt, sqlparser::ast::Statement::Query(_)) {
             return Err(syntax(&query));
         }
         // Readers of the view need SELECT on the view only (SQL SECURITY DEFINER): its creator
         // must be allowed to read what it reads.
         self.require_reads(&stmt, None)?;
-        crate::exec::cte::qualify_stored_relations(&mut stmt, current.as_deref().unwrap_or(&db));
+        crate::parse::tree::qualify_stored_relations(&mut stmt, current.as_deref().unwrap_or(&db));
         let view = StoredView {
             db: db.clone(),
             name: name.clone(),

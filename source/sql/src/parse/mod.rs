@@ -2,3 +2,6 @@
 //! (`lexer`) and the parsing of one statement. It imports nothing of this crate.
 
 pub(crate) mod lexer;
+pub(crate) mod show;
+pub(crate) mod statement;
+pub(crate) mod tree;

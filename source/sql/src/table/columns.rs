@@ -5,6 +5,7 @@
 
 use binlog_format::schema::{ColumnType, TableDef};
 
+use ringrep_engine::error::{code, Error};
 use ringrep_engine::HIDDEN_ROW_ID;
 
 /// A column a row slot holds: its table (or alias) and name, lower-cased, and its type.
@@ -77,4 +78,12 @@ impl FromTable {
                 .collect(),
         }
     }
+}
+
+/// Error 1136 for row `row` (counted from 1) of an INSERT.
+pub(crate) fn wrong_value_count(row: usize) -> Error {
+    Error::new(
+        code::ER_WRONG_VALUE_COUNT_ON_ROW,
+        format!("Column count doesn't match value count at row {row}"),
+    )
 }

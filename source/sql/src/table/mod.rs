@@ -2,4 +2,5 @@
 //! query's rows before rendering (`rows`). A bottom floor: it imports nothing of this crate.
 
 pub(crate) mod columns;
+pub(crate) mod computed;
 pub(crate) mod rows;
