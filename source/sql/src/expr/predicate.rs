@@ -5,7 +5,9 @@
 use binlog_format::Value;
 use sqlparser::ast::{BinaryOperator, Expr};
 
-use crate::expr::{eval, truthy, Ctx, Scope};
+use super::context::{Ctx, Scope};
+use super::evaluate::eval;
+use super::value::truthy;
 use crate::table::columns::ColumnRef;
 use ringrep_engine::error::Result;
 

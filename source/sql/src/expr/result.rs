@@ -4,7 +4,7 @@
 use binlog_format::schema::ColumnType;
 use binlog_format::Value;
 
-use crate::expr::render;
+use super::value::render;
 use crate::Outcome;
 
 /// The rows a statement returned, with their column names and types. Values are kept as

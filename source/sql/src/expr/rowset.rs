@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use binlog_format::Value;
 
-use crate::expr::compare;
+use super::value::compare;
 
 /// Whether two result rows are the same for DISTINCT and set operations.
 pub(crate) fn same_row(a: &[Value], b: &[Value], tz: i64) -> bool {
