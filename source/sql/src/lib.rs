@@ -90,44 +90,11 @@ use ringrep_engine::Session;
 
 pub use accounts::store::{Cache as AccountCache, Directory as AccountDirectory};
 pub use accounts::{store, AccountName, Authority, Grants, Privs};
-pub use expr::result::ResultSet;
+pub use expr::result::{Outcome, ResultSet};
 pub use lexer::{bind_placeholders, count_placeholders, split_statements};
 
 use parse::statement::{normalized, parse_one, split_name};
 use table::rows::Rows;
-
-/// What one statement produced.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// A result set.
-    Rows(ResultSet),
-    /// A change: rows affected and MySQL's info line (`Records: 3  Duplicates: 0 ...`).
-    Affected {
-        /// The rows the statement affected, counted as MySQL counts them (an INSERT ... ON
-        /// DUPLICATE KEY UPDATE that changes a row counts 2).
-        rows: u64,
-        /// The info line MySQL sends with the OK packet for some statements (multi-row
-        /// INSERT, UPDATE, ALTER TABLE, LOAD DATA), when there is one.
-        info: Option<String>,
-        /// What a client that set `CLIENT_FOUND_ROWS` is told in place of `rows`, where
-        /// that differs: an UPDATE's rows matched, changed or not, and an INSERT ... ON
-        /// DUPLICATE KEY UPDATE's count with a row left as it was counted 1.
-        found: Option<u64>,
-    },
-    /// Anything else (SET, BEGIN, ...).
-    Ok,
-}
-
-impl Outcome {
-    /// The rows a client that set `CLIENT_FOUND_ROWS` is told were affected, where that
-    /// differs from the rows affected: an UPDATE's rows matched, changed or not.
-    pub fn rows_matched(&self) -> Option<u64> {
-        match self {
-            Outcome::Affected { found, .. } => *found,
-            _ => None,
-        }
-    }
-}
 
 /// Whether `q` asks for SQL_CALC_FOUND_ROWS (which FOUND_ROWS() then honours).
 /// The modifier is on the first SELECT of a UNION, and counts the rows of the whole.
@@ -655,7 +622,7 @@ impl SqlSession {
             // fired it (the trigger's own were checked when it was created).
             triggers::check_in_trigger(&first, &text)?;
         }
-        if accounts::statements::is_account_statement(&first) {
+        if exec::accounts::is_account_statement(&first) {
             return self.account_statement(&text);
         }
         self.authorize_text(&first, &text)?;

@@ -2,6 +2,8 @@
 //! (`dml`, `insert_plan`, `conflict`), DDL, prepared statements (`bound`), SET (`vars`),
 //! locks and binary logs. May import every floor below it.
 
+pub(crate) mod accounts;
+pub(crate) mod authorize;
 pub(crate) mod binary_logs;
 pub(crate) mod bound;
 pub(crate) mod conflict;

@@ -5,7 +5,6 @@ use binlog_format::schema::ColumnType;
 use binlog_format::Value;
 
 use super::value::render;
-use crate::Outcome;
 
 /// The rows a statement returned, with their column names and types. Values are kept as
 /// read; [`ResultSet::text_rows`] and [`ResultSet::cell_text`] render them as the `mysql`
@@ -107,5 +106,38 @@ impl Outcome {
         integers: &[&str],
     ) -> Outcome {
         Outcome::Rows(ResultSet::text(columns, rows).with_integer_columns(integers))
+    }
+}
+
+/// What one statement produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// A result set.
+    Rows(ResultSet),
+    /// A change: rows affected and MySQL's info line (`Records: 3  Duplicates: 0 ...`).
+    Affected {
+        /// The rows the statement affected, counted as MySQL counts them (an INSERT ... ON
+        /// DUPLICATE KEY UPDATE that changes a row counts 2).
+        rows: u64,
+        /// The info line MySQL sends with the OK packet for some statements (multi-row
+        /// INSERT, UPDATE, ALTER TABLE, LOAD DATA), when there is one.
+        info: Option<String>,
+        /// What a client that set `CLIENT_FOUND_ROWS` is told in place of `rows`, where
+        /// that differs: an UPDATE's rows matched, changed or not, and an INSERT ... ON
+        /// DUPLICATE KEY UPDATE's count with a row left as it was counted 1.
+        found: Option<u64>,
+    },
+    /// Anything else (SET, BEGIN, ...).
+    Ok,
+}
+
+impl Outcome {
+    /// The rows a client that set `CLIENT_FOUND_ROWS` is told were affected, where that
+    /// differs from the rows affected: an UPDATE's rows matched, changed or not.
+    pub fn rows_matched(&self) -> Option<u64> {
+        match self {
+            Outcome::Affected { found, .. } => *found,
+            _ => None,
+        }
     }
 }

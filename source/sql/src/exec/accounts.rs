@@ -8,11 +8,11 @@
 use binlog_format::{Key, Value};
 use ringrep_engine::error::{code, Code, Error, Result};
 
-use super::store::{
+use crate::accounts::store::{
     account_row, ensure_tables, grants_row, parse_hash_text, password_hash, same_account,
     sha2_hash, Account, Directory,
 };
-use super::{AccountName, Grants, Level, Privs};
+use crate::accounts::{AccountName, Grants, Level, Privs};
 use crate::{Outcome, SqlSession};
 
 /// MySQL's errors for account statements.
