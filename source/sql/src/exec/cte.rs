@@ -19,14 +19,10 @@ use sqlparser::ast::{
 
 use crate::parse::tree::{single_name, written};
 use crate::table::computed::computed_rows;
-use crate::table::computed::Computed;
+use crate::table::computed::{Computed, CteScope};
 use crate::table::rows::Rows;
 use crate::SqlSession;
 use ringrep_engine::error::{code, Error, Result};
-
-/// The expressions in scope while a statement runs, innermost last: each name with its rows
-/// and the number it was defined under (see [`SqlSession::cte_scope_key`]).
-pub(crate) type CteScope = Vec<(String, Arc<Computed>, u64)>;
 
 /// Numbers every expression defined in the process, so that two scopes never share a key.
 static NEXT_DEFINITION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);

@@ -4,6 +4,7 @@
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, LobSize, TableDef};
 use binlog_format::Value;
 use ringrep_engine::error::{code, Error, Result};
+use std::sync::Arc;
 
 use crate::table::rows::Rows;
 
@@ -100,3 +101,7 @@ fn type_of_values(rows: &[Vec<Value>], i: usize) -> ColumnType {
         },
     }
 }
+
+/// The expressions in scope while a statement runs, innermost last: each name with its rows
+/// and the number it was defined under (see [`SqlSession::cte_scope_key`]).
+pub(crate) type CteScope = Vec<(String, Arc<Computed>, u64)>;
