@@ -10,10 +10,11 @@ use sqlparser::ast::{
     TableFactor, TableObject, Update,
 };
 
+use crate::exec::fire::{Fired, Firing};
 use crate::exec::select::{order_pairs, sort_keyed};
 use crate::expr::predicate::{conjuncts, equalities, row_matches};
 use crate::expr::{compare, eval, to_f64, Scope};
-use crate::objects::triggers::{Fired, Firing, Timing, TrgEvent};
+use crate::objects::triggers::{Timing, TrgEvent};
 use crate::parse::lexer::{find_top_level, split_top_level_commas, take_string};
 use crate::parse::statement::split_name;
 use crate::table::columns::table_columns;

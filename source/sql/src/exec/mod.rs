@@ -10,6 +10,7 @@ pub(crate) mod conflict;
 pub(crate) mod cte;
 pub(crate) mod ddl;
 pub(crate) mod dml;
+pub(crate) mod fire;
 pub(crate) mod insert_plan;
 pub(crate) mod join;
 pub(crate) mod select;
