@@ -75,10 +75,13 @@ mod parse;
 mod session;
 mod table;
 
-use exec::{bound, select};
+use expr::memo::Memo;
+use parse::prepared::Parsed;
 use table::computed::CteScope;
-// `crate::vars` is the path `mysql_positions` takes to `server_version`.
-use exec::vars;
+/// `crate::vars::server_version` is the path `mysql_positions` takes to the server's version.
+mod vars {
+    pub(crate) use crate::expr::server_version;
+}
 use parse::lexer;
 
 use std::collections::HashMap;
@@ -173,13 +176,13 @@ pub struct SqlSession {
     /// PREPAREd statements by name.
     prepared: HashMap<String, String>,
     /// Protocol-prepared statement texts, parsed (see `bound`).
-    parsed: HashMap<String, bound::Parsed>,
+    parsed: HashMap<String, Parsed>,
     /// Results of the uncorrelated subqueries of the running statement, by their text: a
     /// subquery in a WHERE clause would otherwise run once per outer row.
     subqueries: Mutex<HashMap<String, Arc<Rows>>>,
     /// Results of the correlated subqueries of the running statement, by their text, then by
     /// the outer values they read (see `SqlSession::run_subquery_in`).
-    correlated: Mutex<HashMap<String, select::Memo>>,
+    correlated: Mutex<HashMap<String, Memo>>,
     /// While a subquery runs: the rows of the queries around it, which its column references
     /// reach (innermost first).
     outer: Mutex<Option<Arc<expr::OuterRow>>>,

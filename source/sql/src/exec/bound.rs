@@ -11,7 +11,7 @@ use std::sync::Arc;
 use binlog_format::Value;
 use sqlparser::ast::{visit_expressions, visit_expressions_mut, Expr, Statement};
 
-use crate::exec::insert_plan::InsertPlan;
+use crate::parse::prepared::{BriefRead, InsertPlan, Parsed, Template};
 use crate::parse::statement::{normalized, parse_one};
 use crate::parse::tree::{is_placeholder, literal_expr};
 use crate::{parse::lexer, Outcome, SqlSession};
@@ -104,21 +104,6 @@ impl SqlSession {
     }
 }
 
-/// A prepared statement parsed once: the statement, and for each placeholder in the order the
-/// syntax-tree visitor meets it, which parameter it takes (its place in the text; the
-/// visitor's order can differ from the text's).
-pub(crate) struct Template {
-    stmt: Statement,
-    /// The normalized text it was parsed from: the spans in `stmt` are of it, and a SELECT
-    /// names its columns from it.
-    text: String,
-    parameter: Vec<usize>,
-    /// An INSERT of listed rows, compiled (`insert_plan.rs`).
-    pub(crate) insert: Option<InsertPlan>,
-    /// [`lists_its_rows`] of the statement: asked on every execution, answered once.
-    lists_its_rows: bool,
-}
-
 /// Whether `stmt` is an INSERT or REPLACE whose rows are listed in it (VALUES with no
 /// subquery).
 fn lists_its_rows(stmt: &Statement) -> bool {
@@ -133,13 +118,6 @@ fn lists_its_rows(stmt: &Statement) -> bool {
     }
     // The VALUES list is the statement's one query; any other is a subquery.
     queries_in(stmt) == 1
-}
-
-/// The one table a brief SELECT reads, as the statement names it.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct BriefRead {
-    db: Option<String>,
-    table: String,
 }
 
 /// Functions a brief SELECT may call: aggregates and a few cheap ones of a row's values. Any
@@ -243,15 +221,6 @@ fn queries_in(stmt: &Statement) -> usize {
     let mut queries = Queries(0);
     let _ = sqlparser::ast::Visit::visit(stmt, &mut queries);
     queries.0
-}
-
-/// A prepared text as a session finds it once: its template (an INSERT, UPDATE, DELETE or
-/// SELECT), and for a SELECT that runs briefly the table it reads (which keeps it on its
-/// connection's task).
-#[derive(Clone, Default)]
-pub(crate) struct Parsed {
-    template: Option<Arc<Template>>,
-    read: Option<Arc<BriefRead>>,
 }
 
 /// [`Parsed`] of `sql`, from one parse.

@@ -9,43 +9,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use binlog_format::schema::{ColumnDefault, TableDef};
 use binlog_format::Value;
-use sqlparser::ast::{Expr, Insert, SetExpr, Statement, TableObject};
+use sqlparser::ast::{Insert, SetExpr, Statement, TableObject};
 
 use crate::expr::{eval, Scope};
 use crate::objects::triggers::TrgEvent;
+use crate::parse::prepared::{Cell, InsertPlan, Resolved};
 use crate::parse::statement::split_name;
 use crate::{Outcome, SqlSession};
 use ringrep_engine::error::Result;
 use ringrep_engine::types::default_value;
-
-/// What an INSERT of listed rows does, with its values still to come.
-pub(crate) struct InsertPlan {
-    db: Option<String>,
-    table: String,
-    /// The column list as written; empty when the statement has none (every visible column).
-    names: Vec<String>,
-    rows: Vec<Vec<Cell>>,
-    ignore: bool,
-    /// The positions of `names` in the definition they were last looked up in, and whether
-    /// one is listed twice. A DDL gives the table a new definition: looked up again then.
-    resolved: Mutex<Option<Resolved>>,
-}
-
-struct Resolved {
-    def: Arc<TableDef>,
-    columns: Arc<[usize]>,
-    twice: bool,
-}
-
-/// One value of a row.
-enum Cell {
-    /// Parameter number n (in text order).
-    Param(usize),
-    /// The DEFAULT keyword.
-    Default,
-    /// Any other expression, evaluated on each execution as the general INSERT does.
-    Expr(Box<Expr>),
-}
 
 impl InsertPlan {
     /// The plan of `stmt` when it is an INSERT [IGNORE] of VALUES whose placeholders are whole

@@ -3,9 +3,8 @@
 use binlog_format::Value;
 use sqlparser::ast::{Expr, Set};
 
-pub(crate) use crate::expr::server_version;
-use crate::expr::SQL_MODE;
 use crate::expr::{eval, render, truthy, Scope};
+use crate::expr::{server_version, SQL_MODE};
 use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::Fence;

@@ -8,7 +8,7 @@
 //! rendering), `decimal` and `unique`, `context` (what an evaluation sees: the row in scope,
 //! the session's state, warnings), `dates` and `strings`, `functions` (the functions of
 //! plain argument values), `evaluate` (an expression's value, and function calls whose
-//! arguments are expressions), then `predicate`, `rowset` and `result`, which use it. Each
+//! arguments are expressions), then `predicate`, `rowset`, `result` and `memo`, which use it. Each
 //! imports only the files below it; this file only names them for the rest of the crate.
 
 mod context;
@@ -16,6 +16,7 @@ mod dates;
 pub(crate) mod decimal;
 mod evaluate;
 mod functions;
+pub(crate) mod memo;
 pub(crate) mod predicate;
 pub(crate) mod result;
 pub(crate) mod rowset;
