@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use binlog_format::value::Value;
-use sqlparser::ast::BinaryOperator;
+use sqlparser::ast::{BinaryOperator, Query};
 
 use crate::table::columns::ColumnRef;
 use crate::table::rows::Rows;
@@ -59,11 +59,29 @@ impl Default for LastStatement {
     }
 }
 
+/// What an evaluation asks of the session it runs in: `SqlSession` answers (`session/run.rs`),
+/// so that this floor need not know it.
+pub(crate) trait EvalSession {
+    /// `@@name`'s value (`SqlSession::system_variable`).
+    fn system_variable(&self, name: &str) -> Result<Value>;
+    /// A subquery's rows, with the rows around it (`SqlSession::run_subquery_in`).
+    fn run_subquery_in(
+        &self,
+        q: &Query,
+        scope: &Scope<'_>,
+        outer: Option<&Arc<OuterRow>>,
+    ) -> Result<Arc<Rows>>;
+    /// Whether the statement may wait (`SqlSession::may_wait`).
+    fn may_wait(&self) -> bool;
+    /// GET_LOCK and its family (`SqlSession::user_lock_function`).
+    fn user_lock_function(&self, name: &str, args: &[Value]) -> Result<Value>;
+}
+
 /// Session-wide inputs of evaluation.
 pub(crate) struct Ctx<'a> {
     /// The session, for subqueries and `@@` variables (`None` while the session is busy
     /// changing rows: then subqueries come from `prefetched`).
-    pub(crate) sql: Option<&'a crate::SqlSession>,
+    pub(crate) sql: Option<&'a dyn EvalSession>,
     /// Where the session is busy changing rows: the statement's subqueries, run beforehand
     /// (see `SqlSession::prefetch_subqueries`), by their text.
     pub(crate) prefetched: Option<&'a HashMap<String, Arc<Rows>>>,

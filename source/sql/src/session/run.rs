@@ -17,6 +17,7 @@ use crate::expr::result::Outcome;
 use crate::objects::triggers;
 use crate::parse::lexer::{self, split_statements};
 use crate::parse::statement::{normalized, parse_one, split_name};
+use crate::table::rows::Rows;
 use crate::{catalog, exec, expr, parse};
 use crate::{warning_level, OwnedCtx, Privs, SqlSession};
 
@@ -965,4 +966,27 @@ impl SqlSession {
 /// The first two words of a statement, to name it in an "unsupported" error.
 fn first_keyword(s: &str) -> String {
     s.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+}
+
+impl expr::EvalSession for SqlSession {
+    fn system_variable(&self, name: &str) -> Result<Value> {
+        SqlSession::system_variable(self, name)
+    }
+
+    fn run_subquery_in(
+        &self,
+        q: &sqlparser::ast::Query,
+        scope: &expr::Scope<'_>,
+        outer: Option<&Arc<expr::OuterRow>>,
+    ) -> Result<Arc<Rows>> {
+        SqlSession::run_subquery_in(self, q, scope, outer)
+    }
+
+    fn may_wait(&self) -> bool {
+        SqlSession::may_wait(self)
+    }
+
+    fn user_lock_function(&self, name: &str, args: &[Value]) -> Result<Value> {
+        SqlSession::user_lock_function(self, name, args)
+    }
 }
