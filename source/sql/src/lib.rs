@@ -10,9 +10,10 @@
 //!
 //! # Starting points
 //!
-//! - [`SqlSession`]: one client's session on an [`Engine`]. [`SqlSession::execute`] runs
-//!   one statement, [`SqlSession::execute_all`] a script, [`SqlSession::execute_bound`] a
-//!   statement whose `?` placeholders take values (the server's prepared statements).
+//! - [`SqlSession`]: one client's session on an [`Engine`](ringrep_engine::Engine).
+//!   [`SqlSession::execute`] runs one statement, [`SqlSession::execute_all`] a script,
+//!   [`SqlSession::execute_bound`] a statement whose `?` placeholders take values (the
+//!   server's prepared statements).
 //! - [`Outcome`]: what a statement produced: rows ([`ResultSet`]), a count of affected rows,
 //!   or nothing.
 //! - [`ResultSet`]: column names, declared types and values; [`ResultSet::text_rows`] gives
@@ -75,14 +76,10 @@ mod parse;
 mod session;
 mod table;
 
-use expr::memo::Memo;
-use parse::prepared::Parsed;
-use table::computed::CteScope;
 /// `crate::vars::server_version` is the path `mysql_positions` takes to the server's version.
 mod vars {
     pub(crate) use crate::expr::server_version;
 }
-use parse::lexer;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -95,8 +92,11 @@ use ringrep_engine::Session;
 pub use accounts::store::{Cache as AccountCache, Directory as AccountDirectory};
 pub use accounts::{store, AccountName, Authority, Grants, Privs};
 pub use expr::result::{Outcome, ResultSet};
-pub use lexer::{bind_placeholders, count_placeholders, split_statements};
+pub use parse::lexer::{bind_placeholders, count_placeholders, split_statements};
 
+use expr::memo::Memo;
+use parse::prepared::Parsed;
+use table::computed::CteScope;
 use table::rows::Rows;
 
 /// An owned copy of what expressions see (see `SqlSession::owned_ctx`).

@@ -1,6 +1,8 @@
 //! Statement execution: SELECT (with `join` and `cte`), INSERT, UPDATE, DELETE and LOAD DATA
-//! (`dml`, `insert_plan`, `conflict`), DDL, prepared statements (`bound`), SET (`vars`),
-//! locks and binary logs. May import every floor below it.
+//! (`dml`, `insert_plan`, `conflict`) with the triggers they fire (`fire`), DDL, prepared
+//! statements (`bound`), SET (`vars`), account statements and privilege checks (`accounts`,
+//! `authorize`), locks and binary logs. May import every floor below it (`catalog`,
+//! `objects`, `expr`, `accounts`, `table`, `parse`), never `session`.
 
 pub(crate) mod accounts;
 pub(crate) mod authorize;
