@@ -252,3 +252,56 @@ pub(crate) fn parsed_literal_expr(v: &Value) -> Result<Expr> {
         .and_then(|mut p| p.parse_expr())
         .map_err(|e| Error::syntax(format!("parameter {text}: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(sql: &str) -> Vec<String> {
+        let stmt = crate::parse::statement::parse_one(sql).expect("parse");
+        let mut names = Vec::new();
+        let _ = visit_stored_relations(&stmt, |n| {
+            names.push(n.to_string());
+            ControlFlow::Continue(())
+        });
+        names
+    }
+
+    /// An expression's name is a table only outside its scope: its own (non-recursive)
+    /// definition and the expressions before it read the stored table of that name.
+    #[test]
+    fn names_in_scope_are_expressions_the_rest_stored_tables() {
+        assert_eq!(
+            stored("WITH t AS (SELECT * FROM t) SELECT * FROM t JOIN u"),
+            ["t", "u"]
+        );
+        assert_eq!(
+            stored("WITH a AS (SELECT * FROM b), b AS (SELECT * FROM a) SELECT * FROM a, b"),
+            ["b"]
+        );
+        assert_eq!(
+            stored("WITH RECURSIVE r AS (SELECT 1 UNION ALL SELECT * FROM r) SELECT * FROM r"),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            stored("SELECT (WITH c AS (SELECT 1) SELECT * FROM c), (SELECT * FROM c) FROM d"),
+            ["c", "d"]
+        );
+        assert_eq!(
+            stored("WITH c AS (SELECT 1) SELECT * FROM db.c WHERE x IN (SELECT * FROM c)"),
+            ["db.c"]
+        );
+    }
+
+    #[test]
+    fn views_qualify_stored_tables_only() {
+        let mut stmt =
+            crate::parse::statement::parse_one("WITH c AS (SELECT * FROM c) SELECT * FROM c, t")
+                .expect("parse");
+        qualify_stored_relations(&mut stmt, "d");
+        assert_eq!(
+            stmt.to_string(),
+            "WITH c AS (SELECT * FROM `d`.c) SELECT * FROM c, `d`.t"
+        );
+    }
+}
