@@ -145,7 +145,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     let writer = EventWriter {
         server_id: engine.config().server_id,
         checksum: settings.checksum,
-        server_version: super::conn::version(),
+        server_version: ringrep_sql::server_version(),
     };
     let file = segment_name(start.segment);
     // Where the client is: an artificial ROTATE (at the position it asked for), then the

@@ -707,8 +707,9 @@ fn at_least(name: &str, args: &Args, n: usize) -> Result<()> {
     arity(name, args.0.len(), n, usize::MAX)
 }
 
-/// The server version clients see (`@@version`, the binlog's FORMAT_DESCRIPTION).
-pub(crate) fn server_version() -> String {
+/// The server version clients see (`@@version`, `VERSION()`, the protocol's greeting, the
+/// binlog's FORMAT_DESCRIPTION): one definition, so that they always agree.
+pub fn server_version() -> String {
     format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))
 }
 

@@ -26,5 +26,5 @@ mod value;
 
 pub(crate) use context::*;
 pub(crate) use evaluate::*;
-pub(crate) use functions::server_version;
+pub use functions::server_version;
 pub(crate) use value::*;
