@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use binlog_format::kafka::decode_replication_value;
 use binlog_format::Position;
 use rdkafka::message::Message;
+use ringrep_cdc::kafka::decode_replication_value;
 use ringrep_kafka::{seq_header, KafkaSettings, ReplicationReader};
 
 use crate::error::{Error, Result};

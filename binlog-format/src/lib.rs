@@ -2,7 +2,9 @@
 //!
 //! The ringrep binlog: what a primary writes as its write-ahead log and what appliers, the
 //! Kafka relay and consumers in other languages read. `docs/format.md` is the byte-level
-//! reference; this crate is its Rust implementation.
+//! reference; this crate is its Rust implementation. What consumers are given of it (MySQL
+//! binlog events, the Kafka record layout, SQL text, the `ringrep-binlog` tool) is
+//! `ringrep-cdc`'s, which depends on this crate and never the reverse.
 //!
 //! - [`value`] and [`schema`]: column values and table definitions as data.
 //! - [`events`]: transactions, row and DDL events, heartbeats, segment headers.
@@ -10,7 +12,6 @@
 //!   events and rows, checked against it); [`frame`]: length + CRC32C frames.
 //! - [`segment`], [`reader`], [`writer`], [`tailer`]: files on disk; [`durable`]: how
 //!   readers in other processes know what the writer has fsynced.
-//! - [`kafka`]: how records are laid out on Kafka topics.
 //!
 //! ## Starting points
 //!
@@ -79,15 +80,11 @@ pub mod failpoint;
 mod fast_codec;
 pub mod format;
 pub mod frame;
-pub mod inspect;
-pub mod kafka;
-pub mod mysql_binlog;
 mod notifier;
 mod position;
 pub mod reader;
 pub mod schema;
 pub mod segment;
-pub mod sql_text;
 pub mod tailer;
 pub mod value;
 pub mod writer;

@@ -1,11 +1,10 @@
-//! Segment files on disk: round trips across rotation, torn tails, corruption, tailing,
-//! group commit and the `ringrep-binlog` tool.
+//! Segment files on disk: round trips across rotation, torn tails, corruption, tailing and
+//! group commit. (The `ringrep-binlog` tool is tested in ringrep-cdc's `tests/tool.rs`.)
 
 mod common;
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -557,69 +556,6 @@ fn concurrent_commits_share_fsyncs_and_lose_nothing() {
     }
     drop(w);
     assert_eq!(read_all(dir.path()).0.len(), 32 * 60);
-}
-
-fn tool(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ringrep-binlog"))
-        .args(args)
-        .output()
-        .expect("run ringrep-binlog");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
-}
-
-#[test]
-fn tool_dump_check_and_stats() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    write_n(dir.path(), 1, 30, opts(4096, SyncPolicy::Never));
-    let d = dir.path().to_str().expect("utf8");
-    let (code, out) = tool(&["check", d]);
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains("30 records, last seq 30"), "{out}");
-    let (code, out) = tool(&["dump", "--json", "--from-seq", "5", "--to-seq", "7", d]);
-    assert_eq!(code, 0, "{out}");
-    let lines: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json line"))
-        .collect();
-    assert_eq!(
-        lines
-            .iter()
-            .map(|l| l["seq"].as_u64().expect("seq"))
-            .collect::<Vec<_>>(),
-        vec![5, 6, 7]
-    );
-    assert_eq!(lines[0]["events"][1]["cause"], "meta_update");
-    let (code, out) = tool(&["dump", d]);
-    assert_eq!(code, 0);
-    assert!(out.contains("#transaction seq=1 server_id=1"), "{out}");
-    let (code, out) = tool(&["stats", d]);
-    assert_eq!(code, 0);
-    assert!(out.contains("transactions 30 (seq 1..30)"), "{out}");
-
-    // A torn tail is a warning; a flipped byte is corruption named by file and offset.
-    let last = *list_segments(dir.path())
-        .expect("list")
-        .last()
-        .expect("seg");
-    let seg = dir.path().join(segment_name(last));
-    let mut bytes = fs::read(&seg).expect("read");
-    let keep = bytes.len() - 3;
-    bytes.truncate(keep);
-    fs::write(&seg, &bytes).expect("write");
-    let (code, out) = tool(&["check", d]);
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains("warning: torn tail"), "{out}");
-    let first = dir.path().join(segment_name(1));
-    let mut bytes = fs::read(&first).expect("read");
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0xff;
-    fs::write(&first, &bytes).expect("write");
-    let (code, out) = tool(&["check", d]);
-    assert_eq!(code, 1, "{out}");
-    assert!(out.contains("binlog.000001 at byte offset"), "{out}");
 }
 
 /// The durable sequence number follows the fsyncs: what a replica may be sent. Appended but

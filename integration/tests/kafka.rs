@@ -7,13 +7,13 @@ use ringrep_testkit::broker;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use binlog_format::kafka::partition_for;
 use binlog_format::SyncPolicy;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use ringrep_applier::verify::{verify, VerifyOptions};
 use ringrep_applier::{Applier, KafkaSource};
+use ringrep_cdc::kafka::partition_for;
 use ringrep_engine::{Engine, EngineConfig};
 use ringrep_relay::Relay;
 use ringrep_sql::SqlSession;

@@ -100,7 +100,7 @@ enum Command {
         #[arg(long, env = "RINGREP_KAFKA_BROKERS")]
         kafka_brokers: Option<String>,
         /// Topic prefix the relay used (`<prefix>.replication`).
-        #[arg(long, env = "RINGREP_KAFKA_TOPIC_PREFIX", default_value = binlog_format::kafka::DEFAULT_TOPIC_PREFIX)]
+        #[arg(long, env = "RINGREP_KAFKA_TOPIC_PREFIX", default_value = ringrep_cdc::kafka::DEFAULT_TOPIC_PREFIX)]
         kafka_topic_prefix: String,
         /// A librdkafka client setting, KEY=VALUE, repeatable (SASL, TLS).
         #[arg(long = "kafka-option", value_name = "KEY=VALUE")]

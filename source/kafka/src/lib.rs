@@ -4,14 +4,13 @@
 //! client settings ([`KafkaArgs`], [`KafkaSettings`]), the reader of the replication topic
 //! ([`ReplicationReader`], [`last_relayed`], [`replication_seqs`]), the sequence headers of its
 //! records ([`seq_header`]) and topic creation ([`ensure_topic`]). The record layout itself is
-//! `binlog_format::kafka`; this crate is the client side of it (librdkafka through rdkafka).
+//! `ringrep_cdc::kafka`; this crate is the client side of it (librdkafka through rdkafka).
 
 mod error;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use binlog_format::kafka;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -19,6 +18,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::RDKafkaErrorCode;
 use rdkafka::message::{Headers, Message};
 use rdkafka::{Offset, TopicPartitionList};
+use ringrep_cdc::kafka;
 
 use error::refused;
 pub use error::{kafka_error, Error, Result};

@@ -1,5 +1,5 @@
 //! The Kafka relay: follows a primary's binlog directory and produces the records that
-//! `binlog-format` lays out (docs/kafka.md): one replication-topic record per transaction and
+//! `ringrep-cdc` lays out (docs/kafka.md): one replication-topic record per transaction and
 //! one change-topic record per row event.
 //!
 //! Guarantees. The producer is idempotent with `acks=all`, so within a run nothing is
@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use binlog_format::kafka;
 use binlog_format::{Notifier, Record};
+use ringrep_cdc::kafka;
 use ringrep_kafka::{Error, KafkaSettings, Result};
 
 use binlog::Batches;

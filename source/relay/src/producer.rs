@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use binlog_format::kafka::KafkaRecord;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
+use ringrep_cdc::kafka::KafkaRecord;
 use ringrep_kafka::{kafka_error, KafkaSettings, Result};
 
 use crate::RelayStats;

@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 
-use binlog_format::kafka::{self, SourceInfo};
 use binlog_format::{DdlEvent, Event, Position, RowEvent, TableDef, Transaction};
+use ringrep_cdc::kafka::{self, SourceInfo};
 use ringrep_kafka::{ensure_topic, kafka_error, KafkaSettings, Result};
 
 use crate::producer::Outbox;

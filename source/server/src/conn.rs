@@ -24,11 +24,6 @@ use ringrep_engine::error::{code, Error};
 use ringrep_protocol::{self as protocol, cap, status, ColumnDef, Cursor, Packets, ReadError};
 use ringrep_sql::{count_placeholders, AccountDirectory, Authority, Outcome, Privs, SqlSession};
 
-/// The server version clients see (MySQL 8.0's protocol and behaviour).
-pub(crate) fn version() -> String {
-    format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))
-}
-
 /// MySQL's default `max_allowed_packet`: the largest command a client may send.
 pub(crate) const MAX_ALLOWED_PACKET: usize = 64 << 20;
 
@@ -169,7 +164,12 @@ async fn start(conn: Conn, stream: Socket) -> io::Result<()> {
     // right after it, and bytes read ahead would be lost to the TLS layer.
     let mut packets = Packets::unbuffered(stream, MAX_ALLOWED_PACKET);
     packets
-        .write(&protocol::greeting(&version(), conn.id, &salt, server_caps))
+        .write(&protocol::greeting(
+            &ringrep_sql::server_version(),
+            conn.id,
+            &salt,
+            server_caps,
+        ))
         .await?;
     packets.flush().await?;
     let Some(first) = read_handshake(&mut packets).await? else {

@@ -1,11 +1,11 @@
 //! The replication stream in MySQL's encoding, for MySQL replicas' protocol as CDC tools speak
 //! it (Debezium, Maxwell, Canal, go-mysql, python-mysql-replication, ZongJi): COM_BINLOG_DUMP
 //! with a binlog file name and position, answered with binlog v4 events
-//! ([`binlog_format::mysql_binlog`]).
+//! ([`ringrep_cdc::mysql_binlog`]).
 //!
 //! The client names where to start as MySQL's do: a file of `SHOW BINARY LOGS` (ringrep's
 //! segment names) and a position in the MySQL encoding of that file
-//! (`ringrep_sql::mysql_positions`): 4, the file's start; a position an event carried, or the
+//! ([`ringrep_cdc::mysql_positions`]): 4, the file's start; a position an event carried, or the
 //! start of one (position - size); or `SHOW BINARY LOG STATUS`'s. A position inside a
 //! transaction starts that transaction again, as tools resume from transactions. An empty
 //! file name starts at the oldest file. The stream begins with an artificial ROTATE naming the
@@ -21,17 +21,17 @@ use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use binlog_format::mysql_binlog::{
-    rotate_len, Encoder, EventWriter, FILE_START, FORMAT_DESCRIPTION_LEN,
-};
 use binlog_format::segment::segment_name;
 use binlog_format::{Position, Schema};
-use ringrep_sql::mysql_positions;
+use ringrep_cdc::mysql_binlog::{
+    rotate_len, Encoder, EventWriter, FILE_START, FORMAT_DESCRIPTION_LEN,
+};
+use ringrep_cdc::mysql_positions::{self, NodeBinlog, NodeOwn};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::stream::{pump, Encode, MysqlDump, Pumping, Reader, Streaming};
 use super::Shared;
-use ringrep_engine::error::Error;
+use ringrep_engine::error::{Code, Error};
 use ringrep_protocol::Packets;
 
 /// MySQL's default heartbeat period (half of `replica_net_timeout`).
@@ -45,6 +45,12 @@ pub(crate) struct ClientSettings {
     /// `@master_heartbeat_period`; `None`: the default.
     pub(crate) heartbeat: Option<Duration>,
 }
+
+/// Which events are the node's own, not sent (the engine's rule).
+const NODE_OWN: NodeOwn = NodeOwn {
+    system_db: ringrep_engine::SYSTEM_DB,
+    node_local: ringrep_engine::is_node_local_event,
+};
 
 /// The MySQL encoding in the stream's reader: the schema as of the transaction being
 /// encoded, the file the client was last told it is in, and the position in it.
@@ -87,7 +93,8 @@ impl Encode for MysqlEncoding {
             out.push(packet(w.format_description(0, log_pos(self.pos))));
             self.segment = at.segment;
         }
-        let (events, end) = mysql_positions::encode(&self.encoder, &mut self.schema, &tx, self.pos);
+        let (events, end) =
+            mysql_positions::encode(&self.encoder, &NODE_OWN, &mut self.schema, &tx, self.pos);
         self.pos = end;
         out.extend(events.into_iter().map(packet));
         Ok(())
@@ -109,11 +116,18 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     kill: Option<Arc<super::processes::Kill>>,
 ) -> io::Result<()> {
     let engine = shared.engine.clone();
-    let e = engine.clone();
     let (file, pos) = (req.file.clone(), req.pos);
-    let start = tokio::task::spawn_blocking(move || mysql_positions::locate(&e, &file, pos))
-        .await
-        .map_err(io::Error::other)?;
+    let binlog = NodeBinlog {
+        dir: engine.binlog_dir(),
+        server_id: engine.config().server_id,
+        own: NODE_OWN,
+    };
+    let start = tokio::task::spawn_blocking(move || {
+        mysql_positions::locate(&binlog, &file, pos)
+            .map_err(|e| Error::new(Code::new(e.code, e.sqlstate), e.message))
+    })
+    .await
+    .map_err(io::Error::other)?;
     let start = match start {
         Ok(s) => s,
         Err(e) => {
@@ -131,7 +145,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
     let writer = EventWriter {
         server_id: engine.config().server_id,
         checksum: settings.checksum,
-        server_version: super::conn::version(),
+        server_version: ringrep_sql::server_version(),
     };
     let file = segment_name(start.segment);
     // Where the client is: an artificial ROTATE (at the position it asked for), then the

@@ -6,15 +6,14 @@
 //! per account) and `mysql.ringrep_grants` (one row per account and level, the privileges as
 //! a list). Being ordinary tables, they are in the binlog: durable on the primary and
 //! replicated to every replica, whose clients then log in with the same accounts. Account
-//! statements ([`statements`]) are the way to change them; an account with the privileges
+//! statements (`exec::accounts`) are the way to change them; an account with the privileges
 //! may also write the tables directly, as MySQL's root can, and the change takes effect at the
 //! next statement like any other (the server notices every change to the tables).
 //!
 //! A session runs with an [`Authority`]: who it is and, unless it is an account of the
 //! node's own configuration (root and `[[users]]`, which hold every privilege), the
-//! [`Grants`] each statement is checked against (`authorize`).
+//! [`Grants`] each statement is checked against (`exec::authorize`).
 
-pub(crate) mod statements;
 pub mod store;
 
 use std::fmt::Write as _;

@@ -10,7 +10,8 @@ use sqlparser::ast::DateTimeField;
 
 use ringrep_engine::error::{Error, Result};
 
-use super::{time_us, Ctx};
+use super::context::Ctx;
+use super::value::time_us;
 
 const MONTHS: [&str; 12] = [
     "January",
@@ -73,7 +74,7 @@ fn last_day(d: &Date) -> Date {
 
 /// The date functions of one time argument, and DATEDIFF; `None` when `name` is none of them.
 pub(super) fn date_parts(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Result<Option<Value>> {
-    let arity = |n| super::functions::arity(name, args.len(), n, n);
+    let arity = |n| super::value::arity(name, args.len(), n, n);
     let part: fn(&DateTime) -> Value = match name {
         "YEAR" => |t| Value::Int(i64::from(t.date.year)),
         "MONTH" => |t| Value::Int(i64::from(t.date.month)),

@@ -7,73 +7,21 @@
 use std::cmp::Ordering;
 
 use binlog_format::value::{DateTime, Value};
-use sqlparser::ast::{
-    BinaryOperator, DateTimeField, Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments,
-};
+use sqlparser::ast::{BinaryOperator, DateTimeField};
 
 use ringrep_engine::error::{code, Error, Result};
 use ringrep_engine::types::text_of;
 
+use super::context::Ctx;
 use super::decimal::Dec;
-use super::{
-    arith, compare, eval, int_result, is_aggregate, render, time_us, to_f64, truthy, unhex, Ctx,
-    Scope,
-};
-
-/// Evaluates a function call.
-pub(super) fn eval_function(f: &Function, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
-    let name = f.name.to_string().to_ascii_uppercase();
-    if is_aggregate(&name) {
-        return group_result(f, scope);
-    }
-    // VALUES(col) names a column of the row being inserted, not of the row in scope.
-    if name == "VALUES" {
-        return inserted_value(f, ctx);
-    }
-    // TIMESTAMPDIFF's first argument is a unit, not a value.
-    if name == "TIMESTAMPDIFF" {
-        let args = arg_exprs(f)?;
-        arity(&name, args.len(), 3, 3)?;
-        let [unit, a, b] = args.as_slice() else {
-            return Err(Error::internal("TIMESTAMPDIFF took 3 arguments"));
-        };
-        let unit = match unit {
-            Expr::Identifier(i) => i.value.to_ascii_uppercase(),
-            other => other.to_string().to_ascii_uppercase(),
-        };
-        let (a, b) = (eval(a, scope, ctx)?, eval(b, scope, ctx)?);
-        return super::dates::timestamp_diff(&unit, &a, &b, ctx);
-    }
-    // Date arithmetic takes an INTERVAL argument, which is not a value.
-    if matches!(
-        name.as_str(),
-        "DATE_SUB" | "DATE_ADD" | "ADDDATE" | "SUBDATE"
-    ) {
-        return date_arithmetic(&name, f, scope, ctx);
-    }
-    let args = Args(
-        arg_exprs(f)?
-            .into_iter()
-            .map(|a| eval(a, scope, ctx))
-            .collect::<Result<_>>()?,
-    );
-    for family in FAMILIES {
-        if let Some(v) = family(&name, &args, ctx)? {
-            return Ok(v);
-        }
-    }
-    Err(Error::new(
-        code::ER_SP_DOES_NOT_EXIST,
-        format!("FUNCTION {} does not exist", f.name),
-    ))
-}
+use super::value::{arith, arity, compare, int_result, render, time_us, to_f64, truthy, unhex};
 
 /// A family of functions: the value of a call by its upper-case name and evaluated
 /// arguments, or `None` when the name is not one of the family's.
-type Family = fn(&str, &Args, &Ctx<'_>) -> Result<Option<Value>>;
+pub(super) type Family = fn(&str, &Args, &Ctx<'_>) -> Result<Option<Value>>;
 
 /// Every family of functions of plain argument values. No two share a name.
-const FAMILIES: &[Family] = &[
+pub(super) const FAMILIES: &[Family] = &[
     hex_and_hash,
     string_building,
     string_length_and_case,
@@ -90,7 +38,7 @@ const FAMILIES: &[Family] = &[
 ];
 
 /// A call's evaluated arguments; an argument past the end reads as NULL.
-struct Args(Vec<Value>);
+pub(super) struct Args(pub(super) Vec<Value>);
 
 impl Args {
     /// Argument `i`, NULL when there is none.
@@ -114,122 +62,14 @@ impl Args {
     }
 }
 
-/// The argument expressions of a call (named arguments by their value).
-fn args_of(f: &Function) -> Result<Vec<&FunctionArgExpr>> {
-    match &f.args {
-        FunctionArguments::None => Ok(vec![]),
-        FunctionArguments::List(l) => Ok(l
-            .args
-            .iter()
-            .map(|a| match a {
-                FunctionArg::Unnamed(e) => e,
-                FunctionArg::Named { arg, .. } | FunctionArg::ExprNamed { arg, .. } => arg,
-            })
-            .collect()),
-        FunctionArguments::Subquery(_) => {
-            Err(Error::unsupported("subqueries as function arguments"))
-        }
-    }
-}
-
-/// The argument expressions of a call; a `*` argument is an error.
-fn arg_exprs(f: &Function) -> Result<Vec<&Expr>> {
-    args_of(f)?
-        .into_iter()
-        .map(|a| match a {
-            FunctionArgExpr::Expr(e) => Ok(e),
-            _ => Err(Error::syntax(format!("unexpected * in {}", f.name))),
-        })
-        .collect()
-}
-
-/// An aggregate call outside aggregation reads the current group's result, computed
-/// beforehand by the SELECT; with no group it is misplaced.
-fn group_result(f: &Function, scope: &Scope<'_>) -> Result<Value> {
-    let key = f.to_string();
-    scope
-        .aggregates
-        .and_then(|a| a.get(&key))
-        .cloned()
-        .ok_or_else(|| {
-            Error::new(
-                code::ER_INVALID_GROUP_FUNC_USE,
-                "Invalid use of group function",
-            )
-        })
-}
-
-/// `VALUES(col)` in ON DUPLICATE KEY UPDATE: the value the INSERT tried for `col` (NULL
-/// elsewhere).
-fn inserted_value(f: &Function, ctx: &Ctx<'_>) -> Result<Value> {
-    let args = arg_exprs(f)?;
-    let col = match args.first() {
-        Some(Expr::Identifier(i)) => i.value.to_lowercase(),
-        Some(Expr::CompoundIdentifier(p)) => {
-            p.last().map(|i| i.value.to_lowercase()).unwrap_or_default()
-        }
-        _ => return Err(Error::syntax("VALUES() takes a column name")),
-    };
-    Ok(ctx
-        .inserted
-        .and_then(|m| m.get(&col))
-        .cloned()
-        .unwrap_or(Value::Null))
-}
-
-/// DATE_ADD, DATE_SUB, ADDDATE and SUBDATE: a time moved by an `INTERVAL n unit`, or by a
-/// number of days.
-fn date_arithmetic(name: &str, f: &Function, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> {
-    let args = arg_exprs(f)?;
-    let [base, interval] = args.as_slice() else {
-        return Err(Error::syntax(format!("{name} takes 2 arguments")));
-    };
-    let sign = if name.contains("SUB") { -1 } else { 1 };
-    match interval {
-        Expr::Interval(iv) => interval_arithmetic(base, iv, sign, scope, ctx),
-        other => {
-            let base = eval(base, scope, ctx)?;
-            let days = eval(other, scope, ctx)?;
-            Ok(add_interval(
-                &base,
-                interval_us(&days, &DateTimeField::Day)?,
-                sign,
-                ctx.tz,
-            ))
-        }
-    }
-}
-
-/// `base` moved by the interval `iv`, forwards (`sign` 1) or back (-1): `t + INTERVAL ...`.
-pub(super) fn interval_arithmetic(
-    base: &Expr,
-    iv: &sqlparser::ast::Interval,
-    sign: i64,
-    scope: &Scope<'_>,
-    ctx: &Ctx<'_>,
-) -> Result<Value> {
-    let base = eval(base, scope, ctx)?;
-    let amount = eval(&iv.value, scope, ctx)?;
-    if amount.is_null() || base.is_null() {
-        return Ok(Value::Null);
-    }
-    let unit = iv.leading_field.clone().unwrap_or(DateTimeField::Day);
-    Ok(add_interval(
-        &base,
-        interval_us(&amount, &unit)?,
-        sign,
-        ctx.tz,
-    ))
-}
-
 /// An interval's length: exact microseconds, or calendar months (which vary in length).
-enum IntervalAmount {
+pub(super) enum IntervalAmount {
     Micros(i64),
     Months(i64),
 }
 
 /// `amount unit` as an interval.
-fn interval_us(amount: &Value, unit: &DateTimeField) -> Result<IntervalAmount> {
+pub(super) fn interval_us(amount: &Value, unit: &DateTimeField) -> Result<IntervalAmount> {
     let n = to_f64(amount).ok_or_else(|| Error::syntax("INTERVAL needs a number"))?;
     let us = |mult: f64| Ok(IntervalAmount::Micros((n * mult).round() as i64));
     match unit {
@@ -247,7 +87,7 @@ fn interval_us(amount: &Value, unit: &DateTimeField) -> Result<IntervalAmount> {
 
 /// `base` moved by `sign` times `amount`, of `base`'s kind of time (NULL when `base` is not
 /// a time).
-fn add_interval(base: &Value, amount: IntervalAmount, sign: i64, tz: i64) -> Value {
+pub(super) fn add_interval(base: &Value, amount: IntervalAmount, sign: i64, tz: i64) -> Value {
     let Some(us) = time_us(base, tz) else {
         return Value::Null;
     };
@@ -533,7 +373,7 @@ fn numeric(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
         }
         "MOD" => {
             let (a, b) = (args.arg(0), args.arg(1));
-            super::check_division(&BinaryOperator::Modulo, &a, &b, ctx)?;
+            super::context::check_division(&BinaryOperator::Modulo, &a, &b, ctx)?;
             arith(&BinaryOperator::Modulo, &a, &b)?
         }
         "SIGN" => to_f64(&args.arg(0)).map_or(Value::Null, |x| {
@@ -546,7 +386,7 @@ fn numeric(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
             })
         }),
         "PI" => Value::Double(std::f64::consts::PI),
-        "BIT_COUNT" => super::bit_operand(&args.arg(0))
+        "BIT_COUNT" => super::value::bit_operand(&args.arg(0))
             .map_or(Value::Null, |b| Value::Int(i64::from(b.count_ones()))),
         "POW" | "POWER" => match (to_f64(&args.arg(0)), to_f64(&args.arg(1))) {
             (Some(x), Some(y)) => in_range(name, args, x.powf(y))?,
@@ -684,7 +524,7 @@ fn sleep(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
 
 /// GET_LOCK and its family (`user_locks.rs`), which need the session.
 fn user_locks(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
-    if !crate::user_locks::is_user_lock_function(name) {
+    if !is_user_lock_function(name) {
         return Ok(None);
     }
     match ctx.sql {
@@ -825,7 +665,7 @@ fn session_info(name: &str, _args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>
     }
     Ok(Some(match name {
         "DATABASE" | "SCHEMA" => ctx.database.map_or(Value::Null, |d| Value::Text(d.into())),
-        "VERSION" => Value::Text(crate::vars::server_version()),
+        "VERSION" => Value::Text(server_version()),
         "LAST_INSERT_ID" => match _args.0.first() {
             None => Value::UInt(ctx.last_insert_id()),
             // LAST_INSERT_ID(expr) returns expr and makes it the session's LAST_INSERT_ID()
@@ -862,19 +702,21 @@ pub(super) fn current_user(ctx: &Ctx<'_>) -> Value {
     ))
 }
 
-/// Error 1582 unless `name` got `min` to `max` arguments (`n` of them), as MySQL checks
-/// native functions.
-pub(crate) fn arity(name: &str, n: usize, min: usize, max: usize) -> Result<()> {
-    if n < min || n > max {
-        return Err(Error::new(
-            code::ER_WRONG_PARAMCOUNT_TO_NATIVE_FCT,
-            format!("Incorrect parameter count in the call to native function '{name}'"),
-        ));
-    }
-    Ok(())
-}
-
 /// Error 1582 unless `name` got at least `n` arguments, as MySQL checks native functions.
 fn at_least(name: &str, args: &Args, n: usize) -> Result<()> {
     arity(name, args.0.len(), n, usize::MAX)
+}
+
+/// The server version clients see (`@@version`, `VERSION()`, the protocol's greeting, the
+/// binlog's FORMAT_DESCRIPTION): one definition, so that they always agree.
+pub fn server_version() -> String {
+    format!("8.0.36-ringrep-{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Whether `name` is one of this module's functions.
+pub(crate) fn is_user_lock_function(name: &str) -> bool {
+    matches!(
+        name,
+        "GET_LOCK" | "RELEASE_LOCK" | "RELEASE_ALL_LOCKS" | "IS_FREE_LOCK" | "IS_USED_LOCK"
+    )
 }

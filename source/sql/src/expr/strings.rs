@@ -14,7 +14,8 @@ use sqlparser::ast::TrimWhereField;
 use ringrep_engine::error::Result;
 use ringrep_engine::types::text_of;
 
-use super::{compare, to_f64, Ctx};
+use super::context::Ctx;
+use super::value::{compare, to_f64};
 
 /// The string functions of this module by name; `None` when `name` is none of them.
 pub(super) fn search_and_edit(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Result<Option<Value>> {
@@ -26,7 +27,7 @@ pub(super) fn search_and_edit(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Resu
         "REVERSE" | "LTRIM" | "RTRIM" | "SPACE" | "ASCII" | "ORD" => (1, 1),
         _ => return Ok(None),
     };
-    super::functions::arity(name, args.len(), min, max)?;
+    super::value::arity(name, args.len(), min, max)?;
     let text = |i: usize| args.get(i).map(text_of).unwrap_or_default();
     let any_null = args.iter().any(Value::is_null);
     Ok(Some(match name {
@@ -118,7 +119,10 @@ pub(super) fn locate(needle: &str, hay: &str, from: i64) -> i64 {
     if from < 1 || from as usize > hay_len + 1 {
         return 0;
     }
-    let needle: Vec<u64> = needle.chars().filter_map(super::collation_unit).collect();
+    let needle: Vec<u64> = needle
+        .chars()
+        .filter_map(super::value::collation_unit)
+        .collect();
     if needle.is_empty() {
         return from;
     }
@@ -127,7 +131,7 @@ pub(super) fn locate(needle: &str, hay: &str, from: i64) -> i64 {
         .chars()
         .enumerate()
         .skip(start)
-        .filter_map(|(i, c)| super::collation_unit(c).map(|u| (i, u)))
+        .filter_map(|(i, c)| super::value::collation_unit(c).map(|u| (i, u)))
         .collect();
     hay.windows(needle.len())
         .find(|w| w.iter().map(|(_, u)| *u).eq(needle.iter().copied()))
