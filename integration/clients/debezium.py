@@ -178,6 +178,8 @@ def main():
         print(f"the --after-snapshot command failed: exit {workload.returncode}", file=sys.stderr)
         os._exit(1)
     print(f"debezium: {state['events']} events in {time.monotonic() - start:.1f}s", file=sys.stderr)
+    if args.work_dir is None:
+        shutil.rmtree(work, ignore_errors=True)
     if state["error"] is not None:
         print(f"connector failed: {state['error']}", file=sys.stderr)
         out.write(json.dumps({"error": state["error"]}) + "\n")
