@@ -70,6 +70,15 @@ fn packet(event: Vec<u8>) -> Vec<u8> {
     p
 }
 
+/// The timestamp of a FORMAT_DESCRIPTION the stream sends: now. MySQL sends the one its file
+/// starts with, stamped when the file was created; never 0, which Debezium takes for "no
+/// time" (it skips the event's time and then fails on the first QUERY event it handles).
+fn format_time() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_secs().clamp(1, u64::from(u32::MAX)) as u32)
+}
+
 fn log_pos(pos: u64) -> u32 {
     pos.min(u64::from(u32::MAX)) as u32
 }
@@ -90,7 +99,9 @@ impl Encode for MysqlEncoding {
             let rotated = self.pos + rotate_len(&next);
             out.push(packet(w.rotate(&next, FILE_START, false, log_pos(rotated))));
             self.pos = FILE_START + FORMAT_DESCRIPTION_LEN;
-            out.push(packet(w.format_description(0, log_pos(self.pos))));
+            out.push(packet(
+                w.format_description(format_time(), log_pos(self.pos)),
+            ));
             self.segment = at.segment;
         }
         let (events, end) =
@@ -164,7 +175,9 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         0
     };
     packets
-        .write(&packet(writer.format_description(0, log_pos(fde_pos))))
+        .write(&packet(
+            writer.format_description(format_time(), log_pos(fde_pos)),
+        ))
         .await?;
     packets.flush().await?;
     if let Ok(mut r) = shared.replicas.lock() {
@@ -222,4 +235,27 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         },
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The FORMAT_DESCRIPTION a stream starts with carries a time (the event header's first
+    /// four bytes), as MySQL's does: Debezium skips an event stamped 0 and then fails on the
+    /// first QUERY event ("eventTimestamp is null").
+    #[test]
+    fn the_format_description_sent_carries_a_time() {
+        let writer = EventWriter {
+            server_id: 1,
+            checksum: true,
+            server_version: ringrep_sql::server_version(),
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let event = writer.format_description(format_time(), 0);
+        let stamp = u64::from(u32::from_le_bytes([event[0], event[1], event[2], event[3]]));
+        assert!(stamp >= now && stamp <= now + 5, "{stamp} vs {now}");
+    }
 }

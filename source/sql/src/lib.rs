@@ -185,6 +185,10 @@ pub struct SqlSession {
     ctes: Mutex<CteScope>,
     /// `cte_max_recursion_depth`: the rounds a recursive common table expression may run.
     pub cte_max_recursion_depth: u64,
+    /// `lock_wait_timeout` in seconds: how long LOCK TABLES (and FLUSH TABLES ... WITH READ
+    /// LOCK) waits for other sessions' table locks, as MySQL's metadata locks wait; the
+    /// smaller of it and `innodb_lock_wait_timeout` bounds the wait (see `table_lock`).
+    pub(crate) lock_wait_timeout: u64,
     /// Who the session runs as; `None` (a session without a server) holds every privilege.
     pub authority: Option<Authority>,
     /// An INSERT or UPDATE without IGNORE runs: what it evaluates, it writes (see

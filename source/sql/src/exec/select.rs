@@ -958,6 +958,9 @@ fn item_header(text: &str, e: &Expr, written: Option<&str>) -> String {
             }
             _ => as_written(),
         },
+        // MySQL names a column by its name, without the quotes it was written in (`id` is
+        // named id, as Connector/J's callers look it up).
+        Expr::Identifier(i) if i.quote_style.is_some() => i.value.clone(),
         // MySQL names a qualified column by the column alone.
         Expr::CompoundIdentifier(parts) if !parts.is_empty() => {
             parts[parts.len() - 1].value.clone()

@@ -6,7 +6,8 @@
 //! once, waiting while another session's lock conflicts. While a session holds table locks it
 //! may use only the tables it locked (1100 for another, 1099 for a write to a READ-locked
 //! one; `information_schema` is always open). Other sessions wait for a WRITE-locked table,
-//! and to write a READ-locked one, up to `innodb_lock_wait_timeout` (1205 after it). UNLOCK
+//! and to write a READ-locked one, up to `innodb_lock_wait_timeout` or
+//! `lock_wait_timeout`, the smaller (1205 after it). UNLOCK
 //! TABLES, START TRANSACTION and the session's end give the locks back.
 //!
 //! Not as in MySQL: tables are matched by name, not by alias (one lock of a table covers
@@ -60,12 +61,15 @@ impl SqlSession {
         Ok((db.to_lowercase(), table.to_lowercase()))
     }
 
+    /// How long LOCK TABLES waits: `innodb_lock_wait_timeout`, or `lock_wait_timeout` when
+    /// that is smaller (MySQL's metadata locks wait by the latter).
     fn table_lock_wait(&self) -> Option<std::time::Duration> {
         self.session.lock_wait.then(|| {
             self.session
                 .vars
                 .lock_wait_timeout
                 .unwrap_or(self.engine().config().lock_wait_timeout)
+                .min(std::time::Duration::from_secs(self.lock_wait_timeout))
         })
     }
 

@@ -38,6 +38,9 @@ const ACCEPTED: &[&str] = &[
     "interactive_timeout",
 ];
 
+/// `lock_wait_timeout`'s default and largest value (a year, in seconds), as in MySQL.
+pub(crate) const LOCK_WAIT_TIMEOUT_MAX: u64 = 31_536_000;
+
 /// MySQL 8.0's SQL modes in the order `@@sql_mode` lists them, each with whether ringrep
 /// takes it: the modes that would change how text is read or values compared (ANSI_QUOTES,
 /// PIPES_AS_CONCAT, NO_BACKSLASH_ESCAPES, ...) are refused rather than ignored.
@@ -268,6 +271,28 @@ impl SqlSession {
                 format!("Variable '{name}' is a GLOBAL variable and should be set with SET GLOBAL"),
             ));
         }
+        if matches!(
+            lower.as_str(),
+            "net_write_timeout" | "session.net_write_timeout" | "local.net_write_timeout"
+        ) {
+            // MySQL lets a session raise its own (Debezium's snapshot sets 600 before it
+            // reads a table); ringrep's connections write with the server's, so the statement
+            // succeeds with a note saying the value was not taken.
+            if !matches!(v, Value::Int(_) | Value::UInt(_)) {
+                return Err(Error::new(
+                    code::ER_WRONG_TYPE_FOR_VAR,
+                    "Incorrect argument type to variable 'net_write_timeout'",
+                ));
+            }
+            self.session.warn(
+                code::ER_UNKNOWN_ERROR.number,
+                format!(
+                    "net_write_timeout was not changed: ringrep's connections write with the server's ({} seconds, set at start-up: --net-write-timeout)",
+                    self.net_write_timeout
+                ),
+            );
+            return Ok(());
+        }
         if lower
             .trim_start_matches("global.")
             .trim_start_matches("session.")
@@ -354,6 +379,28 @@ impl SqlSession {
                         ))
                     }
                 };
+            }
+            "lock_wait_timeout" => {
+                // MySQL's range, 1 second to a year; outside it the value is clamped with a
+                // warning. CDC tools (Debezium's snapshot) set it before they lock tables.
+                let secs = match &v {
+                    Value::Int(i) => *i,
+                    Value::UInt(u) => i64::try_from(*u).unwrap_or(i64::MAX),
+                    _ => {
+                        return Err(Error::new(
+                            code::ER_WRONG_TYPE_FOR_VAR,
+                            "Incorrect argument type to variable 'lock_wait_timeout'",
+                        ))
+                    }
+                };
+                let clamped = secs.clamp(1, LOCK_WAIT_TIMEOUT_MAX as i64);
+                if clamped != secs {
+                    self.session.warn(
+                        code::ER_TRUNCATED_WRONG_VALUE,
+                        format!("Truncated incorrect lock_wait_timeout value: '{secs}'"),
+                    );
+                }
+                self.lock_wait_timeout = clamped as u64;
             }
             "innodb_lock_wait_timeout" => {
                 // MySQL's range, in seconds; outside it the value is clamped with a warning.
@@ -585,6 +632,10 @@ impl SqlSession {
                     .as_secs()
                     .max(1)
                     .to_string(),
+            ),
+            (
+                "lock_wait_timeout".into(),
+                self.lock_wait_timeout.to_string(),
             ),
             ("ndb_log_update_as_write".into(), b(v.log_update_as_write)),
             ("ndb_ring_buffer_show_meta".into(), b(v.show_meta)),

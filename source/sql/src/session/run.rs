@@ -87,6 +87,7 @@ impl SqlSession {
             outer: Default::default(),
             ctes: Default::default(),
             cte_max_recursion_depth: cte::DEFAULT_MAX_RECURSION_DEPTH,
+            lock_wait_timeout: crate::exec::vars::LOCK_WAIT_TIMEOUT_MAX,
             authority: None,
             strict_write: false,
             sql_mode: expr::SQL_MODE.to_string(),
