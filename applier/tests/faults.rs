@@ -74,15 +74,23 @@ async fn apply_through(point: &str, action: &str, code: u16) {
         other => panic!("{point}: not the engine's error: {other}"),
     }
     assert!(e.is_retriable(), "{point}: {e}");
-    // The stored position is what the state holds: nothing applied past it survives.
-    let at = ringrep_applier::applier::read_position(&replica, 1).map_or(0, |p| p.last_seq);
-    assert!((30..60).contains(&at), "{point}: position {at}");
 
     // As the channel resumes after its pause: a new run of the same applier from the stored
-    // position, with nothing of the failed run left to wait for.
-    applier
-        .flush()
-        .expect("nothing pending from the failed run");
+    // position, once nothing of the failed run is left to wait for. The channel pauses and
+    // tries again; so does this, for at most 5 s (the heal of the failed write may still be
+    // under way the moment the run returns).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while let Err(e) = applier.flush() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{point}: still failing 5 s after the failed run: {e}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The stored position is what the state holds once the failed commits were taken back:
+    // nothing applied past it survives.
+    let at = ringrep_applier::applier::read_position(&replica, 1).map_or(0, |p| p.last_seq);
+    assert!((30..60).contains(&at), "{point}: position {at}");
     let last = run(&mut applier, &primary, at + 1, None)
         .await
         .expect("the rest");
@@ -94,6 +102,10 @@ async fn apply_through(point: &str, action: &str, code: u16) {
     let replica = self::replica(rdir.path(), &clock);
     let report = verify(&primary, &replica, &VerifyOptions::default(), &mut |_| {});
     assert!(report.converged, "{point}, reopened: {}", report.text());
+    // The engines go before the scenario ends: a write of theirs after it would take the
+    // failure the next scenario arms (failpoints are the process's).
+    drop(replica);
+    drop(primary);
     scenario.teardown();
 }
 
