@@ -265,7 +265,7 @@ pub fn change_records(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::samples;
+    use binlog_format::events::samples;
     use binlog_format::events::Cause;
 
     #[test]

@@ -25,6 +25,4 @@ pub mod inspect;
 pub mod kafka;
 pub mod mysql_binlog;
 pub mod mysql_positions;
-#[cfg(test)]
-mod samples;
 pub mod sql_text;

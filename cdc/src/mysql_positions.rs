@@ -574,7 +574,7 @@ mod tests {
                 node_local,
             },
         };
-        let table = crate::samples::table();
+        let table = binlog_format::events::samples::table();
         let (writer, _) = BinlogWriter::open(
             dir.path(),
             WriterOptions {

@@ -13,5 +13,5 @@ pub use record::{Record, SegmentHeader};
 pub use row::{Cause, RowChange, RowEvent};
 pub use transaction::{Event, Origin, Transaction};
 
-#[cfg(test)]
-pub(crate) mod samples;
+#[cfg(any(test, feature = "samples"))]
+pub mod samples;

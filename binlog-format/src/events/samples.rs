@@ -1,10 +1,12 @@
-//! Sample events shared by the round-trip tests of each event kind.
+//! Sample events shared by the round-trip tests of each event kind, and (with the `samples`
+//! feature) by other crates' tests of what they render of them.
 
 use super::*;
 use crate::schema::*;
 use crate::value::{Date, DateTime, Value};
 
-pub(crate) fn table() -> TableDef {
+/// A table with a column of every type, and a secondary index.
+pub fn table() -> TableDef {
     let col = |name: &str, ty: ColumnType, nullable: bool, default: ColumnDefault| ColumnDef {
         name: name.into(),
         ty,
@@ -79,7 +81,8 @@ pub(crate) fn table() -> TableDef {
     }
 }
 
-pub(crate) fn all_values() -> Vec<Value> {
+/// One value of every kind, in the order of [`table`]'s columns.
+pub fn all_values() -> Vec<Value> {
     vec![
         Value::Null,
         Value::Int(-42),
@@ -110,7 +113,8 @@ pub(crate) fn all_values() -> Vec<Value> {
     ]
 }
 
-pub(crate) fn row_events() -> Vec<RowEvent> {
+/// Row events of every change and cause.
+pub fn row_events() -> Vec<RowEvent> {
     vec![
         RowEvent {
             table_id: 7,
@@ -145,7 +149,8 @@ pub(crate) fn row_events() -> Vec<RowEvent> {
     ]
 }
 
-pub(crate) fn ddl_events() -> Vec<DdlEvent> {
+/// DDL events of every kind.
+pub fn ddl_events() -> Vec<DdlEvent> {
     vec![
         DdlEvent::CreateDatabase { name: "db1".into() },
         DdlEvent::DropDatabase { name: "db1".into() },
@@ -160,7 +165,8 @@ pub(crate) fn ddl_events() -> Vec<DdlEvent> {
     ]
 }
 
-pub(crate) fn transactions() -> Vec<Transaction> {
+/// Transactions holding the events above.
+pub fn transactions() -> Vec<Transaction> {
     let mut events: Vec<Event> = row_events().into_iter().map(Event::Row).collect();
     events.extend(ddl_events().into_iter().map(Event::Ddl));
     vec![
@@ -184,7 +190,8 @@ pub(crate) fn transactions() -> Vec<Transaction> {
     ]
 }
 
-pub(crate) fn header() -> SegmentHeader {
+/// A segment header.
+pub fn header() -> SegmentHeader {
     SegmentHeader {
         server_id: 1,
         first_seq: 1,
