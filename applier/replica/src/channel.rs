@@ -221,6 +221,9 @@ struct State {
     source: Option<SourceSpec>,
     /// Whether the applier runs (MySQL's IO and SQL threads are one task here).
     running: bool,
+    /// Between tries after a source fault that passes: SHOW REPLICA STATUS says Connecting,
+    /// as MySQL's I/O thread while it retries a source it lost.
+    retrying_source: bool,
     /// The source's server id, once learnt.
     source_id: Option<u32>,
     /// The network link, while one is open.
@@ -418,20 +421,32 @@ impl Driver {
                     pause = FIRST_PAUSE;
                 }
                 Ok(Ended::Shutdown(seq)) => return Ok(seq),
-                Err(e) if is_storage_fault(&e) => {
+                Err(e)
+                    if is_storage_fault(&e)
+                        || (is_passing_source_fault(&e) && !self.limits.must_end()) =>
+                {
                     // The replica's own disk is full or failing: its engine took back what
                     // did not become durable, so the next try goes on from the stored
-                    // position. It pauses rather than stops: the fault usually passes (space
-                    // is freed) without anyone to run START REPLICA.
+                    // position. Or the source failed in a way that passes (a broker slow to
+                    // answer or away for a while), as MySQL's I/O thread retries a source it
+                    // lost. It pauses rather than stops: the fault usually passes (space is
+                    // freed, the broker answers) without anyone to run START REPLICA.
                     // The status first, then the log line: whoever reads the line may ask
                     // SHOW REPLICA STATUS at once, and must find the error there.
                     {
                         let mut st = lock(&self.state);
-                        st.last_sql_errno = errno_of(&e);
-                        st.last_sql_error = format!(
+                        let text = format!(
                             "{e} (paused: trying again every {} s until it succeeds, or STOP REPLICA)",
                             pause.as_secs()
                         );
+                        if is_io_error(&e) {
+                            st.last_io_errno = errno_of(&e);
+                            st.last_io_error = text;
+                            st.retrying_source = true;
+                        } else {
+                            st.last_sql_errno = errno_of(&e);
+                            st.last_sql_error = text;
+                        }
                     }
                     eprintln!(
                         "replication paused: {e}; trying again in {} s",
@@ -454,6 +469,7 @@ impl Driver {
                         },
                         _ = shutdown.changed() => return Ok(last),
                     };
+                    lock(&self.state).retrying_source = false;
                     pause = (pause * 2).min(MAX_PAUSE);
                 }
                 Err(e) if self.limits.steerable && !self.limits.must_end() => {
@@ -647,6 +663,14 @@ fn is_storage_fault(e: &anyhow::Error) -> bool {
         Some(ringrep_applier::Error::Engine(e))
             if e.kind == ringrep_engine::error::ErrorKind::Transient
     )
+}
+
+/// Whether a run's error is the source's and may pass by itself (a broker that did not answer
+/// in time, a connection lost): retried after a pause, as MySQL's I/O thread retries.
+fn is_passing_source_fault(e: &anyhow::Error) -> bool {
+    is_io_error(e)
+        && e.downcast_ref::<ringrep_applier::Error>()
+            .is_some_and(ringrep_applier::Error::is_retriable)
 }
 
 /// Whether a run's error is the link's (MySQL's Last_IO_Error) rather than applying's.
@@ -856,6 +880,7 @@ impl ReplicaControl for Channel {
             (None, _) => st.source_id.is_some(),
         };
         let io = match (st.running, connected) {
+            (false, _) if st.retrying_source => "Connecting",
             (false, _) => "No",
             (true, true) => "Yes",
             (true, false) => "Connecting",
@@ -953,7 +978,14 @@ impl ReplicaControl for Channel {
             ("Replica_IO_Running", Some(io.to_string())),
             (
                 "Replica_SQL_Running",
-                Some(if st.running { "Yes" } else { "No" }.to_string()),
+                Some(
+                    if st.running || st.retrying_source {
+                        "Yes"
+                    } else {
+                        "No"
+                    }
+                    .to_string(),
+                ),
             ),
             (
                 "Exec_Source_Log_Pos",
