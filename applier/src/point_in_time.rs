@@ -29,6 +29,24 @@ pub struct PointInTime {
 }
 
 impl PointInTime {
+    /// The stream settings of a point-in-time read of the node at `url`
+    /// (`mysql://USER:PASSWORD@HOST[:PORT]`), registering as `server_id` (SHOW REPLICAS lists
+    /// it while it reads) and trusting the CA file `ca` for TLS when given: heartbeats every
+    /// 500 ms, reconnects at most 5 s apart.
+    pub fn config(
+        url: &str,
+        server_id: u32,
+        ca: Option<&std::path::Path>,
+    ) -> std::result::Result<NetworkConfig, String> {
+        NetworkConfig::from_url(
+            url,
+            server_id,
+            Duration::from_millis(500),
+            Duration::from_secs(5),
+            ca,
+        )
+    }
+
     /// Reads the node `config` names: its snapshot, then the transactions its rows may come
     /// from, up to the first point the state is exact at. An account the node refuses (a
     /// wrong password, no REPLICATION SLAVE) ends it at once, naming the error.

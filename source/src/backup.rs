@@ -6,10 +6,10 @@
 //! `ringrep-applier seed` makes a replica of it that resumes the stream after it).
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::bail;
-use ringrep_applier::{NetworkConfig, PointInTime};
+use ringrep_applier::PointInTime;
 use ringrep_engine::Engine;
 
 /// The server id the backup registers with (SHOW REPLICAS lists it while it reads).
@@ -24,14 +24,7 @@ pub(crate) fn online(url: &str, ca: Option<&Path>, to: &Path) -> anyhow::Result<
             to.display()
         );
     }
-    let config = NetworkConfig::from_url(
-        url,
-        BACKUP_ID,
-        Duration::from_millis(500),
-        Duration::from_secs(5),
-        ca,
-    )
-    .map_err(anyhow::Error::msg)?;
+    let config = PointInTime::config(url, BACKUP_ID, ca).map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use binlog_format::SyncPolicy;
 use mysql_async::prelude::*;
-use ringrep_applier::{Error, NetworkConfig, PointInTime, Result};
+use ringrep_applier::{NetworkConfig, PointInTime, Result};
 use ringrep_engine::{Engine, EngineConfig};
 
-use crate::remote::Side;
+use crate::remote::{remote, Side};
 
 /// The server id a live verification registers with on both nodes (SHOW REPLICAS lists it
 /// while it reads); the online backup's is the one above it.
@@ -22,19 +22,8 @@ const VERIFY_ID: u32 = u32::MAX - 1;
 /// How long the replica may go without applying anything while it is awaited.
 const REPLICA_STALL: Duration = Duration::from_secs(60);
 
-fn remote(what: impl std::fmt::Display) -> Error {
-    Error::Remote(what.to_string())
-}
-
 fn config(url: &str) -> Result<NetworkConfig> {
-    NetworkConfig::from_url(
-        url,
-        VERIFY_ID,
-        Duration::from_millis(500),
-        Duration::from_secs(5),
-        None,
-    )
-    .map_err(remote)
+    PointInTime::config(url, VERIFY_ID, None).map_err(remote)
 }
 
 /// Both sides at one sequence number of the primary's, read from the running nodes at
@@ -88,12 +77,7 @@ pub(crate) async fn sides(primary: &str, replica: &str) -> Result<(Side, Side)> 
 /// Waits until the replica at `url` has applied `seq` of server `source_id`, failing when it
 /// applies nothing for [`REPLICA_STALL`].
 async fn wait_applied(url: &str, source_id: u32, seq: u64) -> Result<()> {
-    let shown = ringrep_applier::network::redact(url);
-    let opts = mysql_async::Opts::from_url(url).map_err(|e| remote(format!("{shown}: {e}")))?;
-    let opts = mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false);
-    let mut conn = mysql_async::Conn::new(opts)
-        .await
-        .map_err(|e| remote(format!("connecting to {shown}: {e}")))?;
+    let (mut conn, shown) = crate::remote::connect(url).await?;
     let mut last = None;
     let mut moved_at = Instant::now();
     loop {

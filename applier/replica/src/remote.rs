@@ -63,18 +63,25 @@ impl Side {
     }
 }
 
-fn remote(what: impl std::fmt::Display) -> Error {
+pub(crate) fn remote(what: impl std::fmt::Display) -> Error {
     Error::Remote(what.to_string())
+}
+
+/// A connection to the node at `url` (`mysql://...`) over TCP, and the URL as it may be
+/// shown (no password).
+pub(crate) async fn connect(url: &str) -> Result<(mysql_async::Conn, String)> {
+    let shown = redact(url);
+    let opts = mysql_async::Opts::from_url(url).map_err(|e| remote(format!("{shown}: {e}")))?;
+    let opts = mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false);
+    let conn = mysql_async::Conn::new(opts)
+        .await
+        .map_err(|e| remote(format!("connecting to {shown}: {e}")))?;
+    Ok((conn, shown))
 }
 
 /// Reads every table of the node at `url` (tries up to `attempts` times for a quiet point).
 pub(crate) async fn snapshot(url: &str, attempts: usize) -> Result<Side> {
-    let opts = mysql_async::Opts::from_url(url).map_err(|e| remote(format!("{url}: {e}")))?;
-    let opts = mysql_async::OptsBuilder::from_opts(opts).prefer_socket(false);
-    let shown = redact(url);
-    let mut conn = mysql_async::Conn::new(opts)
-        .await
-        .map_err(|e| remote(format!("connecting to {shown}: {e}")))?;
+    let (mut conn, shown) = connect(url).await?;
     let q = |e: mysql_async::Error| remote(format!("{shown}: {e}"));
     conn.query_drop("SET time_zone = '+00:00'")
         .await

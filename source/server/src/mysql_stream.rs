@@ -26,12 +26,12 @@ use binlog_format::{Position, Schema};
 use ringrep_cdc::mysql_binlog::{
     rotate_len, Encoder, EventWriter, FILE_START, FORMAT_DESCRIPTION_LEN,
 };
-use ringrep_cdc::mysql_positions::{self, NodeBinlog, NodeOwn};
+use ringrep_cdc::mysql_positions;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::stream::{pump, Encode, MysqlDump, Pumping, Reader, Streaming};
 use super::Shared;
-use ringrep_engine::error::{Code, Error};
+use ringrep_engine::error::Error;
 use ringrep_protocol::Packets;
 
 /// MySQL's default heartbeat period (half of `replica_net_timeout`).
@@ -45,12 +45,6 @@ pub(crate) struct ClientSettings {
     /// `@master_heartbeat_period`; `None`: the default.
     pub(crate) heartbeat: Option<Duration>,
 }
-
-/// Which events are the node's own, not sent (the engine's rule).
-const NODE_OWN: NodeOwn = NodeOwn {
-    system_db: ringrep_engine::SYSTEM_DB,
-    node_local: ringrep_engine::is_node_local_event,
-};
 
 /// The MySQL encoding in the stream's reader: the schema as of the transaction being
 /// encoded, the file the client was last told it is in, and the position in it.
@@ -104,8 +98,13 @@ impl Encode for MysqlEncoding {
             ));
             self.segment = at.segment;
         }
-        let (events, end) =
-            mysql_positions::encode(&self.encoder, &NODE_OWN, &mut self.schema, &tx, self.pos);
+        let (events, end) = mysql_positions::encode(
+            &self.encoder,
+            &ringrep_sql::NODE_OWN,
+            &mut self.schema,
+            &tx,
+            self.pos,
+        );
         self.pos = end;
         out.extend(events.into_iter().map(packet));
         Ok(())
@@ -128,14 +127,9 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
 ) -> io::Result<()> {
     let engine = shared.engine.clone();
     let (file, pos) = (req.file.clone(), req.pos);
-    let binlog = NodeBinlog {
-        dir: engine.binlog_dir(),
-        server_id: engine.config().server_id,
-        own: NODE_OWN,
-    };
+    let binlog = ringrep_sql::mysql_binlog(&engine);
     let start = tokio::task::spawn_blocking(move || {
-        mysql_positions::locate(&binlog, &file, pos)
-            .map_err(|e| Error::new(Code::new(e.code, e.sqlstate), e.message))
+        mysql_positions::locate(&binlog, &file, pos).map_err(ringrep_sql::position_error)
     })
     .await
     .map_err(io::Error::other)?;

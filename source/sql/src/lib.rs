@@ -85,6 +85,7 @@ use ringrep_engine::Session;
 
 pub use accounts::store::{Cache as AccountCache, Directory as AccountDirectory};
 pub use accounts::{store, AccountName, Authority, Grants, Privs};
+pub use catalog::show::{mysql_binlog, position_error, NODE_OWN};
 pub use expr::result::{Outcome, ResultSet};
 pub use expr::server_version;
 pub use parse::lexer::{bind_placeholders, count_placeholders, split_statements};

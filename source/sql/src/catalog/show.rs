@@ -13,21 +13,26 @@ use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{Code, Error, Result};
 use ringrep_engine::Engine;
 
+/// Which events are the node's own and never sent to MySQL-protocol clients (the engine's
+/// rule), for `ringrep_cdc::mysql_positions`.
+pub const NODE_OWN: NodeOwn = NodeOwn {
+    system_db: ringrep_engine::SYSTEM_DB,
+    node_local: ringrep_engine::is_node_local_event,
+};
+
 /// The engine's binlog as MySQL-protocol clients see it (`ringrep_cdc::mysql_positions`):
-/// its directory, server id and which events are the node's own.
-fn mysql_binlog(engine: &Engine) -> NodeBinlog {
+/// its directory, server id and which events are the node's own. SHOW BINLOG EVENTS, SHOW
+/// BINARY LOGS and the server's MySQL change stream all read it through this.
+pub fn mysql_binlog(engine: &Engine) -> NodeBinlog {
     NodeBinlog {
         dir: engine.binlog_dir(),
         server_id: engine.config().server_id,
-        own: NodeOwn {
-            system_db: ringrep_engine::SYSTEM_DB,
-            node_local: ringrep_engine::is_node_local_event,
-        },
+        own: NODE_OWN,
     }
 }
 
 /// A `mysql_positions` error as the engine's: the same MySQL error.
-fn position_error(e: PositionError) -> Error {
+pub fn position_error(e: PositionError) -> Error {
     Error::new(Code::new(e.code, e.sqlstate), e.message)
 }
 
