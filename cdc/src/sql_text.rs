@@ -307,6 +307,15 @@ fn row_sql(out: &mut String, schema: &Schema, r: &RowEvent) -> bool {
     true
 }
 
+/// One DDL event as the statement that replays it, without the closing `;` (the schema topic's
+/// `statement`). `schema` is the schema before the event. A rename of a table by ALTER gives
+/// two statements, separated by `;` and a newline.
+pub fn ddl_statement(schema: &Schema, d: &DdlEvent) -> String {
+    let mut out = String::new();
+    ddl_sql(&mut out, schema, d);
+    out.trim_end().trim_end_matches(';').to_string()
+}
+
 fn ddl_sql(out: &mut String, schema: &Schema, d: &DdlEvent) {
     let default_text = |v: &Value, _: &ColumnType| sql_literal(v);
     let style = CreateStyle {

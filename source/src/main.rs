@@ -299,9 +299,6 @@ fn serve(
     runtime.block_on(async {
         let server = Server::bind(engine.clone(), &settings).await?;
         tracing::info!("listening on {}", server.local_addr()?);
-        if let Some(addr) = args.metrics_listen(&file) {
-            tracing::info!("metrics on http://{}/metrics", server.serve_metrics(addr).await?);
-        }
         let purge = ringrep_server::spawn_ttl_purge(engine.clone());
         let mut holds: Vec<ringrep_server::BinlogHold> = Vec::new();
         let (stop_relay, relay_stop) = tokio::sync::watch::channel(false);
@@ -317,16 +314,25 @@ fn serve(
             holds.push(std::sync::Arc::new(move || {
                 Some(acked.acked_seq.load(std::sync::atomic::Ordering::Relaxed) + 1)
             }));
-            tokio::spawn(log_progress(stats, relay_stop.clone()));
-            tokio::spawn(async move {
-                let r = relay.run(relay_stop).await;
-                // A relay that stops leaves the node serving: say so loudly.
+            tokio::spawn(stats.clone().log_every_second(relay_stop.clone()));
+            let task = tokio::spawn(async move {
+                let r = relay.run_with_retries(relay_stop).await;
+                // A relay that stops for good leaves the node serving: say so loudly.
                 if let Err(e) = &r {
-                    tracing::error!("the Kafka relay stopped: {e}; the node keeps serving; restart it or run `ringrep-source relay`");
+                    tracing::error!("the Kafka relay stopped for good: {e}; the node keeps serving; SHOW STATUS LIKE 'Ringrep_relay%' shows it; restart the node or run `ringrep-source relay`");
                 }
                 r
-            })
+            });
+            (task, stats)
         });
+        let server = match &relay {
+            Some((_, stats)) => server.with_component(std::sync::Arc::new(RelayComponent(stats.clone()))),
+            None => server,
+        };
+        let relay = relay.map(|(task, _)| task);
+        if let Some(addr) = args.metrics_listen(&file) {
+            tracing::info!("metrics on http://{}/metrics", server.serve_metrics(addr).await?);
+        }
         let retention = ringrep_server::spawn_retention(engine.clone(), holds);
         let report = server.run(ringrep_server::stop_signal()).await?;
         purge.abort();
@@ -347,33 +353,6 @@ fn serve(
         );
         Ok(ExitCode::SUCCESS)
     })
-}
-
-/// One line a second while the relay runs.
-async fn log_progress(
-    stats: std::sync::Arc<RelayStats>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    use std::sync::atomic::Ordering;
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-    let mut last = 0;
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = stop.changed() => return,
-        }
-        let n = stats.transactions.load(Ordering::Relaxed);
-        if n != last {
-            tracing::info!(
-                "relay: acknowledged up to seq {}, {} transactions and {} change records produced ({}/s)",
-                stats.acked_seq.load(Ordering::Relaxed),
-                n,
-                stats.change_records.load(Ordering::Relaxed),
-                n - last
-            );
-            last = n;
-        }
-    }
 }
 
 fn relay(
@@ -401,13 +380,30 @@ fn relay(
     runtime.block_on(async {
         let relay = Relay::new(settings, &dir, None);
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(log_progress(relay.stats.clone(), stop_rx.clone()));
+        tokio::spawn(relay.stats.clone().log_every_second(stop_rx.clone()));
         tokio::spawn(async move {
             ringrep_server::stop_signal().await;
             let _ = stop_tx.send(true);
         });
-        let seq = relay.run(stop_rx).await?;
+        let seq = relay.run_with_retries(stop_rx).await?;
         tracing::info!("relay stopped: Kafka acknowledged up to seq {seq}");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The relay's figures in SHOW STATUS (`Ringrep_relay_*`) and the metrics (`ringrep_relay_*`).
+struct RelayComponent(std::sync::Arc<RelayStats>);
+
+impl ringrep_server::Component for RelayComponent {
+    fn status_prefix(&self) -> &'static str {
+        "Ringrep_relay"
+    }
+
+    fn metrics_prefix(&self) -> &'static str {
+        "ringrep_relay"
+    }
+
+    fn fields(&self, engine: &Engine) -> Vec<(&'static str, String)> {
+        self.0.fields(engine.durable_seq(), engine.now_us())
+    }
 }

@@ -90,6 +90,7 @@ fn relay_killed_with_sigkill_resumes_without_loss_or_duplicates() {
             .args(["--kafka-brokers", &settings.brokers])
             .args(["--kafka-topic-prefix", &settings.topic_prefix])
             .args(["--kafka-partitions", "4"])
+            .arg("--kafka-transaction-topic")
             .env("RINGREP_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()
@@ -127,6 +128,51 @@ fn relay_killed_with_sigkill_resumes_without_loss_or_duplicates() {
         }
     }
     assert_exactly_once(&settings, engine.last_seq());
+    assert_other_topics_exactly_once(&settings, &engine);
+}
+
+/// The change, transaction and schema topics after the relay's SIGKILLs: each row event's
+/// change record exactly once (by its `ringrep.seq` and `ringrep.order`), one BEGIN and one
+/// END per transaction with rows, and the one CREATE TABLE once on the schema topic.
+fn assert_other_topics_exactly_once(settings: &KafkaSettings, engine: &Engine) {
+    use binlog_format::events::{Event, Record};
+    let mut t = binlog_format::Tailer::open(&engine.binlog_dir(), binlog_format::StartAt::Seq(1));
+    let (mut want_changes, mut want_tx) = (Vec::new(), Vec::new());
+    let mut ddl = 0;
+    while let Some((_, rec)) = t.next_timeout(Duration::ZERO).expect("binlog") {
+        let Record::Transaction(tx) = rec else {
+            continue;
+        };
+        let mut rows = false;
+        for (i, ev) in tx.events.iter().enumerate() {
+            match ev {
+                Event::Row(_) => {
+                    want_changes.push((tx.seq, 4 * i as u64));
+                    rows = true;
+                }
+                Event::Ddl(_) => ddl += 1,
+            }
+        }
+        if rows {
+            want_tx.push((tx.seq, 0));
+            want_tx.push((tx.seq, 1));
+        }
+    }
+    let prefix = &settings.topic_prefix;
+    let mut got: Vec<(u64, u64)> = broker::read_topic(settings, &format!("{prefix}.test.ev"))
+        .iter()
+        .map(|r| (r.seq.expect("seq header"), r.order.expect("order header")))
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got.len(), want_changes.len(), "change records");
+    assert_eq!(got, want_changes, "each row event's change record once");
+    let tx: Vec<(u64, u64)> = broker::read_topic(settings, &format!("{prefix}.transaction"))
+        .iter()
+        .map(|r| (r.seq.expect("seq header"), r.order.expect("order header")))
+        .collect();
+    assert_eq!(tx, want_tx, "BEGIN and END once per transaction, in order");
+    let schema = broker::read_topic(settings, &format!("{prefix}.schema-changes"));
+    assert_eq!(schema.len(), ddl, "one schema record per DDL: {schema:?}");
 }
 
 /// Broker trouble of every kind the mock cluster can stage, while the primary writes:
@@ -237,4 +283,149 @@ fn relay_rides_out_broker_faults() {
     let acked = rt.block_on(task).expect("join").expect("relay");
     assert_eq!(acked, last);
     assert_exactly_once(&settings, last);
+}
+
+/// `SHOW STATUS LIKE 'Ringrep_relay%'` as a map.
+async fn relay_status(addr: std::net::SocketAddr) -> std::collections::HashMap<String, String> {
+    use mysql_async::prelude::*;
+    let mut c = ringrep_testkit::node::connect(addr, None).await;
+    let rows: Vec<(String, String)> = c
+        .query("SHOW STATUS LIKE 'Ringrep_relay%'")
+        .await
+        .expect("show status");
+    rows.into_iter().collect()
+}
+
+/// A relay inside a primary whose broker cannot be reached: the node keeps serving, and SHOW
+/// STATUS shows the relay retrying with its error, instead of one log line and silence.
+#[test]
+fn a_relay_without_its_broker_retries_and_shows_why() {
+    use mysql_async::prelude::*;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A port nothing listens on.
+    let brokers = format!("127.0.0.1:{}", ringrep_testkit::node::free_port());
+    let node = ringrep_testkit::node::primary_with(
+        std::path::Path::new(env!("CARGO_BIN_EXE_ringrep-source")),
+        dir.path(),
+        &[
+            "--kafka-brokers",
+            &brokers,
+            "--kafka-option",
+            "socket.connection.setup.timeout.ms=1000",
+        ],
+    );
+    let rt = ringrep_testkit::node::runtime();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        let s = rt.block_on(relay_status(node.addr));
+        if s.get("Ringrep_relay_state").map(String::as_str) == Some("retrying") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the relay never showed a retry: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    assert!(
+        status["Ringrep_relay_errors"]
+            .parse::<u64>()
+            .expect("errors")
+            >= 1
+    );
+    assert!(
+        status["Ringrep_relay_last_error"].contains("kafka"),
+        "{status:?}"
+    );
+    // The node serves on.
+    rt.block_on(async {
+        let mut c = ringrep_testkit::node::connect(node.addr, Some("test")).await;
+        c.query_drop("CREATE TABLE t (id INT PRIMARY KEY)")
+            .await
+            .expect("create");
+        c.query_drop("INSERT INTO t VALUES (1)")
+            .await
+            .expect("insert");
+    });
+}
+
+/// A relay inside a primary, on the broker of the tests: SHOW STATUS and the metrics show it
+/// running, caught up to the node's last commit, with its counts, lag and no error.
+#[test]
+fn a_relay_in_a_primary_shows_its_progress() {
+    use mysql_async::prelude::*;
+    let broker = broker();
+    let settings = settings(&broker, "status");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = ringrep_testkit::node::primary_with(
+        std::path::Path::new(env!("CARGO_BIN_EXE_ringrep-source")),
+        dir.path(),
+        &[
+            "--kafka-brokers",
+            &settings.brokers,
+            "--kafka-topic-prefix",
+            &settings.topic_prefix,
+            "--kafka-partitions",
+            "4",
+            "--kafka-format",
+            "debezium",
+        ],
+    );
+    let rt = ringrep_testkit::node::runtime();
+    let last = rt.block_on(async {
+        let mut c = ringrep_testkit::node::connect(node.addr, Some("test")).await;
+        c.query_drop("CREATE TABLE ev (k INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT, PRIMARY KEY (k, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
+            .await
+            .expect("create");
+        for i in 0..40 {
+            c.query_drop(format!("INSERT INTO ev (k, v) VALUES ({}, {i})", i % 7))
+                .await
+                .expect("insert");
+        }
+        c.query_first::<u64, _>("SELECT @@ringrep_last_seq")
+            .await
+            .expect("seq")
+            .expect("row")
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let s = rt.block_on(relay_status(node.addr));
+        if s.get("Ringrep_relay_acked_seq") == Some(&last.to_string()) {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the relay did not catch up: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(status["Ringrep_relay_state"], "running");
+    assert_eq!(status["Ringrep_relay_lag_seq"], "0");
+    assert_eq!(status["Ringrep_relay_lag_ms"], "0");
+    // 41 transactions (the CREATE and 40 inserts); each insert writes a row and its meta row.
+    assert_eq!(status["Ringrep_relay_transactions"], last.to_string());
+    assert_eq!(status["Ringrep_relay_change_records"], "80");
+    assert_eq!(status["Ringrep_relay_errors"], "0");
+    assert_eq!(status["Ringrep_relay_last_error"], "");
+    // The change topic in Debezium's envelope (`--kafka-format debezium`): 40 inserts into
+    // rings of 4 over 7 prefixes are 28 first inserts (`c`), 12 overwrites and 40 meta-row
+    // writes (`u`), each once.
+    let records = broker::read_topic(&settings, &format!("{}.test.ev", settings.topic_prefix));
+    let mut ops = std::collections::HashMap::new();
+    for r in &records {
+        let v: serde_json::Value =
+            serde_json::from_slice(r.value.as_deref().expect("no deletes, no tombstones"))
+                .expect("JSON");
+        assert_eq!(
+            v["schema"]["name"],
+            format!("{}.test.ev.Envelope", settings.topic_prefix)
+        );
+        let p = &v["payload"];
+        assert_eq!(p["source"]["connector"], "ringrep");
+        *ops.entry(p["op"].as_str().expect("op").to_string())
+            .or_insert(0) += 1;
+    }
+    assert_eq!(ops.get("c"), Some(&28), "{ops:?}");
+    assert_eq!(ops.get("u"), Some(&52), "{ops:?}");
+    assert_eq!(records.len(), 80);
 }

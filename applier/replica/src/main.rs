@@ -332,7 +332,9 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 kafka_options,
                 kafka_partitions: 1,
                 kafka_replication_factor: 1,
-                kafka_tombstones: false,
+                kafka_format: "ringrep".into(),
+                kafka_cleanup_policy: "delete".into(),
+                ..Default::default()
             };
             let kafka = kafka.settings()?;
             let file = FileConfig::for_args(&server).map_err(anyhow::Error::msg)?;

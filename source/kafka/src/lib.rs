@@ -2,26 +2,27 @@
 //!
 //! What the Kafka relay and the replica's Kafka source share: the command-line flags and the
 //! client settings ([`KafkaArgs`], [`KafkaSettings`]), the reader of the replication topic
-//! ([`ReplicationReader`], [`last_relayed`], [`replication_seqs`]), the sequence headers of its
-//! records ([`seq_header`]) and topic creation ([`ensure_topic`]). The record layout itself is
-//! `ringrep_cdc::kafka`; this crate is the client side of it (librdkafka through rdkafka).
+//! ([`ReplicationReader`], [`last_relayed`], [`replication_seqs`]; module `reader`), the
+//! places the topics' partitions end at ([`read_tails`], [`read_records`]; module `tails`) and
+//! topic creation with its settings checked ([`ensure_topic`]; module `topics`). The record
+//! layout itself is `ringrep_cdc::kafka`; this crate is the client side of it (librdkafka
+//! through rdkafka).
 
 mod error;
+mod reader;
+mod tails;
+mod topics;
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::RDKafkaErrorCode;
-use rdkafka::message::{Headers, Message};
-use rdkafka::{Offset, TopicPartitionList};
-use ringrep_cdc::kafka;
+use ringrep_cdc::kafka::{self, Format};
 
-use error::refused;
 pub use error::{kafka_error, Error, Result};
+pub use reader::{last_relayed, replication_seqs, seq_header, LastRelayed, ReplicationReader};
+pub use tails::{read_records, read_tails, KeyValue, Tail};
+pub use topics::{ensure_topic, list_topics, TopicKind};
+
 /// Kafka flags shared by `ringrep-source serve` and `ringrep-source relay`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct KafkaArgs {
@@ -37,9 +38,30 @@ pub struct KafkaArgs {
     /// Replication factor of the topics the relay creates.
     #[arg(long, default_value_t = 1)]
     pub kafka_replication_factor: i32,
-    /// After each delete, also produce a tombstone (null value) for log compaction.
+    /// After each delete, also produce a tombstone (null value) for log compaction. On by
+    /// default when `--kafka-cleanup-policy` compacts; `--kafka-tombstones=false` turns it off.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub kafka_tombstones: Option<bool>,
+    /// The change records' format: `ringrep` (ringrep's envelope), `debezium` (Debezium's
+    /// MySQL envelope with the schemas Kafka Connect's JsonConverter embeds) or
+    /// `debezium-noschema`.
+    #[arg(long, default_value = "ringrep", value_name = "FORMAT")]
+    pub kafka_format: String,
+    /// `cleanup.policy` of the change topics the relay creates: `delete`, `compact` (the last
+    /// record of each row: at most N+1 per ring prefix) or `compact,delete`.
+    #[arg(long, default_value = "delete", value_name = "POLICY")]
+    pub kafka_cleanup_policy: String,
+    /// Another setting of the change topics the relay creates, KEY=VALUE, repeatable
+    /// (`retention.ms=604800000`, ...); checked against existing topics at start.
+    #[arg(long = "kafka-topic-config", value_name = "KEY=VALUE")]
+    pub kafka_topic_configs: Vec<String>,
+    /// Also write a BEGIN and an END record per transaction to `<prefix>.transaction`.
     #[arg(long)]
-    pub kafka_tombstones: bool,
+    pub kafka_transaction_topic: bool,
+    /// Milliseconds between heartbeat records on `<prefix>.heartbeat` while the stream is
+    /// idle; 0 turns them off.
+    #[arg(long, default_value_t = 10_000, value_name = "MS")]
+    pub kafka_heartbeat_ms: u64,
     /// A librdkafka client setting, KEY=VALUE, repeatable: SASL and TLS go here
     /// (security.protocol=SASL_SSL, sasl.mechanism=SCRAM-SHA-512, sasl.username=..., ...).
     #[arg(long = "kafka-option", value_name = "KEY=VALUE")]
@@ -64,9 +86,25 @@ pub struct KafkaSettings {
     pub replication_factor: i32,
     /// Whether the relay follows each delete's change record with a tombstone (null value).
     pub tombstones: bool,
+    /// The change records' format.
+    pub format: Format,
+    /// Settings of the change topics the relay creates, `cleanup.policy` first.
+    pub topic_configs: Vec<(String, String)>,
+    /// Whether the relay writes the transaction topic.
+    pub transaction_topic: bool,
+    /// The interval of heartbeat records while idle; `None`: no heartbeats.
+    pub heartbeat: Option<Duration>,
     /// librdkafka client settings, (key, value), applied after `bootstrap.servers` so they
     /// can override it; SASL and TLS settings go here.
     pub options: Vec<(String, String)>,
+}
+
+/// A `KEY=VALUE` flag split in two, or a configuration error naming `flag`.
+fn key_value(flag: &str, o: &str) -> Result<(String, String)> {
+    let (k, v) = o
+        .split_once('=')
+        .ok_or_else(|| Error::Config(format!("{flag} {o}: expected KEY=VALUE")))?;
+    Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
 impl KafkaArgs {
@@ -75,25 +113,48 @@ impl KafkaArgs {
         let Some(brokers) = self.kafka_brokers.clone() else {
             return Ok(None);
         };
-        let mut options = Vec::new();
-        for o in &self.kafka_options {
-            let (k, v) = o
-                .split_once('=')
-                .ok_or_else(|| Error::Config(format!("--kafka-option {o}: expected KEY=VALUE")))?;
-            options.push((k.trim().to_string(), v.trim().to_string()));
-        }
+        let options = self
+            .kafka_options
+            .iter()
+            .map(|o| key_value("--kafka-option", o))
+            .collect::<Result<Vec<_>>>()?;
         if self.kafka_partitions < 1 || self.kafka_replication_factor < 1 {
             return Err(Error::Config(
                 "--kafka-partitions and --kafka-replication-factor must be at least 1".into(),
             ));
         }
+        let format = Format::parse(&self.kafka_format).ok_or_else(|| {
+            Error::Config(format!(
+                "--kafka-format {}: expected ringrep, debezium or debezium-noschema",
+                self.kafka_format
+            ))
+        })?;
+        let policy = self.kafka_cleanup_policy.replace(' ', "");
+        if !["delete", "compact", "compact,delete", "delete,compact"].contains(&policy.as_str()) {
+            return Err(Error::Config(format!(
+                "--kafka-cleanup-policy {}: expected delete, compact or compact,delete",
+                self.kafka_cleanup_policy
+            )));
+        }
+        let mut topic_configs = vec![("cleanup.policy".to_string(), policy.clone())];
+        for c in &self.kafka_topic_configs {
+            let (k, v) = key_value("--kafka-topic-config", c)?;
+            if k == "cleanup.policy" {
+                return Err(Error::Config(
+                    "--kafka-topic-config cleanup.policy=...: use --kafka-cleanup-policy".into(),
+                ));
+            }
+            topic_configs.push((k, v));
+        }
         Ok(Some(KafkaSettings {
-            brokers,
-            topic_prefix: self.kafka_topic_prefix.clone(),
-            partitions: self.kafka_partitions,
-            replication_factor: self.kafka_replication_factor,
-            tombstones: self.kafka_tombstones,
+            tombstones: self.kafka_tombstones.unwrap_or(policy.contains("compact")),
+            format,
+            topic_configs,
+            transaction_topic: self.kafka_transaction_topic,
+            heartbeat: (self.kafka_heartbeat_ms > 0)
+                .then(|| Duration::from_millis(self.kafka_heartbeat_ms)),
             options,
+            ..KafkaSettings::new(&brokers, &self.kafka_topic_prefix)
         }))
     }
 }
@@ -111,6 +172,10 @@ impl std::fmt::Debug for KafkaSettings {
             .field("partitions", &self.partitions)
             .field("replication_factor", &self.replication_factor)
             .field("tombstones", &self.tombstones)
+            .field("format", &self.format)
+            .field("topic_configs", &self.topic_configs)
+            .field("transaction_topic", &self.transaction_topic)
+            .field("heartbeat", &self.heartbeat)
             .field("options", &options)
             .finish()
     }
@@ -125,6 +190,24 @@ fn secret(key: &str) -> bool {
 }
 
 impl KafkaSettings {
+    /// The defaults of the flags for `brokers` and topic prefix `prefix`: 6 partitions,
+    /// replication factor 1, ringrep's format, `cleanup.policy=delete` without tombstones, no
+    /// transaction topic, heartbeats every 10 s, no client options.
+    pub fn new(brokers: &str, prefix: &str) -> KafkaSettings {
+        KafkaSettings {
+            brokers: brokers.to_string(),
+            topic_prefix: prefix.to_string(),
+            partitions: 6,
+            replication_factor: 1,
+            tombstones: false,
+            format: Format::Ringrep,
+            topic_configs: vec![("cleanup.policy".into(), "delete".into())],
+            transaction_topic: false,
+            heartbeat: Some(Duration::from_secs(10)),
+            options: vec![],
+        }
+    }
+
     /// The librdkafka configuration: brokers, then the user's options.
     pub fn client_config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
@@ -136,273 +219,59 @@ impl KafkaSettings {
     }
 }
 
-/// A consumer of the replication topic's one partition, with a manual assignment and no
-/// committed offsets (the relay, the applier's Kafka source and checks all read it so).
-pub struct ReplicationReader {
-    /// The consumer, nothing assigned until [`ReplicationReader::assign`]; poll it for records.
-    pub consumer: BaseConsumer,
-    /// The replication topic's name, `<prefix>.replication`.
-    pub topic: String,
-}
-
-impl std::fmt::Debug for ReplicationReader {
-    // librdkafka's consumer has no Debug of its own.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReplicationReader")
-            .field("topic", &self.topic)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ReplicationReader {
-    /// A consumer of `settings`' replication topic, nothing assigned yet. `group` only names
-    /// the client to the broker: nothing is ever committed.
-    pub fn open(settings: &KafkaSettings, group: &str) -> Result<ReplicationReader> {
-        let mut config = settings.client_config();
-        // A replica follows the stream live: a broker that holds a fetch until its wait runs
-        // out (librdkafka's default is 500 ms) would add that to the lag of a lone commit.
-        // `--kafka-option fetch.wait.max.ms=...` overrides it.
-        if config.get("fetch.wait.max.ms").is_none() {
-            config.set("fetch.wait.max.ms", "10");
-        }
-        let consumer = config
-            .set("group.id", group)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .create()
-            .map_err(|e| kafka_error("consumer", e))?;
-        Ok(ReplicationReader {
-            consumer,
-            topic: kafka::replication_topic(&settings.topic_prefix),
-        })
-    }
-
-    /// (low, high) watermarks of partition 0: the first offset still held and the offset the
-    /// next record will get. Transient errors (a partition without a leader for a moment) are
-    /// retried for up to 30 s; a refused request (authentication, authorization) is not.
-    pub fn watermarks(&self) -> Result<(i64, i64)> {
-        // A partition without a leader for a moment (an election, a broker restarting)
-        // answers with a transient error: ask again until the time is up.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match self
-                .consumer
-                .fetch_watermarks(&self.topic, 0, Duration::from_secs(10))
-            {
-                Ok(w) => return Ok(w),
-                Err(e) if Instant::now() < deadline && !refused(&e) => {
-                    tracing::warn!("watermarks of {}: {e}; asking again", self.topic);
-                    std::thread::sleep(Duration::from_millis(250));
-                    // The client keeps the partition's last known state in its metadata
-                    // cache (refreshed every few minutes); ask the cluster afresh.
-                    let _ = self
-                        .consumer
-                        .fetch_metadata(Some(&self.topic), Duration::from_secs(5));
-                }
-                Err(e) => return Err(kafka_error(&format!("watermarks of {}", self.topic), e)),
-            }
-        }
-    }
-
-    /// Assigns partition 0 from `offset`: the consumer's next polls read on from there.
-    pub fn assign(&self, offset: i64) -> Result<()> {
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&self.topic, 0, Offset::Offset(offset))
-            .map_err(|e| kafka_error("assign", e))?;
-        self.consumer
-            .assign(&tpl)
-            .map_err(|e| kafka_error("assign", e))
-    }
-}
-
-/// The last transaction in the replication topic: (server id, seq), or `None` when empty.
-pub fn last_relayed(settings: &KafkaSettings) -> Result<Option<(u32, u64)>> {
-    let reader = ReplicationReader::open(settings, "ringrep-relay")?;
-    let (consumer, topic) = (&reader.consumer, &reader.topic);
-    let (low, high) = reader.watermarks()?;
-    if high <= low {
-        return Ok(None);
-    }
-    // The last few offsets, in case the tail holds records that are not transactions.
-    let from = (high - 16).max(low);
-    reader.assign(from)?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut last: Option<(u32, u64)> = None;
-    let mut reached_end = false;
-    let mut idle_since = Instant::now();
-    loop {
-        match consumer.poll(Duration::from_millis(300)) {
-            Some(Ok(m)) => {
-                idle_since = Instant::now();
-                if let Some(found) = seq_header(&m) {
-                    last = Some(last.map_or(found, |l| if found.1 > l.1 { found } else { l }));
-                }
-                reached_end |= m.offset() >= high - 1;
-            }
-            Some(Err(e)) => return Err(kafka_error(&format!("reading {topic}"), e)),
-            // Past the high watermark and nothing more: that was the tail. (Reading on until
-            // the partition is quiet also copes with brokers whose offsets are not one per
-            // record.)
-            None if reached_end => return Ok(last),
-            None if last.is_some() && idle_since.elapsed() > Duration::from_secs(3) => {
-                return Ok(last)
-            }
-            None => {}
-        }
-        if Instant::now() > deadline {
-            return Err(kafka_error(
-                &format!("reading the tail of {topic}"),
-                format!("offsets {from}..{high} did not arrive within 30 s"),
-            ));
-        }
-    }
-}
-
-/// (server id, seq) from a replication record's headers.
-pub fn seq_header<M: Message>(m: &M) -> Option<(u32, u64)> {
-    let headers = m.headers()?;
-    let mut seq = None;
-    let mut server = None;
-    for h in headers.iter() {
-        let text = h.value.and_then(|v| std::str::from_utf8(v).ok());
-        match h.key {
-            "ringrep.seq" => seq = text.and_then(|t| t.parse().ok()),
-            "ringrep.server_id" => server = text.and_then(|t| t.parse().ok()),
-            _ => {}
-        }
-    }
-    Some((server?, seq?))
-}
-
-/// The partition count of `topic` as the broker's metadata shows it, if it exists.
-async fn partitions_of(
-    admin: &Arc<AdminClient<DefaultClientContext>>,
-    topic: &str,
-) -> Result<Option<i32>> {
-    let (a, t) = (admin.clone(), topic.to_string());
-    tokio::task::spawn_blocking(move || {
-        let md = a
-            .inner()
-            .fetch_metadata(Some(&t), Duration::from_secs(5))
-            .ok()?;
-        let found = md.topics().iter().find(|x| x.name() == t)?;
-        (found.error().is_none() && !found.partitions().is_empty())
-            .then(|| found.partitions().len() as i32)
-    })
-    .await
-    .map_err(|e| kafka_error("metadata task", e))
-}
-
-/// Creates `topic` unless it exists; returns its partition count once the broker shows it.
-pub async fn ensure_topic(settings: &KafkaSettings, topic: &str, partitions: i32) -> Result<i32> {
-    let admin: AdminClient<DefaultClientContext> = settings
-        .client_config()
-        // Looking a topic up must not create it with the broker's defaults.
-        .set("allow.auto.create.topics", "false")
-        .create()
-        .map_err(|e| kafka_error("admin client", e))?;
-    let admin = Arc::new(admin);
-    if let Some(p) = partitions_of(&admin, topic).await? {
-        return Ok(p);
-    }
-    let new = NewTopic::new(
-        topic,
-        partitions,
-        TopicReplication::Fixed(settings.replication_factor),
-    );
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    match admin.create_topics([&new], &opts).await {
-        Ok(results) => {
-            for r in results {
-                match r {
-                    Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                    Err((t, code)) => tracing::warn!(
-                        "could not create topic {t} ({code}); relying on the broker's auto-creation"
-                    ),
-                }
-            }
-        }
-        Err(e) => tracing::warn!(
-            "could not create topic {topic} ({e}); relying on the broker's auto-creation"
-        ),
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(p) = partitions_of(&admin, topic).await? {
-            return Ok(p);
-        }
-        if Instant::now() > deadline {
-            return Err(kafka_error(
-                &format!("topic {topic}"),
-                "not available within 30 s",
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Every record of the replication topic as (server id, seq), in offset order: what a consumer
-/// of the topic sees (for checks and tests). Reads until the high watermark seen at the start.
-pub fn replication_seqs(settings: &KafkaSettings) -> Result<Vec<(u32, u64)>> {
-    let reader = ReplicationReader::open(settings, "ringrep-check")?;
-    let (consumer, topic) = (&reader.consumer, &reader.topic);
-    let (low, high) = reader.watermarks()?;
-    let mut out = Vec::new();
-    if high <= low {
-        return Ok(out);
-    }
-    reader.assign(low)?;
-    let mut deadline = Instant::now() + Duration::from_secs(30);
-    let mut reached_end = false;
-    loop {
-        match consumer.poll(Duration::from_millis(200)) {
-            Some(Ok(m)) => {
-                deadline = Instant::now() + Duration::from_secs(30);
-                let ids = seq_header(&m).ok_or_else(|| {
-                    kafka_error(
-                        topic,
-                        format!("offset {} has no sequence headers", m.offset()),
-                    )
-                })?;
-                out.push(ids);
-                reached_end |= m.offset() >= high - 1;
-            }
-            Some(Err(e)) => return Err(kafka_error(&format!("reading {topic}"), e)),
-            // Past the high watermark and quiet: the end. (Reading on until quiet also copes
-            // with brokers whose watermark counts batches rather than records.)
-            None if reached_end => return Ok(out),
-            None if Instant::now() > deadline => {
-                return Err(kafka_error(
-                    topic,
-                    format!("stalled at {} of {high} records", out.len()),
-                ))
-            }
-            None => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rdkafka::error::RDKafkaErrorCode;
 
     /// Printing settings (in a log line, an error) never shows a password.
     #[test]
     fn debug_hides_secrets() {
         let s = KafkaSettings {
-            brokers: "127.0.0.1:9092".into(),
-            topic_prefix: "ringrep".into(),
-            partitions: 1,
-            replication_factor: 1,
-            tombstones: false,
             options: vec![
                 ("sasl.password".into(), "hunter2".into()),
                 ("sasl.username".into(), "relay".into()),
             ],
+            ..KafkaSettings::new("127.0.0.1:9092", "ringrep")
         };
         let text = format!("{s:?}");
         assert!(!text.contains("hunter2"), "{text}");
         assert!(text.contains("relay"), "{text}");
+    }
+
+    /// Compaction turns tombstones on unless told otherwise; a bad format or policy is a
+    /// configuration error.
+    #[test]
+    fn topic_settings_follow_the_flags() {
+        let args = |policy: &str, tombstones: Option<bool>| KafkaArgs {
+            kafka_brokers: Some("127.0.0.1:9092".into()),
+            kafka_cleanup_policy: policy.into(),
+            kafka_tombstones: tombstones,
+            kafka_format: "ringrep".into(),
+            kafka_partitions: 6,
+            kafka_replication_factor: 1,
+            ..Default::default()
+        };
+        let s = args("compact", None).settings().expect("ok").expect("some");
+        assert!(s.tombstones);
+        assert_eq!(
+            s.topic_configs[0],
+            ("cleanup.policy".into(), "compact".into())
+        );
+        let s = args("compact", Some(false))
+            .settings()
+            .expect("ok")
+            .expect("some");
+        assert!(!s.tombstones);
+        let s = args("delete", None).settings().expect("ok").expect("some");
+        assert!(!s.tombstones);
+        assert!(matches!(
+            args("forever", None).settings(),
+            Err(Error::Config(_))
+        ));
+        let mut bad = args("delete", None);
+        bad.kafka_format = "avro".into();
+        assert!(matches!(bad.settings(), Err(Error::Config(_))));
     }
 
     /// A bad setting is a configuration error (no retry helps); a broker failure is retriable
@@ -412,6 +281,8 @@ mod tests {
         let args = KafkaArgs {
             kafka_brokers: Some("127.0.0.1:9092".into()),
             kafka_options: vec!["no-equals-sign".into()],
+            kafka_format: "ringrep".into(),
+            kafka_cleanup_policy: "delete".into(),
             ..Default::default()
         };
         let e = args.settings().expect_err("bad option");

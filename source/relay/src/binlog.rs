@@ -5,12 +5,12 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use binlog_format::{Notifier, Position, Record, StartAt, TableDef, Tailer};
+use binlog_format::schema::Schema;
+use binlog_format::{Notifier, Position, Record, StartAt, Tailer};
 use ringrep_kafka::{kafka_error, Result};
 
-/// One record read from the binlog, with the segment header's table definitions when a new
-/// segment began.
-pub(crate) type Read = (Position, Record, Option<Vec<TableDef>>);
+/// One record read from the binlog, with the segment header's schema when a new segment began.
+pub(crate) type Read = (Position, Record, Option<Schema>);
 
 /// Most records in one batch.
 const BATCH_RECORDS: usize = 512;
@@ -149,7 +149,7 @@ fn read_batch(
                         let header = t.header().and_then(|h| {
                             (*last_header != Some(h.first_seq)).then(|| {
                                 *last_header = Some(h.first_seq);
-                                h.tables.clone()
+                                Schema::from_header(&h.databases, &h.tables)
                             })
                         });
                         (pos, rec, header)

@@ -1,17 +1,25 @@
-//! The relay's producer (idempotent, `acks=all`) and the records it has in flight: sending
-//! with backpressure, settling deliveries oldest first (which moves
-//! [`RelayStats::acked_seq`](crate::RelayStats::acked_seq) on), and the final flush.
+//! The relay's producer (idempotent, `acks=all`) and the records it has in flight: skipping
+//! what a partition holds already (after a restart), sending with backpressure, settling
+//! deliveries oldest first (which moves [`RelayStats::acked_seq`](crate::RelayStats::acked_seq)
+//! on), and the final flush.
+//!
+//! Why skipping by the partition's tail gives exactly once: the idempotent producer never
+//! leaves a gap in a partition (the broker refuses a batch whose predecessor is missing), so
+//! what a partition holds of the records sent to it is always a prefix of them, and records
+//! are numbered (`ringrep.seq`, `ringrep.order`) the same way in every run. A record at or
+//! below the partition's last pair is there; one above it is not.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use binlog_format::events::Transaction;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer};
-use ringrep_cdc::kafka::KafkaRecord;
-use ringrep_kafka::{kafka_error, KafkaSettings, Result};
+use ringrep_cdc::kafka::{KafkaRecord, ORDER_HEADER};
+use ringrep_kafka::{kafka_error, KafkaSettings, Result, Tail};
 
 use crate::RelayStats;
 
@@ -22,14 +30,24 @@ const MAX_IN_FLIGHT: usize = 20_000;
 pub(crate) struct Outbox {
     producer: FutureProducer,
     /// Records produced and not yet settled, oldest first, each with its transaction's seq
-    /// when it is a replication record.
-    inflight: VecDeque<(Option<u64>, DeliveryFuture)>,
+    /// and commit time when it is a replication record.
+    inflight: VecDeque<(Option<(u64, i64)>, DeliveryFuture)>,
+    /// The last (seq, order) of each partition by topic, read at start, for the partitions a
+    /// record has not yet been sent to past it; emptied once the stream passes them all.
+    tails: HashMap<String, HashMap<i32, Tail>>,
+    /// The highest sequence number in `tails`.
+    tails_end: u64,
     stats: Arc<RelayStats>,
 }
 
 impl Outbox {
-    /// The idempotent producer of `settings`, counting into `stats`.
-    pub(crate) fn create(settings: &KafkaSettings, stats: Arc<RelayStats>) -> Result<Outbox> {
+    /// The idempotent producer of `settings`, counting into `stats`, skipping records at or
+    /// below `tails`.
+    pub(crate) fn create(
+        settings: &KafkaSettings,
+        stats: Arc<RelayStats>,
+        tails: HashMap<(String, i32), Tail>,
+    ) -> Result<Outbox> {
         let producer: FutureProducer = settings
             .client_config()
             .set("enable.idempotence", "true")
@@ -38,31 +56,92 @@ impl Outbox {
             .set("message.timeout.ms", "300000")
             .create()
             .map_err(|e| kafka_error("producer", e))?;
+        let tails_end = tails.values().map(|t| t.seq).max().unwrap_or(0);
+        let mut by_topic: HashMap<String, HashMap<i32, Tail>> = HashMap::new();
+        for ((topic, partition), tail) in tails {
+            by_topic.entry(topic).or_default().insert(partition, tail);
+        }
         Ok(Outbox {
             producer,
             inflight: VecDeque::new(),
+            tails: by_topic,
+            tails_end,
             stats,
         })
     }
 
-    /// Produces one change record.
-    pub(crate) async fn send_change(&mut self, rec: &KafkaRecord) -> Result<()> {
-        self.produce(rec, None).await?;
-        self.stats.change_records.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+    /// The last sequence number whose records are all acknowledged.
+    pub(crate) fn acked_seq(&self) -> u64 {
+        self.stats.acked_seq.load(Ordering::Acquire)
     }
 
-    /// Produces the replication record of transaction `seq`; its acknowledgement moves
-    /// `acked_seq` to `seq`.
-    pub(crate) async fn send_transaction(&mut self, rec: &KafkaRecord, seq: u64) -> Result<()> {
-        self.produce(rec, Some(seq)).await?;
+    /// Produces `rec`, numbered `order` within its transaction (`None`: a record not ordered
+    /// so, whose topic the caller keeps from repeats itself), unless its partition holds it
+    /// already. Returns whether it was produced.
+    pub(crate) async fn send(&mut self, mut rec: KafkaRecord, order: Option<u64>) -> Result<bool> {
+        if let Some(order) = order {
+            if self.is_there(&rec, order) {
+                self.stats.skipped.fetch_add(1, Ordering::Relaxed);
+                return Ok(false);
+            }
+            rec.headers.push((ORDER_HEADER.into(), order.to_string()));
+        }
+        self.produce(&rec, None).await?;
+        Ok(true)
+    }
+
+    /// Counts a change record produced.
+    pub(crate) fn count_change(&self) {
+        self.stats.change_records.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Produces the replication record of `tx`; its acknowledgement moves `acked_seq` to
+    /// `tx.seq`.
+    pub(crate) async fn send_transaction(
+        &mut self,
+        rec: KafkaRecord,
+        tx: &Transaction,
+    ) -> Result<()> {
+        self.produce(&rec, Some((tx.seq, tx.commit_time_us)))
+            .await?;
         self.stats.transactions.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
+    /// Whether `rec`'s partition held it at start: its (seq, order) is at or below the
+    /// partition's tail. The first record past the tail ends the checks for that partition.
+    fn is_there(&mut self, rec: &KafkaRecord, order: u64) -> bool {
+        if self.tails.is_empty() {
+            return false;
+        }
+        let seq = rec
+            .headers
+            .iter()
+            .find(|(k, _)| k == ringrep_cdc::kafka::SEQ_HEADER)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        if seq > self.tails_end {
+            // Past every partition's end: nothing more can be there.
+            self.tails.clear();
+            return false;
+        }
+        let Some(partitions) = self.tails.get_mut(&rec.topic) else {
+            return false;
+        };
+        let partition = rec.partition.unwrap_or(0);
+        let Some(tail) = partitions.get(&partition) else {
+            return false;
+        };
+        if (Tail { seq, order }) <= *tail {
+            return true;
+        }
+        partitions.remove(&partition);
+        false
+    }
+
     /// Hands `rec` to the producer. When the local queue is full, or more than
     /// [`MAX_IN_FLIGHT`] records are in flight, waits for the oldest first.
-    async fn produce(&mut self, rec: &KafkaRecord, seq: Option<u64>) -> Result<()> {
+    async fn produce(&mut self, rec: &KafkaRecord, seq: Option<(u64, i64)>) -> Result<()> {
         loop {
             let mut headers = OwnedHeaders::new();
             for (k, v) in &rec.headers {
@@ -83,6 +162,9 @@ impl Outbox {
             match self.producer.send_result(fr) {
                 Ok(f) => {
                     self.inflight.push_back((seq, f));
+                    self.stats
+                        .in_flight
+                        .store(self.inflight.len() as u64, Ordering::Relaxed);
                     if self.inflight.len() > MAX_IN_FLIGHT {
                         self.settle_front().await?;
                     }
@@ -132,6 +214,9 @@ impl Outbox {
             Err(_) => Ok(false),
             Ok(result) => {
                 let seq = self.inflight.pop_front().and_then(|(seq, _)| seq);
+                self.stats
+                    .in_flight
+                    .store(self.inflight.len() as u64, Ordering::Relaxed);
                 settle(seq, result, &self.stats).map(|()| true)
             }
         }
@@ -142,6 +227,9 @@ impl Outbox {
         let Some((seq, f)) = self.inflight.pop_front() else {
             return Ok(());
         };
+        self.stats
+            .in_flight
+            .store(self.inflight.len() as u64, Ordering::Relaxed);
         settle(seq, f.await, &self.stats)
     }
 }
@@ -149,13 +237,14 @@ impl Outbox {
 /// Settles one delivery: a replication record's acknowledgement moves `acked_seq` to its
 /// `seq`; a failed delivery, or a producer gone away, is an error.
 fn settle(
-    seq: Option<u64>,
+    seq: Option<(u64, i64)>,
     result: Result<rdkafka::producer::future_producer::OwnedDeliveryResult, impl std::fmt::Display>,
     stats: &RelayStats,
 ) -> Result<()> {
     match result {
         Ok(Ok(_)) => {
-            if let Some(s) = seq {
+            if let Some((s, commit_us)) = seq {
+                stats.acked_commit_us.store(commit_us, Ordering::Relaxed);
                 stats.acked_seq.store(s, Ordering::Release);
             }
             Ok(())

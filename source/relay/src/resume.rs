@@ -1,35 +1,87 @@
-//! Where a run starts: the last sequence number the replication topic holds (checked to be
-//! this binlog's server's stream), and the binlog segment to replay from so that every table's
-//! definition is known at that point.
+//! Where a run starts: the topics created (or checked), the last transaction in the
+//! replication topic (checked to be this binlog's server's stream) and how far before it every
+//! record was acknowledged, the last record of each partition the relay writes, the schema
+//! topic's keys, and the binlog segment to replay from so that every table's definition is
+//! known at that point.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use binlog_format::segment::{directory_server_id, list_segments, SegmentCursor};
-use ringrep_kafka::{ensure_topic, kafka_error, last_relayed, KafkaSettings, Result};
+use ringrep_cdc::kafka;
+use ringrep_kafka::{
+    ensure_topic, kafka_error, last_relayed, list_topics, read_records, read_tails, KafkaSettings,
+    Result, Tail, TopicKind,
+};
 
-/// Creates the replication topic `topic` if it is missing, and returns the last sequence number
-/// it holds (0 when empty): the run relays the transactions after it. Fails when the topic
-/// holds another server's stream.
-pub(crate) async fn resume_point(
-    settings: &KafkaSettings,
-    topic: &str,
-    binlog_dir: &Path,
-) -> Result<u64> {
-    ensure_topic(settings, topic, 1).await?;
-    let (s, t) = (settings.clone(), topic.to_string());
+use crate::tables::{Announced, Window};
+
+/// What a run needs to know before it relays anything.
+pub(crate) struct Start {
+    /// Which transactions' records this run owes.
+    pub(crate) window: Window,
+    /// The last (seq, order) of every partition of the change and transaction topics.
+    pub(crate) tails: HashMap<(String, i32), Tail>,
+    /// What the schema topic holds.
+    pub(crate) announced: Announced,
+    /// The server whose binlog this is, when the directory has a segment.
+    pub(crate) server_id: Option<u32>,
+}
+
+/// Creates the relay's topics that are missing, and reads where the last run left them.
+/// Fails when the replication topic holds another server's stream.
+pub(crate) async fn start(settings: &KafkaSettings, binlog_dir: &Path) -> Result<Start> {
+    let prefix = &settings.topic_prefix;
+    let replication = kafka::replication_topic(prefix);
+    let schema = kafka::schema_topic(prefix);
+    ensure_topic(settings, &replication, TopicKind::Replication).await?;
+    ensure_topic(settings, &schema, TopicKind::Schema).await?;
+    if settings.transaction_topic {
+        ensure_topic(
+            settings,
+            &kafka::transaction_topic(prefix),
+            TopicKind::Transaction,
+        )
+        .await?;
+    }
+    if settings.heartbeat.is_some() {
+        ensure_topic(
+            settings,
+            &kafka::heartbeat_topic(prefix),
+            TopicKind::Heartbeat,
+        )
+        .await?;
+    }
+    let (s, t) = (settings.clone(), replication.clone());
     let dir = binlog_dir.to_path_buf();
-    tokio::task::spawn_blocking(move || -> Result<u64> {
+    tokio::task::spawn_blocking(move || -> Result<Start> {
         let last = last_relayed(&s)?;
         let server = directory_server_id(&dir)?;
-        if let (Some((topic_server, seq)), Some(ours)) = (last, server) {
-            if topic_server != ours {
+        if let (Some(l), Some(ours)) = (last, server) {
+            if l.server_id != ours {
                 return Err(kafka_error(
                     &t,
-                    format!("the topic holds server {topic_server}'s stream (seq {seq}), this binlog is server {ours}'s; use another --kafka-topic-prefix"),
+                    format!("the topic holds server {}'s stream (seq {}), this binlog is server {ours}'s; use another --kafka-topic-prefix", l.server_id, l.seq),
                 ));
             }
         }
-        Ok(last.map_or(0, |l| l.1))
+        let heartbeat = kafka::heartbeat_topic(&s.topic_prefix);
+        let schema = kafka::schema_topic(&s.topic_prefix);
+        let ordered: Vec<(String, i32)> = list_topics(&s)?
+            .into_iter()
+            .filter(|(name, _)| *name != t && *name != heartbeat && *name != schema)
+            .collect();
+        let tails = read_tails(&s, &ordered)?;
+        let announced = Announced::from_records(read_records(&s, &schema)?);
+        Ok(Start {
+            window: Window {
+                acked: last.map_or(0, |l| l.acked_seq.min(l.seq)),
+                relayed: last.map_or(0, |l| l.seq),
+            },
+            tails,
+            announced,
+            server_id: server.or(last.map(|l| l.server_id)),
+        })
     })
     .await
     .map_err(|e| kafka_error("startup", e))?

@@ -1,71 +1,177 @@
-//! The tables as of the record the relay has read to (their definitions, from segment headers
-//! and DDL events) with the partition counts of their change topics, and the per-transaction
-//! produce: a transaction's change records first, then its replication record.
+//! The schema as of the record the relay has read to, the change topics' partition counts,
+//! the schema topic's keys, and the per-transaction produce: the schema-topic records of its
+//! DDL, its BEGIN, its change records, its END, then its replication record.
+//!
+//! Each change record is numbered within its transaction (`ringrep.order`: four times the
+//! event's index, plus its place among the event's records: a delete's tombstone is the
+//! second, and Debezium's envelope writes a key-changing update as a delete, its tombstone and
+//! a create) from the binlog alone, so a run that replays a
+//! transaction numbers its records as the run before did, and the producer can skip those a
+//! partition already holds.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use binlog_format::{DdlEvent, Event, Position, RowEvent, TableDef, Transaction};
-use ringrep_cdc::kafka::{self, SourceInfo};
-use ringrep_kafka::{ensure_topic, kafka_error, KafkaSettings, Result};
+use binlog_format::events::{DdlEvent, Event, RowEvent, Transaction};
+use binlog_format::schema::{Schema, TableDef};
+use binlog_format::Position;
+use ringrep_cdc::kafka::{self, schema, transaction, ChangeOptions, SourceInfo, TxPlace};
+use ringrep_kafka::{ensure_topic, kafka_error, KafkaSettings, Result, TopicKind};
 
 use crate::producer::Outbox;
 
-/// Table definitions and change topics known to a run.
+/// Room in the `ringrep.order` numbering for each event's records (at most three are made).
+const RECORDS_PER_EVENT: u64 = 4;
+
+/// Which of a transaction's records a run produces.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Window {
+    /// Transactions up to this one had all their records acknowledged before the run: only
+    /// their DDL is followed.
+    pub(crate) acked: u64,
+    /// Transactions up to this one are in the replication topic already.
+    pub(crate) relayed: u64,
+}
+
+/// What the schema topic holds: its records' keys (a record whose key is there is not
+/// produced again) and the schema versions its records name (a definition is announced only
+/// when no record names its version yet).
+#[derive(Default)]
+pub(crate) struct Announced {
+    keys: HashSet<Vec<u8>>,
+    versions: HashSet<String>,
+}
+
+impl Announced {
+    /// What the schema topic's records, (key, value), hold.
+    pub(crate) fn from_records(records: Vec<ringrep_kafka::KeyValue>) -> Announced {
+        let mut a = Announced::default();
+        for (key, value) in records {
+            a.keys.insert(key);
+            if let Some(v) = value.as_deref().and_then(schema::version_named) {
+                a.versions.insert(v);
+            }
+        }
+        a
+    }
+}
+
+/// What a run knows of the tables and topics.
 #[derive(Default)]
 pub(crate) struct Tables {
-    /// Definitions by table id, as of the last record read.
-    defs: HashMap<u64, TableDef>,
+    /// Databases and tables as of the last record read.
+    schema: Schema,
     /// Partition count of each change topic looked up (or created) in this run.
     topics: HashMap<String, i32>,
+    /// Schema versions by table id, for the definition the schema holds now.
+    versions: HashMap<u64, String>,
+    /// What the schema topic holds.
+    announced: Announced,
 }
 
 impl Tables {
-    /// Starts over from the definitions in a new segment's header.
-    pub(crate) fn reset(&mut self, defs: Vec<TableDef>) {
-        self.defs = defs.into_iter().map(|d| (d.id, d)).collect();
+    /// Starts with what the schema topic holds (read at start).
+    pub(crate) fn new(announced: Announced) -> Tables {
+        Tables {
+            announced,
+            ..Tables::default()
+        }
     }
 
-    /// Follows `tx`'s DDL, and when `relay_it` produces its records: one change record per row
-    /// event (more with tombstones), then its replication record.
+    /// Starts over from the schema in a new segment's header.
+    pub(crate) fn reset(&mut self, schema: Schema) {
+        self.schema = schema;
+        self.versions.clear();
+    }
+
+    /// Follows `tx`'s DDL, and produces the records `window` says this run owes for it.
     pub(crate) async fn relay_transaction(
         &mut self,
         settings: &KafkaSettings,
         outbox: &mut Outbox,
         position: Position,
         tx: &Transaction,
-        relay_it: bool,
+        window: Window,
     ) -> Result<()> {
+        if tx.seq <= window.acked {
+            for ev in &tx.events {
+                if let Event::Ddl(d) = ev {
+                    self.apply(d);
+                }
+            }
+            return Ok(());
+        }
+        let (per_table, total) = row_counts(tx);
+        let ends = (settings.transaction_topic && total > 0).then(|| {
+            transaction::begin_end_records(
+                &settings.topic_prefix,
+                tx,
+                &transaction::events_per_table(tx, &self.schema),
+            )
+        });
+        let [begin, end] = match ends {
+            Some([b, e]) => [Some(b), Some(e)],
+            None => [None, None],
+        };
+        if let Some(b) = begin {
+            outbox.send(b, Some(0)).await?;
+        }
+        let mut seen: HashMap<u64, u64> = HashMap::new();
+        let mut total_order = 0;
         for (index, ev) in tx.events.iter().enumerate() {
+            let mut src = SourceInfo {
+                server_id: tx.server_id,
+                seq: tx.seq,
+                position,
+                commit_time_us: tx.commit_time_us,
+                index: index as u32,
+                place: TxPlace::default(),
+            };
             match ev {
-                Event::Ddl(DdlEvent::CreateTable { table } | DdlEvent::AlterTable { table }) => {
-                    self.defs.insert(table.id, table.clone());
+                Event::Ddl(d) => {
+                    let before = self.schema.clone();
+                    self.apply(d);
+                    let rec = schema::ddl_record(
+                        &settings.topic_prefix,
+                        tx,
+                        &src,
+                        d,
+                        &before,
+                        &self.schema,
+                    );
+                    announce(&mut self.announced, outbox, rec).await?;
                 }
-                Event::Ddl(DdlEvent::DropTable { table_id, .. }) => {
-                    self.defs.remove(table_id);
-                }
-                Event::Ddl(_) => {}
-                Event::Row(row) if relay_it => {
-                    let src = SourceInfo {
-                        server_id: tx.server_id,
-                        seq: tx.seq,
-                        position,
-                        commit_time_us: tx.commit_time_us,
-                        index: index as u32,
+                Event::Row(row) => {
+                    total_order += 1;
+                    let table_order = seen.entry(row.table_id).or_insert(0);
+                    *table_order += 1;
+                    src.place = TxPlace {
+                        total_order,
+                        table_order: *table_order,
+                        total_events: total,
+                        table_events: per_table.get(&row.table_id).copied().unwrap_or(0),
                     };
                     self.relay_row(settings, outbox, row, &src).await?;
                 }
-                Event::Row(_) => {}
             }
         }
-        if relay_it {
-            let rec = kafka::replication_record(&settings.topic_prefix, tx)
+        if let Some(e) = end {
+            outbox.send(e, Some(1)).await?;
+        }
+        if tx.seq > window.relayed {
+            let rec = kafka::replication_record(&settings.topic_prefix, tx, outbox.acked_seq())
                 .map_err(|e| kafka_error("encoding", e))?;
-            outbox.send_transaction(&rec, tx.seq).await?;
+            outbox.send_transaction(rec, tx).await?;
         }
         Ok(())
     }
 
-    /// Produces the change records of one row event, creating its change topic on first use.
+    fn apply(&mut self, d: &DdlEvent) {
+        self.schema.apply(d);
+        self.versions.clear();
+    }
+
+    /// Produces the change records of one row event, creating its change topic on first use
+    /// and announcing its table's definition on the schema topic if the topic lacks it.
     async fn relay_row(
         &mut self,
         settings: &KafkaSettings,
@@ -73,7 +179,13 @@ impl Tables {
         row: &RowEvent,
         src: &SourceInfo,
     ) -> Result<()> {
-        let def = self.defs.get(&row.table_id).ok_or_else(|| {
+        let Tables {
+            schema: tables,
+            topics,
+            versions,
+            announced,
+        } = self;
+        let def: &TableDef = tables.tables.get(&row.table_id).ok_or_else(|| {
             kafka_error(
                 "binlog",
                 format!(
@@ -82,25 +194,72 @@ impl Tables {
                 ),
             )
         })?;
+        let version = match versions.get(&row.table_id) {
+            Some(v) => v.clone(),
+            None => {
+                let v = schema::schema_version(def);
+                if !announced.versions.contains(&v) {
+                    let rec = schema::definition_record(&settings.topic_prefix, def, &v, src.seq);
+                    announce(announced, outbox, rec).await?;
+                }
+                versions.insert(row.table_id, v.clone());
+                v
+            }
+        };
         let ctopic = kafka::change_topic(&settings.topic_prefix, &def.database, &def.name);
-        let partitions = match self.topics.get(&ctopic) {
+        let partitions = match topics.get(&ctopic) {
             Some(p) => *p,
             None => {
-                let p = ensure_topic(settings, &ctopic, settings.partitions).await?;
-                self.topics.insert(ctopic.clone(), p);
+                let p = ensure_topic(settings, &ctopic, TopicKind::Change).await?;
+                topics.insert(ctopic.clone(), p);
                 p
             }
         };
-        for rec in kafka::change_records(
-            &settings.topic_prefix,
-            def,
-            row,
-            src,
+        let opts = ChangeOptions {
+            prefix: &settings.topic_prefix,
             partitions,
-            settings.tombstones,
-        ) {
-            outbox.send_change(&rec).await?;
+            tombstones: settings.tombstones,
+            format: settings.format,
+            schema_version: &version,
+        };
+        for (sub, rec) in kafka::change_records(def, row, src, &opts)
+            .into_iter()
+            .enumerate()
+        {
+            let order = RECORDS_PER_EVENT * u64::from(src.index) + sub as u64;
+            if outbox.send(rec, Some(order)).await? {
+                outbox.count_change();
+            }
         }
         Ok(())
     }
+}
+
+/// Produces a schema-topic record unless the topic holds its key already, and notes the
+/// version it names.
+async fn announce(
+    announced: &mut Announced,
+    outbox: &mut Outbox,
+    rec: kafka::KafkaRecord,
+) -> Result<()> {
+    if let Some(v) = rec.value.as_deref().and_then(schema::version_named) {
+        announced.versions.insert(v);
+    }
+    if announced.keys.insert(rec.key.clone()) {
+        outbox.send(rec, None).await?;
+    }
+    Ok(())
+}
+
+/// The row events of `tx` per table id, and in all.
+fn row_counts(tx: &Transaction) -> (BTreeMap<u64, u64>, u64) {
+    let mut per_table = BTreeMap::new();
+    let mut total = 0;
+    for ev in &tx.events {
+        if let Event::Row(r) = ev {
+            *per_table.entry(r.table_id).or_insert(0) += 1;
+            total += 1;
+        }
+    }
+    (per_table, total)
 }

@@ -70,6 +70,9 @@ pub(crate) struct Shared {
     /// This node's replication channel, when it is a replica (SHOW REPLICA STATUS, CHANGE
     /// REPLICATION SOURCE TO, START and STOP REPLICA).
     replica: Option<Arc<dyn ReplicaControl>>,
+    /// Parts of the node beside the server that show their figures in SHOW STATUS and the
+    /// metrics (the Kafka relay).
+    components: Vec<Arc<dyn Component>>,
     /// The logged-in connections (SHOW PROCESSLIST, KILL).
     processes: processes::Processes,
 }
@@ -89,6 +92,19 @@ pub trait ReplicaControl: Send + Sync + std::fmt::Debug {
     /// Carries out a replication statement; the future completes when it is done (STOP
     /// REPLICA: once the applier has stopped between transactions).
     fn command(&self, command: replica_sql::ReplicaCommand) -> ReplicaReply;
+}
+
+/// A part of the node beside the server (the Kafka relay) whose figures SHOW STATUS shows as
+/// `<Status_prefix>_<name>` and the metrics as `<metrics_prefix>_<name>`
+/// ([`Server::with_component`]).
+pub trait Component: Send + Sync {
+    /// The prefix of its SHOW STATUS variables, e.g. `Ringrep_relay`.
+    fn status_prefix(&self) -> &'static str;
+    /// The prefix of its metrics, e.g. `ringrep_relay`.
+    fn metrics_prefix(&self) -> &'static str;
+    /// Its figures now: (name, value). The metrics show those whose value is a number; a
+    /// text value `v` of `name` becomes `<prefix>_<name>{value="v"} 1`.
+    fn fields(&self, engine: &Engine) -> Vec<(&'static str, String)>;
 }
 
 /// A bound server, not yet accepting.
@@ -157,6 +173,7 @@ impl Server {
                 questions: AtomicU64::new(0),
                 replicas: Default::default(),
                 replica: None,
+                components: Vec::new(),
             }),
             next_id: AtomicU32::new(1),
         })
@@ -167,6 +184,15 @@ impl Server {
     pub fn with_replica(mut self, replica: Arc<dyn ReplicaControl>) -> Server {
         if let Some(shared) = Arc::get_mut(&mut self.shared) {
             shared.replica = Some(replica);
+        }
+        self
+    }
+
+    /// Shows `component`'s figures in SHOW STATUS and the metrics. Only before
+    /// [`Server::run`] and [`Server::serve_metrics`].
+    pub fn with_component(mut self, component: Arc<dyn Component>) -> Server {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            shared.components.push(component);
         }
         self
     }

@@ -23,9 +23,11 @@ pub(crate) fn render(shared: &Shared) -> String {
     let engine = &shared.engine;
     let mut out = String::new();
     let mut metric = |name: &str, kind: &str, help: &str, value: &str| {
+        // A value that starts with labels follows the name directly: `name{label="v"} 1`.
+        let sep = if value.starts_with('{') { "" } else { " " };
         let _ = writeln!(
             out,
-            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name}{sep}{value}"
         );
     };
     metric(
@@ -96,6 +98,34 @@ pub(crate) fn render(shared: &Shared) -> String {
         "Times retention removed binlog that a connected replica or the relay still needed.",
         &engine.readers_overtaken().to_string(),
     );
+    for c in &shared.components {
+        let prefix = c.metrics_prefix();
+        for (name, value) in c.fields(engine) {
+            let full = format!("{prefix}_{name}");
+            if value.parse::<f64>().is_ok() {
+                metric(
+                    &full,
+                    "gauge",
+                    &format!("{} of the {prefix} part.", name.replace('_', " ")),
+                    &value,
+                );
+            } else if !value.is_empty() {
+                let label = value
+                    .replace('\\', "\\\\")
+                    .replace('"', "\\\"")
+                    .replace('\n', " ");
+                metric(
+                    &full,
+                    "gauge",
+                    &format!(
+                        "{} of the {prefix} part, as a label.",
+                        name.replace('_', " ")
+                    ),
+                    &format!("{{value=\"{label}\"}} 1"),
+                );
+            }
+        }
+    }
     if let Some(status) = &shared.replica {
         let fields = status.fields();
         let get = |name: &str| {

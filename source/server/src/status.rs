@@ -12,6 +12,12 @@ impl ServerStatus for Shared {
         let uptime = self.started.elapsed().as_secs();
         let questions = self.questions.load(Ordering::Relaxed);
         let replicas = self.replicas.lock().map(|r| r.len()).unwrap_or(0);
+        let components = self.components.iter().flat_map(|c| {
+            let prefix = c.status_prefix();
+            c.fields(&self.engine)
+                .into_iter()
+                .map(move |(n, v)| (format!("{prefix}_{n}"), v))
+        });
         [
             ("Uptime", uptime),
             ("Uptime_since_flush_status", uptime),
@@ -38,6 +44,7 @@ impl ServerStatus for Shared {
         ]
         .into_iter()
         .map(|(n, v)| (n.to_string(), v.to_string()))
+        .chain(components)
         .collect()
     }
 }

@@ -55,20 +55,92 @@ impl Broker {
             .unwrap_or(0);
         let prefix = format!("t{}-{name}-{nanos}", std::process::id());
         if let Some(m) = &self.mock {
-            m.create_topic(&format!("{prefix}.replication"), 1, 3)
-                .expect("create topic");
+            // The mock has no CreateTopics: every topic the relay writes is made here.
+            for t in ["replication", "schema-changes", "transaction", "heartbeat"] {
+                m.create_topic(&format!("{prefix}.{t}"), 1, 3)
+                    .expect("create topic");
+            }
             for t in change_topics {
                 m.create_topic(&format!("{prefix}.{t}"), partitions, 3)
                     .expect("create topic");
             }
         }
         KafkaSettings {
-            brokers: self.servers.clone(),
-            topic_prefix: prefix,
             partitions,
-            replication_factor: 1,
             tombstones: true,
-            options: vec![],
+            ..KafkaSettings::new(&self.servers, &prefix)
         }
     }
+}
+
+/// A record as a consumer of a topic reads it.
+#[derive(Debug, Clone)]
+pub struct Consumed {
+    /// The partition it is in.
+    pub partition: i32,
+    /// The record key.
+    pub key: Option<Vec<u8>>,
+    /// The value; `None` is a tombstone.
+    pub value: Option<Vec<u8>>,
+    /// The `ringrep.seq` header.
+    pub seq: Option<u64>,
+    /// The `ringrep.order` header.
+    pub order: Option<u64>,
+}
+
+/// Every record of every partition of `topic`, each partition in offset order, read from the
+/// beginning until nothing new arrives for 3 s (no watermark is trusted as the end: tansu's
+/// count batches). Empty when the topic does not exist.
+pub fn read_topic(settings: &KafkaSettings, topic: &str) -> Vec<Consumed> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Headers, Message};
+    let consumer: BaseConsumer = settings
+        .client_config()
+        .set("group.id", "ringrep-test-reader")
+        .set("enable.auto.commit", "false")
+        .set("allow.auto.create.topics", "false")
+        .create()
+        .expect("consumer");
+    let md = consumer
+        .fetch_metadata(Some(topic), std::time::Duration::from_secs(10))
+        .expect("metadata");
+    let partitions = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none())
+        .map_or(0, |t| t.partitions().len() as i32);
+    if partitions == 0 {
+        return Vec::new();
+    }
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning)
+            .expect("partition");
+    }
+    consumer.assign(&tpl).expect("assign");
+    let mut out = Vec::new();
+    let mut idle = std::time::Instant::now();
+    while idle.elapsed() < std::time::Duration::from_secs(3) {
+        let Some(m) = consumer.poll(std::time::Duration::from_millis(100)) else {
+            continue;
+        };
+        let m = m.expect("message");
+        let header = |name: &str| {
+            m.headers()?
+                .iter()
+                .find(|h| h.key == name)
+                .and_then(|h| h.value)
+                .and_then(|v| std::str::from_utf8(v).ok())
+                .and_then(|t| t.parse().ok())
+        };
+        out.push(Consumed {
+            partition: m.partition(),
+            key: m.key().map(<[u8]>::to_vec),
+            value: m.payload().map(<[u8]>::to_vec),
+            seq: header("ringrep.seq"),
+            order: header("ringrep.order"),
+        });
+        idle = std::time::Instant::now();
+    }
+    out
 }
