@@ -38,8 +38,10 @@ impl std::fmt::Debug for KafkaSource {
     }
 }
 
-/// How long one probe of the binary search waits for its record.
-const PROBE_WAIT: Duration = Duration::from_secs(30);
+/// How long one probe of the binary search waits for its record. A probe that gets nothing
+/// counts as "past the end", which can only make the start earlier (more records skipped),
+/// never later, so a slow broker costs time, not records.
+const PROBE_WAIT: Duration = Duration::from_secs(5);
 
 impl KafkaSource {
     fn connect(settings: &KafkaSettings, from_seq: u64) -> Result<KafkaSource> {
@@ -52,8 +54,10 @@ impl KafkaSource {
         })
     }
 
-    /// Opens the replication topic at the record with sequence `from_seq` (or the end, when
-    /// the topic does not reach it yet). Blocking: call from a blocking context.
+    /// Opens the replication topic so that the next record [`EventSource::next`] returns is
+    /// the one with sequence `from_seq` (records before it are read and skipped), or the next
+    /// one to arrive when the topic does not reach it yet. Blocking: call from a blocking
+    /// context.
     pub fn open(settings: &KafkaSettings, from_seq: u64) -> Result<KafkaSource> {
         let source = KafkaSource::connect(settings, from_seq)?;
         let offset = source.offset_of(from_seq)?;
@@ -106,43 +110,49 @@ impl KafkaSource {
         }
     }
 
-    /// The sequence number at `offset`.
-    fn seq_at(&self, offset: i64) -> Result<u64> {
+    /// The first record a read from `offset` delivers: (its offset, its sequence number), or
+    /// `None` when nothing arrives within [`PROBE_WAIT`]. Its offset may be past `offset`:
+    /// some brokers (tansu 0.6.0) answer a fetch from inside a produce batch with the next
+    /// batch, so only offsets a read lands on exactly are safe places to start.
+    fn probe(&self, offset: i64) -> Result<Option<(i64, u64)>> {
         self.assign(offset)?;
         let deadline = Instant::now() + PROBE_WAIT;
-        loop {
+        while Instant::now() < deadline {
             if let Some((at, (_, seq), _)) = self.read_one(Duration::from_millis(200))? {
-                if at == offset {
-                    return Ok(seq);
+                if at >= offset {
+                    return Ok(Some((at, seq)));
                 }
-                continue;
-            }
-            if Instant::now() > deadline {
-                return Err(source_error(format!(
-                    "{} offset {offset} did not arrive within {PROBE_WAIT:?}",
-                    self.reader.topic
-                )));
             }
         }
+        Ok(None)
     }
 
-    /// The first offset whose sequence number is at least `seq` (the high watermark when the
-    /// topic has none yet). Sequence numbers rise with offsets, so a binary search finds it.
+    /// An offset to read from so that the record with sequence number `seq` is among those
+    /// read, and few before it are: an offset a read lands on exactly, holding a sequence
+    /// number below `seq` (the reader skips up to `seq`), or the topic's start when no record
+    /// is below it. Sequence numbers rise with offsets, so a binary search over probes finds
+    /// it. No watermark is trusted as the end.
     fn offset_of(&self, seq: u64) -> Result<i64> {
-        let (mut lo, high) = self.watermarks()?;
-        if lo >= high || self.seq_at(high - 1)? < seq {
-            return Ok(high.max(lo));
+        let (low, high) = self.watermarks()?;
+        if high <= low {
+            return Ok(low);
         }
-        let mut hi = high - 1;
-        while lo < hi {
+        let mut best = match self.probe(low)? {
+            Some((at, s)) if s < seq => at,
+            _ => return Ok(low),
+        };
+        let (mut lo, mut hi) = (best + 1, high - 1);
+        while lo <= hi {
             let mid = lo + (hi - lo) / 2;
-            if self.seq_at(mid)? < seq {
-                lo = mid + 1;
-            } else {
-                hi = mid;
+            match self.probe(mid)? {
+                Some((at, s)) if s < seq => {
+                    best = best.max(at);
+                    lo = at.max(mid) + 1;
+                }
+                _ => hi = mid - 1,
             }
         }
-        Ok(lo)
+        Ok(best)
     }
 }
 

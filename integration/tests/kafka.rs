@@ -240,3 +240,94 @@ fn python_consumer_agrees(brokers: &str, topic: &str) {
     );
     assert!(report.contains("\"write/overwrite\""), "{report}");
 }
+
+/// A replica's Kafka source opened at any sequence number reads on from exactly that one,
+/// whether the record sits at the start of a produce batch or inside one. (tansu 0.6.0 answers
+/// a fetch from inside a batch with the next batch: a source that took the offset it probed
+/// for the offset it asked for waited for a record that never came, "offset 1 did not arrive".)
+#[test]
+fn a_kafka_source_opens_at_any_seq_inside_a_produce_batch() {
+    use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+    use ringrep_applier::EventSource;
+    let broker = broker::broker();
+    let settings = broker.settings("batches", &[], 1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let topic = ringrep_cdc::kafka::replication_topic(&settings.topic_prefix);
+    rt.block_on(ringrep_kafka::ensure_topic(
+        &settings,
+        &topic,
+        ringrep_kafka::TopicKind::Replication,
+    ))
+    .expect("topic");
+    let producer: FutureProducer = settings
+        .client_config()
+        .set("linger.ms", "200")
+        .set("enable.idempotence", "true")
+        .create()
+        .expect("producer");
+    let tx = |seq: u64| binlog_format::Transaction {
+        server_id: 1,
+        seq,
+        commit_time_us: 0,
+        origin: None,
+        events: vec![],
+    };
+    let send = |seqs: std::ops::RangeInclusive<u64>| {
+        let futures: Vec<_> = seqs
+            .map(|seq| {
+                let rec =
+                    ringrep_cdc::kafka::replication_record(&settings.topic_prefix, &tx(seq), 0)
+                        .expect("record");
+                let mut headers = rdkafka::message::OwnedHeaders::new();
+                for (k, v) in &rec.headers {
+                    headers = headers.insert(rdkafka::message::Header {
+                        key: k,
+                        value: Some(v.as_bytes()),
+                    });
+                }
+                producer
+                    .send_result(
+                        FutureRecord::to(&rec.topic)
+                            .partition(0)
+                            .key(&rec.key[..])
+                            .payload(&rec.value.clone().expect("value")[..])
+                            .headers(headers),
+                    )
+                    .expect("queued")
+            })
+            .collect();
+        rt.block_on(async {
+            for f in futures {
+                f.await.expect("delivered").expect("acknowledged");
+            }
+        });
+    };
+    // 60 records queued at once leave as one batch (or few); then three alone.
+    send(1..=60);
+    for seq in 61..=63 {
+        send(seq..=seq);
+    }
+    producer.flush(Duration::from_secs(10)).expect("flush");
+    for from in [1, 2, 30, 59, 60, 61, 63] {
+        let k = settings.clone();
+        let mut source = KafkaSource::open(&k, from).expect("open");
+        let got = rt
+            .block_on(source.next(Duration::from_secs(30)))
+            .expect("next")
+            .map(|t| t.tx.seq);
+        assert_eq!(got, Some(from), "opened at seq {from}");
+    }
+    let mut past = KafkaSource::open(&settings, 64).expect("open past the end");
+    let got = rt
+        .block_on(past.next(Duration::from_secs(2)))
+        .expect("next");
+    assert!(
+        got.is_none(),
+        "nothing after the last record: {:?}",
+        got.map(|t| t.tx.seq)
+    );
+}

@@ -61,3 +61,113 @@ fn a_kafka_fed_replica_whose_broker_is_away_pauses_and_retries_instead_of_stoppi
     );
     let _ = node::terminate(&mut replica);
 }
+
+/// A process that keeps one core busy while it lives, as another tenant of the machine would.
+struct Busy(std::process::Child);
+
+impl Busy {
+    fn start() -> Busy {
+        Busy(
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .expect("start a busy loop"),
+        )
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A Kafka-fed replica, with a busy process beside it, across its own SIGKILL and its broker
+/// going down and up: it resumes from its stored position each time and ends converged with
+/// the primary, every commit applied once. (The mock cluster, the one broker whose brokers a
+/// test can take down; the primary's relay and the replica reach it on loopback.)
+#[test]
+fn a_kafka_fed_replica_resumes_after_its_sigkill_and_a_broker_restart_under_load() {
+    let broker = ringrep_testkit::broker::mock();
+    let settings = broker.settings("resume", &["test.ev"], 2);
+    let applier = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+    let source = node::source_next_to(applier).expect("ringrep-source next to ringrep-applier");
+    let kafka = [
+        "--kafka-brokers",
+        &settings.brokers,
+        "--kafka-topic-prefix",
+        &settings.topic_prefix,
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let primary = node::primary_with(&source, &dir.path().join("p"), &kafka);
+    let _busy = Busy::start();
+    let rt = node::runtime();
+    let write = |from: u64, n: u64| {
+        rt.block_on(async {
+            let mut c = node::connect(primary.addr, Some("test")).await;
+            if from == 0 {
+                c.query_drop("CREATE TABLE ev (k INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT, PRIMARY KEY (k, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
+                    .await
+                    .expect("create");
+            }
+            for i in from..from + n {
+                c.query_drop(format!("INSERT INTO ev (k, v) VALUES ({}, {i})", i % 7))
+                    .await
+                    .expect("insert");
+            }
+        });
+        ringrep_testkit::converge::last_seq(&rt, primary.addr)
+    };
+    let start_replica = || {
+        let mut cmd = Command::new(applier);
+        cmd.arg("serve")
+            .arg("--replica-dir")
+            .arg(dir.path().join("r"))
+            .args(kafka)
+            .args(["--listen", "127.0.0.1:0"])
+            .env_remove("RINGREP_ROOT_PASSWORD")
+            .env_remove("RINGREP_KAFKA_BROKERS");
+        node::start(cmd, node::REPLICA_LISTENING)
+    };
+    let last = write(0, 60);
+    let mut replica = start_replica();
+    ringrep_testkit::converge::wait_applied(
+        &rt,
+        replica.addr,
+        last,
+        Duration::from_secs(120),
+        "first",
+    );
+    replica.child.kill().expect("SIGKILL the replica");
+    let _ = replica.child.wait();
+    let last = write(60, 60);
+    let replica = start_replica();
+    ringrep_testkit::converge::wait_applied(
+        &rt,
+        replica.addr,
+        last,
+        Duration::from_secs(120),
+        "after its SIGKILL",
+    );
+    let mock = broker.mock.as_ref().expect("mock");
+    for b in 1..=3 {
+        mock.broker_down(b).expect("broker down");
+    }
+    let last = write(120, 30);
+    std::thread::sleep(Duration::from_secs(2));
+    for b in 1..=3 {
+        mock.broker_up(b).expect("broker up");
+    }
+    let last = last.max(write(150, 30));
+    ringrep_testkit::converge::wait_applied(
+        &rt,
+        replica.addr,
+        last,
+        Duration::from_secs(180),
+        "after the broker came back",
+    );
+    let (code, report) = ringrep_testkit::converge::verify(applier, primary.addr, replica.addr);
+    assert_eq!(code, Some(0), "{report}");
+    assert!(report.contains("CONVERGED"), "{report}");
+}
