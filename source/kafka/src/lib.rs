@@ -21,7 +21,7 @@ use ringrep_cdc::kafka::{self, Format};
 pub use error::{kafka_error, Error, Result};
 pub use reader::{last_relayed, replication_seqs, seq_header, LastRelayed, ReplicationReader};
 pub use tails::{read_records, read_tails, KeyValue, Tail};
-pub use topics::{ensure_topic, list_topics, TopicKind};
+pub use topics::{ensure_topic, ensure_topics, list_topics, TopicKind};
 
 /// Kafka flags shared by `ringrep-source serve` and `ringrep-source relay`.
 #[derive(clap::Args, Debug, Clone, Default)]

@@ -77,6 +77,10 @@ fn read_on(
     mut highs: HashMap<(String, i32), i64>,
     mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>),
 ) -> Result<()> {
+    if highs.is_empty() {
+        // Nothing was assigned: every partition is empty.
+        return Ok(());
+    }
     let mut last_record = Instant::now();
     loop {
         match c.poll(Duration::from_millis(50)) {

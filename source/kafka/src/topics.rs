@@ -84,7 +84,15 @@ async fn partitions_of(
 /// once the broker shows it. An existing topic is used as it is, after a warning for each
 /// setting (and a partition count) that differs from what the relay would have created.
 pub async fn ensure_topic(settings: &KafkaSettings, topic: &str, kind: TopicKind) -> Result<i32> {
-    let (partitions, configs) = kind.layout(settings);
+    Ok(ensure_topics(settings, &[(topic, kind)]).await?[0])
+}
+
+/// [`ensure_topic`] for several topics at once, with one client and one CreateTopics
+/// request: their partition counts, in order.
+pub async fn ensure_topics(
+    settings: &KafkaSettings,
+    topics: &[(&str, TopicKind)],
+) -> Result<Vec<i32>> {
     let admin: AdminClient<DefaultClientContext> = settings
         .client_config()
         // Looking a topic up must not create it with the broker's defaults.
@@ -92,52 +100,77 @@ pub async fn ensure_topic(settings: &KafkaSettings, topic: &str, kind: TopicKind
         .create()
         .map_err(|e| kafka_error("admin client", e))?;
     let admin = Arc::new(admin);
-    if let Some(p) = partitions_of(&admin, topic).await? {
-        if p != partitions && kind != TopicKind::Change {
-            tracing::warn!(
-                "topic {topic} has {p} partitions, the relay creates it with {partitions}"
-            );
+    let mut found = Vec::with_capacity(topics.len());
+    let mut missing = Vec::new();
+    for &(topic, kind) in topics {
+        let (partitions, configs) = kind.layout(settings);
+        let p = partitions_of(&admin, topic).await?;
+        if let Some(p) = p {
+            if p != partitions && kind != TopicKind::Change {
+                tracing::warn!(
+                    "topic {topic} has {p} partitions, the relay creates it with {partitions}"
+                );
+            }
+            check_configs(&admin, topic, &configs).await;
+        } else {
+            missing.push((topic, partitions, configs));
         }
-        check_configs(&admin, topic, &configs).await;
-        return Ok(p);
+        found.push(p);
     }
-    let mut new = NewTopic::new(
-        topic,
-        partitions,
-        TopicReplication::Fixed(settings.replication_factor),
-    );
-    for (k, v) in &configs {
-        new = new.set(k, v);
-    }
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-    match admin.create_topics([&new], &opts).await {
-        Ok(results) => {
-            for r in results {
-                match r {
-                    Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
-                    Err((t, code)) => tracing::warn!(
-                        "could not create topic {t} ({code}); relying on the broker's auto-creation"
-                    ),
+    if !missing.is_empty() {
+        let news: Vec<NewTopic<'_>> = missing
+            .iter()
+            .map(|(topic, partitions, configs)| {
+                let mut new = NewTopic::new(
+                    topic,
+                    *partitions,
+                    TopicReplication::Fixed(settings.replication_factor),
+                );
+                for (k, v) in configs {
+                    new = new.set(k, v);
+                }
+                new
+            })
+            .collect();
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        match admin.create_topics(news.iter(), &opts).await {
+            Ok(results) => {
+                for r in results {
+                    match r {
+                        Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                        Err((t, code)) => tracing::warn!(
+                            "could not create topic {t} ({code}); relying on the broker's auto-creation"
+                        ),
+                    }
                 }
             }
+            Err(e) => tracing::warn!(
+                "could not create topics ({e}); relying on the broker's auto-creation"
+            ),
         }
-        Err(e) => tracing::warn!(
-            "could not create topic {topic} ({e}); relying on the broker's auto-creation"
-        ),
     }
     let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(p) = partitions_of(&admin, topic).await? {
-            return Ok(p);
+    let mut out = Vec::with_capacity(topics.len());
+    for (&(topic, _), p) in topics.iter().zip(found) {
+        if let Some(p) = p {
+            out.push(p);
+            continue;
         }
-        if Instant::now() > deadline {
-            return Err(kafka_error(
-                &format!("topic {topic}"),
-                "not available within 30 s",
-            ));
+        loop {
+            if let Some(p) = partitions_of(&admin, topic).await? {
+                out.push(p);
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(kafka_error(
+                    &format!("topic {topic}"),
+                    "not available within 30 s",
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    Ok(out)
 }
 
 /// Warns for each of `wanted` that `topic` has with another value (or could not be read).

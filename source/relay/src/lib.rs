@@ -156,6 +156,7 @@ impl Relay {
     }
 
     async fn run_once(&self, stop: &mut tokio::sync::watch::Receiver<bool>) -> Result<u64> {
+        let began = Instant::now();
         self.stats.set_state(RelayState::Starting);
         let start = resume::start(&self.settings, &self.binlog_dir).await?;
         let window = start.window;
@@ -166,11 +167,12 @@ impl Relay {
             Format::Debezium { schemas: false } => "Debezium envelope without schemas",
         };
         tracing::info!(
-            "relay: exactly once per partition (idempotent producer; restarts skip what each partition holds): {} holds seq {}, all records acknowledged up to seq {}; {} partitions' tails read; {guarantee}",
+            "relay: exactly once per partition (idempotent producer; restarts skip what each partition holds): {} holds seq {}, all records acknowledged up to seq {}; {} partitions' tails read in {} ms; {guarantee}",
             kafka::replication_topic(&self.settings.topic_prefix),
             window.relayed,
             window.acked,
             start.tails.len(),
+            began.elapsed().as_millis(),
         );
         let mut outbox = Outbox::create(&self.settings, Arc::clone(&self.stats), start.tails)?;
         let from = resume::segment_start(&self.binlog_dir, window.acked + 1)?;

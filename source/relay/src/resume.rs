@@ -10,7 +10,7 @@ use std::path::Path;
 use binlog_format::segment::{directory_server_id, list_segments, SegmentCursor};
 use ringrep_cdc::kafka;
 use ringrep_kafka::{
-    ensure_topic, kafka_error, last_relayed, list_topics, read_records, read_tails, KafkaSettings,
+    ensure_topics, kafka_error, last_relayed, list_topics, read_records, read_tails, KafkaSettings,
     Result, Tail, TopicKind,
 };
 
@@ -34,24 +34,21 @@ pub(crate) async fn start(settings: &KafkaSettings, binlog_dir: &Path) -> Result
     let prefix = &settings.topic_prefix;
     let replication = kafka::replication_topic(prefix);
     let schema = kafka::schema_topic(prefix);
-    ensure_topic(settings, &replication, TopicKind::Replication).await?;
-    ensure_topic(settings, &schema, TopicKind::Schema).await?;
+    let (transaction, heartbeat) = (
+        kafka::transaction_topic(prefix),
+        kafka::heartbeat_topic(prefix),
+    );
+    let mut topics = vec![
+        (replication.as_str(), TopicKind::Replication),
+        (schema.as_str(), TopicKind::Schema),
+    ];
     if settings.transaction_topic {
-        ensure_topic(
-            settings,
-            &kafka::transaction_topic(prefix),
-            TopicKind::Transaction,
-        )
-        .await?;
+        topics.push((transaction.as_str(), TopicKind::Transaction));
     }
     if settings.heartbeat.is_some() {
-        ensure_topic(
-            settings,
-            &kafka::heartbeat_topic(prefix),
-            TopicKind::Heartbeat,
-        )
-        .await?;
+        topics.push((heartbeat.as_str(), TopicKind::Heartbeat));
     }
+    ensure_topics(settings, &topics).await?;
     let (s, t) = (settings.clone(), replication.clone());
     let dir = binlog_dir.to_path_buf();
     tokio::task::spawn_blocking(move || -> Result<Start> {
