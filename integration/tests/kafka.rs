@@ -5,6 +5,8 @@
 use ringrep_testkit::broker;
 
 use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use binlog_format::SyncPolicy;
@@ -13,8 +15,9 @@ use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 use ringrep_applier::verify::{verify, VerifyOptions};
 use ringrep_applier::{Applier, KafkaSource};
-use ringrep_cdc::kafka::partition_for;
+use ringrep_cdc::kafka::{partition_for, value_json, Format};
 use ringrep_engine::{Engine, EngineConfig};
+use ringrep_kafka::replication_seqs;
 use ringrep_relay::Relay;
 use ringrep_sql::SqlSession;
 use serde_json::Value as Json;
@@ -201,22 +204,19 @@ fn primary_relay_broker_applier_replica_converge() {
 
     // The same topic through another client in another language, written from the docs.
     python_consumer_agrees(&settings.brokers, &topic);
+
+    // And the table materialized from it by a consumer written from the docs alone equals
+    // the primary's rows: meta rows, overwrites, the update, the deletes and the purge.
+    assert_eq!(primary.last_seq(), last, "nothing written after the relay");
+    let rows = table_rows_json(&primary, "test", "user_events");
+    python_materializes(&settings.brokers, &topic, "ringrep", &rows, dir.path());
 }
 
 /// Runs `kafka_consumer.py` (confluent-kafka) on the change topic; CI installs it, elsewhere
 /// the check is skipped with a message when Python or the package is missing.
 fn python_consumer_agrees(brokers: &str, topic: &str) {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kafka_consumer.py");
-    let usable = std::process::Command::new("python3")
-        .args(["-c", "import confluent_kafka"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !usable {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install python3 with confluent-kafka (.ci/run)"
-        );
-        eprintln!("skipped the confluent-kafka consumer: python3 with confluent_kafka not found");
+    if !python_usable("the confluent-kafka consumer") {
         return;
     }
     let out = std::process::Command::new("python3")
@@ -239,6 +239,81 @@ fn python_consumer_agrees(brokers: &str, topic: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(report.contains("\"write/overwrite\""), "{report}");
+}
+
+/// Whether python3 with confluent-kafka is there to run `what`. CI installs it and fails
+/// without it; elsewhere `what` is skipped with a message.
+fn python_usable(what: &str) -> bool {
+    let usable = std::process::Command::new("python3")
+        .args(["-c", "import confluent_kafka"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !usable {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install python3 with confluent-kafka (.ci/run)"
+        );
+        eprintln!("skipped {what}: python3 with confluent_kafka not found");
+    }
+    usable
+}
+
+/// Every stored row of `database.table` (the ring's meta rows included, and rows expired but
+/// not yet purged: the change topic holds no delete for them yet), each as an object
+/// column -> value as ringrep's envelope writes values.
+fn table_rows_json(engine: &Engine, database: &str, table: &str) -> Json {
+    engine.with_state(|st| {
+        let t = st.table(database, table).expect("the table");
+        let rows = t
+            .iter()
+            .map(|(_, row)| {
+                assert_eq!(row.len(), t.def.columns.len(), "a row of every column");
+                let obj = t
+                    .def
+                    .columns
+                    .iter()
+                    .zip(&row)
+                    .map(|(c, v)| (c.name.clone(), value_json(v)))
+                    .collect();
+                Json::Object(obj)
+            })
+            .collect();
+        Json::Array(rows)
+    })
+}
+
+/// Runs `kafka_materialize.py` (confluent-kafka, written from docs/kafka.md alone) on the
+/// change topic in `format`: the table it materializes must be `rows` exactly, with no
+/// record seen twice. `dir` holds the file of expected rows. Skipped as
+/// [`python_consumer_agrees`] is when Python or the package is missing.
+fn python_materializes(brokers: &str, topic: &str, format: &str, rows: &Json, dir: &Path) {
+    if !python_usable("the materializing consumer") {
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kafka_materialize.py");
+    let expect = dir.join(format!("expect-{format}.json"));
+    std::fs::write(&expect, rows.to_string()).expect("write the expected rows");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["--brokers", brokers, "--topic", topic, "--format", format])
+        .arg("--expect")
+        .arg(&expect)
+        .output()
+        .expect("run the python consumer");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the table materialized from {topic} ({format}) is not the primary's: {report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Json = serde_json::from_str(&report).expect("the summary is JSON");
+    assert_eq!(summary["duplicates"], 0, "{report}");
+    assert_eq!(
+        summary["rows"].as_u64(),
+        rows.as_array().map(|r| r.len() as u64),
+        "{report}"
+    );
+    eprintln!("{topic} ({format}) materialized: {report}");
 }
 
 /// A replica's Kafka source opened at any sequence number reads on from exactly that one,
@@ -330,4 +405,196 @@ fn a_kafka_source_opens_at_any_seq_inside_a_produce_batch() {
         "nothing after the last record: {:?}",
         got.map(|t| t.tx.seq)
     );
+}
+
+/// The columns of `test.mat` before its ALTER, in the order [`mat_row`] gives their values.
+const MAT_COLUMNS: &str = "k, tag, v, name, amount, day, at, ts, raw, doc, score, ratio";
+
+/// The values of row `i` of `test.mat`, as SQL, in the order of [`MAT_COLUMNS`]: every kind
+/// of value the envelopes write differently (DECIMAL, DATE, DATETIME, TIMESTAMP, bytes,
+/// JSON, FLOAT, DOUBLE), some NULLs, seven prefixes whose text column is spelt three ways
+/// that compare equal (one ring, one record key).
+fn mat_row(i: u64) -> String {
+    let name = if i.is_multiple_of(10) {
+        "NULL".to_string()
+    } else {
+        format!("'Name-{i}'")
+    };
+    let tag = ["Alpha", "ALPHA", "Álpha"][(i % 3) as usize];
+    format!(
+        "{}, '{tag}', {}, {name}, '{}.{:02}', '2026-01-{:02}', '2026-02-03 04:05:06.{i:06}', '2026-03-04 05:06:07.{:03}', X'00ff{i:04x}', '{{\"i\": {i}, \"half\": {}.5, \"tags\": [\"a\", null]}}', {}, {}",
+        i % 7,
+        i * 1000 + 7,
+        i,
+        i % 100,
+        1 + i % 28,
+        i % 1000,
+        i / 2,
+        i as f64 / 8.0,
+        i as f32 + 0.1,
+    )
+}
+
+/// A table materialized from its change topic by a consumer written from the docs alone
+/// (`kafka_materialize.py`, confluent-kafka) equals the primary's rows exactly, with no record
+/// twice, after a relay stopped mid-stream and a new one resumed where the partitions left
+/// off, across ring overwrites, an UPDATE, a prefix DELETE, rows of that prefix written again,
+/// and an ALTER TABLE ... ADD COLUMN with rows after it; in ringrep's envelope, then in
+/// Debezium's from a relay of the same binlog to a fresh prefix.
+#[test]
+fn a_consumer_materializes_tables_exactly_across_relay_restarts_and_ddl() {
+    let broker = broker::broker();
+    let settings = broker.settings("materialize", &["test.mat"], PARTITIONS);
+    let topic = format!("{}.test.mat", settings.topic_prefix);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = EngineConfig::new(1);
+    cfg.sync = SyncPolicy::Never;
+    let primary = Engine::open(&dir.path().join("primary"), cfg)
+        .expect("open")
+        .0;
+    let mut s = SqlSession::new(&primary);
+    s.execute("CREATE TABLE test.mat (k INT NOT NULL, tag VARCHAR(16) NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT, name VARCHAR(32), amount DECIMAL(10,2), day DATE, at DATETIME(6), ts TIMESTAMP(3), raw VARBINARY(16), doc JSON, score DOUBLE, ratio FLOAT, PRIMARY KEY (k, tag, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
+        .expect("create");
+    let insert = |s: &mut SqlSession, i: u64| {
+        s.execute(&format!(
+            "INSERT INTO test.mat ({MAT_COLUMNS}) VALUES ({})",
+            mat_row(i)
+        ))
+        .expect("insert");
+    };
+    for i in 0..100 {
+        insert(&mut s, i);
+    }
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let acked = |stats: &ringrep_relay::RelayStats| stats.acked_seq.load(Ordering::Acquire);
+
+    // The first relay: stopped while the primary writes, with part of the stream relayed.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let first = Relay::new(settings.clone(), &primary.binlog_dir(), primary.notifier());
+    let first_stats = first.stats.clone();
+    let task = rt.spawn(first.run(stop_rx));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked(&first_stats) < 10 {
+        assert!(!task.is_finished(), "relay ended: {:?}", rt.block_on(task));
+        assert!(
+            Instant::now() < deadline,
+            "the first relay acknowledged nothing"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for i in 100..150 {
+        insert(&mut s, i);
+        if i == 125 {
+            let _ = stop_tx.send(true);
+        }
+    }
+    let first_acked = rt.block_on(task).expect("join").expect("first relay");
+    assert!(
+        first_acked < primary.last_seq(),
+        "stopped mid-stream: acknowledged {first_acked} of {}",
+        primary.last_seq()
+    );
+
+    // While no relay runs: more rows, an update, a prefix deleted.
+    for i in 150..180 {
+        insert(&mut s, i);
+    }
+    s.execute("UPDATE test.mat SET name = 'changed', v = v + 1 WHERE k = 1")
+        .expect("update");
+    s.execute("DELETE FROM test.mat WHERE k = 2 AND tag = 'alpha'")
+        .expect("prefix delete");
+
+    // The second relay, on the same settings: it resumes where the partitions left off while
+    // the primary writes on, through an ALTER TABLE and rows after it.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let second = Relay::new(settings.clone(), &primary.binlog_dir(), primary.notifier());
+    let second_stats = second.stats.clone();
+    let task = rt.spawn(second.run(stop_rx));
+    for i in 180..200 {
+        insert(&mut s, i);
+    }
+    s.execute("ALTER TABLE test.mat ADD COLUMN extra INT")
+        .expect("alter");
+    for i in 200..260u64 {
+        let extra = if i.is_multiple_of(3) {
+            "NULL".to_string()
+        } else {
+            format!("{}", i * 3)
+        };
+        s.execute(&format!(
+            "INSERT INTO test.mat ({MAT_COLUMNS}, extra) VALUES ({}, {extra})",
+            mat_row(i)
+        ))
+        .expect("insert");
+    }
+    // Updates logged as updates (with before images) rather than as writes.
+    s.execute("SET ndb_log_update_as_write = OFF").expect("set");
+    s.execute("UPDATE test.mat SET extra = -1, ratio = 2.5 WHERE k = 3")
+        .expect("update after the alter");
+    let last = primary.last_seq();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while acked(&second_stats) < last {
+        assert!(!task.is_finished(), "relay ended: {:?}", rt.block_on(task));
+        assert!(
+            Instant::now() < deadline,
+            "the second relay acknowledged {} of {last}",
+            acked(&second_stats)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = stop_tx.send(true);
+    assert_eq!(
+        rt.block_on(task).expect("join").expect("second relay"),
+        last
+    );
+    eprintln!(
+        "first relay acknowledged seq {first_acked}; the second skipped {} records its partitions held and produced {} change records, up to seq {last}",
+        second_stats.skipped.load(Ordering::Acquire),
+        second_stats.change_records.load(Ordering::Acquire),
+    );
+    let seqs = replication_seqs(&settings).expect("read the replication topic");
+    let want: Vec<(u32, u64)> = (1..=last).map(|seq| (1, seq)).collect();
+    assert_eq!(
+        seqs, want,
+        "every transaction once on the replication topic"
+    );
+
+    assert_eq!(primary.last_seq(), last, "nothing written after the relay");
+    let rows = table_rows_json(&primary, "test", "mat");
+    // 7 prefixes, each a ring of 4 and its meta row; the prefix deleted written again.
+    assert_eq!(rows.as_array().map(Vec::len), Some(35), "{rows}");
+    python_materializes(&settings.brokers, &topic, "ringrep", &rows, dir.path());
+
+    // The same binlog in Debezium's envelope, on a fresh prefix, read back to the same rows.
+    let dbz = broker.settings("materialize-dbz", &["test.mat"], PARTITIONS);
+    let dbz = ringrep_kafka::KafkaSettings {
+        format: Format::Debezium { schemas: true },
+        ..dbz
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let relay = Relay::new(dbz.clone(), &primary.binlog_dir(), primary.notifier());
+    let stats = relay.stats.clone();
+    let task = rt.spawn(relay.run(stop_rx));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while acked(&stats) < last {
+        assert!(!task.is_finished(), "relay ended: {:?}", rt.block_on(task));
+        assert!(
+            Instant::now() < deadline,
+            "the Debezium relay acknowledged {} of {last}",
+            acked(&stats)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = stop_tx.send(true);
+    assert_eq!(
+        rt.block_on(task).expect("join").expect("debezium relay"),
+        last
+    );
+    let topic = format!("{}.test.mat", dbz.topic_prefix);
+    python_materializes(&dbz.brokers, &topic, "debezium", &rows, dir.path());
 }
