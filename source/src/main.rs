@@ -305,9 +305,14 @@ fn serve(
         let relay = kafka.map(|k| {
             tracing::info!("relaying to Kafka at {} (topic prefix {})", k.brokers, k.topic_prefix);
             let (durable_engine, healing_engine) = (engine.clone(), engine.clone());
+            let snapshot_engine = engine.clone();
             let relay = Relay::new(k, &engine.binlog_dir(), engine.notifier())
                 .with_durable(std::sync::Arc::new(move || durable_engine.durable_seq()))
-                .with_heals(std::sync::Arc::new(move || healing_engine.binlog_heals()));
+                .with_heals(std::sync::Arc::new(move || healing_engine.binlog_heals()))
+                .with_snapshots(
+                    std::sync::Arc::new(move || engine_snapshot(&snapshot_engine)),
+                    &engine.dir().join("relay"),
+                );
             let stats = relay.stats.clone();
             // Retention keeps what the relay has not had acknowledged yet.
             let acked = stats.clone();
@@ -362,6 +367,7 @@ fn relay(
 ) -> anyhow::Result<ExitCode> {
     ringrep_server::init_logging();
     let settings = kafka.settings()?.context("--kafka-brokers is required")?;
+    let data_dir_for_snapshots = data_dir.clone();
     let dir = match (binlog_dir, data_dir) {
         (Some(b), _) => b,
         (None, Some(d)) => d.join("binlog"),
@@ -378,7 +384,19 @@ fn relay(
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let relay = Relay::new(settings, &dir, None);
+        let mut relay = Relay::new(settings, &dir, None);
+        if let Some(data_dir) = data_dir_for_snapshots {
+            let snapshot_dir = data_dir.join("relay");
+            relay = relay.with_snapshots(
+                std::sync::Arc::new(move || {
+                    let (engine, _) = Engine::open_read_only(&data_dir).map_err(|e| {
+                        format!("reading {} for a snapshot: {e}", data_dir.display())
+                    })?;
+                    engine_snapshot(&engine)
+                }),
+                &snapshot_dir,
+            );
+        }
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(relay.stats.clone().log_every_second(stop_rx.clone()));
         tokio::spawn(async move {
@@ -406,4 +424,49 @@ impl ringrep_server::Component for RelayComponent {
     fn fields(&self, engine: &Engine) -> Vec<(&'static str, String)> {
         self.0.fields(engine.durable_seq(), engine.now_us())
     }
+}
+
+/// Every replicated table's rows at one sequence number, for the relay's snapshots: a copy taken
+/// while writers go on (rows may be newer than its sequence number), then the binlog up to the
+/// last commit it may hold applied over it, which makes it exact there. Nothing waits for it.
+fn engine_snapshot(engine: &Engine) -> Result<ringrep_relay::TableSnapshot, String> {
+    use binlog_format::{Record, StartAt, Tailer};
+    let (seq, covered, bytes) = engine.snapshot_for_replica().map_err(|e| e.to_string())?;
+    let taken_us = engine.now_us();
+    let mut state = Engine::decode_snapshot(&bytes).map_err(|e| e.to_string())?;
+    if covered > seq {
+        let mut t = Tailer::open(&engine.binlog_dir(), StartAt::Seq(seq + 1));
+        while state.last_seq < covered {
+            match t.next_timeout(std::time::Duration::from_secs(10)) {
+                Ok(Some((_, Record::Transaction(tx)))) if tx.seq > state.last_seq => {
+                    state.apply_transaction(&tx).map_err(|e| e.to_string())?
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    return Err(format!(
+                        "the binlog did not bring seq {} to {covered} within 10 s",
+                        state.last_seq + 1
+                    ))
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+    let tables = state
+        .tables
+        .values()
+        .filter(|t| !ringrep_engine::is_node_local_table(&t.def.database, &t.def.name))
+        .map(|t| {
+            (
+                t.def.as_ref().clone(),
+                t.iter().map(|(_, row)| row).collect(),
+            )
+        })
+        .collect();
+    Ok(ringrep_relay::TableSnapshot {
+        seq: state.last_seq,
+        server_id: engine.config().server_id,
+        taken_us,
+        tables,
+    })
 }

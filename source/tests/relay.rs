@@ -372,6 +372,17 @@ fn a_relay_in_a_primary_shows_its_progress() {
         ],
     );
     let rt = ringrep_testkit::node::runtime();
+    // The relay starts on an empty node (its snapshot has no rows), then the writes come.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rt
+        .block_on(relay_status(node.addr))
+        .get("Ringrep_relay_state")
+        .map(String::as_str)
+        != Some("running")
+    {
+        assert!(Instant::now() < deadline, "the relay never ran");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let last = rt.block_on(async {
         let mut c = ringrep_testkit::node::connect(node.addr, Some("test")).await;
         c.query_drop("CREATE TABLE ev (k INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT, PRIMARY KEY (k, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
@@ -428,4 +439,347 @@ fn a_relay_in_a_primary_shows_its_progress() {
     assert_eq!(ops.get("c"), Some(&28), "{ops:?}");
     assert_eq!(ops.get("u"), Some(&52), "{ops:?}");
     assert_eq!(records.len(), 80);
+}
+
+/// A snapshot of `engine`'s replicated tables as they stand (no writer runs meanwhile).
+fn snapshot_of(engine: &Engine) -> ringrep_relay::TableSnapshot {
+    engine.with_state(|state| ringrep_relay::TableSnapshot {
+        seq: state.last_seq,
+        server_id: 1,
+        taken_us: 1,
+        tables: state
+            .tables
+            .values()
+            .map(|t| (t.def.as_ref().clone(), t.iter().map(|(_, r)| r).collect()))
+            .collect(),
+    })
+}
+
+/// `initial` snapshot, cut off half way and finished by the next run: every row of the table
+/// as it stood is one `read` record exactly once, marked begun and done on the schema topic
+/// once each, then the changes after the snapshot's sequence number, each once. The second run
+/// finishes from the relay's file: it never takes another snapshot.
+#[test]
+fn a_snapshot_cut_off_half_way_is_finished_exactly_once() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let broker = broker();
+    let settings = broker.settings("snapshot", &["test.ev", "test.big"], 4);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = primary(&dir.path().join("p"));
+    write(&engine, 0, 100);
+    // A plain table big enough for the snapshot to be cut off in the middle.
+    let mut s = SqlSession::new(&engine);
+    s.execute("CREATE TABLE test.big (id INT PRIMARY KEY, v VARCHAR(32))")
+        .expect("create");
+    for chunk in 0..20 {
+        let values: Vec<String> = (0..1000)
+            .map(|i| format!("({}, 'row {i}')", chunk * 1000 + i))
+            .collect();
+        s.execute(&format!("INSERT INTO test.big VALUES {}", values.join(",")))
+            .expect("insert");
+    }
+    let snap = snapshot_of(&engine);
+    let rows: usize = snap.tables.iter().map(|(_, r)| r.len()).sum();
+    let taken = std::sync::Arc::new(AtomicU32::new(0));
+    let relay = || {
+        let (snap, taken) = (snap.clone(), taken.clone());
+        let f: ringrep_relay::SnapshotFn = std::sync::Arc::new(move || {
+            // A second snapshot would send the rows again under other numbers.
+            match taken.fetch_add(1, Ordering::SeqCst) {
+                0 => Ok(snap.clone()),
+                n => Err(format!("snapshot taken {} times", n + 1)),
+            }
+        });
+        Relay::new(settings.clone(), &engine.binlog_dir(), None)
+            .with_snapshots(f, &dir.path().join("relay"))
+    };
+    let rt = runtime();
+    let first = relay();
+    let stats = first.stats.clone();
+    let (_stop1, stop_rx) = tokio::sync::watch::channel(false);
+    let task = rt.spawn(first.run(stop_rx));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stats.change_records.load(Ordering::Relaxed) < 500 {
+        assert!(
+            Instant::now() < deadline && !task.is_finished(),
+            "no progress"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Cut off: the task dropped as a crash would, records in flight lost or not.
+    task.abort();
+    let _ = rt.block_on(task);
+    let kept = std::fs::read_dir(dir.path().join("relay"))
+        .expect("the relay's snapshot directory")
+        .count();
+    assert_eq!(kept, 1, "the snapshot is kept in a file while it is sent");
+    write(&engine, 100, 50);
+    let last = engine.last_seq();
+    let second = relay();
+    let stats = second.stats.clone();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let task = rt.spawn(second.run(stop_rx));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while stats.acked_seq.load(Ordering::Acquire) < last {
+        assert!(
+            Instant::now() < deadline && !task.is_finished(),
+            "{:?}",
+            stats
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = stop_tx.send(true);
+    rt.block_on(task).expect("join").expect("second run");
+    assert_eq!(taken.load(Ordering::SeqCst), 1, "one snapshot in all");
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("relay"))
+            .expect("dir")
+            .count(),
+        0,
+        "the file goes once the snapshot is done"
+    );
+
+    let prefix = &settings.topic_prefix;
+    let mut records = broker::read_topic(&settings, &format!("{prefix}.test.ev"));
+    records.extend(broker::read_topic(&settings, &format!("{prefix}.test.big")));
+    let mut reads: Vec<u64> = Vec::new();
+    let mut changes: Vec<(u64, u64)> = Vec::new();
+    for r in &records {
+        let v: serde_json::Value =
+            serde_json::from_slice(r.value.as_deref().expect("value")).expect("json");
+        let pair = (r.seq.expect("seq"), r.order.expect("order"));
+        if v["op"] == "read" {
+            assert_eq!(pair.0, snap.seq, "read records stand at the snapshot's seq");
+            assert_eq!(v["cause"], "snapshot");
+            reads.push(pair.1);
+        } else {
+            assert!(pair.0 > snap.seq, "a change at or below the snapshot: {v}");
+            changes.push(pair);
+        }
+    }
+    reads.sort_unstable();
+    reads.dedup();
+    assert_eq!(
+        rows, 20_035,
+        "7 rings of 4 with their meta rows, 20000 plain rows"
+    );
+    assert_eq!(reads.len(), rows, "each row once");
+    let n_reads = records.len() - changes.len();
+    assert_eq!(n_reads, rows, "no read record twice");
+    // The changes after the snapshot: two row events per insert (the row and the meta row).
+    changes.sort_unstable();
+    let before = changes.len();
+    changes.dedup();
+    assert_eq!(changes.len(), before, "no change twice");
+    assert_eq!(changes.len(), 100, "50 inserts after the snapshot");
+    let marks: Vec<String> = broker::read_topic(&settings, &format!("{prefix}.schema-changes"))
+        .iter()
+        .filter_map(|r| {
+            let v: serde_json::Value = serde_json::from_slice(r.value.as_deref()?).ok()?;
+            let kind = v["kind"].as_str()?.to_string();
+            kind.starts_with("snapshot").then_some(kind)
+        })
+        .collect();
+    assert_eq!(marks, ["snapshot_start", "snapshot_end"]);
+}
+
+/// Runs `sql` on the node at `addr`, each statement in turn.
+fn run_sql(rt: &tokio::runtime::Runtime, addr: std::net::SocketAddr, sql: &[&str]) {
+    use mysql_async::prelude::*;
+    rt.block_on(async {
+        let mut c = ringrep_testkit::node::connect(addr, Some("test")).await;
+        for q in sql {
+            c.query_drop(*q)
+                .await
+                .unwrap_or_else(|e| panic!("{q}: {e}"));
+        }
+    });
+}
+
+/// Flushes the binary log and purges every file before the new one: the binlog now starts at
+/// the node's next sequence number.
+fn purge_binlog(rt: &tokio::runtime::Runtime, addr: std::net::SocketAddr) {
+    use mysql_async::prelude::*;
+    rt.block_on(async {
+        let mut c = ringrep_testkit::node::connect(addr, None).await;
+        c.query_drop("FLUSH BINARY LOGS").await.expect("flush");
+        let logs: Vec<mysql_async::Row> = c.query("SHOW BINARY LOGS").await.expect("logs");
+        let last: String = logs.last().and_then(|r| r.get(0)).expect("a log");
+        c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
+            .await
+            .expect("purge");
+    });
+}
+
+/// The rows of `test.t` as (id, v), in id order.
+fn rows_of(rt: &tokio::runtime::Runtime, addr: std::net::SocketAddr) -> Vec<(i64, String)> {
+    use mysql_async::prelude::*;
+    rt.block_on(async {
+        let mut c = ringrep_testkit::node::connect(addr, Some("test")).await;
+        c.query("SELECT id, v FROM t ORDER BY id")
+            .await
+            .expect("rows")
+    })
+}
+
+/// The table `test.t` as a consumer of its change topic (ringrep's envelope) makes it:
+/// `write` and `read` put a row, `delete` takes it away, in each partition's order.
+fn materialized(settings: &KafkaSettings) -> Vec<(i64, String)> {
+    let mut table = std::collections::BTreeMap::new();
+    for r in broker::read_topic(settings, &format!("{}.test.t", settings.topic_prefix)) {
+        let Some(v) = r.value else { continue };
+        let e: serde_json::Value = serde_json::from_slice(&v).expect("json");
+        let id = e["key"]["id"].as_i64().expect("id");
+        match e["op"].as_str().expect("op") {
+            "delete" => {
+                table.remove(&id);
+            }
+            _ => {
+                table.insert(id, e["after"]["v"].as_str().expect("v").to_string());
+            }
+        }
+    }
+    table.into_iter().collect()
+}
+
+/// A primary whose binlog was purged before its relay first ran sends its table whole
+/// (`initial`), then the changes; the relay stopped while the binlog it needs is purged
+/// refuses to go on under `initial`, saying what to do, and sends the table whole again under
+/// `when_needed`. Each time a consumer's copy of the table equals the primary's.
+#[test]
+fn snapshots_send_what_a_purged_binlog_no_longer_holds() {
+    let broker = broker();
+    let settings = broker.settings("purged", &["test.t"], 3);
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_ringrep-source"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = ringrep_testkit::node::free_port();
+    let rt = ringrep_testkit::node::runtime();
+    let kafka = |mode: &str| {
+        vec![
+            "--listen".to_string(),
+            format!("127.0.0.1:{port}"),
+            "--kafka-brokers".into(),
+            settings.brokers.clone(),
+            "--kafka-topic-prefix".into(),
+            settings.topic_prefix.clone(),
+            "--kafka-snapshot".into(),
+            mode.into(),
+        ]
+    };
+    let start = |extra: &[String]| {
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let mut cmd = Command::new(bin);
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(&extra)
+            .env_remove("RINGREP_ROOT_PASSWORD");
+        if extra.is_empty() {
+            cmd.args(["--listen", &format!("127.0.0.1:{port}")]);
+        }
+        ringrep_testkit::node::start(cmd, "listening on ")
+    };
+    let caught_up = |addr, want: &str| {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let s = rt.block_on(relay_status(addr));
+            let last = ringrep_testkit::converge::last_seq(&rt, addr).to_string();
+            if s.get("Ringrep_relay_acked_seq") == Some(&last)
+                && s.get("Ringrep_relay_state").map(String::as_str) == Some(want)
+            {
+                return;
+            }
+            assert!(Instant::now() < deadline, "relay not caught up: {s:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // No relay yet: rows, then the binlog that holds them purged.
+    let mut node = start(&[]);
+    run_sql(
+        &rt,
+        node.addr,
+        &["CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))"],
+    );
+    for i in 0..50 {
+        run_sql(
+            &rt,
+            node.addr,
+            &[&format!("INSERT INTO t VALUES ({i}, 'v{i}')")],
+        );
+    }
+    run_sql(&rt, node.addr, &["DELETE FROM t WHERE id < 10"]);
+    purge_binlog(&rt, node.addr);
+    ringrep_testkit::node::terminate(&mut node);
+
+    // initial: the 40 rows whole, then what follows.
+    let mut node = start(&kafka("initial"));
+    caught_up(node.addr, "running");
+    run_sql(
+        &rt,
+        node.addr,
+        &[
+            "UPDATE t SET v = 'changed' WHERE id = 20",
+            "DELETE FROM t WHERE id = 21",
+            "INSERT INTO t VALUES (100, 'new')",
+        ],
+    );
+    caught_up(node.addr, "running");
+    let want = rows_of(&rt, node.addr);
+    assert_eq!(want.len(), 40);
+    assert_eq!(materialized(&settings), want);
+    ringrep_testkit::node::terminate(&mut node);
+
+    // The relay away, the binlog it needs purged: initial refuses, naming the way out.
+    let mut node = start(&[]);
+    for i in 200..220 {
+        run_sql(
+            &rt,
+            node.addr,
+            &[&format!("INSERT INTO t VALUES ({i}, 'late')")],
+        );
+    }
+    run_sql(&rt, node.addr, &["DELETE FROM t WHERE id = 30"]);
+    purge_binlog(&rt, node.addr);
+    ringrep_testkit::node::terminate(&mut node);
+    let mut node = start(&kafka("initial"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let s = rt.block_on(relay_status(node.addr));
+        if s.get("Ringrep_relay_state").map(String::as_str) == Some("failed") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "initial went on over a purged binlog: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        status["Ringrep_relay_last_error"].contains("when_needed"),
+        "{status:?}"
+    );
+    ringrep_testkit::node::terminate(&mut node);
+
+    // when_needed: the table whole again, then the stream. A consumer that clears the table
+    // at the second snapshot's start has the primary's rows; one that only applies records in
+    // order has them too here, as the row deleted meanwhile was never sent again.
+    let node = start(&kafka("when_needed"));
+    caught_up(node.addr, "running");
+    let want = rows_of(&rt, node.addr);
+    assert_eq!(want.len(), 59);
+    let got = materialized(&settings);
+    let missing: Vec<_> = want.iter().filter(|r| !got.contains(r)).collect();
+    assert!(missing.is_empty(), "rows not in the topic: {missing:?}");
+    let marks = broker::read_topic(
+        &settings,
+        &format!("{}.schema-changes", settings.topic_prefix),
+    )
+    .iter()
+    .filter_map(|r| {
+        let v: serde_json::Value = serde_json::from_slice(r.value.as_deref()?).ok()?;
+        let kind = v["kind"].as_str()?.to_string();
+        kind.starts_with("snapshot").then_some(kind)
+    })
+    .count();
+    assert_eq!(marks, 4, "two snapshots, each begun and done");
 }

@@ -334,6 +334,7 @@ fn run(cmd: Command) -> anyhow::Result<()> {
                 kafka_replication_factor: 1,
                 kafka_format: "ringrep".into(),
                 kafka_cleanup_policy: "delete".into(),
+                kafka_snapshot: "no_data".into(),
                 ..Default::default()
             };
             let kafka = kafka.settings()?;

@@ -95,7 +95,11 @@ pub(crate) fn change_records(
     let key = RowKey::of(table, &ev.change, opts.partitions);
     match &ev.change {
         RowChange::Write { row } => {
-            let op = if ev.cause == Cause::Insert { "c" } else { "u" };
+            let op = match (src.snapshot, ev.cause) {
+                (true, _) => "r",
+                (false, Cause::Insert) => "c",
+                (false, _) => "u",
+            };
             vec![w.change(&key, op, Json::Null, payload::row(table, row))]
         }
         RowChange::Update { after, before, .. } => {
@@ -144,7 +148,7 @@ impl Writer<'_> {
                 "connector": "ringrep",
                 "name": self.opts.prefix,
                 "ts_ms": ms,
-                "snapshot": "false",
+                "snapshot": if src.snapshot { "true" } else { "false" },
                 "db": self.table.database,
                 "sequence": null,
                 "ts_us": us,
@@ -158,14 +162,14 @@ impl Writer<'_> {
                 "thread": null,
                 "query": null,
                 "ringrep_seq": src.seq,
-                "ringrep_cause": self.cause.name(),
+                "ringrep_cause": if src.snapshot { "snapshot" } else { self.cause.name() },
                 "ringrep_schema_version": self.opts.schema_version,
             },
-            "transaction": {
+            "transaction": if src.snapshot { Json::Null } else { json!({
                 "id": transaction_id(src.server_id, src.seq),
                 "total_order": src.place.total_order,
                 "data_collection_order": src.place.table_order,
-            },
+            }) },
             "op": op,
             "ts_ms": ms,
             "ts_us": us,

@@ -91,13 +91,18 @@ pub(crate) fn change_records(
         ),
         RowChange::Delete { .. } => (None, None),
     };
+    let (op, cause, transaction) = if src.snapshot {
+        ("read", "snapshot", Json::Null)
+    } else {
+        (ev.op_name(), ev.cause.name(), transaction_json(src))
+    };
     let mut envelope = json!({
-        "op": ev.op_name(),
+        "op": op,
         "database": table.database,
         "table": table.name,
         "key": columns_json(table, &table.primary_key, &key.stored),
         "after": after,
-        "cause": ev.cause.name(),
+        "cause": cause,
         "source": {
             "server_id": src.server_id,
             "seq": src.seq,
@@ -106,7 +111,7 @@ pub(crate) fn change_records(
             "commit_time_us": src.commit_time_us,
             "index": src.index,
         },
-        "transaction": transaction_json(src),
+        "transaction": transaction,
         "schema_version": opts.schema_version,
     });
     if let (Some(b), Some(obj)) = (before, envelope.as_object_mut()) {
@@ -170,6 +175,7 @@ mod tests {
                 total_events: 2,
                 table_events: 2,
             },
+            snapshot: false,
         }
     }
 

@@ -118,6 +118,10 @@ pub struct SourceInfo {
     pub index: u32,
     /// The event's place among the transaction's row events.
     pub place: TxPlace,
+    /// Set for a row of a snapshot (`seq` is the snapshot's): the record is a read of the row
+    /// as it stood then (`op` `read`, Debezium's `r`), not a change, and belongs to no
+    /// transaction.
+    pub snapshot: bool,
 }
 
 /// How change records' keys and values are written.

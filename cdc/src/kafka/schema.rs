@@ -106,6 +106,66 @@ pub fn definition_record(prefix: &str, def: &TableDef, version: &str, seq: u64) 
     record(prefix, key, value, seq)
 }
 
+/// Where a snapshot is in a schema-topic marker: begun (its `read` records follow on the change
+/// topics) or done (all of them acknowledged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotMark {
+    /// `snapshot_start`: a consumer that mirrors tables may clear them now: the `read`
+    /// records that follow hold every row as of the snapshot's sequence number.
+    Start,
+    /// `snapshot_end`: every `read` record of the snapshot is in its topic.
+    End,
+}
+
+impl SnapshotMark {
+    fn kind(self) -> &'static str {
+        match self {
+            SnapshotMark::Start => "snapshot_start",
+            SnapshotMark::End => "snapshot_end",
+        }
+    }
+}
+
+/// The schema-topic record marking the start or the end of a snapshot at `seq` of server
+/// `server_id`, of `tables` tables and `rows` rows.
+pub fn snapshot_record(
+    prefix: &str,
+    mark: SnapshotMark,
+    server_id: u32,
+    seq: u64,
+    tables: u64,
+    rows: u64,
+) -> KafkaRecord {
+    let value = json!({
+        "kind": mark.kind(),
+        "database": null,
+        "table": null,
+        "statement": null,
+        "table_def": null,
+        "schema_version": null,
+        "source": {"server_id": server_id, "seq": seq},
+        "tables": tables,
+        "rows": rows,
+    });
+    record(
+        prefix,
+        json!({"snapshot": mark.kind(), "seq": seq}),
+        value,
+        seq,
+    )
+}
+
+/// The snapshot mark a schema-topic record's value holds, with its sequence number.
+pub fn snapshot_mark(value: &[u8]) -> Option<(SnapshotMark, u64)> {
+    let v: Json = serde_json::from_slice(value).ok()?;
+    let mark = match v.get("kind")?.as_str()? {
+        "snapshot_start" => SnapshotMark::Start,
+        "snapshot_end" => SnapshotMark::End,
+        _ => return None,
+    };
+    Some((mark, v.get("source")?.get("seq")?.as_u64()?))
+}
+
 /// The key of a definition record: database, table and version.
 pub fn definition_key(database: &str, table: &str, version: &str) -> Json {
     json!({"database": database, "table": table, "schema_version": version})
@@ -179,6 +239,7 @@ mod tests {
             commit_time_us: 0,
             index: 0,
             place: Default::default(),
+            snapshot: false,
         };
         let before = Schema::default();
         let mut after = before.clone();

@@ -58,6 +58,11 @@ pub struct KafkaArgs {
     /// Also write a BEGIN and an END record per transaction to `<prefix>.transaction`.
     #[arg(long)]
     pub kafka_transaction_topic: bool,
+    /// When tables are sent whole before their changes: `initial` (when the topics hold
+    /// nothing of this stream yet), `when_needed` (also when the binlog the change topics need
+    /// next was purged), `no_data` (never: the change topics start where the binlog does).
+    #[arg(long, default_value = "initial", value_name = "MODE")]
+    pub kafka_snapshot: String,
     /// Milliseconds between heartbeat records on `<prefix>.heartbeat` while the stream is
     /// idle; 0 turns them off.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
@@ -94,9 +99,36 @@ pub struct KafkaSettings {
     pub transaction_topic: bool,
     /// The interval of heartbeat records while idle; `None`: no heartbeats.
     pub heartbeat: Option<Duration>,
+    /// When tables are sent whole before their changes.
+    pub snapshot: SnapshotMode,
     /// librdkafka client settings, (key, value), applied after `bootstrap.servers` so they
     /// can override it; SASL and TLS settings go here.
     pub options: Vec<(String, String)>,
+}
+
+/// When the relay sends tables whole (as `read` records taken at one sequence number) before
+/// their changes, as Debezium's `snapshot.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SnapshotMode {
+    /// When the topics hold nothing of this stream yet.
+    #[default]
+    Initial,
+    /// As `Initial`, and also when the binlog the change topics need next was purged.
+    WhenNeeded,
+    /// Never: the change topics start where the binlog does.
+    NoData,
+}
+
+impl SnapshotMode {
+    /// The mode named on the command line: `initial`, `when_needed` or `no_data`.
+    pub fn parse(name: &str) -> Option<SnapshotMode> {
+        match name {
+            "initial" => Some(SnapshotMode::Initial),
+            "when_needed" => Some(SnapshotMode::WhenNeeded),
+            "no_data" => Some(SnapshotMode::NoData),
+            _ => None,
+        }
+    }
 }
 
 /// A `KEY=VALUE` flag split in two, or a configuration error naming `flag`.
@@ -129,6 +161,12 @@ impl KafkaArgs {
                 self.kafka_format
             ))
         })?;
+        let snapshot = SnapshotMode::parse(&self.kafka_snapshot).ok_or_else(|| {
+            Error::Config(format!(
+                "--kafka-snapshot {}: expected initial, when_needed or no_data",
+                self.kafka_snapshot
+            ))
+        })?;
         let policy = self.kafka_cleanup_policy.replace(' ', "");
         if !["delete", "compact", "compact,delete", "delete,compact"].contains(&policy.as_str()) {
             return Err(Error::Config(format!(
@@ -153,6 +191,7 @@ impl KafkaArgs {
             transaction_topic: self.kafka_transaction_topic,
             heartbeat: (self.kafka_heartbeat_ms > 0)
                 .then(|| Duration::from_millis(self.kafka_heartbeat_ms)),
+            snapshot,
             options,
             ..KafkaSettings::new(&brokers, &self.kafka_topic_prefix)
         }))
@@ -176,6 +215,7 @@ impl std::fmt::Debug for KafkaSettings {
             .field("topic_configs", &self.topic_configs)
             .field("transaction_topic", &self.transaction_topic)
             .field("heartbeat", &self.heartbeat)
+            .field("snapshot", &self.snapshot)
             .field("options", &options)
             .finish()
     }
@@ -192,7 +232,7 @@ fn secret(key: &str) -> bool {
 impl KafkaSettings {
     /// The defaults of the flags for `brokers` and topic prefix `prefix`: 6 partitions,
     /// replication factor 1, ringrep's format, `cleanup.policy=delete` without tombstones, no
-    /// transaction topic, heartbeats every 10 s, no client options.
+    /// transaction topic, heartbeats every 10 s, `initial` snapshots, no client options.
     pub fn new(brokers: &str, prefix: &str) -> KafkaSettings {
         KafkaSettings {
             brokers: brokers.to_string(),
@@ -204,6 +244,7 @@ impl KafkaSettings {
             topic_configs: vec![("cleanup.policy".into(), "delete".into())],
             transaction_topic: false,
             heartbeat: Some(Duration::from_secs(10)),
+            snapshot: SnapshotMode::Initial,
             options: vec![],
         }
     }
@@ -248,6 +289,7 @@ mod tests {
             kafka_cleanup_policy: policy.into(),
             kafka_tombstones: tombstones,
             kafka_format: "ringrep".into(),
+            kafka_snapshot: "initial".into(),
             kafka_partitions: 6,
             kafka_replication_factor: 1,
             ..Default::default()
@@ -283,6 +325,7 @@ mod tests {
             kafka_options: vec!["no-equals-sign".into()],
             kafka_format: "ringrep".into(),
             kafka_cleanup_policy: "delete".into(),
+            kafka_snapshot: "initial".into(),
             ..Default::default()
         };
         let e = args.settings().expect_err("bad option");

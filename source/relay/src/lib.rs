@@ -22,6 +22,7 @@
 mod binlog;
 mod producer;
 mod resume;
+mod snapshot;
 mod stats;
 mod tables;
 
@@ -32,10 +33,11 @@ use std::time::{Duration, Instant};
 
 use binlog_format::{Notifier, Record};
 use ringrep_cdc::kafka::{self, Format};
-use ringrep_kafka::{Error, KafkaSettings, Result};
+use ringrep_kafka::{kafka_error, Error, KafkaSettings, Result, SnapshotMode};
 
 use binlog::Batches;
 use producer::Outbox;
+pub use snapshot::{SnapshotFn, TableSnapshot};
 pub use stats::{RelayState, RelayStats};
 use tables::Tables;
 
@@ -48,6 +50,8 @@ pub struct Relay {
     durable: Option<binlog::DurableSeq>,
     /// The writing engine's count of binlog heals, when the relay runs beside it.
     heals: Option<binlog::Heals>,
+    /// What takes a snapshot, and the directory where one is kept while it is sent.
+    snapshots: Option<(SnapshotFn, PathBuf)>,
     /// Progress of [`Relay::run`], updated while it runs: clone it before calling `run`.
     pub stats: Arc<RelayStats>,
 }
@@ -88,6 +92,7 @@ impl Relay {
             notifier,
             durable: None,
             heals: None,
+            snapshots: None,
             stats: Arc::new(RelayStats::default()),
         }
     }
@@ -106,6 +111,14 @@ impl Relay {
     /// binlog back under it, so that a record cut off never reaches Kafka.
     pub fn with_heals(mut self, heals: Arc<dyn Fn() -> u64 + Send + Sync>) -> Relay {
         self.heals = Some(heals);
+        self
+    }
+
+    /// Lets the relay send tables whole (`--kafka-snapshot`): `take` takes a snapshot of the
+    /// node, and `dir` keeps it while it is sent (a file per snapshot, removed once all its
+    /// records are acknowledged). Without it, a relay that needs a snapshot fails, saying so.
+    pub fn with_snapshots(mut self, take: SnapshotFn, dir: &Path) -> Relay {
+        self.snapshots = Some((take, dir.to_path_buf()));
         self
     }
 
@@ -174,8 +187,34 @@ impl Relay {
             start.tails.len(),
             began.elapsed().as_millis(),
         );
+        let fresh = window.relayed == 0 && start.tails.is_empty() && start.snapshot.is_none();
         let mut outbox = Outbox::create(&self.settings, Arc::clone(&self.stats), start.tails)?;
-        let from = resume::segment_start(&self.binlog_dir, window.acked + 1)?;
+        let mut tables = Tables::new(start.announced);
+        let snapped = self
+            .snapshot_if_needed(&mut outbox, &mut tables, window, start.snapshot, fresh)
+            .await?;
+        // Changes at or below a snapshot's sequence number are in it.
+        let window = tables::Window {
+            acked: window.acked.max(snapped.unwrap_or(0)),
+            ..window
+        };
+        let mut next = window.acked.min(window.relayed) + 1;
+        if let Some(first) = resume::first_seq(&self.binlog_dir)? {
+            if next < first {
+                // Only the replication topic can be behind a purge here: the change topics
+                // had a snapshot, or the run stopped before this.
+                tracing::warn!(
+                    "relay: the binlog starts at seq {first}; seqs {next} to {} were purged before they reached {}: a replica fed from Kafka must be provisioned first (ringrep-applier provision)",
+                    first - 1,
+                    kafka::replication_topic(&self.settings.topic_prefix)
+                );
+                next = first;
+            }
+        }
+        let from = resume::segment_start(&self.binlog_dir, next)?;
+        // What the run owes starts at `next`: everything before it is in the topics, in a
+        // snapshot, or purged before it could be (said above).
+        self.stats.acked_seq.fetch_max(next - 1, Ordering::AcqRel);
         let mut binlog = Batches::open(
             &self.binlog_dir,
             from,
@@ -183,9 +222,8 @@ impl Relay {
             self.durable.clone(),
             self.heals.clone(),
         );
-        let mut tables = Tables::new(start.announced);
         let mut server_id = start.server_id;
-        let mut last = (window.relayed, 0i64);
+        let mut last = (self.stats.acked_seq.load(Ordering::Acquire), 0i64);
         let mut idle_since = Instant::now();
         self.stats.set_state(RelayState::Running);
         while !*stop.borrow() {
@@ -231,5 +269,91 @@ impl Relay {
             outbox.settle_acknowledged().await?;
         }
         outbox.finish().await
+    }
+
+    /// Sends a snapshot when the mode and the topics call for one: a snapshot begun and not
+    /// done is finished from its file; a fresh stream (nothing of it in the topics) gets one
+    /// unless the mode is `no_data`; a stream whose change topics need binlog that was purged
+    /// gets one with `when_needed`, and is an error otherwise. Returns the sequence number of
+    /// the last snapshot done, if any.
+    async fn snapshot_if_needed(
+        &self,
+        outbox: &mut Outbox,
+        tables: &mut Tables,
+        window: tables::Window,
+        marked: Option<(u64, bool)>,
+        fresh: bool,
+    ) -> Result<Option<u64>> {
+        let prefix = &self.settings.topic_prefix;
+        let mode = self.settings.snapshot;
+        let first = resume::first_seq(&self.binlog_dir)?.unwrap_or(1);
+        if let Some((seq, false)) = marked {
+            let Some((_, dir)) = &self.snapshots else {
+                return Err(Error::Config(format!(
+                    "the schema topic marks a snapshot at seq {seq} begun and not done, and this relay cannot read snapshots (run it inside the primary, or with --data-dir)"
+                )));
+            };
+            let path = snapshot::file(dir, prefix, seq);
+            let snap = snapshot::load(&path)?;
+            tracing::info!(
+                "relay: finishing the snapshot at seq {seq} from {}",
+                path.display()
+            );
+            let rows = snapshot::send(&self.settings, outbox, tables, &snap).await?;
+            tracing::info!("relay: snapshot at seq {seq} done: {rows} rows");
+            let _ = std::fs::remove_file(&path);
+            return Ok(Some(seq));
+        }
+        let done = marked.map(|(seq, _)| seq);
+        if let (Some(seq), Some((_, dir))) = (done, &self.snapshots) {
+            // A run cut off between the snapshot's end mark and the file's removal.
+            let _ = std::fs::remove_file(snapshot::file(dir, prefix, seq));
+        }
+        let next = window.acked.max(done.unwrap_or(0)) + 1;
+        let purged = !fresh && next < first;
+        let needed = match mode {
+            SnapshotMode::NoData => false,
+            SnapshotMode::Initial => fresh,
+            SnapshotMode::WhenNeeded => fresh || purged,
+        };
+        if !needed {
+            if purged {
+                return Err(Error::Config(format!(
+                    "the change topics need seq {next}, and the binlog now starts at seq {first}: it was purged behind the relay; restart with --kafka-snapshot when_needed to send the tables whole again"
+                )));
+            }
+            return Ok(done);
+        }
+        let Some((take, dir)) = &self.snapshots else {
+            if first <= 1 {
+                tracing::warn!("relay: no snapshot source; the change topics start from the binlog's first record, which holds every change since the start");
+                return Ok(done);
+            }
+            return Err(Error::Config(format!(
+                "a snapshot is needed (--kafka-snapshot {}) and the binlog starts at seq {first}, but this relay cannot take one (run it inside the primary, or with --data-dir)",
+                match mode {
+                    SnapshotMode::Initial => "initial",
+                    _ => "when_needed",
+                }
+            )));
+        };
+        let take = Arc::clone(take);
+        let snap = tokio::task::spawn_blocking(move || take())
+            .await
+            .map_err(|e| kafka_error("snapshot task", e))?
+            .map_err(|e| kafka_error("taking a snapshot", e))?;
+        let path = snapshot::file(dir, prefix, snap.seq);
+        snapshot::save(&path, &snap)?;
+        let rows: usize = snap.tables.iter().map(|(_, r)| r.len()).sum();
+        tracing::info!(
+            "relay: snapshot at seq {}: {} tables, {rows} rows, kept in {} until sent",
+            snap.seq,
+            snap.tables.len(),
+            path.display()
+        );
+        snapshot::send(&self.settings, outbox, tables, &snap).await?;
+        tracing::info!("relay: snapshot at seq {} done", snap.seq);
+        let _ = std::fs::remove_file(&path);
+        Ok(Some(snap.seq))
     }
 }

@@ -190,6 +190,14 @@ impl Outbox {
         Ok(())
     }
 
+    /// Waits until every record in flight is acknowledged.
+    pub(crate) async fn drain(&mut self) -> Result<()> {
+        while !self.inflight.is_empty() {
+            self.settle_front().await?;
+        }
+        Ok(())
+    }
+
     /// Waits for every record in flight, then flushes the producer. Returns the last
     /// acknowledged sequence number.
     pub(crate) async fn finish(mut self) -> Result<u64> {

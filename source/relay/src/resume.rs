@@ -9,6 +9,7 @@ use std::path::Path;
 
 use binlog_format::segment::{directory_server_id, list_segments, SegmentCursor};
 use ringrep_cdc::kafka;
+use ringrep_cdc::kafka::schema::SnapshotMark;
 use ringrep_kafka::{
     ensure_topics, kafka_error, last_relayed, list_topics, read_records, read_tails, KafkaSettings,
     Result, Tail, TopicKind,
@@ -26,6 +27,8 @@ pub(crate) struct Start {
     pub(crate) announced: Announced,
     /// The server whose binlog this is, when the directory has a segment.
     pub(crate) server_id: Option<u32>,
+    /// The last snapshot the schema topic marks: its sequence number, and whether it is done.
+    pub(crate) snapshot: Option<(u64, bool)>,
 }
 
 /// Creates the relay's topics that are missing, and reads where the last run left them.
@@ -69,7 +72,18 @@ pub(crate) async fn start(settings: &KafkaSettings, binlog_dir: &Path) -> Result
             .filter(|(name, _)| *name != t && *name != heartbeat && *name != schema)
             .collect();
         let tails = read_tails(&s, &ordered)?;
-        let announced = Announced::from_records(read_records(&s, &schema)?);
+        let records = read_records(&s, &schema)?;
+        let mut snapshot: Option<(u64, bool)> = None;
+        for (_, value) in &records {
+            match value.as_deref().and_then(kafka::schema::snapshot_mark) {
+                Some((SnapshotMark::Start, seq)) => snapshot = Some((seq, false)),
+                Some((SnapshotMark::End, seq)) if snapshot == Some((seq, false)) => {
+                    snapshot = Some((seq, true))
+                }
+                _ => {}
+            }
+        }
+        let announced = Announced::from_records(records);
         Ok(Start {
             window: Window {
                 acked: last.map_or(0, |l| l.acked_seq.min(l.seq)),
@@ -78,6 +92,7 @@ pub(crate) async fn start(settings: &KafkaSettings, binlog_dir: &Path) -> Result
             tails,
             announced,
             server_id: server.or(last.map(|l| l.server_id)),
+            snapshot,
         })
     })
     .await
@@ -102,4 +117,19 @@ pub(crate) fn segment_start(dir: &Path, seq: u64) -> Result<u64> {
         }
     }
     Ok(start)
+}
+
+/// The first sequence number the binlog in `dir` still holds, `None` when it has no segment.
+pub(crate) fn first_seq(dir: &Path) -> Result<Option<u64>> {
+    if !dir.exists() {
+        return Ok(None);
+    }
+    match list_segments(dir)?.first() {
+        Some(&n) => Ok(Some(
+            SegmentCursor::open(dir, n, binlog_format::format::DEFAULT_MAX_FRAME)?
+                .header
+                .first_seq,
+        )),
+        None => Ok(None),
+    }
 }

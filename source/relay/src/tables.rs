@@ -20,7 +20,10 @@ use ringrep_kafka::{ensure_topic, kafka_error, KafkaSettings, Result, TopicKind}
 use crate::producer::Outbox;
 
 /// Room in the `ringrep.order` numbering for each event's records (at most three are made).
-const RECORDS_PER_EVENT: u64 = 4;
+pub(crate) const RECORDS_PER_EVENT: u64 = 4;
+
+/// Where the numbering of a snapshot's records starts, past any transaction's own records.
+const SNAPSHOT_ORDER: u64 = 1 << 62;
 
 /// Which of a transaction's records a run produces.
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +101,8 @@ impl Tables {
                     self.apply(d);
                 }
             }
-            return Ok(());
+            // Its changes are in the topics (or in a snapshot); a replica may still need it.
+            return self.replicate(settings, outbox, tx, window).await;
         }
         let (per_table, total) = row_counts(tx);
         let ends = (settings.transaction_topic && total > 0).then(|| {
@@ -125,6 +129,7 @@ impl Tables {
                 commit_time_us: tx.commit_time_us,
                 index: index as u32,
                 place: TxPlace::default(),
+                snapshot: false,
             };
             match ev {
                 Event::Ddl(d) => {
@@ -150,13 +155,25 @@ impl Tables {
                         total_events: total,
                         table_events: per_table.get(&row.table_id).copied().unwrap_or(0),
                     };
-                    self.relay_row(settings, outbox, row, &src).await?;
+                    let first = RECORDS_PER_EVENT * u64::from(src.index);
+                    self.relay_row(settings, outbox, row, &src, first).await?;
                 }
             }
         }
         if let Some(e) = end {
             outbox.send(e, Some(1)).await?;
         }
+        self.replicate(settings, outbox, tx, window).await
+    }
+
+    /// Produces `tx`'s replication record unless the topic holds it.
+    async fn replicate(
+        &self,
+        settings: &KafkaSettings,
+        outbox: &mut Outbox,
+        tx: &Transaction,
+        window: Window,
+    ) -> Result<()> {
         if tx.seq > window.relayed {
             let rec = kafka::replication_record(&settings.topic_prefix, tx, outbox.acked_seq())
                 .map_err(|e| kafka_error("encoding", e))?;
@@ -165,19 +182,46 @@ impl Tables {
         Ok(())
     }
 
+    /// Produces a schema-topic record (a snapshot's mark) unless the topic holds its key.
+    pub(crate) async fn announce_record(
+        &mut self,
+        outbox: &mut Outbox,
+        rec: kafka::KafkaRecord,
+    ) -> Result<()> {
+        announce(&mut self.announced, outbox, rec).await
+    }
+
     fn apply(&mut self, d: &DdlEvent) {
         self.schema.apply(d);
         self.versions.clear();
     }
 
-    /// Produces the change records of one row event, creating its change topic on first use
-    /// and announcing its table's definition on the schema topic if the topic lacks it.
+    /// Produces the `read` records of a snapshot's rows (the schema holds their tables): row
+    /// `n` of the snapshot is numbered after every record of the transaction at the
+    /// snapshot's sequence number ([`SNAPSHOT_ORDER`] + 4n), so that a run that sends the
+    /// same snapshot again skips what each partition holds of it.
+    pub(crate) async fn relay_snapshot_row(
+        &mut self,
+        settings: &KafkaSettings,
+        outbox: &mut Outbox,
+        row: &RowEvent,
+        src: &SourceInfo,
+        n: u64,
+    ) -> Result<()> {
+        let first = SNAPSHOT_ORDER + RECORDS_PER_EVENT * n;
+        self.relay_row(settings, outbox, row, src, first).await
+    }
+
+    /// Produces the change records of one row event, the first numbered `first_order`,
+    /// creating its change topic on first use and announcing its table's definition on the
+    /// schema topic if the topic lacks it.
     async fn relay_row(
         &mut self,
         settings: &KafkaSettings,
         outbox: &mut Outbox,
         row: &RowEvent,
         src: &SourceInfo,
+        first_order: u64,
     ) -> Result<()> {
         let Tables {
             schema: tables,
@@ -226,7 +270,7 @@ impl Tables {
             .into_iter()
             .enumerate()
         {
-            let order = RECORDS_PER_EVENT * u64::from(src.index) + sub as u64;
+            let order = first_order + sub as u64;
             if outbox.send(rec, Some(order)).await? {
                 outbox.count_change();
             }
