@@ -348,6 +348,21 @@ pub struct ColumnDef {
     pub auto_increment: bool,
 }
 
+impl ColumnDef {
+    /// A column with no default, no `ON UPDATE` and no `AUTO_INCREMENT`: what system tables
+    /// and tests declare.
+    pub fn plain(name: &str, ty: ColumnType, nullable: bool) -> ColumnDef {
+        ColumnDef {
+            name: name.into(),
+            ty,
+            nullable,
+            default: ColumnDefault::None,
+            on_update_now: false,
+            auto_increment: false,
+        }
+    }
+}
+
 /// Whether an index enforces uniqueness.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, bincode::Encode, bincode::Decode,

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use binlog_format::events::{Cause, RowChange, RowEvent};
-use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, LobSize, TableDef};
+use binlog_format::schema::{ColumnDef, ColumnType, IntWidth, LobSize, TableDef};
 use binlog_format::value::{Date, DateTime, Value};
 use binlog_format::Position;
 use ringrep_cdc::kafka::{change_records, ChangeOptions, Format, SourceInfo, TxPlace};
@@ -51,14 +51,7 @@ fn skip_or_fail(why: &str) {
 }
 
 fn col(name: &str, ty: ColumnType, nullable: bool) -> ColumnDef {
-    ColumnDef {
-        name: name.into(),
-        ty,
-        nullable,
-        default: ColumnDefault::None,
-        on_update_now: false,
-        auto_increment: false,
-    }
+    ColumnDef::plain(name, ty, nullable)
 }
 
 fn int(width: IntWidth, unsigned: bool) -> ColumnType {

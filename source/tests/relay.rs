@@ -369,6 +369,8 @@ fn a_relay_in_a_primary_shows_its_progress() {
             "4",
             "--kafka-format",
             "debezium",
+            "--kafka-heartbeat-ms",
+            "200",
         ],
     );
     let rt = ringrep_testkit::node::runtime();
@@ -439,6 +441,29 @@ fn a_relay_in_a_primary_shows_its_progress() {
     assert_eq!(ops.get("c"), Some(&28), "{ops:?}");
     assert_eq!(ops.get("u"), Some(&52), "{ops:?}");
     assert_eq!(records.len(), 80);
+    // Idle now: heartbeats carry the last sequence number relayed and its commit time.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let beat = loop {
+        let beats = broker::read_topic(&settings, &format!("{}.heartbeat", settings.topic_prefix));
+        let last_beat = beats
+            .last()
+            .and_then(|r| serde_json::from_slice::<serde_json::Value>(r.value.as_deref()?).ok());
+        if let Some(b) = last_beat.filter(|b| b["seq"] == last) {
+            break b;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no heartbeat at seq {last}: {beats:?}"
+        );
+    };
+    assert_eq!(beat["server_id"], 1);
+    assert!(
+        beat["commit_time_us"].as_i64().expect("commit time") > 0,
+        "{beat}"
+    );
+    assert!(
+        beat["ts_ms"].as_i64().expect("ts") >= beat["commit_time_us"].as_i64().unwrap_or(0) / 1000
+    );
 }
 
 /// A snapshot of `engine`'s replicated tables as they stand (no writer runs meanwhile).
@@ -782,4 +807,79 @@ fn snapshots_send_what_a_purged_binlog_no_longer_holds() {
     })
     .count();
     assert_eq!(marks, 4, "two snapshots, each begun and done");
+}
+
+/// Topics the relay makes have the settings asked for (`--kafka-cleanup-policy compact`,
+/// `--kafka-topic-config`, the schema topic compacted and kept forever); a topic someone else
+/// made with other settings is used as it is, and the relay names each difference. Needs a
+/// broker with CreateTopics and DescribeConfigs (CI's tansu); the mock cluster has neither.
+#[test]
+fn topics_are_made_with_their_settings_and_differences_are_named() {
+    use rdkafka::admin::{
+        AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication,
+    };
+    let broker = broker();
+    if broker.mock.is_some() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs this against a real broker (RINGREP_TEST_KAFKA_BROKERS)"
+        );
+        eprintln!("skipped: the mock cluster has no CreateTopics or DescribeConfigs");
+        return;
+    }
+    let settings = settings(&broker, "configs");
+    let prefix = settings.topic_prefix.clone();
+    let rt = runtime();
+    let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+        settings.client_config().create().expect("admin");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    // Someone made the schema topic before, with the broker's default policy.
+    let schema = format!("{prefix}.schema-changes");
+    let theirs =
+        NewTopic::new(&schema, 1, TopicReplication::Fixed(1)).set("cleanup.policy", "delete");
+    rt.block_on(admin.create_topics([&theirs], &opts))
+        .expect("create")
+        .into_iter()
+        .for_each(|r| {
+            r.expect("created");
+        });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = primary(dir.path());
+    write(&engine, 0, 10);
+    let relay = Command::new(env!("CARGO_BIN_EXE_ringrep-source"))
+        .arg("relay")
+        .arg("--binlog-dir")
+        .arg(engine.binlog_dir())
+        .args(["--kafka-brokers", &settings.brokers])
+        .args(["--kafka-topic-prefix", &prefix])
+        .args(["--kafka-cleanup-policy", "compact"])
+        .args(["--kafka-topic-config", "retention.ms=3600000"])
+        .env("RINGREP_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start relay");
+    assert_exactly_once(&settings, engine.last_seq());
+    Command::new("kill")
+        .args(["-TERM", &relay.id().to_string()])
+        .status()
+        .expect("kill");
+    let out = relay.wait_with_output().expect("relay output");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains(&format!(
+            "topic {schema} has cleanup.policy=delete, the relay creates its topics with cleanup.policy=compact"
+        )),
+        "{log}"
+    );
+    let change = format!("{prefix}.test.ev");
+    let spec = ResourceSpecifier::Topic(&change);
+    let found = rt
+        .block_on(admin.describe_configs([&spec], &opts))
+        .expect("describe")
+        .remove(0)
+        .expect("the change topic's settings");
+    let get = |k: &str| found.get(k).and_then(|e| e.value.clone());
+    assert_eq!(get("cleanup.policy").as_deref(), Some("compact"));
+    assert_eq!(get("retention.ms").as_deref(), Some("3600000"));
 }

@@ -21,6 +21,7 @@
 pub mod debezium;
 pub mod envelope;
 pub mod heartbeat;
+mod json;
 pub mod partition;
 pub mod replication;
 pub mod schema;
@@ -30,7 +31,7 @@ use binlog_format::error::Position;
 use binlog_format::events::RowEvent;
 use binlog_format::schema::TableDef;
 
-pub use envelope::value_json;
+pub use json::value_json;
 pub use partition::{murmur2, partition_for};
 pub use replication::{decode_replication_value, replication_record};
 

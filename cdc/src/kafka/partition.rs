@@ -6,7 +6,7 @@ use binlog_format::events::RowChange;
 use binlog_format::schema::TableDef;
 use binlog_format::value::Value;
 
-use super::envelope::columns_json;
+use super::json::columns_json;
 
 /// Murmur2 as Kafka's Java client computes it (seed 0x9747b28c), for partition choice.
 pub fn murmur2(data: &[u8]) -> i32 {

@@ -610,7 +610,7 @@ fn rows_row(table: &TableDef, r: &RowEvent, body: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use binlog_format::events::{Cause, DdlEvent};
-    use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, LobSize};
+    use binlog_format::schema::{ColumnDef, ColumnType, IntWidth, LobSize};
     use binlog_format::value::Value;
     use mysql_common::binlog::consts::BinlogVersion;
     use mysql_common::binlog::events::{EventData, TableMapEvent};
@@ -619,14 +619,7 @@ mod tests {
     use mysql_common::binlog::EventStreamReader;
 
     fn col(name: &str, ty: ColumnType, nullable: bool) -> ColumnDef {
-        ColumnDef {
-            name: name.into(),
-            ty,
-            nullable,
-            default: ColumnDefault::None,
-            on_update_now: false,
-            auto_increment: false,
-        }
+        ColumnDef::plain(name, ty, nullable)
     }
 
     fn table() -> TableDef {

@@ -89,8 +89,8 @@ pub struct Consumed {
 }
 
 /// Every record of every partition of `topic`, each partition in offset order, read from the
-/// beginning until nothing new arrives for 3 s (no watermark is trusted as the end: tansu's
-/// count batches). Empty when the topic does not exist.
+/// beginning until nothing new arrives for 3 s, or for 20 s at most (no watermark is trusted
+/// as the end: tansu's count batches). Empty when the topic does not exist.
 pub fn read_topic(settings: &KafkaSettings, topic: &str) -> Vec<Consumed> {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::message::{Headers, Message};
@@ -120,7 +120,9 @@ pub fn read_topic(settings: &KafkaSettings, topic: &str) -> Vec<Consumed> {
     consumer.assign(&tpl).expect("assign");
     let mut out = Vec::new();
     let mut idle = std::time::Instant::now();
-    while idle.elapsed() < std::time::Duration::from_secs(3) {
+    // A topic that never goes quiet (heartbeats every few hundred ms) is read for 20 s at most.
+    let cap = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while idle.elapsed() < std::time::Duration::from_secs(3) && std::time::Instant::now() < cap {
         let Some(m) = consumer.poll(std::time::Duration::from_millis(100)) else {
             continue;
         };

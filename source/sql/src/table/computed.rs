@@ -1,7 +1,7 @@
 //! Tables computed on the fly (the catalog's, views', common table expressions'): their
 //! definitions and columns.
 
-use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, LobSize, TableDef};
+use binlog_format::schema::{ColumnDef, ColumnType, IntWidth, LobSize, TableDef};
 use binlog_format::Value;
 use ringrep_engine::error::{code, Error, Result};
 use std::sync::Arc;
@@ -29,14 +29,7 @@ pub(crate) fn computed_def(database: &str, name: &str, columns: Vec<ColumnDef>) 
 
 /// A column of a system or computed table: no default, no auto-increment.
 pub(crate) fn plain_column(name: &str, ty: ColumnType, nullable: bool) -> ColumnDef {
-    ColumnDef {
-        name: name.into(),
-        ty,
-        nullable,
-        default: ColumnDefault::None,
-        on_update_now: false,
-        auto_increment: false,
-    }
+    ColumnDef::plain(name, ty, nullable)
 }
 
 /// A query's rows as a table that reads as `name`: columns named by `names` (or by the

@@ -4,21 +4,14 @@ use serde_json::{json, Value as Json};
 
 use binlog_format::events::samples;
 use binlog_format::events::{Cause, RowChange};
-use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, LobSize};
+use binlog_format::schema::{ColumnDef, ColumnType, IntWidth, LobSize};
 use binlog_format::value::{Date, DateTime, Value};
 
 use super::super::payload::{base64, zoned_timestamp};
 use super::{opts, parse, records};
 
 fn column(name: &str, ty: ColumnType, nullable: bool) -> ColumnDef {
-    ColumnDef {
-        name: name.into(),
-        ty,
-        nullable,
-        default: ColumnDefault::None,
-        on_update_now: false,
-        auto_increment: false,
-    }
+    ColumnDef::plain(name, ty, nullable)
 }
 
 fn int(width: IntWidth, unsigned: bool) -> ColumnType {
