@@ -28,7 +28,9 @@ pub enum DdlEvent {
         table: TableDef,
     },
     /// The full definition after the ALTER; the table id stays the same. A copying ALTER that
-    /// rewrote rows also logs the rows it kept as writes in the same transaction.
+    /// rewrote rows also logs the rows it kept as writes in the same transaction and, when the
+    /// primary key is unchanged, the expired rows it dropped as deletes (cause `TtlPurge`),
+    /// which an applier that replaced the rows finds absent.
     AlterTable {
         /// The definition of the table after the change.
         table: TableDef,

@@ -287,26 +287,55 @@ impl Session {
             .with_state(|st| st.tables.get(&new_def.id).map(|t| TableDef::clone(&t.def)))
             .ok_or_else(|| Error::no_such_table(&new_def.database, &new_def.name))?;
         let mut events = Vec::new();
+        let mut dropped = Vec::new();
         let mut rows_seen = UniqueCheck::new(&new_def);
         for (key, row) in rows {
             let is_meta = old.is_meta_key(&key.0);
-            if let Some(new_row) = map_row(&row, is_meta)? {
-                rows_seen.add(&new_row, is_meta)?;
-                let cause = if is_meta {
-                    Cause::MetaUpdate
-                } else {
-                    Cause::Insert
-                };
-                events.push(Event::Row(RowEvent {
+            let Some(new_row) = map_row(&row, is_meta)? else {
+                dropped.push(old.key_of(&row));
+                continue;
+            };
+            rows_seen.add(&new_row, is_meta)?;
+            let cause = if is_meta {
+                Cause::MetaUpdate
+            } else {
+                Cause::Insert
+            };
+            events.push(Event::Row(RowEvent {
+                table_id: new_def.id,
+                change: RowChange::Write { row: new_row },
+                cause,
+            }));
+        }
+        // Replicas replace the table's rows with the writes above; a change stream's consumer
+        // sees only records, so each row the ALTER drops (expired, not yet purged) is also a
+        // delete, where its key still names a row under the new definition. Applied after
+        // the replacement it finds nothing, which is no error.
+        if same_key(&old, &new_def) {
+            events.extend(dropped.into_iter().map(|key| {
+                Event::Row(RowEvent {
                     table_id: new_def.id,
-                    change: RowChange::Write { row: new_row },
-                    cause,
-                }));
-            }
+                    change: RowChange::Delete { key },
+                    cause: Cause::TtlPurge,
+                })
+            }));
         }
         self.ddl(DdlEvent::AlterTable { table: new_def }, events)?;
         Ok(())
     }
+}
+
+/// Whether two definitions of a table have the same primary key: the same columns, by name
+/// and type, in the same order.
+fn same_key(a: &TableDef, b: &TableDef) -> bool {
+    let key = |d: &TableDef| -> Vec<(String, ColumnType)> {
+        d.primary_key
+            .iter()
+            .filter_map(|&i| d.columns.get(i))
+            .map(|c| (c.name.to_ascii_lowercase(), c.ty.clone()))
+            .collect()
+    };
+    key(a) == key(b)
 }
 
 /// The keys and unique-index values of the rows an ALTER TABLE writes under the new
