@@ -314,10 +314,11 @@ fn serve(
                     &engine.dir().join("relay"),
                 );
             let stats = relay.stats.clone();
-            // Retention keeps what the relay has not had acknowledged yet.
+            // Retention keeps what a restart of the relay would read again: the binlog after
+            // the last replication record's `ringrep.acked_seq`.
             let acked = stats.clone();
             holds.push(std::sync::Arc::new(move || {
-                Some(acked.acked_seq.load(std::sync::atomic::Ordering::Relaxed) + 1)
+                Some(acked.checkpoint.load(std::sync::atomic::Ordering::Relaxed) + 1)
             }));
             tokio::spawn(stats.clone().log_every_second(relay_stop.clone()));
             let task = tokio::spawn(async move {

@@ -155,6 +155,18 @@ impl KafkaArgs {
                 "--kafka-partitions and --kafka-replication-factor must be at least 1".into(),
             ));
         }
+        // Kafka's own rule for topic names (the prefix also names the relay's snapshot files).
+        let prefix = &self.kafka_topic_prefix;
+        if prefix.is_empty()
+            || prefix.len() > 200
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            return Err(Error::Config(format!(
+                "--kafka-topic-prefix {prefix:?}: 1 to 200 of the characters Kafka allows in topic names (A-Z a-z 0-9 . _ -)"
+            )));
+        }
         let format = Format::parse(&self.kafka_format).ok_or_else(|| {
             Error::Config(format!(
                 "--kafka-format {}: expected ringrep, debezium or debezium-noschema",
@@ -290,6 +302,7 @@ mod tests {
             kafka_tombstones: tombstones,
             kafka_format: "ringrep".into(),
             kafka_snapshot: "initial".into(),
+            kafka_topic_prefix: "ringrep".into(),
             kafka_partitions: 6,
             kafka_replication_factor: 1,
             ..Default::default()
@@ -314,6 +327,14 @@ mod tests {
         let mut bad = args("delete", None);
         bad.kafka_format = "avro".into();
         assert!(matches!(bad.settings(), Err(Error::Config(_))));
+        for prefix in ["", "a/b", "../x", "r r"] {
+            let mut bad = args("delete", None);
+            bad.kafka_topic_prefix = prefix.into();
+            assert!(
+                matches!(bad.settings(), Err(Error::Config(_))),
+                "{prefix:?}"
+            );
+        }
     }
 
     /// A bad setting is a configuration error (no retry helps); a broker failure is retriable

@@ -113,7 +113,7 @@ pub fn last_relayed(settings: &KafkaSettings) -> Result<Option<LastRelayed>> {
         return Ok(None);
     }
     // The last few offsets, in case the tail holds records that are not transactions.
-    let from = (high - 16).max(low);
+    let mut from = (high - 16).max(low);
     reader.assign(from)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut last: Option<LastRelayed> = None;
@@ -142,6 +142,17 @@ pub fn last_relayed(settings: &KafkaSettings) -> Result<Option<LastRelayed>> {
             None if reached_end => return Ok(last),
             None if last.is_some() && idle_since.elapsed() > Duration::from_secs(3) => {
                 return Ok(last)
+            }
+            // Nothing from the last offsets: a broker that answers a fetch from inside a
+            // produce batch with the next batch (tansu 0.6.0) sends nothing when the last
+            // batch is longer. Read the partition from its start.
+            None if last.is_none()
+                && from > low
+                && idle_since.elapsed() > Duration::from_secs(3) =>
+            {
+                from = low;
+                reader.assign(from)?;
+                idle_since = Instant::now();
             }
             None => {}
         }

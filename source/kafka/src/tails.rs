@@ -75,6 +75,7 @@ fn assign_tails(
 fn read_on(
     c: &BaseConsumer,
     mut highs: HashMap<(String, i32), i64>,
+    stall: Duration,
     mut each: impl FnMut(&rdkafka::message::BorrowedMessage<'_>),
 ) -> Result<()> {
     if highs.is_empty() {
@@ -94,11 +95,11 @@ fn read_on(
             }
             Some(Err(e)) => return Err(kafka_error("reading the topics' tails", e)),
             None if highs.is_empty() && last_record.elapsed() >= QUIET => return Ok(()),
-            None if last_record.elapsed() >= STALL => {
+            None if last_record.elapsed() >= stall => {
                 let left: Vec<String> = highs.keys().map(|(t, p)| format!("{t} [{p}]")).collect();
                 return Err(kafka_error(
                     "reading the topics' tails",
-                    format!("nothing arrived for {STALL:?} from {}", left.join(", ")),
+                    format!("nothing arrived for {stall:?} from {}", left.join(", ")),
                 ));
             }
             None => {}
@@ -112,10 +113,31 @@ pub fn read_tails(
     settings: &KafkaSettings,
     topics: &[(String, i32)],
 ) -> Result<HashMap<(String, i32), Tail>> {
+    // The last 16 offsets first. A broker that answers a fetch from inside a produce batch
+    // with the next batch (tansu 0.6.0) sends nothing from there when the last batch is
+    // longer: then each partition is read from its start.
+    match read_tails_from(settings, topics, 16, QUICK_STALL) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            tracing::warn!("reading the partitions' tails: {e}; reading them from their start");
+            read_tails_from(settings, topics, i64::MAX / 2, STALL)
+        }
+    }
+}
+
+/// How long the read of the last offsets waits for a partition before reading it whole.
+const QUICK_STALL: Duration = Duration::from_secs(3);
+
+fn read_tails_from(
+    settings: &KafkaSettings,
+    topics: &[(String, i32)],
+    back: i64,
+    stall: Duration,
+) -> Result<HashMap<(String, i32), Tail>> {
     let c = consumer(settings)?;
-    let highs = assign_tails(&c, topics, 16)?;
+    let highs = assign_tails(&c, topics, back)?;
     let mut tails: HashMap<(String, i32), Tail> = HashMap::new();
-    read_on(&c, highs, |m| {
+    read_on(&c, highs, stall, |m| {
         let Some(seq) = header_u64(m, SEQ_HEADER) else {
             return;
         };
@@ -137,7 +159,7 @@ pub fn read_records(settings: &KafkaSettings, topic: &str) -> Result<Vec<KeyValu
     let c = consumer(settings)?;
     let highs = assign_tails(&c, &[(topic.to_string(), 1)], i64::MAX / 2)?;
     let mut records = Vec::new();
-    read_on(&c, highs, |m| {
+    read_on(&c, highs, STALL, |m| {
         records.push((
             m.key().unwrap_or_default().to_vec(),
             m.payload().map(<[u8]>::to_vec),

@@ -220,7 +220,8 @@ async fn check_configs(
     }
 }
 
-/// The topics whose name starts with `<prefix>.`, with their partition counts.
+/// The topics whose name starts with `<prefix>.`, with their partition counts; a topic the
+/// broker reports an error for (no leader for a moment) is a retriable error.
 pub fn list_topics(settings: &KafkaSettings) -> Result<Vec<(String, i32)>> {
     let consumer: rdkafka::consumer::BaseConsumer = settings
         .client_config()
@@ -230,10 +231,17 @@ pub fn list_topics(settings: &KafkaSettings) -> Result<Vec<(String, i32)>> {
     let md = rdkafka::consumer::Consumer::fetch_metadata(&consumer, None, Duration::from_secs(10))
         .map_err(|e| kafka_error("listing topics", e))?;
     let start = format!("{}.", settings.topic_prefix);
-    Ok(md
-        .topics()
-        .iter()
-        .filter(|t| t.name().starts_with(&start) && t.error().is_none())
-        .map(|t| (t.name().to_string(), t.partitions().len() as i32))
-        .collect())
+    let mut out = Vec::new();
+    for t in md.topics().iter().filter(|t| t.name().starts_with(&start)) {
+        // A topic without a leader for a moment must not pass for one without records: its
+        // tail would be missing and what it holds produced again.
+        if let Some(e) = t.error() {
+            return Err(kafka_error(
+                &format!("metadata of {}", t.name()),
+                format!("{:?}", rdkafka::error::RDKafkaErrorCode::from(e)),
+            ));
+        }
+        out.push((t.name().to_string(), t.partitions().len() as i32));
+    }
+    Ok(out)
 }

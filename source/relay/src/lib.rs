@@ -142,9 +142,14 @@ impl Relay {
         loop {
             let started = Instant::now();
             let r = self.run_once(&mut stop).await;
+            let ran = started.elapsed();
             self.stats.finished(&r);
             match r {
                 Err(e) if e.is_retriable() && !*stop.borrow() => {
+                    // A run that went well for a while starts the pauses over.
+                    if ran > MAX_BACKOFF {
+                        backoff = FIRST_BACKOFF;
+                    }
                     tracing::error!(
                         "the Kafka relay stopped: {e}; starting it again in {backoff:?}"
                     );
@@ -156,12 +161,7 @@ impl Relay {
                     if *stop.borrow() {
                         return Err(e);
                     }
-                    // A run that went well for a while starts the pauses over.
-                    backoff = if started.elapsed() > MAX_BACKOFF {
-                        FIRST_BACKOFF
-                    } else {
-                        (backoff * 2).min(MAX_BACKOFF)
-                    };
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
                 other => return other,
             }
@@ -215,6 +215,7 @@ impl Relay {
         // What the run owes starts at `next`: everything before it is in the topics, in a
         // snapshot, or purged before it could be (said above).
         self.stats.acked_seq.fetch_max(next - 1, Ordering::AcqRel);
+        self.stats.checkpoint.store(next - 1, Ordering::Release);
         let mut binlog = Batches::open(
             &self.binlog_dir,
             from,
@@ -302,8 +303,8 @@ impl Relay {
             let rows = snapshot::send(&self.settings, outbox, tables, &snap).await?;
             tracing::info!("relay: snapshot at seq {seq} done: {rows} rows");
             let _ = std::fs::remove_file(&path);
-            return Ok(Some(seq));
         }
+        // A snapshot finished just now is done too: what follows it may still be purged.
         let done = marked.map(|(seq, _)| seq);
         if let (Some(seq), Some((_, dir))) = (done, &self.snapshots) {
             // A run cut off between the snapshot's end mark and the file's removal.

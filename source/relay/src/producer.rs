@@ -51,6 +51,10 @@ impl Outbox {
         let producer: FutureProducer = settings
             .client_config()
             .set("enable.idempotence", "true")
+            // A batch that fails for good must not leave a gap behind later batches of its
+            // partition: the tail check takes what a partition holds for a prefix. librdkafka
+            // raises a fatal error instead, and the run starts again.
+            .set("enable.gapless.guarantee", "true")
             .set("acks", "all")
             .set("linger.ms", "5")
             .set("message.timeout.ms", "300000")
@@ -104,6 +108,15 @@ impl Outbox {
     ) -> Result<()> {
         self.produce(&rec, Some((tx.seq, tx.commit_time_us)))
             .await?;
+        // A restart resumes the change topics after this record's `ringrep.acked_seq`.
+        if let Some(acked) = rec
+            .headers
+            .iter()
+            .find(|(k, _)| k == ringrep_cdc::kafka::replication::ACKED_HEADER)
+            .and_then(|(_, v)| v.parse().ok())
+        {
+            self.stats.checkpoint.store(acked, Ordering::Release);
+        }
         self.stats.transactions.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }

@@ -59,17 +59,23 @@ pub(crate) async fn start(settings: &KafkaSettings, binlog_dir: &Path) -> Result
         let server = directory_server_id(&dir)?;
         if let (Some(l), Some(ours)) = (last, server) {
             if l.server_id != ours {
-                return Err(kafka_error(
-                    &t,
-                    format!("the topic holds server {}'s stream (seq {}), this binlog is server {ours}'s; use another --kafka-topic-prefix", l.server_id, l.seq),
-                ));
+                return Err(ringrep_kafka::Error::Config(format!(
+                    "{t}: the topic holds server {}'s stream (seq {}), this binlog is server {ours}'s; use another --kafka-topic-prefix",
+                    l.server_id, l.seq
+                )));
             }
         }
-        let heartbeat = kafka::heartbeat_topic(&s.topic_prefix);
         let schema = kafka::schema_topic(&s.topic_prefix);
+        let transaction = kafka::transaction_topic(&s.topic_prefix);
+        let start = format!("{}.", s.topic_prefix);
+        // This stream's change topics (`<prefix>.<database>.<table>`) and transaction topic;
+        // not another stream's whose prefix starts with this one (`<prefix>.eu.replication`).
         let ordered: Vec<(String, i32)> = list_topics(&s)?
             .into_iter()
-            .filter(|(name, _)| *name != t && *name != heartbeat && *name != schema)
+            .filter(|(name, _)| {
+                let rest = &name[start.len()..];
+                *name == transaction || rest.split('.').count() == 2 && !rest.ends_with(".replication")
+            })
             .collect();
         let tails = read_tails(&s, &ordered)?;
         let records = read_records(&s, &schema)?;

@@ -50,8 +50,18 @@ pub(crate) fn file(dir: &Path, prefix: &str, seq: u64) -> PathBuf {
     dir.join(format!("{prefix}.snapshot.{seq}"))
 }
 
+/// A snapshot file that cannot be read back whole: no retry mends it.
 fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
     Error::Config(format!("relay snapshot file {}: {e}", path.display()))
+}
+
+/// A snapshot file that could not be written (a full disk, an I/O error): the run is tried
+/// again.
+fn write_error(path: &Path, e: impl std::fmt::Display) -> Error {
+    kafka_error(
+        &format!("writing the relay snapshot file {}", path.display()),
+        e.to_string(),
+    )
 }
 
 /// Writes `snap` to `path` (a temporary file, synced, then renamed): one frame per table's
@@ -59,7 +69,7 @@ fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
 /// sequence number.
 pub(crate) fn save(path: &Path, snap: &TableSnapshot) -> Result<()> {
     if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+        fs::create_dir_all(dir).map_err(|e| write_error(dir, e))?;
     }
     let tmp = path.with_extension("part");
     let mut out = Vec::new();
@@ -93,10 +103,10 @@ pub(crate) fn save(path: &Path, snap: &TableSnapshot) -> Result<()> {
             frame(tx(events))?;
         }
     }
-    let mut f = fs::File::create(&tmp).map_err(|e| io_error(&tmp, e))?;
-    f.write_all(&out).map_err(|e| io_error(&tmp, e))?;
-    f.sync_all().map_err(|e| io_error(&tmp, e))?;
-    fs::rename(&tmp, path).map_err(|e| io_error(path, e))?;
+    let mut f = fs::File::create(&tmp).map_err(|e| write_error(&tmp, e))?;
+    f.write_all(&out).map_err(|e| write_error(&tmp, e))?;
+    f.sync_all().map_err(|e| write_error(&tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| write_error(path, e))?;
     Ok(())
 }
 
@@ -154,6 +164,9 @@ pub(crate) async fn send(
     tables
         .announce_record(outbox, mark(SnapshotMark::Start))
         .await?;
+    // The mark must be in before any row: a run that finds rows of a snapshot in a partition
+    // and no mark would take them for changes and skip the changes they cover.
+    outbox.drain().await?;
     let mut schema = Schema::default();
     for (def, _) in &snap.tables {
         schema.apply(&DdlEvent::CreateTable { table: def.clone() });

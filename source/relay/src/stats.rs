@@ -55,6 +55,10 @@ impl RelayState {
 pub struct RelayStats {
     /// The last sequence number whose records, on every topic, the broker acknowledged.
     pub acked_seq: AtomicU64,
+    /// Where a run that starts now resumes the change topics from, less one: the
+    /// `ringrep.acked_seq` of the last replication record produced (the binlog after it must
+    /// be kept, which `acked_seq` alone would not say).
+    pub checkpoint: AtomicU64,
     /// The commit time (µs since the epoch) of the transaction `acked_seq` names.
     pub acked_commit_us: AtomicI64,
     /// The last sequence number read from the binlog.

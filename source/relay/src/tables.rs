@@ -230,13 +230,11 @@ impl Tables {
             announced,
         } = self;
         let def: &TableDef = tables.tables.get(&row.table_id).ok_or_else(|| {
-            kafka_error(
-                "binlog",
-                format!(
-                    "seq {}: table id {} is not in the schema",
-                    src.seq, row.table_id
-                ),
-            )
+            // The binlog contradicts itself: reading it again gives the same.
+            ringrep_kafka::Error::Config(format!(
+                "binlog: seq {}: table id {} is not in the schema",
+                src.seq, row.table_id
+            ))
         })?;
         let version = match versions.get(&row.table_id) {
             Some(v) => v.clone(),
