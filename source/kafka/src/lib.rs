@@ -120,14 +120,24 @@ pub enum SnapshotMode {
 }
 
 impl SnapshotMode {
+    const ALL: [SnapshotMode; 3] = [
+        SnapshotMode::Initial,
+        SnapshotMode::WhenNeeded,
+        SnapshotMode::NoData,
+    ];
+
+    /// The mode's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            SnapshotMode::Initial => "initial",
+            SnapshotMode::WhenNeeded => "when_needed",
+            SnapshotMode::NoData => "no_data",
+        }
+    }
+
     /// The mode named on the command line: `initial`, `when_needed` or `no_data`.
     pub fn parse(name: &str) -> Option<SnapshotMode> {
-        match name {
-            "initial" => Some(SnapshotMode::Initial),
-            "when_needed" => Some(SnapshotMode::WhenNeeded),
-            "no_data" => Some(SnapshotMode::NoData),
-            _ => None,
-        }
+        SnapshotMode::ALL.into_iter().find(|m| m.name() == name)
     }
 }
 

@@ -190,8 +190,17 @@ impl Relay {
         let fresh = window.relayed == 0 && start.tails.is_empty() && start.snapshot.is_none();
         let mut outbox = Outbox::create(&self.settings, Arc::clone(&self.stats), start.tails)?;
         let mut tables = Tables::new(start.announced);
+        // The first seq the binlog still holds (1 when it holds none yet).
+        let first = resume::first_seq(&self.binlog_dir)?.unwrap_or(1);
         let snapped = self
-            .snapshot_if_needed(&mut outbox, &mut tables, window, start.snapshot, fresh)
+            .snapshot_if_needed(
+                &mut outbox,
+                &mut tables,
+                window,
+                start.snapshot,
+                fresh,
+                first,
+            )
             .await?;
         // Changes at or below a snapshot's sequence number are in it.
         let window = tables::Window {
@@ -199,17 +208,15 @@ impl Relay {
             ..window
         };
         let mut next = window.acked.min(window.relayed) + 1;
-        if let Some(first) = resume::first_seq(&self.binlog_dir)? {
-            if next < first {
-                // Only the replication topic can be behind a purge here: the change topics
-                // had a snapshot, or the run stopped before this.
-                tracing::warn!(
-                    "relay: the binlog starts at seq {first}; seqs {next} to {} were purged before they reached {}: a replica fed from Kafka must be provisioned first (ringrep-applier provision)",
-                    first - 1,
-                    kafka::replication_topic(&self.settings.topic_prefix)
-                );
-                next = first;
-            }
+        if next < first {
+            // Only the replication topic can be behind a purge here: the change topics had a
+            // snapshot, or the run stopped before this.
+            tracing::warn!(
+                "relay: the binlog starts at seq {first}; seqs {next} to {} were purged before they reached {}: a replica fed from Kafka must be provisioned first (ringrep-applier provision)",
+                first - 1,
+                kafka::replication_topic(&self.settings.topic_prefix)
+            );
+            next = first;
         }
         let from = resume::segment_start(&self.binlog_dir, next)?;
         // What the run owes starts at `next`: everything before it is in the topics, in a
@@ -284,10 +291,10 @@ impl Relay {
         window: tables::Window,
         marked: Option<(u64, bool)>,
         fresh: bool,
+        first: u64,
     ) -> Result<Option<u64>> {
         let prefix = &self.settings.topic_prefix;
         let mode = self.settings.snapshot;
-        let first = resume::first_seq(&self.binlog_dir)?.unwrap_or(1);
         if let Some((seq, false)) = marked {
             let Some((_, dir)) = &self.snapshots else {
                 return Err(Error::Config(format!(
@@ -302,12 +309,12 @@ impl Relay {
             );
             let rows = snapshot::send(&self.settings, outbox, tables, &snap).await?;
             tracing::info!("relay: snapshot at seq {seq} done: {rows} rows");
-            let _ = std::fs::remove_file(&path);
         }
         // A snapshot finished just now is done too: what follows it may still be purged.
         let done = marked.map(|(seq, _)| seq);
         if let (Some(seq), Some((_, dir))) = (done, &self.snapshots) {
-            // A run cut off between the snapshot's end mark and the file's removal.
+            // Its file goes, whether it was finished just now or the run before was cut off
+            // between the end mark and the removal.
             let _ = std::fs::remove_file(snapshot::file(dir, prefix, seq));
         }
         let next = window.acked.max(done.unwrap_or(0)) + 1;
@@ -332,10 +339,7 @@ impl Relay {
             }
             return Err(Error::Config(format!(
                 "a snapshot is needed (--kafka-snapshot {}) and the binlog starts at seq {first}, but this relay cannot take one (run it inside the primary, or with --data-dir)",
-                match mode {
-                    SnapshotMode::Initial => "initial",
-                    _ => "when_needed",
-                }
+                mode.name()
             )));
         };
         let take = Arc::clone(take);

@@ -79,16 +79,18 @@ impl Outbox {
         self.stats.acked_seq.load(Ordering::Acquire)
     }
 
-    /// Produces `rec`, numbered `order` within its transaction (`None`: a record not ordered
-    /// so, whose topic the caller keeps from repeats itself), unless its partition holds it
-    /// already. Returns whether it was produced.
-    pub(crate) async fn send(&mut self, mut rec: KafkaRecord, order: Option<u64>) -> Result<bool> {
-        if let Some(order) = order {
-            if self.is_there(&rec, order) {
+    /// Produces `rec`, which stands at `at` (its transaction's seq and its place among that
+    /// transaction's records; `None`: a record not ordered so, whose topic the caller keeps
+    /// from repeats itself), unless its partition holds it already. Returns whether it was
+    /// produced.
+    pub(crate) async fn send(&mut self, mut rec: KafkaRecord, at: Option<Tail>) -> Result<bool> {
+        if let Some(at) = at {
+            if self.is_there(&rec, at) {
                 self.stats.skipped.fetch_add(1, Ordering::Relaxed);
                 return Ok(false);
             }
-            rec.headers.push((ORDER_HEADER.into(), order.to_string()));
+            rec.headers
+                .push((ORDER_HEADER.into(), at.order.to_string()));
         }
         self.produce(&rec, None).await?;
         Ok(true)
@@ -99,41 +101,29 @@ impl Outbox {
         self.stats.change_records.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Produces the replication record of `tx`; its acknowledgement moves `acked_seq` to
-    /// `tx.seq`.
+    /// Produces the replication record of `tx`, made with `ringrep.acked_seq` `acked`; its
+    /// acknowledgement moves `acked_seq` to `tx.seq`.
     pub(crate) async fn send_transaction(
         &mut self,
         rec: KafkaRecord,
         tx: &Transaction,
+        acked: u64,
     ) -> Result<()> {
         self.produce(&rec, Some((tx.seq, tx.commit_time_us)))
             .await?;
         // A restart resumes the change topics after this record's `ringrep.acked_seq`.
-        if let Some(acked) = rec
-            .headers
-            .iter()
-            .find(|(k, _)| k == ringrep_cdc::kafka::replication::ACKED_HEADER)
-            .and_then(|(_, v)| v.parse().ok())
-        {
-            self.stats.checkpoint.store(acked, Ordering::Release);
-        }
+        self.stats.checkpoint.store(acked, Ordering::Release);
         self.stats.transactions.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Whether `rec`'s partition held it at start: its (seq, order) is at or below the
+    /// Whether `rec`'s partition held it at start: `at` is at or below the
     /// partition's tail. The first record past the tail ends the checks for that partition.
-    fn is_there(&mut self, rec: &KafkaRecord, order: u64) -> bool {
+    fn is_there(&mut self, rec: &KafkaRecord, at: Tail) -> bool {
         if self.tails.is_empty() {
             return false;
         }
-        let seq = rec
-            .headers
-            .iter()
-            .find(|(k, _)| k == ringrep_cdc::kafka::SEQ_HEADER)
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(0);
-        if seq > self.tails_end {
+        if at.seq > self.tails_end {
             // Past every partition's end: nothing more can be there.
             self.tails.clear();
             return false;
@@ -145,7 +135,7 @@ impl Outbox {
         let Some(tail) = partitions.get(&partition) else {
             return false;
         };
-        if (Tail { seq, order }) <= *tail {
+        if at <= *tail {
             return true;
         }
         partitions.remove(&partition);

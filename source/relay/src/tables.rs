@@ -15,7 +15,7 @@ use binlog_format::events::{DdlEvent, Event, RowEvent, Transaction};
 use binlog_format::schema::{Schema, TableDef};
 use binlog_format::Position;
 use ringrep_cdc::kafka::{self, schema, transaction, ChangeOptions, SourceInfo, TxPlace};
-use ringrep_kafka::{ensure_topic, kafka_error, KafkaSettings, Result, TopicKind};
+use ringrep_kafka::{ensure_topic, kafka_error, KafkaSettings, Result, Tail, TopicKind};
 
 use crate::producer::Outbox;
 
@@ -117,7 +117,15 @@ impl Tables {
             None => [None, None],
         };
         if let Some(b) = begin {
-            outbox.send(b, Some(0)).await?;
+            outbox
+                .send(
+                    b,
+                    Some(Tail {
+                        seq: tx.seq,
+                        order: 0,
+                    }),
+                )
+                .await?;
         }
         let mut seen: HashMap<u64, u64> = HashMap::new();
         let mut total_order = 0;
@@ -161,7 +169,15 @@ impl Tables {
             }
         }
         if let Some(e) = end {
-            outbox.send(e, Some(1)).await?;
+            outbox
+                .send(
+                    e,
+                    Some(Tail {
+                        seq: tx.seq,
+                        order: 1,
+                    }),
+                )
+                .await?;
         }
         self.replicate(settings, outbox, tx, window).await
     }
@@ -175,9 +191,10 @@ impl Tables {
         window: Window,
     ) -> Result<()> {
         if tx.seq > window.relayed {
-            let rec = kafka::replication_record(&settings.topic_prefix, tx, outbox.acked_seq())
+            let acked = outbox.acked_seq();
+            let rec = kafka::replication_record(&settings.topic_prefix, tx, acked)
                 .map_err(|e| kafka_error("encoding", e))?;
-            outbox.send_transaction(rec, tx).await?;
+            outbox.send_transaction(rec, tx, acked).await?;
         }
         Ok(())
     }
@@ -269,7 +286,16 @@ impl Tables {
             .enumerate()
         {
             let order = first_order + sub as u64;
-            if outbox.send(rec, Some(order)).await? {
+            if outbox
+                .send(
+                    rec,
+                    Some(Tail {
+                        seq: src.seq,
+                        order,
+                    }),
+                )
+                .await?
+            {
                 outbox.count_change();
             }
         }
