@@ -55,8 +55,17 @@ pub enum Error {
         /// The sequence number found instead.
         found: u64,
     },
+    /// A record whose encoding is larger than a frame may be (the writer's `max_frame`): one
+    /// transaction too large for the binlog. Nothing of it was written.
+    #[error("record of {bytes} bytes exceeds the maximum frame of {max} bytes")]
+    TooLarge {
+        /// The encoded record's size.
+        bytes: u64,
+        /// The largest frame payload the writer takes.
+        max: u32,
+    },
     /// A request that cannot be carried out as asked: a bad option, file name or offset, a
-    /// transaction out of sequence, a record larger than the maximum frame, a writer stopped
+    /// transaction out of sequence, a writer stopped
     /// by an earlier failure, a directory written by another server or whose index names a
     /// missing segment. Holds the reason.
     #[error("invalid argument: {0}")]

@@ -215,8 +215,18 @@ impl Key {
     /// Hashes key values as `Key`'s `Hash` does (keys that compare equal hash alike), for a
     /// caller that has the values but no `Key`.
     pub fn hash_values<H: std::hash::Hasher>(values: &[Value], h: &mut H) {
+        Key::hash_iter(values.len(), values, h);
+    }
+
+    /// `hash_values` for the `len` values of a key that is not in one slice (a key being
+    /// assembled from a row's columns): hashes as the `Key` of these values would.
+    pub fn hash_iter<'v, H: std::hash::Hasher>(
+        len: usize,
+        values: impl IntoIterator<Item = &'v Value>,
+        h: &mut H,
+    ) {
         use std::hash::Hash;
-        values.len().hash(h);
+        len.hash(h);
         for v in values {
             match v {
                 Value::Null => 0u8.hash(h),

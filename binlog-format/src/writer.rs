@@ -782,10 +782,10 @@ impl BinlogWriter {
     fn append_framed(&self, record: &Record, frame: &[u8]) -> Result<u64> {
         let payload_len = frame.len() - crate::format::FRAME_HEADER_LEN;
         if payload_len > self.inner.opts.max_frame as usize {
-            return Err(Error::Invalid(format!(
-                "record of {} bytes exceeds the maximum frame of {} bytes",
-                payload_len, self.inner.opts.max_frame
-            )));
+            return Err(Error::TooLarge {
+                bytes: payload_len as u64,
+                max: self.inner.opts.max_frame,
+            });
         }
         let mut st = lock(&self.inner.state);
         if let Some(p) = &st.poisoned {

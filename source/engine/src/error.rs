@@ -245,6 +245,8 @@ pub mod code {
     /// A recursive common table expression still growing after `cte_max_recursion_depth`
     /// iterations.
     pub const ER_CTE_MAX_RECURSION_DEPTH: Code = Code::new(3636, "HY000");
+    /// A transaction too large for one binlog record.
+    pub const ER_TRANS_CACHE_FULL: Code = Code::new(1197, "HY000");
     /// A result held for a statement outgrew its limit (a recursive common table expression).
     pub const ER_RECORD_FILE_FULL: Code = Code::new(1114, "HY000");
     /// A view that reads itself.
@@ -600,6 +602,13 @@ impl From<binlog_format::Error> for Error {
             binlog_format::Error::Io { path, source } if is_disk_full(source) => {
                 disk_full(&path.display().to_string())
             }
+            // MySQL's error for a transaction its binlog cache cannot hold.
+            binlog_format::Error::TooLarge { bytes, max } => Error::new(
+                code::ER_TRANS_CACHE_FULL,
+                format!(
+                    "Multi-statement transaction required more than 'max_binlog_cache_size' bytes of storage: its binlog record is {bytes} bytes, a transaction may write at most {max}; write the rows in smaller transactions"
+                ),
+            ),
             _ => Error::internal(format!("binlog: {e}")),
         };
         if e.is_retriable() {

@@ -2,23 +2,31 @@
 //! index in its events of the last change there. The row, and its key, are read from that
 //! event: staging a row copies nothing and keeps no key, only the key's hash (computed once
 //! per row, and shared with the row's lock). Hashed, not ordered: every row write looks its
-//! key up here, and only a scan inside the transaction needs order (it sorts what it takes).
+//! key up here, and only a scan inside the transaction needs order. A table's first scan in a
+//! transaction builds an ordered copy of its entries, kept up to date by later writes, so
+//! that a statement scanning n prefixes of a table it writes costs n range reads, not n
+//! passes over everything the transaction wrote; writes before any scan pay nothing for it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hasher};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use binlog_format::{Event, Key, RowChange, RowEvent, Value};
 
-type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// A key's hash as the overlay and the row locks use it: keys that compare equal (5 and
 /// unsigned 5 are one key) hash alike. The seed is chosen per process, so keys that collide
 /// cannot be chosen in advance.
 pub(crate) fn key_hash(key: &[Value]) -> u64 {
+    key_hash_iter(key.len(), key)
+}
+
+/// `key_hash` of the key the `len` values make, in this order, without assembling it.
+pub(crate) fn key_hash_iter<'v>(len: usize, key: impl IntoIterator<Item = &'v Value>) -> u64 {
     static SEED: OnceLock<foldhash::quality::RandomState> = OnceLock::new();
     let mut h = SEED.get_or_init(Default::default).build_hasher();
-    Key::hash_values(key, &mut h);
+    Key::hash_iter(len, key, &mut h);
     h.finish()
 }
 
@@ -28,11 +36,26 @@ pub(crate) struct Overlay {
 }
 
 /// One table's part: event indexes by key hash.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 struct Staged {
     /// The table's primary-key positions, to read a written row's key.
     pk: Vec<usize>,
     by_hash: FastMap<u64, At>,
+    /// The same entries by key, once a scan asked for them (see the module's notes); `None`
+    /// until then, and again after entries were moved back (an undo).
+    /// (Behind a lock, not a cell: sessions are shared with the tasks that serve them.)
+    ordered: Mutex<Option<BTreeMap<Key, usize>>>,
+}
+
+impl Clone for Staged {
+    /// The ordered copy is not cloned: the clone builds its own when it is scanned.
+    fn clone(&self) -> Staged {
+        Staged {
+            pk: self.pk.clone(),
+            by_hash: self.by_hash.clone(),
+            ordered: Mutex::new(None),
+        }
+    }
 }
 
 /// The events at the keys of one hash: one key, but for a collision of 64-bit hashes.
@@ -121,6 +144,12 @@ impl Overlay {
         if t.pk.as_slice() != pk {
             t.pk = pk.to_vec();
         }
+        if let Some(ordered) = t.ordered.get_mut().unwrap_or_else(PoisonError::into_inner) {
+            let key = Key(key_at(&t.pk, ops, at).cloned().collect());
+            // Replaced whole: the key as this event spells it, as `changed` gives it.
+            ordered.remove(&key);
+            ordered.insert(key, at);
+        }
         let entry = match t.by_hash.entry(hash) {
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(At::One(at));
@@ -160,9 +189,46 @@ impl Overlay {
             .collect()
     }
 
+    /// The keys `table`'s rows were changed at that start with `prefix`, in key order, and
+    /// the index of the last event at each.
+    pub(crate) fn changed_in(
+        &self,
+        ops: &[Event],
+        table: u64,
+        prefix: &[Value],
+    ) -> Vec<(Key, usize)> {
+        let Some(t) = self.tables.get(&table) else {
+            return Vec::new();
+        };
+        if t.by_hash.is_empty() {
+            return Vec::new();
+        }
+        let mut ordered = t.ordered.lock().unwrap_or_else(PoisonError::into_inner);
+        let ordered = ordered.get_or_insert_with(|| {
+            t.by_hash
+                .values()
+                .flat_map(At::indexes)
+                .map(|&at| (Key(key_at(&t.pk, ops, at).cloned().collect()), at))
+                .collect()
+        });
+        // A prefix sorts before every longer key that starts with it.
+        let from = Key(prefix.to_vec());
+        ordered
+            .range(from..)
+            .take_while(|(k, _)| {
+                k.0.len() >= prefix.len()
+                    && k.0.iter().zip(prefix).all(|(a, b)| a.total_cmp(b).is_eq())
+            })
+            .filter(|(_, &at)| matches!(ops.get(at), Some(Event::Row(_))))
+            .map(|(k, &at)| (k.clone(), at))
+            .collect()
+    }
+
     /// Keeps the entries for which `f` returns true, after letting it move their index.
     pub(crate) fn retain(&mut self, mut f: impl FnMut(&mut usize) -> bool) {
         for t in self.tables.values_mut() {
+            // Rebuilt by the next scan that needs it.
+            *t.ordered.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
             t.by_hash.retain(|_, entry| match entry {
                 At::One(at) => f(at),
                 At::Many(ats) => {
@@ -178,6 +244,7 @@ impl Overlay {
     pub(crate) fn reset(&mut self, max: usize) {
         self.tables.retain(|_, t| {
             t.by_hash.clear();
+            *t.ordered.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
             t.by_hash.capacity() <= max
         });
     }
@@ -246,6 +313,64 @@ mod tests {
         assert_eq!(o.get(&ops, 1, &k11, 7), Some(0));
         o.reset(16);
         assert_eq!(o.get(&ops, 1, &k11, 7), None);
+    }
+
+    /// A prefix's changes in key order, from the ordered copy built by the first scan and
+    /// kept up to date by later writes, and rebuilt after an undo.
+    #[test]
+    fn changes_under_a_prefix_come_in_key_order() {
+        let pk = [0usize, 1];
+        let row = |a: i64, b: i64| write(vec![Value::Int(a), Value::Int(b), Value::Null]);
+        let mut ops = vec![row(2, 1), row(1, 2), row(1, 1), row(3, 1)];
+        let mut o = Overlay::default();
+        for at in 0..ops.len() {
+            let key: Vec<Value> = key_at(&pk, &ops, at).cloned().collect();
+            o.insert(&ops, 1, &pk, key_hash(&key), at);
+        }
+        let keys = |o: &Overlay, ops: &[Event], prefix: &[Value]| -> Vec<(Vec<i64>, usize)> {
+            o.changed_in(ops, 1, prefix)
+                .into_iter()
+                .map(|(k, at)| {
+                    let k = k.0.iter().map(|v| match v {
+                        Value::Int(i) => *i,
+                        Value::UInt(u) => *u as i64,
+                        _ => -1,
+                    });
+                    (k.collect(), at)
+                })
+                .collect()
+        };
+        assert_eq!(
+            keys(&o, &ops, &[Value::Int(1)]),
+            [(vec![1, 1], 2), (vec![1, 2], 1)]
+        );
+        assert_eq!(keys(&o, &ops, &[]).len(), 4);
+        assert!(keys(&o, &ops, &[Value::Int(4)]).is_empty());
+        // Written after the first scan: a delete of (1, 1) (as unsigned 1) and a new (1, 0).
+        ops.push(delete(vec![Value::UInt(1), Value::Int(1)]));
+        ops.push(row(1, 0));
+        for at in 4..6 {
+            let key: Vec<Value> = key_at(&pk, &ops, at).cloned().collect();
+            o.insert(&ops, 1, &pk, key_hash(&key), at);
+        }
+        assert_eq!(
+            keys(&o, &ops, &[Value::Int(1)]),
+            [(vec![1, 0], 5), (vec![1, 1], 4), (vec![1, 2], 1)]
+        );
+        // Undo of the last two events: the entries go back and the copy is rebuilt.
+        o.retain(|at| match *at {
+            4 => {
+                *at = 2;
+                true
+            }
+            5 => false,
+            _ => true,
+        });
+        ops.truncate(4);
+        assert_eq!(
+            keys(&o, &ops, &[Value::Int(1)]),
+            [(vec![1, 1], 2), (vec![1, 2], 1)]
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use binlog_format::schema::{ColumnType, IndexKind, RingOptions, TableDef};
 use binlog_format::{Cause, DdlEvent, Event, Key, RowChange, RowEvent, Value};
 
-use super::overlay::{key_hash, Overlay};
+use super::overlay::{key_hash, key_hash_iter, FastMap, Overlay};
 use super::table::HIDDEN_ROW_ID;
 use super::{Engine, LockKey, Row, State, Table, SYSTEM_TABLE_ID_BASE};
 use crate::error::{code, Error, Result};
@@ -191,10 +191,49 @@ struct Spare {
     /// every few rows).
     kept: Vec<usize>,
     metas: Vec<(Key, u64, Meta)>,
+    /// The ring insert's index of its meta rows: see `MetaIndex`.
+    meta_index: MetaIndex,
     key: Vec<Value>,
     /// Emptied vectors of written rows, for the next rows built (a few hundred kilobytes
     /// at most: see `SPARE_ROWS`).
     rows: Vec<Row>,
+}
+
+/// Where a ring insert keeps each prefix's meta row, found by the meta key's hash, so that a
+/// statement of n rows over p prefixes costs n lookups, not n × p comparisons.
+#[derive(Default)]
+struct MetaIndex {
+    /// The last meta (its index in the insert's list) whose key has this hash.
+    last: FastMap<u64, usize>,
+    /// For each meta, the one before it with the same hash (`usize::MAX`: none): 64-bit
+    /// hashes of distinct prefixes collide almost never, but a collision must not merge rings.
+    before: Vec<usize>,
+}
+
+impl MetaIndex {
+    fn clear(&mut self) {
+        self.last.clear();
+        self.before.clear();
+    }
+
+    /// The index of the meta with hash `hash` that `is_it` accepts.
+    fn find(&self, hash: u64, mut is_it: impl FnMut(usize) -> bool) -> Option<usize> {
+        let mut at = *self.last.get(&hash)?;
+        while at != usize::MAX {
+            if is_it(at) {
+                return Some(at);
+            }
+            at = self.before[at];
+        }
+        None
+    }
+
+    /// Records that meta number `at` (the next one: `at` metas are recorded) has `hash`.
+    fn push(&mut self, hash: u64, at: usize) {
+        debug_assert_eq!(at, self.before.len());
+        self.before
+            .push(self.last.insert(hash, at).unwrap_or(usize::MAX));
+    }
 }
 
 /// How many emptied row vectors a session keeps.
@@ -818,14 +857,10 @@ impl Session {
         };
         drop(rows);
         drop(st);
-        let matches = |k: &Key| {
-            k.0.len() >= prefix.len() && k.0.iter().zip(prefix).all(|(a, b)| a.total_cmp(b).is_eq())
-        };
         let Some(txn) = &self.txn else {
             return Ok(stored);
         };
-        let mut changed = txn.overlay.changed(&txn.ops, table);
-        changed.retain(|(k, _)| matches(k));
+        let changed = txn.overlay.changed_in(&txn.ops, table, prefix);
         if changed.is_empty() {
             return Ok(stored);
         }
@@ -860,6 +895,11 @@ impl Session {
 
     /// Fails with 1062 when a unique value of `row` is held by another live row.
     fn check_unique(&self, table: &Table, key: &Key, row: &[Value]) -> Result<()> {
+        // Most tables have no unique index: nothing to check, and the transaction's changed
+        // rows (a list as long as the transaction, per row checked) are not gathered.
+        if table.unique_indexes().next().is_none() {
+            return Ok(());
+        }
         let ops = self.txn.as_ref().map_or(&[][..], |t| &t.ops[..]);
         let overlay = self.txn.as_ref().map(|t| &t.overlay);
         let changed = overlay.map_or_else(Vec::new, |o| o.changed(ops, table.def.id));
@@ -1119,6 +1159,9 @@ impl Session {
         // the batch goes.
         let mut metas = std::mem::take(&mut self.spare.metas);
         metas.clear();
+        let mut meta_index = std::mem::take(&mut self.spare.meta_index);
+        meta_index.clear();
+        let slot_zero = slot_value(def, 0);
         let mut inserted = 0;
         // The user columns an overwrite keeps (the native writer's, see below).
         let mut kept = std::mem::take(&mut self.spare.kept);
@@ -1141,11 +1184,18 @@ impl Session {
                     .zip(&k.0)
                     .all(|(&c, v)| row[c].total_cmp(v).is_eq())
             };
-            let at = match metas.iter().position(|(k, _, _)| same_prefix(k)) {
+            let meta_hash = key_hash_iter(
+                prefix_cols.len() + 1,
+                prefix_cols
+                    .iter()
+                    .map(|&c| &row[c])
+                    .chain(std::iter::once(&slot_zero)),
+            );
+            let at = match meta_index.find(meta_hash, |at| same_prefix(&metas[at].0)) {
                 Some(at) => at,
                 None => {
                     let meta_key = slot_key(def, prefix_cols.iter().map(|&c| &row[c]), 0);
-                    let meta_hash = key_hash(&meta_key.0);
+                    debug_assert_eq!(meta_hash, key_hash(&meta_key.0));
                     self.lock_hashed(def.id, meta_hash)?;
                     // Only the meta column is read: a staged meta row is not copied.
                     let meta = self
@@ -1161,6 +1211,7 @@ impl Session {
                             |r| r.and_then(|r| meta_of(&ring, r)),
                         )
                         .unwrap_or_else(Meta::empty);
+                    meta_index.push(meta_hash, metas.len());
                     metas.push((meta_key, meta_hash, meta));
                     metas.len() - 1
                 }
@@ -1224,6 +1275,7 @@ impl Session {
             self.stage_write_hashed(def, hash, row, Cause::MetaUpdate);
         }
         self.spare.metas = metas;
+        self.spare.meta_index = meta_index;
         self.spare.kept = kept;
         self.spare.key = key.0;
         Ok(inserted)
@@ -1487,15 +1539,14 @@ impl Session {
             ));
         }
         let now = self.now_us();
-        let mut seen: Vec<Key> = Vec::new();
+        let mut seen: std::collections::HashSet<Key> = std::collections::HashSet::new();
         let mut deleted = 0;
         for prefix in prefixes {
-            // One ring however many spellings of its prefix the WHERE lists.
-            let as_key = Key(prefix.clone());
-            if seen.contains(&as_key) {
+            // One ring however many spellings of its prefix the WHERE lists (keys that
+            // compare equal hash alike).
+            if !seen.insert(Key(prefix.clone())) {
                 continue;
             }
-            seen.push(as_key);
             let meta_key = slot_key(def, prefix.iter(), 0);
             self.lock(def.id, &meta_key)?;
             for (key, row) in self.scan_raw(def.id, &prefix)? {
@@ -1863,6 +1914,25 @@ mod tests {
     use binlog_format::{SyncPolicy, Value};
 
     use crate::fixtures::{insert_p, insert_r, sample_engine};
+
+    /// Metas whose hashes collide stay apart: each is found by its own key.
+    #[test]
+    fn meta_index_keeps_colliding_hashes_apart() {
+        let mut index = super::MetaIndex::default();
+        let keys = ["a", "b", "c", "d"];
+        // a, b and d share hash 7; c has its own.
+        for (at, hash) in [7u64, 7, 9, 7].into_iter().enumerate() {
+            index.push(hash, at);
+        }
+        for (at, key) in keys.iter().enumerate() {
+            let hash = if *key == "c" { 9 } else { 7 };
+            assert_eq!(index.find(hash, |i| keys[i] == *key), Some(at), "{key}");
+        }
+        assert_eq!(index.find(7, |i| keys[i] == "c"), None);
+        assert_eq!(index.find(8, |_| true), None);
+        index.clear();
+        assert_eq!(index.find(7, |_| true), None);
+    }
 
     #[test]
     fn without_lock_waits_a_held_row_fails_the_statement_and_leaves_nothing() {

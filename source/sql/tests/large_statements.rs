@@ -1,0 +1,121 @@
+//! Statements that write many rows. One that writes into a ring table takes each row's
+//! prefix's next slot exactly as the same rows inserted one statement at a time would: same
+//! rows, same slots, same meta rows, for prefixes met in any order, text prefixes that differ
+//! only in case (one ring), and more rows than a ring holds. A transaction too large for one
+//! binlog record fails as MySQL's does when its binlog cache is full, and leaves nothing.
+
+use ringrep_sql::{Outcome, SqlSession};
+
+const TABLE: &str = "(k VARCHAR(8) NOT NULL, n INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
+    ring_meta VARBINARY(64), v INT, PRIMARY KEY (k, n, ring_idx)) \
+    COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'";
+
+/// Every row of `table`, meta rows included, as text, in key order. A meta row's prefix is
+/// read in lower case: it keeps the spelling of the statement that wrote it last (the first
+/// row of its prefix in that statement), and 'ab' and 'AB' are one key.
+fn rows(s: &mut SqlSession, table: &str) -> Vec<Vec<Option<String>>> {
+    s.execute("SET ndb_ring_buffer_show_meta = 1")
+        .expect("show meta");
+    let Outcome::Rows(rs) = s
+        .execute(&format!(
+            "SELECT IF(ring_idx = 0, LOWER(k), k), n, ring_idx, HEX(ring_meta), v \
+             FROM test.{table} ORDER BY k, n, ring_idx"
+        ))
+        .expect("select")
+    else {
+        panic!("a SELECT returns rows");
+    };
+    rs.text_rows()
+}
+
+#[test]
+fn a_multi_row_insert_fills_rings_as_single_inserts_do() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _) =
+        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
+            .expect("engine");
+    let mut s = SqlSession::new(&engine);
+    s.execute(&format!("CREATE TABLE test.batched {TABLE}"))
+        .expect("create");
+    s.execute(&format!("CREATE TABLE test.single {TABLE}"))
+        .expect("create");
+    // 400 rows over 60 prefixes in a scrambled order; 'ab' and 'AB' are one prefix.
+    let mut values = Vec::new();
+    let mut x: u64 = 12345;
+    for v in 0..400 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let p = (x >> 33) % 60;
+        let k = match p % 3 {
+            0 => "ab",
+            1 => "AB",
+            _ => "cd",
+        };
+        values.push(format!("('{k}', {}, {v})", p / 3));
+    }
+    let Outcome::Affected { rows: n, .. } = s
+        .execute(&format!(
+            "INSERT INTO test.batched (k, n, v) VALUES {}",
+            values.join(",")
+        ))
+        .expect("one statement")
+    else {
+        panic!("INSERT reports affected rows");
+    };
+    assert_eq!(n, 400);
+    for row in &values {
+        s.execute(&format!("INSERT INTO test.single (k, n, v) VALUES {row}"))
+            .expect("one row");
+    }
+    let batched = rows(&mut s, "batched");
+    assert_eq!(batched, rows(&mut s, "single"));
+    // 40 rings ('ab'/'AB' and 'cd' for each n of 0..20) of 3 rows, and a meta row each.
+    assert_eq!(batched.len(), 40 * 4);
+}
+
+#[test]
+fn a_transaction_too_large_for_the_binlog_fails_with_1197_and_leaves_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _) =
+        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
+            .expect("engine");
+    let mut s = SqlSession::new(&engine);
+    s.execute("CREATE TABLE test.big (id INT NOT NULL PRIMARY KEY, v MEDIUMTEXT)")
+        .expect("create");
+    s.execute("INSERT INTO test.big VALUES (0, 'kept')")
+        .expect("small");
+    // Five rows of 15 MB: 75 MB, more than the 64 MiB a binlog record holds.
+    let rows: Vec<String> = (1..=5)
+        .map(|i| format!("({i}, REPEAT('x', 15000000))"))
+        .collect();
+    let e = s
+        .execute(&format!("INSERT INTO test.big VALUES {}", rows.join(",")))
+        .expect_err("too large for one binlog record");
+    assert_eq!((e.code, e.sqlstate), (1197, "HY000"), "{e}");
+    assert!(e.message.contains("max_binlog_cache_size"), "{e}");
+    let count = |s: &mut SqlSession| {
+        let Outcome::Rows(rs) = s
+            .execute("SELECT COUNT(*), MAX(id) FROM test.big")
+            .expect("count")
+        else {
+            panic!("a SELECT returns rows");
+        };
+        rs.text_rows()
+    };
+    let one = vec![vec![Some("1".to_string()), Some("0".to_string())]];
+    assert_eq!(count(&mut s), one, "nothing of the statement stayed");
+    // The binlog takes the next transaction, and a reopened node holds the same rows.
+    s.execute("INSERT INTO test.big VALUES (6, 'after')")
+        .expect("the writer goes on");
+    drop(s);
+    drop(engine);
+    let (engine, _) =
+        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
+            .expect("reopen");
+    let mut s = SqlSession::new(&engine);
+    assert_eq!(
+        count(&mut s),
+        vec![vec![Some("2".to_string()), Some("6".to_string())]]
+    );
+}
