@@ -4,8 +4,9 @@
 //! One function per subcommand: the engine's own figures in `engine` (batch and autocommit
 //! inserts, snapshot pauses, the verifier), a replica's in `replica` (catch-up, lag through the
 //! binlog directory), the relay's in `kafka`, the side-by-side run against MariaDB and
-//! Redis in `peers`, a primary's disk use with binlog retention in `retention`, and a
-//! primary and replica under a mixed workload for minutes in `soak`.
+//! Redis in `peers`, a primary's disk use with binlog retention in `retention`, a
+//! primary and replica under a mixed workload for minutes in `soak`, and the cost of one
+//! statement as its rows grow in `statements`.
 
 mod engine;
 mod kafka;
@@ -13,6 +14,7 @@ mod peers;
 mod replica;
 mod retention;
 mod soak;
+mod statements;
 
 use std::path::Path;
 use std::time::Duration;
@@ -104,6 +106,20 @@ enum Command {
         rate: u64,
         #[arg(long, default_value_t = 5)]
         seconds: u64,
+    },
+    /// Rows/s of one SQL statement writing n rows (INSERT ... SELECT, multi-row VALUES, LOAD
+    /// DATA, UPDATE, DELETE; plain and ring tables) for each n of SIZES: whether a statement's
+    /// cost grows faster than its rows.
+    Statements {
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "1000,10000,100000,1000000"
+        )]
+        sizes: Vec<u64>,
+        /// The largest multi-row INSERT ... VALUES measured (its text is ~210 bytes a row).
+        #[arg(long, default_value_t = 100_000)]
+        values_max: u64,
     },
     /// The verifier comparing two equal engines of ROWS rows.
     Verify {
@@ -276,6 +292,9 @@ fn main() -> anyhow::Result<()> {
         } => engine::engine_autocommit(dir, writers, seconds, &sync, committers, threads),
         Command::Catchup { txs } => replica::catchup(dir, txs),
         Command::Lag { rate, seconds } => replica::lag(dir, rate, seconds),
+        Command::Statements { sizes, values_max } => {
+            statements::statements(dir, &sizes, values_max)
+        }
         Command::Verify { rows } => engine::verify_bench(dir, rows),
         Command::Provision { rows } => replica::provision(dir, rows),
         Command::Soak {
