@@ -2,38 +2,13 @@
 //! `source` (where the event is in the primary's binlog), `transaction` (its place in the
 //! transaction) and `schema_version`. Values as [`super::value_json`] writes them.
 
-use serde_json::{json, Value as Json};
-
 use binlog_format::events::{RowChange, RowEvent};
 use binlog_format::schema::TableDef;
 use binlog_format::value::Value;
 
-use super::json::columns_json;
+use super::json::{write_columns, Object};
 use super::partition::RowKey;
 use super::{change_topic, ChangeOptions, KafkaRecord, SourceInfo, TxPlace, SEQ_HEADER};
-
-fn row_json(table: &TableDef, row: &[Value]) -> Json {
-    let all: Vec<usize> = (0..table.columns.len()).collect();
-    columns_json(table, &all, row)
-}
-
-/// The `transaction` block: the transaction's id and the event's place in it.
-pub(crate) fn transaction_json(src: &SourceInfo) -> Json {
-    let TxPlace {
-        total_order,
-        table_order,
-        total_events,
-        table_events,
-    } = src.place;
-    json!({
-        "id": transaction_id(src.server_id, src.seq),
-        "seq": src.seq,
-        "total_order": total_order,
-        "data_collection_order": table_order,
-        "event_count": total_events,
-        "data_collection_event_count": table_events,
-    })
-}
 
 /// A transaction's id as the envelopes and the transaction topic write it:
 /// `<server_id>:<seq>`.
@@ -50,60 +25,107 @@ pub(crate) fn change_records(
     opts: &ChangeOptions<'_>,
 ) -> Vec<KafkaRecord> {
     let key = RowKey::of(table, &ev.change, opts.partitions);
-    let (after, before) = match &ev.change {
-        RowChange::Write { row } => (Some(row_json(table, row)), None),
-        RowChange::Update { after, before, .. } => (
-            Some(row_json(table, after)),
-            before.as_ref().map(|b| row_json(table, b)),
-        ),
-        RowChange::Delete { .. } => (None, None),
-    };
-    let (op, cause, transaction) = if src.snapshot {
-        ("read", "snapshot", Json::Null)
-    } else {
-        (ev.op_name(), ev.cause.name(), transaction_json(src))
-    };
-    let mut envelope = json!({
-        "op": op,
-        "database": table.database,
-        "table": table.name,
-        "key": columns_json(table, &table.primary_key, &key.stored),
-        "after": after,
-        "cause": cause,
-        "source": {
-            "server_id": src.server_id,
-            "seq": src.seq,
-            "segment": binlog_format::segment::segment_name(src.position.segment),
-            "offset": src.position.offset,
-            "commit_time_us": src.commit_time_us,
-            "index": src.index,
-        },
-        "transaction": transaction,
-        "schema_version": opts.schema_version,
-    });
-    if let (Some(b), Some(obj)) = (before, envelope.as_object_mut()) {
-        obj.insert("before".into(), b);
-    }
+    let mut key_bytes = Vec::with_capacity(64);
+    write_columns(&mut key_bytes, table, &table.primary_key, &key.folded);
+    let value = envelope(table, ev, src, opts, &key);
     let topic = change_topic(opts.prefix, &table.database, &table.name);
-    let key_bytes = columns_json(table, &table.primary_key, &key.folded)
-        .to_string()
-        .into_bytes();
-    let mut out = vec![KafkaRecord {
-        topic: topic.clone(),
-        partition: Some(key.partition),
-        key: key_bytes.clone(),
-        value: Some(envelope.to_string().into_bytes()),
-        headers: vec![(SEQ_HEADER.into(), src.seq.to_string())],
-    }];
+    let seq = src.seq.to_string();
     if opts.tombstones && matches!(ev.change, RowChange::Delete { .. }) {
-        out.push(KafkaRecord {
+        let tombstone = KafkaRecord {
+            topic: topic.clone(),
+            partition: Some(key.partition),
+            key: key_bytes.clone(),
+            value: None,
+            headers: vec![(SEQ_HEADER.into(), seq.clone())],
+        };
+        let change = KafkaRecord {
             topic,
             partition: Some(key.partition),
             key: key_bytes,
-            value: None,
-            headers: vec![(SEQ_HEADER.into(), src.seq.to_string())],
-        });
+            value: Some(value),
+            headers: vec![(SEQ_HEADER.into(), seq)],
+        };
+        return vec![change, tombstone];
     }
+    vec![KafkaRecord {
+        topic,
+        partition: Some(key.partition),
+        key: key_bytes,
+        value: Some(value),
+        headers: vec![(SEQ_HEADER.into(), seq)],
+    }]
+}
+
+/// The envelope's JSON, written field by field in the order of their sorted names (the bytes
+/// a serde_json map of the same fields gives; `before` only when the event has one).
+fn envelope(
+    table: &TableDef,
+    ev: &RowEvent,
+    src: &SourceInfo,
+    opts: &ChangeOptions<'_>,
+    key: &RowKey,
+) -> Vec<u8> {
+    let all_columns = |out: &mut Vec<u8>, row: &[Value]| {
+        let all: Vec<usize> = (0..table.columns.len()).collect();
+        write_columns(out, table, &all, row);
+    };
+    let (after, before) = match &ev.change {
+        RowChange::Write { row } => (Some(row), None),
+        RowChange::Update { after, before, .. } => (Some(after), before.as_ref()),
+        RowChange::Delete { .. } => (None, None),
+    };
+    let (op, cause) = if src.snapshot {
+        ("read", "snapshot")
+    } else {
+        (ev.op_name(), ev.cause.name())
+    };
+    let mut out = Vec::with_capacity(512);
+    let mut o = Object::open(&mut out);
+    match after {
+        Some(row) => all_columns(o.field("after"), row),
+        None => o.field("after").extend_from_slice(b"null"),
+    }
+    if let Some(row) = before {
+        all_columns(o.field("before"), row);
+    }
+    o.string("cause", cause);
+    o.string("database", &table.database);
+    write_columns(o.field("key"), table, &table.primary_key, &key.stored);
+    o.string("op", op);
+    o.string("schema_version", opts.schema_version);
+    {
+        let mut s = Object::open(o.field("source"));
+        s.number("commit_time_us", src.commit_time_us);
+        s.number("index", src.index);
+        s.number("offset", src.position.offset);
+        s.string(
+            "segment",
+            &binlog_format::segment::segment_name(src.position.segment),
+        );
+        s.number("seq", src.seq);
+        s.number("server_id", src.server_id);
+        s.close();
+    }
+    o.string("table", &table.name);
+    if src.snapshot {
+        o.field("transaction").extend_from_slice(b"null");
+    } else {
+        let TxPlace {
+            total_order,
+            table_order,
+            total_events,
+            table_events,
+        } = src.place;
+        let mut t = Object::open(o.field("transaction"));
+        t.number("data_collection_event_count", table_events);
+        t.number("data_collection_order", table_order);
+        t.number("event_count", total_events);
+        t.string("id", &transaction_id(src.server_id, src.seq));
+        t.number("seq", src.seq);
+        t.number("total_order", total_order);
+        t.close();
+    }
+    o.close();
     out
 }
 
@@ -114,6 +136,73 @@ mod tests {
     use binlog_format::error::Position;
     use binlog_format::events::samples;
     use binlog_format::events::Cause;
+
+    use crate::kafka::json::columns_json;
+    use serde_json::{json, Value as Json};
+
+    /// The `transaction` block: the transaction's id and the event's place in it.
+    fn transaction_json(src: &SourceInfo) -> Json {
+        let TxPlace {
+            total_order,
+            table_order,
+            total_events,
+            table_events,
+        } = src.place;
+        json!({
+            "id": transaction_id(src.server_id, src.seq),
+            "seq": src.seq,
+            "total_order": total_order,
+            "data_collection_order": table_order,
+            "event_count": total_events,
+            "data_collection_event_count": table_events,
+        })
+    }
+
+    fn row_json(table: &TableDef, row: &[Value]) -> Json {
+        let all: Vec<usize> = (0..table.columns.len()).collect();
+        columns_json(table, &all, row)
+    }
+
+    /// The envelope as a serde_json tree, as the relay wrote it before it wrote the bytes
+    /// directly: the direct writer must give the same bytes.
+    fn envelope_tree(table: &TableDef, ev: &RowEvent, src: &SourceInfo, version: &str) -> String {
+        let key = RowKey::of(table, &ev.change, 12);
+        let (after, before) = match &ev.change {
+            RowChange::Write { row } => (Some(row_json(table, row)), None),
+            RowChange::Update { after, before, .. } => (
+                Some(row_json(table, after)),
+                before.as_ref().map(|b| row_json(table, b)),
+            ),
+            RowChange::Delete { .. } => (None, None),
+        };
+        let (op, cause, transaction) = if src.snapshot {
+            ("read", "snapshot", Json::Null)
+        } else {
+            (ev.op_name(), ev.cause.name(), transaction_json(src))
+        };
+        let mut envelope = json!({
+            "op": op,
+            "database": table.database,
+            "table": table.name,
+            "key": columns_json(table, &table.primary_key, &key.stored),
+            "after": after,
+            "cause": cause,
+            "source": {
+                "server_id": src.server_id,
+                "seq": src.seq,
+                "segment": binlog_format::segment::segment_name(src.position.segment),
+                "offset": src.position.offset,
+                "commit_time_us": src.commit_time_us,
+                "index": src.index,
+            },
+            "transaction": transaction,
+            "schema_version": version,
+        });
+        if let (Some(b), Some(obj)) = (before, envelope.as_object_mut()) {
+            obj.insert("before".into(), b);
+        }
+        envelope.to_string()
+    }
 
     fn opts(tombstones: bool) -> ChangeOptions<'static> {
         ChangeOptions {
@@ -231,5 +320,73 @@ mod tests {
         let env: Json = serde_json::from_slice(b.value.as_deref().expect("value")).expect("json");
         assert_eq!(env["after"]["user_id"], "BÖB");
         assert_eq!(env["key"]["user_id"], "BÖB", "the envelope's key as stored");
+    }
+
+    /// The envelope written directly is, byte for byte, the serde_json tree the relay wrote
+    /// before (names sorted, numbers and strings as serde_json writes them), for every change
+    /// kind and every kind of value.
+    #[test]
+    fn direct_envelope_equals_the_serde_json_tree() {
+        let t = samples::table();
+        let values = [
+            Value::Null,
+            Value::Int(-7),
+            Value::UInt(u64::MAX),
+            Value::Float(1.1),
+            Value::Double(f64::NAN),
+            Value::Double(-0.25),
+            Value::Decimal("-12.50".into()),
+            Value::Text("quote \" back \\ tab \t ctl \u{1} é 😀".into()),
+            Value::Bytes(vec![0, 255, 16]),
+            Value::Json(r#"{"b": [1, 2.5, null], "a": "x"}"#.into()),
+            Value::Json("not json".into()),
+            Value::Date(binlog_format::value::Date {
+                year: 2026,
+                month: 12,
+                day: 7,
+            }),
+            Value::DateTime(binlog_format::value::DateTime::from_epoch_micros(1_234_567)),
+            Value::Timestamp(-1),
+        ];
+        let row = |i: usize| -> Vec<Value> {
+            (0..t.columns.len())
+                .map(|c| values[(i + c) % values.len()].clone())
+                .collect()
+        };
+        let mut src = source();
+        for i in 0..values.len() {
+            let changes = [
+                RowChange::Write { row: row(i) },
+                RowChange::Update {
+                    key: t.key_of(&row(i)),
+                    before: Some(row(i + 1)),
+                    after: row(i + 2),
+                },
+                RowChange::Update {
+                    key: t.key_of(&row(i)),
+                    before: None,
+                    after: row(i + 3),
+                },
+                RowChange::Delete {
+                    key: t.key_of(&row(i)),
+                },
+            ];
+            for change in changes {
+                src.snapshot = i % 3 == 0;
+                let ev = RowEvent {
+                    table_id: 7,
+                    change,
+                    cause: Cause::Overwrite,
+                };
+                let recs = change_records(&t, &ev, &src, &opts(false));
+                let got = String::from_utf8(recs[0].value.clone().expect("value")).expect("utf8");
+                assert_eq!(got, envelope_tree(&t, &ev, &src, "v1"));
+                let key = RowKey::of(&t, &ev.change, 12);
+                assert_eq!(
+                    String::from_utf8_lossy(&recs[0].key),
+                    columns_json(&t, &t.primary_key, &key.folded).to_string()
+                );
+            }
+        }
     }
 }

@@ -6,7 +6,7 @@ use binlog_format::events::RowChange;
 use binlog_format::schema::TableDef;
 use binlog_format::value::Value;
 
-use super::json::columns_json;
+use super::json::write_columns;
 
 /// Murmur2 as Kafka's Java client computes it (seed 0x9747b28c), for partition choice.
 pub fn murmur2(data: &[u8]) -> i32 {
@@ -74,12 +74,14 @@ impl RowKey {
             })
             .collect();
         let prefix_len = table.prefix_columns().len();
-        let prefix_key = columns_json(
+        let mut prefix_key = Vec::with_capacity(32);
+        write_columns(
+            &mut prefix_key,
             table,
             &table.primary_key[..prefix_len],
             &folded[..prefix_len.min(folded.len())],
         );
-        let partition = partition_for(prefix_key.to_string().as_bytes(), partitions);
+        let partition = partition_for(&prefix_key, partitions);
         RowKey {
             stored,
             folded,
