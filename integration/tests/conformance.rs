@@ -153,6 +153,13 @@ fn rondb_test_scripts_reproduce_their_recordings_or_are_listed_deviations() {
             script.display(),
             run.skipped
         );
+        // Every variable the suites read is one mtr sets, or one they set themselves.
+        assert!(
+            run.notes.is_empty(),
+            "{}: {:#?}",
+            script.display(),
+            run.notes
+        );
         let recorded = std::fs::read_to_string(f).expect("recording");
         let report = compare_run(&recorded, &run, &rel, &deviations);
         print_failures(&rel, &report);

@@ -57,7 +57,8 @@ struct Cli {
     /// In folders, run the .test scripts rather than replaying the .result files.
     #[arg(long)]
     scripts: bool,
-    /// Folders `--source` looks in after the script's own folder (repeatable).
+    /// Folders `--source` looks in after the script's own folder (repeatable); ringrep's own
+    /// versions of the standard includes (integration/conformance/include) come last.
     #[arg(long = "include")]
     includes: Vec<PathBuf>,
     /// Run scripts with a replica fed from the source (`master` and `slave` connections);
@@ -127,8 +128,14 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         };
         transcripts(p, ext, &mut files);
     }
+    let standard = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/conformance/include"));
     let env = RunEnv {
-        includes: cli.includes.clone(),
+        includes: cli
+            .includes
+            .iter()
+            .cloned()
+            .chain(standard.is_dir().then_some(standard))
+            .collect(),
         mysql_client: ["mariadb", "mysql"]
             .into_iter()
             .find(|c| {
@@ -193,6 +200,9 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             let recorded = std::fs::read_to_string(&result)
                 .map_err(|e| anyhow::anyhow!("reading {}: {e}", result.display()))?;
             let run = run_script(f, topology(&cli, f), &env)?;
+            for n in &run.notes {
+                println!("note {}:{}: {}", f.display(), n.script_line, n.text);
+            }
             if let Some(why) = &run.skipped {
                 println!("{rel}: skipped: {why}");
                 continue;

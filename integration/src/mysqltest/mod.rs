@@ -3,10 +3,13 @@
 //! compared with what a script printed, statement by statement, with the statements where
 //! the spec overrides a recording listed as deviations.
 
+pub mod error_names;
+mod ndb_tools;
 mod render;
 pub mod runner;
 pub mod script;
 pub mod transcript;
+mod vars;
 
 pub use runner::{run_script, Problem, RunEnv, RunOutput, Topology};
 pub use transcript::{
