@@ -148,6 +148,12 @@ fn rondb_test_scripts_reproduce_their_recordings_or_are_listed_deviations() {
         let run = run_script(&script, topology, &env)
             .unwrap_or_else(|e| panic!("{}: {e:#}", script.display()));
         assert!(
+            run.stopped.is_none(),
+            "{} stopped: {:?}",
+            script.display(),
+            run.stopped
+        );
+        assert!(
             run.skipped.is_none(),
             "{} skipped itself: {:?}",
             script.display(),

@@ -46,6 +46,7 @@ fn scripts_in_rondbs_style_reproduce_their_recordings() {
             };
             let out = run(&script, topology);
             assert!(out.skipped.is_none(), "{name} skipped: {:?}", out.skipped);
+            assert!(out.stopped.is_none(), "{name} stopped: {:?}", out.stopped);
             assert!(out.problems.is_empty(), "{name}: {:#?}", out.problems);
             assert!(out.notes.is_empty(), "{name}: {:#?}", out.notes);
             let rel = format!("{suite}/r/{name}.result");
@@ -174,4 +175,13 @@ fn the_standard_ports_serve_mysql_and_reach_commands_through_the_environment() {
     ] {
         assert!(names.contains(&v), "{v} is not among {names:?}");
     }
+}
+
+#[test]
+fn a_script_that_dies_stops_there_and_says_why() {
+    let (_dir, path) = script("SELECT 1 AS before;\n--die enough of this\nSELECT 2 AS after;\n");
+    let out = run(&path, Topology::Single);
+    let why = out.stopped.expect("stopped");
+    assert!(why.contains("line 2: die: enough of this"), "{why}");
+    assert_eq!(out.lines, ["SELECT 1 AS before;", "before", "1"]);
 }

@@ -155,6 +155,19 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             if is_script(f) {
                 let result = recording_of(f)?;
                 let run = run_script(f, topology(&cli, f), &env)?;
+                let problems: std::collections::BTreeSet<usize> =
+                    run.problems.iter().map(|p| p.script_line).collect();
+                println!(
+                    "{}: {} statements run, {} script lines with problems, {} notes, {}",
+                    f.display(),
+                    run.statements.len(),
+                    problems.len(),
+                    run.notes.len(),
+                    match &run.stopped {
+                        Some(why) => format!("stopped: {why}"),
+                        None => "ran to its end".to_string(),
+                    }
+                );
                 let mut text = run.lines.join("\n");
                 text.push('\n');
                 std::fs::write(&result, text)?;
@@ -202,6 +215,9 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             let run = run_script(f, topology(&cli, f), &env)?;
             for n in &run.notes {
                 println!("note {}:{}: {}", f.display(), n.script_line, n.text);
+            }
+            if let Some(why) = &run.stopped {
+                println!("{rel}: stopped before its end: {why}");
             }
             if let Some(why) = &run.skipped {
                 println!("{rel}: skipped: {why}");

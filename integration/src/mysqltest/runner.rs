@@ -95,6 +95,9 @@ pub struct RunOutput {
     pub variables: Vec<(String, String)>,
     /// Set when the script asked to be skipped (`skip`), with its reason.
     pub skipped: Option<String>,
+    /// Set when the run stopped before the script's end (`die`, a command the runner does
+    /// not have), with why and where; `lines` holds what it printed until then.
+    pub stopped: Option<String>,
     /// Where each echoed statement is in `lines`: its first line (0-based) and how many
     /// lines it takes. Everything else in `lines` is output or text.
     pub statements: Vec<(usize, usize)>,
@@ -111,7 +114,7 @@ pub fn run_script(path: &Path, topology: Topology, env: &RunEnv) -> anyhow::Resu
     match result {
         Ok(()) | Err(Stop::Exit) => {}
         Err(Stop::Skip(reason)) => out.skipped = Some(reason),
-        Err(Stop::Fail(e)) => return Err(e.context(format!("running {}", path.display()))),
+        Err(Stop::Fail(e)) => out.stopped = Some(format!("{e:#}")),
     }
     Ok(out)
 }
