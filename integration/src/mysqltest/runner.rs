@@ -16,7 +16,7 @@
 //! `$MYSQLD_DATADIR` (the folder the source's binlog files are in, where MySQL keeps its
 //! own), `$NDB_BACKUP_DIR` / `$NDB_BACKUPS`, `$NDB_TOOLS_OUTPUT`, and `$NDB_MGM` /
 //! `$NDB_RESTORE`, which `--exec` runs in-process as ringrep's backup and restore
-//! ([`super::ndb_tools`]). `CALL mtr.add_suppression(...)` is mtr's, not the server's, and is
+//! (`ndb_tools.rs`). `CALL mtr.add_suppression(...)` is mtr's, not the server's, and is
 //! taken by the runner: ringrep's log is not checked after a test.
 //!
 //! Where a script reads a variable it never set, mysqltest reads the environment and then
