@@ -272,6 +272,8 @@ pub mod code {
     pub const ER_TRG_IN_WRONG_SCHEMA: Code = Code::new(1435, "HY000");
     /// CREATE TRIGGER on a table of the system database.
     pub const ER_NO_TRIGGERS_ON_SYSTEM_SCHEMA: Code = Code::new(1465, "HY000");
+    /// DROP DATABASE of the system database.
+    pub const ER_NO_SYSTEM_SCHEMA_ACCESS: Code = Code::new(3552, "HY000");
     /// A trigger that would return a result set.
     pub const ER_SP_NO_RETSET: Code = Code::new(1415, "0A000");
     /// A procedure returning a result set where none can go (CALL in a trigger).
