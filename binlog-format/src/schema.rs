@@ -178,6 +178,28 @@ pub enum ColumnType {
     },
     /// YEAR: 1901 to 2155, or 0 (shown `0000`). Values are [`Value::Int`].
     Year,
+    /// `DECIMAL(precision, scale) UNSIGNED`: a [`ColumnType::Decimal`] that refuses negative
+    /// values. Its own variant, appended, so that tables written before it decode as they
+    /// were. Values are [`Value::Decimal`] text.
+    UnsignedDecimal {
+        /// Total number of digits.
+        precision: u8,
+        /// Digits after the decimal point.
+        scale: u8,
+    },
+    /// FLOAT or DOUBLE declared with `(M, D)` or `UNSIGNED`, which MySQL 8 keeps (deprecated
+    /// but still honoured): values are rounded to `D` fraction digits and must fit in `M`
+    /// digits, and an UNSIGNED one refuses negative values. A plain FLOAT or DOUBLE stays
+    /// [`ColumnType::Float`] or [`ColumnType::Double`]. Values are [`Value::Float`] when
+    /// single precision, [`Value::Double`] when double.
+    Real {
+        /// DOUBLE (or REAL, or FLOAT(p) with p above 24) rather than FLOAT.
+        double: bool,
+        /// `(M, D)`: total digits and digits after the point, when declared.
+        digits: Option<(u8, u8)>,
+        /// Whether the column is UNSIGNED.
+        unsigned: bool,
+    },
 }
 
 impl ColumnType {
@@ -209,7 +231,58 @@ impl ColumnType {
             ColumnType::Enum { values } => format!("enum({})", quoted_members(values)),
             ColumnType::Set { values } => format!("set({})", quoted_members(values)),
             ColumnType::Year => "year".into(),
+            ColumnType::UnsignedDecimal { precision, scale } => {
+                format!("decimal({precision},{scale}) unsigned")
+            }
+            ColumnType::Real {
+                double,
+                digits,
+                unsigned,
+            } => format!(
+                "{}{}{}",
+                if *double { "double" } else { "float" },
+                digits.map_or(String::new(), |(m, d)| format!("({m},{d})")),
+                if *unsigned { " unsigned" } else { "" }
+            ),
         }
+    }
+
+    /// A DECIMAL's precision and scale, signed or UNSIGNED; `None` for other types.
+    pub fn decimal_digits(&self) -> Option<(u8, u8)> {
+        match self {
+            ColumnType::Decimal { precision, scale }
+            | ColumnType::UnsignedDecimal { precision, scale } => Some((*precision, *scale)),
+            _ => None,
+        }
+    }
+
+    /// Whether values are single-precision floats ([`Value::Float`]): FLOAT, however
+    /// declared.
+    pub fn is_single_float(&self) -> bool {
+        matches!(
+            self,
+            ColumnType::Float | ColumnType::Real { double: false, .. }
+        )
+    }
+
+    /// Whether values are double-precision floats ([`Value::Double`]): DOUBLE, however
+    /// declared.
+    pub fn is_double_float(&self) -> bool {
+        matches!(
+            self,
+            ColumnType::Double | ColumnType::Real { double: true, .. }
+        )
+    }
+
+    /// Whether a number column refuses negative values: the UNSIGNED integers, DECIMALs,
+    /// FLOATs and DOUBLEs.
+    pub fn is_unsigned(&self) -> bool {
+        matches!(
+            self,
+            ColumnType::Integer { unsigned: true, .. }
+                | ColumnType::UnsignedDecimal { .. }
+                | ColumnType::Real { unsigned: true, .. }
+        )
     }
 
     /// An ENUM's or SET's member for `text`, as MySQL finds it: equal under the text
@@ -239,8 +312,10 @@ impl ColumnType {
             self,
             ColumnType::Integer { .. }
                 | ColumnType::Decimal { .. }
+                | ColumnType::UnsignedDecimal { .. }
                 | ColumnType::Float
                 | ColumnType::Double
+                | ColumnType::Real { .. }
         )
     }
 
@@ -523,5 +598,61 @@ impl Schema {
         self.tables.values().find(|t| {
             t.database.eq_ignore_ascii_case(database) && t.name.eq_ignore_ascii_case(name)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The appended variants keep the indices of the ones before them, so definitions
+    /// written before they existed decode as they were.
+    #[test]
+    fn appended_number_types_encode_after_year() {
+        let bytes = |t: &ColumnType| crate::codec::encode(t).expect("encode");
+        assert_eq!(bytes(&ColumnType::Year), [16]);
+        assert_eq!(
+            bytes(&ColumnType::UnsignedDecimal {
+                precision: 10,
+                scale: 2
+            }),
+            [17, 10, 2]
+        );
+        assert_eq!(
+            bytes(&ColumnType::Real {
+                double: false,
+                digits: Some((7, 4)),
+                unsigned: true
+            }),
+            [18, 0, 1, 7, 4, 1]
+        );
+    }
+
+    #[test]
+    fn declarations_print_as_mysql_8_prints_them() {
+        let sql = |t: ColumnType| t.sql();
+        assert_eq!(
+            sql(ColumnType::UnsignedDecimal {
+                precision: 10,
+                scale: 2
+            }),
+            "decimal(10,2) unsigned"
+        );
+        assert_eq!(
+            sql(ColumnType::Real {
+                double: false,
+                digits: Some((7, 4)),
+                unsigned: false
+            }),
+            "float(7,4)"
+        );
+        assert_eq!(
+            sql(ColumnType::Real {
+                double: true,
+                digits: None,
+                unsigned: true
+            }),
+            "double unsigned"
+        );
     }
 }

@@ -113,6 +113,18 @@ fn column_type() -> impl Strategy<Value = ColumnType> {
         Just(ColumnType::Date),
         (0u8..7).prop_map(|fsp| ColumnType::DateTime { fsp }),
         (0u8..7).prop_map(|fsp| ColumnType::Timestamp { fsp }),
+        (1u8..65, 0u8..30)
+            .prop_map(|(precision, scale)| ColumnType::UnsignedDecimal { precision, scale }),
+        (
+            any::<bool>(),
+            proptest::option::of((1u8..255, 0u8..30)),
+            any::<bool>()
+        )
+            .prop_map(|(double, digits, unsigned)| ColumnType::Real {
+                double,
+                digits,
+                unsigned
+            }),
     ]
 }
 

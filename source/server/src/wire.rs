@@ -110,8 +110,15 @@ fn display_size(t: &ColumnType) -> (u32, u8) {
             IntWidth::Big => (20, 0),
         },
         ColumnType::Decimal { precision, scale } => (u32::from(*precision) + 2, *scale),
+        // No sign to show: one character less.
+        ColumnType::UnsignedDecimal { precision, scale } => (u32::from(*precision) + 1, *scale),
         ColumnType::Float => (12, 31),
         ColumnType::Double => (22, 31),
+        ColumnType::Real {
+            digits: Some((m, d)),
+            ..
+        } => (u32::from(*m), *d),
+        ColumnType::Real { double, .. } => (if *double { 22 } else { 12 }, 31),
         ColumnType::Char { len } | ColumnType::VarChar { len } => (len.saturating_mul(4), 0),
         ColumnType::Binary { len } | ColumnType::VarBinary { len } => (*len, 0),
         ColumnType::Text { .. } | ColumnType::Blob { .. } => (65_535, 0),
@@ -151,8 +158,19 @@ fn declared_type(t: &ColumnType) -> (u8, u16, Encoding) {
             )
         }
         ColumnType::Decimal { .. } => text(ty::NEWDECIMAL),
+        ColumnType::UnsignedDecimal { .. } => (ty::NEWDECIMAL, flag::UNSIGNED, Encoding::Text),
         ColumnType::Float => (ty::FLOAT, 0, Encoding::Float),
         ColumnType::Double => (ty::DOUBLE, 0, Encoding::Double),
+        ColumnType::Real {
+            double, unsigned, ..
+        } => {
+            let flags = if *unsigned { flag::UNSIGNED } else { 0 };
+            if *double {
+                (ty::DOUBLE, flags, Encoding::Double)
+            } else {
+                (ty::FLOAT, flags, Encoding::Float)
+            }
+        }
         ColumnType::Char { .. } => text(ty::STRING),
         ColumnType::VarChar { .. } => text(ty::VAR_STRING),
         ColumnType::Binary { .. } => binary(ty::STRING),

@@ -60,6 +60,41 @@ fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
         }
         Ok(p as u8)
     };
+    // A FLOAT or DOUBLE keeps `(M, D)` and UNSIGNED as MySQL 8 does: M to 255 (1439), D to
+    // 30 (1425) and not above M (1427).
+    let real = |double: bool, digits: Option<(u64, u64)>| -> Result<ColumnType> {
+        let digits = match digits {
+            Some((m, _)) if m > 255 => {
+                return Err(Error::new(
+                    code::ER_TOO_BIG_DISPLAYWIDTH,
+                    format!("Display width out of range for column '{name}' (max = 255)"),
+                ))
+            }
+            Some((_, d)) if d > 30 => {
+                return Err(Error::new(
+                    code::ER_TOO_BIG_SCALE,
+                    format!("Too big scale {d} specified for '{name}'. Maximum is 30."),
+                ))
+            }
+            Some((m, d)) if d > m => {
+                return Err(Error::new(
+                    code::ER_M_BIGGER_THAN_D,
+                    format!("For float(M,D), double(M,D) or decimal(M,D), M must be >= D (column '{name}')."),
+                ))
+            }
+            Some((m, d)) => Some((m.max(1) as u8, d as u8)),
+            None => None,
+        };
+        Ok(match (digits, unsigned) {
+            (None, false) if double => ColumnType::Double,
+            (None, false) => ColumnType::Float,
+            (digits, unsigned) => ColumnType::Real {
+                double,
+                digits,
+                unsigned,
+            },
+        })
+    };
     match base.as_str() {
         "TINYINT" if args == [1] => int(IntWidth::Bool),
         "BOOL" | "BOOLEAN" => int(IntWidth::Bool),
@@ -74,19 +109,27 @@ fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
                 args.get(1).copied().unwrap_or(0),
                 name,
             )?;
-            Ok(ColumnType::Decimal { precision, scale })
+            Ok(if unsigned {
+                ColumnType::UnsignedDecimal { precision, scale }
+            } else {
+                ColumnType::Decimal { precision, scale }
+            })
         }
-        // FLOAT(p): single precision to 24 bits, double to 53, as MySQL picks (FLOAT(M, D)
-        // stays single; its D is not kept).
+        // FLOAT(p): single precision to 24 bits, double to 53, as MySQL picks; FLOAT(M, D)
+        // stays single.
         "FLOAT" => match args.as_slice() {
             [p] if *p > 53 => Err(Error::new(
                 code::ER_WRONG_FIELD_SPEC,
                 format!("Incorrect column specifier for column '{name}'"),
             )),
-            [p] if *p > 24 => Ok(ColumnType::Double),
-            _ => Ok(ColumnType::Float),
+            [p] => real(*p > 24, None),
+            [m, d] => real(false, Some((*m, *d))),
+            _ => real(false, None),
         },
-        "DOUBLE" | "REAL" => Ok(ColumnType::Double),
+        "DOUBLE" | "REAL" => match args.as_slice() {
+            [m, d] => real(true, Some((*m, *d))),
+            _ => real(true, None),
+        },
         "CHAR" | "CHARACTER" => Ok(ColumnType::Char {
             len: length(Some(args.first().copied().unwrap_or(1)), 255)?,
         }),
