@@ -191,6 +191,18 @@ fn unsigned_decimals_and_sized_floats_replicate_with_their_declaration() {
 }
 
 #[test]
+fn column_comments_replicate_with_the_definition() {
+    let mut t = Pair::new();
+    t.on_primary("CREATE TABLE test.notes (id INT PRIMARY KEY COMMENT 'the key', body TEXT)");
+    t.on_primary("ALTER TABLE test.notes MODIFY body TEXT COMMENT 'it''s the body'");
+    assert_eq!(
+        text(&t.same("SELECT COLUMN_NAME, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'test' AND TABLE_NAME = 'notes' ORDER BY ORDINAL_POSITION")),
+        ["id the key", "body it's the body"]
+    );
+    t.converged();
+}
+
+#[test]
 fn updates_deletes_truncate_and_reinserts_replicate() {
     let mut t = Pair::new();
     t.on_primary(RB);

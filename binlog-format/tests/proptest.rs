@@ -142,15 +142,17 @@ fn table_def() -> impl Strategy<Value = TableDef> {
         default,
         any::<bool>(),
         any::<bool>(),
+        prop_oneof![Just(String::new()), "[a-z' \\\n]{1,20}"],
     )
         .prop_map(
-            |(name, ty, nullable, default, on_update_now, auto_increment)| ColumnDef {
+            |(name, ty, nullable, default, on_update_now, auto_increment, comment)| ColumnDef {
                 name,
                 ty,
                 nullable,
                 default,
                 on_update_now,
                 auto_increment,
+                comment,
             },
         );
     let index = ("[a-z_]{1,10}", any::<bool>(), vec(0usize..20, 1..4)).prop_map(

@@ -67,6 +67,7 @@ pub fn prepare_table(
             default: ColumnDefault::None,
             on_update_now: false,
             auto_increment: false,
+            comment: String::new(),
         });
         def.primary_key = vec![def.columns.len() - 1];
     }

@@ -140,6 +140,8 @@ pub mod code {
     pub const ER_TOO_BIG_SCALE: Code = Code::new(1425, "42000");
     /// A DECIMAL's scale over its precision.
     pub const ER_M_BIGGER_THAN_D: Code = Code::new(1427, "42000");
+    /// A column COMMENT over 1024 characters.
+    pub const ER_TOO_LONG_FIELD_COMMENT: Code = Code::new(1629, "HY000");
     /// A FLOAT's or DOUBLE's `(M, D)` with M over 255.
     pub const ER_TOO_BIG_DISPLAYWIDTH: Code = Code::new(1439, "42000");
     /// A column assigned twice in one statement.

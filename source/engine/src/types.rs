@@ -1081,6 +1081,7 @@ mod tests {
             default: ColumnDefault::None,
             on_update_now: false,
             auto_increment: false,
+            comment: String::new(),
         }
     }
 
@@ -1196,6 +1197,7 @@ mod tests {
             default: ColumnDefault::None,
             on_update_now: false,
             auto_increment: false,
+            comment: String::new(),
         };
         let raw = Value::Text(query_text(b"\xfe\xff").into_owned());
         assert_eq!(

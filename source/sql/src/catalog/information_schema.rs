@@ -876,7 +876,7 @@ impl SqlSession {
                     opt(&d[3]),
                     opt(&d[5]),
                     text("select,insert,update,references"),
-                    text(""),
+                    text(&c.comment),
                     text(generation),
                     Value::Null,
                 ]);
@@ -1175,7 +1175,7 @@ impl SqlSession {
                         v(4),
                         v(5),
                         text("select,insert,update,references"),
-                        text(""),
+                        text(&c.comment),
                     ]
                 } else {
                     (0..6).map(v).collect()

@@ -402,6 +402,17 @@ fn current_timestamp_fsp(e: &Expr) -> Option<u8> {
     None
 }
 
+/// A column's COMMENT as MySQL takes it: at most 1024 characters (1629).
+fn column_comment(text: &str, name: &str) -> Result<String> {
+    if text.chars().count() > 1024 {
+        return Err(Error::new(
+            code::ER_TOO_LONG_FIELD_COMMENT,
+            format!("Comment for field '{name}' is too long (max = 1024)"),
+        ));
+    }
+    Ok(text.to_string())
+}
+
 /// A column definition from SQL; `primary` is set when the column says PRIMARY KEY.
 fn column_def(
     c: &sqlparser::ast::ColumnDef,
@@ -418,6 +429,7 @@ fn column_def(
     let mut generated: Option<ColumnDefault> = None;
     let mut on_update_now = false;
     let mut auto_increment = false;
+    let mut comment = String::new();
     let mut primary = false;
     let mut unique = false;
     for o in &c.options {
@@ -428,6 +440,7 @@ fn column_def(
             ColumnOption::Null => explicit_null = true,
             ColumnOption::Default(e) => default_expr = Some(e),
             ColumnOption::OnUpdate(e) => on_update_now = current_timestamp_fsp(e).is_some(),
+            ColumnOption::Comment(text) => comment = column_comment(text, &c.name.value)?,
             ColumnOption::Generated {
                 generation_expr: Some(e),
                 generation_expr_mode,
@@ -457,7 +470,6 @@ fn column_def(
                     .or_else(|| s.strip_prefix("CHARSET"))
                 {
                     charset(name)?;
-                } else if s.starts_with("COMMENT") {
                 } else {
                     return Err(Error::unsupported(format!("column option {other}")));
                 }
@@ -472,6 +484,7 @@ fn column_def(
         default: ColumnDefault::None,
         on_update_now,
         auto_increment,
+        comment,
     };
     if let Some(e) = default_expr {
         if let Some(fsp) = current_timestamp_fsp(e) {
@@ -800,6 +813,7 @@ impl SqlSession {
                         },
                         on_update_now: false,
                         auto_increment: false,
+                        comment: String::new(),
                     });
                 }
             }
