@@ -83,9 +83,7 @@ pub fn prepare_table(
             ));
         }
         if foreign_keys {
-            return Err(Error::create_option(
-                "A ring buffer table cannot have foreign keys",
-            ));
+            return Err(Error::ring_foreign_key());
         }
         if let Some(p) = partition {
             let kind = p.kind.to_ascii_uppercase();

@@ -711,8 +711,9 @@ impl SqlSession {
             let text = c.to_string();
             let upper = text.to_ascii_uppercase();
             let cols = constraint_columns(c);
-            if upper.contains("FOREIGN KEY") {
+            if let TableConstraint::ForeignKey(fk) = c {
                 foreign_keys = true;
+                self.refuse_ring_parent(fk, &db)?;
                 continue;
             }
             if upper.starts_with("CHECK") || upper.contains(" CHECK (") {
@@ -1056,6 +1057,24 @@ impl SqlSession {
     }
 
     /// Applies one column or index operation of an ALTER TABLE to the plan's table.
+    /// The spec's "a ring buffer table cannot have foreign keys, neither as parent nor as
+    /// child table", for the parent: a FOREIGN KEY naming a ring table is 1215. `db` is the
+    /// child's database, where an unqualified parent is looked for.
+    fn refuse_ring_parent(
+        &self,
+        fk: &sqlparser::ast::ForeignKeyConstraint,
+        db: &str,
+    ) -> Result<()> {
+        let (pdb, pname) = split_name(&fk.foreign_table)?;
+        let parent = self
+            .engine()
+            .table_def(pdb.as_deref().unwrap_or(db), &pname);
+        if parent.is_some_and(|p| p.ring.is_some()) {
+            return Err(Error::ring_foreign_key());
+        }
+        Ok(())
+    }
+
     fn alter_operation(
         &self,
         plan: &mut AlterPlan,
@@ -1168,13 +1187,11 @@ impl SqlSession {
                 if upper.contains("PRIMARY KEY") {
                     return Err(Error::unsupported("changing the primary key"));
                 }
-                if upper.contains("FOREIGN KEY") {
+                if let TableConstraint::ForeignKey(fk) = &constraint {
                     if def.ring.is_some() {
-                        return Err(Error::create_option(
-                            "A ring buffer table cannot have foreign keys",
-                        ));
+                        return Err(Error::ring_foreign_key());
                     }
-                    return Ok(());
+                    return self.refuse_ring_parent(fk, &def.database);
                 }
                 let name = match &constraint {
                     TableConstraint::Unique(u) => u
