@@ -67,6 +67,7 @@ pub fn prepare_table(
             default: ColumnDefault::None,
             on_update_now: false,
             auto_increment: false,
+            comment: String::new(),
         });
         def.primary_key = vec![def.columns.len() - 1];
     }
@@ -82,9 +83,7 @@ pub fn prepare_table(
             ));
         }
         if foreign_keys {
-            return Err(Error::create_option(
-                "A ring buffer table cannot have foreign keys",
-            ));
+            return Err(Error::ring_foreign_key());
         }
         if let Some(p) = partition {
             let kind = p.kind.to_ascii_uppercase();

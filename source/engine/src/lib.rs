@@ -35,6 +35,7 @@
 //! let int = ColumnType::Integer { width: IntWidth::Int, unsigned: false };
 //! let col = |name: &str, ty: ColumnType, nullable: bool, default: ColumnDefault| ColumnDef {
 //!     name: name.into(), ty, nullable, default, on_update_now: false, auto_increment: false,
+//!     comment: String::new(),
 //! };
 //! let def = prepare_table(
 //!     TableDef {

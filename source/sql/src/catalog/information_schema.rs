@@ -420,7 +420,8 @@ fn type_facts(ty: &ColumnType) -> [Value; 8] {
             };
             ([null(), null()], num(p), num(0), null(), false)
         }
-        ColumnType::Decimal { precision, scale } => (
+        ColumnType::Decimal { precision, scale }
+        | ColumnType::UnsignedDecimal { precision, scale } => (
             [null(), null()],
             num(u64::from(*precision)),
             num(u64::from(*scale)),
@@ -429,6 +430,24 @@ fn type_facts(ty: &ColumnType) -> [Value; 8] {
         ),
         ColumnType::Float => ([null(), null()], num(12), null(), null(), false),
         ColumnType::Double => ([null(), null()], num(22), null(), null(), false),
+        // A FLOAT(M, D)'s precision and scale are M and D, as MySQL lists them.
+        ColumnType::Real {
+            digits: Some((m, d)),
+            ..
+        } => (
+            [null(), null()],
+            num(u64::from(*m)),
+            num(u64::from(*d)),
+            null(),
+            false,
+        ),
+        ColumnType::Real { double, .. } => (
+            [null(), null()],
+            num(if *double { 22 } else { 12 }),
+            null(),
+            null(),
+            false,
+        ),
         ColumnType::Char { len } | ColumnType::VarChar { len } => {
             (chars(u64::from(*len)), null(), null(), null(), true)
         }
@@ -879,7 +898,7 @@ impl SqlSession {
                     opt(&d[3]),
                     opt(&d[5]),
                     text(&privileges),
-                    text(""),
+                    text(&c.comment),
                     text(generation),
                     Value::Null,
                 ]);
@@ -1198,7 +1217,7 @@ impl SqlSession {
                         v(4),
                         v(5),
                         text(&privileges),
-                        text(""),
+                        text(&c.comment),
                     ]
                 } else {
                     (0..6).map(v).collect()
