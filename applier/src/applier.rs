@@ -134,6 +134,7 @@ fn status_def() -> TableDef {
         default: ColumnDefault::None,
         on_update_now: false,
         auto_increment: false,
+        comment: String::new(),
     };
     let u = |w| ColumnType::Integer {
         width: w,

@@ -172,6 +172,37 @@ fn ddl_inserts_wraps_prefixes_and_meta_rows_replicate() {
 }
 
 #[test]
+fn unsigned_decimals_and_sized_floats_replicate_with_their_declaration() {
+    let mut t = Pair::new();
+    t.on_primary("CREATE TABLE test.prices (id INT PRIMARY KEY, price DECIMAL(10,2) UNSIGNED, ratio FLOAT(7,4), big DOUBLE UNSIGNED)");
+    t.on_primary("INSERT INTO test.prices VALUES (1, 19.99, 3.14159, 2.5)");
+    let show = t.same("SHOW CREATE TABLE test.prices");
+    assert_eq!(
+        show[0][1].as_deref(),
+        Some(
+            "CREATE TABLE `prices` (\n  `id` int NOT NULL,\n  `price` decimal(10,2) unsigned DEFAULT NULL,\n  `ratio` float(7,4) DEFAULT NULL,\n  `big` double unsigned DEFAULT NULL,\n  PRIMARY KEY (`id`)\n) ENGINE=ndbcluster DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_0900_ai_ci"
+        )
+    );
+    assert_eq!(
+        text(&t.same("SELECT * FROM test.prices")),
+        ["1 19.99 3.1416 2.5"]
+    );
+    t.converged();
+}
+
+#[test]
+fn column_comments_replicate_with_the_definition() {
+    let mut t = Pair::new();
+    t.on_primary("CREATE TABLE test.notes (id INT PRIMARY KEY COMMENT 'the key', body TEXT)");
+    t.on_primary("ALTER TABLE test.notes MODIFY body TEXT COMMENT 'it''s the body'");
+    assert_eq!(
+        text(&t.same("SELECT COLUMN_NAME, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'test' AND TABLE_NAME = 'notes' ORDER BY ORDINAL_POSITION")),
+        ["id the key", "body it's the body"]
+    );
+    t.converged();
+}
+
+#[test]
 fn updates_deletes_truncate_and_reinserts_replicate() {
     let mut t = Pair::new();
     t.on_primary(RB);

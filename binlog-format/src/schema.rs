@@ -178,6 +178,28 @@ pub enum ColumnType {
     },
     /// YEAR: 1901 to 2155, or 0 (shown `0000`). Values are [`Value::Int`].
     Year,
+    /// `DECIMAL(precision, scale) UNSIGNED`: a [`ColumnType::Decimal`] that refuses negative
+    /// values. Its own variant, appended, so that tables written before it decode as they
+    /// were. Values are [`Value::Decimal`] text.
+    UnsignedDecimal {
+        /// Total number of digits.
+        precision: u8,
+        /// Digits after the decimal point.
+        scale: u8,
+    },
+    /// FLOAT or DOUBLE declared with `(M, D)` or `UNSIGNED`, which MySQL 8 keeps (deprecated
+    /// but still honoured): values are rounded to `D` fraction digits and must fit in `M`
+    /// digits, and an UNSIGNED one refuses negative values. A plain FLOAT or DOUBLE stays
+    /// [`ColumnType::Float`] or [`ColumnType::Double`]. Values are [`Value::Float`] when
+    /// single precision, [`Value::Double`] when double.
+    Real {
+        /// DOUBLE (or REAL, or FLOAT(p) with p above 24) rather than FLOAT.
+        double: bool,
+        /// `(M, D)`: total digits and digits after the point, when declared.
+        digits: Option<(u8, u8)>,
+        /// Whether the column is UNSIGNED.
+        unsigned: bool,
+    },
 }
 
 impl ColumnType {
@@ -209,7 +231,58 @@ impl ColumnType {
             ColumnType::Enum { values } => format!("enum({})", quoted_members(values)),
             ColumnType::Set { values } => format!("set({})", quoted_members(values)),
             ColumnType::Year => "year".into(),
+            ColumnType::UnsignedDecimal { precision, scale } => {
+                format!("decimal({precision},{scale}) unsigned")
+            }
+            ColumnType::Real {
+                double,
+                digits,
+                unsigned,
+            } => format!(
+                "{}{}{}",
+                if *double { "double" } else { "float" },
+                digits.map_or(String::new(), |(m, d)| format!("({m},{d})")),
+                if *unsigned { " unsigned" } else { "" }
+            ),
         }
+    }
+
+    /// A DECIMAL's precision and scale, signed or UNSIGNED; `None` for other types.
+    pub fn decimal_digits(&self) -> Option<(u8, u8)> {
+        match self {
+            ColumnType::Decimal { precision, scale }
+            | ColumnType::UnsignedDecimal { precision, scale } => Some((*precision, *scale)),
+            _ => None,
+        }
+    }
+
+    /// Whether values are single-precision floats ([`Value::Float`]): FLOAT, however
+    /// declared.
+    pub fn is_single_float(&self) -> bool {
+        matches!(
+            self,
+            ColumnType::Float | ColumnType::Real { double: false, .. }
+        )
+    }
+
+    /// Whether values are double-precision floats ([`Value::Double`]): DOUBLE, however
+    /// declared.
+    pub fn is_double_float(&self) -> bool {
+        matches!(
+            self,
+            ColumnType::Double | ColumnType::Real { double: true, .. }
+        )
+    }
+
+    /// Whether a number column refuses negative values: the UNSIGNED integers, DECIMALs,
+    /// FLOATs and DOUBLEs.
+    pub fn is_unsigned(&self) -> bool {
+        matches!(
+            self,
+            ColumnType::Integer { unsigned: true, .. }
+                | ColumnType::UnsignedDecimal { .. }
+                | ColumnType::Real { unsigned: true, .. }
+        )
     }
 
     /// An ENUM's or SET's member for `text`, as MySQL finds it: equal under the text
@@ -239,8 +312,10 @@ impl ColumnType {
             self,
             ColumnType::Integer { .. }
                 | ColumnType::Decimal { .. }
+                | ColumnType::UnsignedDecimal { .. }
                 | ColumnType::Float
                 | ColumnType::Double
+                | ColumnType::Real { .. }
         )
     }
 
@@ -332,7 +407,11 @@ pub enum ColumnDefault {
 }
 
 /// One column of a table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, bincode::Encode, bincode::Decode)]
+///
+/// Its encoding is written by hand (see `docs/format.md`): the last byte, once the
+/// `auto_increment` bool, holds flags, and a comment follows only when the flags say so, so
+/// that a column written before comments were kept (flags 0 or 1) decodes as it was.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ColumnDef {
     /// The column's name as declared (names compare case-insensitively).
     pub name: String,
@@ -346,6 +425,189 @@ pub struct ColumnDef {
     pub on_update_now: bool,
     /// `AUTO_INCREMENT`: an insert without a value for it takes the next number.
     pub auto_increment: bool,
+    /// The column's `COMMENT '...'`; empty when it has none, as MySQL keeps it.
+    pub comment: String,
+}
+
+/// Bit 0 of a column's flags byte: `AUTO_INCREMENT` (the byte's old meaning as a bool).
+const FLAG_AUTO_INCREMENT: u8 = 1;
+/// Bit 1 of a column's flags byte: a comment follows.
+const FLAG_COMMENT: u8 = 2;
+
+impl ColumnDef {
+    fn flags(&self) -> u8 {
+        let mut flags = 0;
+        if self.auto_increment {
+            flags |= FLAG_AUTO_INCREMENT;
+        }
+        if !self.comment.is_empty() {
+            flags |= FLAG_COMMENT;
+        }
+        flags
+    }
+
+    fn from_parts(fields: ColumnFields, flags: u8, comment: String) -> ColumnDef {
+        let (name, ty, nullable, default, on_update_now) = fields;
+        ColumnDef {
+            name,
+            ty,
+            nullable,
+            default,
+            on_update_now,
+            auto_increment: flags & FLAG_AUTO_INCREMENT != 0,
+            comment,
+        }
+    }
+}
+
+/// The fields before the flags byte, in encoding order.
+type ColumnFields = (String, ColumnType, bool, ColumnDefault, bool);
+
+fn unknown_flags(flags: u8) -> String {
+    format!("unknown column flags {flags:#04x}")
+}
+
+impl bincode::Encode for ColumnDef {
+    fn encode<E: bincode::enc::Encoder>(
+        &self,
+        e: &mut E,
+    ) -> Result<(), bincode::error::EncodeError> {
+        self.name.encode(e)?;
+        self.ty.encode(e)?;
+        self.nullable.encode(e)?;
+        self.default.encode(e)?;
+        self.on_update_now.encode(e)?;
+        self.flags().encode(e)?;
+        if !self.comment.is_empty() {
+            self.comment.encode(e)?;
+        }
+        Ok(())
+    }
+}
+
+impl<C> bincode::Decode<C> for ColumnDef {
+    fn decode<D: bincode::de::Decoder<Context = C>>(
+        d: &mut D,
+    ) -> Result<Self, bincode::error::DecodeError> {
+        let fields = (
+            String::decode(d)?,
+            ColumnType::decode(d)?,
+            bool::decode(d)?,
+            ColumnDefault::decode(d)?,
+            bool::decode(d)?,
+        );
+        let flags = u8::decode(d)?;
+        if flags & !(FLAG_AUTO_INCREMENT | FLAG_COMMENT) != 0 {
+            return Err(bincode::error::DecodeError::OtherString(unknown_flags(
+                flags,
+            )));
+        }
+        let comment = if flags & FLAG_COMMENT != 0 {
+            String::decode(d)?
+        } else {
+            String::new()
+        };
+        Ok(ColumnDef::from_parts(fields, flags, comment))
+    }
+}
+
+bincode::impl_borrow_decode!(ColumnDef);
+
+/// A column as JSON shows it (`ringrep-binlog dump --json`, the Kafka schema records): its
+/// fields by name, `comment` only when there is one.
+#[derive(Serialize, Deserialize)]
+#[serde(rename = "ColumnDef")]
+struct NamedColumn {
+    name: String,
+    ty: ColumnType,
+    nullable: bool,
+    default: ColumnDefault,
+    on_update_now: bool,
+    auto_increment: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    comment: String,
+}
+
+impl Serialize for ColumnDef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        if s.is_human_readable() {
+            let c = self.clone();
+            return NamedColumn {
+                name: c.name,
+                ty: c.ty,
+                nullable: c.nullable,
+                default: c.default,
+                on_update_now: c.on_update_now,
+                auto_increment: c.auto_increment,
+                comment: c.comment,
+            }
+            .serialize(s);
+        }
+        // The same bytes as the bincode encoding above.
+        let has_comment = !self.comment.is_empty();
+        let mut t = s.serialize_tuple(6 + usize::from(has_comment))?;
+        t.serialize_element(&self.name)?;
+        t.serialize_element(&self.ty)?;
+        t.serialize_element(&self.nullable)?;
+        t.serialize_element(&self.default)?;
+        t.serialize_element(&self.on_update_now)?;
+        t.serialize_element(&self.flags())?;
+        if has_comment {
+            t.serialize_element(&self.comment)?;
+        }
+        t.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for ColumnDef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        if d.is_human_readable() {
+            let c = NamedColumn::deserialize(d)?;
+            return Ok(ColumnDef {
+                name: c.name,
+                ty: c.ty,
+                nullable: c.nullable,
+                default: c.default,
+                on_update_now: c.on_update_now,
+                auto_increment: c.auto_increment,
+                comment: c.comment,
+            });
+        }
+        struct Flagged;
+        impl<'de> serde::de::Visitor<'de> for Flagged {
+            type Value = ColumnDef;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a column definition")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<ColumnDef, A::Error> {
+                let missing = || A::Error::custom("a column definition ends early");
+                let fields = (
+                    a.next_element()?.ok_or_else(missing)?,
+                    a.next_element()?.ok_or_else(missing)?,
+                    a.next_element()?.ok_or_else(missing)?,
+                    a.next_element()?.ok_or_else(missing)?,
+                    a.next_element()?.ok_or_else(missing)?,
+                );
+                let flags: u8 = a.next_element()?.ok_or_else(missing)?;
+                if flags & !(FLAG_AUTO_INCREMENT | FLAG_COMMENT) != 0 {
+                    return Err(A::Error::custom(unknown_flags(flags)));
+                }
+                let comment = if flags & FLAG_COMMENT != 0 {
+                    a.next_element()?.ok_or_else(missing)?
+                } else {
+                    String::new()
+                };
+                Ok(ColumnDef::from_parts(fields, flags, comment))
+            }
+        }
+        // Seven elements at most; the seventh is read only when the flags announce it.
+        d.deserialize_tuple(7, Flagged)
+    }
 }
 
 impl ColumnDef {
@@ -359,6 +621,7 @@ impl ColumnDef {
             default: ColumnDefault::None,
             on_update_now: false,
             auto_increment: false,
+            comment: String::new(),
         }
     }
 }
@@ -523,5 +786,112 @@ impl Schema {
         self.tables.values().find(|t| {
             t.database.eq_ignore_ascii_case(database) && t.name.eq_ignore_ascii_case(name)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The appended variants keep the indices of the ones before them, so definitions
+    /// written before they existed decode as they were.
+    #[test]
+    fn appended_number_types_encode_after_year() {
+        let bytes = |t: &ColumnType| crate::codec::encode(t).expect("encode");
+        assert_eq!(bytes(&ColumnType::Year), [16]);
+        assert_eq!(
+            bytes(&ColumnType::UnsignedDecimal {
+                precision: 10,
+                scale: 2
+            }),
+            [17, 10, 2]
+        );
+        assert_eq!(
+            bytes(&ColumnType::Real {
+                double: false,
+                digits: Some((7, 4)),
+                unsigned: true
+            }),
+            [18, 0, 1, 7, 4, 1]
+        );
+    }
+
+    /// A column written before comments were kept ends in the `auto_increment` bool; it
+    /// decodes as it was, and without a comment a column encodes to those same bytes.
+    #[test]
+    fn columns_without_comments_keep_their_old_bytes() {
+        let mut c = ColumnDef::plain("ab", ColumnType::Json, true);
+        c.auto_increment = true;
+        // name, ty (10 Json), nullable, default (0 None), on_update_now, auto_increment.
+        let old = [2, b'a', b'b', 10, 1, 0, 0, 1];
+        assert_eq!(crate::codec::encode(&c).expect("encode"), old);
+        assert_eq!(crate::codec::decode::<ColumnDef>(&old).expect("decode"), c);
+        c.comment = "it's".into();
+        let new = crate::codec::encode(&c).expect("encode");
+        assert_eq!(
+            new,
+            [2, b'a', b'b', 10, 1, 0, 0, 3, 4, b'i', b't', b'\'', b's']
+        );
+        assert_eq!(crate::codec::decode::<ColumnDef>(&new).expect("decode"), c);
+        let serde = bincode::serde::encode_to_vec(&c, crate::codec::CONFIG).expect("serde");
+        assert_eq!(serde, new);
+        let (back, _): (ColumnDef, usize) =
+            bincode::serde::decode_from_slice(&new, crate::codec::CONFIG).expect("serde");
+        assert_eq!(back, c);
+        let unknown = [2, b'a', b'b', 10, 1, 0, 0, 4];
+        let refused = crate::codec::decode::<ColumnDef>(&unknown).map_err(|e| e.to_string());
+        assert!(
+            refused
+                .as_ref()
+                .err()
+                .is_some_and(|e| e.contains("unknown column flags 0x04")),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn json_names_a_comment_only_when_there_is_one() {
+        let mut c = ColumnDef::plain("a", ColumnType::Date, false);
+        let json = serde_json::to_string(&c).expect("json");
+        assert_eq!(
+            json,
+            r#"{"name":"a","ty":"Date","nullable":false,"default":"None","on_update_now":false,"auto_increment":false}"#
+        );
+        assert_eq!(serde_json::from_str::<ColumnDef>(&json).expect("back"), c);
+        c.comment = "when".into();
+        let json = serde_json::to_string(&c).expect("json");
+        assert!(
+            json.ends_with(r#""auto_increment":false,"comment":"when"}"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<ColumnDef>(&json).expect("back"), c);
+    }
+
+    #[test]
+    fn declarations_print_as_mysql_8_prints_them() {
+        let sql = |t: ColumnType| t.sql();
+        assert_eq!(
+            sql(ColumnType::UnsignedDecimal {
+                precision: 10,
+                scale: 2
+            }),
+            "decimal(10,2) unsigned"
+        );
+        assert_eq!(
+            sql(ColumnType::Real {
+                double: false,
+                digits: Some((7, 4)),
+                unsigned: false
+            }),
+            "float(7,4)"
+        );
+        assert_eq!(
+            sql(ColumnType::Real {
+                double: true,
+                digits: None,
+                unsigned: true
+            }),
+            "double unsigned"
+        );
     }
 }

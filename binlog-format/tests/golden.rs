@@ -26,6 +26,7 @@ fn table() -> TableDef {
         default,
         on_update_now: false,
         auto_increment: false,
+        comment: String::new(),
     };
     TableDef {
         id: 1,

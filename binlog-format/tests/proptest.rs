@@ -113,6 +113,18 @@ fn column_type() -> impl Strategy<Value = ColumnType> {
         Just(ColumnType::Date),
         (0u8..7).prop_map(|fsp| ColumnType::DateTime { fsp }),
         (0u8..7).prop_map(|fsp| ColumnType::Timestamp { fsp }),
+        (1u8..65, 0u8..30)
+            .prop_map(|(precision, scale)| ColumnType::UnsignedDecimal { precision, scale }),
+        (
+            any::<bool>(),
+            proptest::option::of((1u8..255, 0u8..30)),
+            any::<bool>()
+        )
+            .prop_map(|(double, digits, unsigned)| ColumnType::Real {
+                double,
+                digits,
+                unsigned
+            }),
     ]
 }
 
@@ -130,15 +142,17 @@ fn table_def() -> impl Strategy<Value = TableDef> {
         default,
         any::<bool>(),
         any::<bool>(),
+        prop_oneof![Just(String::new()), "[a-z' \\\n]{1,20}"],
     )
         .prop_map(
-            |(name, ty, nullable, default, on_update_now, auto_increment)| ColumnDef {
+            |(name, ty, nullable, default, on_update_now, auto_increment, comment)| ColumnDef {
                 name,
                 ty,
                 nullable,
                 default,
                 on_update_now,
                 auto_increment,
+                comment,
             },
         );
     let index = ("[a-z_]{1,10}", any::<bool>(), vec(0usize..20, 1..4)).prop_map(

@@ -37,6 +37,25 @@ pub fn quote_string(s: &str) -> String {
     out
 }
 
+/// `'text'` as SHOW CREATE TABLE prints a comment (MySQL's `append_unescaped`): `'`
+/// doubled, backslash, NUL and line ends escaped.
+pub fn shown_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\0' => out.push_str("\\0"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
 /// `` `name` `` with backticks doubled inside.
 pub fn quote_ident(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
@@ -132,6 +151,10 @@ pub fn create_table_sql(def: &TableDef, style: &CreateStyle<'_>) -> String {
         }
         if c.auto_increment {
             l.push_str(" AUTO_INCREMENT");
+        }
+        if !c.comment.is_empty() {
+            l.push_str(" COMMENT ");
+            l.push_str(&shown_string(&c.comment));
         }
         lines.push(l);
     }

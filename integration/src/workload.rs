@@ -16,6 +16,7 @@ pub fn user_events(ring_size: u32, ttl_secs: Option<u32>) -> Result<TableDef> {
         default,
         on_update_now: false,
         auto_increment: false,
+        comment: String::new(),
     };
     let int = ColumnType::Integer {
         width: IntWidth::Int,

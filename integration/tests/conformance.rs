@@ -148,10 +148,23 @@ fn rondb_test_scripts_reproduce_their_recordings_or_are_listed_deviations() {
         let run = run_script(&script, topology, &env)
             .unwrap_or_else(|e| panic!("{}: {e:#}", script.display()));
         assert!(
+            run.stopped.is_none(),
+            "{} stopped: {:?}",
+            script.display(),
+            run.stopped
+        );
+        assert!(
             run.skipped.is_none(),
             "{} skipped itself: {:?}",
             script.display(),
             run.skipped
+        );
+        // Every variable the suites read is one mtr sets, or one they set themselves.
+        assert!(
+            run.notes.is_empty(),
+            "{}: {:#?}",
+            script.display(),
+            run.notes
         );
         let recorded = std::fs::read_to_string(f).expect("recording");
         let report = compare_run(&recorded, &run, &rel, &deviations);

@@ -1276,3 +1276,66 @@ fn user_level_locks_are_held_until_released_or_disconnected() {
         assert_eq!(released, Some(1));
     });
 }
+
+/// Metadata follows privileges over the wire as in MySQL: a replication account is shown no
+/// schema but information_schema and no table, an account with SELECT on one table that table
+/// and its database; `mysql` exists on a fresh node, so RonDB's `mysql.ndb_replication` can be
+/// created before any account is.
+#[test]
+fn metadata_follows_the_account_over_the_protocol() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut root = connect(node.addr, None).await;
+        for sql in [
+            "CREATE TABLE mysql.ndb_replication (db VARBINARY(63), table_name VARBINARY(63), \
+             server_id INT UNSIGNED, binlog_type INT UNSIGNED, conflict_fn VARBINARY(128), \
+             PRIMARY KEY (db, table_name, server_id)) ENGINE=NDB",
+            "CREATE DATABASE app",
+            "CREATE TABLE app.t (id INT PRIMARY KEY)",
+            "CREATE TABLE app.u (id INT PRIMARY KEY)",
+            "CREATE USER repl IDENTIFIED BY 'r', one IDENTIFIED BY 'o'",
+            "GRANT REPLICATION SLAVE ON *.* TO repl",
+            "GRANT SELECT ON app.t TO one",
+        ] {
+            root.query_drop(sql)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        }
+        let dbs: Vec<String> = root.query("SHOW DATABASES").await.expect("root");
+        assert_eq!(dbs, ["app", "information_schema", "mysql", "test"]);
+
+        let tables = "SELECT CONCAT(TABLE_SCHEMA, '.', TABLE_NAME) FROM information_schema.TABLES \
+                      WHERE TABLE_SCHEMA <> 'information_schema' ORDER BY 1";
+        let mut repl = mysql_async::Conn::new(opts(node.addr, "repl", Some("r"), None))
+            .await
+            .expect("repl");
+        let dbs: Vec<String> = repl.query("SHOW DATABASES").await.expect("repl");
+        assert_eq!(dbs, ["information_schema"]);
+        let seen: Vec<String> = repl.query(tables).await.expect("repl tables");
+        assert!(seen.is_empty(), "{seen:?}");
+        let e = repl
+            .query_drop("SHOW CREATE TABLE app.t")
+            .await
+            .expect_err("no privilege on app.t");
+        assert_eq!(code(&e), 1142, "{e}");
+        assert!(
+            e.to_string()
+                .contains("SHOW command denied to user 'repl'@'127.0.0.1' for table 't'"),
+            "{e}"
+        );
+
+        let mut one = mysql_async::Conn::new(opts(node.addr, "one", Some("o"), None))
+            .await
+            .expect("one");
+        let dbs: Vec<String> = one.query("SHOW DATABASES").await.expect("one");
+        assert_eq!(dbs, ["app", "information_schema"]);
+        let seen: Vec<String> = one.query(tables).await.expect("one tables");
+        assert_eq!(seen, ["app.t"]);
+        let e = one
+            .query_drop("SHOW COLUMNS FROM app.u")
+            .await
+            .expect_err("no privilege on app.u");
+        assert_eq!(code(&e), 1142, "{e}");
+    });
+}

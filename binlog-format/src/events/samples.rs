@@ -14,6 +14,7 @@ pub fn table() -> TableDef {
         default,
         on_update_now: false,
         auto_increment: false,
+        comment: String::new(),
     };
     TableDef {
         id: 7,

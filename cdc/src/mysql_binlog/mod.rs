@@ -196,12 +196,7 @@ fn table_map_body(table: &TableDef) -> Vec<u8> {
         .iter()
         // The columns that count as numeric for SIGNEDNESS.
         .filter(|&&c| table.columns[c].ty.is_number())
-        .map(|&c| {
-            matches!(
-                table.columns[c].ty,
-                binlog_format::schema::ColumnType::Integer { unsigned: true, .. }
-            )
-        })
+        .map(|&c| table.columns[c].ty.is_unsigned())
         .collect();
     if !numeric.is_empty() {
         let mut v = vec![0u8; numeric.len().div_ceil(8)];
@@ -766,6 +761,56 @@ mod tests {
             }
         }
         (kinds, rows)
+    }
+
+    /// DECIMAL UNSIGNED and FLOAT(M,D) UNSIGNED map to MySQL's own types and metadata, and
+    /// SIGNEDNESS marks them unsigned as MySQL marks every unsigned number column.
+    #[test]
+    fn unsigned_decimals_and_sized_floats_in_a_table_map() {
+        let mut t = table();
+        t.id = 9;
+        t.database = "d".into();
+        t.name = "t".into();
+        t.columns = vec![
+            col(
+                "a",
+                ColumnType::Integer {
+                    width: IntWidth::Int,
+                    unsigned: false,
+                },
+                false,
+            ),
+            col(
+                "p",
+                ColumnType::UnsignedDecimal {
+                    precision: 10,
+                    scale: 2,
+                },
+                true,
+            ),
+            col(
+                "r",
+                ColumnType::Real {
+                    double: false,
+                    digits: Some((7, 4)),
+                    unsigned: true,
+                },
+                true,
+            ),
+            col("x", ColumnType::Double, true),
+        ];
+        t.primary_key = vec![0];
+        let body = table_map_body(&t);
+        let expected: &[u8] = &[
+            9, 0, 0, 0, 0, 0, // table id
+            1, 0, // flags
+            1, b'd', 0, 1, b't', 0, // names
+            4, 3, 246, 4, 5, // column count and types
+            4, 10, 2, 4, 8,    // metadata
+            0x0e, // nullable
+            1, 1, 0x60, // SIGNEDNESS: p and r
+        ];
+        assert_eq!(&body[..expected.len()], expected);
     }
 
     #[test]

@@ -44,9 +44,9 @@ pub(crate) fn type_code(ty: &ColumnType) -> u8 {
             IntWidth::Int => code::LONG,
             IntWidth::Big => code::LONGLONG,
         },
-        ColumnType::Decimal { .. } => code::NEWDECIMAL,
-        ColumnType::Float => code::FLOAT,
-        ColumnType::Double => code::DOUBLE,
+        ColumnType::Decimal { .. } | ColumnType::UnsignedDecimal { .. } => code::NEWDECIMAL,
+        ColumnType::Float | ColumnType::Real { double: false, .. } => code::FLOAT,
+        ColumnType::Double | ColumnType::Real { double: true, .. } => code::DOUBLE,
         ColumnType::Char { .. }
         | ColumnType::Binary { .. }
         | ColumnType::Enum { .. }
@@ -82,9 +82,12 @@ fn lob_prefix(size: &LobSize) -> u8 {
 /// The column's metadata bytes in a TABLE_MAP event.
 pub(crate) fn metadata(ty: &ColumnType, out: &mut Vec<u8>) {
     match ty {
-        ColumnType::Float => out.push(4),
-        ColumnType::Double => out.push(8),
-        ColumnType::Decimal { precision, scale } => out.extend_from_slice(&[*precision, *scale]),
+        ColumnType::Float | ColumnType::Real { double: false, .. } => out.push(4),
+        ColumnType::Double | ColumnType::Real { double: true, .. } => out.push(8),
+        ColumnType::Decimal { precision, scale }
+        | ColumnType::UnsignedDecimal { precision, scale } => {
+            out.extend_from_slice(&[*precision, *scale])
+        }
         ColumnType::Char { .. } | ColumnType::Binary { .. } => {
             // The real type and the length, with the length's bits 8 and 9 folded into the
             // type byte (MySQL's encoding for lengths over 255).
@@ -170,7 +173,7 @@ pub(crate) fn value(ty: &ColumnType, v: &Value, out: &mut Vec<u8>) {
             let bytes = (width.bits() / 8) as usize;
             out.extend_from_slice(&n.to_le_bytes()[..bytes]);
         }
-        ColumnType::Float => {
+        ColumnType::Float | ColumnType::Real { double: false, .. } => {
             let f = match v {
                 Value::Float(f) => *f,
                 Value::Double(d) => *d as f32,
@@ -178,7 +181,7 @@ pub(crate) fn value(ty: &ColumnType, v: &Value, out: &mut Vec<u8>) {
             };
             out.extend_from_slice(&f.to_le_bytes());
         }
-        ColumnType::Double => {
+        ColumnType::Double | ColumnType::Real { double: true, .. } => {
             let d = match v {
                 Value::Double(d) => *d,
                 Value::Float(f) => f64::from(*f),
@@ -186,7 +189,8 @@ pub(crate) fn value(ty: &ColumnType, v: &Value, out: &mut Vec<u8>) {
             };
             out.extend_from_slice(&d.to_le_bytes());
         }
-        ColumnType::Decimal { precision, scale } => {
+        ColumnType::Decimal { precision, scale }
+        | ColumnType::UnsignedDecimal { precision, scale } => {
             let text = match v {
                 Value::Decimal(s) | Value::Text(s) => s.clone(),
                 other => other.to_string(),

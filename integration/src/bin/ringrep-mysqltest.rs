@@ -57,7 +57,8 @@ struct Cli {
     /// In folders, run the .test scripts rather than replaying the .result files.
     #[arg(long)]
     scripts: bool,
-    /// Folders `--source` looks in after the script's own folder (repeatable).
+    /// Folders `--source` looks in after the script's own folder (repeatable); ringrep's own
+    /// versions of the standard includes (integration/conformance/include) come last.
     #[arg(long = "include")]
     includes: Vec<PathBuf>,
     /// Run scripts with a replica fed from the source (`master` and `slave` connections);
@@ -127,8 +128,14 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
         };
         transcripts(p, ext, &mut files);
     }
+    let standard = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/conformance/include"));
     let env = RunEnv {
-        includes: cli.includes.clone(),
+        includes: cli
+            .includes
+            .iter()
+            .cloned()
+            .chain(standard.is_dir().then_some(standard))
+            .collect(),
         mysql_client: ["mariadb", "mysql"]
             .into_iter()
             .find(|c| {
@@ -148,6 +155,19 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             if is_script(f) {
                 let result = recording_of(f)?;
                 let run = run_script(f, topology(&cli, f), &env)?;
+                let problems: std::collections::BTreeSet<usize> =
+                    run.problems.iter().map(|p| p.script_line).collect();
+                println!(
+                    "{}: {} statements run, {} script lines with problems, {} notes, {}",
+                    f.display(),
+                    run.statements.len(),
+                    problems.len(),
+                    run.notes.len(),
+                    match &run.stopped {
+                        Some(why) => format!("stopped: {why}"),
+                        None => "ran to its end".to_string(),
+                    }
+                );
                 let mut text = run.lines.join("\n");
                 text.push('\n');
                 std::fs::write(&result, text)?;
@@ -193,6 +213,12 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             let recorded = std::fs::read_to_string(&result)
                 .map_err(|e| anyhow::anyhow!("reading {}: {e}", result.display()))?;
             let run = run_script(f, topology(&cli, f), &env)?;
+            for n in &run.notes {
+                println!("note {}:{}: {}", f.display(), n.script_line, n.text);
+            }
+            if let Some(why) = &run.stopped {
+                println!("{rel}: stopped before its end: {why}");
+            }
             if let Some(why) = &run.skipped {
                 println!("{rel}: skipped: {why}");
                 continue;

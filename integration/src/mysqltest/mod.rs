@@ -2,11 +2,19 @@
 //! by [`script`]), and `.result` transcripts ([`transcript`]): replayed on their own, or
 //! compared with what a script printed, statement by statement, with the statements where
 //! the spec overrides a recording listed as deviations.
+//!
+//! What the runner gives scripts besides the language: mtr's variables (`vars` replaces
+//! them), MySQL 8's error names ([`error_names`]), and the NDB tools RonDB's backup tests run
+//! (`ndb_tools`: START BACKUP and ndb_restore on ringrep's backup and restore). The standard
+//! includes are files, ringrep's own text, in integration/conformance/include.
 
+pub mod error_names;
+mod ndb_tools;
 mod render;
 pub mod runner;
 pub mod script;
 pub mod transcript;
+mod vars;
 
 pub use runner::{run_script, Problem, RunEnv, RunOutput, Topology};
 pub use transcript::{

@@ -74,7 +74,9 @@ pub(crate) fn render_warnings(warnings: &[(u16, String)]) -> Vec<String> {
     let mut out = vec!["Warnings:".to_string()];
     for (c, m) in warnings {
         let level = ringrep_sql::warning_level(*c);
-        out.push(format!("{level}\t{c}\t{m}"));
+        // A note's code carries the level marker; SHOW WARNINGS prints the bare number.
+        let number = c & !ringrep_engine::types::NOTE_LEVEL;
+        out.push(format!("{level}\t{number}\t{m}"));
     }
     out
 }

@@ -6,7 +6,24 @@
 //! `disconnect`) is its own SQL session, so variables, transactions and locks are per
 //! connection. `sync_slave_with_master` applies everything the source committed. Each node
 //! also serves the MySQL protocol on a loopback port, so `--exec` can run real clients and
-//! tools against it (`$MYSQL`, `$MYSQL_BINLOG`).
+//! tools against it (`$MYSQL`, `$MYSQL_BINLOG`). The source serves a second port too
+//! (`$MASTER_MYPORT1`), and so does the replica (`$SLAVE_MYPORT1`): in RonDB's suites that is a
+//! second MySQL server of the same cluster, which sees the same tables at once (the
+//! `server2` of `have_multi_ndb.inc`), so here it is a second SQL port of the same node.
+//!
+//! mtr's environment is set as RonDB's suites read it ([`RunOutput::variables`] has the
+//! list): the ports above, `$MYSQLTEST_VARDIR` and its `tmp/` and `log/` folders,
+//! `$MYSQLD_DATADIR` (the folder the source's binlog files are in, where MySQL keeps its
+//! own), `$NDB_BACKUP_DIR` / `$NDB_BACKUPS`, `$NDB_TOOLS_OUTPUT`, and `$NDB_MGM` /
+//! `$NDB_RESTORE`, which `--exec` runs in-process as ringrep's backup and restore
+//! (`ndb_tools.rs`). `CALL mtr.add_suppression(...)` is mtr's, not the server's, and is
+//! taken by the runner: ringrep's log is not checked after a test.
+//!
+//! Where a script reads a variable it never set, mysqltest reads the environment and then
+//! an empty value; so does the runner, and it reports each such read by name and line in
+//! [`RunOutput::notes`]. An `--error` name that is not MySQL's, or an include that is not
+//! found, is a [`Problem`] with its name and line, and the script goes on: the statement
+//! after an unknown error name may fail with any error.
 //!
 //! The output is what mysqltest writes to a `.result` file: each statement echoed with its
 //! delimiter, then its result set, `ERROR <sqlstate>: <message>`, `affected rows` and `info`
@@ -26,8 +43,11 @@ use ringrep_applier::{Applier, BinlogDirSource};
 use ringrep_engine::{Engine, EngineConfig};
 use ringrep_sql::{Outcome, SqlSession};
 
+use super::error_names::error_code;
+use super::ndb_tools;
 use super::render::{render_result, render_warnings};
 use super::script::{self, Step, StepKind};
+use super::vars::{condition, substitute, words};
 
 /// Which nodes a run starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,8 +88,16 @@ pub struct RunOutput {
     pub lines: Vec<String>,
     /// Steps mysqltest would have failed the test on.
     pub problems: Vec<Problem>,
+    /// What the runner did that mysqltest does without a word, worth knowing: a variable
+    /// read that was never set (read as empty).
+    pub notes: Vec<Problem>,
+    /// The standard variables the run set (mtr's environment), by name.
+    pub variables: Vec<(String, String)>,
     /// Set when the script asked to be skipped (`skip`), with its reason.
     pub skipped: Option<String>,
+    /// Set when the run stopped before the script's end (`die`, a command the runner does
+    /// not have), with why and where; `lines` holds what it printed until then.
+    pub stopped: Option<String>,
     /// Where each echoed statement is in `lines`: its first line (0-based) and how many
     /// lines it takes. Everything else in `lines` is output or text.
     pub statements: Vec<(usize, usize)>,
@@ -86,7 +114,7 @@ pub fn run_script(path: &Path, topology: Topology, env: &RunEnv) -> anyhow::Resu
     match result {
         Ok(()) | Err(Stop::Exit) => {}
         Err(Stop::Skip(reason)) => out.skipped = Some(reason),
-        Err(Stop::Fail(e)) => return Err(e.context(format!("running {}", path.display()))),
+        Err(Stop::Fail(e)) => out.stopped = Some(format!("{e:#}")),
     }
     Ok(out)
 }
@@ -97,7 +125,7 @@ enum Stop {
     Exit,
     /// `skip reason`.
     Skip(String),
-    /// The runner itself cannot go on (a command it does not have, a missing include).
+    /// The runner itself cannot go on (a command it does not have, `die`).
     Fail(anyhow::Error),
 }
 
@@ -124,8 +152,10 @@ struct Link {
 struct Node {
     engine: Engine,
     link: Option<Link>,
-    addr: SocketAddr,
-    _stop_server: tokio::sync::oneshot::Sender<()>,
+    /// The node's SQL ports: the first is its own (`$MASTER_MYPORT`), the second the cluster's
+    /// second MySQL server (`$MASTER_MYPORT1`).
+    addrs: Vec<SocketAddr>,
+    _stop_servers: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 struct Conn {
@@ -147,6 +177,8 @@ struct Sent {
 #[derive(Default)]
 struct Next {
     errors: Vec<u16>,
+    /// An `--error` list named an error mysqltest does not know: any error is taken.
+    any_error: bool,
     sorted: bool,
     replace: Vec<(String, String)>,
     replace_column: Vec<(usize, String)>,
@@ -164,153 +196,68 @@ struct Runner<'e> {
     out: RunOutput,
     next: Next,
     info: bool,
+    /// `--disable_abort_on_error`: a statement's unexpected error is printed, and is no
+    /// problem (the recording says whether it was right).
+    abort_on_error: bool,
     warnings: bool,
     query_log: bool,
     result_log: bool,
     saved_master_pos: Option<u64>,
     /// `send` without a statement of its own: the next statement is sent.
     send_next: bool,
+    /// Switches set for one statement (`--disable_result_log ONCE`): their values before.
+    once: Vec<(&'static str, bool)>,
+    /// Variables set by `let NAME = ...` without a `$`: exported to `--exec`'s commands.
+    exported: Vec<String>,
+    /// The includes being run, innermost last, each with the line that sourced it (the
+    /// first: the script's own line).
+    sourcing: Vec<(String, usize)>,
 }
 
-/// MySQL error names the scripts use with `--error`, and their numbers.
-const ERROR_NAMES: &[(&str, u16)] = &[
-    ("ER_ILLEGAL_HA", 1031),
-    ("ER_DUP_ENTRY", 1062),
-    ("ER_PARSE_ERROR", 1064),
-    ("ER_TABLE_EXISTS_ERROR", 1050),
-    ("ER_BAD_TABLE_ERROR", 1051),
-    ("ER_BAD_FIELD_ERROR", 1054),
-    ("ER_NO_SUCH_TABLE", 1146),
-    ("ER_BAD_NULL_ERROR", 1048),
-    ("ER_WRONG_VALUE_COUNT_ON_ROW", 1136),
-    ("ER_ERROR_DURING_COMMIT", 1180),
-    ("ER_LOCK_WAIT_TIMEOUT", 1205),
-    ("ER_CANNOT_ADD_FOREIGN", 1215),
-    ("ER_NOT_SUPPORTED_YET", 1235),
-    ("ER_NON_UPDATABLE_TABLE", 1288),
-    ("ER_OPTION_PREVENTS_STATEMENT", 1290),
-    ("ER_SP_DOES_NOT_EXIST", 1305),
-    ("ER_ILLEGAL_HA_CREATE_OPTION", 1478),
-    ("ER_ALTER_OPERATION_NOT_SUPPORTED_REASON", 1846),
-    ("ER_GET_ERRNO", 1030),
-    ("ER_WRONG_ARGUMENTS", 1210),
-    ("ER_TRUNCATED_WRONG_VALUE_FOR_FIELD", 1366),
-    ("ER_WARN_DATA_OUT_OF_RANGE", 1264),
-    ("ER_DATA_TOO_LONG", 1406),
-];
-
-/// The error numbers of an `--error` list: names, numbers, `0` for success.
-fn error_codes(list: &str) -> anyhow::Result<Vec<u16>> {
-    list.split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            if let Ok(n) = s.parse::<u16>() {
-                return Ok(n);
-            }
-            ERROR_NAMES
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(s))
-                .map(|(_, c)| *c)
-                .with_context(|| {
-                    format!("--error {s}: ringrep-mysqltest does not know this error name")
-                })
-        })
-        .collect()
+/// `CALL mtr.add_suppression(...)`: mtr's own procedure, which lets a test's expected lines
+/// pass mtr's check of the server's error log. ringrep's log is not checked, so the call has
+/// nothing to do and succeeds, as it does under mtr.
+fn is_add_suppression(sql: &str) -> bool {
+    let compact: String = sql
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .take(24)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    compact.starts_with("callmtr.add_suppression(")
 }
 
-/// `value` with mysqltest's `$name` variables replaced (`\$` keeps a dollar sign).
-fn substitute(text: &str, vars: &HashMap<String, String>) -> anyhow::Result<String> {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        if c == '\\' && text[i + 1..].starts_with('$') {
-            out.push('$');
-            chars.next();
-            continue;
-        }
-        if c != '$' {
-            out.push(c);
-            continue;
-        }
-        let rest = &text[i + 1..];
-        let len = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
-        if len == 0 {
-            out.push('$');
-            continue;
-        }
-        let name = &rest[..len];
-        let value = vars
-            .get(name)
-            .with_context(|| format!("variable ${name} is used but was never set"))?;
-        out.push_str(value);
-        for _ in 0..len {
-            chars.next();
-        }
-    }
-    Ok(out)
-}
-
-/// A `while`/`if` condition: `$a`, `!$a`, or `$a <op> b` with ==, !=, <, <=, >, >=
-/// (numbers compare as numbers).
-fn condition(cond: &str, vars: &HashMap<String, String>) -> anyhow::Result<bool> {
-    let text = substitute(cond, vars)?;
-    let text = text.trim();
-    for op in ["==", "!=", "<=", ">=", "<", ">"] {
-        if let Some((a, b)) = text.split_once(op) {
-            let (a, b) = (a.trim(), b.trim().trim_matches('"'));
-            let ord = match (a.parse::<f64>(), b.parse::<f64>()) {
-                (Ok(x), Ok(y)) => x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal),
-                _ => a.cmp(b),
-            };
-            use std::cmp::Ordering::*;
-            return Ok(match op {
-                "==" => ord == Equal,
-                "!=" => ord != Equal,
-                "<=" => ord != Greater,
-                ">=" => ord != Less,
-                "<" => ord == Less,
-                _ => ord == Greater,
-            });
-        }
-    }
-    let (negate, value) = match text.strip_prefix('!') {
-        Some(v) => (true, v.trim()),
-        None => (false, text),
+/// The switch an `enable_X` / `disable_X` command sets, and to what.
+fn switch_of(command: &str) -> Option<(&'static str, bool)> {
+    let (on, what) = match command.split_once('_') {
+        Some(("enable", w)) => (true, w),
+        Some(("disable", w)) => (false, w),
+        _ => return None,
     };
-    let truthy = !value.is_empty() && !value.parse::<f64>().is_ok_and(|n| n == 0.0);
-    Ok(truthy != negate)
+    let switch = [
+        "info",
+        "warnings",
+        "query_log",
+        "result_log",
+        "abort_on_error",
+    ]
+    .into_iter()
+    .find(|s| *s == what)?;
+    Some((switch, on))
 }
 
-/// mysqltest's argument words: blanks separate them, quotes group them.
-fn words(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quote = None;
-    let mut any = false;
-    for c in text.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => cur.push(c),
-            None if c == '"' || c == '\'' => {
-                quote = Some(c);
-                any = true;
-            }
-            None if c.is_whitespace() => {
-                if any || !cur.is_empty() {
-                    out.push(std::mem::take(&mut cur));
-                    any = false;
-                }
-            }
-            None => cur.push(c),
+/// The error numbers of an `--error` list (names, numbers, `0` for success, SQLSTATEs as
+/// `S#####` are not taken), and the names that are not MySQL's.
+fn error_codes(list: &str) -> (Vec<u16>, Vec<String>) {
+    let mut codes = Vec::new();
+    let mut unknown = Vec::new();
+    for s in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match s.parse::<u16>().ok().or_else(|| error_code(s)) {
+            Some(c) => codes.push(c),
+            None => unknown.push(s.to_string()),
         }
     }
-    if any || !cur.is_empty() {
-        out.push(cur);
-    }
-    out
+    (codes, unknown)
 }
 
 fn open_engine(dir: &Path, server_id: u32, read_only: bool) -> anyhow::Result<Engine> {
@@ -347,34 +294,58 @@ impl<'e> Runner<'e> {
             out: RunOutput::default(),
             next: Next::default(),
             info: false,
+            abort_on_error: true,
             warnings: true,
             query_log: true,
             result_log: true,
             saved_master_pos: None,
             send_next: false,
+            once: Vec::new(),
+            exported: Vec::new(),
+            sourcing: Vec::new(),
         };
-        runner
-            .vars
-            .insert("MYSQLTEST_VARDIR".into(), vardir.display().to_string());
         let master = runner.add_node("master", 1, None)?;
         runner.node_vars(master, "MASTER_MYPORT", "MYSQL");
-        runner.vars.insert(
-            "MYSQLD_DATADIR".into(),
-            runner.nodes[master]
-                .engine
-                .binlog_dir()
-                .display()
-                .to_string(),
-        );
         if topology == Topology::SourceReplica {
             let slave = runner.add_node("slave", 2, Some(master))?;
             runner.node_vars(slave, "SLAVE_MYPORT", "MYSQL_SLAVE");
         }
+        let binlogs = runner.nodes[master].engine.binlog_dir();
+        // mtr's layout: the first data node's file system holds the cluster's backups.
+        let backup_dir = vardir.join("mysql_cluster.1").join("ndbd.1");
+        let tools_output = vardir.join("log").join("ndb_testrun.log");
+        std::fs::create_dir_all(vardir.join("log"))?;
+        std::fs::create_dir_all(&backup_dir)?;
+        std::fs::write(&tools_output, "")?;
+        let path = |p: &Path| p.display().to_string();
+        let master_port = runner.nodes[master].addrs[0].port();
+        let mut standard = vec![
+            ("MYSQLTEST_VARDIR", path(&vardir)),
+            ("MYSQL_TMP_DIR", path(&vardir.join("tmp"))),
+            ("MYSQLD_DATADIR", path(&binlogs)),
+            ("NDB_BACKUP_DIR", path(&backup_dir)),
+            (
+                "NDB_BACKUPS",
+                path(&backup_dir.join("BACKUP").join("BACKUP")),
+            ),
+            ("NDB_TOOLS_OUTPUT", path(&tools_output)),
+            ("NDB_MGM", ndb_tools::NDB_MGM.to_string()),
+            ("NDB_RESTORE", ndb_tools::NDB_RESTORE.to_string()),
+            ("NDB_CONNECTSTRING", format!("127.0.0.1:{master_port}")),
+        ];
         if let Some(tool) = &env.binlog_tool {
-            runner
-                .vars
-                .insert("MYSQL_BINLOG".into(), tool.display().to_string());
+            standard.push(("MYSQL_BINLOG", path(tool)));
         }
+        for (name, value) in standard {
+            runner.vars.insert(name.into(), value);
+        }
+        let mut all: Vec<(String, String)> = runner
+            .vars
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        all.sort();
+        runner.out.variables = all;
         runner.connect_to("default", master, "test")?;
         Ok(runner)
     }
@@ -399,31 +370,42 @@ impl<'e> Runner<'e> {
             }
             None => None,
         };
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let settings = ringrep_server::ServerSettings::local(0);
-        let server = self
-            .rt
-            .block_on(ringrep_server::Server::bind(engine.clone(), &settings))?;
-        let addr = server.local_addr()?;
-        self.rt.spawn(async move {
-            let _ = server
-                .run(async {
-                    let _ = stop_rx.await;
-                })
-                .await;
-        });
+        let mut addrs = Vec::new();
+        let mut stops = Vec::new();
+        // Two SQL ports on the one engine: the cluster's two MySQL servers.
+        for _ in 0..2 {
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+            let settings = ringrep_server::ServerSettings::local(0);
+            let server = self
+                .rt
+                .block_on(ringrep_server::Server::bind(engine.clone(), &settings))?;
+            addrs.push(server.local_addr()?);
+            self.rt.spawn(async move {
+                let _ = server
+                    .run(async {
+                        let _ = stop_rx.await;
+                    })
+                    .await;
+            });
+            stops.push(stop_tx);
+        }
         self.nodes.push(Node {
             engine,
             link,
-            addr,
-            _stop_server: stop_tx,
+            addrs,
+            _stop_servers: stops,
         });
         Ok(self.nodes.len() - 1)
     }
 
+    /// `$<port_var>` and `$<port_var>1` (the node's two SQL ports), and `$<client_var>`.
     fn node_vars(&mut self, node: usize, port_var: &str, client_var: &str) {
-        let port = self.nodes[node].addr.port();
+        let port = self.nodes[node].addrs[0].port();
         self.vars.insert(port_var.into(), port.to_string());
+        self.vars.insert(
+            format!("{port_var}1"),
+            self.nodes[node].addrs[1].port().to_string(),
+        );
         if let Some(client) = &self.env.mysql_client {
             self.vars.insert(
                 client_var.into(),
@@ -457,11 +439,54 @@ impl<'e> Runner<'e> {
     }
 
     fn problem(&mut self, step: &Step, output_line: Option<usize>, text: String) {
-        self.out.problems.push(Problem {
-            script_line: step.line,
-            output_line,
-            text,
-        });
+        let p = self.located(step, output_line, text);
+        self.out.problems.push(p);
+    }
+
+    /// A problem or note of `step`: inside an include, it belongs to the script's line that
+    /// sourced it, and its text names the include and the line there.
+    fn located(&self, step: &Step, output_line: Option<usize>, text: String) -> Problem {
+        match self.sourcing.first() {
+            Some((_, top)) => {
+                let (name, _) = self.sourcing.last().expect("not empty");
+                Problem {
+                    script_line: *top,
+                    output_line,
+                    text: format!("{name}:{}: {text}", step.line),
+                }
+            }
+            None => Problem {
+                script_line: step.line,
+                output_line,
+                text,
+            },
+        }
+    }
+
+    /// `text` with its variables replaced; each variable read that was never set is noted.
+    fn subst(&mut self, step: &Step, text: &str) -> String {
+        let mut unset = Vec::new();
+        let out = substitute(text, &self.vars, &mut unset);
+        self.note_unset(step, unset);
+        out
+    }
+
+    fn cond(&mut self, step: &Step, cond: &str) -> bool {
+        let mut unset = Vec::new();
+        let holds = condition(cond, &self.vars, &mut unset);
+        self.note_unset(step, unset);
+        holds
+    }
+
+    fn note_unset(&mut self, step: &Step, unset: Vec<String>) {
+        for name in unset {
+            let note = self.located(
+                step,
+                None,
+                format!("${name} is read but was never set (read as empty, as mysqltest reads it)"),
+            );
+            self.out.notes.push(note);
+        }
     }
 
     fn steps(&mut self, steps: &[Step], depth: usize) -> Flow {
@@ -479,7 +504,7 @@ impl<'e> Runner<'e> {
                 delimiter,
             } => {
                 let sql = if *eval {
-                    substitute(sql, &self.vars)?
+                    self.subst(step, sql)
                 } else {
                     sql.clone()
                 };
@@ -491,11 +516,11 @@ impl<'e> Runner<'e> {
                 content,
                 append,
             } => {
-                let path = PathBuf::from(substitute(path, &self.vars)?);
+                let path = PathBuf::from(self.subst(step, path));
                 if let Some(parent) = path.parent() {
                     std::fs::create_dir_all(parent).map_err(anyhow::Error::from)?;
                 }
-                let content = substitute(content, &self.vars)?;
+                let content = self.subst(step, content);
                 let mut f = std::fs::OpenOptions::new()
                     .create(true)
                     .write(true)
@@ -507,9 +532,10 @@ impl<'e> Runner<'e> {
                     .map_err(anyhow::Error::from)?;
                 Ok(())
             }
+            StepKind::Perl { content } => self.perl(step, content),
             StepKind::While { cond, body } => {
                 let mut rounds = 0u32;
-                while condition(cond, &self.vars)? {
+                while self.cond(step, cond) {
                     rounds += 1;
                     if rounds > 1_000_000 {
                         return Err(Stop::Fail(anyhow::anyhow!(
@@ -522,11 +548,30 @@ impl<'e> Runner<'e> {
                 Ok(())
             }
             StepKind::If { cond, body } => {
-                if condition(cond, &self.vars)? {
+                if self.cond(step, cond) {
                     self.steps(body, depth)?;
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// Sets a switch; returns its value before.
+    fn switch(&mut self, switch: &'static str, on: bool) -> bool {
+        let slot = match switch {
+            "info" => &mut self.info,
+            "warnings" => &mut self.warnings,
+            "query_log" => &mut self.query_log,
+            "result_log" => &mut self.result_log,
+            _ => &mut self.abort_on_error,
+        };
+        std::mem::replace(slot, on)
+    }
+
+    /// Puts back the switches set `ONCE`, after the statement they were set for.
+    fn end_once(&mut self) {
+        for (switch, old) in std::mem::take(&mut self.once) {
+            self.switch(switch, old);
         }
     }
 
@@ -639,11 +684,16 @@ impl<'e> Runner<'e> {
             }
         }
         self.next = Next::default();
+        self.end_once();
+        let errno = result.as_ref().err().map_or(0, |e| e.code);
+        self.vars.insert("mysql_errno".into(), errno.to_string());
         let expected = next.errors;
-        let problem = match (&result, expected.is_empty()) {
+        let problem = match (&result, expected.is_empty() && !next.any_error) {
             (Ok(_), false) if !expected.contains(&0) => Some(format!(
                 "query succeeded, but an error was expected ({expected:?})"
             )),
+            (Err(_), false) if next.any_error => None,
+            (Err(_), true) if !self.abort_on_error => None,
             (Err(e), true) => Some(format!("query failed: {}: {}", e.code, e.message)),
             (Err(e), false) if !expected.contains(&e.code) => Some(format!(
                 "query failed with wrong errno {}: '{}', instead of {expected:?}",
@@ -675,6 +725,9 @@ impl<'e> Runner<'e> {
             ),
             (Some("STOP" | "START"), Some("REPLICA" | "SLAVE"))
         );
+        if is_add_suppression(sql) {
+            return Ok((Ok(Outcome::Ok), vec![]));
+        }
         if replication {
             let start = words[0] == "START";
             if let Some(link) = self.nodes[node].link.as_mut() {
@@ -724,25 +777,18 @@ impl<'e> Runner<'e> {
         Ok(())
     }
 
-    fn find_include(&self, name: &str) -> anyhow::Result<PathBuf> {
-        let mut tried = Vec::new();
-        for dir in self.script_dir.iter().chain(&self.env.includes) {
-            let p = dir.join(name);
-            if p.is_file() {
-                return Ok(p);
-            }
-            tried.push(dir.display().to_string());
-        }
-        bail!(
-            "--source {name}: not found in {} (the project's includes are in integration/conformance/include)",
-            tried.join(", ")
-        )
+    fn find_include(&self, name: &str) -> Option<PathBuf> {
+        self.script_dir
+            .iter()
+            .chain(&self.env.includes)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
     }
 
     fn let_value(&mut self, step: &Step, value: &str) -> Result<String, Stop> {
         let value = value.trim();
         if let Some(q) = value.strip_prefix('`').and_then(|v| v.strip_suffix('`')) {
-            let sql = substitute(q, &self.vars)?;
+            let sql = self.subst(step, q);
             let conn = self.current.clone();
             let (result, _) = self.execute(&conn, &sql)?;
             // mysqltest: the first row's columns joined by tabs; empty without a row or when
@@ -760,12 +806,15 @@ impl<'e> Runner<'e> {
                     })
                     .unwrap_or_default()),
                 Ok(_) => Ok(String::new()),
-                Err(e) => Err(Stop::Fail(anyhow::anyhow!(
-                    "line {}: let ... `{sql}` failed: {}: {}",
-                    step.line,
-                    e.code,
-                    e.message
-                ))),
+                Err(e) => {
+                    // mysqltest stops here; the runner reports it, and the value is empty.
+                    self.problem(
+                        step,
+                        None,
+                        format!("let ... `{sql}` failed: {}: {}", e.code, e.message),
+                    );
+                    Ok(String::new())
+                }
             };
         }
         if let Some(args) = value
@@ -783,7 +832,7 @@ impl<'e> Runner<'e> {
                     )))
                 }
             };
-            let sql = substitute(sql, &self.vars)?;
+            let sql = self.subst(step, sql);
             let row: usize = row
                 .parse()
                 .map_err(|_| anyhow::anyhow!("line {}: query_get_value row {row:?}", step.line))?;
@@ -800,22 +849,42 @@ impl<'e> Runner<'e> {
                 _ => "No such row".into(),
             });
         }
-        Ok(substitute(value, &self.vars)?)
+        Ok(self.subst(step, value))
     }
 
     fn command(&mut self, step: &Step, name: &str, arg: &str, depth: usize) -> Flow {
         let line = step.line;
         match name {
             "echo" => {
-                let text = substitute(arg, &self.vars)?;
+                let text = self.subst(step, arg);
                 self.push(text);
             }
-            "error" => self.next.errors = error_codes(arg)?,
+            "error" => {
+                let arg = self.subst(step, arg);
+                let (codes, unknown) = error_codes(&arg);
+                for name in &unknown {
+                    self.problem(
+                        step,
+                        None,
+                        format!(
+                            "--error {name}: not an error name of MySQL 8 (any error is taken)"
+                        ),
+                    );
+                }
+                self.next.errors = codes;
+                self.next.any_error = !unknown.is_empty();
+            }
             "let" => {
                 let (var, value) = arg
                     .split_once('=')
                     .with_context(|| format!("line {line}: let needs $name = value"))?;
-                let var = var.trim().trim_start_matches('$').to_string();
+                let var = var.trim();
+                // `let NAME = ...` without a dollar sets an environment variable in mysqltest:
+                // the commands `--exec` runs see it.
+                if !var.starts_with('$') && !self.exported.iter().any(|e| e == var) {
+                    self.exported.push(var.to_string());
+                }
+                let var = var.trim_start_matches('$').to_string();
                 let value = self.let_value(step, value)?;
                 self.vars.insert(var, value);
             }
@@ -830,16 +899,17 @@ impl<'e> Runner<'e> {
                 self.vars.insert(var.to_string(), n.to_string());
             }
             "connection" => {
-                let conn = substitute(arg, &self.vars)?;
-                if !self.conns.contains_key(&conn) {
-                    return Err(Stop::Fail(anyhow::anyhow!(
-                        "line {line}: connection {conn}: no such connection"
-                    )));
+                let conn = self.subst(step, arg);
+                if self.conns.contains_key(&conn) {
+                    self.current = conn;
+                } else {
+                    // mysqltest stops here; the runner goes on, on the connection it was on.
+                    self.problem(step, None, format!("connection {conn}: no such connection"));
                 }
-                self.current = conn;
             }
             "connect" => {
-                let parts: Vec<String> = substitute(arg, &self.vars)?
+                let parts: Vec<String> = self
+                    .subst(step, arg)
                     .split(',')
                     .map(|s| s.trim().to_string())
                     .collect();
@@ -850,13 +920,28 @@ impl<'e> Runner<'e> {
                         "line {line}: connect as {user}: the runner's sessions are root's"
                     )));
                 }
+                let expected = std::mem::take(&mut self.next);
                 let node = if port.is_empty() {
-                    0
+                    Some(0)
                 } else {
                     self.nodes
                         .iter()
-                        .position(|n| n.addr.port().to_string() == port)
-                        .with_context(|| format!("line {line}: connect: no node on port {port}"))?
+                        .position(|n| n.addrs.iter().any(|a| a.port().to_string() == port))
+                };
+                let Some(node) = node else {
+                    // What a client gets from a port nobody listens on.
+                    const CR_CONN_HOST_ERROR: u16 = 2003;
+                    self.vars
+                        .insert("mysql_errno".into(), CR_CONN_HOST_ERROR.to_string());
+                    if !expected.errors.contains(&CR_CONN_HOST_ERROR) && !expected.any_error {
+                        self.problem(
+                            step,
+                            None,
+                            format!("connect {conn}: 2003: Can't connect to MySQL server on '127.0.0.1:{port}' (no node of the run listens there)"),
+                        );
+                    }
+                    self.end_once();
+                    return Ok(());
                 };
                 if self.conns.contains_key(&conn) {
                     return Err(Stop::Fail(anyhow::anyhow!(
@@ -864,15 +949,22 @@ impl<'e> Runner<'e> {
                     )));
                 }
                 self.connect_to(&conn, node, if db.is_empty() { "test" } else { &db })?;
+                self.vars.insert("mysql_errno".into(), "0".into());
+                if !expected.errors.is_empty() && !expected.errors.contains(&0) {
+                    self.problem(
+                        step,
+                        None,
+                        format!("connect {conn} succeeded, but an error was expected"),
+                    );
+                }
+                self.end_once();
                 // mysqltest: the new connection is the current one.
                 self.current = conn;
             }
             "disconnect" => {
-                let conn = substitute(arg, &self.vars)?;
+                let conn = self.subst(step, arg);
                 if self.conns.remove(&conn).is_none() {
-                    return Err(Stop::Fail(anyhow::anyhow!(
-                        "line {line}: disconnect {conn}: no such connection"
-                    )));
+                    self.problem(step, None, format!("disconnect {conn}: no such connection"));
                 }
             }
             "source" => {
@@ -881,24 +973,46 @@ impl<'e> Runner<'e> {
                         "line {line}: --source nested more than 16 deep"
                     )));
                 }
-                let name = substitute(arg, &self.vars)?;
-                let path = self.find_include(&name)?;
+                let name = self.subst(step, arg);
+                let Some(path) = self.find_include(&name) else {
+                    // mysqltest stops here; the runner reports it and goes on after it.
+                    let dirs: Vec<String> = self
+                        .script_dir
+                        .iter()
+                        .chain(&self.env.includes)
+                        .map(|d| d.display().to_string())
+                        .collect();
+                    self.problem(
+                        step,
+                        None,
+                        format!(
+                            "--source {name}: no such include (looked in {}); the runner \
+                             provides the includes RonDB's suites use in \
+                             integration/conformance/include",
+                            dirs.join(", ")
+                        ),
+                    );
+                    return Ok(());
+                };
                 let text = std::fs::read_to_string(&path).map_err(anyhow::Error::from)?;
                 let steps =
                     script::parse(&text).with_context(|| format!("parsing {}", path.display()))?;
-                self.steps(&steps, depth + 1)?;
+                let top = self.sourcing.first().map_or(line, |(_, l)| *l);
+                self.sourcing.push((name, top));
+                let r = self.steps(&steps, depth + 1);
+                self.sourcing.pop();
+                r?;
             }
-            "enable_info" => self.info = true,
-            "disable_info" => self.info = false,
-            "enable_warnings" => self.warnings = true,
-            "disable_warnings" => self.warnings = false,
-            "enable_query_log" => self.query_log = true,
-            "disable_query_log" => self.query_log = false,
-            "enable_result_log" => self.result_log = true,
-            "disable_result_log" => self.result_log = false,
+            n if switch_of(n).is_some() => {
+                let (switch, on) = switch_of(n).expect("matched");
+                let old = self.switch(switch, on);
+                if arg.trim().eq_ignore_ascii_case("ONCE") {
+                    self.once.push((switch, old));
+                }
+            }
             "sorted_result" => self.next.sorted = true,
             "replace_result" => {
-                let w = words(&substitute(arg, &self.vars)?);
+                let w = words(&self.subst(step, arg));
                 if !w.len().is_multiple_of(2) {
                     return Err(Stop::Fail(anyhow::anyhow!(
                         "line {line}: replace_result needs pairs of from and to"
@@ -907,7 +1021,7 @@ impl<'e> Runner<'e> {
                 self.next.replace = w.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect();
             }
             "replace_column" => {
-                let w = words(&substitute(arg, &self.vars)?);
+                let w = words(&self.subst(step, arg));
                 let mut pairs = Vec::new();
                 for p in w.chunks(2) {
                     let col: usize = p[0]
@@ -920,13 +1034,13 @@ impl<'e> Runner<'e> {
                 self.next.replace_column = pairs;
             }
             "remove_file" => {
-                let path = substitute(arg, &self.vars)?;
+                let path = self.subst(step, arg);
                 if let Err(e) = std::fs::remove_file(&path) {
                     self.problem(step, None, format!("remove_file {path}: {e}"));
                 }
             }
             "file_exists" => {
-                let path = substitute(arg, &self.vars)?;
+                let path = self.subst(step, arg);
                 if !Path::new(&path).exists() {
                     self.problem(step, None, format!("file_exists {path}: no such file"));
                 }
@@ -943,7 +1057,7 @@ impl<'e> Runner<'e> {
             "sync_slave_with_master" => {
                 let conn = match arg.trim() {
                     "" => "slave".to_string(),
-                    c => substitute(c, &self.vars)?,
+                    c => self.subst(step, c),
                 };
                 let node = self
                     .conns
@@ -967,7 +1081,8 @@ impl<'e> Runner<'e> {
                     .with_context(|| format!("line {line}: sync_with_master"))?;
             }
             "sleep" | "real_sleep" => {
-                let secs: f64 = substitute(arg, &self.vars)?
+                let secs: f64 = self
+                    .subst(step, arg)
                     .trim()
                     .parse()
                     .with_context(|| format!("line {line}: {name} needs seconds"))?;
@@ -976,12 +1091,27 @@ impl<'e> Runner<'e> {
             "die" => {
                 return Err(Stop::Fail(anyhow::anyhow!(
                     "line {line}: die: {}",
-                    substitute(arg, &self.vars)?
+                    self.subst(step, arg)
                 )))
             }
-            "skip" => return Err(Stop::Skip(substitute(arg, &self.vars)?)),
+            "skip" => return Err(Stop::Skip(self.subst(step, arg))),
             "exit" => return Err(Stop::Exit),
-            "horizontal_results" | "character_set" => {}
+            // Output formats and protocols the runner has one of; mysqltest's defaults.
+            "horizontal_results"
+            | "character_set"
+            | "disable_ps_protocol"
+            | "enable_ps_protocol"
+            | "disable_connect_log"
+            | "enable_connect_log"
+            | "disable_reconnect"
+            | "enable_reconnect"
+            | "disable_metadata"
+            | "disable_session_track_info"
+            | "enable_session_track_info"
+            | "disable_async_client"
+            | "enable_async_client"
+            | "disable_ps_warnings"
+            | "enable_ps_warnings" => {}
             other => {
                 return Err(Stop::Fail(anyhow::anyhow!(
                 "line {line}: the mysqltest command {other} is not supported by ringrep-mysqltest"
@@ -994,29 +1124,40 @@ impl<'e> Runner<'e> {
     /// `--exec`: a shell command; its standard output goes into the result (after
     /// `replace_result`), and a non-zero exit is a problem unless `--error` allowed it.
     fn exec(&mut self, step: &Step, arg: &str) -> Flow {
-        let cmd = substitute(arg, &self.vars)?;
-        let output = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&cmd)
-            .output()
-            .with_context(|| format!("line {}: exec {cmd}", step.line))?;
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let cmd = self.subst(step, arg);
+        let (stdout, stderr, code) = match self.ndb_tool(&cmd) {
+            Some(ran) => ran.with_context(|| format!("line {}: exec {cmd}", step.line))?,
+            None => {
+                let output = std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(&cmd)
+                    .envs(self.exec_env())
+                    .output()
+                    .with_context(|| format!("line {}: exec {cmd}", step.line))?;
+                (
+                    String::from_utf8_lossy(&output.stdout).into_owned(),
+                    String::from_utf8_lossy(&output.stderr).into_owned(),
+                    output.status.code().unwrap_or(-1),
+                )
+            }
+        };
         if self.result_log {
             for l in stdout.lines() {
                 let l = self.replaced(l);
                 self.push(l);
             }
         }
-        let code = output.status.code().unwrap_or(-1);
-        let expected = std::mem::take(&mut self.next.errors);
-        self.next = Next::default();
-        let allowed = if expected.is_empty() {
+        let next = std::mem::take(&mut self.next);
+        let expected = next.errors;
+        self.end_once();
+        let allowed = if next.any_error {
+            code != 0
+        } else if expected.is_empty() {
             code == 0
         } else {
             u16::try_from(code).is_ok_and(|c| expected.contains(&c))
         };
         if !allowed {
-            let stderr = String::from_utf8_lossy(&output.stderr);
             self.problem(
                 step,
                 None,
@@ -1025,51 +1166,158 @@ impl<'e> Runner<'e> {
         }
         Ok(())
     }
+
+    /// What a command `--exec` or `--perl` runs sees in its environment: mtr's variables and
+    /// those set by `let NAME = ...` without a dollar, with their values now.
+    fn exec_env(&self) -> Vec<(String, String)> {
+        self.out
+            .variables
+            .iter()
+            .map(|(k, _)| k.clone())
+            .chain(self.exported.iter().cloned())
+            .filter_map(|k| self.vars.get(&k).map(|v| (k, v.clone())))
+            .collect()
+    }
+
+    /// `--perl`: the program runs in `perl` with mtr's environment; its output goes into the
+    /// result, and a failure is a problem.
+    fn perl(&mut self, step: &Step, program: &str) -> Flow {
+        let file = self.dir.path().join("var").join("tmp").join("mysqltest.pl");
+        std::fs::write(&file, program).map_err(anyhow::Error::from)?;
+        match std::process::Command::new("perl")
+            .arg(&file)
+            .envs(self.exec_env())
+            .output()
+        {
+            Ok(out) => {
+                if self.result_log {
+                    for l in String::from_utf8_lossy(&out.stdout).lines() {
+                        self.push(l.to_string());
+                    }
+                }
+                if !out.status.success() {
+                    let text = format!(
+                        "perl exited with {}: {}",
+                        out.status.code().unwrap_or(-1),
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    );
+                    self.problem(step, None, text);
+                }
+            }
+            Err(e) => self.problem(step, None, format!("perl: {e}")),
+        }
+        Ok(())
+    }
+
+    /// `$NDB_MGM` and `$NDB_RESTORE`, run in-process on the node their connect string names
+    /// (the source without one): standard output, standard error and exit code, after the
+    /// redirections that follow them (`>`, `>>`, `2>&1`). `None`: `cmd` runs another program.
+    fn ndb_tool(&mut self, cmd: &str) -> Option<anyhow::Result<(String, String, i32)>> {
+        let tokens = words(cmd);
+        let program = tokens.first()?;
+        let tool = [ndb_tools::NDB_MGM, ndb_tools::NDB_RESTORE]
+            .into_iter()
+            .find(|t| program == t || program.ends_with(&format!("/{t}")))?;
+        let split = tokens
+            .iter()
+            .position(|t| t.starts_with(['>', '|', '&', ';', '<']) || t.starts_with("2>"))
+            .unwrap_or(tokens.len());
+        let (args, tail) = tokens[1..].split_at(split - 1);
+        Some(self.run_ndb_tool(tool, args, tail))
+    }
+
+    fn run_ndb_tool(
+        &mut self,
+        tool: &str,
+        args: &[String],
+        tail: &[String],
+    ) -> anyhow::Result<(String, String, i32)> {
+        let node = self.node_of_connectstring(args);
+        let backups = PathBuf::from(self.vars.get("NDB_BACKUP_DIR").cloned().unwrap_or_default())
+            .join("BACKUP");
+        let engine = self.nodes[node].engine.clone();
+        let ran = if tool == ndb_tools::NDB_MGM {
+            ndb_tools::start_backup(&engine, &backups, args)
+        } else {
+            ndb_tools::restore_args(args).and_then(|a| {
+                let path = match (&a.path, a.backup_id) {
+                    (Some(p), _) => p.clone(),
+                    (None, Some(b)) => backups.join(format!("BACKUP-{b}")),
+                    (None, None) => anyhow::bail!("ndb_restore: no backup id (-b) and no path"),
+                };
+                ndb_tools::restore(&engine, &path, &a)
+            })
+        };
+        let (mut stdout, mut stderr, code) = match ran {
+            Ok(out) => (out, String::new(), 0),
+            Err(e) => (String::new(), format!("{e:#}\n"), 1),
+        };
+        let mut it = tail.iter();
+        while let Some(t) = it.next() {
+            let (target, append, from_stderr) = match t.as_str() {
+                "2>&1" => {
+                    stdout.push_str(&std::mem::take(&mut stderr));
+                    continue;
+                }
+                ">" | ">>" | "2>" | "2>>" => (
+                    it.next().cloned().context("a redirection without a file")?,
+                    t.ends_with(">>"),
+                    t.starts_with('2'),
+                ),
+                other => anyhow::bail!(
+                    "{tool} {other}: the runner runs {tool} itself and takes only >, >> and 2>&1 after it"
+                ),
+            };
+            // `2>&1` after `>> file` sends standard error to the same file.
+            let both = !from_stderr && it.as_slice().first().is_some_and(|n| n == "2>&1");
+            let mut text = if from_stderr {
+                std::mem::take(&mut stderr)
+            } else {
+                std::mem::take(&mut stdout)
+            };
+            if both {
+                text.push_str(&std::mem::take(&mut stderr));
+                it.next();
+            }
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .append(append)
+                .truncate(!append)
+                .open(&target)
+                .with_context(|| format!("{tool}: {target}"))?;
+            std::io::Write::write_all(&mut f, text.as_bytes())?;
+        }
+        Ok((stdout, stderr, code))
+    }
+
+    /// The node whose port an `--ndb-connectstring` / `-c` names; the source otherwise.
+    fn node_of_connectstring(&self, args: &[String]) -> usize {
+        let mut it = args.iter();
+        let mut cs = None;
+        while let Some(a) = it.next() {
+            if let Some(v) = a
+                .strip_prefix("--ndb-connectstring=")
+                .or_else(|| a.strip_prefix("--connectstring="))
+            {
+                cs = Some(v.to_string());
+            } else if a == "-c" || a == "--ndb-connectstring" {
+                cs = it.next().cloned();
+            }
+        }
+        let port = cs.and_then(|c| c.rsplit(':').next().map(str::to_string));
+        port.and_then(|p| {
+            self.nodes
+                .iter()
+                .position(|n| n.addrs.iter().any(|a| a.port().to_string() == p))
+        })
+        .unwrap_or(0)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn vars(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn variables_are_replaced_and_unknown_ones_refused() {
-        let v = vars(&[("i", "3"), ("MYSQLTEST_VARDIR", "/tmp/v")]);
-        assert_eq!(
-            substitute("INSERT INTO t VALUES ($i)", &v).expect("test input"),
-            "INSERT INTO t VALUES (3)"
-        );
-        assert_eq!(
-            substitute("'$MYSQLTEST_VARDIR/tmp/a.csv' \\$x", &v).expect("test input"),
-            "'/tmp/v/tmp/a.csv' $x"
-        );
-        assert!(substitute("$nope", &v).is_err());
-    }
-
-    #[test]
-    fn conditions_compare_numbers_and_test_truth() {
-        let v = vars(&[("i", "9"), ("z", "0")]);
-        assert!(condition("$i <= 50", &v).expect("test input"));
-        assert!(!condition("$i > 10", &v).expect("test input"));
-        assert!(condition("$i == 9", &v).expect("test input"));
-        assert!(!condition("$z", &v).expect("test input"));
-        assert!(condition("!$z", &v).expect("test input"));
-    }
-
-    #[test]
-    fn error_names_resolve_and_unknown_names_fail() {
-        assert_eq!(
-            error_codes("ER_ILLEGAL_HA, 1062,0").expect("test input"),
-            vec![1031, 1062, 0]
-        );
-        assert!(error_codes("ER_NOT_A_NAME").is_err());
-    }
 
     fn output_of(script: &str) -> Vec<String> {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -1116,13 +1364,5 @@ mod tests {
              connection con1;\nCOMMIT;\nSELECT id, v FROM ai ORDER BY id;\n",
         );
         assert_eq!(out[out.len() - 3..], ["id\tv", "1\t1", "2\t2"]);
-    }
-
-    #[test]
-    fn words_group_quotes() {
-        assert_eq!(
-            words("$X MYSQLTEST_VARDIR \"a b\" ''"),
-            vec!["$X", "MYSQLTEST_VARDIR", "a b", ""]
-        );
     }
 }

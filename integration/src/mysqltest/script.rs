@@ -47,6 +47,11 @@ pub enum StepKind {
         /// `append_file` rather than `write_file`.
         append: bool,
     },
+    /// `--perl [terminator]`: a Perl program, the lines up to the terminator (`EOF`).
+    Perl {
+        /// The program, each line ending with a newline.
+        content: String,
+    },
     /// `while (cond) { ... }`: repeated while the condition holds.
     While {
         /// The condition inside the parentheses.
@@ -93,6 +98,7 @@ const COMMANDS: &[&str] = &[
     "exec",
     "exit",
     "file_exists",
+    "perl",
     "horizontal_results",
     "inc",
     "let",
@@ -304,6 +310,22 @@ impl Parser {
         }
     }
 
+    /// The lines up to `end`, which ends a `write_file` or `perl` block.
+    fn block(&mut self, line: usize, name: &str, end: &str) -> anyhow::Result<String> {
+        let mut content = String::new();
+        loop {
+            let Some(l) = self.lines.get(self.at) else {
+                bail!("line {line}: {name} block does not end with {end}");
+            };
+            self.at += 1;
+            if l.trim() == end {
+                return Ok(content);
+            }
+            content.push_str(l);
+            content.push('\n');
+        }
+    }
+
     fn command(&mut self, line: usize, name: &str, arg: &str) -> anyhow::Result<Option<Step>> {
         let kind = match name {
             "delimiter" => {
@@ -322,23 +344,17 @@ impl Parser {
                     .trim_end_matches(';')
                     .to_string();
                 let end = words.next().unwrap_or("EOF").trim_end_matches(';');
-                let mut content = String::new();
-                loop {
-                    let Some(l) = self.lines.get(self.at) else {
-                        bail!("line {line}: {name} block does not end with {end}");
-                    };
-                    self.at += 1;
-                    if l.trim() == end {
-                        break;
-                    }
-                    content.push_str(l);
-                    content.push('\n');
-                }
+                let content = self.block(line, name, end)?;
                 StepKind::WriteFile {
                     path,
                     content,
                     append: name == "append_file",
                 }
+            }
+            "perl" => {
+                let end = arg.split_whitespace().next().unwrap_or("EOF");
+                let content = self.block(line, name, end.trim_end_matches(';'))?;
+                StepKind::Perl { content }
             }
             "eval" | "query" => StepKind::Query {
                 sql: arg.to_string(),
@@ -438,6 +454,19 @@ mod tests {
                 content: "1\tx\n".into(),
                 append: false
             }
+        );
+    }
+
+    #[test]
+    fn perl_blocks_run_to_their_terminator() {
+        assert_eq!(
+            kinds("--perl\nprint \"a;\\n\";\nEOF\n--echo done\n"),
+            vec![
+                StepKind::Perl {
+                    content: "print \"a;\\n\";\n".into()
+                },
+                cmd("echo", "done"),
+            ]
         );
     }
 

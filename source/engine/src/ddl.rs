@@ -67,6 +67,7 @@ pub fn prepare_table(
             default: ColumnDefault::None,
             on_update_now: false,
             auto_increment: false,
+            comment: String::new(),
         });
         def.primary_key = vec![def.columns.len() - 1];
     }
@@ -82,9 +83,7 @@ pub fn prepare_table(
             ));
         }
         if foreign_keys {
-            return Err(Error::create_option(
-                "A ring buffer table cannot have foreign keys",
-            ));
+            return Err(Error::ring_foreign_key());
         }
         if let Some(p) = partition {
             let kind = p.kind.to_ascii_uppercase();
@@ -256,6 +255,14 @@ impl Session {
 
     /// DROP DATABASE with its tables. Returns false when it is absent and `if_exists` is set.
     pub fn drop_database(&mut self, name: &str, if_exists: bool) -> Result<bool> {
+        // It holds the accounts and the node's own tables, and always exists (as in MySQL 8,
+        // which refuses this the same way).
+        if name.eq_ignore_ascii_case(crate::SYSTEM_DB) {
+            return Err(Error::new(
+                code::ER_NO_SYSTEM_SCHEMA_ACCESS,
+                format!("Access to system schema '{name}' is rejected."),
+            ));
+        }
         if !self.engine().with_state(|st| st.has_database(name)) {
             if if_exists {
                 return Ok(false);

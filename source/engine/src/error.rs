@@ -140,6 +140,13 @@ pub mod code {
     pub const ER_TOO_BIG_SCALE: Code = Code::new(1425, "42000");
     /// A DECIMAL's scale over its precision.
     pub const ER_M_BIGGER_THAN_D: Code = Code::new(1427, "42000");
+    /// A FOREIGN KEY that cannot be added: around a ring buffer table, as RonDB's own tests
+    /// of the spec's rule expect.
+    pub const ER_CANNOT_ADD_FOREIGN: Code = Code::new(1215, "HY000");
+    /// A column COMMENT over 1024 characters.
+    pub const ER_TOO_LONG_FIELD_COMMENT: Code = Code::new(1629, "HY000");
+    /// A FLOAT's or DOUBLE's `(M, D)` with M over 255.
+    pub const ER_TOO_BIG_DISPLAYWIDTH: Code = Code::new(1439, "42000");
     /// A column assigned twice in one statement.
     pub const ER_FIELD_SPECIFIED_TWICE: Code = Code::new(1110, "42000");
     /// An ALTER that cannot run with the ALGORITHM asked for.
@@ -274,6 +281,8 @@ pub mod code {
     pub const ER_TRG_IN_WRONG_SCHEMA: Code = Code::new(1435, "HY000");
     /// CREATE TRIGGER on a table of the system database.
     pub const ER_NO_TRIGGERS_ON_SYSTEM_SCHEMA: Code = Code::new(1465, "HY000");
+    /// DROP DATABASE of the system database.
+    pub const ER_NO_SYSTEM_SCHEMA_ACCESS: Code = Code::new(3552, "HY000");
     /// A trigger that would return a result set.
     pub const ER_SP_NO_RETSET: Code = Code::new(1415, "0A000");
     /// A procedure returning a result set where none can go (CALL in a trigger).
@@ -406,6 +415,15 @@ impl Error {
             format!(
                 "Table storage engine 'ndbcluster' does not support the create option '{what}'"
             ),
+        )
+    }
+
+    /// The spec's rule that a ring buffer table has no foreign keys, as parent or as child:
+    /// MySQL's 1215, which RonDB's tests of the rule expect.
+    pub fn ring_foreign_key() -> Error {
+        Error::new(
+            code::ER_CANNOT_ADD_FOREIGN,
+            "Cannot add foreign key constraint",
         )
     }
 

@@ -20,6 +20,7 @@ fn col(name: &str, ty: ColumnType, nullable: bool, default: ColumnDefault) -> Co
         default,
         on_update_now: false,
         auto_increment: false,
+        comment: String::new(),
     }
 }
 

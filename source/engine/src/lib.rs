@@ -35,6 +35,7 @@
 //! let int = ColumnType::Integer { width: IntWidth::Int, unsigned: false };
 //! let col = |name: &str, ty: ColumnType, nullable: bool, default: ColumnDefault| ColumnDef {
 //!     name: name.into(), ty, nullable, default, on_update_now: false, auto_increment: false,
+//!     comment: String::new(),
 //! };
 //! let def = prepare_table(
 //!     TableDef {
@@ -274,9 +275,12 @@ impl State {
         self.table_id(db, name).and_then(|id| self.tables.get(&id))
     }
 
-    /// Whether database `db` exists.
+    /// Whether database `db` exists. [`SYSTEM_DB`] always does, as `mysql` does in MySQL
+    /// from its initialization: tables may be created there on a fresh node (RonDB's
+    /// `mysql.ndb_replication`), before any account or other system table made it.
     pub fn has_database(&self, db: &str) -> bool {
-        self.databases.iter().any(|d| d.eq_ignore_ascii_case(db))
+        db.eq_ignore_ascii_case(SYSTEM_DB)
+            || self.databases.iter().any(|d| d.eq_ignore_ascii_case(db))
     }
 
     /// Applies one committed transaction of a binlog or a stream over this state (what recovery
@@ -969,9 +973,16 @@ impl Engine {
         self.read().table(db, name).map(|t| Arc::clone(&t.def))
     }
 
-    /// Every database, in name order.
+    /// Every database, in name order, [`SYSTEM_DB`] included (it always exists; see
+    /// [`State::has_database`]).
     pub fn databases(&self) -> Vec<String> {
-        self.read().databases.iter().cloned().collect()
+        let st = self.read();
+        let mut dbs: Vec<String> = st.databases.iter().cloned().collect();
+        if !dbs.iter().any(|d| d.eq_ignore_ascii_case(SYSTEM_DB)) {
+            let at = dbs.partition_point(|d| d.as_str() < SYSTEM_DB);
+            dbs.insert(at, SYSTEM_DB.to_string());
+        }
+        dbs
     }
 
     /// Every table's definition.

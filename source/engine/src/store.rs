@@ -448,6 +448,7 @@ mod tests {
             default: ColumnDefault::None,
             on_update_now: false,
             auto_increment: false,
+            comment: String::new(),
         };
         TableDef {
             id: 1,

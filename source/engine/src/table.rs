@@ -196,12 +196,17 @@ impl Table {
     /// A unique index two stored rows share a value of (its position in `def.indexes` and the
     /// value), if any: `put` keeps one holder per value, so this counts the rows with a
     /// value instead. Only a snapshot written before text compared by the collation can hold
-    /// such rows; loading one looks.
+    /// such rows; loading one looks. Meta rows are left out, as `put` leaves them out of
+    /// the indexes: the spec enters only data rows.
     pub(crate) fn shared_unique_value(&self) -> Option<(usize, Key)> {
         for (idx, holders) in &self.uniques {
             let mut seen = std::collections::HashSet::with_capacity(holders.len());
             for r in self.rows.iter() {
-                if let Some(v) = self.unique_value(*idx, &r.row()) {
+                let row = r.row();
+                if self.is_meta_key(&self.key_of(&row)) {
+                    continue;
+                }
+                if let Some(v) = self.unique_value(*idx, &row) {
                     if let Some(v) = seen.replace(v) {
                         return Some((*idx, v));
                     }

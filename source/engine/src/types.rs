@@ -135,6 +135,21 @@ fn round_decimal(neg: bool, int: &str, frac: &str, scale: usize) -> (String, usi
     }
 }
 
+/// The largest magnitude a `FLOAT(m, d)` or `DOUBLE(m, d)` holds: `m - d` nines before
+/// the point and `d` after.
+fn real_max(m: u8, d: u8) -> f64 {
+    10f64.powi(i32::from(m) - i32::from(d)) - 10f64.powi(-i32::from(d))
+}
+
+/// `f` as a `FLOAT(m, d)` or `DOUBLE(m, d)` stores it, as MySQL's `Field_real::truncate`
+/// does: the fraction rounded to `d` digits (ties to even, as C's `rint`), `None` when the
+/// result does not fit in `m` digits.
+fn fixed_real(f: f64, m: u8, d: u8) -> Option<f64> {
+    let scale = 10f64.powi(i32::from(d));
+    let r = f.floor() + ((f - f.floor()) * scale).round_ties_even() / scale;
+    (r.abs() <= real_max(m, d)).then_some(r)
+}
+
 /// The text of a numeric value for decimal conversion.
 fn numeric_text(v: &Value) -> Option<String> {
     match v {
@@ -264,18 +279,24 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
                 Value::Int(n as i64)
             })
         }
-        ColumnType::Decimal { precision, scale } => {
+        ColumnType::Decimal { precision, scale }
+        | ColumnType::UnsignedDecimal { precision, scale } => {
             let text =
                 numeric_text(&v).ok_or_else(|| incorrect("decimal", &v.to_string(), name, row))?;
             let (neg, int, frac) =
                 parse_decimal(&text).ok_or_else(|| not_a_number("decimal", &text, name, row))?;
+            // MySQL checks the sign before rounding: -0.001 is out of range, not 0.00.
+            let nonzero = int.bytes().chain(frac.bytes()).any(|b| b != b'0');
+            if neg && nonzero && col.ty.is_unsigned() {
+                return Err(out_of_range(name, row));
+            }
             let (s, int_digits) = round_decimal(neg, &int, &frac, usize::from(*scale));
             if int_digits > usize::from(precision.saturating_sub(*scale)) {
                 return Err(out_of_range(name, row));
             }
             Ok(Value::Decimal(s))
         }
-        ColumnType::Float | ColumnType::Double => {
+        ColumnType::Float | ColumnType::Double | ColumnType::Real { .. } => {
             let f: f64 = match &v {
                 Value::Int(i) => *i as f64,
                 Value::UInt(u) => *u as f64,
@@ -288,10 +309,21 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
                         .map_err(|_| not_a_number("double", &text, name, row))?
                 }
             };
-            if !f.is_finite() || (col.ty == ColumnType::Float && f.abs() > f64::from(f32::MAX)) {
+            let single = col.ty.is_single_float();
+            if !f.is_finite() || (single && f.abs() > f64::from(f32::MAX)) {
                 return Err(out_of_range(name, row));
             }
-            Ok(if col.ty == ColumnType::Float {
+            let f = match col.ty {
+                ColumnType::Real { unsigned: true, .. } if f < 0.0 => {
+                    return Err(out_of_range(name, row))
+                }
+                ColumnType::Real {
+                    digits: Some((m, d)),
+                    ..
+                } => fixed_real(f, m, d).ok_or_else(|| out_of_range(name, row))?,
+                _ => f,
+            };
+            Ok(if single {
                 Value::Float(f as f32)
             } else {
                 Value::Double(f)
@@ -616,7 +648,7 @@ pub fn convert(
             }
             Value::Text(s)
         }
-        (ColumnType::Decimal { scale, .. }, v) => {
+        (ColumnType::Decimal { scale, .. } | ColumnType::UnsignedDecimal { scale, .. }, v) => {
             let dropped = numeric_text(&v)
                 .and_then(|t| parse_decimal(&t))
                 .is_some_and(|(_, _, frac)| {
@@ -770,7 +802,30 @@ fn clipped(v: &Value, ty: &ColumnType) -> Option<Value> {
                 Value::Int(n as i64)
             })
         }
-        ColumnType::Decimal { precision, scale } => {
+        // An UNSIGNED number below zero is 0, as MySQL clips it.
+        ColumnType::UnsignedDecimal { .. } | ColumnType::Real { unsigned: true, .. }
+            if negative =>
+        {
+            Some(zero_value(ty))
+        }
+        ColumnType::Real {
+            double,
+            digits: Some((m, d)),
+            ..
+        } => {
+            let max = if negative {
+                -real_max(*m, *d)
+            } else {
+                real_max(*m, *d)
+            };
+            Some(if *double {
+                Value::Double(max)
+            } else {
+                Value::Float(max as f32)
+            })
+        }
+        ColumnType::Decimal { precision, scale }
+        | ColumnType::UnsignedDecimal { precision, scale } => {
             // DECIMAL(2,2)'s largest is 0.99.
             let int = match precision.saturating_sub(*scale) {
                 0 => "0".to_string(),
@@ -786,8 +841,12 @@ fn clipped(v: &Value, ty: &ColumnType) -> Option<Value> {
         }
         // A YEAR out of its range is 0, as MySQL stores it.
         ColumnType::Year => Some(Value::Int(0)),
-        ColumnType::Float => Some(Value::Float(if negative { f32::MIN } else { f32::MAX })),
-        ColumnType::Double => Some(Value::Double(if negative { f64::MIN } else { f64::MAX })),
+        ColumnType::Float | ColumnType::Real { double: false, .. } => {
+            Some(Value::Float(if negative { f32::MIN } else { f32::MAX }))
+        }
+        ColumnType::Double | ColumnType::Real { double: true, .. } => {
+            Some(Value::Double(if negative { f64::MIN } else { f64::MAX }))
+        }
         _ => None,
     }
 }
@@ -922,13 +981,15 @@ pub fn zero_value(ty: &ColumnType) -> Value {
     match ty {
         ColumnType::Integer { unsigned: true, .. } => Value::UInt(0),
         ColumnType::Integer { .. } => Value::Int(0),
-        ColumnType::Decimal { scale, .. } => Value::Decimal(if *scale == 0 {
-            "0".into()
-        } else {
-            format!("0.{}", "0".repeat(usize::from(*scale)))
-        }),
-        ColumnType::Float => Value::Float(0.0),
-        ColumnType::Double => Value::Double(0.0),
+        ColumnType::Decimal { scale, .. } | ColumnType::UnsignedDecimal { scale, .. } => {
+            Value::Decimal(if *scale == 0 {
+                "0".into()
+            } else {
+                format!("0.{}", "0".repeat(usize::from(*scale)))
+            })
+        }
+        ColumnType::Float | ColumnType::Real { double: false, .. } => Value::Float(0.0),
+        ColumnType::Double | ColumnType::Real { double: true, .. } => Value::Double(0.0),
         ColumnType::Char { .. } | ColumnType::VarChar { .. } | ColumnType::Text { .. } => {
             Value::Text(String::new())
         }
@@ -1020,6 +1081,7 @@ mod tests {
             default: ColumnDefault::None,
             on_update_now: false,
             auto_increment: false,
+            comment: String::new(),
         }
     }
 
@@ -1135,6 +1197,7 @@ mod tests {
             default: ColumnDefault::None,
             on_update_now: false,
             auto_increment: false,
+            comment: String::new(),
         };
         let raw = Value::Text(query_text(b"\xfe\xff").into_owned());
         assert_eq!(
@@ -1217,6 +1280,71 @@ mod tests {
             Ok(Value::Decimal("-3.00".into()))
         );
         assert!(coerce(Value::Int(1000), &d, 1, 0).is_err());
+    }
+
+    #[test]
+    fn unsigned_decimals_refuse_negatives_before_rounding() {
+        let d = col(ColumnType::UnsignedDecimal {
+            precision: 5,
+            scale: 2,
+        });
+        let out = Err(code::ER_WARN_DATA_OUT_OF_RANGE.number);
+        assert_eq!(coerce(Value::Int(-3), &d, 1, 0).map_err(|e| e.code), out);
+        assert_eq!(
+            coerce(Value::Decimal("-0.001".into()), &d, 1, 0).map_err(|e| e.code),
+            out
+        );
+        assert_eq!(
+            coerce(Value::Decimal("-0.00".into()), &d, 1, 0),
+            Ok(Value::Decimal("0.00".into()))
+        );
+        assert_eq!(
+            coerce(Value::Decimal("999.994".into()), &d, 1, 0),
+            Ok(Value::Decimal("999.99".into()))
+        );
+        // INSERT IGNORE clips a negative to 0, with strict mode's error as a warning.
+        let (v, w) = convert(Value::Int(-3), &d, 1, 0, true).expect("lenient");
+        assert_eq!(v, Value::Decimal("0.00".into()));
+        assert_eq!(w.map(|w| w.0), Some(1264));
+    }
+
+    #[test]
+    fn sized_floats_round_to_their_digits_and_check_their_range() {
+        let f = col(ColumnType::Real {
+            double: false,
+            digits: Some((7, 4)),
+            unsigned: false,
+        });
+        assert_eq!(
+            coerce(Value::Double(12.34567), &f, 1, 0),
+            Ok(Value::Float(12.3457))
+        );
+        assert_eq!(
+            coerce(Value::Double(-999.99994), &f, 1, 0),
+            Ok(Value::Float(-999.9999))
+        );
+        assert_eq!(
+            coerce(Value::Int(1000), &f, 1, 0).map_err(|e| e.code),
+            Err(1264)
+        );
+        let (v, _) = convert(Value::Int(1000), &f, 1, 0, true).expect("lenient");
+        assert_eq!(v, Value::Float(999.9999));
+        let d = col(ColumnType::Real {
+            double: true,
+            digits: Some((5, 2)),
+            unsigned: true,
+        });
+        // Ties go to even, as C's rint: 2.125 is exact in binary and becomes 2.12.
+        assert_eq!(
+            coerce(Value::Double(2.125), &d, 1, 0),
+            Ok(Value::Double(2.12))
+        );
+        assert_eq!(
+            coerce(Value::Double(-0.5), &d, 1, 0).map_err(|e| e.code),
+            Err(1264)
+        );
+        let (v, _) = convert(Value::Int(-7), &d, 1, 0, true).expect("lenient");
+        assert_eq!(v, Value::Double(0.0));
     }
 
     #[test]

@@ -110,8 +110,17 @@ fn display_size(t: &ColumnType) -> (u32, u8) {
             IntWidth::Big => (20, 0),
         },
         ColumnType::Decimal { precision, scale } => (u32::from(*precision) + 2, *scale),
+        // MySQL's length: the digits, the point when there is a fraction, no sign.
+        ColumnType::UnsignedDecimal { precision, scale } => {
+            (u32::from(*precision) + u32::from(*scale > 0), *scale)
+        }
         ColumnType::Float => (12, 31),
         ColumnType::Double => (22, 31),
+        ColumnType::Real {
+            digits: Some((m, d)),
+            ..
+        } => (u32::from(*m), *d),
+        ColumnType::Real { double, .. } => (if *double { 22 } else { 12 }, 31),
         ColumnType::Char { len } | ColumnType::VarChar { len } => (len.saturating_mul(4), 0),
         ColumnType::Binary { len } | ColumnType::VarBinary { len } => (*len, 0),
         ColumnType::Text { .. } | ColumnType::Blob { .. } => (65_535, 0),
@@ -151,8 +160,19 @@ fn declared_type(t: &ColumnType) -> (u8, u16, Encoding) {
             )
         }
         ColumnType::Decimal { .. } => text(ty::NEWDECIMAL),
+        ColumnType::UnsignedDecimal { .. } => (ty::NEWDECIMAL, flag::UNSIGNED, Encoding::Text),
         ColumnType::Float => (ty::FLOAT, 0, Encoding::Float),
         ColumnType::Double => (ty::DOUBLE, 0, Encoding::Double),
+        ColumnType::Real {
+            double, unsigned, ..
+        } => {
+            let flags = if *unsigned { flag::UNSIGNED } else { 0 };
+            if *double {
+                (ty::DOUBLE, flags, Encoding::Double)
+            } else {
+                (ty::FLOAT, flags, Encoding::Float)
+            }
+        }
         ColumnType::Char { .. } => text(ty::STRING),
         ColumnType::VarChar { .. } => text(ty::VAR_STRING),
         ColumnType::Binary { .. } => binary(ty::STRING),
@@ -499,6 +519,49 @@ mod tests {
         assert_eq!(cols[1].charset, protocol::UTF8MB4_GENERAL_CI);
         assert_eq!(cols[2].ty, ty::DATETIME);
         assert_eq!((cols[2].length, cols[2].decimals), (26, 6));
+    }
+
+    /// As MySQL describes them: DECIMAL(10,2) UNSIGNED 11 long (no sign), FLOAT(7,4) 7 long
+    /// with 4 decimals, both flagged UNSIGNED when declared so.
+    #[test]
+    fn unsigned_decimals_and_sized_floats_describe_as_mysql() {
+        let r = rs(
+            vec![
+                Some(ColumnType::UnsignedDecimal {
+                    precision: 10,
+                    scale: 2,
+                }),
+                Some(ColumnType::Real {
+                    double: false,
+                    digits: Some((7, 4)),
+                    unsigned: true,
+                }),
+                Some(ColumnType::Real {
+                    double: true,
+                    digits: None,
+                    unsigned: false,
+                }),
+            ],
+            vec![vec![
+                Value::Decimal("1.50".into()),
+                Value::Float(1.5),
+                Value::Double(2.5),
+            ]],
+        );
+        let (cols, encs) = columns(&r);
+        let described: Vec<_> = cols
+            .iter()
+            .map(|c| (c.ty, c.flags & flag::UNSIGNED != 0, c.length, c.decimals))
+            .collect();
+        assert_eq!(
+            described,
+            [
+                (ty::NEWDECIMAL, true, 11, 2),
+                (ty::FLOAT, true, 7, 4),
+                (ty::DOUBLE, false, 22, 31)
+            ]
+        );
+        assert_eq!(encs, [Encoding::Text, Encoding::Float, Encoding::Double]);
     }
 
     #[test]

@@ -605,3 +605,298 @@ fn read_only_and_super_read_only_fence_writes() {
         [[Some("3".into())], [Some("6".into())]]
     );
 }
+
+/// The catalog each account shape sees, by MySQL 8's rules: SHOW DATABASES and SCHEMATA list
+/// a database to an account with a privilege acting on its objects (globally, on it, or on one
+/// of its tables) or with SHOW DATABASES; information_schema lists a table to an account with a
+/// privilege on it, a column to one with SELECT, INSERT, UPDATE or REFERENCES on it, a trigger
+/// to one with TRIGGER, a routine to one with EXECUTE, CREATE ROUTINE or ALTER ROUTINE (its
+/// body to global SELECT or its definer), a view's text to one with SELECT and SHOW VIEW; the
+/// SHOW statements refuse with MySQL's errors where MySQL does.
+#[test]
+fn the_catalog_follows_each_account_shape() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path());
+    let mut root = SqlSession::new(&engine);
+    for sql in [
+        "CREATE DATABASE app",
+        "CREATE DATABASE hidden",
+        "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(10))",
+        "CREATE TABLE app.other (id INT PRIMARY KEY)",
+        "CREATE TABLE hidden.h (id INT PRIMARY KEY)",
+        "CREATE TABLE test.x (id INT PRIMARY KEY)",
+        "CREATE VIEW app.v AS SELECT id FROM app.t",
+        "CREATE TRIGGER app.t_bi BEFORE INSERT ON app.t FOR EACH ROW SET @n = 1",
+        "CREATE PROCEDURE app.p() BEGIN SELECT 1; END",
+        "CREATE USER nopriv, usage_only, repl, one_table, one_db, reader, lister",
+        "GRANT SELECT ON app.t TO nopriv",
+        "REVOKE SELECT ON app.t FROM nopriv",
+        "GRANT USAGE ON *.* TO usage_only",
+        "GRANT REPLICATION SLAVE ON *.* TO repl",
+        "GRANT SELECT ON app.t TO one_table",
+        "GRANT SELECT, INSERT, EXECUTE ON app.* TO one_db",
+        "GRANT SELECT ON *.* TO reader",
+        "GRANT SHOW DATABASES ON *.* TO lister",
+    ] {
+        ok(&mut root, sql);
+    }
+    let col = |s: &mut SqlSession, sql: &str| -> Vec<String> {
+        rows(s, sql)
+            .into_iter()
+            .map(|r| {
+                r.into_iter()
+                    .map(|v| v.unwrap_or_else(|| "NULL".into()))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    };
+    let all_dbs = ["app", "hidden", "information_schema", "mysql", "test"];
+    let stored = "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES \
+                  WHERE TABLE_SCHEMA IN ('app', 'hidden', 'test') ORDER BY 1, 2";
+    let columns = "SELECT TABLE_NAME, COLUMN_NAME, PRIVILEGES FROM information_schema.COLUMNS \
+                   WHERE TABLE_SCHEMA = 'app' ORDER BY 1, ORDINAL_POSITION";
+    let indexes = "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME FROM information_schema.STATISTICS \
+                   WHERE TABLE_SCHEMA <> 'mysql' ORDER BY 1, 2";
+    let views = "SELECT TABLE_NAME, VIEW_DEFINITION FROM information_schema.VIEWS";
+    let routines = "SELECT ROUTINE_NAME, ROUTINE_DEFINITION FROM information_schema.ROUTINES";
+    let triggers = "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS";
+    let constraints = "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLE_CONSTRAINTS \
+                       WHERE TABLE_SCHEMA <> 'mysql' ORDER BY 1, 2";
+    let key_columns = "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE \
+                       WHERE TABLE_SCHEMA <> 'mysql' ORDER BY 1, 2";
+    let mysql_tables = col(&mut root, "SHOW TABLES FROM mysql");
+    assert!(
+        mysql_tables.contains(&"user".to_string()),
+        "{mysql_tables:?}"
+    );
+
+    // Nothing to see: an account whose one grant was revoked, one with USAGE, one with
+    // REPLICATION SLAVE (a global privilege acting on no database's objects).
+    for user in ["nopriv", "usage_only", "repl"] {
+        let mut s = session_as(&engine, user, "%");
+        assert_eq!(
+            col(&mut s, "SHOW DATABASES"),
+            ["information_schema"],
+            "{user}"
+        );
+        assert_eq!(
+            col(
+                &mut s,
+                "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA"
+            ),
+            ["information_schema"],
+            "{user}"
+        );
+        for q in [
+            stored,
+            columns,
+            indexes,
+            views,
+            routines,
+            triggers,
+            constraints,
+            key_columns,
+        ] {
+            assert!(col(&mut s, q).is_empty(), "{user}: {q}");
+        }
+        assert!(col(&mut s, "SHOW PROCEDURE STATUS").is_empty(), "{user}");
+        assert_eq!(code(&mut s, "USE app"), 1044, "{user}");
+        assert_eq!(code(&mut s, "SHOW COLUMNS FROM app.t"), 1142, "{user}");
+        assert_eq!(code(&mut s, "DESCRIBE app.t"), 1142, "{user}");
+        assert_eq!(code(&mut s, "SHOW INDEX FROM app.t"), 1142, "{user}");
+        assert_eq!(code(&mut s, "SHOW CREATE VIEW app.v"), 1142, "{user}");
+        assert_eq!(code(&mut s, "SHOW CREATE PROCEDURE app.p"), 1305, "{user}");
+        let e = s.execute("SHOW CREATE TABLE app.t").expect_err(user);
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                1142,
+                format!("SHOW command denied to user '{user}'@'127.0.0.1' for table 't'").as_str()
+            )
+        );
+        if user == "repl" {
+            // A global privilege opens SHOW TABLES' check (MySQL's col_access), and then
+            // no table is listed.
+            assert!(col(&mut s, "SHOW TABLES FROM app").is_empty());
+            assert!(col(&mut s, "SHOW TABLE STATUS FROM app").is_empty());
+            assert!(col(&mut s, "SHOW TRIGGERS FROM app").is_empty());
+        } else {
+            let e = s.execute("SHOW TABLES FROM app").expect_err(user);
+            assert_eq!(
+                (e.code, e.message.as_str()),
+                (
+                    1044,
+                    format!("Access denied for user '{user}'@'127.0.0.1' to database 'app'")
+                        .as_str()
+                )
+            );
+            assert_eq!(code(&mut s, "SHOW TABLE STATUS FROM app"), 1044);
+            assert_eq!(code(&mut s, "SHOW TRIGGERS FROM app"), 1044);
+            // The check comes first: a database that does not exist says the same.
+            assert_eq!(code(&mut s, "SHOW TABLES FROM nowhere"), 1044);
+        }
+    }
+
+    // SELECT on one table: its database, the table, its columns and key; nothing else.
+    let mut s = session_as(&engine, "one_table", "%");
+    assert_eq!(col(&mut s, "SHOW DATABASES"), ["app", "information_schema"]);
+    assert_eq!(col(&mut s, "SHOW TABLES FROM app"), ["t"]);
+    assert_eq!(col(&mut s, stored), ["app t"]);
+    assert_eq!(col(&mut s, columns), ["t id select", "t v select"]);
+    assert_eq!(col(&mut s, indexes), ["app t PRIMARY"]);
+    assert_eq!(col(&mut s, constraints), ["app t"]);
+    assert_eq!(col(&mut s, key_columns), ["t id"]);
+    for q in [views, routines, triggers] {
+        assert!(col(&mut s, q).is_empty(), "{q}");
+    }
+    assert_eq!(
+        col(&mut s, "SHOW FULL COLUMNS FROM app.t")
+            .iter()
+            .map(|r| r.split(' ').nth(7).unwrap_or_default().to_string())
+            .collect::<Vec<_>>(),
+        ["select", "select"]
+    );
+    assert_eq!(col(&mut s, "SHOW INDEX FROM app.t").len(), 1);
+    assert_eq!(rows(&mut s, "SHOW CREATE TABLE app.t").len(), 1);
+    assert_eq!(code(&mut s, "SHOW CREATE TABLE app.other"), 1142);
+    assert_eq!(code(&mut s, "SHOW COLUMNS FROM app.other"), 1142);
+    assert_eq!(code(&mut s, "SHOW TABLES FROM hidden"), 1044);
+    assert!(col(&mut s, "SHOW TRIGGERS FROM app").is_empty());
+    assert_eq!(code(&mut s, "SHOW CREATE TRIGGER app.t_bi"), 1142);
+    ok(&mut s, "USE app");
+    assert_eq!(code(&mut s, "USE hidden"), 1044);
+
+    // SELECT, INSERT and EXECUTE on one database: all of it, the view without its text (no
+    // SHOW VIEW), the procedure without its body (no global SELECT).
+    let mut s = session_as(&engine, "one_db", "%");
+    assert_eq!(col(&mut s, "SHOW DATABASES"), ["app", "information_schema"]);
+    assert_eq!(col(&mut s, "SHOW TABLES FROM app"), ["other", "t", "v"]);
+    assert_eq!(col(&mut s, stored), ["app other", "app t", "app v"]);
+    assert_eq!(
+        col(&mut s, columns),
+        [
+            "other id select,insert",
+            "t id select,insert",
+            "t v select,insert"
+        ]
+    );
+    assert_eq!(col(&mut s, views), ["v "]);
+    assert_eq!(col(&mut s, routines), ["p NULL"]);
+    assert_eq!(
+        col(&mut s, "SHOW PROCEDURE STATUS")
+            .iter()
+            .map(|r| r.split(' ').take(2).collect::<Vec<_>>().join("."))
+            .collect::<Vec<_>>(),
+        ["app.p"]
+    );
+    assert_eq!(
+        rows(&mut s, "SHOW CREATE PROCEDURE app.p")[0][2],
+        None,
+        "no body without global SELECT"
+    );
+    let e = s
+        .execute("SHOW CREATE VIEW app.v")
+        .expect_err("no SHOW VIEW");
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            1142,
+            "SHOW VIEW command denied to user 'one_db'@'127.0.0.1' for table 'v'"
+        )
+    );
+    assert!(col(&mut s, triggers).is_empty());
+    assert_eq!(code(&mut s, "SHOW TABLES FROM hidden"), 1044);
+
+    // Global SELECT: every database and table, routine bodies; still no view text (SHOW
+    // VIEW) and no triggers (TRIGGER).
+    let mut s = session_as(&engine, "reader", "%");
+    assert_eq!(col(&mut s, "SHOW DATABASES"), all_dbs);
+    assert_eq!(
+        col(&mut s, stored),
+        ["app other", "app t", "app v", "hidden h", "test x"]
+    );
+    assert_eq!(col(&mut s, "SHOW TABLES FROM mysql"), mysql_tables);
+    assert_eq!(col(&mut s, views), ["v "]);
+    assert_eq!(col(&mut s, routines), ["p BEGIN SELECT 1; END"]);
+    assert!(col(&mut s, triggers).is_empty());
+    assert_eq!(
+        rows(&mut s, "SHOW CREATE PROCEDURE app.p")[0][2].as_deref(),
+        Some("CREATE PROCEDURE app.p() BEGIN SELECT 1; END")
+    );
+
+    // SHOW DATABASES alone lists every database and opens none.
+    let mut s = session_as(&engine, "lister", "%");
+    assert_eq!(col(&mut s, "SHOW DATABASES"), all_dbs);
+    assert_eq!(
+        col(
+            &mut s,
+            "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA ORDER BY 1"
+        ),
+        all_dbs
+    );
+    assert!(col(&mut s, "SHOW TABLES FROM app").is_empty());
+    assert!(col(&mut s, stored).is_empty());
+    assert_eq!(code(&mut s, "USE app"), 1044);
+    assert_eq!(code(&mut s, "SHOW CREATE TABLE app.t"), 1142);
+
+    // The node's own accounts see everything.
+    assert_eq!(col(&mut root, "SHOW DATABASES"), all_dbs);
+    assert_eq!(
+        col(&mut root, columns),
+        [
+            "other id select,insert,update,references",
+            "t id select,insert,update,references",
+            "t v select,insert,update,references"
+        ]
+    );
+    assert_eq!(col(&mut root, views), ["v SELECT id FROM app.t"]);
+    assert_eq!(col(&mut root, triggers), ["t_bi"]);
+    assert_eq!(col(&mut root, routines), ["p BEGIN SELECT 1; END"]);
+}
+
+/// `mysql` exists from the start, as in MySQL: RonDB's `mysql.ndb_replication` can be made on
+/// a fresh node, before any account; the database cannot be dropped (MySQL 8's error 3552).
+#[test]
+fn the_mysql_database_exists_from_the_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path());
+    let mut root = SqlSession::new(&engine);
+    assert_eq!(
+        rows(&mut root, "SHOW DATABASES"),
+        [
+            [Some("information_schema".to_string())],
+            [Some("mysql".to_string())],
+            [Some("test".to_string())]
+        ]
+    );
+    assert_eq!(code(&mut root, "CREATE DATABASE mysql"), 1007);
+    ok(&mut root, "CREATE DATABASE IF NOT EXISTS mysql");
+    ok(
+        &mut root,
+        "CREATE TABLE mysql.ndb_replication (db VARBINARY(63), table_name VARBINARY(63), \
+         server_id INT UNSIGNED, binlog_type INT UNSIGNED, conflict_fn VARBINARY(128), \
+         PRIMARY KEY (db, table_name, server_id)) ENGINE=NDB",
+    );
+    assert_eq!(
+        rows(&mut root, "SHOW TABLES FROM mysql"),
+        [[Some("ndb_replication".to_string())]]
+    );
+    ok(&mut root, "USE mysql");
+    let e = root
+        .execute("DROP DATABASE mysql")
+        .expect_err("system schema");
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (3552, "Access to system schema 'mysql' is rejected.")
+    );
+    drop(root);
+    drop(engine);
+    // Across a restart, with its table.
+    let engine = open(dir.path());
+    let mut root = SqlSession::new(&engine);
+    assert_eq!(
+        rows(&mut root, "SHOW TABLES FROM mysql"),
+        [[Some("ndb_replication".to_string())]]
+    );
+}

@@ -45,11 +45,12 @@ fn connect_type(ty: &ColumnType) -> ConnectType {
             (IntWidth::Int, true) | (IntWidth::Big, _) => "int64",
         }),
         ColumnType::Decimal { .. }
+        | ColumnType::UnsignedDecimal { .. }
         | ColumnType::Char { .. }
         | ColumnType::VarChar { .. }
         | ColumnType::Text { .. } => plain("string"),
-        ColumnType::Float => plain("float"),
-        ColumnType::Double => plain("double"),
+        ColumnType::Float | ColumnType::Real { double: false, .. } => plain("float"),
+        ColumnType::Double | ColumnType::Real { double: true, .. } => plain("double"),
         ColumnType::Binary { .. } | ColumnType::VarBinary { .. } | ColumnType::Blob { .. } => {
             plain("bytes")
         }

@@ -15,6 +15,7 @@
 //! [`Grants`] each statement is checked against (`exec::authorize`).
 
 pub mod store;
+pub(crate) mod visible;
 
 use std::fmt::Write as _;
 
@@ -81,21 +82,72 @@ impl Privs {
     pub const RELOAD: Privs = Privs(1 << 6);
     pub const PROCESS: Privs = Privs(1 << 8);
     pub const FILE: Privs = Privs(1 << 9);
+    pub const REFERENCES: Privs = Privs(1 << 10);
     pub const INDEX: Privs = Privs(1 << 11);
     pub const ALTER: Privs = Privs(1 << 12);
     pub const SHOW_DATABASES: Privs = Privs(1 << 13);
     pub const SUPER: Privs = Privs(1 << 14);
+    pub const CREATE_TEMPORARY_TABLES: Privs = Privs(1 << 15);
+    pub const LOCK_TABLES: Privs = Privs(1 << 16);
     pub const EXECUTE: Privs = Privs(1 << 17);
     pub const CREATE_VIEW: Privs = Privs(1 << 20);
+    pub const SHOW_VIEW: Privs = Privs(1 << 21);
     pub const CREATE_ROUTINE: Privs = Privs(1 << 22);
     pub const ALTER_ROUTINE: Privs = Privs(1 << 23);
     pub const REPLICATION_SLAVE: Privs = Privs(1 << 18);
     pub const REPLICATION_CLIENT: Privs = Privs(1 << 19);
     pub const CREATE_USER: Privs = Privs(1 << 24);
+    pub const EVENT: Privs = Privs(1 << 25);
     pub const TRIGGER: Privs = Privs(1 << 26);
     pub const REPLICATION_SLAVE_ADMIN: Privs = Privs(1 << 30);
     pub const GRANT_OPTION: Privs = Privs(1 << 31);
     pub const BINLOG_ADMIN: Privs = Privs(1 << 32);
+
+    /// MySQL's `DB_OP_ACLS`: the privileges that act on a database's objects. Held globally
+    /// they open every database to the catalog; REPLICATION SLAVE, RELOAD and the other
+    /// global-only privileges open none.
+    pub const DB_OP: Privs = Privs(
+        Privs::SELECT.0
+            | Privs::INSERT.0
+            | Privs::UPDATE.0
+            | Privs::DELETE.0
+            | Privs::CREATE.0
+            | Privs::DROP.0
+            | Privs::REFERENCES.0
+            | Privs::INDEX.0
+            | Privs::ALTER.0
+            | Privs::CREATE_TEMPORARY_TABLES.0
+            | Privs::LOCK_TABLES.0
+            | Privs::EXECUTE.0
+            | Privs::CREATE_VIEW.0
+            | Privs::SHOW_VIEW.0
+            | Privs::CREATE_ROUTINE.0
+            | Privs::ALTER_ROUTINE.0
+            | Privs::EVENT.0
+            | Privs::TRIGGER.0,
+    );
+    /// MySQL's `TABLE_OP_ACLS`: the privileges that act on a table; any of them shows the
+    /// table in the catalog.
+    pub const TABLE_OP: Privs = Privs(
+        Privs::SELECT.0
+            | Privs::INSERT.0
+            | Privs::UPDATE.0
+            | Privs::DELETE.0
+            | Privs::CREATE.0
+            | Privs::DROP.0
+            | Privs::REFERENCES.0
+            | Privs::INDEX.0
+            | Privs::ALTER.0
+            | Privs::CREATE_VIEW.0
+            | Privs::SHOW_VIEW.0
+            | Privs::TRIGGER.0,
+    );
+    /// MySQL's `COL_ACLS`: the privileges a column can have; any of them shows the column.
+    pub const COLUMN: Privs =
+        Privs(Privs::SELECT.0 | Privs::INSERT.0 | Privs::UPDATE.0 | Privs::REFERENCES.0);
+    /// What lets an account see a stored procedure's other properties, not its body.
+    pub const ROUTINE_OP: Privs =
+        Privs(Privs::CREATE_ROUTINE.0 | Privs::ALTER_ROUTINE.0 | Privs::EXECUTE.0);
 }
 
 /// Where a privilege is granted: `*.*`, `db.*` or `db.table`.
@@ -148,6 +200,11 @@ impl Privs {
     /// Whether the set is empty.
     pub fn is_empty(self) -> bool {
         self.0 == 0
+    }
+
+    /// Whether `self` holds any privilege of `other`.
+    pub fn intersects(self, other: Privs) -> bool {
+        self.0 & other.0 != 0
     }
 
     /// `self` without `other`.
@@ -313,31 +370,101 @@ impl Grants {
         have.contains(p)
     }
 
-    /// Whether the account has any privilege on database `db` or on a table in it (what USE
-    /// and SHOW TABLES ask).
-    pub fn any_on_database(&self, db: &str) -> bool {
-        !self.global.without(Privs::GRANT_OPTION).is_empty()
+    /// What the account holds on database `db` as a whole: its global privileges and those
+    /// granted on `db.*` (MySQL's `db_access`).
+    pub fn on_database(&self, db: &str) -> Privs {
+        self.databases
+            .iter()
+            .filter(|(d, _)| d.eq_ignore_ascii_case(db))
+            .fold(self.global, |have, (_, p)| have | *p)
+    }
+
+    /// What the account holds on table `db.table`, at every level.
+    pub fn on_table(&self, db: &str, table: &str) -> Privs {
+        self.table_grant(db, table)
+            .map_or(self.on_database(db), |t| self.on_database(db) | t)
+    }
+
+    /// What is granted on `db.table` itself, if a table-level grant exists.
+    fn table_grant(&self, db: &str, table: &str) -> Option<Privs> {
+        self.tables
+            .iter()
+            .find(|((d, t), p)| {
+                d.eq_ignore_ascii_case(db) && t.eq_ignore_ascii_case(table) && !p.is_empty()
+            })
+            .map(|(_, p)| *p)
+    }
+
+    /// Whether a table of `db` has a grant of its own (MySQL's `check_grant_db`).
+    fn has_table_grant_in(&self, db: &str) -> bool {
+        self.tables
+            .iter()
+            .any(|((d, _), p)| d.eq_ignore_ascii_case(db) && !p.is_empty())
+    }
+
+    /// Whether SHOW DATABASES and information_schema.SCHEMATA list `db` (MySQL's
+    /// `CAN_ACCESS_DATABASE`): a global privilege that acts on databases' objects or SHOW
+    /// DATABASES, any privilege on `db.*`, or a grant on one of its tables.
+    pub fn can_access_database(&self, db: &str) -> bool {
+        self.global.intersects(Privs::DB_OP | Privs::SHOW_DATABASES)
             || self
                 .databases
                 .iter()
                 .any(|(d, p)| d.eq_ignore_ascii_case(db) && !p.is_empty())
-            || self
-                .tables
-                .iter()
-                .any(|((d, _), p)| d.eq_ignore_ascii_case(db) && !p.is_empty())
+            || self.has_table_grant_in(db)
     }
 
-    /// Whether the account has any privilege on table `db.table` (at any level).
-    pub fn any_on_table(&self, db: &str, table: &str) -> bool {
-        let some = |p: Privs| !p.without(Privs::GRANT_OPTION).is_empty();
-        some(self.global)
-            || self
-                .databases
-                .iter()
-                .any(|(d, p)| d.eq_ignore_ascii_case(db) && some(*p))
-            || self.tables.iter().any(|((d, t), p)| {
-                d.eq_ignore_ascii_case(db) && t.eq_ignore_ascii_case(table) && some(*p)
-            })
+    /// Whether USE may make `db` the current database (MySQL's `mysql_change_db`): a
+    /// privilege acting on its objects, globally or on `db.*`, or a grant on one of its tables.
+    /// SHOW DATABASES alone lists a database without opening it.
+    pub fn can_use_database(&self, db: &str) -> bool {
+        self.on_database(db).intersects(Privs::DB_OP) || self.has_table_grant_in(db)
+    }
+
+    /// Whether SHOW TABLES, SHOW TABLE STATUS and SHOW TRIGGERS may look into `db` (MySQL's
+    /// `check_show_access`): any privilege at all globally or on `db.*`, or a grant on one of
+    /// its tables; else error 1044. What they then list is filtered table by table.
+    pub fn can_list_database(&self, db: &str) -> bool {
+        !self.on_database(db).is_empty() || self.has_table_grant_in(db)
+    }
+
+    /// Whether the catalog lists table `db.table` (MySQL's `CAN_ACCESS_TABLE`): a privilege
+    /// that acts on tables, at any level.
+    pub fn can_access_table(&self, db: &str, table: &str) -> bool {
+        self.on_table(db, table).intersects(Privs::TABLE_OP)
+    }
+
+    /// Whether SHOW COLUMNS, DESCRIBE and SHOW INDEX may describe `db.table` (MySQL's
+    /// `check_grant` for SHOW): SELECT globally or on `db.*`, or any grant on the table itself.
+    pub fn can_describe_table(&self, db: &str, table: &str) -> bool {
+        self.on_database(db).contains(Privs::SELECT) || self.table_grant(db, table).is_some()
+    }
+
+    /// Whether SHOW CREATE TABLE may show `db.table` (MySQL's `SHOW_CREATE_TABLE_ACLS`): a
+    /// privilege acting on tables, or GRANT OPTION, at any level.
+    pub fn can_show_create_table(&self, db: &str, table: &str) -> bool {
+        self.on_table(db, table)
+            .intersects(Privs::TABLE_OP | Privs::GRANT_OPTION)
+    }
+
+    /// The privileges the account has on the columns of `db.table` (MySQL's column grant,
+    /// which information_schema.COLUMNS and SHOW FULL COLUMNS list; none hides the columns).
+    pub fn column_privileges(&self, db: &str, table: &str) -> Privs {
+        Privs(self.on_table(db, table).0 & Privs::COLUMN.0)
+    }
+
+    /// Whether the account may see the stored routines of `db` other than by being their
+    /// definer: CREATE ROUTINE, ALTER ROUTINE or EXECUTE globally or on `db.*`. Their bodies
+    /// need more ([`Grants::can_read_routine_bodies`]).
+    pub fn can_see_routines(&self, db: &str) -> bool {
+        self.on_database(db).intersects(Privs::ROUTINE_OP)
+    }
+
+    /// Whether the account may read every routine's body (SHOW CREATE PROCEDURE's text,
+    /// information_schema.ROUTINES.ROUTINE_DEFINITION): global SELECT, as in MySQL; a routine's
+    /// definer reads its own.
+    pub fn can_read_routine_bodies(&self) -> bool {
+        self.global.contains(Privs::SELECT)
     }
 
     /// Whether the account has a global privilege.
@@ -455,10 +582,10 @@ mod tests {
         assert!(g.allows(Privs::DELETE | Privs::SELECT, "app", Some("log")));
         assert!(!g.allows(Privs::DELETE, "app", Some("t")));
         assert!(!g.allows(Privs::SELECT, "other", Some("t")));
-        assert!(g.any_on_database("app"));
+        assert!(g.can_access_database("app"));
         assert!(
-            g.any_on_database("other"),
-            "a global privilege opens every database"
+            !g.can_access_database("other"),
+            "REPLICATION SLAVE opens no database"
         );
         let who = AccountName {
             user: "u".into(),

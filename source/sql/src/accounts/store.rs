@@ -102,6 +102,7 @@ fn varchar(name: &str, len: u32) -> ColumnDef {
         default: ColumnDefault::Value(Value::Text(String::new())),
         on_update_now: false,
         auto_increment: false,
+        comment: String::new(),
     }
 }
 

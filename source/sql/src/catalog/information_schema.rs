@@ -420,7 +420,8 @@ fn type_facts(ty: &ColumnType) -> [Value; 8] {
             };
             ([null(), null()], num(p), num(0), null(), false)
         }
-        ColumnType::Decimal { precision, scale } => (
+        ColumnType::Decimal { precision, scale }
+        | ColumnType::UnsignedDecimal { precision, scale } => (
             [null(), null()],
             num(u64::from(*precision)),
             num(u64::from(*scale)),
@@ -429,6 +430,24 @@ fn type_facts(ty: &ColumnType) -> [Value; 8] {
         ),
         ColumnType::Float => ([null(), null()], num(12), null(), null(), false),
         ColumnType::Double => ([null(), null()], num(22), null(), null(), false),
+        // A FLOAT(M, D)'s precision and scale are M and D, as MySQL lists them.
+        ColumnType::Real {
+            digits: Some((m, d)),
+            ..
+        } => (
+            [null(), null()],
+            num(u64::from(*m)),
+            num(u64::from(*d)),
+            null(),
+            false,
+        ),
+        ColumnType::Real { double, .. } => (
+            [null(), null()],
+            num(if *double { 22 } else { 12 }),
+            null(),
+            null(),
+            false,
+        ),
         ColumnType::Char { len } | ColumnType::VarChar { len } => {
             (chars(u64::from(*len)), null(), null(), null(), true)
         }
@@ -684,11 +703,18 @@ impl SqlSession {
                 .visible_views()?
                 .into_iter()
                 .map(|v| {
+                    // As MySQL: the definition only to its definer and to accounts with
+                    // SELECT and SHOW VIEW on the view; others see the view, not its text.
+                    let definition = if self.may_read_view(&v.db, &v.name, &v.definer) {
+                        v.query.as_str()
+                    } else {
+                        ""
+                    };
                     vec![
                         text("def"),
                         text(&v.db),
                         text(&v.name),
-                        text(&v.query),
+                        text(definition),
                         text("NONE"),
                         text("NO"),
                         text(&v.definer),
@@ -718,13 +744,22 @@ impl SqlSession {
         Ok(self
             .procedures()?
             .into_iter()
-            .filter(|p| self.may_see_database(&p.db))
-            .map(|p| {
+            .filter_map(|p| {
+                let (visible, body) = self.routine_access(&p.db, &p.definer);
+                visible.then_some((p, body))
+            })
+            .map(|(p, readable)| {
                 let (db, name, definition, definer, created) =
                     (p.db, p.name, p.definition, p.definer, p.created_us);
-                let body = crate::parse::lexer::find_top_level(&definition, "BEGIN")
-                    .map_or(definition.as_str(), |at| &definition[at..])
-                    .to_string();
+                // ROUTINE_DEFINITION is NULL to an account that may not read the body.
+                let body = if readable {
+                    text(
+                        crate::parse::lexer::find_top_level(&definition, "BEGIN")
+                            .map_or(definition.as_str(), |at| &definition[at..]),
+                    )
+                } else {
+                    Value::Null
+                };
                 let mut row = vec![
                     text(&name),
                     text("def"),
@@ -736,7 +771,7 @@ impl SqlSession {
                 row.extend(std::iter::repeat_n(Value::Null, 8));
                 row.extend([
                     text("SQL"),
-                    text(body),
+                    body,
                     Value::Null,
                     text("SQL"),
                     text("SQL"),
@@ -828,6 +863,12 @@ impl SqlSession {
     fn columns_rows(&self) -> Vec<Vec<Value>> {
         let mut rows = Vec::new();
         for def in self.visible_tables() {
+            // A column is listed to an account with a privilege on it (MySQL's
+            // CAN_ACCESS_COLUMN), and PRIVILEGES says which.
+            let privileges = self.column_privileges(&def.database, &def.name);
+            if privileges.is_empty() {
+                continue;
+            }
             let described = describe_rows(&def);
             for ((n, (_, c)), d) in visible(&def).enumerate().zip(described) {
                 let [data_type, max_len, octets, precision, scale, datetime, cs, coll] =
@@ -856,8 +897,8 @@ impl SqlSession {
                     text(c.ty.sql()),
                     opt(&d[3]),
                     opt(&d[5]),
-                    text("select,insert,update,references"),
-                    text(""),
+                    text(&privileges),
+                    text(&c.comment),
                     text(generation),
                     Value::Null,
                 ]);
@@ -1074,6 +1115,18 @@ impl SqlSession {
         Ok(db)
     }
 
+    /// The database SHOW TABLES, SHOW TABLE STATUS or SHOW TRIGGERS looks into (the current
+    /// one when `None`): error 1044 where the account holds nothing, checked before whether
+    /// it exists (as MySQL, so a name says nothing of what exists), then 1049.
+    pub(crate) fn listed_database_of(&self, db: Option<&str>) -> Result<String> {
+        let name = match db {
+            Some(d) => d.to_string(),
+            None => self.session.current_db()?,
+        };
+        self.require_listing(&name)?;
+        self.shown_database_of(Some(&name))
+    }
+
     /// `SHOW [FULL] TABLES [FROM db] [LIKE 'p' | WHERE e]`.
     pub(crate) fn show_tables_in(
         &self,
@@ -1081,7 +1134,7 @@ impl SqlSession {
         db: Option<&str>,
         filter: Option<&ShowFilter>,
     ) -> Result<crate::Outcome> {
-        let db = self.shown_database_of(db)?;
+        let db = self.listed_database_of(db)?;
         let rows: Vec<Vec<Value>> = if db.eq_ignore_ascii_case(INFORMATION_SCHEMA) {
             catalog_table_names()
                 .map(|n| vec![text(n), text("SYSTEM VIEW")])
@@ -1136,9 +1189,17 @@ impl SqlSession {
         filter: Option<&ShowFilter>,
     ) -> Result<crate::Outcome> {
         let def = self.described_def(db, table)?;
+        // Only the columns the account has a privilege on, as MySQL lists them.
+        let privileges = self.column_privileges(&def.database, &def.name);
+        let shown = if privileges.is_empty() {
+            0
+        } else {
+            def.columns.len()
+        };
         let rows: Vec<Vec<Value>> = describe_rows(&def)
             .into_iter()
             .zip(visible(&def))
+            .take(shown)
             .map(|(d, (_, c))| {
                 let v = |i: usize| d[i].clone().map_or(Value::Null, Value::Text);
                 if full {
@@ -1155,8 +1216,8 @@ impl SqlSession {
                         v(3),
                         v(4),
                         v(5),
-                        text("select,insert,update,references"),
-                        text(""),
+                        text(&privileges),
+                        text(&c.comment),
                     ]
                 } else {
                     (0..6).map(v).collect()
@@ -1185,7 +1246,7 @@ impl SqlSession {
     /// under MySQL's SHOW headers.
     pub(crate) fn show_table_status(&self, text_: &str) -> Result<crate::Outcome> {
         let w = show_words(text_, 3)?;
-        let db = self.shown_database_of(from_name(&w.words, 0))?;
+        let db = self.listed_database_of(from_name(&w.words, 0))?;
         let (_, all) = self.information_schema("TABLES")?;
         let rows = all
             .into_iter()
@@ -1233,13 +1294,10 @@ impl SqlSession {
             (None, Some((db, t))) => (Some(db.to_string()), t.to_string()),
             (None, None) => (None, named.to_string()),
         };
+        if let Some(db) = db.as_deref().or(self.session.vars.database.as_deref()) {
+            self.require_describe(db, &table)?;
+        }
         let def = self.described_def(db.as_deref(), &table)?;
-        self.require_table(
-            crate::Privs::SELECT,
-            "SELECT",
-            Some(&def.database),
-            &def.name,
-        )?;
         // STATISTICS without TABLE_CATALOG, TABLE_SCHEMA and INDEX_SCHEMA: SHOW INDEX's columns.
         let rows = without_columns(self.index_rows(&def), &[0, 1, 4]);
         self.show_result(

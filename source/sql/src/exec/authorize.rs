@@ -1,4 +1,4 @@
-//! Privilege checks: what a statement needs, against the session's [`Grants`], before it
+//! Privilege checks: what a statement needs, against the session's [`Grants`](crate::accounts::Grants), before it
 //! runs. Sessions without grants (the node's own accounts, `ringrep-source sql`) skip this.
 //!
 //! As in MySQL: reading a table needs SELECT, INSERT/UPDATE/DELETE need their privilege on the
@@ -15,28 +15,12 @@ use sqlparser::ast::{
 
 use ringrep_engine::error::{code, Error, Result};
 
-use crate::accounts::{Grants, Privs};
+use crate::accounts::visible::always_visible;
+use crate::accounts::Privs;
 use crate::parse::statement::split_name;
 use crate::SqlSession;
 
-/// Databases every account may read (their rows are filtered by what the account may see, or
-/// they hold nothing secret).
-fn always_readable(db: &str) -> bool {
-    db.eq_ignore_ascii_case("information_schema") || db.eq_ignore_ascii_case("performance_schema")
-}
-
 impl SqlSession {
-    fn restricted(&self) -> Option<&Grants> {
-        self.authority.as_ref().and_then(|a| a.grants.as_deref())
-    }
-
-    fn who(&self) -> String {
-        self.authority.as_ref().map_or_else(
-            || "'root'@'localhost'".into(),
-            |a| format!("'{}'@'{}'", a.account.user, a.client_host),
-        )
-    }
-
     /// The database a name falls in: its own, else the session's.
     fn database_of(&self, db: Option<&str>) -> Option<String> {
         db.map(str::to_string)
@@ -58,19 +42,13 @@ impl SqlSession {
             // Unqualified with no database: the statement fails with 1046 when it runs.
             return Ok(());
         };
-        if always_readable(&db) && p == Privs::SELECT {
+        if always_visible(&db) && p == Privs::SELECT {
             return Ok(());
         }
         if g.allows(p, &db, Some(table)) {
             return Ok(());
         }
-        Err(Error::new(
-            code::ER_TABLEACCESS_DENIED_ERROR,
-            format!(
-                "{verb} command denied to user {} for table '{table}'",
-                self.who()
-            ),
-        ))
+        Err(self.table_denied(verb, table))
     }
 
     pub(crate) fn require_name(&self, p: Privs, verb: &str, name: &ObjectName) -> Result<()> {
@@ -91,13 +69,6 @@ impl SqlSession {
             return Ok(());
         }
         Err(self.database_denied(&db))
-    }
-
-    pub(crate) fn database_denied(&self, db: &str) -> Error {
-        Error::new(
-            code::ER_DBACCESS_DENIED_ERROR,
-            format!("Access denied for user {} to database '{db}'", self.who()),
-        )
     }
 
     /// SELECT on every table `stmt` reads (subqueries included), except `skip` (a
@@ -210,17 +181,24 @@ impl SqlSession {
                     | sqlparser::ast::Use::Schema(n) => split_name(n)?.1,
                     _ => return Ok(()),
                 };
-                if always_readable(&name) || g.any_on_database(&name) {
+                if always_visible(&name) || g.can_use_database(&name) {
                     Ok(())
                 } else {
                     Err(self.database_denied(&name))
                 }
             }
             Statement::ShowCreate { obj_name, .. } => {
-                self.require_name(Privs::SELECT, "SHOW", obj_name)
+                let (db, t) = split_name(obj_name)?;
+                match self.database_of(db.as_deref()) {
+                    Some(db) if !always_visible(&db) && !g.can_show_create_table(&db, &t) => {
+                        Err(self.table_denied("SHOW", &t))
+                    }
+                    _ => Ok(()),
+                }
             }
             Statement::ExplainTable { table_name, .. } => {
-                self.require_name(Privs::SELECT, "SELECT", table_name)
+                let (db, t) = split_name(table_name)?;
+                self.require_describe_in(db.as_deref(), &t)
             }
             Statement::ShowColumns { show_options, .. } => {
                 match show_options
@@ -228,16 +206,16 @@ impl SqlSession {
                     .as_ref()
                     .and_then(|i| i.parent_name.as_ref())
                 {
-                    Some(n) => self.require_name(Privs::SELECT, "SELECT", n),
+                    Some(n) => {
+                        let (db, t) = split_name(n)?;
+                        self.require_describe_in(db.as_deref(), &t)
+                    }
                     None => Ok(()),
                 }
             }
-            Statement::ShowTables { .. } => match self.session.vars.database.as_deref() {
-                Some(db) if !g.any_on_database(db) && !always_readable(db) => {
-                    Err(self.database_denied(db))
-                }
-                _ => Ok(()),
-            },
+            // The database SHOW TABLES looks into is checked where it is known (FROM db or
+            // the current one), as SHOW TABLE STATUS's is.
+            Statement::ShowTables { .. } => Ok(()),
             // SHOW DATABASES filters what it lists; transactions need nothing.
             Statement::ShowDatabases { .. }
             | Statement::ShowVariables { .. }
@@ -324,22 +302,12 @@ impl SqlSession {
         }
     }
 
-    /// Whether SHOW DATABASES lists `db` to this session: with the SHOW DATABASES privilege
-    /// every database, else those it has a privilege in (as MySQL).
-    pub(crate) fn may_see_database(&self, db: &str) -> bool {
-        match self.restricted() {
-            None => true,
-            Some(g) => {
-                always_readable(db) || g.global_has(Privs::SHOW_DATABASES) || g.any_on_database(db)
-            }
-        }
-    }
-
-    /// Whether SHOW TABLES lists `db.table` to this session: one with any privilege on it.
-    pub(crate) fn may_see_table(&self, db: &str, table: &str) -> bool {
-        match self.restricted() {
-            None => true,
-            Some(g) => always_readable(db) || g.any_on_table(db, table),
+    /// [`SqlSession::require_describe`] for a name as written (`db` absent: the current one).
+    fn require_describe_in(&self, db: Option<&str>, table: &str) -> Result<()> {
+        match self.database_of(db) {
+            Some(db) => self.require_describe(&db, table),
+            // Unqualified with no database: the statement fails with 1046 when it runs.
+            None => Ok(()),
         }
     }
 

@@ -60,6 +60,41 @@ fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
         }
         Ok(p as u8)
     };
+    // A FLOAT or DOUBLE keeps `(M, D)` and UNSIGNED as MySQL 8 does: M to 255 (1439), D to
+    // 30 (1425) and not above M (1427).
+    let real = |double: bool, digits: Option<(u64, u64)>| -> Result<ColumnType> {
+        let digits = match digits {
+            Some((m, _)) if m > 255 => {
+                return Err(Error::new(
+                    code::ER_TOO_BIG_DISPLAYWIDTH,
+                    format!("Display width out of range for column '{name}' (max = 255)"),
+                ))
+            }
+            Some((_, d)) if d > 30 => {
+                return Err(Error::new(
+                    code::ER_TOO_BIG_SCALE,
+                    format!("Too big scale {d} specified for '{name}'. Maximum is 30."),
+                ))
+            }
+            Some((m, d)) if d > m => {
+                return Err(Error::new(
+                    code::ER_M_BIGGER_THAN_D,
+                    format!("For float(M,D), double(M,D) or decimal(M,D), M must be >= D (column '{name}')."),
+                ))
+            }
+            Some((m, d)) => Some((m.max(1) as u8, d as u8)),
+            None => None,
+        };
+        Ok(match (digits, unsigned) {
+            (None, false) if double => ColumnType::Double,
+            (None, false) => ColumnType::Float,
+            (digits, unsigned) => ColumnType::Real {
+                double,
+                digits,
+                unsigned,
+            },
+        })
+    };
     match base.as_str() {
         "TINYINT" if args == [1] => int(IntWidth::Bool),
         "BOOL" | "BOOLEAN" => int(IntWidth::Bool),
@@ -74,19 +109,27 @@ fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
                 args.get(1).copied().unwrap_or(0),
                 name,
             )?;
-            Ok(ColumnType::Decimal { precision, scale })
+            Ok(if unsigned {
+                ColumnType::UnsignedDecimal { precision, scale }
+            } else {
+                ColumnType::Decimal { precision, scale }
+            })
         }
-        // FLOAT(p): single precision to 24 bits, double to 53, as MySQL picks (FLOAT(M, D)
-        // stays single; its D is not kept).
+        // FLOAT(p): single precision to 24 bits, double to 53, as MySQL picks; FLOAT(M, D)
+        // stays single.
         "FLOAT" => match args.as_slice() {
             [p] if *p > 53 => Err(Error::new(
                 code::ER_WRONG_FIELD_SPEC,
                 format!("Incorrect column specifier for column '{name}'"),
             )),
-            [p] if *p > 24 => Ok(ColumnType::Double),
-            _ => Ok(ColumnType::Float),
+            [p] => real(*p > 24, None),
+            [m, d] => real(false, Some((*m, *d))),
+            _ => real(false, None),
         },
-        "DOUBLE" | "REAL" => Ok(ColumnType::Double),
+        "DOUBLE" | "REAL" => match args.as_slice() {
+            [m, d] => real(true, Some((*m, *d))),
+            _ => real(true, None),
+        },
         "CHAR" | "CHARACTER" => Ok(ColumnType::Char {
             len: length(Some(args.first().copied().unwrap_or(1)), 255)?,
         }),
@@ -359,6 +402,17 @@ fn current_timestamp_fsp(e: &Expr) -> Option<u8> {
     None
 }
 
+/// A column's COMMENT as MySQL takes it: at most 1024 characters (1629).
+fn column_comment(text: &str, name: &str) -> Result<String> {
+    if text.chars().count() > 1024 {
+        return Err(Error::new(
+            code::ER_TOO_LONG_FIELD_COMMENT,
+            format!("Comment for field '{name}' is too long (max = 1024)"),
+        ));
+    }
+    Ok(text.to_string())
+}
+
 /// A column definition from SQL; `primary` is set when the column says PRIMARY KEY.
 fn column_def(
     c: &sqlparser::ast::ColumnDef,
@@ -375,6 +429,7 @@ fn column_def(
     let mut generated: Option<ColumnDefault> = None;
     let mut on_update_now = false;
     let mut auto_increment = false;
+    let mut comment = String::new();
     let mut primary = false;
     let mut unique = false;
     for o in &c.options {
@@ -385,6 +440,7 @@ fn column_def(
             ColumnOption::Null => explicit_null = true,
             ColumnOption::Default(e) => default_expr = Some(e),
             ColumnOption::OnUpdate(e) => on_update_now = current_timestamp_fsp(e).is_some(),
+            ColumnOption::Comment(text) => comment = column_comment(text, &c.name.value)?,
             ColumnOption::Generated {
                 generation_expr: Some(e),
                 generation_expr_mode,
@@ -414,7 +470,6 @@ fn column_def(
                     .or_else(|| s.strip_prefix("CHARSET"))
                 {
                     charset(name)?;
-                } else if s.starts_with("COMMENT") {
                 } else {
                     return Err(Error::unsupported(format!("column option {other}")));
                 }
@@ -429,6 +484,7 @@ fn column_def(
         default: ColumnDefault::None,
         on_update_now,
         auto_increment,
+        comment,
     };
     if let Some(e) = default_expr {
         if let Some(fsp) = current_timestamp_fsp(e) {
@@ -655,8 +711,9 @@ impl SqlSession {
             let text = c.to_string();
             let upper = text.to_ascii_uppercase();
             let cols = constraint_columns(c);
-            if upper.contains("FOREIGN KEY") {
+            if let TableConstraint::ForeignKey(fk) = c {
                 foreign_keys = true;
+                self.refuse_ring_parent(fk, &db)?;
                 continue;
             }
             if upper.starts_with("CHECK") || upper.contains(" CHECK (") {
@@ -757,6 +814,7 @@ impl SqlSession {
                         },
                         on_update_now: false,
                         auto_increment: false,
+                        comment: String::new(),
                     });
                 }
             }
@@ -999,6 +1057,24 @@ impl SqlSession {
     }
 
     /// Applies one column or index operation of an ALTER TABLE to the plan's table.
+    /// The spec's "a ring buffer table cannot have foreign keys, neither as parent nor as
+    /// child table", for the parent: a FOREIGN KEY naming a ring table is 1215. `db` is the
+    /// child's database, where an unqualified parent is looked for.
+    fn refuse_ring_parent(
+        &self,
+        fk: &sqlparser::ast::ForeignKeyConstraint,
+        db: &str,
+    ) -> Result<()> {
+        let (pdb, pname) = split_name(&fk.foreign_table)?;
+        let parent = self
+            .engine()
+            .table_def(pdb.as_deref().unwrap_or(db), &pname);
+        if parent.is_some_and(|p| p.ring.is_some()) {
+            return Err(Error::ring_foreign_key());
+        }
+        Ok(())
+    }
+
     fn alter_operation(
         &self,
         plan: &mut AlterPlan,
@@ -1111,13 +1187,11 @@ impl SqlSession {
                 if upper.contains("PRIMARY KEY") {
                     return Err(Error::unsupported("changing the primary key"));
                 }
-                if upper.contains("FOREIGN KEY") {
+                if let TableConstraint::ForeignKey(fk) = &constraint {
                     if def.ring.is_some() {
-                        return Err(Error::create_option(
-                            "A ring buffer table cannot have foreign keys",
-                        ));
+                        return Err(Error::ring_foreign_key());
                     }
-                    return Ok(());
+                    return self.refuse_ring_parent(fk, &def.database);
                 }
                 let name = match &constraint {
                     TableConstraint::Unique(u) => u

@@ -31,6 +31,10 @@ const ACCEPTED: &[&str] = &[
     "session_track_gtids",
     "ndb_default_column_format",
     "ndb_deferred_constraints",
+    // SET GLOBAL ndb_metadata_sync = true asks a mysqld to catch up with the cluster's
+    // dictionary; a ringrep node's catalog is its own, always caught up, so the request has
+    // nothing to do and the variable reads back OFF at once (RonDB's tests poll it so).
+    "ndb_metadata_sync",
     "sql_notes",
     // Connection pools set these when they open a connection; ringrep closes no idle
     // connection, so accepting them changes nothing a client relies on.
@@ -585,6 +589,7 @@ impl SqlSession {
             ("license", "Apache-2.0"),
             ("lower_case_table_names", "0"),
             ("max_allowed_packet", "67108864"),
+            ("ndb_metadata_sync", "OFF"),
             ("performance_schema", "OFF"),
             ("net_buffer_length", "16384"),
             ("sql_auto_is_null", "OFF"),

@@ -756,6 +756,7 @@ fn cast_decimal(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
         default: binlog_format::schema::ColumnDefault::None,
         on_update_now: false,
         auto_increment: false,
+        comment: String::new(),
     };
     let (d, diagnostic) = ringrep_engine::types::convert(v, &def, 1, ctx.tz, true)?;
     match diagnostic.map(|(c, _)| c) {

@@ -507,9 +507,30 @@ pub(crate) fn render(v: &Value, ty: Option<&ColumnType>, tz: i64) -> Option<Stri
         }
         // A YEAR is four digits: 0 is 0000.
         Value::Int(y) if matches!(ty, Some(ColumnType::Year)) => format!("{y:04}"),
+        // A FLOAT(M, D) or DOUBLE(M, D) shows D fraction digits, as MySQL prints it.
+        Value::Float(_) | Value::Double(_) if real_scale(ty).is_some() => {
+            let d = usize::from(real_scale(ty).unwrap_or(0));
+            let f = match v {
+                Value::Float(f) => f64::from(*f),
+                Value::Double(f) => *f,
+                _ => unreachable!("matched above"),
+            };
+            format!("{f:.d$}")
+        }
         Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
         other => other.to_string(),
     })
+}
+
+/// The D of a FLOAT(M, D) or DOUBLE(M, D) column's type.
+fn real_scale(ty: Option<&ColumnType>) -> Option<u8> {
+    match ty {
+        Some(ColumnType::Real {
+            digits: Some((_, d)),
+            ..
+        }) => Some(*d),
+        _ => None,
+    }
 }
 
 /// Error 1582 unless `name` got `min` to `max` arguments (`n` of them), as MySQL checks

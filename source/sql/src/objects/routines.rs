@@ -888,12 +888,24 @@ impl SqlSession {
             Some((d, n)) => (d.to_string(), n.to_string()),
             None => (self.session.current_db()?, name),
         };
-        let text = self.find_procedure(&db, &name)?.ok_or_else(|| {
+        let missing = || {
             Error::new(
                 code::ER_SP_DOES_NOT_EXIST,
                 format!("PROCEDURE {name} does not exist"),
             )
-        })?;
+        };
+        let p = self
+            .procedures()?
+            .into_iter()
+            .find(|p| p.db.eq_ignore_ascii_case(&db) && p.name.eq_ignore_ascii_case(&name))
+            .ok_or_else(missing)?;
+        // As MySQL: a routine the account may not see does not exist to it, and one whose
+        // body it may not read shows NULL for it.
+        let (visible, readable) = self.routine_access(&db, &p.definer);
+        if !visible {
+            return Err(missing());
+        }
+        let text = readable.then_some(p.definition);
         Ok(Outcome::text(
             &[
                 "Procedure",
@@ -906,7 +918,7 @@ impl SqlSession {
             vec![vec![
                 Some(name),
                 Some(crate::expr::SQL_MODE.into()),
-                Some(text),
+                text,
                 Some("utf8mb4".into()),
                 Some("utf8mb4_0900_ai_ci".into()),
                 Some("utf8mb4_0900_ai_ci".into()),

@@ -963,10 +963,7 @@ impl SqlSession {
         Ok(self
             .triggers()?
             .into_iter()
-            .filter(|t| {
-                self.require_table(crate::Privs::TRIGGER, "TRIGGER", Some(&t.db), &t.table)
-                    .is_ok()
-            })
+            .filter(|t| self.may_see_triggers_of(&t.db, &t.table))
             .collect())
     }
 
@@ -981,7 +978,7 @@ impl SqlSession {
         } else {
             None
         };
-        let db = self.shown_database_of(db.as_deref())?;
+        let db = self.listed_database_of(db.as_deref())?;
         let rest = c.rest().trim().trim_end_matches(';').trim();
         let columns = [
             "Trigger",

@@ -372,7 +372,19 @@ impl SqlSession {
                 format!("Table '{db}.{name}' doesn't exist"),
             )
         })?;
-        self.require_table(crate::Privs::SELECT, "SELECT", Some(&db), &name)?;
+        // As MySQL: SELECT on the view (any level) or "SHOW command denied", then SHOW VIEW
+        // or "SHOW VIEW command denied"; its definer needs neither.
+        if let Some(g) = self.restricted() {
+            let have = g.on_table(&db, &name);
+            if !have.contains(crate::Privs::SELECT) {
+                return Err(self.table_denied("SHOW", &name));
+            }
+            if !have.contains(crate::Privs::SHOW_VIEW)
+                && !self.may_read_view(&db, &name, &v.definer)
+            {
+                return Err(self.table_denied("SHOW VIEW", &name));
+            }
+        }
         Ok(Outcome::text(
             &[
                 "View",

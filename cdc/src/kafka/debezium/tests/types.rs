@@ -77,6 +77,35 @@ fn every_column_type_is_encoded_as_debezium_does() {
         ),
         (T::Float, Value::Float(1.1), "float", json!(1.1)),
         (T::Double, Value::Double(-2.25), "double", json!(-2.25)),
+        (
+            T::UnsignedDecimal {
+                precision: 10,
+                scale: 4,
+            },
+            Value::Decimal("1.2300".into()),
+            "string",
+            json!("1.2300"),
+        ),
+        (
+            T::Real {
+                double: false,
+                digits: Some((7, 4)),
+                unsigned: true,
+            },
+            Value::Float(12.3457),
+            "float",
+            json!(12.3457),
+        ),
+        (
+            T::Real {
+                double: true,
+                digits: Some((12, 3)),
+                unsigned: false,
+            },
+            Value::Double(-2.125),
+            "double",
+            json!(-2.125),
+        ),
         (T::Char { len: 5 }, text("héllo"), "string", json!("héllo")),
         (T::VarChar { len: 9 }, text("x"), "string", json!("x")),
         (
