@@ -6,11 +6,15 @@
 //! transaction builds an ordered copy of its entries, kept up to date by later writes, so
 //! that a statement scanning n prefixes of a table it writes costs n range reads, not n
 //! passes over everything the transaction wrote; writes before any scan pay nothing for it.
+//! Likewise a table's first unique check builds a map from each unique value its staged rows
+//! hold to their events, so that a statement of n rows into a table with a unique index does
+//! n lookups, not n passes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
+use binlog_format::schema::{IndexKind, TableDef};
 use binlog_format::{Event, Key, RowChange, RowEvent, Value};
 
 pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -45,6 +49,61 @@ struct Staged {
     /// until then, and again after entries were moved back (an undo).
     /// (Behind a lock, not a cell: sessions are shared with the tasks that serve them.)
     ordered: Mutex<Option<BTreeMap<Key, usize>>>,
+    /// The staged rows by unique value, once a unique check asked for them (see the module's
+    /// notes); `None` until then, and again after an undo.
+    uniques: Mutex<Option<StagedUniques>>,
+}
+
+/// A table's staged rows by their values in its unique indexes.
+#[derive(Debug)]
+struct StagedUniques {
+    /// The unique indexes: their place among the table's indexes, and their columns.
+    indexes: Vec<(usize, Vec<usize>)>,
+    /// The events that wrote a row with a value (the index's place and the value's
+    /// `key_hash`). An event replaced since at its key stays listed; a lookup leaves it out.
+    by_value: FastMap<(usize, u64), Vec<usize>>,
+}
+
+impl StagedUniques {
+    fn new(def: &TableDef) -> StagedUniques {
+        StagedUniques {
+            indexes: def
+                .indexes
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| i.kind == IndexKind::Unique)
+                .map(|(n, i)| (n, i.columns.clone()))
+                .collect(),
+            by_value: FastMap::default(),
+        }
+    }
+
+    /// Lists the row the event at `at` writes (if it writes one) under each of its unique
+    /// values; NULLs clash with nothing, so a value with a NULL is not listed.
+    fn add(&mut self, ops: &[Event], at: usize) {
+        let Some(row) = written_row(ops, at) else {
+            return;
+        };
+        for (index, columns) in &self.indexes {
+            let values = columns.iter().map(|&c| row.get(c).unwrap_or(&Value::Null));
+            if values.clone().any(Value::is_null) {
+                continue;
+            }
+            let hash = key_hash_iter(columns.len(), values);
+            self.by_value.entry((*index, hash)).or_default().push(at);
+        }
+    }
+}
+
+/// The row the event at `at` leaves at its key: a write's row, an update's after image.
+fn written_row(ops: &[Event], at: usize) -> Option<&[Value]> {
+    match ops.get(at) {
+        Some(Event::Row(RowEvent {
+            change: RowChange::Write { row } | RowChange::Update { after: row, .. },
+            ..
+        })) => Some(row),
+        _ => None,
+    }
 }
 
 impl Clone for Staged {
@@ -54,6 +113,7 @@ impl Clone for Staged {
             pk: self.pk.clone(),
             by_hash: self.by_hash.clone(),
             ordered: Mutex::new(None),
+            uniques: Mutex::new(None),
         }
     }
 }
@@ -150,6 +210,9 @@ impl Overlay {
             ordered.remove(&key);
             ordered.insert(key, at);
         }
+        if let Some(uniques) = t.uniques.get_mut().unwrap_or_else(PoisonError::into_inner) {
+            uniques.add(ops, at);
+        }
         let entry = match t.by_hash.entry(hash) {
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(At::One(at));
@@ -174,19 +237,6 @@ impl Overlay {
                 None
             }
         }
-    }
-
-    /// The keys `table`'s rows were changed at and the index of the last event at each.
-    pub(crate) fn changed(&self, ops: &[Event], table: u64) -> Vec<(Key, usize)> {
-        let Some(t) = self.tables.get(&table) else {
-            return Vec::new();
-        };
-        t.by_hash
-            .values()
-            .flat_map(At::indexes)
-            .filter(|&&at| matches!(ops.get(at), Some(Event::Row(_))))
-            .map(|&at| (Key(key_at(&t.pk, ops, at).cloned().collect()), at))
-            .collect()
     }
 
     /// The keys `table`'s rows were changed at that start with `prefix`, in key order, and
@@ -224,11 +274,51 @@ impl Overlay {
             .collect()
     }
 
+    /// The rows of `table` (defined by `def`) this transaction wrote, as they stand now, whose
+    /// value in unique index `index` hashes as `value` does: each row's key and event. The
+    /// caller compares the values (a hash names candidates only).
+    pub(crate) fn staged_with_unique(
+        &self,
+        ops: &[Event],
+        def: &TableDef,
+        index: usize,
+        value: &[Value],
+    ) -> Vec<(Key, usize)> {
+        let Some(t) = self.tables.get(&def.id) else {
+            return Vec::new();
+        };
+        if t.by_hash.is_empty() {
+            return Vec::new();
+        }
+        let mut uniques = t.uniques.lock().unwrap_or_else(PoisonError::into_inner);
+        let uniques = uniques.get_or_insert_with(|| {
+            let mut u = StagedUniques::new(def);
+            for &at in t.by_hash.values().flat_map(At::indexes) {
+                u.add(ops, at);
+            }
+            u
+        });
+        let hash = key_hash_iter(value.len(), value);
+        let Some(events) = uniques.by_value.get(&(index, hash)) else {
+            return Vec::new();
+        };
+        events
+            .iter()
+            .filter_map(|&at| {
+                let key: Vec<Value> = key_at(&t.pk, ops, at).cloned().collect();
+                // Only the last event at its key counts: a later one replaced the row.
+                let last = self.get(ops, def.id, &key, key_hash(&key))?;
+                (last == at).then_some((Key(key), at))
+            })
+            .collect()
+    }
+
     /// Keeps the entries for which `f` returns true, after letting it move their index.
     pub(crate) fn retain(&mut self, mut f: impl FnMut(&mut usize) -> bool) {
         for t in self.tables.values_mut() {
-            // Rebuilt by the next scan that needs it.
+            // Rebuilt by the next scan or check that needs them.
             *t.ordered.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
+            *t.uniques.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
             t.by_hash.retain(|_, entry| match entry {
                 At::One(at) => f(at),
                 At::Many(ats) => {
@@ -245,6 +335,7 @@ impl Overlay {
         self.tables.retain(|_, t| {
             t.by_hash.clear();
             *t.ordered.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
+            *t.uniques.get_mut().unwrap_or_else(PoisonError::into_inner) = None;
             t.by_hash.capacity() <= max
         });
     }
@@ -294,11 +385,9 @@ mod tests {
         let k11u = [Value::UInt(1), Value::Int(1)];
         assert_eq!(o.insert(&ops, 1, &pk, 7, 2), Some(0));
         assert_eq!(o.get(&ops, 1, &k11, 7), Some(2));
-        let mut changed = o.changed(&ops, 1);
-        changed.sort_by_key(|(_, at)| *at);
         assert_eq!(
-            changed,
-            vec![(Key(k12.to_vec()), 1), (Key(k11u.to_vec()), 2)]
+            o.changed_in(&ops, 1, &[]),
+            vec![(Key(k11u.to_vec()), 2), (Key(k12.to_vec()), 1)]
         );
         // Undo of event 2: back to event 0 at its key.
         o.retain(|at| {

@@ -895,14 +895,12 @@ impl Session {
 
     /// Fails with 1062 when a unique value of `row` is held by another live row.
     fn check_unique(&self, table: &Table, key: &Key, row: &[Value]) -> Result<()> {
-        // Most tables have no unique index: nothing to check, and the transaction's changed
-        // rows (a list as long as the transaction, per row checked) are not gathered.
+        // Most tables have no unique index: nothing to check.
         if table.unique_indexes().next().is_none() {
             return Ok(());
         }
         let ops = self.txn.as_ref().map_or(&[][..], |t| &t.ops[..]);
         let overlay = self.txn.as_ref().map(|t| &t.overlay);
-        let changed = overlay.map_or_else(Vec::new, |o| o.changed(ops, table.def.id));
         for idx in table.unique_indexes() {
             let Some(v) = table.unique_value(idx, row) else {
                 continue;
@@ -913,7 +911,11 @@ impl Session {
                     &format!("{}.{}", table.def.name, table.def.indexes[idx].name),
                 )
             };
-            for (k, at) in &changed {
+            // The rows this transaction wrote with the same value (by its hash).
+            let staged = overlay.map_or_else(Vec::new, |o| {
+                o.staged_with_unique(ops, &table.def, idx, &v.0)
+            });
+            for (k, at) in &staged {
                 if let Some(r) = staged_row(ops, *at) {
                     if k != key
                         && !table.is_meta_key(k)

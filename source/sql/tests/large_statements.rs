@@ -119,3 +119,72 @@ fn a_transaction_too_large_for_the_binlog_fails_with_1197_and_leaves_nothing() {
         vec![vec![Some("2".to_string()), Some("6".to_string())]]
     );
 }
+
+/// A unique value is checked against the rows the transaction wrote as they stand now: a row
+/// deleted, updated away or undone with its statement frees its value, a row written or
+/// updated to it holds it, and within one statement the second row with a value fails.
+#[test]
+fn unique_values_are_checked_against_the_transactions_rows_as_they_stand() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _) =
+        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
+            .expect("engine");
+    let mut s = SqlSession::new(&engine);
+    s.execute("CREATE TABLE test.u (id INT NOT NULL PRIMARY KEY, u VARCHAR(8), UNIQUE KEY uk (u))")
+        .expect("create");
+    let dup = |s: &mut SqlSession, sql: &str| {
+        let e = s.execute(sql).expect_err(sql);
+        assert_eq!(e.code, 1062, "{sql}: {e}");
+        e.message
+    };
+    // One statement, two rows with one value (the collation makes 'a' and 'A' one value).
+    let m = dup(
+        &mut s,
+        "INSERT INTO test.u VALUES (1, 'a'), (2, 'x'), (3, 'A')",
+    );
+    assert_eq!(m, "Duplicate entry 'A' for key 'u.uk'");
+    s.execute("BEGIN").expect("begin");
+    s.execute("INSERT INTO test.u VALUES (1, 'a'), (2, 'b')")
+        .expect("two values");
+    dup(&mut s, "INSERT INTO test.u VALUES (3, 'b')");
+    // Deleted: its value is free. Updated away: its old value is free, its new one taken.
+    s.execute("DELETE FROM test.u WHERE id = 1")
+        .expect("delete");
+    s.execute("INSERT INTO test.u VALUES (3, 'a')")
+        .expect("a is free");
+    s.execute("UPDATE test.u SET u = 'c' WHERE id = 2")
+        .expect("update");
+    s.execute("INSERT INTO test.u VALUES (4, 'b')")
+        .expect("b is free");
+    dup(&mut s, "INSERT INTO test.u VALUES (5, 'c')");
+    // A statement that fails is undone: the value its first row took is free again.
+    dup(&mut s, "INSERT INTO test.u VALUES (6, 'd'), (7, 'c')");
+    s.execute("INSERT INTO test.u VALUES (6, 'd')")
+        .expect("d is free");
+    // NULLs clash with nothing.
+    s.execute("INSERT INTO test.u VALUES (8, NULL), (9, NULL)")
+        .expect("nulls");
+    s.execute("COMMIT").expect("commit");
+    let Outcome::Rows(rs) = s
+        .execute("SELECT id, u FROM test.u ORDER BY id")
+        .expect("select")
+    else {
+        panic!("a SELECT returns rows");
+    };
+    let text = |r: &[&str]| -> Vec<Option<String>> {
+        r.iter()
+            .map(|v| (*v != "NULL").then(|| v.to_string()))
+            .collect()
+    };
+    assert_eq!(
+        rs.text_rows(),
+        vec![
+            text(&["2", "c"]),
+            text(&["3", "a"]),
+            text(&["4", "b"]),
+            text(&["6", "d"]),
+            text(&["8", "NULL"]),
+            text(&["9", "NULL"]),
+        ]
+    );
+}

@@ -16,6 +16,8 @@ use ringrep_sql::{Outcome, SqlSession};
 enum Target {
     /// `id BIGINT PRIMARY KEY, p BIGINT, payload`.
     Plain,
+    /// The same with a unique index on `p`.
+    PlainUnique,
     /// A ring of 10 per prefix, each row its own prefix.
     RingManyPrefixes,
     /// A ring of 10 per prefix, ten prefixes in all (each row overwrites).
@@ -26,6 +28,7 @@ impl Target {
     fn name(self) -> &'static str {
         match self {
             Target::Plain => "plain",
+            Target::PlainUnique => "plain, a unique index",
             Target::RingManyPrefixes => "ring, a prefix per row",
             Target::RingTenPrefixes => "ring, 10 prefixes",
         }
@@ -36,6 +39,10 @@ impl Target {
             Target::Plain => {
                 "CREATE TABLE test.t (id BIGINT NOT NULL PRIMARY KEY, p BIGINT NOT NULL, \
                  payload VARCHAR(255))"
+            }
+            Target::PlainUnique => {
+                "CREATE TABLE test.t (id BIGINT NOT NULL PRIMARY KEY, p BIGINT NOT NULL, \
+                 payload VARCHAR(255), UNIQUE KEY (p))"
             }
             _ => {
                 "CREATE TABLE test.t (p BIGINT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
@@ -99,6 +106,7 @@ pub(crate) fn statements(dir: &Path, sizes: &[u64], values_max: u64) -> anyhow::
     ];
     let targets = [
         Target::Plain,
+        Target::PlainUnique,
         Target::RingManyPrefixes,
         Target::RingTenPrefixes,
     ];
@@ -170,14 +178,16 @@ fn one(dir: &Path, kind: Kind, target: Target, n: u64) -> anyhow::Result<(f64, u
         let mut out = std::io::BufWriter::new(std::fs::File::create(&file)?);
         for id in 0..n {
             match target {
-                Target::Plain => writeln!(out, "{id}\t{id}\t{}", payload(id))?,
+                Target::Plain | Target::PlainUnique => {
+                    writeln!(out, "{id}\t{id}\t{}", payload(id))?
+                }
                 _ => writeln!(out, "{}\t{}", target.prefix(id), payload(id))?,
             }
         }
         out.flush()?;
     }
     let columns = match target {
-        Target::Plain => "(id, p, payload)",
+        Target::Plain | Target::PlainUnique => "(id, p, payload)",
         _ => "(p, payload)",
     };
     let fill_target = || {
@@ -203,13 +213,17 @@ fn one(dir: &Path, kind: Kind, target: Target, n: u64) -> anyhow::Result<(f64, u
                 src_file.display()
             ))?;
             match target {
-                Target::Plain => "INSERT INTO test.t SELECT id, p, payload FROM test.src".into(),
+                Target::Plain | Target::PlainUnique => {
+                    "INSERT INTO test.t SELECT id, p, payload FROM test.src".into()
+                }
                 _ => "INSERT INTO test.t (p, payload) SELECT p, payload FROM test.src".into(),
             }
         }
         Kind::InsertValues => {
             let mut text = match target {
-                Target::Plain => "INSERT INTO test.t (id, p, payload) VALUES ".to_string(),
+                Target::Plain | Target::PlainUnique => {
+                    "INSERT INTO test.t (id, p, payload) VALUES ".to_string()
+                }
                 _ => "INSERT INTO test.t (p, payload) VALUES ".to_string(),
             };
             for id in 0..n {
@@ -217,7 +231,9 @@ fn one(dir: &Path, kind: Kind, target: Target, n: u64) -> anyhow::Result<(f64, u
                     text.push(',');
                 }
                 match target {
-                    Target::Plain => text.push_str(&format!("({id},{id},'{}')", payload(id))),
+                    Target::Plain | Target::PlainUnique => {
+                        text.push_str(&format!("({id},{id},'{}')", payload(id)))
+                    }
                     _ => text.push_str(&format!("({},'{}')", target.prefix(id), payload(id))),
                 }
             }
@@ -230,7 +246,7 @@ fn one(dir: &Path, kind: Kind, target: Target, n: u64) -> anyhow::Result<(f64, u
         Kind::Delete => {
             sql.execute(&fill_target())?;
             match target {
-                Target::Plain => "DELETE FROM test.t WHERE p >= 0".into(),
+                Target::Plain | Target::PlainUnique => "DELETE FROM test.t WHERE p >= 0".into(),
                 // A ring's DELETE names its prefixes (the spec): all of them.
                 _ => {
                     let list: Vec<String> = (0..n).map(|p| p.to_string()).collect();
