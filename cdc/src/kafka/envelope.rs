@@ -322,6 +322,22 @@ mod tests {
         assert_eq!(env["key"]["user_id"], "BÖB", "the envelope's key as stored");
     }
 
+    /// Columns written directly keep a map's rules: names sorted, a name given twice keeps
+    /// its last value.
+    #[test]
+    fn columns_written_directly_are_a_maps_bytes() {
+        let mut t = samples::table();
+        t.columns[4].name = t.columns[0].name.clone();
+        let row: Vec<Value> = (0..t.columns.len() as i64).map(Value::Int).collect();
+        let all: Vec<usize> = (0..t.columns.len()).collect();
+        let mut out = Vec::new();
+        crate::kafka::json::write_columns(&mut out, &t, &all, &row);
+        assert_eq!(
+            String::from_utf8(out).expect("utf8"),
+            columns_json(&t, &all, &row).to_string()
+        );
+    }
+
     /// The envelope written directly is, byte for byte, the serde_json tree the relay wrote
     /// before (names sorted, numbers and strings as serde_json writes them), for every change
     /// kind and every kind of value.
@@ -385,6 +401,17 @@ mod tests {
                 assert_eq!(
                     String::from_utf8_lossy(&recs[0].key),
                     columns_json(&t, &t.primary_key, &key.folded).to_string()
+                );
+                // The partition: murmur2 of the prefix's JSON as the serde_json tree wrote it.
+                let prefix_len = t.prefix_columns().len();
+                let prefix =
+                    columns_json(&t, &t.primary_key[..prefix_len], &key.folded[..prefix_len]);
+                assert_eq!(
+                    recs[0].partition,
+                    Some(crate::kafka::partition_for(
+                        prefix.to_string().as_bytes(),
+                        12
+                    ))
                 );
             }
         }

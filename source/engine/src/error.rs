@@ -624,7 +624,7 @@ impl From<binlog_format::Error> for Error {
             binlog_format::Error::TooLarge { bytes, max } => Error::new(
                 code::ER_TRANS_CACHE_FULL,
                 format!(
-                    "Multi-statement transaction required more than 'max_binlog_cache_size' bytes of storage: its binlog record is {bytes} bytes, a transaction may write at most {max}; write the rows in smaller transactions"
+                    "Multi-statement transaction required more than 'max_binlog_cache_size' bytes of storage: its binlog record would be {bytes} bytes, and one record holds at most {max}"
                 ),
             ),
             _ => Error::internal(format!("binlog: {e}")),

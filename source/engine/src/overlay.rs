@@ -64,18 +64,32 @@ struct StagedUniques {
     by_value: FastMap<(usize, u64), Vec<usize>>,
 }
 
+/// A table definition's unique indexes: their places among its indexes, and their columns.
+fn unique_indexes(def: &TableDef) -> impl Iterator<Item = (usize, &[usize])> + '_ {
+    def.indexes
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| i.kind == IndexKind::Unique)
+        .map(|(n, i)| (n, i.columns.as_slice()))
+}
+
 impl StagedUniques {
     fn new(def: &TableDef) -> StagedUniques {
         StagedUniques {
-            indexes: def
-                .indexes
-                .iter()
-                .enumerate()
-                .filter(|(_, i)| i.kind == IndexKind::Unique)
-                .map(|(n, i)| (n, i.columns.clone()))
+            indexes: unique_indexes(def)
+                .map(|(n, columns)| (n, columns.to_vec()))
                 .collect(),
             by_value: FastMap::default(),
         }
+    }
+
+    /// Whether the map was built for `def`'s unique indexes: another session's CREATE or
+    /// DROP INDEX while this transaction is open changes them, and the map is built anew.
+    fn built_for(&self, def: &TableDef) -> bool {
+        self.indexes
+            .iter()
+            .map(|(n, c)| (*n, c.as_slice()))
+            .eq(unique_indexes(def))
     }
 
     /// Lists the row the event at `at` writes (if it writes one) under each of its unique
@@ -290,8 +304,11 @@ impl Overlay {
         if t.by_hash.is_empty() {
             return Vec::new();
         }
-        let mut uniques = t.uniques.lock().unwrap_or_else(PoisonError::into_inner);
-        let uniques = uniques.get_or_insert_with(|| {
+        let mut guard = t.uniques.lock().unwrap_or_else(PoisonError::into_inner);
+        if guard.as_ref().is_some_and(|u| !u.built_for(def)) {
+            *guard = None;
+        }
+        let uniques = guard.get_or_insert_with(|| {
             let mut u = StagedUniques::new(def);
             for &at in t.by_hash.values().flat_map(At::indexes) {
                 u.add(ops, at);
@@ -299,18 +316,21 @@ impl Overlay {
             u
         });
         let hash = key_hash_iter(value.len(), value);
-        let Some(events) = uniques.by_value.get(&(index, hash)) else {
+        let Some(events) = uniques.by_value.get_mut(&(index, hash)) else {
             return Vec::new();
         };
-        events
-            .iter()
-            .filter_map(|&at| {
-                let key: Vec<Value> = key_at(&t.pk, ops, at).cloned().collect();
-                // Only the last event at its key counts: a later one replaced the row.
-                let last = self.get(ops, def.id, &key, key_hash(&key))?;
-                (last == at).then_some((Key(key), at))
-            })
-            .collect()
+        let mut found = Vec::new();
+        // Only the last event at its key counts: a later one replaced the row. The replaced
+        // ones go from the list, so a row written many times is not walked many times.
+        events.retain(|&at| {
+            let key: Vec<Value> = key_at(&t.pk, ops, at).cloned().collect();
+            let last = self.get(ops, def.id, &key, key_hash(&key)) == Some(at);
+            if last {
+                found.push((Key(key), at));
+            }
+            last
+        });
+        found
     }
 
     /// Keeps the entries for which `f` returns true, after letting it move their index.

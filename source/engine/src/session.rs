@@ -890,11 +890,19 @@ impl Session {
             .tables
             .get(&def.id)
             .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
-        self.check_unique(table, key, row)
+        self.check_unique(table, key, row, None)
     }
 
-    /// Fails with 1062 when a unique value of `row` is held by another live row.
-    fn check_unique(&self, table: &Table, key: &Key, row: &[Value]) -> Result<()> {
+    /// Fails with 1062 when a unique value of `row`, to be written at `key`, is held by
+    /// another live row than `replacing` (the row an UPDATE that moves a row to another key
+    /// is about to delete: its values are the moved row's own).
+    fn check_unique(
+        &self,
+        table: &Table,
+        key: &Key,
+        row: &[Value],
+        replacing: Option<&Key>,
+    ) -> Result<()> {
         // Most tables have no unique index: nothing to check.
         if table.unique_indexes().next().is_none() {
             return Ok(());
@@ -918,6 +926,7 @@ impl Session {
             for (k, at) in &staged {
                 if let Some(r) = staged_row(ops, *at) {
                     if k != key
+                        && Some(k) != replacing
                         && !table.is_meta_key(k)
                         && table.unique_value(idx, r).as_ref() == Some(&v)
                     {
@@ -927,7 +936,7 @@ impl Session {
             }
             if let Some(holder) = table.unique_holder(idx, &v) {
                 let overridden = overlay.is_some_and(|o| o.contains(ops, table.def.id, holder));
-                if holder != key && !overridden {
+                if holder != key && Some(holder) != replacing && !overridden {
                     return Err(dup());
                 }
             }
@@ -1501,7 +1510,7 @@ impl Session {
                 .tables
                 .get(&def.id)
                 .ok_or_else(|| Error::no_such_table(&def.database, &def.name))?;
-            self.check_unique(table, &new_key, &new)?;
+            self.check_unique(table, &new_key, &new, Some(&old_key))?;
         }
         if new_key != old_key {
             self.stage_delete(def, old_key, Cause::Update);

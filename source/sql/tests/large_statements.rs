@@ -188,3 +188,65 @@ fn unique_values_are_checked_against_the_transactions_rows_as_they_stand() {
         ]
     );
 }
+
+/// An UPDATE that moves a row to another primary key keeps its unique values: they are the
+/// moved row's own, whether the row was committed or written by the same transaction.
+#[test]
+fn an_update_that_moves_a_row_keeps_its_unique_values() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _) =
+        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
+            .expect("engine");
+    let mut s = SqlSession::new(&engine);
+    s.execute("CREATE TABLE test.m (id INT NOT NULL PRIMARY KEY, u INT, UNIQUE KEY uk (u))")
+        .expect("create");
+    s.execute("INSERT INTO test.m VALUES (1, 10), (2, 20)")
+        .expect("insert");
+    s.execute("UPDATE test.m SET id = 3 WHERE id = 2")
+        .expect("a committed row moves with its value");
+    s.execute("BEGIN").expect("begin");
+    s.execute("INSERT INTO test.m VALUES (4, 40)")
+        .expect("insert");
+    s.execute("UPDATE test.m SET id = 5 WHERE id = 4")
+        .expect("a staged row moves with its value");
+    let e = s
+        .execute("UPDATE test.m SET id = 6, u = 10 WHERE id = 5")
+        .expect_err("10 is row 1's");
+    assert_eq!(e.code, 1062, "{e}");
+    s.execute("COMMIT").expect("commit");
+    let Outcome::Rows(rs) = s
+        .execute("SELECT id, u FROM test.m ORDER BY id")
+        .expect("select")
+    else {
+        panic!("a SELECT returns rows");
+    };
+    let rows: Vec<Vec<Option<String>>> = [["1", "10"], ["3", "20"], ["5", "40"]]
+        .iter()
+        .map(|r| r.iter().map(|v| Some(v.to_string())).collect())
+        .collect();
+    assert_eq!(rs.text_rows(), rows);
+}
+
+/// A unique index another session creates while a transaction is open checks that
+/// transaction's later rows against its earlier ones too.
+#[test]
+fn a_unique_index_created_meanwhile_checks_the_transactions_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (engine, _) =
+        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
+            .expect("engine");
+    let mut a = SqlSession::new(&engine);
+    let mut b = SqlSession::new(&engine);
+    a.execute("CREATE TABLE test.c (id INT NOT NULL PRIMARY KEY, x INT, y INT, UNIQUE KEY ux (x))")
+        .expect("create");
+    a.execute("BEGIN").expect("begin");
+    a.execute("INSERT INTO test.c VALUES (1, 1, 7)")
+        .expect("first row");
+    b.execute("CREATE UNIQUE INDEX uy ON test.c (y)")
+        .expect("index on the committed rows (none)");
+    let e = a
+        .execute("INSERT INTO test.c VALUES (2, 2, 7)")
+        .expect_err("y = 7 is row 1's");
+    assert_eq!(e.code, 1062, "{e}");
+    assert_eq!(e.message, "Duplicate entry '7' for key 'c.uy'");
+}
