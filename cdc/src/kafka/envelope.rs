@@ -26,34 +26,31 @@ pub(crate) fn change_records(
 ) -> Vec<KafkaRecord> {
     let key = RowKey::of(table, &ev.change, opts.partitions);
     let mut key_bytes = Vec::with_capacity(64);
-    write_columns(&mut key_bytes, table, &table.primary_key, &key.folded);
+    write_columns(
+        &mut key_bytes,
+        table,
+        table.primary_key.iter().copied(),
+        &key.folded,
+    );
     let value = envelope(table, ev, src, opts, &key);
-    let topic = change_topic(opts.prefix, &table.database, &table.name);
-    let seq = src.seq.to_string();
-    if opts.tombstones && matches!(ev.change, RowChange::Delete { .. }) {
-        let tombstone = KafkaRecord {
-            topic: topic.clone(),
-            partition: Some(key.partition),
-            key: key_bytes.clone(),
-            value: None,
-            headers: vec![(SEQ_HEADER.into(), seq.clone())],
-        };
-        let change = KafkaRecord {
-            topic,
-            partition: Some(key.partition),
-            key: key_bytes,
-            value: Some(value),
-            headers: vec![(SEQ_HEADER.into(), seq)],
-        };
-        return vec![change, tombstone];
-    }
-    vec![KafkaRecord {
-        topic,
+    let change = KafkaRecord {
+        topic: change_topic(opts.prefix, &table.database, &table.name),
         partition: Some(key.partition),
         key: key_bytes,
         value: Some(value),
-        headers: vec![(SEQ_HEADER.into(), seq)],
-    }]
+        headers: vec![(SEQ_HEADER.into(), src.seq.to_string())],
+    };
+    if opts.tombstones && matches!(ev.change, RowChange::Delete { .. }) {
+        let tombstone = KafkaRecord {
+            topic: change.topic.clone(),
+            key: change.key.clone(),
+            value: None,
+            headers: change.headers.clone(),
+            ..change
+        };
+        return vec![change, tombstone];
+    }
+    vec![change]
 }
 
 /// The envelope's JSON, written field by field in the order of their sorted names (the bytes
@@ -66,8 +63,7 @@ fn envelope(
     key: &RowKey,
 ) -> Vec<u8> {
     let all_columns = |out: &mut Vec<u8>, row: &[Value]| {
-        let all: Vec<usize> = (0..table.columns.len()).collect();
-        write_columns(out, table, &all, row);
+        write_columns(out, table, 0..table.columns.len(), row);
     };
     let (after, before) = match &ev.change {
         RowChange::Write { row } => (Some(row), None),
@@ -90,7 +86,12 @@ fn envelope(
     }
     o.string("cause", cause);
     o.string("database", &table.database);
-    write_columns(o.field("key"), table, &table.primary_key, &key.stored);
+    write_columns(
+        o.field("key"),
+        table,
+        table.primary_key.iter().copied(),
+        &key.stored,
+    );
     o.string("op", op);
     o.string("schema_version", opts.schema_version);
     {
@@ -331,7 +332,7 @@ mod tests {
         let row: Vec<Value> = (0..t.columns.len() as i64).map(Value::Int).collect();
         let all: Vec<usize> = (0..t.columns.len()).collect();
         let mut out = Vec::new();
-        crate::kafka::json::write_columns(&mut out, &t, &all, &row);
+        crate::kafka::json::write_columns(&mut out, &t, all.iter().copied(), &row);
         assert_eq!(
             String::from_utf8(out).expect("utf8"),
             columns_json(&t, &all, &row).to_string()

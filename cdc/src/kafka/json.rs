@@ -73,13 +73,13 @@ pub(crate) fn write_value(out: &mut Vec<u8>, v: &Value) {
 pub(crate) fn write_columns(
     out: &mut Vec<u8>,
     table: &TableDef,
-    positions: &[usize],
+    positions: impl IntoIterator<Item = usize>,
     values: &[Value],
 ) {
     let mut named: Vec<(&str, &Value)> = positions
-        .iter()
+        .into_iter()
         .zip(values)
-        .filter_map(|(&pos, v)| table.columns.get(pos).map(|c| (c.name.as_str(), v)))
+        .filter_map(|(pos, v)| table.columns.get(pos).map(|c| (c.name.as_str(), v)))
         .collect();
     // A name given twice keeps its last value, as a map insert would.
     named.reverse();

@@ -78,7 +78,7 @@ impl RowKey {
         write_columns(
             &mut prefix_key,
             table,
-            &table.primary_key[..prefix_len],
+            table.primary_key[..prefix_len].iter().copied(),
             &folded[..prefix_len.min(folded.len())],
         );
         let partition = partition_for(&prefix_key, partitions);

@@ -214,7 +214,12 @@ impl Outbox {
                     value: Some(v.as_bytes()),
                 });
             }
-            let number = self.next_number();
+            // Numbered and counted as in flight before the callback can run for it.
+            let number = {
+                let mut a = self.lock();
+                a.acked.push_back(false);
+                a.base + a.acked.len() - 1
+            };
             let mut br: BaseRecord<'_, [u8], [u8], usize> =
                 BaseRecord::with_opaque_to(&rec.topic, number)
                     .key(&rec.key[..])
@@ -225,8 +230,6 @@ impl Outbox {
             if let Some(p) = rec.partition {
                 br = br.partition(p);
             }
-            // Counted as in flight before the callback can run for it.
-            self.lock().acked.push_back(false);
             match self.producer.send(br) {
                 Ok(()) => {
                     self.inflight.push_back(seq);
@@ -255,12 +258,6 @@ impl Outbox {
                 }
             }
         }
-    }
-
-    /// The number the next record produced gets.
-    fn next_number(&self) -> usize {
-        let a = self.lock();
-        a.base + a.acked.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Answers> {
