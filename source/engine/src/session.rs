@@ -903,10 +903,6 @@ impl Session {
         row: &[Value],
         replacing: Option<&Key>,
     ) -> Result<()> {
-        // Most tables have no unique index: nothing to check.
-        if table.unique_indexes().next().is_none() {
-            return Ok(());
-        }
         let ops = self.txn.as_ref().map_or(&[][..], |t| &t.ops[..]);
         let overlay = self.txn.as_ref().map(|t| &t.overlay);
         for idx in table.unique_indexes() {

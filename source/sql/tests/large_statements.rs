@@ -10,30 +10,40 @@ const TABLE: &str = "(k VARCHAR(8) NOT NULL, n INT NOT NULL, ring_idx INT NOT NU
     ring_meta VARBINARY(64), v INT, PRIMARY KEY (k, n, ring_idx)) \
     COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'";
 
+/// A fresh node's engine in `dir`, or the one there reopened (`what` names the step).
+fn open(dir: &std::path::Path, what: &str) -> ringrep_engine::Engine {
+    ringrep_engine::Engine::open(dir, ringrep_engine::EngineConfig::new(1))
+        .expect(what)
+        .0
+}
+
+/// What a SELECT returns, as text.
+fn select(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
+    let Outcome::Rows(rs) = s.execute(sql).expect(sql) else {
+        panic!("a SELECT returns rows: {sql}");
+    };
+    rs.text_rows()
+}
+
 /// Every row of `table`, meta rows included, as text, in key order. A meta row's prefix is
 /// read in lower case: it keeps the spelling of the statement that wrote it last (the first
 /// row of its prefix in that statement), and 'ab' and 'AB' are one key.
 fn rows(s: &mut SqlSession, table: &str) -> Vec<Vec<Option<String>>> {
     s.execute("SET ndb_ring_buffer_show_meta = 1")
         .expect("show meta");
-    let Outcome::Rows(rs) = s
-        .execute(&format!(
+    select(
+        s,
+        &format!(
             "SELECT IF(ring_idx = 0, LOWER(k), k), n, ring_idx, HEX(ring_meta), v \
              FROM test.{table} ORDER BY k, n, ring_idx"
-        ))
-        .expect("select")
-    else {
-        panic!("a SELECT returns rows");
-    };
-    rs.text_rows()
+        ),
+    )
 }
 
 #[test]
 fn a_multi_row_insert_fills_rings_as_single_inserts_do() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (engine, _) =
-        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
-            .expect("engine");
+    let engine = open(dir.path(), "engine");
     let mut s = SqlSession::new(&engine);
     s.execute(&format!("CREATE TABLE test.batched {TABLE}"))
         .expect("create");
@@ -77,9 +87,7 @@ fn a_multi_row_insert_fills_rings_as_single_inserts_do() {
 #[test]
 fn a_transaction_too_large_for_the_binlog_fails_with_1197_and_leaves_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (engine, _) =
-        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
-            .expect("engine");
+    let engine = open(dir.path(), "engine");
     let mut s = SqlSession::new(&engine);
     s.execute("CREATE TABLE test.big (id INT NOT NULL PRIMARY KEY, v MEDIUMTEXT)")
         .expect("create");
@@ -94,15 +102,7 @@ fn a_transaction_too_large_for_the_binlog_fails_with_1197_and_leaves_nothing() {
         .expect_err("too large for one binlog record");
     assert_eq!((e.code, e.sqlstate), (1197, "HY000"), "{e}");
     assert!(e.message.contains("max_binlog_cache_size"), "{e}");
-    let count = |s: &mut SqlSession| {
-        let Outcome::Rows(rs) = s
-            .execute("SELECT COUNT(*), MAX(id) FROM test.big")
-            .expect("count")
-        else {
-            panic!("a SELECT returns rows");
-        };
-        rs.text_rows()
-    };
+    let count = |s: &mut SqlSession| select(s, "SELECT COUNT(*), MAX(id) FROM test.big");
     let one = vec![vec![Some("1".to_string()), Some("0".to_string())]];
     assert_eq!(count(&mut s), one, "nothing of the statement stayed");
     // The binlog takes the next transaction, and a reopened node holds the same rows.
@@ -110,9 +110,7 @@ fn a_transaction_too_large_for_the_binlog_fails_with_1197_and_leaves_nothing() {
         .expect("the writer goes on");
     drop(s);
     drop(engine);
-    let (engine, _) =
-        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
-            .expect("reopen");
+    let engine = open(dir.path(), "reopen");
     let mut s = SqlSession::new(&engine);
     assert_eq!(
         count(&mut s),
@@ -126,9 +124,7 @@ fn a_transaction_too_large_for_the_binlog_fails_with_1197_and_leaves_nothing() {
 #[test]
 fn unique_values_are_checked_against_the_transactions_rows_as_they_stand() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (engine, _) =
-        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
-            .expect("engine");
+    let engine = open(dir.path(), "engine");
     let mut s = SqlSession::new(&engine);
     s.execute("CREATE TABLE test.u (id INT NOT NULL PRIMARY KEY, u VARCHAR(8), UNIQUE KEY uk (u))")
         .expect("create");
@@ -165,19 +161,14 @@ fn unique_values_are_checked_against_the_transactions_rows_as_they_stand() {
     s.execute("INSERT INTO test.u VALUES (8, NULL), (9, NULL)")
         .expect("nulls");
     s.execute("COMMIT").expect("commit");
-    let Outcome::Rows(rs) = s
-        .execute("SELECT id, u FROM test.u ORDER BY id")
-        .expect("select")
-    else {
-        panic!("a SELECT returns rows");
-    };
+    let got = select(&mut s, "SELECT id, u FROM test.u ORDER BY id");
     let text = |r: &[&str]| -> Vec<Option<String>> {
         r.iter()
             .map(|v| (*v != "NULL").then(|| v.to_string()))
             .collect()
     };
     assert_eq!(
-        rs.text_rows(),
+        got,
         vec![
             text(&["2", "c"]),
             text(&["3", "a"]),
@@ -194,9 +185,7 @@ fn unique_values_are_checked_against_the_transactions_rows_as_they_stand() {
 #[test]
 fn an_update_that_moves_a_row_keeps_its_unique_values() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (engine, _) =
-        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
-            .expect("engine");
+    let engine = open(dir.path(), "engine");
     let mut s = SqlSession::new(&engine);
     s.execute("CREATE TABLE test.m (id INT NOT NULL PRIMARY KEY, u INT, UNIQUE KEY uk (u))")
         .expect("create");
@@ -214,17 +203,12 @@ fn an_update_that_moves_a_row_keeps_its_unique_values() {
         .expect_err("10 is row 1's");
     assert_eq!(e.code, 1062, "{e}");
     s.execute("COMMIT").expect("commit");
-    let Outcome::Rows(rs) = s
-        .execute("SELECT id, u FROM test.m ORDER BY id")
-        .expect("select")
-    else {
-        panic!("a SELECT returns rows");
-    };
+    let got = select(&mut s, "SELECT id, u FROM test.m ORDER BY id");
     let rows: Vec<Vec<Option<String>>> = [["1", "10"], ["3", "20"], ["5", "40"]]
         .iter()
         .map(|r| r.iter().map(|v| Some(v.to_string())).collect())
         .collect();
-    assert_eq!(rs.text_rows(), rows);
+    assert_eq!(got, rows);
 }
 
 /// A unique index another session creates while a transaction is open checks that
@@ -232,9 +216,7 @@ fn an_update_that_moves_a_row_keeps_its_unique_values() {
 #[test]
 fn a_unique_index_created_meanwhile_checks_the_transactions_rows() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (engine, _) =
-        ringrep_engine::Engine::open(dir.path(), ringrep_engine::EngineConfig::new(1))
-            .expect("engine");
+    let engine = open(dir.path(), "engine");
     let mut a = SqlSession::new(&engine);
     let mut b = SqlSession::new(&engine);
     a.execute("CREATE TABLE test.c (id INT NOT NULL PRIMARY KEY, x INT, y INT, UNIQUE KEY ux (x))")
