@@ -336,7 +336,7 @@ fn debeziums_converter_and_smt_read_every_column_type_as_written() {
                 total_events: 1,
                 table_events: 1,
             },
-            snapshot: false,
+            snapshot: ringrep_cdc::kafka::Snapshot::None,
         };
         let ev = RowEvent {
             table_id: table.id,

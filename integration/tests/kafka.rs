@@ -286,9 +286,15 @@ fn table_rows_json(engine: &Engine, database: &str, table: &str) -> Json {
 /// change topic in `format`: the table it materializes must be `rows` exactly, with no
 /// record seen twice. `dir` holds the file of expected rows. Skipped as
 /// [`python_consumer_agrees`] is when Python or the package is missing.
-fn python_materializes(brokers: &str, topic: &str, format: &str, rows: &Json, dir: &Path) {
+fn python_materializes(
+    brokers: &str,
+    topic: &str,
+    format: &str,
+    rows: &Json,
+    dir: &Path,
+) -> Option<Json> {
     if !python_usable("the materializing consumer") {
-        return;
+        return None;
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kafka_materialize.py");
     let expect = dir.join(format!("expect-{format}.json"));
@@ -314,6 +320,7 @@ fn python_materializes(brokers: &str, topic: &str, format: &str, rows: &Json, di
         "{report}"
     );
     eprintln!("{topic} ({format}) materialized: {report}");
+    Some(summary)
 }
 
 /// A replica's Kafka source opened at any sequence number reads on from exactly that one,
@@ -597,4 +604,232 @@ fn a_consumer_materializes_tables_exactly_across_relay_restarts_and_ddl() {
     );
     let topic = format!("{}.test.mat", dbz.topic_prefix);
     python_materializes(&dbz.brokers, &topic, "debezium", &rows, dir.path());
+}
+
+/// The relay's chunk reader for a primary in this process: [`Engine::table_chunk`], as
+/// `ringrep-source serve` wires it.
+fn chunks_of(engine: &Engine) -> ringrep_relay::ChunkFn {
+    let engine = engine.clone();
+    std::sync::Arc::new(move |req: &ringrep_relay::ChunkRequest| {
+        let taken_us = engine.now_us();
+        let c = engine
+            .table_chunk(&req.database, &req.table, req.after.as_deref(), req.limit)
+            .map_err(|e| e.to_string())?;
+        Ok(c.map(|c| ringrep_relay::Chunk {
+            seq: c.seq,
+            taken_us,
+            def: c.def,
+            rows: c.rows,
+            last_key: c.last_key,
+        }))
+    })
+}
+
+/// An incremental snapshot asked for by a row of the signal table sends two tables whole
+/// (rows written before the relay's stream began: the binlog that held them was purged and the
+/// relay started with `no_data`), a chunk at a time, while writers change those tables, across
+/// a relay cut off in the middle of it and a new one that finishes it from its progress file.
+/// A consumer written from the docs alone materializes each table equal to the primary's, no
+/// record twice; the schema topic marks the start once and each table's end once, with the
+/// number of `read` records its topic holds.
+#[test]
+fn an_incremental_snapshot_sends_tables_whole_while_writes_go_on_across_a_relay_restart() {
+    let broker = broker::broker();
+    let settings = ringrep_kafka::KafkaSettings {
+        snapshot: ringrep_kafka::SnapshotMode::NoData,
+        signal_table: Some(("test".into(), "signal".into())),
+        incremental_chunk_rows: 64,
+        ..broker.settings(
+            "incremental",
+            &["test.mat", "test.plain", "test.signal"],
+            PARTITIONS,
+        )
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = EngineConfig::new(1);
+    cfg.sync = SyncPolicy::Never;
+    let primary = Engine::open(&dir.path().join("primary"), cfg)
+        .expect("open")
+        .0;
+    let mut s = SqlSession::new(&primary);
+    for ddl in [
+        "CREATE TABLE test.mat (k INT NOT NULL, tag VARCHAR(16) NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT, name VARCHAR(32), amount DECIMAL(10,2), day DATE, at DATETIME(6), ts TIMESTAMP(3), raw VARBINARY(16), doc JSON, score DOUBLE, ratio FLOAT, PRIMARY KEY (k, tag, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'",
+        "CREATE TABLE test.plain (id INT PRIMARY KEY, v VARCHAR(32), n BIGINT)",
+        "CREATE TABLE test.signal (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)",
+    ] {
+        s.execute(ddl).expect("create");
+    }
+    for i in 0..100 {
+        s.execute(&format!(
+            "INSERT INTO test.mat ({MAT_COLUMNS}) VALUES ({})",
+            mat_row(i)
+        ))
+        .expect("insert");
+    }
+    for chunk in 0..10 {
+        let values: Vec<String> = (0..300)
+            .map(|i| {
+                let id = chunk * 300 + i;
+                format!("({id}, 'before {id}', {})", id * 7)
+            })
+            .collect();
+        s.execute(&format!(
+            "INSERT INTO test.plain VALUES {}",
+            values.join(",")
+        ))
+        .expect("insert");
+    }
+    // The binlog that holds those rows goes: only the snapshot can bring them.
+    primary.flush_binary_logs().expect("flush");
+    let segments = binlog_format::segment::list_segments(&primary.binlog_dir()).expect("list");
+    let newest = *segments.last().expect("a segment");
+    primary.purge_binlogs_to(newest, true).expect("purge");
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let relay_dir = dir.path().join("relay");
+    let relay = || {
+        Relay::new(settings.clone(), &primary.binlog_dir(), primary.notifier())
+            .with_chunks(chunks_of(&primary), &relay_dir)
+    };
+    // Writers change both tables all along: upserts, updates, deletes, ring overwrites.
+    let stop_writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (engine, stop) = (primary.clone(), stop_writing.clone());
+        std::thread::spawn(move || {
+            let mut s = SqlSession::new(&engine);
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let id = (i * 7919) % 3200;
+                let sql = match i % 5 {
+                    0 => format!("DELETE FROM test.plain WHERE id = {id}"),
+                    1 => format!(
+                        "UPDATE test.plain SET v = 'updated {i}', n = n + 1 WHERE id = {id}"
+                    ),
+                    2 => format!("REPLACE INTO test.plain VALUES ({id}, 'replaced {i}', {i})"),
+                    _ => format!(
+                        "INSERT INTO test.mat ({MAT_COLUMNS}) VALUES ({})",
+                        mat_row(100 + i)
+                    ),
+                };
+                s.execute(&sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+                i += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            i
+        })
+    };
+
+    // The first relay: the signal, then cut off in the middle of the snapshot.
+    let first = relay();
+    let stats = first.stats.clone();
+    let (_stop1, stop_rx) = tokio::sync::watch::channel(false);
+    let task = rt.spawn(first.run(stop_rx));
+    s.execute(r#"INSERT INTO test.signal VALUES ('backfill-1', 'execute-snapshot', '{"data-collections": ["test.plain", "test.mat"], "type": "incremental"}')"#)
+        .expect("signal");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while stats.incremental_rows.load(Ordering::Relaxed) < 1000 {
+        assert!(
+            Instant::now() < deadline && !task.is_finished(),
+            "the snapshot did not get going: {stats:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    task.abort();
+    let _ = rt.block_on(task);
+    assert_eq!(
+        stats.incremental_tables.load(Ordering::Relaxed),
+        2,
+        "cut off in the first table: {stats:?}"
+    );
+    assert!(relay_dir
+        .join(format!("{}.incremental.json", settings.topic_prefix))
+        .exists());
+
+    // The second relay finishes it from the progress file while the writers go on.
+    let second = relay();
+    let stats = second.stats.clone();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let task = rt.spawn(second.run(stop_rx));
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while stats.incremental_tables.load(Ordering::Relaxed) > 0
+        || stats.state() != ringrep_relay::RelayState::Running
+    {
+        assert!(
+            Instant::now() < deadline && !task.is_finished(),
+            "the snapshot did not finish: {stats:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop_writing.store(true, Ordering::Relaxed);
+    let writes = writer.join().expect("writer");
+    let last = primary.last_seq();
+    while stats.acked_seq.load(Ordering::Acquire) < last {
+        assert!(
+            Instant::now() < deadline && !task.is_finished(),
+            "the relay did not catch up: {stats:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = stop_tx.send(true);
+    rt.block_on(task).expect("join").expect("second relay");
+    eprintln!("{writes} writes during the snapshot; relay stats {stats:?}");
+
+    // The schema topic: one start, each table's end once, with its count of reads.
+    let marks: Vec<Json> = broker::read_topic(
+        &settings,
+        &format!("{}.schema-changes", settings.topic_prefix),
+    )
+    .iter()
+    .filter_map(|r| serde_json::from_slice::<Json>(r.value.as_deref()?).ok())
+    .filter(|v| {
+        v["kind"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("incremental_snapshot"))
+    })
+    .collect();
+    let kinds: Vec<&str> = marks.iter().filter_map(|m| m["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "incremental_snapshot_start",
+            "incremental_snapshot_table_end",
+            "incremental_snapshot_table_end"
+        ],
+        "{marks:?}"
+    );
+    assert_eq!(marks[0]["id"], "backfill-1");
+    let reads_marked = |table: &str| {
+        marks
+            .iter()
+            .find(|m| m["table"] == table)
+            .and_then(|m| m["rows"].as_u64())
+            .expect("a table's end")
+    };
+    for table in ["plain", "mat"] {
+        let topic = format!("{}.test.{table}", settings.topic_prefix);
+        let reads = broker::read_topic(&settings, &topic)
+            .iter()
+            .filter(|r| {
+                r.value
+                    .as_deref()
+                    .and_then(|v| serde_json::from_slice::<Json>(v).ok())
+                    .is_some_and(|v| v["cause"] == "incremental_snapshot")
+            })
+            .count() as u64;
+        assert_eq!(
+            reads,
+            reads_marked(table),
+            "{table}: read records against the mark"
+        );
+        let rows = table_rows_json(&primary, "test", table);
+        if let Some(summary) =
+            python_materializes(&settings.brokers, &topic, "ringrep", &rows, dir.path())
+        {
+            assert_eq!(summary["by_op"]["read"].as_u64(), Some(reads), "{summary}");
+        }
+    }
 }

@@ -305,12 +305,16 @@ fn serve(
         let relay = kafka.map(|k| {
             tracing::info!("relaying to Kafka at {} (topic prefix {})", k.brokers, k.topic_prefix);
             let (durable_engine, healing_engine) = (engine.clone(), engine.clone());
-            let snapshot_engine = engine.clone();
+            let (snapshot_engine, chunk_engine) = (engine.clone(), engine.clone());
             let relay = Relay::new(k, &engine.binlog_dir(), engine.notifier())
                 .with_durable(std::sync::Arc::new(move || durable_engine.durable_seq()))
                 .with_heals(std::sync::Arc::new(move || healing_engine.binlog_heals()))
                 .with_snapshots(
                     std::sync::Arc::new(move || engine_snapshot(&snapshot_engine)),
+                    &engine.dir().join("relay"),
+                )
+                .with_chunks(
+                    std::sync::Arc::new(move |req| engine_chunk(&chunk_engine, req)),
                     &engine.dir().join("relay"),
                 );
             let stats = relay.stats.clone();
@@ -425,6 +429,25 @@ impl ringrep_server::Component for RelayComponent {
     fn fields(&self, engine: &Engine) -> Vec<(&'static str, String)> {
         self.0.fields(engine.durable_seq(), engine.now_us())
     }
+}
+
+/// A chunk of a table for the relay's incremental snapshots ([`Engine::table_chunk`]: exact
+/// at a durable sequence number).
+fn engine_chunk(
+    engine: &Engine,
+    req: &ringrep_relay::ChunkRequest,
+) -> Result<Option<ringrep_relay::Chunk>, String> {
+    let taken_us = engine.now_us();
+    let chunk = engine
+        .table_chunk(&req.database, &req.table, req.after.as_deref(), req.limit)
+        .map_err(|e| e.to_string())?;
+    Ok(chunk.map(|c| ringrep_relay::Chunk {
+        seq: c.seq,
+        taken_us,
+        def: c.def,
+        rows: c.rows,
+        last_key: c.last_key,
+    }))
 }
 
 /// Every replicated table's rows at one sequence number, for the relay's snapshots: a copy taken

@@ -883,3 +883,132 @@ fn topics_are_made_with_their_settings_and_differences_are_named() {
     assert_eq!(get("cleanup.policy").as_deref(), Some("compact"));
     assert_eq!(get("retention.ms").as_deref(), Some("3600000"));
 }
+
+/// Incremental snapshots asked for in SQL on a primary, as a user would: a signal table named
+/// on the command line, an `execute-snapshot` and a `stop-snapshot` in one transaction (the
+/// table queued, then taken out again before any chunk), then another `execute-snapshot`: the
+/// table is sent whole in chunks, SHOW STATUS counts its rows and shows nothing waiting, and
+/// the schema topic marks each step once.
+#[test]
+fn incremental_snapshots_are_asked_for_in_sql_and_shown_in_status() {
+    use mysql_async::prelude::*;
+    let broker = broker();
+    let settings = broker.settings("incremental-sql", &["test.t", "test.sig"], 3);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = ringrep_testkit::node::primary_with(
+        std::path::Path::new(env!("CARGO_BIN_EXE_ringrep-source")),
+        dir.path(),
+        &[
+            "--kafka-brokers",
+            &settings.brokers,
+            "--kafka-topic-prefix",
+            &settings.topic_prefix,
+            "--kafka-partitions",
+            "3",
+            "--kafka-signal-table",
+            "test.sig",
+            "--kafka-incremental-chunk-rows",
+            "7",
+        ],
+    );
+    let rt = ringrep_testkit::node::runtime();
+    // Signals written before the relay's first run would be inside its initial snapshot,
+    // which holds every table: they are acted on only after it.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rt
+        .block_on(relay_status(node.addr))
+        .get("Ringrep_relay_state")
+        .map(String::as_str)
+        != Some("running")
+    {
+        assert!(Instant::now() < deadline, "the relay never ran");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let last = rt.block_on(async {
+        let mut c = ringrep_testkit::node::connect(node.addr, Some("test")).await;
+        for q in [
+            "CREATE TABLE sig (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)",
+            "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))",
+        ] {
+            c.query_drop(q).await.expect("create");
+        }
+        let values: Vec<String> = (0..50).map(|i| format!("({i}, 'v{i}')")).collect();
+        c.query_drop(format!("INSERT INTO t VALUES {}", values.join(",")))
+            .await
+            .expect("insert");
+        for q in [
+            "BEGIN",
+            r#"INSERT INTO sig VALUES ('a', 'execute-snapshot', '{"data-collections": ["test.t"]}')"#,
+            "INSERT INTO sig VALUES ('a-stop', 'stop-snapshot', NULL)",
+            "COMMIT",
+            r#"INSERT INTO sig VALUES ('b', 'execute-snapshot', '{"data-collections": ["test.t", "test.missing"], "type": "incremental"}')"#,
+        ] {
+            c.query_drop(q).await.unwrap_or_else(|e| panic!("{q}: {e}"));
+        }
+        c.query_first::<u64, _>("SELECT @@ringrep_last_seq")
+            .await
+            .expect("seq")
+            .expect("row")
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let s = rt.block_on(relay_status(node.addr));
+        if s.get("Ringrep_relay_acked_seq") == Some(&last.to_string())
+            && s.get("Ringrep_relay_incremental_snapshot_tables")
+                .map(String::as_str)
+                == Some("0")
+            && s.get("Ringrep_relay_incremental_snapshot_rows")
+                .map(String::as_str)
+                == Some("50")
+        {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the incremental snapshot did not finish: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(status["Ringrep_relay_incremental_snapshot_table"], "");
+    let prefix = &settings.topic_prefix;
+    let marks: Vec<(String, String, Option<u64>)> =
+        broker::read_topic(&settings, &format!("{prefix}.schema-changes"))
+            .iter()
+            .filter_map(|r| serde_json::from_slice::<serde_json::Value>(r.value.as_deref()?).ok())
+            .filter_map(|v| {
+                let kind = v["kind"].as_str()?.strip_prefix("incremental_snapshot_")?;
+                Some((
+                    kind.to_string(),
+                    v["id"].as_str()?.to_string(),
+                    v["rows"].as_u64().or(v["tables"].as_u64()),
+                ))
+            })
+            .collect();
+    let mark = |kind: &str, id: &str, n: Option<u64>| (kind.to_string(), id.to_string(), n);
+    assert_eq!(
+        marks,
+        [
+            mark("start", "a", None),
+            mark("stop", "a-stop", Some(1)),
+            mark("start", "b", None),
+            mark("table_end", "b", Some(50)),
+        ]
+    );
+    // Every row of the table once as a read, in chunks after the signal's transaction.
+    let reads: Vec<(i64, u64)> = broker::read_topic(&settings, &format!("{prefix}.test.t"))
+        .iter()
+        .filter_map(|r| serde_json::from_slice::<serde_json::Value>(r.value.as_deref()?).ok())
+        .filter(|v| v["cause"] == "incremental_snapshot")
+        .map(|v| {
+            assert_eq!(v["op"], "read", "{v}");
+            (
+                v["key"]["id"].as_i64().expect("id"),
+                v["source"]["seq"].as_u64().expect("seq"),
+            )
+        })
+        .collect();
+    let mut ids: Vec<i64> = reads.iter().map(|(id, _)| *id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..50).collect::<Vec<_>>());
+    assert!(reads.iter().all(|(_, seq)| *seq == last), "{reads:?}");
+}

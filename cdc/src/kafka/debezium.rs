@@ -95,7 +95,7 @@ pub(crate) fn change_records(
     let key = RowKey::of(table, &ev.change, opts.partitions);
     match &ev.change {
         RowChange::Write { row } => {
-            let op = match (src.snapshot, ev.cause) {
+            let op = match (src.snapshot.is_read(), ev.cause) {
                 (true, _) => "r",
                 (false, Cause::Insert) => "c",
                 (false, _) => "u",
@@ -148,7 +148,7 @@ impl Writer<'_> {
                 "connector": "ringrep",
                 "name": self.opts.prefix,
                 "ts_ms": ms,
-                "snapshot": if src.snapshot { "true" } else { "false" },
+                "snapshot": src.snapshot.debezium_name(),
                 "db": self.table.database,
                 "sequence": null,
                 "ts_us": us,
@@ -162,10 +162,10 @@ impl Writer<'_> {
                 "thread": null,
                 "query": null,
                 "ringrep_seq": src.seq,
-                "ringrep_cause": if src.snapshot { "snapshot" } else { self.cause.name() },
+                "ringrep_cause": src.snapshot.cause().unwrap_or(self.cause.name()),
                 "ringrep_schema_version": self.opts.schema_version,
             },
-            "transaction": if src.snapshot { Json::Null } else { json!({
+            "transaction": if src.snapshot.is_read() { Json::Null } else { json!({
                 "id": transaction_id(src.server_id, src.seq),
                 "total_order": src.place.total_order,
                 "data_collection_order": src.place.table_order,

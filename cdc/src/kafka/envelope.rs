@@ -70,10 +70,9 @@ fn envelope(
         RowChange::Update { after, before, .. } => (Some(after), before.as_ref()),
         RowChange::Delete { .. } => (None, None),
     };
-    let (op, cause) = if src.snapshot {
-        ("read", "snapshot")
-    } else {
-        (ev.op_name(), ev.cause.name())
+    let (op, cause) = match src.snapshot.cause() {
+        Some(cause) => ("read", cause),
+        None => (ev.op_name(), ev.cause.name()),
     };
     let mut out = Vec::with_capacity(512);
     let mut o = Object::open(&mut out);
@@ -108,7 +107,7 @@ fn envelope(
         s.close();
     }
     o.string("table", &table.name);
-    if src.snapshot {
+    if src.snapshot.is_read() {
         o.field("transaction").extend_from_slice(b"null");
     } else {
         let TxPlace {
@@ -133,7 +132,7 @@ fn envelope(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kafka::Format;
+    use crate::kafka::{Format, Snapshot};
     use binlog_format::error::Position;
     use binlog_format::events::samples;
     use binlog_format::events::Cause;
@@ -176,10 +175,9 @@ mod tests {
             ),
             RowChange::Delete { .. } => (None, None),
         };
-        let (op, cause, transaction) = if src.snapshot {
-            ("read", "snapshot", Json::Null)
-        } else {
-            (ev.op_name(), ev.cause.name(), transaction_json(src))
+        let (op, cause, transaction) = match src.snapshot.cause() {
+            Some(cause) => ("read", cause, Json::Null),
+            None => (ev.op_name(), ev.cause.name(), transaction_json(src)),
         };
         let mut envelope = json!({
             "op": op,
@@ -232,7 +230,7 @@ mod tests {
                 total_events: 2,
                 table_events: 2,
             },
-            snapshot: false,
+            snapshot: Snapshot::None,
         }
     }
 
@@ -389,7 +387,7 @@ mod tests {
                 },
             ];
             for change in changes {
-                src.snapshot = i % 3 == 0;
+                src.snapshot = [Snapshot::Initial, Snapshot::None, Snapshot::Incremental][i % 3];
                 let ev = RowEvent {
                     table_id: 7,
                     change,

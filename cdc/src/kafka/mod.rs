@@ -119,10 +119,50 @@ pub struct SourceInfo {
     pub index: u32,
     /// The event's place among the transaction's row events.
     pub place: TxPlace,
-    /// Set for a row of a snapshot (`seq` is the snapshot's): the record is a read of the row
-    /// as it stood then (`op` `read`, Debezium's `r`), not a change, and belongs to no
-    /// transaction.
-    pub snapshot: bool,
+    /// Which snapshot the row is read by, if any (`seq` is then the snapshot's): such a
+    /// record is a read of the row as it stood then (`op` `read`, Debezium's `r`), not a
+    /// change, and belongs to no transaction.
+    pub snapshot: Snapshot,
+}
+
+/// Whether a change record is a change of a transaction or a read of a row by a snapshot,
+/// and by which kind of snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Snapshot {
+    /// A change made by a transaction.
+    #[default]
+    None,
+    /// A row of a snapshot of every table at one sequence number, sent before the changes
+    /// after it (`--kafka-snapshot`).
+    Initial,
+    /// A row of a chunk of an incremental snapshot of one table: read at the sequence number
+    /// of the transaction it follows in the stream.
+    Incremental,
+}
+
+impl Snapshot {
+    /// Whether the record is a read of a row rather than a change.
+    pub fn is_read(self) -> bool {
+        self != Snapshot::None
+    }
+
+    /// The `cause` ringrep's envelope gives a read (`snapshot`, `incremental_snapshot`).
+    pub fn cause(self) -> Option<&'static str> {
+        match self {
+            Snapshot::None => None,
+            Snapshot::Initial => Some("snapshot"),
+            Snapshot::Incremental => Some("incremental_snapshot"),
+        }
+    }
+
+    /// Debezium's `source.snapshot`: `false`, `true`, or `incremental`.
+    pub fn debezium_name(self) -> &'static str {
+        match self {
+            Snapshot::None => "false",
+            Snapshot::Initial => "true",
+            Snapshot::Incremental => "incremental",
+        }
+    }
 }
 
 /// How change records' keys and values are written.

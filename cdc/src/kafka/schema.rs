@@ -166,6 +166,81 @@ pub fn snapshot_mark(value: &[u8]) -> Option<(SnapshotMark, u64)> {
     Some((mark, v.get("source")?.get("seq")?.as_u64()?))
 }
 
+/// A step of an incremental snapshot, as a schema-topic record marks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncrementalMark<'a> {
+    /// `incremental_snapshot_start`: a signal asked for these tables (database, table); their
+    /// `read` records follow on their change topics, interleaved with the stream.
+    Start {
+        /// The tables queued, in the order they are sent.
+        tables: &'a [(String, String)],
+    },
+    /// `incremental_snapshot_table_end`: every row of the table is in its topic.
+    TableEnd {
+        /// The table's database.
+        database: &'a str,
+        /// The table's name.
+        table: &'a str,
+        /// The `read` records sent for it.
+        rows: u64,
+    },
+    /// `incremental_snapshot_stop`: a signal stopped this many queued tables.
+    Stop {
+        /// The tables taken out of the queue.
+        tables: u64,
+    },
+}
+
+/// The schema-topic record marking a step of the incremental snapshot `id` (the signal's id)
+/// at `seq` of server `server_id`.
+pub fn incremental_record(
+    prefix: &str,
+    mark: IncrementalMark<'_>,
+    id: &str,
+    server_id: u32,
+    seq: u64,
+) -> KafkaRecord {
+    let source = json!({"server_id": server_id, "seq": seq});
+    let (key, mut value) = match mark {
+        IncrementalMark::Start { tables } => {
+            let list: Vec<Json> = tables
+                .iter()
+                .map(|(d, t)| json!({"database": d, "table": t}))
+                .collect();
+            let kind = "incremental_snapshot_start";
+            (
+                json!({"incremental_snapshot": kind, "id": id, "seq": seq}),
+                json!({"kind": kind, "id": id, "database": null, "table": null, "tables": list, "source": source}),
+            )
+        }
+        IncrementalMark::TableEnd {
+            database,
+            table,
+            rows,
+        } => {
+            let kind = "incremental_snapshot_table_end";
+            (
+                json!({"incremental_snapshot": kind, "id": id, "database": database, "table": table}),
+                json!({"kind": kind, "id": id, "database": database, "table": table, "rows": rows, "source": source}),
+            )
+        }
+        IncrementalMark::Stop { tables } => {
+            let kind = "incremental_snapshot_stop";
+            (
+                json!({"incremental_snapshot": kind, "id": id, "seq": seq}),
+                json!({"kind": kind, "id": id, "database": null, "table": null, "tables": tables, "source": source}),
+            )
+        }
+    };
+    // The fields every schema-topic record has, empty here.
+    if let Some(o) = value.as_object_mut() {
+        for k in ["statement", "table_def", "schema_version"] {
+            o.insert(k.into(), Json::Null);
+        }
+    }
+    record(prefix, key, value, seq)
+}
+
 /// The key of a definition record: database, table and version.
 pub fn definition_key(database: &str, table: &str, version: &str) -> Json {
     json!({"database": database, "table": table, "schema_version": version})
@@ -239,7 +314,7 @@ mod tests {
             commit_time_us: 0,
             index: 0,
             place: Default::default(),
-            snapshot: false,
+            snapshot: crate::kafka::Snapshot::None,
         };
         let before = Schema::default();
         let mut after = before.clone();

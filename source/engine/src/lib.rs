@@ -97,6 +97,7 @@ pub mod table_locks;
 pub mod types;
 pub mod writer;
 
+mod chunk;
 mod durable;
 #[cfg(test)]
 mod fixtures;
@@ -125,6 +126,7 @@ use binlog_format::{
     Transaction, WriterOptions,
 };
 
+pub use chunk::TableChunk;
 pub use error::{Error, Result};
 pub(crate) use locks::{LockKey, LockTable};
 pub use retention::{BinlogHold, PurgeOutcome, Retention};

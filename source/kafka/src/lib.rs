@@ -63,6 +63,14 @@ pub struct KafkaArgs {
     /// next was purged), `no_data` (never: the change topics start where the binlog does).
     #[arg(long, default_value = "initial", value_name = "MODE")]
     pub kafka_snapshot: String,
+    /// The signal table (`DATABASE.TABLE`, columns `id`, `type`, `data` as Debezium's): a
+    /// row written to it with type `execute-snapshot` starts an incremental snapshot of the
+    /// tables its data names, `stop-snapshot` stops one. Needs the relay inside the primary.
+    #[arg(long, value_name = "DATABASE.TABLE")]
+    pub kafka_signal_table: Option<String>,
+    /// Rows per chunk of an incremental snapshot [default: 1024].
+    #[arg(long, value_name = "ROWS")]
+    pub kafka_incremental_chunk_rows: Option<usize>,
     /// Milliseconds between heartbeat records on `<prefix>.heartbeat` while the stream is
     /// idle; 0 turns them off.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
@@ -101,6 +109,10 @@ pub struct KafkaSettings {
     pub heartbeat: Option<Duration>,
     /// When tables are sent whole before their changes.
     pub snapshot: SnapshotMode,
+    /// The signal table (database, table) whose rows start and stop incremental snapshots.
+    pub signal_table: Option<(String, String)>,
+    /// Rows per chunk of an incremental snapshot (at least 1).
+    pub incremental_chunk_rows: usize,
     /// librdkafka client settings, (key, value), applied after `bootstrap.servers` so they
     /// can override it; SASL and TLS settings go here.
     pub options: Vec<(String, String)>,
@@ -189,6 +201,25 @@ impl KafkaArgs {
                 self.kafka_snapshot
             ))
         })?;
+        let signal_table = match &self.kafka_signal_table {
+            None => None,
+            Some(t) => match t.split_once('.') {
+                Some((db, name)) if !db.is_empty() && !name.is_empty() && !name.contains('.') => {
+                    Some((db.to_string(), name.to_string()))
+                }
+                _ => {
+                    return Err(Error::Config(format!(
+                        "--kafka-signal-table {t}: expected DATABASE.TABLE"
+                    )))
+                }
+            },
+        };
+        let chunk_rows = self.kafka_incremental_chunk_rows.unwrap_or(1024);
+        if chunk_rows == 0 {
+            return Err(Error::Config(
+                "--kafka-incremental-chunk-rows must be at least 1".into(),
+            ));
+        }
         let policy = self.kafka_cleanup_policy.replace(' ', "");
         if !["delete", "compact", "compact,delete", "delete,compact"].contains(&policy.as_str()) {
             return Err(Error::Config(format!(
@@ -214,6 +245,8 @@ impl KafkaArgs {
             heartbeat: (self.kafka_heartbeat_ms > 0)
                 .then(|| Duration::from_millis(self.kafka_heartbeat_ms)),
             snapshot,
+            signal_table,
+            incremental_chunk_rows: chunk_rows,
             options,
             ..KafkaSettings::new(&brokers, &self.kafka_topic_prefix)
         }))
@@ -238,6 +271,8 @@ impl std::fmt::Debug for KafkaSettings {
             .field("transaction_topic", &self.transaction_topic)
             .field("heartbeat", &self.heartbeat)
             .field("snapshot", &self.snapshot)
+            .field("signal_table", &self.signal_table)
+            .field("incremental_chunk_rows", &self.incremental_chunk_rows)
             .field("options", &options)
             .finish()
     }
@@ -254,7 +289,8 @@ fn secret(key: &str) -> bool {
 impl KafkaSettings {
     /// The defaults of the flags for `brokers` and topic prefix `prefix`: 6 partitions,
     /// replication factor 1, ringrep's format, `cleanup.policy=delete` without tombstones, no
-    /// transaction topic, heartbeats every 10 s, `initial` snapshots, no client options.
+    /// transaction topic, heartbeats every 10 s, `initial` snapshots, no signal table (chunks of
+    /// 1024 rows when one is given), no client options.
     pub fn new(brokers: &str, prefix: &str) -> KafkaSettings {
         KafkaSettings {
             brokers: brokers.to_string(),
@@ -267,6 +303,8 @@ impl KafkaSettings {
             transaction_topic: false,
             heartbeat: Some(Duration::from_secs(10)),
             snapshot: SnapshotMode::Initial,
+            signal_table: None,
+            incremental_chunk_rows: 1024,
             options: vec![],
         }
     }

@@ -20,6 +20,7 @@
 //! `stats`: what it has done, for logs, metrics and SHOW STATUS.
 
 mod binlog;
+mod incremental;
 mod producer;
 mod resume;
 mod snapshot;
@@ -36,6 +37,8 @@ use ringrep_cdc::kafka::{self, Format};
 use ringrep_kafka::{kafka_error, Error, KafkaSettings, Result, SnapshotMode};
 
 use binlog::Batches;
+use incremental::Incremental;
+pub use incremental::{Chunk, ChunkFn, ChunkRequest};
 use producer::Outbox;
 pub use snapshot::{SnapshotFn, TableSnapshot};
 pub use stats::{RelayState, RelayStats};
@@ -52,6 +55,9 @@ pub struct Relay {
     heals: Option<binlog::Heals>,
     /// What takes a snapshot, and the directory where one is kept while it is sent.
     snapshots: Option<(SnapshotFn, PathBuf)>,
+    /// What reads chunks of a table for incremental snapshots, and the directory where the
+    /// relay keeps their progress.
+    chunks: Option<(ChunkFn, PathBuf)>,
     /// Progress of [`Relay::run`], updated while it runs: clone it before calling `run`.
     pub stats: Arc<RelayStats>,
 }
@@ -71,6 +77,10 @@ impl std::fmt::Debug for Relay {
 
 /// The first pause after a failed run; each failure in a row doubles it up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The longest time the relay spends on chunks of incremental snapshots between two batches
+/// of the binlog.
+const CHUNKS_PER_BATCH_TIME: Duration = Duration::from_millis(100);
 
 /// The longest pause between runs.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -93,6 +103,7 @@ impl Relay {
             durable: None,
             heals: None,
             snapshots: None,
+            chunks: None,
             stats: Arc::new(RelayStats::default()),
         }
     }
@@ -119,6 +130,14 @@ impl Relay {
     /// records are acknowledged). Without it, a relay that needs a snapshot fails, saying so.
     pub fn with_snapshots(mut self, take: SnapshotFn, dir: &Path) -> Relay {
         self.snapshots = Some((take, dir.to_path_buf()));
+        self
+    }
+
+    /// Lets the relay act on incremental-snapshot signals (`--kafka-signal-table`): `take`
+    /// reads a chunk of a table at one sequence number, and `dir` keeps the progress and the
+    /// chunk being sent. Without it, a signal is logged as not acted on.
+    pub fn with_chunks(mut self, take: ChunkFn, dir: &Path) -> Relay {
+        self.chunks = Some((take, dir.to_path_buf()));
         self
     }
 
@@ -190,6 +209,8 @@ impl Relay {
         let fresh = window.relayed == 0 && start.tails.is_empty() && start.snapshot.is_none();
         let mut outbox = Outbox::create(&self.settings, Arc::clone(&self.stats), start.tails)?;
         let mut tables = Tables::new(start.announced);
+        let mut incremental =
+            Incremental::open(&self.settings, self.chunks.clone(), Arc::clone(&self.stats))?;
         // The first seq the binlog still holds (1 when it holds none yet).
         let first = resume::first_seq(&self.binlog_dir)?.unwrap_or(1);
         let snapped = self
@@ -202,6 +223,9 @@ impl Relay {
                 first,
             )
             .await?;
+        if let Some(seq) = snapped {
+            incremental.superseded(seq)?;
+        }
         // Changes at or below a snapshot's sequence number are in it.
         let window = tables::Window {
             acked: window.acked.max(snapped.unwrap_or(0)),
@@ -218,6 +242,7 @@ impl Relay {
             );
             next = first;
         }
+        incremental.resume(window.acked, next)?;
         let from = resume::segment_start(&self.binlog_dir, next)?;
         // What the run owes starts at `next`: everything before it is in the topics, in a
         // snapshot, or purged before it could be (said above).
@@ -232,6 +257,8 @@ impl Relay {
         );
         let mut server_id = start.server_id;
         let mut last = (self.stats.acked_seq.load(Ordering::Acquire), 0i64);
+        // The last transaction read this run (the replay starts at `from`).
+        let mut read_through = from - 1;
         let mut idle_since = Instant::now();
         self.stats.set_state(RelayState::Running);
         while !*stop.borrow() {
@@ -251,10 +278,36 @@ impl Relay {
                 tables
                     .relay_transaction(&self.settings, &mut outbox, position, &tx, window)
                     .await?;
+                incremental
+                    .after_transaction(&self.settings, &mut outbox, &mut tables, &tx)
+                    .await?;
                 last = (tx.seq, tx.commit_time_us);
+                read_through = tx.seq;
             }
             if let Some(e) = err {
                 return Err(Error::from(e));
+            }
+            if let Some(server) = server_id {
+                // Chunks of incremental snapshots, between batches, for a short while at most,
+                // so the stream never waits long for them.
+                let began = Instant::now();
+                while incremental.wants_chunk()
+                    && !*stop.borrow()
+                    && began.elapsed() < CHUNKS_PER_BATCH_TIME
+                {
+                    let sent = incremental
+                        .step(
+                            &self.settings,
+                            &mut outbox,
+                            &mut tables,
+                            read_through,
+                            server,
+                        )
+                        .await?;
+                    if !sent {
+                        break;
+                    }
+                }
             }
             if let (Some(every), Some(server)) = (self.settings.heartbeat, server_id) {
                 if idle_since.elapsed() >= every {

@@ -19,7 +19,7 @@ use binlog_format::frame::{scan_frame, write_frame_with, FrameScan};
 use binlog_format::schema::{Schema, TableDef};
 use binlog_format::{Position, Value};
 use ringrep_cdc::kafka::schema::{snapshot_record, SnapshotMark};
-use ringrep_cdc::kafka::{SourceInfo, TxPlace};
+use ringrep_cdc::kafka::{Snapshot, SourceInfo, TxPlace};
 use ringrep_kafka::{kafka_error, Error, KafkaSettings, Result};
 
 use crate::producer::Outbox;
@@ -187,7 +187,7 @@ pub(crate) async fn send(
                 commit_time_us: snap.taken_us,
                 index: 0,
                 place: TxPlace::default(),
-                snapshot: true,
+                snapshot: Snapshot::Initial,
             };
             tables
                 .relay_snapshot_row(settings, outbox, &ev, &src, n)

@@ -75,6 +75,12 @@ pub struct RelayStats {
     pub in_flight: AtomicU64,
     /// Runs that ended in an error.
     pub errors: AtomicU64,
+    /// Rows sent by incremental snapshots (acknowledged chunks).
+    pub incremental_rows: AtomicU64,
+    /// Tables waiting for their incremental snapshot, the one being sent included.
+    pub incremental_tables: AtomicU64,
+    /// The table an incremental snapshot is sending (`database.table`), "" when none.
+    pub incremental_table: Mutex<String>,
     state: AtomicU8,
     last_error: Mutex<String>,
     rates: Mutex<Rates>,
@@ -174,6 +180,15 @@ impl RelayStats {
             ("heartbeats", n(&self.heartbeats)),
             ("in_flight", n(&self.in_flight)),
             ("errors", n(&self.errors)),
+            (
+                "incremental_snapshot_table",
+                self.incremental_table
+                    .lock()
+                    .map(|t| t.clone())
+                    .unwrap_or_default(),
+            ),
+            ("incremental_snapshot_tables", n(&self.incremental_tables)),
+            ("incremental_snapshot_rows", n(&self.incremental_rows)),
             ("last_error", self.last_error()),
         ]
     }

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use binlog_format::events::{DdlEvent, Event, RowEvent, Transaction};
 use binlog_format::schema::{Schema, TableDef};
 use binlog_format::Position;
-use ringrep_cdc::kafka::{self, schema, transaction, ChangeOptions, SourceInfo, TxPlace};
+use ringrep_cdc::kafka::{self, schema, transaction, ChangeOptions, Snapshot, SourceInfo, TxPlace};
 use ringrep_kafka::{ensure_topic, kafka_error, KafkaSettings, Result, Tail, TopicKind};
 
 use crate::producer::Outbox;
@@ -24,6 +24,10 @@ pub(crate) const RECORDS_PER_EVENT: u64 = 4;
 
 /// Where the numbering of a snapshot's records starts, past any transaction's own records.
 const SNAPSHOT_ORDER: u64 = 1 << 62;
+
+/// Where the numbering of incremental snapshots' rows starts: past any transaction's own
+/// records, below a snapshot's.
+const INCREMENTAL_ORDER: u64 = 1 << 61;
 
 /// Which of a transaction's records a run produces.
 #[derive(Debug, Clone, Copy)]
@@ -137,7 +141,7 @@ impl Tables {
                 commit_time_us: tx.commit_time_us,
                 index: index as u32,
                 place: TxPlace::default(),
-                snapshot: false,
+                snapshot: Snapshot::None,
             };
             match ev {
                 Event::Ddl(d) => {
@@ -208,6 +212,16 @@ impl Tables {
         announce(&mut self.announced, outbox, rec).await
     }
 
+    /// The definition of `database.name` as of the record read.
+    pub(crate) fn definition(&self, database: &str, name: &str) -> Option<&TableDef> {
+        self.schema.find(database, name)
+    }
+
+    /// The definition of table id `id` as of the record read.
+    pub(crate) fn definition_of(&self, id: u64) -> Option<&TableDef> {
+        self.schema.tables.get(&id)
+    }
+
     fn apply(&mut self, d: &DdlEvent) {
         self.schema.apply(d);
         self.versions.clear();
@@ -226,6 +240,20 @@ impl Tables {
         n: u64,
     ) -> Result<()> {
         let first = SNAPSHOT_ORDER + RECORDS_PER_EVENT * n;
+        self.relay_row(settings, outbox, row, src, first).await
+    }
+
+    /// Produces the `read` record of row `n` of the incremental snapshots (numbered from
+    /// [`INCREMENTAL_ORDER`], after every record of the transaction the chunk follows).
+    pub(crate) async fn relay_incremental_row(
+        &mut self,
+        settings: &KafkaSettings,
+        outbox: &mut Outbox,
+        row: &RowEvent,
+        src: &SourceInfo,
+        n: u64,
+    ) -> Result<()> {
+        let first = INCREMENTAL_ORDER + RECORDS_PER_EVENT * n;
         self.relay_row(settings, outbox, row, src, first).await
     }
 

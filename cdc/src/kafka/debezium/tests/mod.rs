@@ -40,7 +40,7 @@ fn source() -> SourceInfo {
             total_events: 4,
             table_events: 2,
         },
-        snapshot: false,
+        snapshot: crate::kafka::Snapshot::None,
     }
 }
 
