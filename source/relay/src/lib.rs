@@ -213,16 +213,18 @@ impl Relay {
             Incremental::open(&self.settings, self.chunks.clone(), Arc::clone(&self.stats))?;
         // The first seq the binlog still holds (1 when it holds none yet).
         let first = resume::first_seq(&self.binlog_dir)?.unwrap_or(1);
-        let snapped = self
+        let snapped = match self
             .snapshot_if_needed(
                 &mut outbox,
                 &mut tables,
-                window,
-                start.snapshot,
-                fresh,
-                first,
+                (window, start.snapshot, fresh, first),
+                stop,
             )
-            .await?;
+            .await?
+        {
+            Snapped::Stopped => return outbox.finish().await,
+            Snapped::Upto(seq) => seq,
+        };
         if let Some(seq) = snapped {
             incremental.superseded(seq)?;
         }
@@ -335,17 +337,16 @@ impl Relay {
     /// Sends a snapshot when the mode and the topics call for one: a snapshot begun and not
     /// done is finished from its file; a fresh stream (nothing of it in the topics) gets one
     /// unless the mode is `no_data`; a stream whose change topics need binlog that was purged
-    /// gets one with `when_needed`, and is an error otherwise. Returns the sequence number of
-    /// the last snapshot done, if any.
+    /// gets one with `when_needed`, and is an error otherwise. `marked` is the last snapshot
+    /// the schema topic marks (and whether it is done), `fresh` whether the topics hold
+    /// nothing of the stream, `first` the binlog's first sequence number.
     async fn snapshot_if_needed(
         &self,
         outbox: &mut Outbox,
         tables: &mut Tables,
-        window: tables::Window,
-        marked: Option<(u64, bool)>,
-        fresh: bool,
-        first: u64,
-    ) -> Result<Option<u64>> {
+        (window, marked, fresh, first): (tables::Window, Option<(u64, bool)>, bool, u64),
+        stop: &tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Snapped> {
         let prefix = &self.settings.topic_prefix;
         let mode = self.settings.snapshot;
         if let Some((seq, false)) = marked {
@@ -360,7 +361,10 @@ impl Relay {
                 "relay: finishing the snapshot at seq {seq} from {}",
                 path.display()
             );
-            let rows = snapshot::send(&self.settings, outbox, tables, &snap).await?;
+            let Some(rows) = snapshot::send(&self.settings, outbox, tables, &snap, stop).await?
+            else {
+                return Ok(Snapped::Stopped);
+            };
             tracing::info!("relay: snapshot at seq {seq} done: {rows} rows");
         }
         // A snapshot finished just now is done too: what follows it may still be purged.
@@ -383,12 +387,12 @@ impl Relay {
                     "the change topics need seq {next}, and the binlog now starts at seq {first}: it was purged behind the relay; restart with --kafka-snapshot when_needed to send the tables whole again"
                 )));
             }
-            return Ok(done);
+            return Ok(Snapped::Upto(done));
         }
         let Some((take, dir)) = &self.snapshots else {
             if first <= 1 {
                 tracing::warn!("relay: no snapshot source; the change topics start from the binlog's first record, which holds every change since the start");
-                return Ok(done);
+                return Ok(Snapped::Upto(done));
             }
             return Err(Error::Config(format!(
                 "a snapshot is needed (--kafka-snapshot {}) and the binlog starts at seq {first}, but this relay cannot take one (run it inside the primary, or with --data-dir)",
@@ -409,9 +413,22 @@ impl Relay {
             snap.tables.len(),
             path.display()
         );
-        snapshot::send(&self.settings, outbox, tables, &snap).await?;
+        if snapshot::send(&self.settings, outbox, tables, &snap, stop)
+            .await?
+            .is_none()
+        {
+            return Ok(Snapped::Stopped);
+        }
         tracing::info!("relay: snapshot at seq {} done", snap.seq);
         let _ = std::fs::remove_file(&path);
-        Ok(Some(snap.seq))
+        Ok(Snapped::Upto(Some(snap.seq)))
     }
+}
+
+/// What [`Relay::snapshot_if_needed`] did.
+enum Snapped {
+    /// It was told to stop while it sent a snapshot; the next run finishes it from its file.
+    Stopped,
+    /// The sequence number of the last snapshot done, if any.
+    Upto(Option<u64>),
 }

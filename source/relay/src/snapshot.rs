@@ -150,13 +150,15 @@ pub(crate) fn load(path: &Path) -> Result<TableSnapshot> {
 
 /// Sends `snap`: `snapshot_start` on the schema topic, every row as a `read` record (skipping
 /// what the partitions hold), waits for all to be acknowledged, then `snapshot_end`. Returns
-/// the rows sent (skipped ones included).
+/// the rows sent (skipped ones included), or `None` when `stop` turned true first: the relay
+/// then stops without the end mark, and its next run sends the snapshot on from its file.
 pub(crate) async fn send(
     settings: &KafkaSettings,
     outbox: &mut Outbox,
     tables: &mut Tables,
     snap: &TableSnapshot,
-) -> Result<u64> {
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<u64>> {
     let prefix = &settings.topic_prefix;
     let rows: u64 = snap.tables.iter().map(|(_, r)| r.len() as u64).sum();
     let count = snap.tables.len() as u64;
@@ -193,6 +195,10 @@ pub(crate) async fn send(
                 .relay_snapshot_row(settings, outbox, &ev, &src, n)
                 .await?;
             n += 1;
+            // A snapshot of millions of rows must not hold a stopping node for minutes.
+            if n.is_multiple_of(ROWS_PER_FRAME as u64) && *stop.borrow() {
+                return Ok(None);
+            }
         }
     }
     outbox.drain().await?;
@@ -203,5 +209,5 @@ pub(crate) async fn send(
     if n != rows {
         return Err(kafka_error("snapshot", format!("sent {n} of {rows} rows")));
     }
-    Ok(rows)
+    Ok(Some(rows))
 }
