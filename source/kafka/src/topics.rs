@@ -62,7 +62,9 @@ impl TopicKind {
     }
 }
 
-/// The partition count of `topic` as the broker's metadata shows it, if it exists.
+/// The partition count of `topic` as the broker's metadata shows it, if it exists. No answer
+/// at all (the brokers cannot be reached) is an error, so that a relay without its broker says
+/// so within seconds instead of waiting on topic creation and its timeouts.
 async fn partitions_of(
     admin: &Arc<AdminClient<DefaultClientContext>>,
     topic: &str,
@@ -72,13 +74,15 @@ async fn partitions_of(
         let md = a
             .inner()
             .fetch_metadata(Some(&t), Duration::from_secs(5))
-            .ok()?;
-        let found = md.topics().iter().find(|x| x.name() == t)?;
-        (found.error().is_none() && !found.partitions().is_empty())
-            .then(|| found.partitions().len() as i32)
+            .map_err(|e| kafka_error(&format!("metadata of topic {t}"), e))?;
+        let Some(found) = md.topics().iter().find(|x| x.name() == t) else {
+            return Ok(None);
+        };
+        Ok((found.error().is_none() && !found.partitions().is_empty())
+            .then(|| found.partitions().len() as i32))
     })
     .await
-    .map_err(|e| kafka_error("metadata task", e))
+    .map_err(|e| kafka_error("metadata task", e))?
 }
 
 /// Creates `topic` as a topic of `kind` unless it exists, and returns its partition count
