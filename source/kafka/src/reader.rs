@@ -80,6 +80,21 @@ impl ReplicationReader {
         }
     }
 
+    /// The offset the consumer reads next on partition 0 (-1 before it has read anything).
+    pub fn position(&self) -> Result<i64> {
+        let tpl = self
+            .consumer
+            .position()
+            .map_err(|e| kafka_error(&format!("position in {}", self.topic), e))?;
+        Ok(tpl
+            .find_partition(&self.topic, 0)
+            .and_then(|p| match p.offset() {
+                Offset::Offset(o) => Some(o),
+                _ => None,
+            })
+            .unwrap_or(-1))
+    }
+
     /// Assigns partition 0 from `offset`: the consumer's next polls read on from there.
     pub fn assign(&self, offset: i64) -> Result<()> {
         let mut tpl = TopicPartitionList::new();
@@ -140,8 +155,14 @@ pub fn last_relayed(settings: &KafkaSettings) -> Result<Option<LastRelayed>> {
             // the partition is quiet also copes with brokers whose offsets are not one per
             // record.)
             None if reached_end => return Ok(last),
+            // Quiet before the watermark was seen: the end only if the consumer's position is
+            // there (a broker whose offsets skip); a slow broker is waited for, since a tail
+            // taken too early would have the run produce again what the topic holds.
             None if last.is_some() && idle_since.elapsed() > Duration::from_secs(3) => {
-                return Ok(last)
+                if reader.position()? >= high {
+                    return Ok(last);
+                }
+                idle_since = Instant::now();
             }
             // Nothing from the last offsets: a broker that answers a fetch from inside a
             // produce batch with the next batch (tansu 0.6.0) sends nothing when the last
