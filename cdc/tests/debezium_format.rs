@@ -318,6 +318,7 @@ fn debeziums_converter_and_smt_read_every_column_type_as_written() {
         tombstones: true,
         format: Format::Debezium { schemas: true },
         schema_version: "v1",
+        debezium_schemas: None,
     };
     let mut input = String::new();
     for (i, (change, cause)) in events.into_iter().enumerate() {

@@ -66,6 +66,39 @@ use super::envelope::transaction_id;
 use super::partition::RowKey;
 use super::{change_topic, ChangeOptions, KafkaRecord, SourceInfo, SEQ_HEADER};
 
+/// A table's key and value schemas as JsonConverter embeds them, as JSON text. They are the
+/// same for every record of one table definition: a relay that keeps them per definition
+/// (`ChangeOptions::debezium_schemas`) writes them once instead of building and printing two
+/// JSON trees for every record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DebeziumSchemas {
+    key: String,
+    value: String,
+}
+
+impl DebeziumSchemas {
+    /// The schemas of `table`'s records under topic prefix `prefix`.
+    pub fn of(prefix: &str, table: &TableDef) -> DebeziumSchemas {
+        DebeziumSchemas {
+            key: schema::key_schema(prefix, table).to_string(),
+            value: schema::envelope_schema(prefix, table).to_string(),
+        }
+    }
+}
+
+/// `{"schema": <schema>, "payload": <payload>}` as JsonConverter writes it, from the schema's
+/// JSON text.
+fn with_schema(schema: &str, payload: &Json) -> Vec<u8> {
+    let payload = payload.to_string();
+    let mut out = Vec::with_capacity(schema.len() + payload.len() + 24);
+    out.extend_from_slice(b"{\"schema\":");
+    out.extend_from_slice(schema.as_bytes());
+    out.extend_from_slice(b",\"payload\":");
+    out.extend_from_slice(payload.as_bytes());
+    out.push(b'}');
+    out
+}
+
 /// What `source.version` names: the ringrep release that wrote the record.
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -84,11 +117,9 @@ pub(crate) fn change_records(
         cause: ev.cause,
         src,
         opts,
-        schemas: schemas.then(|| {
-            (
-                schema::key_schema(opts.prefix, table),
-                schema::envelope_schema(opts.prefix, table),
-            )
+        schemas: schemas.then(|| match opts.debezium_schemas {
+            Some(kept) => std::borrow::Cow::Borrowed(kept),
+            None => std::borrow::Cow::Owned(DebeziumSchemas::of(opts.prefix, table)),
         }),
         topic: change_topic(opts.prefix, &table.database, &table.name),
     };
@@ -129,7 +160,7 @@ struct Writer<'a> {
     src: &'a SourceInfo,
     opts: &'a ChangeOptions<'a>,
     /// The key and value schemas, when they are embedded.
-    schemas: Option<(Json, Json)>,
+    schemas: Option<std::borrow::Cow<'a, DebeziumSchemas>>,
     topic: String,
 }
 
@@ -176,10 +207,10 @@ impl Writer<'_> {
             "ts_ns": ns,
         });
         let value = match &self.schemas {
-            Some((_, value_schema)) => json!({"schema": value_schema, "payload": envelope}),
-            None => envelope,
+            Some(s) => with_schema(&s.value, &envelope),
+            None => envelope.to_string().into_bytes(),
         };
-        self.record(key, Some(value.to_string().into_bytes()))
+        self.record(key, Some(value))
     }
 
     /// The delete of `key` (whose row was `before`), then its tombstone if asked for.
@@ -193,14 +224,14 @@ impl Writer<'_> {
 
     fn record(&self, key: &RowKey, value: Option<Vec<u8>>) -> KafkaRecord {
         let fields = payload::columns(self.table, &self.table.primary_key, &key.folded);
-        let key_json = match &self.schemas {
-            Some((key_schema, _)) => json!({"schema": key_schema, "payload": fields}),
-            None => fields,
+        let key_bytes = match &self.schemas {
+            Some(s) => with_schema(&s.key, &fields),
+            None => fields.to_string().into_bytes(),
         };
         KafkaRecord {
             topic: self.topic.clone(),
             partition: Some(key.partition),
-            key: key_json.to_string().into_bytes(),
+            key: key_bytes,
             value,
             headers: vec![(SEQ_HEADER.into(), self.src.seq.to_string())],
         }

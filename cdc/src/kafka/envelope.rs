@@ -210,6 +210,7 @@ mod tests {
             tombstones,
             format: Format::Ringrep,
             schema_version: "v1",
+            debezium_schemas: None,
         }
     }
 

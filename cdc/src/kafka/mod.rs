@@ -31,6 +31,7 @@ use binlog_format::error::Position;
 use binlog_format::events::RowEvent;
 use binlog_format::schema::TableDef;
 
+pub use debezium::DebeziumSchemas;
 pub use json::value_json;
 pub use partition::{murmur2, partition_for};
 pub use replication::{decode_replication_value, replication_record};
@@ -206,6 +207,10 @@ pub struct ChangeOptions<'a> {
     /// The table definition's version ([`schema::schema_version`]), named in every change
     /// record so that a consumer finds the definition in the schema topic.
     pub schema_version: &'a str,
+    /// The table's Debezium schemas written once for its definition, when the caller keeps
+    /// them ([`DebeziumSchemas::of`]); without, `Format::Debezium { schemas: true }` writes
+    /// them for each record.
+    pub debezium_schemas: Option<&'a DebeziumSchemas>,
 }
 
 /// The change-topic records of one row event in `opts.format`: the change, then a tombstone

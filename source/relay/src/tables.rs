@@ -10,11 +10,14 @@
 //! partition already holds.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use binlog_format::events::{DdlEvent, Event, RowEvent, Transaction};
 use binlog_format::schema::{Schema, TableDef};
 use binlog_format::Position;
-use ringrep_cdc::kafka::{self, schema, transaction, ChangeOptions, Snapshot, SourceInfo, TxPlace};
+use ringrep_cdc::kafka::{
+    self, schema, transaction, ChangeOptions, DebeziumSchemas, Snapshot, SourceInfo, TxPlace,
+};
 use ringrep_kafka::{ensure_topic, kafka_error, KafkaSettings, Result, Tail, TopicKind};
 
 use crate::producer::Outbox;
@@ -62,6 +65,14 @@ impl Announced {
     }
 }
 
+/// What the records of one table definition share, made once per definition.
+struct Kept {
+    /// The definition's version ([`schema::schema_version`]).
+    version: String,
+    /// Its Debezium schemas, when the records embed them.
+    debezium: Option<DebeziumSchemas>,
+}
+
 /// What a run knows of the tables and topics.
 #[derive(Default)]
 pub(crate) struct Tables {
@@ -69,8 +80,8 @@ pub(crate) struct Tables {
     schema: Schema,
     /// Partition count of each change topic looked up (or created) in this run.
     topics: HashMap<String, i32>,
-    /// Schema versions by table id, for the definition the schema holds now.
-    versions: HashMap<u64, String>,
+    /// What is kept per table id for the definition the schema holds now.
+    versions: HashMap<u64, Arc<Kept>>,
     /// What the schema topic holds.
     announced: Announced,
 }
@@ -281,16 +292,22 @@ impl Tables {
                 src.seq, row.table_id
             ))
         })?;
-        let version = match versions.get(&row.table_id) {
-            Some(v) => v.clone(),
+        let kept = match versions.get(&row.table_id) {
+            Some(k) => Arc::clone(k),
             None => {
                 let v = schema::schema_version(def);
                 if !announced.versions.contains(&v) {
                     let rec = schema::definition_record(&settings.topic_prefix, def, &v, src.seq);
                     announce(announced, outbox, rec).await?;
                 }
-                versions.insert(row.table_id, v.clone());
-                v
+                let debezium = matches!(settings.format, kafka::Format::Debezium { schemas: true })
+                    .then(|| DebeziumSchemas::of(&settings.topic_prefix, def));
+                let k = Arc::new(Kept {
+                    version: v,
+                    debezium,
+                });
+                versions.insert(row.table_id, Arc::clone(&k));
+                k
             }
         };
         let ctopic = kafka::change_topic(&settings.topic_prefix, &def.database, &def.name);
@@ -307,7 +324,8 @@ impl Tables {
             partitions,
             tombstones: settings.tombstones,
             format: settings.format,
-            schema_version: &version,
+            schema_version: &kept.version,
+            debezium_schemas: kept.debezium.as_ref(),
         };
         for (sub, rec) in kafka::change_records(def, row, src, &opts)
             .into_iter()

@@ -20,6 +20,7 @@ fn opts(tombstones: bool, schemas: bool) -> ChangeOptions<'static> {
         tombstones,
         format: Format::Debezium { schemas },
         schema_version: "v1",
+        debezium_schemas: None,
     }
 }
 
@@ -305,4 +306,43 @@ fn without_schemas_key_and_value_are_the_payloads() {
     assert!(v.get("schema").is_none());
     assert_eq!(v, payload(&with[0]));
     assert_eq!(with[0].partition, without[0].partition);
+}
+
+/// Schemas kept per table definition give the records that schemas made for each record give:
+/// the same key and value, as JSON, for writes, updates and deletes with their tombstones.
+#[test]
+fn kept_schemas_give_the_same_records() {
+    let table = samples::table();
+    let kept = DebeziumSchemas::of("ringrep", &table);
+    let with_kept = ChangeOptions {
+        debezium_schemas: Some(&kept),
+        ..opts(true, true)
+    };
+    let key = table.key_of(&sample_row(1, 1, "a"));
+    for (change, cause) in [
+        (
+            RowChange::Write {
+                row: sample_row(1, 1, "a"),
+            },
+            Cause::Insert,
+        ),
+        (
+            RowChange::Update {
+                key: key.clone(),
+                before: Some(sample_row(1, 1, "a")),
+                after: sample_row(1, 1, "b"),
+            },
+            Cause::Update,
+        ),
+        (RowChange::Delete { key }, Cause::Delete),
+    ] {
+        let each = records(&table, change.clone(), cause, &opts(true, true));
+        let once = records(&table, change, cause, &with_kept);
+        assert_eq!(each.len(), once.len());
+        for (a, b) in each.iter().zip(&once) {
+            assert_eq!(parse(&a.key), parse(&b.key));
+            assert_eq!(a.value.as_deref().map(parse), b.value.as_deref().map(parse));
+            assert!(b.key.starts_with(br#"{"schema":"#), "JsonConverter's order");
+        }
+    }
 }
