@@ -61,7 +61,15 @@ fn scripts_in_rondbs_style_reproduce_their_recordings() {
             ran.push(name);
         }
     }
-    assert_eq!(ran, ["multi_server_backup", "ndb_rpl_includes"]);
+    assert_eq!(
+        ran,
+        [
+            "multi_server_backup",
+            "node_restart",
+            "ndb_rpl_includes",
+            "ndb_rpl_restart"
+        ]
+    );
 }
 
 fn script(text: &str) -> (tempfile::TempDir, PathBuf) {
@@ -171,6 +179,7 @@ fn the_standard_ports_serve_mysql_and_reach_commands_through_the_environment() {
         "NDB_TOOLS_OUTPUT",
         "NDB_MGM",
         "NDB_RESTORE",
+        "NDB_WAITER",
         "NDB_CONNECTSTRING",
     ] {
         assert!(names.contains(&v), "{v} is not among {names:?}");

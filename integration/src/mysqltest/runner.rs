@@ -151,11 +151,17 @@ struct Link {
 
 struct Node {
     engine: Engine,
+    server_id: u32,
     link: Option<Link>,
     /// The node's SQL ports: the first is its own (`$MASTER_MYPORT`), the second the cluster's
     /// second MySQL server (`$MASTER_MYPORT1`).
     addrs: Vec<SocketAddr>,
-    _stop_servers: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// Each port's server: what stops it, and its task (awaited when the node restarts, so
+    /// that it no longer holds the engine).
+    servers: Vec<(
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    )>,
 }
 
 struct Conn {
@@ -331,6 +337,7 @@ impl<'e> Runner<'e> {
             ("NDB_TOOLS_OUTPUT", path(&tools_output)),
             ("NDB_MGM", ndb_tools::NDB_MGM.to_string()),
             ("NDB_RESTORE", ndb_tools::NDB_RESTORE.to_string()),
+            ("NDB_WAITER", ndb_tools::NDB_WAITER.to_string()),
             ("NDB_CONNECTSTRING", format!("127.0.0.1:{master_port}")),
         ];
         if let Some(tool) = &env.binlog_tool {
@@ -359,43 +366,134 @@ impl<'e> Runner<'e> {
     ) -> anyhow::Result<usize> {
         let engine = open_engine(&self.dir.path().join(name), server_id, false)?;
         let link = match source {
-            Some(from) => {
-                let src = &self.nodes[from].engine;
-                Some(Link {
-                    applier: Applier::new(&engine)?,
-                    source: BinlogDirSource::open(&src.binlog_dir(), 1, src.notifier()),
-                    from,
-                    stopped: false,
-                })
-            }
+            Some(from) => Some(self.link_to(&engine, from, false)?),
             None => None,
         };
-        let mut addrs = Vec::new();
-        let mut stops = Vec::new();
         // Two SQL ports on the one engine: the cluster's two MySQL servers.
-        for _ in 0..2 {
+        let node = self.serve(engine, server_id, link, &[0, 0])?;
+        self.nodes.push(node);
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// The applier that feeds `replica` from node `from`'s binlog.
+    fn link_to(&self, replica: &Engine, from: usize, stopped: bool) -> anyhow::Result<Link> {
+        let src = &self.nodes[from].engine;
+        Ok(Link {
+            applier: Applier::new(replica)?,
+            source: BinlogDirSource::open(&src.binlog_dir(), 1, src.notifier()),
+            from,
+            stopped,
+        })
+    }
+
+    /// Serves `engine` on loopback, one server per port of `ports` (0: a free one).
+    fn serve(
+        &mut self,
+        engine: Engine,
+        server_id: u32,
+        link: Option<Link>,
+        ports: &[u16],
+    ) -> anyhow::Result<Node> {
+        let mut addrs = Vec::new();
+        let mut servers = Vec::new();
+        for port in ports {
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-            let settings = ringrep_server::ServerSettings::local(0);
+            let settings = ringrep_server::ServerSettings::local(*port);
             let server = self
                 .rt
-                .block_on(ringrep_server::Server::bind(engine.clone(), &settings))?;
+                .block_on(ringrep_server::Server::bind(engine.clone(), &settings))
+                .with_context(|| format!("serving on port {port}"))?;
             addrs.push(server.local_addr()?);
-            self.rt.spawn(async move {
+            let task = self.rt.spawn(async move {
                 let _ = server
                     .run(async {
                         let _ = stop_rx.await;
                     })
                     .await;
             });
-            stops.push(stop_tx);
+            servers.push((stop_tx, task));
         }
-        self.nodes.push(Node {
+        Ok(Node {
             engine,
+            server_id,
             link,
             addrs,
-            _stop_servers: stops,
-        });
-        Ok(self.nodes.len() - 1)
+            servers,
+        })
+    }
+
+    /// `ndb_mgm -e "<id> RESTART"` / `"ALL RESTART"`: node `node` goes down and comes back
+    /// from its data directory, as a data node restarts from what it wrote to disk. Its
+    /// servers stop and serve again on the same ports; its connections stay open, as a
+    /// mysqld's do while the cluster restarts, and keep their session variables, but a
+    /// transaction they had open is gone (NDB aborts it) and so are their `@` variables. The
+    /// appliers to and from it start again from the position the replica stored.
+    fn restart_node(&mut self, node: usize) -> anyhow::Result<()> {
+        let mut sessions = Vec::new();
+        for (name, c) in self.conns.iter_mut().filter(|(_, c)| c.node == node) {
+            let session = c.session.take().with_context(|| {
+                format!("restart: connection {name} still runs a statement sent with send")
+            })?;
+            sessions.push((name.clone(), session.session.vars.clone()));
+        }
+        // Nothing may keep the old engine open: its servers, its sessions, the appliers
+        // that read or write it.
+        let old = self.nodes.swap_remove(node);
+        let ports: Vec<u16> = old.addrs.iter().map(|a| a.port()).collect();
+        let dir = old.engine.dir().to_path_buf();
+        let (server_id, had_link) = (
+            old.server_id,
+            old.link.as_ref().map(|l| (l.from, l.stopped)),
+        );
+        for (stop, task) in old.servers {
+            let _ = stop.send(());
+            self.rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(10), task).await })
+                .map_err(|_| anyhow::anyhow!("restart: the node's server did not stop in 10 s"))?
+                .ok();
+        }
+        drop(old.link);
+        drop(old.engine);
+        // Appliers of other nodes fed by this one read its binlog through its notifier.
+        let feeding: Vec<(usize, bool)> = self
+            .nodes
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, n)| {
+                let l = n.link.take_if(|l| l.from == node)?;
+                Some((i, l.stopped))
+            })
+            .collect();
+        // `swap_remove` moved the last node into `node`'s place; the reopened node goes back
+        // to its own index.
+        let engine = open_engine(&dir, server_id, false)
+            .with_context(|| format!("restart: opening {} again", dir.display()))?;
+        let placeholder = self.serve(engine, server_id, None, &[])?;
+        self.nodes.push(placeholder);
+        let last = self.nodes.len() - 1;
+        self.nodes.swap(node, last);
+        let engine = self.nodes[node].engine.clone();
+        let link = match had_link {
+            Some((from, stopped)) => Some(self.link_to(&engine, from, stopped)?),
+            None => None,
+        };
+        let served = self.serve(engine.clone(), server_id, link, &ports)?;
+        self.nodes[node] = served;
+        for (i, stopped) in feeding {
+            // `feeding` counted indices with `node` removed: the one at `node` then was the
+            // last node, which is back at the end now.
+            let i = if i == node { self.nodes.len() - 1 } else { i };
+            let replica = self.nodes[i].engine.clone();
+            self.nodes[i].link = Some(self.link_to(&replica, node, stopped)?);
+        }
+        for (name, vars) in sessions {
+            let mut session = SqlSession::new(&engine);
+            session.session.vars = vars;
+            if let Some(c) = self.conns.get_mut(&name) {
+                c.session = Some(session);
+            }
+        }
+        Ok(())
     }
 
     /// `$<port_var>` and `$<port_var>1` (the node's two SQL ports), and `$<client_var>`.
@@ -1215,9 +1313,13 @@ impl<'e> Runner<'e> {
     fn ndb_tool(&mut self, cmd: &str) -> Option<anyhow::Result<(String, String, i32)>> {
         let tokens = words(cmd);
         let program = tokens.first()?;
-        let tool = [ndb_tools::NDB_MGM, ndb_tools::NDB_RESTORE]
-            .into_iter()
-            .find(|t| program == t || program.ends_with(&format!("/{t}")))?;
+        let tool = [
+            ndb_tools::NDB_MGM,
+            ndb_tools::NDB_RESTORE,
+            ndb_tools::NDB_WAITER,
+        ]
+        .into_iter()
+        .find(|t| program == t || program.ends_with(&format!("/{t}")))?;
         let split = tokens
             .iter()
             .position(|t| t.starts_with(['>', '|', '&', ';', '<']) || t.starts_with("2>"))
@@ -1237,7 +1339,34 @@ impl<'e> Runner<'e> {
             .join("BACKUP");
         let engine = self.nodes[node].engine.clone();
         let ran = if tool == ndb_tools::NDB_MGM {
-            ndb_tools::start_backup(&engine, &backups, args)
+            match ndb_tools::mgm_command(args) {
+                Ok(ndb_tools::MgmCommand::Backup(words)) => {
+                    ndb_tools::start_backup(&engine, &backups, &words)
+                }
+                Ok(ndb_tools::MgmCommand::Restart { node: id, .. }) => {
+                    // Every data node of the cluster is this one node: restarting one of
+                    // them or all has the same effect on the tables. `-n` (stay down until
+                    // START) comes back at once: nothing can reach the tables in between
+                    // that could tell.
+                    drop(engine);
+                    self.restart_node(node).map(|()| match id {
+                        Some(id) => format!(
+                            "Node {id}: Node shutdown initiated\nNode {id} is being restarted\n"
+                        ),
+                        None => {
+                            "Executing RESTART on all nodes.\nAll DB nodes are being restarted.\n"
+                                .to_string()
+                        }
+                    })
+                }
+                Ok(ndb_tools::MgmCommand::Start) => Ok("Database node is being started.\n".into()),
+                Err(e) => Err(e),
+            }
+        } else if tool == ndb_tools::NDB_WAITER {
+            let port = self.nodes[node].addrs[0].port();
+            Ok(format!(
+                "Connecting to management server at 127.0.0.1:{port}\nNode 1: STARTED\n"
+            ))
         } else {
             ndb_tools::restore_args(args).and_then(|a| {
                 let path = match (&a.path, a.backup_id) {
