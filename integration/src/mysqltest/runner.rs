@@ -46,6 +46,7 @@ use ringrep_sql::{Outcome, SqlSession};
 use super::error_names::error_code;
 use super::ndb_tools;
 use super::render::{render_result, render_warnings};
+use super::replace_regex::{self, RegexReplace};
 use super::script::{self, Step, StepKind};
 use super::vars::{condition, substitute, words};
 
@@ -182,12 +183,44 @@ struct Sent {
 /// Modifiers that apply to the next statement only.
 #[derive(Default)]
 struct Next {
-    errors: Vec<u16>,
+    errors: Vec<Expected>,
     /// An `--error` list named an error mysqltest does not know: any error is taken.
     any_error: bool,
     sorted: bool,
     replace: Vec<(String, String)>,
+    /// `--replace_regex`, applied before `replace`, as mysqltest applies them.
+    regex: Vec<RegexReplace>,
     replace_column: Vec<(usize, String)>,
+}
+
+/// One entry of an `--error` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Expected {
+    /// An error number (a name stands for its number); `0` is success.
+    Code(u16),
+    /// `S<sqlstate>`: any error with that SQLSTATE.
+    State(String),
+}
+
+impl Expected {
+    /// Whether a statement that ended with `code` (0: success) and `sqlstate` is this.
+    fn matches(&self, code: u16, sqlstate: &str) -> bool {
+        match self {
+            Expected::Code(c) => *c == code,
+            Expected::State(s) => code != 0 && s == sqlstate,
+        }
+    }
+}
+
+/// An `--error` list as mysqltest prints it in its messages (`1050,S42S01`).
+fn expected_text(list: &[Expected]) -> String {
+    list.iter()
+        .map(|e| match e {
+            Expected::Code(c) => c.to_string(),
+            Expected::State(s) => format!("S{s}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 struct Runner<'e> {
@@ -252,19 +285,41 @@ fn switch_of(command: &str) -> Option<(&'static str, bool)> {
     Some((switch, on))
 }
 
-/// The error numbers of an `--error` list (names, numbers, `0` for success, SQLSTATEs as
-/// `S#####` are not taken), and the names that are not MySQL's.
-fn error_codes(list: &str) -> (Vec<u16>, Vec<String>) {
+/// The entries of an `--error` list, as mysqltest reads them: numbers (`0` is success), MySQL
+/// 8's error names, and SQLSTATEs written `S` and five characters (`S42S02`), mixed in one
+/// comma-separated list; and the entries that are none of these, with why.
+fn error_codes(list: &str) -> (Vec<Expected>, Vec<String>) {
     let mut codes = Vec::new();
     let mut unknown = Vec::new();
     for s in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if let Some(state) = s.strip_prefix('S') {
+            if state.len() == 5 && state.chars().all(|c| c.is_ascii_alphanumeric()) {
+                codes.push(Expected::State(state.to_ascii_uppercase()));
+            } else {
+                unknown.push(format!(
+                    "{s}: a SQLSTATE is S and exactly 5 characters (S42S02)"
+                ));
+            }
+            continue;
+        }
         match s.parse::<u16>().ok().or_else(|| error_code(s)) {
-            Some(c) => codes.push(c),
-            None => unknown.push(s.to_string()),
+            Some(c) => codes.push(Expected::Code(c)),
+            None => unknown.push(format!("{s}: not an error name of MySQL 8")),
         }
     }
     (codes, unknown)
 }
+
+/// The error-log files mtr gives its servers, under `$MYSQLTEST_VARDIR/log`: a plain
+/// suite's, an NDB cluster's two mysqlds', a replica cluster's.
+const MYSQLD_LOGS: [&str; 6] = [
+    "mysqld.1.err",
+    "mysqld.2.err",
+    "mysqld.1.1.err",
+    "mysqld.2.1.err",
+    "mysqld.1.slave.err",
+    "mysqld.2.slave.err",
+];
 
 fn open_engine(dir: &Path, server_id: u32, read_only: bool) -> anyhow::Result<Engine> {
     let mut cfg = EngineConfig::new(server_id);
@@ -323,6 +378,12 @@ impl<'e> Runner<'e> {
         std::fs::create_dir_all(vardir.join("log"))?;
         std::fs::create_dir_all(&backup_dir)?;
         std::fs::write(&tools_output, "")?;
+        // The servers' error logs where mtr keeps them, which `assert_grep.inc` and
+        // `search_pattern.inc` read: there to be read, empty (ringrep's nodes log to
+        // standard error, not into them).
+        for name in MYSQLD_LOGS {
+            std::fs::write(vardir.join("log").join(name), "")?;
+        }
         let path = |p: &Path| p.display().to_string();
         let master_port = runner.nodes[master].addrs[0].port();
         let mut standard = vec![
@@ -673,14 +734,29 @@ impl<'e> Runner<'e> {
         }
     }
 
-    fn replaced(&self, line: &str) -> String {
-        let mut l = line.to_string();
+    /// `text` after the next statement's `--replace_regex` and then its `--replace_result`,
+    /// the order mysqltest applies them in.
+    fn replaced(&self, text: &str) -> String {
+        let mut l = if self.next.regex.is_empty() {
+            text.to_string()
+        } else {
+            replace_regex::apply(&self.next.regex, text)
+        };
         for (from, to) in &self.next.replace {
             if !from.is_empty() {
                 l = l.replace(from.as_str(), to);
             }
         }
         l
+    }
+
+    /// A result set's line with the replacements made in each of its values on its own, as
+    /// mysqltest makes them (a pattern's `^` and `$` are a value's ends).
+    fn replaced_fields(&self, line: &str) -> String {
+        line.split('\t')
+            .map(|v| self.replaced(v))
+            .collect::<Vec<_>>()
+            .join("\t")
     }
 
     fn query(&mut self, step: &Step, sql: &str, delimiter: &str) -> Flow {
@@ -755,47 +831,66 @@ impl<'e> Runner<'e> {
         let (result, warnings) = executed;
         let next = std::mem::take(&mut self.next);
         self.next.replace = next.replace.clone();
+        self.next.regex = next.regex.clone();
         let mut lines = render_result(&result, self.info);
         if let Ok(Outcome::Rows(_)) = &result {
-            if !next.replace_column.is_empty() {
-                for l in lines.iter_mut().skip(1) {
-                    let mut cells: Vec<String> = l.split('\t').map(str::to_string).collect();
+            // mysqltest: a replaced column's value first, then the replacements in every
+            // value, then the sort of the rows as they are printed. The lines are the
+            // header, the rows' lines, and with info on the `affected rows` line.
+            let rows = lines.len() - 1 - usize::from(self.info);
+            for (i, l) in lines.iter_mut().enumerate().take(rows + 1) {
+                let mut cells: Vec<String> = l.split('\t').map(str::to_string).collect();
+                if i > 0 {
                     for (col, text) in &next.replace_column {
                         if let Some(c) = cells.get_mut(col - 1) {
                             *c = text.clone();
                         }
                     }
-                    *l = cells.join("\t");
                 }
+                *l = self.replaced_fields(&cells.join("\t"));
             }
-            if next.sorted && lines.len() > 1 {
-                lines[1..].sort();
+            for l in lines.iter_mut().skip(rows + 1) {
+                *l = self.replaced(l);
+            }
+            if next.sorted && rows > 0 {
+                lines[1..=rows].sort();
+            }
+        } else {
+            for l in lines.iter_mut() {
+                *l = self.replaced(l);
             }
         }
         if self.warnings {
-            lines.extend(render_warnings(&warnings));
+            for w in render_warnings(&warnings) {
+                lines.push(self.replaced(&w));
+            }
         }
         if self.result_log {
-            for l in &lines {
-                let l = self.replaced(l);
+            for l in lines {
                 self.push(l);
             }
         }
         self.next = Next::default();
         self.end_once();
-        let errno = result.as_ref().err().map_or(0, |e| e.code);
+        let (errno, sqlstate) = match &result {
+            Err(e) => (e.code, e.sqlstate.to_string()),
+            Ok(_) => (0, "00000".to_string()),
+        };
         self.vars.insert("mysql_errno".into(), errno.to_string());
+        self.vars.insert("mysql_sqlstate".into(), sqlstate.clone());
         let expected = next.errors;
+        let allowed = expected.iter().any(|e| e.matches(errno, &sqlstate));
+        let list = expected_text(&expected);
         let problem = match (&result, expected.is_empty() && !next.any_error) {
-            (Ok(_), false) if !expected.contains(&0) => Some(format!(
-                "query succeeded, but an error was expected ({expected:?})"
+            (Ok(_), false) if !allowed => Some(format!(
+                "query succeeded, but an error was expected ({list})"
             )),
             (Err(_), false) if next.any_error => None,
             (Err(_), true) if !self.abort_on_error => None,
             (Err(e), true) => Some(format!("query failed: {}: {}", e.code, e.message)),
-            (Err(e), false) if !expected.contains(&e.code) => Some(format!(
-                "query failed with wrong errno {}: '{}', instead of {expected:?}",
-                e.code, e.message
+            (Err(e), false) if !allowed => Some(format!(
+                "query failed with wrong errno {} ({}): '{}', instead of {list}",
+                e.code, e.sqlstate, e.message
             )),
             _ => None,
         };
@@ -961,13 +1056,7 @@ impl<'e> Runner<'e> {
                 let arg = self.subst(step, arg);
                 let (codes, unknown) = error_codes(&arg);
                 for name in &unknown {
-                    self.problem(
-                        step,
-                        None,
-                        format!(
-                            "--error {name}: not an error name of MySQL 8 (any error is taken)"
-                        ),
-                    );
+                    self.problem(step, None, format!("--error {name} (any error is taken)"));
                 }
                 self.next.errors = codes;
                 self.next.any_error = !unknown.is_empty();
@@ -1031,7 +1120,11 @@ impl<'e> Runner<'e> {
                     const CR_CONN_HOST_ERROR: u16 = 2003;
                     self.vars
                         .insert("mysql_errno".into(), CR_CONN_HOST_ERROR.to_string());
-                    if !expected.errors.contains(&CR_CONN_HOST_ERROR) && !expected.any_error {
+                    let allowed = expected
+                        .errors
+                        .iter()
+                        .any(|e| e.matches(CR_CONN_HOST_ERROR, "HY000"));
+                    if !allowed && !expected.any_error {
                         self.problem(
                             step,
                             None,
@@ -1048,7 +1141,7 @@ impl<'e> Runner<'e> {
                 }
                 self.connect_to(&conn, node, if db.is_empty() { "test" } else { &db })?;
                 self.vars.insert("mysql_errno".into(), "0".into());
-                if !expected.errors.is_empty() && !expected.errors.contains(&0) {
+                if !expected.errors.is_empty() && !expected.errors.contains(&Expected::Code(0)) {
                     self.problem(
                         step,
                         None,
@@ -1118,6 +1211,27 @@ impl<'e> Runner<'e> {
                 }
                 self.next.replace = w.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect();
             }
+            "replace_regex" => {
+                // mysqltest replaces only a variable that is the whole argument: a `$`
+                // elsewhere is the pattern's own (an end anchor).
+                let arg = arg.trim();
+                let is_var = arg.starts_with('$')
+                    && arg.len() > 1
+                    && arg[1..]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_');
+                let arg = if is_var {
+                    self.subst(step, arg)
+                } else {
+                    arg.to_string()
+                };
+                match replace_regex::parse(&arg) {
+                    Ok(list) => self.next.regex = list,
+                    // mysqltest stops here; the runner reports it, and the next statement's
+                    // output is not replaced (and so differs from the recording).
+                    Err(e) => self.problem(step, None, format!("{e:#}")),
+                }
+            }
             "replace_column" => {
                 let w = words(&self.subst(step, arg));
                 let mut pairs = Vec::new();
@@ -1135,6 +1249,18 @@ impl<'e> Runner<'e> {
                 let path = self.subst(step, arg);
                 if let Err(e) = std::fs::remove_file(&path) {
                     self.problem(step, None, format!("remove_file {path}: {e}"));
+                }
+            }
+            "cat_file" => {
+                // mysqltest prints the file as it is, without the replacements.
+                let path = self.subst(step, arg);
+                match std::fs::read_to_string(&path) {
+                    Ok(text) => {
+                        for l in text.lines() {
+                            self.push(l.to_string());
+                        }
+                    }
+                    Err(e) => self.problem(step, None, format!("cat_file {path}: {e}")),
                 }
             }
             "file_exists" => {
@@ -1253,7 +1379,8 @@ impl<'e> Runner<'e> {
         } else if expected.is_empty() {
             code == 0
         } else {
-            u16::try_from(code).is_ok_and(|c| expected.contains(&c))
+            // An exit code is a number: an `S<sqlstate>` entry never matches one.
+            u16::try_from(code).is_ok_and(|c| expected.contains(&Expected::Code(c)))
         };
         if !allowed {
             self.problem(
@@ -1455,6 +1582,32 @@ mod tests {
         run_script(&path, Topology::Single, &RunEnv::default())
             .expect("runs")
             .lines
+    }
+
+    #[test]
+    fn error_lists_mix_numbers_names_and_sqlstates() {
+        let (codes, unknown) = error_codes("1050, ER_TABLE_EXISTS_ERROR,S42S01 ,0");
+        assert_eq!(
+            codes,
+            [
+                Expected::Code(1050),
+                Expected::Code(1050),
+                Expected::State("42S01".into()),
+                Expected::Code(0),
+            ]
+        );
+        assert!(unknown.is_empty());
+        assert!(codes[2].matches(1050, "42S01"));
+        assert!(!codes[2].matches(1146, "42S02"));
+        // A SQLSTATE names errors only: success is `0`.
+        assert!(!codes[2].matches(0, "00000"));
+        assert!(codes[3].matches(0, "00000"));
+        assert_eq!(expected_text(&codes), "1050,1050,S42S01,0");
+        let (codes, unknown) = error_codes("S4S01,ER_NOT_A_NAME,1062");
+        assert_eq!(codes, [Expected::Code(1062)]);
+        assert_eq!(unknown.len(), 2);
+        assert!(unknown[0].starts_with("S4S01: a SQLSTATE is S and exactly 5 characters"));
+        assert!(unknown[1].starts_with("ER_NOT_A_NAME: not an error name"));
     }
 
     #[test]
