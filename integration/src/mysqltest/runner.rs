@@ -15,9 +15,12 @@
 //! list): the ports above, `$MYSQLTEST_VARDIR` and its `tmp/` and `log/` folders,
 //! `$MYSQLD_DATADIR` (the folder the source's binlog files are in, where MySQL keeps its
 //! own), `$NDB_BACKUP_DIR` / `$NDB_BACKUPS`, `$NDB_TOOLS_OUTPUT`, and `$NDB_MGM` /
-//! `$NDB_RESTORE`, which `--exec` runs in-process as ringrep's backup and restore
-//! (`ndb_tools.rs`). `CALL mtr.add_suppression(...)` is mtr's, not the server's, and is
-//! taken by the runner: ringrep's log is not checked after a test.
+//! `$NDB_RESTORE` / `$NDB_WAITER`, which `--exec` runs in-process: START BACKUP and ndb_restore
+//! as ringrep's backup and restore (`ndb_tools.rs`), a data node RESTART as a close and
+//! reopen of the node (`restart_node`). The servers' error logs are under
+//! `$MYSQLTEST_VARDIR/log` where mtr keeps them, empty. `CALL mtr.add_suppression(...)` is
+//! mtr's, not the server's, and is taken by the runner: ringrep's log is not checked after a
+//! test.
 //!
 //! Where a script reads a variable it never set, mysqltest reads the environment and then
 //! an empty value; so does the runner, and it reports each such read by name and line in
