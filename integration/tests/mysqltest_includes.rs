@@ -61,7 +61,16 @@ fn scripts_in_rondbs_style_reproduce_their_recordings() {
             ran.push(name);
         }
     }
-    assert_eq!(ran, ["multi_server_backup", "ndb_rpl_includes"]);
+    assert_eq!(
+        ran,
+        [
+            "multi_server_backup",
+            "node_restart",
+            "regex_errors_asserts",
+            "ndb_rpl_includes",
+            "ndb_rpl_restart"
+        ]
+    );
 }
 
 fn script(text: &str) -> (tempfile::TempDir, PathBuf) {
@@ -171,6 +180,7 @@ fn the_standard_ports_serve_mysql_and_reach_commands_through_the_environment() {
         "NDB_TOOLS_OUTPUT",
         "NDB_MGM",
         "NDB_RESTORE",
+        "NDB_WAITER",
         "NDB_CONNECTSTRING",
     ] {
         assert!(names.contains(&v), "{v} is not among {names:?}");
@@ -184,4 +194,102 @@ fn a_script_that_dies_stops_there_and_says_why() {
     let why = out.stopped.expect("stopped");
     assert!(why.contains("line 2: die: enough of this"), "{why}");
     assert_eq!(out.lines, ["SELECT 1 AS before;", "before", "1"]);
+}
+
+/// `--error` takes a SQLSTATE as `S` and five characters: another SQLSTATE than the
+/// statement's is a wrong error, and a malformed one is named with its line.
+#[test]
+fn a_wrong_or_malformed_sqlstate_is_a_problem_with_its_line() {
+    let (_dir, path) = script(
+        "--error S42S02\n\
+         SELECT * FROM test.no_such_table;\n\
+         --error S42S01\n\
+         SELECT * FROM test.no_such_table;\n\
+         --error S4202\n\
+         SELECT 1 AS after_a_malformed_sqlstate;\n",
+    );
+    let out = run(&path, Topology::Single);
+    let problems: Vec<(usize, &str)> = out
+        .problems
+        .iter()
+        .map(|p| (p.script_line, p.text.as_str()))
+        .collect();
+    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert_eq!(problems[0].0, 4);
+    assert!(
+        problems[0]
+            .1
+            .contains("wrong errno 1146 (42S02): 'Table 'test.no_such_table' doesn't exist', instead of S42S01"),
+        "{}",
+        problems[0].1
+    );
+    assert_eq!(problems[1].0, 5);
+    assert!(
+        problems[1]
+            .1
+            .contains("S4202: a SQLSTATE is S and exactly 5 characters"),
+        "{}",
+        problems[1].1
+    );
+    // The malformed entry takes any error, so the success after it is one.
+    assert_eq!(problems[2].0, 6);
+    assert!(problems[2]
+        .1
+        .contains("succeeded, but an error was expected"));
+}
+
+/// A failing `assert_grep.inc` prints what it found and is a problem of the run, which goes
+/// on; a malformed `--replace_regex` is named with its line and the next statement's output
+/// is left as it is.
+#[test]
+fn a_failing_assert_grep_and_a_malformed_replace_regex_are_problems() {
+    let (dir, path) = script(
+        "--let $assert_file = $MYSQLTEST_VARDIR/log/mysqld.1.1.err\n\
+         --let $assert_select = not using conflict function\n\
+         --let $assert_count_condition = >= 1\n\
+         --let $assert_text = The server logged the dropped conflict function\n\
+         --source include/assert_grep.inc\n\
+         --replace_regex /unclosed/x\n\
+         SELECT 'unclosed' AS still_runs;\n",
+    );
+    let out = run(&path, Topology::Single);
+    drop(dir);
+    let problems: Vec<(usize, &str)> = out
+        .problems
+        .iter()
+        .map(|p| (p.script_line, p.text.as_str()))
+        .collect();
+    assert_eq!(problems.len(), 2, "{problems:#?}");
+    assert_eq!(problems[0].0, 5);
+    assert!(
+        problems[0].1.starts_with("include/assert_grep.inc:"),
+        "{}",
+        problems[0].1
+    );
+    assert!(
+        problems[0].1.contains("perl exited with 1"),
+        "{}",
+        problems[0].1
+    );
+    assert_eq!(problems[1].0, 6);
+    assert!(
+        problems[1]
+            .1
+            .contains("the replacement of \"/unclosed/x\" does not end with /"),
+        "{}",
+        problems[1].1
+    );
+    assert_eq!(
+        out.lines,
+        [
+            "include/assert_grep.inc failed!",
+            "assert_text: 'The server logged the dropped conflict function'",
+            "assert_select: 'not using conflict function'",
+            "number of matching lines: 0",
+            "SELECT 'unclosed' AS still_runs;",
+            "still_runs",
+            "unclosed",
+        ]
+    );
+    assert!(out.notes.is_empty(), "{:#?}", out.notes);
 }

@@ -5,12 +5,14 @@
 //!
 //! What the runner gives scripts besides the language: mtr's variables (`vars` replaces
 //! them), MySQL 8's error names ([`error_names`]), and the NDB tools RonDB's backup tests run
-//! (`ndb_tools`: START BACKUP and ndb_restore on ringrep's backup and restore). The standard
+//! (`ndb_tools`: START BACKUP and ndb_restore on ringrep's backup and restore, node restarts
+//! as a close and reopen of the node), `--replace_regex` (`replace_regex`). The standard
 //! includes are files, ringrep's own text, in integration/conformance/include.
 
 pub mod error_names;
 mod ndb_tools;
 mod render;
+mod replace_regex;
 pub mod runner;
 pub mod script;
 pub mod transcript;

@@ -1,5 +1,8 @@
-//! The two NDB tools RonDB's backup tests run through `--exec`, done with ringrep's own
-//! backup and restore: `ndb_mgm -e "START BACKUP"` and `ndb_restore`.
+//! The NDB tools RonDB's tests run through `--exec`, done with what ringrep has:
+//! `ndb_mgm -e "START BACKUP"` and `ndb_restore` with its backup and restore, `ndb_mgm -e "N
+//! RESTART"` / `"ALL RESTART"` by closing the node and opening it again from its data
+//! directory (the runner does that, `runner.rs`), and `ndb_waiter`, which has nothing to wait
+//! for then.
 //!
 //! RonDB takes a backup of the whole cluster (every NDB table, data rows and ring meta rows)
 //! into `BACKUP/BACKUP-<id>` under a data node's file system, and `ndb_restore` writes such a
@@ -27,29 +30,84 @@ pub(crate) const NDB_MGM: &str = "ndb_mgm";
 /// The name `$NDB_RESTORE` holds, likewise.
 pub(crate) const NDB_RESTORE: &str = "ndb_restore";
 
+/// The name `$NDB_WAITER` holds, likewise: the nodes are always in the state it waits for
+/// (a restart here is over when its command returns), so it returns at once.
+pub(crate) const NDB_WAITER: &str = "ndb_waiter";
+
 /// The schema ringrep keeps its accounts in: not part of an NDB backup's tables.
 const SYSTEM_DB: &str = "mysql";
 
-/// `ndb_mgm ... -e "START BACKUP [id] [NOWAIT | WAIT STARTED | WAIT COMPLETED]"`: writes a
-/// backup of `engine` into `backups/BACKUP-<id>` and returns ndb_mgm's report of it. Without
-/// an id the next one after the highest taken is used, as the management server does.
-pub(crate) fn start_backup(
-    engine: &Engine,
-    backups: &Path,
-    args: &[String],
-) -> anyhow::Result<String> {
+/// What an `ndb_mgm -e` command asks for, of the ones the runner does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MgmCommand {
+    /// `START BACKUP ...`: the words after START BACKUP.
+    Backup(Vec<String>),
+    /// `<node> RESTART [-n] [-N] [-i] [-I] [-a] [-f]` or `ALL RESTART ...`: a data node (or
+    /// every one) goes down and comes back from what it keeps on disk.
+    Restart {
+        /// The node id, or `None` for ALL.
+        node: Option<u32>,
+        /// Whether it was one of the "stay down until START" options (`-n`, `-N`).
+        no_start: bool,
+    },
+    /// `<node> START` / `ALL START`: a node restarted with `-n` starts.
+    Start,
+}
+
+/// Reads the command of an `ndb_mgm` command line. A command the runner does not do (STOP,
+/// SHUTDOWN, DUMP, REPORT, CLUSTERLOG, ...) is an error that names it.
+pub(crate) fn mgm_command(args: &[String]) -> anyhow::Result<MgmCommand> {
     let command = ndb_mgm_command(args)?;
     let words: Vec<String> = command
         .split_whitespace()
         .map(str::to_ascii_uppercase)
         .collect();
-    if words.len() < 2 || words[0] != "START" || words[1] != "BACKUP" {
-        bail!(
-            "ndb_mgm: {command:?}: ringrep-mysqltest's ndb_mgm runs START BACKUP only \
-             (ringrep has no management server)"
-        );
+    let target = words.first().map(String::as_str);
+    let verb = words.get(1).map(String::as_str);
+    let node = |t: &str| -> anyhow::Result<Option<u32>> {
+        if t == "ALL" {
+            return Ok(None);
+        }
+        t.parse::<u32>()
+            .map(Some)
+            .with_context(|| format!("ndb_mgm: {command:?}: {t} is no node id"))
+    };
+    match (target, verb) {
+        (Some("START"), Some("BACKUP")) => Ok(MgmCommand::Backup(words[2..].to_vec())),
+        (Some(t), Some("RESTART")) => {
+            let options = &words[2..];
+            if let Some(o) = options
+                .iter()
+                .find(|o| !["-N", "-I", "-A", "-F"].contains(&o.as_str()))
+            {
+                bail!("ndb_mgm: {command:?}: RESTART option {o} is not one ndb_mgm has");
+            }
+            Ok(MgmCommand::Restart {
+                node: node(t)?,
+                no_start: options.iter().any(|o| o == "-N"),
+            })
+        }
+        (Some(t), Some("START")) if words.len() == 2 => {
+            node(t)?;
+            Ok(MgmCommand::Start)
+        }
+        _ => bail!(
+            "ndb_mgm: {command:?} is not supported by ringrep-mysqltest: it runs START BACKUP, \
+             RESTART and START (ringrep has no management server)"
+        ),
     }
-    let id = match words.get(2).map(|w| w.parse::<u32>()) {
+}
+
+/// `ndb_mgm ... -e "START BACKUP [id] [NOWAIT | WAIT STARTED | WAIT COMPLETED]"` (`words`: what
+/// follows START BACKUP): writes a backup of `engine` into `backups/BACKUP-<id>` and returns
+/// ndb_mgm's report of it. Without an id the next one after the highest taken is used, as the
+/// management server does.
+pub(crate) fn start_backup(
+    engine: &Engine,
+    backups: &Path,
+    words: &[String],
+) -> anyhow::Result<String> {
+    let id = match words.first().map(|w| w.parse::<u32>()) {
         Some(Ok(id)) => id,
         _ => next_backup_id(backups)?,
     };
@@ -316,7 +374,7 @@ mod tests {
     }
 
     #[test]
-    fn ndb_mgm_takes_only_start_backup() {
+    fn ndb_mgm_takes_backup_restart_and_start_and_names_anything_else() {
         assert_eq!(
             ndb_mgm_command(&args(
                 "--no-defaults --ndb-connectstring=\"x\" -e \"start backup\""
@@ -325,6 +383,43 @@ mod tests {
             "start backup"
         );
         assert!(ndb_mgm_command(&args("--no-defaults")).is_err());
+        let cmd = |s: &str| mgm_command(&args(s));
+        assert_eq!(
+            cmd("-e \"START BACKUP 7 WAIT COMPLETED\"").expect("backup"),
+            MgmCommand::Backup(vec!["7".into(), "WAIT".into(), "COMPLETED".into()])
+        );
+        assert_eq!(
+            cmd("-e \"1 RESTART -n\"").expect("restart"),
+            MgmCommand::Restart {
+                node: Some(1),
+                no_start: true
+            }
+        );
+        assert_eq!(
+            cmd("-e \"all restart\"").expect("restart"),
+            MgmCommand::Restart {
+                node: None,
+                no_start: false
+            }
+        );
+        assert_eq!(
+            cmd("-e \"ALL RESTART -N -i\"").expect("restart"),
+            MgmCommand::Restart {
+                node: None,
+                no_start: true
+            }
+        );
+        assert_eq!(cmd("-e \"2 START\"").expect("start"), MgmCommand::Start);
+        for other in [
+            "ALL STOP",
+            "SHUTDOWN",
+            "ALL REPORT MEMORY",
+            "1 RESTART -x",
+            "x RESTART",
+        ] {
+            let e = cmd(&format!("-e \"{other}\"")).expect_err(other);
+            assert!(format!("{e:#}").contains(other), "{other}: {e:#}");
+        }
     }
 
     #[test]
@@ -347,12 +442,12 @@ mod tests {
             s.execute(sql).expect(sql);
         }
         let backups = dir.path().join("BACKUP");
-        let report = start_backup(&engine, &backups, &args("-e \"START BACKUP\"")).expect("backup");
+        let report = start_backup(&engine, &backups, &[]).expect("backup");
         assert!(
             report.contains("Backup 1 started from node 1 completed"),
             "{report}"
         );
-        let again = start_backup(&engine, &backups, &args("-e \"start backup 1\""));
+        let again = start_backup(&engine, &backups, &["1".to_string()]);
         assert!(again.is_err(), "a backup id is taken once");
         s.execute("DROP TABLE rb").expect("drop");
         let a = restore_args(&args("-b 1 -n 1 -m -r")).expect("args");

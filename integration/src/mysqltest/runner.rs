@@ -15,9 +15,12 @@
 //! list): the ports above, `$MYSQLTEST_VARDIR` and its `tmp/` and `log/` folders,
 //! `$MYSQLD_DATADIR` (the folder the source's binlog files are in, where MySQL keeps its
 //! own), `$NDB_BACKUP_DIR` / `$NDB_BACKUPS`, `$NDB_TOOLS_OUTPUT`, and `$NDB_MGM` /
-//! `$NDB_RESTORE`, which `--exec` runs in-process as ringrep's backup and restore
-//! (`ndb_tools.rs`). `CALL mtr.add_suppression(...)` is mtr's, not the server's, and is
-//! taken by the runner: ringrep's log is not checked after a test.
+//! `$NDB_RESTORE` / `$NDB_WAITER`, which `--exec` runs in-process: START BACKUP and ndb_restore
+//! as ringrep's backup and restore (`ndb_tools.rs`), a data node RESTART as a close and
+//! reopen of the node (`restart_node`). The servers' error logs are under
+//! `$MYSQLTEST_VARDIR/log` where mtr keeps them, empty. `CALL mtr.add_suppression(...)` is
+//! mtr's, not the server's, and is taken by the runner: ringrep's log is not checked after a
+//! test.
 //!
 //! Where a script reads a variable it never set, mysqltest reads the environment and then
 //! an empty value; so does the runner, and it reports each such read by name and line in
@@ -46,6 +49,7 @@ use ringrep_sql::{Outcome, SqlSession};
 use super::error_names::error_code;
 use super::ndb_tools;
 use super::render::{render_result, render_warnings};
+use super::replace_regex::{self, RegexReplace};
 use super::script::{self, Step, StepKind};
 use super::vars::{condition, substitute, words};
 
@@ -151,11 +155,17 @@ struct Link {
 
 struct Node {
     engine: Engine,
+    server_id: u32,
     link: Option<Link>,
     /// The node's SQL ports: the first is its own (`$MASTER_MYPORT`), the second the cluster's
     /// second MySQL server (`$MASTER_MYPORT1`).
     addrs: Vec<SocketAddr>,
-    _stop_servers: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// Each port's server: what stops it, and its task (awaited when the node restarts, so
+    /// that it no longer holds the engine).
+    servers: Vec<(
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    )>,
 }
 
 struct Conn {
@@ -176,12 +186,44 @@ struct Sent {
 /// Modifiers that apply to the next statement only.
 #[derive(Default)]
 struct Next {
-    errors: Vec<u16>,
+    errors: Vec<Expected>,
     /// An `--error` list named an error mysqltest does not know: any error is taken.
     any_error: bool,
     sorted: bool,
     replace: Vec<(String, String)>,
+    /// `--replace_regex`, applied before `replace`, as mysqltest applies them.
+    regex: Vec<RegexReplace>,
     replace_column: Vec<(usize, String)>,
+}
+
+/// One entry of an `--error` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Expected {
+    /// An error number (a name stands for its number); `0` is success.
+    Code(u16),
+    /// `S<sqlstate>`: any error with that SQLSTATE.
+    State(String),
+}
+
+impl Expected {
+    /// Whether a statement that ended with `code` (0: success) and `sqlstate` is this.
+    fn matches(&self, code: u16, sqlstate: &str) -> bool {
+        match self {
+            Expected::Code(c) => *c == code,
+            Expected::State(s) => code != 0 && s == sqlstate,
+        }
+    }
+}
+
+/// An `--error` list as mysqltest prints it in its messages (`1050,S42S01`).
+fn expected_text(list: &[Expected]) -> String {
+    list.iter()
+        .map(|e| match e {
+            Expected::Code(c) => c.to_string(),
+            Expected::State(s) => format!("S{s}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 struct Runner<'e> {
@@ -246,19 +288,41 @@ fn switch_of(command: &str) -> Option<(&'static str, bool)> {
     Some((switch, on))
 }
 
-/// The error numbers of an `--error` list (names, numbers, `0` for success, SQLSTATEs as
-/// `S#####` are not taken), and the names that are not MySQL's.
-fn error_codes(list: &str) -> (Vec<u16>, Vec<String>) {
+/// The entries of an `--error` list, as mysqltest reads them: numbers (`0` is success), MySQL
+/// 8's error names, and SQLSTATEs written `S` and five characters (`S42S02`), mixed in one
+/// comma-separated list; and the entries that are none of these, with why.
+fn error_codes(list: &str) -> (Vec<Expected>, Vec<String>) {
     let mut codes = Vec::new();
     let mut unknown = Vec::new();
     for s in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if let Some(state) = s.strip_prefix('S') {
+            if state.len() == 5 && state.chars().all(|c| c.is_ascii_alphanumeric()) {
+                codes.push(Expected::State(state.to_ascii_uppercase()));
+            } else {
+                unknown.push(format!(
+                    "{s}: a SQLSTATE is S and exactly 5 characters (S42S02)"
+                ));
+            }
+            continue;
+        }
         match s.parse::<u16>().ok().or_else(|| error_code(s)) {
-            Some(c) => codes.push(c),
-            None => unknown.push(s.to_string()),
+            Some(c) => codes.push(Expected::Code(c)),
+            None => unknown.push(format!("{s}: not an error name of MySQL 8")),
         }
     }
     (codes, unknown)
 }
+
+/// The error-log files mtr gives its servers, under `$MYSQLTEST_VARDIR/log`: a plain
+/// suite's, an NDB cluster's two mysqlds', a replica cluster's.
+const MYSQLD_LOGS: [&str; 6] = [
+    "mysqld.1.err",
+    "mysqld.2.err",
+    "mysqld.1.1.err",
+    "mysqld.2.1.err",
+    "mysqld.1.slave.err",
+    "mysqld.2.slave.err",
+];
 
 fn open_engine(dir: &Path, server_id: u32, read_only: bool) -> anyhow::Result<Engine> {
     let mut cfg = EngineConfig::new(server_id);
@@ -317,6 +381,12 @@ impl<'e> Runner<'e> {
         std::fs::create_dir_all(vardir.join("log"))?;
         std::fs::create_dir_all(&backup_dir)?;
         std::fs::write(&tools_output, "")?;
+        // The servers' error logs where mtr keeps them, which `assert_grep.inc` and
+        // `search_pattern.inc` read: there to be read, empty (ringrep's nodes log to
+        // standard error, not into them).
+        for name in MYSQLD_LOGS {
+            std::fs::write(vardir.join("log").join(name), "")?;
+        }
         let path = |p: &Path| p.display().to_string();
         let master_port = runner.nodes[master].addrs[0].port();
         let mut standard = vec![
@@ -331,6 +401,7 @@ impl<'e> Runner<'e> {
             ("NDB_TOOLS_OUTPUT", path(&tools_output)),
             ("NDB_MGM", ndb_tools::NDB_MGM.to_string()),
             ("NDB_RESTORE", ndb_tools::NDB_RESTORE.to_string()),
+            ("NDB_WAITER", ndb_tools::NDB_WAITER.to_string()),
             ("NDB_CONNECTSTRING", format!("127.0.0.1:{master_port}")),
         ];
         if let Some(tool) = &env.binlog_tool {
@@ -359,43 +430,134 @@ impl<'e> Runner<'e> {
     ) -> anyhow::Result<usize> {
         let engine = open_engine(&self.dir.path().join(name), server_id, false)?;
         let link = match source {
-            Some(from) => {
-                let src = &self.nodes[from].engine;
-                Some(Link {
-                    applier: Applier::new(&engine)?,
-                    source: BinlogDirSource::open(&src.binlog_dir(), 1, src.notifier()),
-                    from,
-                    stopped: false,
-                })
-            }
+            Some(from) => Some(self.link_to(&engine, from, false)?),
             None => None,
         };
-        let mut addrs = Vec::new();
-        let mut stops = Vec::new();
         // Two SQL ports on the one engine: the cluster's two MySQL servers.
-        for _ in 0..2 {
+        let node = self.serve(engine, server_id, link, &[0, 0])?;
+        self.nodes.push(node);
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// The applier that feeds `replica` from node `from`'s binlog.
+    fn link_to(&self, replica: &Engine, from: usize, stopped: bool) -> anyhow::Result<Link> {
+        let src = &self.nodes[from].engine;
+        Ok(Link {
+            applier: Applier::new(replica)?,
+            source: BinlogDirSource::open(&src.binlog_dir(), 1, src.notifier()),
+            from,
+            stopped,
+        })
+    }
+
+    /// Serves `engine` on loopback, one server per port of `ports` (0: a free one).
+    fn serve(
+        &mut self,
+        engine: Engine,
+        server_id: u32,
+        link: Option<Link>,
+        ports: &[u16],
+    ) -> anyhow::Result<Node> {
+        let mut addrs = Vec::new();
+        let mut servers = Vec::new();
+        for port in ports {
             let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-            let settings = ringrep_server::ServerSettings::local(0);
+            let settings = ringrep_server::ServerSettings::local(*port);
             let server = self
                 .rt
-                .block_on(ringrep_server::Server::bind(engine.clone(), &settings))?;
+                .block_on(ringrep_server::Server::bind(engine.clone(), &settings))
+                .with_context(|| format!("serving on port {port}"))?;
             addrs.push(server.local_addr()?);
-            self.rt.spawn(async move {
+            let task = self.rt.spawn(async move {
                 let _ = server
                     .run(async {
                         let _ = stop_rx.await;
                     })
                     .await;
             });
-            stops.push(stop_tx);
+            servers.push((stop_tx, task));
         }
-        self.nodes.push(Node {
+        Ok(Node {
             engine,
+            server_id,
             link,
             addrs,
-            _stop_servers: stops,
-        });
-        Ok(self.nodes.len() - 1)
+            servers,
+        })
+    }
+
+    /// `ndb_mgm -e "<id> RESTART"` / `"ALL RESTART"`: node `node` goes down and comes back
+    /// from its data directory, as a data node restarts from what it wrote to disk. Its
+    /// servers stop and serve again on the same ports; its connections stay open, as a
+    /// mysqld's do while the cluster restarts, and keep their session variables, but a
+    /// transaction they had open is gone (NDB aborts it) and so are their `@` variables. The
+    /// appliers to and from it start again from the position the replica stored.
+    fn restart_node(&mut self, node: usize) -> anyhow::Result<()> {
+        let mut sessions = Vec::new();
+        for (name, c) in self.conns.iter_mut().filter(|(_, c)| c.node == node) {
+            let session = c.session.take().with_context(|| {
+                format!("restart: connection {name} still runs a statement sent with send")
+            })?;
+            sessions.push((name.clone(), session.session.vars.clone()));
+        }
+        // Nothing may keep the old engine open: its servers, its sessions, the appliers
+        // that read or write it.
+        let old = self.nodes.swap_remove(node);
+        let ports: Vec<u16> = old.addrs.iter().map(|a| a.port()).collect();
+        let dir = old.engine.dir().to_path_buf();
+        let (server_id, had_link) = (
+            old.server_id,
+            old.link.as_ref().map(|l| (l.from, l.stopped)),
+        );
+        for (stop, task) in old.servers {
+            let _ = stop.send(());
+            self.rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(10), task).await })
+                .map_err(|_| anyhow::anyhow!("restart: the node's server did not stop in 10 s"))?
+                .ok();
+        }
+        drop(old.link);
+        drop(old.engine);
+        // Appliers of other nodes fed by this one read its binlog through its notifier.
+        let feeding: Vec<(usize, bool)> = self
+            .nodes
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, n)| {
+                let l = n.link.take_if(|l| l.from == node)?;
+                Some((i, l.stopped))
+            })
+            .collect();
+        // `swap_remove` moved the last node into `node`'s place; the reopened node goes back
+        // to its own index.
+        let engine = open_engine(&dir, server_id, false)
+            .with_context(|| format!("restart: opening {} again", dir.display()))?;
+        let placeholder = self.serve(engine, server_id, None, &[])?;
+        self.nodes.push(placeholder);
+        let last = self.nodes.len() - 1;
+        self.nodes.swap(node, last);
+        let engine = self.nodes[node].engine.clone();
+        let link = match had_link {
+            Some((from, stopped)) => Some(self.link_to(&engine, from, stopped)?),
+            None => None,
+        };
+        let served = self.serve(engine.clone(), server_id, link, &ports)?;
+        self.nodes[node] = served;
+        for (i, stopped) in feeding {
+            // `feeding` counted indices with `node` removed: the one at `node` then was the
+            // last node, which is back at the end now.
+            let i = if i == node { self.nodes.len() - 1 } else { i };
+            let replica = self.nodes[i].engine.clone();
+            self.nodes[i].link = Some(self.link_to(&replica, node, stopped)?);
+        }
+        for (name, vars) in sessions {
+            let mut session = SqlSession::new(&engine);
+            session.session.vars = vars;
+            if let Some(c) = self.conns.get_mut(&name) {
+                c.session = Some(session);
+            }
+        }
+        Ok(())
     }
 
     /// `$<port_var>` and `$<port_var>1` (the node's two SQL ports), and `$<client_var>`.
@@ -575,14 +737,29 @@ impl<'e> Runner<'e> {
         }
     }
 
-    fn replaced(&self, line: &str) -> String {
-        let mut l = line.to_string();
+    /// `text` after the next statement's `--replace_regex` and then its `--replace_result`,
+    /// the order mysqltest applies them in.
+    fn replaced(&self, text: &str) -> String {
+        let mut l = if self.next.regex.is_empty() {
+            text.to_string()
+        } else {
+            replace_regex::apply(&self.next.regex, text)
+        };
         for (from, to) in &self.next.replace {
             if !from.is_empty() {
                 l = l.replace(from.as_str(), to);
             }
         }
         l
+    }
+
+    /// A result set's line with the replacements made in each of its values on its own, as
+    /// mysqltest makes them (a pattern's `^` and `$` are a value's ends).
+    fn replaced_fields(&self, line: &str) -> String {
+        line.split('\t')
+            .map(|v| self.replaced(v))
+            .collect::<Vec<_>>()
+            .join("\t")
     }
 
     fn query(&mut self, step: &Step, sql: &str, delimiter: &str) -> Flow {
@@ -657,47 +834,66 @@ impl<'e> Runner<'e> {
         let (result, warnings) = executed;
         let next = std::mem::take(&mut self.next);
         self.next.replace = next.replace.clone();
+        self.next.regex = next.regex.clone();
         let mut lines = render_result(&result, self.info);
         if let Ok(Outcome::Rows(_)) = &result {
-            if !next.replace_column.is_empty() {
-                for l in lines.iter_mut().skip(1) {
-                    let mut cells: Vec<String> = l.split('\t').map(str::to_string).collect();
+            // mysqltest: a replaced column's value first, then the replacements in every
+            // value, then the sort of the rows as they are printed. The lines are the
+            // header, the rows' lines, and with info on the `affected rows` line.
+            let rows = lines.len() - 1 - usize::from(self.info);
+            for (i, l) in lines.iter_mut().enumerate().take(rows + 1) {
+                let mut cells: Vec<String> = l.split('\t').map(str::to_string).collect();
+                if i > 0 {
                     for (col, text) in &next.replace_column {
                         if let Some(c) = cells.get_mut(col - 1) {
                             *c = text.clone();
                         }
                     }
-                    *l = cells.join("\t");
                 }
+                *l = self.replaced_fields(&cells.join("\t"));
             }
-            if next.sorted && lines.len() > 1 {
-                lines[1..].sort();
+            for l in lines.iter_mut().skip(rows + 1) {
+                *l = self.replaced(l);
+            }
+            if next.sorted && rows > 0 {
+                lines[1..=rows].sort();
+            }
+        } else {
+            for l in lines.iter_mut() {
+                *l = self.replaced(l);
             }
         }
         if self.warnings {
-            lines.extend(render_warnings(&warnings));
+            for w in render_warnings(&warnings) {
+                lines.push(self.replaced(&w));
+            }
         }
         if self.result_log {
-            for l in &lines {
-                let l = self.replaced(l);
+            for l in lines {
                 self.push(l);
             }
         }
         self.next = Next::default();
         self.end_once();
-        let errno = result.as_ref().err().map_or(0, |e| e.code);
+        let (errno, sqlstate) = match &result {
+            Err(e) => (e.code, e.sqlstate.to_string()),
+            Ok(_) => (0, "00000".to_string()),
+        };
         self.vars.insert("mysql_errno".into(), errno.to_string());
+        self.vars.insert("mysql_sqlstate".into(), sqlstate.clone());
         let expected = next.errors;
+        let allowed = expected.iter().any(|e| e.matches(errno, &sqlstate));
+        let list = expected_text(&expected);
         let problem = match (&result, expected.is_empty() && !next.any_error) {
-            (Ok(_), false) if !expected.contains(&0) => Some(format!(
-                "query succeeded, but an error was expected ({expected:?})"
+            (Ok(_), false) if !allowed => Some(format!(
+                "query succeeded, but an error was expected ({list})"
             )),
             (Err(_), false) if next.any_error => None,
             (Err(_), true) if !self.abort_on_error => None,
             (Err(e), true) => Some(format!("query failed: {}: {}", e.code, e.message)),
-            (Err(e), false) if !expected.contains(&e.code) => Some(format!(
-                "query failed with wrong errno {}: '{}', instead of {expected:?}",
-                e.code, e.message
+            (Err(e), false) if !allowed => Some(format!(
+                "query failed with wrong errno {} ({}): '{}', instead of {list}",
+                e.code, e.sqlstate, e.message
             )),
             _ => None,
         };
@@ -863,13 +1059,7 @@ impl<'e> Runner<'e> {
                 let arg = self.subst(step, arg);
                 let (codes, unknown) = error_codes(&arg);
                 for name in &unknown {
-                    self.problem(
-                        step,
-                        None,
-                        format!(
-                            "--error {name}: not an error name of MySQL 8 (any error is taken)"
-                        ),
-                    );
+                    self.problem(step, None, format!("--error {name} (any error is taken)"));
                 }
                 self.next.errors = codes;
                 self.next.any_error = !unknown.is_empty();
@@ -933,7 +1123,11 @@ impl<'e> Runner<'e> {
                     const CR_CONN_HOST_ERROR: u16 = 2003;
                     self.vars
                         .insert("mysql_errno".into(), CR_CONN_HOST_ERROR.to_string());
-                    if !expected.errors.contains(&CR_CONN_HOST_ERROR) && !expected.any_error {
+                    let allowed = expected
+                        .errors
+                        .iter()
+                        .any(|e| e.matches(CR_CONN_HOST_ERROR, "HY000"));
+                    if !allowed && !expected.any_error {
                         self.problem(
                             step,
                             None,
@@ -950,7 +1144,7 @@ impl<'e> Runner<'e> {
                 }
                 self.connect_to(&conn, node, if db.is_empty() { "test" } else { &db })?;
                 self.vars.insert("mysql_errno".into(), "0".into());
-                if !expected.errors.is_empty() && !expected.errors.contains(&0) {
+                if !expected.errors.is_empty() && !expected.errors.contains(&Expected::Code(0)) {
                     self.problem(
                         step,
                         None,
@@ -1020,6 +1214,27 @@ impl<'e> Runner<'e> {
                 }
                 self.next.replace = w.chunks(2).map(|p| (p[0].clone(), p[1].clone())).collect();
             }
+            "replace_regex" => {
+                // mysqltest replaces only a variable that is the whole argument: a `$`
+                // elsewhere is the pattern's own (an end anchor).
+                let arg = arg.trim();
+                let is_var = arg.starts_with('$')
+                    && arg.len() > 1
+                    && arg[1..]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_');
+                let arg = if is_var {
+                    self.subst(step, arg)
+                } else {
+                    arg.to_string()
+                };
+                match replace_regex::parse(&arg) {
+                    Ok(list) => self.next.regex = list,
+                    // mysqltest stops here; the runner reports it, and the next statement's
+                    // output is not replaced (and so differs from the recording).
+                    Err(e) => self.problem(step, None, format!("{e:#}")),
+                }
+            }
             "replace_column" => {
                 let w = words(&self.subst(step, arg));
                 let mut pairs = Vec::new();
@@ -1037,6 +1252,18 @@ impl<'e> Runner<'e> {
                 let path = self.subst(step, arg);
                 if let Err(e) = std::fs::remove_file(&path) {
                     self.problem(step, None, format!("remove_file {path}: {e}"));
+                }
+            }
+            "cat_file" => {
+                // mysqltest prints the file as it is, without the replacements.
+                let path = self.subst(step, arg);
+                match std::fs::read_to_string(&path) {
+                    Ok(text) => {
+                        for l in text.lines() {
+                            self.push(l.to_string());
+                        }
+                    }
+                    Err(e) => self.problem(step, None, format!("cat_file {path}: {e}")),
                 }
             }
             "file_exists" => {
@@ -1155,7 +1382,8 @@ impl<'e> Runner<'e> {
         } else if expected.is_empty() {
             code == 0
         } else {
-            u16::try_from(code).is_ok_and(|c| expected.contains(&c))
+            // An exit code is a number: an `S<sqlstate>` entry never matches one.
+            u16::try_from(code).is_ok_and(|c| expected.contains(&Expected::Code(c)))
         };
         if !allowed {
             self.problem(
@@ -1215,9 +1443,13 @@ impl<'e> Runner<'e> {
     fn ndb_tool(&mut self, cmd: &str) -> Option<anyhow::Result<(String, String, i32)>> {
         let tokens = words(cmd);
         let program = tokens.first()?;
-        let tool = [ndb_tools::NDB_MGM, ndb_tools::NDB_RESTORE]
-            .into_iter()
-            .find(|t| program == t || program.ends_with(&format!("/{t}")))?;
+        let tool = [
+            ndb_tools::NDB_MGM,
+            ndb_tools::NDB_RESTORE,
+            ndb_tools::NDB_WAITER,
+        ]
+        .into_iter()
+        .find(|t| program == t || program.ends_with(&format!("/{t}")))?;
         let split = tokens
             .iter()
             .position(|t| t.starts_with(['>', '|', '&', ';', '<']) || t.starts_with("2>"))
@@ -1237,7 +1469,34 @@ impl<'e> Runner<'e> {
             .join("BACKUP");
         let engine = self.nodes[node].engine.clone();
         let ran = if tool == ndb_tools::NDB_MGM {
-            ndb_tools::start_backup(&engine, &backups, args)
+            match ndb_tools::mgm_command(args) {
+                Ok(ndb_tools::MgmCommand::Backup(words)) => {
+                    ndb_tools::start_backup(&engine, &backups, &words)
+                }
+                Ok(ndb_tools::MgmCommand::Restart { node: id, .. }) => {
+                    // Every data node of the cluster is this one node: restarting one of
+                    // them or all has the same effect on the tables. `-n` (stay down until
+                    // START) comes back at once: nothing can reach the tables in between
+                    // that could tell.
+                    drop(engine);
+                    self.restart_node(node).map(|()| match id {
+                        Some(id) => format!(
+                            "Node {id}: Node shutdown initiated\nNode {id} is being restarted\n"
+                        ),
+                        None => {
+                            "Executing RESTART on all nodes.\nAll DB nodes are being restarted.\n"
+                                .to_string()
+                        }
+                    })
+                }
+                Ok(ndb_tools::MgmCommand::Start) => Ok("Database node is being started.\n".into()),
+                Err(e) => Err(e),
+            }
+        } else if tool == ndb_tools::NDB_WAITER {
+            let port = self.nodes[node].addrs[0].port();
+            Ok(format!(
+                "Connecting to management server at 127.0.0.1:{port}\nNode 1: STARTED\n"
+            ))
         } else {
             ndb_tools::restore_args(args).and_then(|a| {
                 let path = match (&a.path, a.backup_id) {
@@ -1326,6 +1585,32 @@ mod tests {
         run_script(&path, Topology::Single, &RunEnv::default())
             .expect("runs")
             .lines
+    }
+
+    #[test]
+    fn error_lists_mix_numbers_names_and_sqlstates() {
+        let (codes, unknown) = error_codes("1050, ER_TABLE_EXISTS_ERROR,S42S01 ,0");
+        assert_eq!(
+            codes,
+            [
+                Expected::Code(1050),
+                Expected::Code(1050),
+                Expected::State("42S01".into()),
+                Expected::Code(0),
+            ]
+        );
+        assert!(unknown.is_empty());
+        assert!(codes[2].matches(1050, "42S01"));
+        assert!(!codes[2].matches(1146, "42S02"));
+        // A SQLSTATE names errors only: success is `0`.
+        assert!(!codes[2].matches(0, "00000"));
+        assert!(codes[3].matches(0, "00000"));
+        assert_eq!(expected_text(&codes), "1050,1050,S42S01,0");
+        let (codes, unknown) = error_codes("S4S01,ER_NOT_A_NAME,1062");
+        assert_eq!(codes, [Expected::Code(1062)]);
+        assert_eq!(unknown.len(), 2);
+        assert!(unknown[0].starts_with("S4S01: a SQLSTATE is S and exactly 5 characters"));
+        assert!(unknown[1].starts_with("ER_NOT_A_NAME: not an error name"));
     }
 
     #[test]

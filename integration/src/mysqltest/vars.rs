@@ -49,19 +49,31 @@ pub(crate) fn substitute(
     out
 }
 
+/// Whether `text` is one variable reference, `$name`.
+fn is_variable(text: &str) -> bool {
+    text.len() > 1
+        && text.starts_with('$')
+        && text[1..]
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// A `while`/`if` condition: `$a`, `!$a`, or `$a <op> b` with ==, !=, <, <=, >, >=
-/// (numbers compare as numbers). A bare `$a` or `!$a` tests whether the variable holds
-/// something, so an unset one there is not pushed onto `unset`.
+/// (numbers compare as numbers; quotes around `b` are not part of it). A bare `$a` or `!$a`
+/// tests whether the variable holds something, and so does `$a == ''` / `$a != ''` (how
+/// mysqltest's own includes ask whether an optional parameter was given), so an unset one
+/// there is not pushed onto `unset`.
 pub(crate) fn condition(
     cond: &str,
     vars: &HashMap<String, String>,
     unset: &mut Vec<String>,
 ) -> bool {
     let bare = cond.trim().trim_start_matches('!').trim_start();
-    let is_test = bare.starts_with('$')
-        && bare[1..]
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let empty_test = ["==", "!="].iter().any(|op| {
+        bare.split_once(op)
+            .is_some_and(|(a, b)| is_variable(a.trim()) && matches!(b.trim(), "''" | "\"\""))
+    });
+    let is_test = is_variable(bare) || empty_test;
     let mut missing = Vec::new();
     let text = substitute(cond, vars, &mut missing);
     if !is_test {
@@ -70,7 +82,13 @@ pub(crate) fn condition(
     let text = text.trim();
     for op in ["==", "!=", "<=", ">=", "<", ">"] {
         if let Some((a, b)) = text.split_once(op) {
-            let (a, b) = (a.trim(), b.trim().trim_matches('"'));
+            let b = b.trim();
+            let b = b
+                .strip_prefix('\'')
+                .and_then(|v| v.strip_suffix('\''))
+                .or_else(|| b.strip_prefix('"').and_then(|v| v.strip_suffix('"')))
+                .unwrap_or(b);
+            let a = a.trim();
             let ord = match (a.parse::<f64>(), b.parse::<f64>()) {
                 (Ok(x), Ok(y)) => x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal),
                 _ => a.cmp(b),
@@ -163,7 +181,14 @@ mod tests {
         // Testing an unset variable is how scripts ask whether it is set: not reported.
         assert!(condition("!$ringrep_never_set_var", &v, &mut unset));
         assert!(unset.is_empty());
-        // Comparing one is reported.
+        // So is comparing one with the empty string, in either quotes; quotes are not part
+        // of the value compared.
+        assert!(condition("$ringrep_never_set_var == ''", &v, &mut unset));
+        assert!(!condition("$ringrep_never_set_var != \"\"", &v, &mut unset));
+        assert!(condition("$i != ''", &v, &mut unset));
+        assert!(condition("$i == '9'", &v, &mut unset));
+        assert!(unset.is_empty());
+        // Comparing one with anything else is reported.
         assert!(condition("$ringrep_never_set_var != 1", &v, &mut unset));
         assert_eq!(unset, vec!["ringrep_never_set_var"]);
     }
