@@ -10,6 +10,7 @@ use binlog_format::SyncPolicy;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 use ringrep_applier::verify::{verify, VerifyOptions};
+use ringrep_cdc::kafka::Format;
 use ringrep_kafka::KafkaSettings;
 use ringrep_relay::Relay;
 
@@ -25,9 +26,8 @@ type Mock = MockCluster<'static, DefaultProducerContext>;
 pub(crate) fn kafka_bench(
     dir: &Path,
     brokers: Option<String>,
-    txs: u64,
-    rate: u64,
-    seconds: u64,
+    (txs, rate, seconds): (u64, u64, u64),
+    format: Format,
 ) -> anyhow::Result<()> {
     let mock = match &brokers {
         Some(_) => None,
@@ -48,8 +48,8 @@ pub(crate) fn kafka_bench(
         .enable_all()
         .build()?;
 
-    let (t, c, secs, startup) = relay_throughput(&rt, dir, &servers, mock.as_ref(), txs)?;
-    println!("kafka: broker {broker_name}");
+    let (t, c, secs, startup) = relay_throughput(&rt, dir, &servers, mock.as_ref(), txs, format)?;
+    println!("kafka: broker {broker_name}, change records in {format:?}");
     println!("relay startup (topics created, tails read): {startup:.2} s");
     let relay_rate = (t + c) as f64 / secs;
     println!(
@@ -65,7 +65,7 @@ pub(crate) fn kafka_bench(
         relay_rate / bound
     );
 
-    lag_through_kafka(&rt, dir, &servers, mock.as_ref(), rate, seconds)
+    lag_through_kafka(&rt, dir, &servers, mock.as_ref(), (rate, seconds), format)
 }
 
 /// The bound: what a bare producer with the relay's settings does against the same broker,
@@ -145,6 +145,7 @@ fn relay_throughput(
     servers: &str,
     mock: Option<&Mock>,
     txs: u64,
+    format: Format,
 ) -> anyhow::Result<(u64, u64, f64, f64)> {
     let (primary, def) = open(&dir.join("p1"), 1, SyncPolicy::Never, false)?;
     let mut s = primary.session();
@@ -153,7 +154,10 @@ fn relay_throughput(
     }
     primary.sync()?;
     let last = primary.last_seq();
-    let settings = kafka_settings(servers, mock, "throughput")?;
+    let settings = KafkaSettings {
+        format,
+        ..kafka_settings(servers, mock, "throughput")?
+    };
     let relay = Relay::new(settings, &primary.binlog_dir(), None);
     let stats = relay.stats.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -193,12 +197,15 @@ fn lag_through_kafka(
     dir: &Path,
     servers: &str,
     mock: Option<&Mock>,
-    rate: u64,
-    seconds: u64,
+    (rate, seconds): (u64, u64),
+    format: Format,
 ) -> anyhow::Result<()> {
     let (primary, def) = open(&dir.join("p2"), 1, SyncPolicy::EveryCommit, false)?;
     let (replica, _) = open(&dir.join("r2"), 2, SyncPolicy::EveryCommit, true)?;
-    let settings = kafka_settings(servers, mock, "lag")?;
+    let settings = KafkaSettings {
+        format,
+        ..kafka_settings(servers, mock, "lag")?
+    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let relay = Relay::new(settings.clone(), &primary.binlog_dir(), primary.notifier());
     let stats = relay.stats.clone();

@@ -106,6 +106,10 @@ enum Command {
         rate: u64,
         #[arg(long, default_value_t = 5)]
         seconds: u64,
+        /// The change records' format, as the relay's `--kafka-format`: `ringrep`,
+        /// `debezium` (with schemas) or `debezium-noschema`.
+        #[arg(long, default_value = "ringrep")]
+        format: String,
     },
     /// Rows/s of one SQL statement writing n rows (INSERT ... SELECT, multi-row VALUES, LOAD
     /// DATA, UPDATE, DELETE; plain and ring tables) for each n of SIZES: whether a statement's
@@ -274,7 +278,15 @@ fn main() -> anyhow::Result<()> {
             txs,
             rate,
             seconds,
-        } => kafka::kafka_bench(dir, brokers, txs, rate, seconds),
+            format,
+        } => {
+            let format = ringrep_cdc::kafka::Format::parse(&format).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--format {format}: expected ringrep, debezium or debezium-noschema"
+                )
+            })?;
+            kafka::kafka_bench(dir, brokers, (txs, rate, seconds), format)
+        }
         Command::Fsync { seconds } => fsync(dir, seconds),
         Command::EngineBatch {
             prefixes,
