@@ -236,7 +236,8 @@ async fn chain(c: Cluster) -> Result<()> {
     Ok(())
 }
 
-/// Failover across hosts: the primary's container removed under load (its host gone), the
+/// Failover across hosts: the replicas cut off from the primary, which goes on taking
+/// writes, then the primary's container removed under load (its host gone), the
 /// replica that applied more of it promoted (`STOP REPLICA; RESET REPLICA ALL`), the other
 /// re-pointed to it (`CHANGE REPLICATION SOURCE TO`), writes going on on the new primary.
 /// Replication is asynchronous: inserts the old primary acknowledged and never streamed are
@@ -250,11 +251,20 @@ async fn failover(c: Cluster) -> Result<()> {
     load.wait_more(150).await?;
     r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
     r2.wait_metric("ringrep_replica_link_up", 1.0).await?;
-    p.remove()?;
-    // Both links down: neither replica can receive more of the old primary.
+    // The replicas lose the primary first (cut off until each ends its silent link), while
+    // it goes on acknowledging: at least those 50 inserts are the loss window, so the
+    // checker has one to find. Then the primary's host is removed and the replicas come back
+    // on the network.
+    r1.disconnect(&c.name)?;
+    r2.disconnect(&c.name)?;
     r1.wait_metric("ringrep_replica_link_up", 0.0).await?;
     r2.wait_metric("ringrep_replica_link_up", 0.0).await?;
+    const UNSTREAMED: usize = 50;
+    load.wait_more(UNSTREAMED).await?;
+    p.remove()?;
     let old = load.stop().await?;
+    r1.reconnect(&c.name).await?;
+    r2.reconnect(&c.name).await?;
     let (s1, s2) = (r1.applied_seq().await?, r2.applied_seq().await?);
     let ((new, new_id), other) = if s1 >= s2 {
         ((&r1, 2), &r2)
@@ -283,6 +293,12 @@ async fn failover(c: Cluster) -> Result<()> {
         old.count(history::Outcome::Acked),
         new.short
     );
+    if before.lost < UNSTREAMED {
+        bail!(
+            "loss window of {}: the old primary acknowledged at least {UNSTREAMED} inserts after both replicas were cut off",
+            before.lost
+        );
+    }
     other
         .sql(&[
             "STOP REPLICA",
