@@ -178,6 +178,16 @@ impl Cluster {
     /// `ringrep-applier verify` of two nodes, run on a host of its own on the network: its
     /// report when it says CONVERGED (exit 0), else an error with the report.
     pub(crate) async fn verify(&self, primary: &Node, replica: &Node) -> Result<String> {
+        self.run_verify(primary, replica, false).await
+    }
+
+    /// `ringrep-applier verify --live`: the same while the primary takes writes, both sides
+    /// read through their replication streams at one sequence number.
+    pub(crate) async fn verify_live(&self, primary: &Node, replica: &Node) -> Result<String> {
+        self.run_verify(primary, replica, true).await
+    }
+
+    async fn run_verify(&self, primary: &Node, replica: &Node, live: bool) -> Result<String> {
         let mut tools = self.tools.lock().await;
         if tools.is_none() {
             *tools = Some(
@@ -185,22 +195,26 @@ impl Cluster {
                     .await?,
             );
         }
-        let url = |n: &Node| format!("mysql://root:{PASSWORD}@{}:3306", n.host);
-        let (code, out) = exec(
-            &format!("{}-verifier", self.name),
-            &[
-                "ringrep-applier",
-                "verify",
-                "--primary",
-                &url(primary),
-                "--replica",
-                &url(replica),
-            ],
-        )
-        .await?;
+        let (p, r) = (
+            format!("mysql://root:{PASSWORD}@{}:3306", primary.host),
+            format!("mysql://root:{PASSWORD}@{}:3306", replica.host),
+        );
+        let mut cmd = vec![
+            "ringrep-applier",
+            "verify",
+            "--primary",
+            &p,
+            "--replica",
+            &r,
+        ];
+        if live {
+            cmd.push("--live");
+        }
+        let (code, out) = exec(&format!("{}-verifier", self.name), &cmd).await?;
         if code != 0 || !out.lines().any(|l| l.trim() == "CONVERGED") {
             bail!(
-                "verify {} against {}: exit {code}\n{out}",
+                "verify{} {} against {}: exit {code}\n{out}",
+                if live { " --live" } else { "" },
                 replica.short,
                 primary.short
             );

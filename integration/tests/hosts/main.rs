@@ -165,6 +165,15 @@ async fn partition_replica(c: Cluster) -> Result<()> {
     load.wait_more(200).await?;
     r1.reconnect(&c.name).await?;
     r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    // Verified while the writers go on (issue 49, item 4): both sides at one sequence number.
+    let live = c.verify_live(&p, &r1).await?;
+    let at = live
+        .lines()
+        .rev()
+        .find(|l| l.contains("live:"))
+        .unwrap_or("")
+        .trim();
+    println!("    verify --live r1 against primary under load: CONVERGED ({at})");
     load.wait_more(100).await?;
     let history = load.stop().await?;
     watch.stop().await?;
