@@ -1,0 +1,341 @@
+//! ringrep across hosts: nodes as containers on a private Docker network, each with its own
+//! address, under a write load whose every insert is recorded with its outcome, through
+//! faults between hosts; each scenario ends with every replica caught up, the verifier's
+//! CONVERGED for each, and the history checker (`integration::history`) passing on every
+//! node. docs/testing-hosts.md describes the scenarios.
+//!
+//! The containers run `ringrep:latest` as `.ci/images` builds it (no registry: nothing is
+//! pulled). Without `RINGREP_TEST_IMAGES=1` the target skips, saying why: the images must be
+//! built first, and hold the binaries of the tree they were built from. With it, a missing
+//! engine or image fails the run; `.ci/run` sets it once `.ci/compose-check` has built them.
+//!
+//! Its own main (no libtest harness): DOCKER_HOST must be set before any thread starts (the
+//! relay in `docker.rs`), and the scenarios run one after another, each with its containers
+//! removed at its end whatever happened. `cargo test -p integration --test hosts -- NAME`
+//! runs the scenarios whose names contain NAME.
+
+mod cluster;
+mod docker;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use integration::history::{self, CheckOptions};
+
+use cluster::{settle_and_check, Cluster, Load, Node, SeqWatch, PASSWORD, RING_SIZE};
+
+type Scenario = fn(Cluster) -> Pin<Box<dyn Future<Output = Result<()>> + Send>>;
+
+/// Every scenario, by name.
+const SCENARIOS: &[(&str, Scenario)] = &[
+    ("partition_replica", |c| Box::pin(partition_replica(c))),
+    ("pause_primary", |c| Box::pin(pause_primary(c))),
+    ("kill_replica", |c| Box::pin(kill_replica(c))),
+    ("chain", |c| Box::pin(chain(c))),
+    ("failover", |c| Box::pin(failover(c))),
+];
+
+/// Writers and prefixes per writer of every scenario's load.
+const WRITERS: u32 = 4;
+const USERS_PER_WRITER: u32 = 6;
+
+fn main() -> ExitCode {
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if std::env::args().any(|a| a == "--list") {
+        for (name, _) in SCENARIOS {
+            println!("{name}: test");
+        }
+        return ExitCode::SUCCESS;
+    }
+    let selected: Vec<&(&str, Scenario)> = SCENARIOS
+        .iter()
+        .filter(|(n, _)| filter.as_deref().is_none_or(|f| n.contains(f)))
+        .collect();
+    if std::env::var("RINGREP_TEST_IMAGES").as_deref() != Ok("1") {
+        println!(
+            "hosts: skipped {} scenarios: RINGREP_TEST_IMAGES is not 1. They run nodes as \
+             containers of ringrep:latest, which .ci/images builds from this tree's release \
+             binaries; build it, then RINGREP_TEST_IMAGES=1 cargo test -p integration --test \
+             hosts (.ci/run does)",
+            selected.len()
+        );
+        return ExitCode::SUCCESS;
+    }
+    // Kept until the end: the relay's socket lives in it.
+    let scratch = match prepare() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("hosts: cannot run: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (mut passed, mut failed) = (0, 0);
+    let started = Instant::now();
+    for (name, scenario) in selected {
+        println!("hosts: {name} ...");
+        let t = Instant::now();
+        let cluster = Cluster::new(name);
+        let network = cluster.name.clone();
+        // Spawned, so that a panic ends only the task: its containers are dropped (and so
+        // removed) while it unwinds.
+        let result = rt.block_on(async move { tokio::spawn(scenario(cluster)).await });
+        let secs = t.elapsed().as_secs_f64();
+        let left = docker::sweep(&format!("{}={network}", cluster::LABEL), &network);
+        if !left.is_empty() {
+            println!("hosts: {name}: removed what it left: {}", left.join(", "));
+        }
+        let outcome = match result {
+            Ok(Ok(())) if left.is_empty() => Ok(()),
+            Ok(Ok(())) => Err(format!("left behind (removed now): {}", left.join(", "))),
+            Ok(Err(e)) => Err(format!("{e:#}")),
+            Err(e) => Err(format!("panicked: {e}")),
+        };
+        match outcome {
+            Ok(()) => {
+                passed += 1;
+                println!("hosts: {name} ok ({secs:.1} s)");
+            }
+            Err(e) => {
+                failed += 1;
+                println!("hosts: {name} FAILED ({secs:.1} s): {e}");
+            }
+        }
+    }
+    drop(rt);
+    drop(scratch);
+    println!(
+        "\ntest result: {}. {passed} passed; {failed} failed; finished in {:.1} s",
+        if failed == 0 { "ok" } else { "FAILED" },
+        started.elapsed().as_secs_f64()
+    );
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Checks the engine and the image, and puts the Docker API relay in front of the engine
+/// (DOCKER_HOST, read by testcontainers). Runs before any other thread exists.
+fn prepare() -> Result<tempfile::TempDir> {
+    docker::self_test()?;
+    docker::docker(&["info", "--format", "{{.ServerVersion}}"])
+        .context("no Docker engine answers (docker info)")?;
+    let image = format!("{}:{}", cluster::IMAGE.0, cluster::IMAGE.1);
+    if docker::docker(&["image", "inspect", "--format", "{{.Id}}", &image]).is_err() {
+        bail!("no image {image}: build it with .ci/images (nothing can be pulled)");
+    }
+    let engine = docker::engine_socket()?;
+    let minor = docker::engine_api_minor(&engine)?;
+    let scratch = tempfile::Builder::new().prefix("ringrep-hosts").tempdir()?;
+    let socket = scratch.path().join("docker.sock");
+    // Before any thread: set_var while another thread reads the environment is undefined.
+    std::env::set_var("DOCKER_HOST", format!("unix://{}", socket.display()));
+    docker::start_relay(engine, minor, scratch.path())?;
+    Ok(scratch)
+}
+
+/// Primary and one replica, the load running, and the replica's link up.
+async fn primary_and_replica(c: &Cluster) -> Result<(Arc<Node>, Arc<Node>, Load)> {
+    let p = c.primary().await?;
+    let r1 = c.replica("r1", 2, &p).await?;
+    let load = Load::start(&p, 0, WRITERS, USERS_PER_WRITER);
+    load.wait_more(100).await?;
+    r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    Ok((p, r1, load))
+}
+
+/// A replica cut off its primary (`docker network disconnect`) until it ends the silent link
+/// itself (three heartbeats), the primary taking writes meanwhile; then healed.
+async fn partition_replica(c: Cluster) -> Result<()> {
+    let (p, r1, load) = primary_and_replica(&c).await?;
+    let watch = SeqWatch::start(vec![r1.clone()]);
+    r1.disconnect(&c.name)?;
+    // Only a link silent for three heartbeat periods is ended: this proves the cut lasted.
+    r1.wait_metric("ringrep_replica_link_up", 0.0).await?;
+    load.wait_more(200).await?;
+    r1.reconnect(&c.name).await?;
+    r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    // Verified while the writers go on (issue 49, item 4): both sides at one sequence number.
+    let live = c.verify_live(&p, &r1).await?;
+    let at = live
+        .lines()
+        .rev()
+        .find(|l| l.contains("live:"))
+        .unwrap_or("")
+        .trim();
+    println!("    verify --live r1 against primary under load: CONVERGED ({at})");
+    load.wait_more(100).await?;
+    let history = load.stop().await?;
+    watch.stop().await?;
+    settle_and_check(&c, &p, 1, &[&r1], &history, None).await?;
+    Ok(())
+}
+
+/// The primary frozen (`docker pause`, the cgroup freezer: SIGSTOP for every process) until
+/// its replica ends the silent link, writers waiting on it; then thawed.
+async fn pause_primary(c: Cluster) -> Result<()> {
+    let (p, r1, load) = primary_and_replica(&c).await?;
+    let watch = SeqWatch::start(vec![r1.clone()]);
+    p.pause().await?;
+    r1.wait_metric("ringrep_replica_link_up", 0.0).await?;
+    p.unpause().await?;
+    r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    load.wait_more(200).await?;
+    let history = load.stop().await?;
+    watch.stop().await?;
+    settle_and_check(&c, &p, 1, &[&r1], &history, None).await?;
+    Ok(())
+}
+
+/// A replica killed (SIGKILL) while the primary takes writes, then started again on its
+/// volume: it resumes from its stored position.
+async fn kill_replica(c: Cluster) -> Result<()> {
+    let (p, r1, load) = primary_and_replica(&c).await?;
+    let watch = SeqWatch::start(vec![r1.clone()]);
+    r1.kill()?;
+    watch.forget(&r1);
+    load.wait_more(200).await?;
+    r1.restart().await?;
+    // What it had applied survived the crash on its volume (all but the last few
+    // milliseconds at most): a replica on an empty directory would be at 0 here.
+    let resumed = r1.applied_seq().await?;
+    if resumed == 0 {
+        bail!("r1 came back at seq 0: its data did not survive on its volume");
+    }
+    watch.forget(&r1);
+    r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    load.wait_more(100).await?;
+    let history = load.stop().await?;
+    watch.stop().await?;
+    settle_and_check(&c, &p, 1, &[&r1], &history, None).await?;
+    Ok(())
+}
+
+/// A chain across three hosts: primary -> r1 -> r2, the middle one killed and started
+/// again while writes go on.
+async fn chain(c: Cluster) -> Result<()> {
+    let p = c.primary().await?;
+    let r1 = c.replica("r1", 2, &p).await?;
+    let r2 = c.replica("r2", 3, &r1).await?;
+    let load = Load::start(&p, 0, WRITERS, USERS_PER_WRITER);
+    load.wait_more(100).await?;
+    r2.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    let watch = SeqWatch::start(vec![r1.clone(), r2.clone()]);
+    r1.kill()?;
+    watch.forget(&r1);
+    r2.wait_metric("ringrep_replica_link_up", 0.0).await?;
+    load.wait_more(200).await?;
+    r1.restart().await?;
+    watch.forget(&r1);
+    r2.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    load.wait_more(100).await?;
+    let history = load.stop().await?;
+    watch.stop().await?;
+    settle_and_check(&c, &p, 1, &[&r1, &r2], &history, None).await?;
+    Ok(())
+}
+
+/// Failover across hosts: the replicas cut off from the primary, which goes on taking
+/// writes, then the primary's container removed under load (its host gone), the
+/// replica that applied more of it promoted (`STOP REPLICA; RESET REPLICA ALL`), the other
+/// re-pointed to it (`CHANGE REPLICATION SOURCE TO`), writes going on on the new primary.
+/// Replication is asynchronous: inserts the old primary acknowledged and never streamed are
+/// the documented loss window, counted; everything the promoted replica had received stays,
+/// on both nodes, and both agree.
+async fn failover(c: Cluster) -> Result<()> {
+    let p = c.primary().await?;
+    let r1 = c.replica("r1", 2, &p).await?;
+    let r2 = c.replica("r2", 3, &p).await?;
+    let load = Load::start(&p, 0, WRITERS, USERS_PER_WRITER);
+    load.wait_more(150).await?;
+    r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    r2.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    // The replicas lose the primary first (cut off until each ends its silent link), while
+    // it goes on acknowledging: at least those 50 inserts are the loss window, so the
+    // checker has one to find. Then the primary's host is removed and the replicas come back
+    // on the network.
+    r1.disconnect(&c.name)?;
+    r2.disconnect(&c.name)?;
+    r1.wait_metric("ringrep_replica_link_up", 0.0).await?;
+    r2.wait_metric("ringrep_replica_link_up", 0.0).await?;
+    const UNSTREAMED: usize = 50;
+    load.wait_more(UNSTREAMED).await?;
+    p.remove()?;
+    let old = load.stop().await?;
+    r1.reconnect(&c.name).await?;
+    r2.reconnect(&c.name).await?;
+    let (s1, s2) = (r1.applied_seq().await?, r2.applied_seq().await?);
+    let ((new, new_id), other) = if s1 >= s2 {
+        ((&r1, 2), &r2)
+    } else {
+        ((&r2, 3), &r1)
+    };
+    println!(
+        "    old primary removed: r1 at seq {s1}, r2 at {s2}; promoting {}",
+        new.short
+    );
+    new.sql(&["STOP REPLICA", "RESET REPLICA ALL"]).await?;
+    // What the promoted node holds of the old primary, before anyone writes to it: a
+    // prefix of each ring's inserts; the acknowledged ones beyond it are the loss window.
+    let lossy = CheckOptions {
+        ring_size: RING_SIZE,
+        lossy_epoch: Some(0),
+    };
+    let before = history::check(&old, &new.rings().await?, lossy);
+    println!("    at promotion: {before}");
+    if !before.ok() {
+        bail!("the promoted replica's rings do not fit the old primary's history");
+    }
+    println!(
+        "    loss window: {} of {} acknowledged inserts (acknowledged by the old primary, never streamed to {})",
+        before.lost,
+        old.count(history::Outcome::Acked),
+        new.short
+    );
+    if before.lost < UNSTREAMED {
+        bail!(
+            "loss window of {}: the old primary acknowledged at least {UNSTREAMED} inserts after both replicas were cut off",
+            before.lost
+        );
+    }
+    other
+        .sql(&[
+            "STOP REPLICA",
+            &format!(
+                "CHANGE REPLICATION SOURCE TO SOURCE_HOST='{}', SOURCE_PORT=3306, \
+                 SOURCE_USER='root', SOURCE_PASSWORD='{PASSWORD}', SOURCE_HEARTBEAT_PERIOD=0.5, \
+                 SOURCE_CONNECT_RETRY=1",
+                new.host
+            ),
+            "START REPLICA",
+        ])
+        .await?;
+    let load = Load::start(new, 1, WRITERS, USERS_PER_WRITER);
+    load.wait_more(150).await?;
+    let mut history = old;
+    history.extend(load.stop().await?.writes().cloned());
+    let reports = settle_and_check(&c, new, new_id, &[other], &history, Some(0)).await?;
+    // Nothing the promoted replica had received was lost, on either node.
+    for r in &reports {
+        if r.held != before.held || r.lost != before.lost {
+            bail!(
+                "{}: holds other inserts of the old primary than {} did at promotion ({} lost, {} at promotion)",
+                r.node,
+                new.short,
+                r.lost,
+                before.lost
+            );
+        }
+    }
+    Ok(())
+}
