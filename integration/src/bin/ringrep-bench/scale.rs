@@ -296,8 +296,13 @@ pub(crate) fn run(
             )
         })?;
         out.push(report);
-        // The next size needs the disk space more than this one's files are worth.
-        std::fs::remove_dir_all(&dir)?;
+        // The next size needs the disk space more than this one's data is worth; the nodes'
+        // logs stay, to look into afterwards (snapshots taken, provisioning's own figures).
+        for node in ["primary", "replica"] {
+            if dir.join(node).exists() {
+                std::fs::remove_dir_all(dir.join(node))?;
+            }
+        }
     }
     Ok(out)
 }
@@ -1034,6 +1039,7 @@ mod tests {
             provision_rows_per_sec: 500_000.0,
             commit_p99_before_ms: 1.0,
             commit_p99_during_ms: 1.5,
+            verify_rows: rows,
             verify_rows_per_sec: 4e6,
             ops_per_sec: ops,
             cpu_primary_us: cpu,
