@@ -5,14 +5,16 @@
 //! inserts, snapshot pauses, the verifier), a replica's in `replica` (catch-up, lag through the
 //! binlog directory), the relay's in `kafka`, the side-by-side run against MariaDB and
 //! Redis in `peers`, a primary's disk use with binlog retention in `retention`, a
-//! primary and replica under a mixed workload for minutes in `soak`, and the cost of one
-//! statement as its rows grow in `statements`.
+//! primary and replica under a mixed workload for minutes in `soak`, the cost of one
+//! statement as its rows grow in `statements`, and a primary's costs as its data grows in
+//! `scale`.
 
 mod engine;
 mod kafka;
 mod peers;
 mod replica;
 mod retention;
+mod scale;
 mod soak;
 mod statements;
 
@@ -125,6 +127,11 @@ enum Command {
         #[arg(long, default_value_t = 100_000)]
         values_max: u64,
     },
+    /// A primary's costs as its data grows: for each size of ROWS, a `ringrep-source serve`
+    /// loaded with that many rows (rings of 10, at most 1 M rings, ~200-byte rows), then its
+    /// memory per row against the rows' encoded size, restarts (binlog replay, snapshot), a
+    /// snapshot, a new replica provisioned, the verifier, and RB-1 from CLIENTS clients.
+    Scale(ScaleArgs),
     /// The verifier comparing two equal engines of ROWS rows.
     Verify {
         #[arg(long, default_value_t = 1_000_000)]
@@ -164,6 +171,34 @@ enum Command {
         #[arg(long, default_value = "commit")]
         sync: String,
     },
+}
+
+#[derive(clap::Args)]
+struct ScaleArgs {
+    /// Rows to load, one run per size, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "100000,1000000,10000000")]
+    rows: Vec<u64>,
+    /// Data directory for the nodes (default: a temporary one beside the system's others).
+    #[arg(long)]
+    dir: Option<std::path::PathBuf>,
+    /// Clients of RB-1's step.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Seconds of warm-up before RB-1's measured interval.
+    #[arg(long, default_value_t = 3)]
+    warmup: u64,
+    /// Seconds RB-1 is measured.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Also write the report as CSV (a line per size) to this file.
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
+    /// Skip the verifier step (at 10 M rows it needs more memory than 24 GiB).
+    #[arg(long)]
+    no_verify: bool,
 }
 
 /// How `engine-autocommit`'s writers wait for their commits to become durable.
@@ -273,6 +308,7 @@ fn main() -> anyhow::Result<()> {
     let dir = tmp.path();
     match cli.command {
         Command::Peers(args) => run_peers(*args),
+        Command::Scale(args) => run_scale(args, dir),
         Command::Kafka {
             brokers,
             txs,
@@ -353,6 +389,32 @@ fn fsync(dir: &Path, seconds: u64) -> anyhow::Result<()> {
         peers::fsync_rate(dir, Duration::from_secs(seconds), false)?,
         peers::fsync_rate(dir, Duration::from_secs(seconds), true)?
     );
+    Ok(())
+}
+
+/// `scale`: the report goes to stdout as Markdown (and to `--json`, `--csv`), progress to
+/// stderr as each step starts and ends.
+fn run_scale(args: ScaleArgs, tmp: &Path) -> anyhow::Result<()> {
+    let opts = scale::ScaleOptions {
+        sizes: args.rows,
+        dir: args.dir.unwrap_or_else(|| tmp.to_path_buf()),
+        bin_dir: std::env::current_exe()?
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+        clients: args.clients,
+        warmup: Duration::from_secs(args.warmup),
+        measure: Duration::from_secs(args.seconds),
+        verify: !args.no_verify,
+    };
+    let sizes = scale::run(&opts, &mut |line| eprintln!("{line}"))?;
+    println!("{}", scale::markdown(&sizes));
+    if let Some(path) = args.json {
+        std::fs::write(&path, serde_json::to_string_pretty(&sizes)?)?;
+    }
+    if let Some(path) = args.csv {
+        std::fs::write(&path, scale::csv(&sizes)?)?;
+    }
     Ok(())
 }
 

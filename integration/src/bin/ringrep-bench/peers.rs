@@ -105,25 +105,25 @@ pub(crate) struct PeersOptions {
 
 /// One system at one client count.
 #[derive(Debug, Clone, serde::Serialize)]
-struct Measurement {
+pub(crate) struct Measurement {
     system: &'static str,
     clients: usize,
     /// Operations acknowledged in the measured interval.
     ops: u64,
-    ops_per_sec: f64,
+    pub(crate) ops_per_sec: f64,
     /// Client-side latency of one operation: median, then 99th percentile.
     op_p50_ms: f64,
-    op_p99_ms: f64,
+    pub(crate) op_p99_ms: f64,
     /// CPU time (user + system) per operation, microseconds: the primary's process, then the
     /// replica's, each with its children that ended in the interval (Redis rewrites its
     /// append-only file in a forked child; ringrep's snapshots run in a thread).
-    cpu_primary_us: f64,
-    cpu_replica_us: f64,
+    pub(crate) cpu_primary_us: f64,
+    pub(crate) cpu_replica_us: f64,
     /// The part of `cpu_primary_us` that the primary's children took.
     cpu_primary_children_us: f64,
     /// Replica lag seen by the probe: median, 99th percentile, number of probes.
     lag_p50_ms: f64,
-    lag_p99_ms: f64,
+    pub(crate) lag_p99_ms: f64,
     lag_samples: usize,
     /// Operations retried after a deadlock or lock-wait timeout.
     retries: u64,
@@ -267,8 +267,10 @@ pub(crate) fn payload(n: u64) -> String {
 }
 
 /// A system under test: how to reach its primary and replica, and their processes.
-struct Target {
+pub(crate) struct Target {
     kind: SystemKind,
+    /// ringrep's table, `db.table` (RB-1's `test.rb1`; `scale` writes into its own).
+    table: String,
     primary: SocketAddr,
     replica: SocketAddr,
     primary_pid: u32,
@@ -361,6 +363,7 @@ impl Target {
         };
         Ok(Target {
             kind,
+            table: "test.rb1".into(),
             primary,
             replica,
             primary_pid,
@@ -371,6 +374,30 @@ impl Target {
             probe_prefix: opts.prefixes,
             bin_dir: opts.bin_dir.clone(),
         })
+    }
+
+    /// ringrep's nodes started by the caller, writing RB-1's operation into `table` (columns
+    /// `prefix` and `payload`, rings over prefixes below `probe_prefix`; the lag probe writes
+    /// into `probe_prefix`). The caller stops the nodes.
+    pub(crate) fn ringrep(
+        (primary, primary_pid): (SocketAddr, u32),
+        (replica, replica_pid): (SocketAddr, u32),
+        table: &str,
+        probe_prefix: u64,
+    ) -> Target {
+        Target {
+            kind: SystemKind::Ringrep,
+            table: table.into(),
+            primary,
+            replica,
+            primary_pid,
+            replica_pid,
+            children: Vec::new(),
+            writes: Arc::new(AtomicU64::new(0)),
+            probe_seq: 0,
+            probe_prefix,
+            bin_dir: PathBuf::new(),
+        }
     }
 
     async fn stop(&mut self) -> anyhow::Result<()> {
@@ -403,7 +430,7 @@ impl Target {
             SystemKind::Ringrep => {
                 self.prepared(
                     self.primary,
-                    "INSERT INTO test.rb1 (prefix, payload) VALUES (?, ?)",
+                    &format!("INSERT INTO {} (prefix, payload) VALUES (?, ?)", self.table),
                 )
                 .await
             }
@@ -428,7 +455,7 @@ impl Target {
     /// A connection to the replica, ready to look for a payload.
     async fn reader(&self) -> anyhow::Result<Conn> {
         let table = match self.kind {
-            SystemKind::Ringrep => "test.rb1",
+            SystemKind::Ringrep => self.table.as_str(),
             SystemKind::Mariadb => "bench.rb",
             _ => return Ok(Conn::Redis(redis_connect(self.replica).await?)),
         };
@@ -533,7 +560,7 @@ impl Target {
     }
 
     /// Waits until the replica has everything the primary has (a probe becomes visible).
-    async fn wait_replica(&mut self) -> anyhow::Result<()> {
+    pub(crate) async fn wait_replica(&mut self) -> anyhow::Result<()> {
         let mut w = self.writer().await?;
         let mut r = self.reader().await?;
         self.probe(&mut w, &mut r, Duration::from_secs(600)).await?;
@@ -565,7 +592,8 @@ impl Target {
         Ok(acked.elapsed())
     }
 
-    async fn measure(
+    /// RB-1 from `clients` writers: a warm-up, then a measured interval with the lag probe.
+    pub(crate) async fn measure(
         &mut self,
         opts: &PeersOptions,
         clients: usize,
@@ -892,7 +920,7 @@ fn login(kind: SystemKind) -> (&'static str, Option<&'static str>) {
     }
 }
 
-async fn mysql_connect(
+pub(crate) async fn mysql_connect(
     addr: SocketAddr,
     user: &str,
     password: Option<&str>,
@@ -942,18 +970,18 @@ fn info_field(info: &str, field: &str) -> anyhow::Result<u64> {
 /// User plus system CPU time of process `pid` and all its threads.
 /// A process's CPU time: its own, and that of its children it has waited for.
 #[derive(Debug, Clone, Copy)]
-struct Cpu {
+pub(crate) struct Cpu {
     own: Duration,
     children: Duration,
 }
 
 impl Cpu {
-    fn all(self) -> Duration {
+    pub(crate) fn all(self) -> Duration {
         self.own + self.children
     }
 }
 
-fn cpu_time(pid: u32) -> anyhow::Result<Cpu> {
+pub(crate) fn cpu_time(pid: u32) -> anyhow::Result<Cpu> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .with_context(|| format!("process {pid} is gone"))?;
     // Fields after the command name (which may hold spaces) start at state, field 3;
@@ -975,7 +1003,7 @@ fn cpu_time(pid: u32) -> anyhow::Result<Cpu> {
     })
 }
 
-fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
+pub(crate) fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
     let status = Command::new("kill")
         .arg(format!("-{sig}"))
         .arg(pid.to_string())
@@ -986,7 +1014,7 @@ fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
