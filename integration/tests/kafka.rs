@@ -414,6 +414,10 @@ fn a_kafka_source_opens_at_any_seq_inside_a_produce_batch() {
     );
 }
 
+/// `test.mat`: a ring of 4 per (k, tag) with a column of every kind of value the envelopes
+/// write differently.
+const MAT_TABLE: &str = "CREATE TABLE test.mat (k INT NOT NULL, tag VARCHAR(16) NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT, name VARCHAR(32), amount DECIMAL(10,2), day DATE, at DATETIME(6), ts TIMESTAMP(3), raw VARBINARY(16), doc JSON, score DOUBLE, ratio FLOAT, PRIMARY KEY (k, tag, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'";
+
 /// The columns of `test.mat` before its ALTER, in the order [`mat_row`] gives their values.
 const MAT_COLUMNS: &str = "k, tag, v, name, amount, day, at, ts, raw, doc, score, ratio";
 
@@ -460,8 +464,7 @@ fn a_consumer_materializes_tables_exactly_across_relay_restarts_and_ddl() {
         .expect("open")
         .0;
     let mut s = SqlSession::new(&primary);
-    s.execute("CREATE TABLE test.mat (k INT NOT NULL, tag VARCHAR(16) NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT, name VARCHAR(32), amount DECIMAL(10,2), day DATE, at DATETIME(6), ts TIMESTAMP(3), raw VARBINARY(16), doc JSON, score DOUBLE, ratio FLOAT, PRIMARY KEY (k, tag, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
-        .expect("create");
+    s.execute(MAT_TABLE).expect("create");
     let insert = |s: &mut SqlSession, i: u64| {
         s.execute(&format!(
             "INSERT INTO test.mat ({MAT_COLUMNS}) VALUES ({})",
@@ -653,7 +656,7 @@ fn an_incremental_snapshot_sends_tables_whole_while_writes_go_on_across_a_relay_
         .0;
     let mut s = SqlSession::new(&primary);
     for ddl in [
-        "CREATE TABLE test.mat (k INT NOT NULL, tag VARCHAR(16) NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT, name VARCHAR(32), amount DECIMAL(10,2), day DATE, at DATETIME(6), ts TIMESTAMP(3), raw VARBINARY(16), doc JSON, score DOUBLE, ratio FLOAT, PRIMARY KEY (k, tag, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'",
+        MAT_TABLE,
         "CREATE TABLE test.plain (id INT PRIMARY KEY, v VARCHAR(32), n BIGINT)",
         "CREATE TABLE test.signal (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data TEXT)",
     ] {

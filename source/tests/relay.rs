@@ -296,6 +296,20 @@ async fn relay_status(addr: std::net::SocketAddr) -> std::collections::HashMap<S
     rows.into_iter().collect()
 }
 
+/// Waits until the relay inside the node at `addr` runs (SHOW STATUS says `running`).
+fn wait_until_running(rt: &tokio::runtime::Runtime, addr: std::net::SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while rt
+        .block_on(relay_status(addr))
+        .get("Ringrep_relay_state")
+        .map(String::as_str)
+        != Some("running")
+    {
+        assert!(Instant::now() < deadline, "the relay never ran");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A relay inside a primary whose broker cannot be reached: the node keeps serving, and SHOW
 /// STATUS shows the relay retrying with its error, instead of one log line and silence.
 #[test]
@@ -375,16 +389,7 @@ fn a_relay_in_a_primary_shows_its_progress() {
     );
     let rt = ringrep_testkit::node::runtime();
     // The relay starts on an empty node (its snapshot has no rows), then the writes come.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while rt
-        .block_on(relay_status(node.addr))
-        .get("Ringrep_relay_state")
-        .map(String::as_str)
-        != Some("running")
-    {
-        assert!(Instant::now() < deadline, "the relay never ran");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_running(&rt, node.addr);
     let last = rt.block_on(async {
         let mut c = ringrep_testkit::node::connect(node.addr, Some("test")).await;
         c.query_drop("CREATE TABLE ev (k INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT, PRIMARY KEY (k, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'")
@@ -936,16 +941,7 @@ fn incremental_snapshots_are_asked_for_in_sql_and_shown_in_status() {
     let rt = ringrep_testkit::node::runtime();
     // Signals written before the relay's first run would be inside its initial snapshot,
     // which holds every table: they are acted on only after it.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while rt
-        .block_on(relay_status(node.addr))
-        .get("Ringrep_relay_state")
-        .map(String::as_str)
-        != Some("running")
-    {
-        assert!(Instant::now() < deadline, "the relay never ran");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_running(&rt, node.addr);
     let last = rt.block_on(async {
         let mut c = ringrep_testkit::node::connect(node.addr, Some("test")).await;
         for q in [

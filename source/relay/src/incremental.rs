@@ -23,8 +23,7 @@
 
 use std::collections::VecDeque;
 use std::fs;
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -210,7 +209,7 @@ impl Incremental {
         };
         let bytes = serde_json::to_vec(&self.progress)
             .map_err(|e| kafka_error("encoding the relay's progress", e))?;
-        write_synced(&path, &bytes)
+        snapshot::write_synced(&path, &bytes)
     }
 
     /// Shows where the snapshots are in the relay's figures.
@@ -450,7 +449,7 @@ impl Incremental {
                 cause: Cause::Insert,
             };
             tables
-                .relay_incremental_row(settings, outbox, &ev, &src, p.first + i as u64)
+                .relay_read_row(settings, outbox, &ev, &src, p.first + i as u64)
                 .await?;
         }
         // Nothing after the chunk is relayed before all of it is in Kafka (module docs).
@@ -711,25 +710,6 @@ fn parse_signal(def: &TableDef, row: &[Value]) -> Signal {
             "type {other:?} is not one the relay acts on (execute-snapshot, stop-snapshot)"
         )),
     }
-}
-
-/// Writes `bytes` to `path` through a temporary file, synced, then renamed.
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
-    let err = |e: std::io::Error| {
-        kafka_error(
-            &format!("writing the relay's file {}", path.display()),
-            e.to_string(),
-        )
-    };
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(err)?;
-    }
-    let tmp = path.with_extension("part");
-    let mut f = fs::File::create(&tmp).map_err(err)?;
-    f.write_all(bytes).map_err(err)?;
-    f.sync_all().map_err(err)?;
-    fs::rename(&tmp, path).map_err(err)?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ fn io_error(path: &Path, e: impl std::fmt::Display) -> Error {
 /// again.
 fn write_error(path: &Path, e: impl std::fmt::Display) -> Error {
     kafka_error(
-        &format!("writing the relay snapshot file {}", path.display()),
+        &format!("writing the relay's file {}", path.display()),
         e.to_string(),
     )
 }
@@ -68,10 +68,6 @@ fn write_error(path: &Path, e: impl std::fmt::Display) -> Error {
 /// definition and per [`ROWS_PER_FRAME`] rows, each a transaction record at the snapshot's
 /// sequence number.
 pub(crate) fn save(path: &Path, snap: &TableSnapshot) -> Result<()> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| write_error(dir, e))?;
-    }
-    let tmp = path.with_extension("part");
     let mut out = Vec::new();
     let tx = |events: Vec<Event>| Transaction {
         server_id: snap.server_id,
@@ -103,8 +99,20 @@ pub(crate) fn save(path: &Path, snap: &TableSnapshot) -> Result<()> {
             frame(tx(events))?;
         }
     }
+    write_synced(path, &out)
+}
+
+/// Writes `bytes` to `path` through a temporary file beside it (`<name>.part`), synced, then
+/// renamed over it: a crash leaves the old file or the new one whole, never a torn one.
+pub(crate) fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|e| write_error(dir, e))?;
+    }
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".part");
+    let tmp = path.with_file_name(name);
     let mut f = fs::File::create(&tmp).map_err(|e| write_error(&tmp, e))?;
-    f.write_all(&out).map_err(|e| write_error(&tmp, e))?;
+    f.write_all(bytes).map_err(|e| write_error(&tmp, e))?;
     f.sync_all().map_err(|e| write_error(&tmp, e))?;
     fs::rename(&tmp, path).map_err(|e| write_error(path, e))?;
     Ok(())
@@ -192,7 +200,7 @@ pub(crate) async fn send(
                 snapshot: Snapshot::Initial,
             };
             tables
-                .relay_snapshot_row(settings, outbox, &ev, &src, n)
+                .relay_read_row(settings, outbox, &ev, &src, n)
                 .await?;
             n += 1;
             // A snapshot of millions of rows must not hold a stopping node for minutes.

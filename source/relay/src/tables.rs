@@ -238,11 +238,12 @@ impl Tables {
         self.versions.clear();
     }
 
-    /// Produces the `read` records of a snapshot's rows (the schema holds their tables): row
-    /// `n` of the snapshot is numbered after every record of the transaction at the
-    /// snapshot's sequence number ([`SNAPSHOT_ORDER`] + 4n), so that a run that sends the
-    /// same snapshot again skips what each partition holds of it.
-    pub(crate) async fn relay_snapshot_row(
+    /// Produces the `read` record of row `n` of a snapshot (the schema holds its table),
+    /// numbered after every record of the transaction at `src.seq`: from [`SNAPSHOT_ORDER`]
+    /// for a whole snapshot's rows, from [`INCREMENTAL_ORDER`] for incremental snapshots'
+    /// chunks, four apart, so that a run that sends the same rows again skips what each
+    /// partition holds of them.
+    pub(crate) async fn relay_read_row(
         &mut self,
         settings: &KafkaSettings,
         outbox: &mut Outbox,
@@ -250,21 +251,11 @@ impl Tables {
         src: &SourceInfo,
         n: u64,
     ) -> Result<()> {
-        let first = SNAPSHOT_ORDER + RECORDS_PER_EVENT * n;
-        self.relay_row(settings, outbox, row, src, first).await
-    }
-
-    /// Produces the `read` record of row `n` of the incremental snapshots (numbered from
-    /// [`INCREMENTAL_ORDER`], after every record of the transaction the chunk follows).
-    pub(crate) async fn relay_incremental_row(
-        &mut self,
-        settings: &KafkaSettings,
-        outbox: &mut Outbox,
-        row: &RowEvent,
-        src: &SourceInfo,
-        n: u64,
-    ) -> Result<()> {
-        let first = INCREMENTAL_ORDER + RECORDS_PER_EVENT * n;
+        let base = match src.snapshot {
+            Snapshot::Incremental => INCREMENTAL_ORDER,
+            Snapshot::Initial | Snapshot::None => SNAPSHOT_ORDER,
+        };
+        let first = base + RECORDS_PER_EVENT * n;
         self.relay_row(settings, outbox, row, src, first).await
     }
 
