@@ -79,7 +79,24 @@ impl Drop for Reaped {
 #[test]
 fn relay_killed_with_sigkill_resumes_without_loss_or_duplicates() {
     let broker = broker();
-    let settings = settings(&broker, "kill");
+    killed_and_restarted(settings(&broker, "kill"), &[]);
+}
+
+/// The same with Kafka transactions, on the mock cluster (tansu 0.6.0 has no transactions):
+/// each run fences the one before it and goes on from what committed. The mock keeps no
+/// aborted transactions apart (its consumers see every record), so what this adds is the
+/// transactional producer's life: init, begin, commit, and the fencing of a killed one's id.
+#[test]
+fn relay_in_kafka_transactions_killed_with_sigkill_resumes_exactly_once() {
+    let broker = broker::mock();
+    let s = settings(&broker, "txkill");
+    killed_and_restarted(s, &["--kafka-transactions"]);
+}
+
+/// Four runs of the relay as a process with `args`, the first three SIGKILLed at random
+/// moments while the primary writes, the last stopped with SIGTERM once all is relayed; then
+/// every topic holds every record exactly once.
+fn killed_and_restarted(settings: KafkaSettings, args: &[&str]) {
     let dir = tempfile::tempdir().expect("tempdir");
     let engine = primary(dir.path());
     let spawn = || {
@@ -91,6 +108,7 @@ fn relay_killed_with_sigkill_resumes_without_loss_or_duplicates() {
             .args(["--kafka-topic-prefix", &settings.topic_prefix])
             .args(["--kafka-partitions", "4"])
             .arg("--kafka-transaction-topic")
+            .args(args)
             .env("RINGREP_LOG", "warn")
             .stdout(Stdio::null())
             .spawn()
@@ -129,6 +147,131 @@ fn relay_killed_with_sigkill_resumes_without_loss_or_duplicates() {
     }
     assert_exactly_once(&settings, engine.last_seq());
     assert_other_topics_exactly_once(&settings, &engine);
+}
+
+/// A relay whose `transactional.id` another producer took over (a relay thought dead that was
+/// not, beside its replacement) stops for good at its next commit, saying it was fenced,
+/// instead of retrying and fencing the other in turn; its replacement then relays everything,
+/// exactly once. librdkafka's mock cluster gives every producer a producer id of its own
+/// instead of bumping the epoch of the one before (so two relays there would not fence each
+/// other): the broker's answer to a fenced producer, PRODUCER_FENCED, is staged instead.
+#[test]
+fn a_fenced_relay_stops_for_good_and_its_replacement_goes_on() {
+    let broker = broker::mock();
+    let mock = broker.mock.as_ref().expect("mock cluster");
+    let settings = KafkaSettings {
+        transactional_id: Some("ringrep-test-fence".into()),
+        transaction_topic: true,
+        ..settings(&broker, "fence")
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = primary(dir.path());
+    let rt = runtime();
+    write(&engine, 0, 100);
+    let first = Relay::new(settings.clone(), &engine.binlog_dir(), engine.notifier());
+    let first_stats = first.stats.clone();
+    let (_stop1, stop_rx1) = tokio::sync::watch::channel(false);
+    let first = rt.spawn(first.run_with_retries(stop_rx1));
+    wait_acked(&first_stats, engine.last_seq());
+    let commits = first_stats
+        .kafka_commits
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(commits > 0, "the relay committed Kafka transactions");
+    let acked = first_stats
+        .acked_seq
+        .load(std::sync::atomic::Ordering::Acquire);
+    mock.request_errors(
+        RDKafkaApiKey::EndTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_PRODUCER_FENCED],
+    );
+    write(&engine, 100, 100);
+    let r = rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), first)
+            .await
+            .expect("the fenced relay stops within a minute")
+    });
+    let e = r.expect("join").expect_err("the fenced relay stops");
+    assert!(
+        matches!(e, ringrep_kafka::Error::Fenced { .. }) && !e.is_retriable(),
+        "fenced, for good: {e}"
+    );
+    assert_eq!(first_stats.state(), ringrep_relay::RelayState::Failed);
+    assert!(
+        first_stats.last_error().contains("fenced"),
+        "{}",
+        first_stats.last_error()
+    );
+    assert_eq!(
+        first_stats
+            .acked_seq
+            .load(std::sync::atomic::Ordering::Acquire),
+        acked,
+        "a transaction that did not commit is not acknowledged"
+    );
+    let second = Relay::new(settings.clone(), &engine.binlog_dir(), engine.notifier());
+    let second_stats = second.stats.clone();
+    let (stop2, stop_rx2) = tokio::sync::watch::channel(false);
+    let second = rt.spawn(second.run_with_retries(stop_rx2));
+    wait_acked(&second_stats, engine.last_seq());
+    assert_exactly_once(&settings, engine.last_seq());
+    assert_other_topics_exactly_once(&settings, &engine);
+    let _ = stop2.send(true);
+    rt.block_on(second)
+        .expect("join")
+        .expect("the replacement stops cleanly");
+}
+
+/// `--kafka-transactions` against a broker without Kafka transactions (tansu 0.6.0, which CI
+/// names in RINGREP_TEST_KAFKA_BROKERS): the relay stops for good at its first commit, saying
+/// the broker has none and what to do, instead of retrying forever. On the mock cluster, which
+/// has transactions, there is nothing to check.
+#[test]
+fn kafka_transactions_on_a_broker_without_them_stop_the_relay_saying_so() {
+    let broker = broker();
+    if broker.mock.is_some() {
+        eprintln!("skipped: no broker without transactions is named (RINGREP_TEST_KAFKA_BROKERS)");
+        return;
+    }
+    let settings = KafkaSettings {
+        transactional_id: Some("ringrep-test-notxn".into()),
+        ..settings(&broker, "notxn")
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = primary(dir.path());
+    write(&engine, 0, 10);
+    let rt = runtime();
+    let relay = Relay::new(settings, &engine.binlog_dir(), engine.notifier());
+    let stats = relay.stats.clone();
+    let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+    let r = rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(120), relay.run_with_retries(stop_rx))
+            .await
+            .expect("the relay stops within two minutes")
+    });
+    let e = r.expect_err("no transactions on this broker");
+    assert!(
+        matches!(e, ringrep_kafka::Error::NoTransactions { .. }) && !e.is_retriable(),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("without --kafka-transactions"),
+        "{e}"
+    );
+    assert_eq!(stats.state(), ringrep_relay::RelayState::Failed);
+}
+
+/// Waits until `stats` says everything up to `seq` was acknowledged (committed, with Kafka
+/// transactions).
+fn wait_acked(stats: &ringrep_relay::RelayStats, seq: u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stats.acked_seq.load(std::sync::atomic::Ordering::Acquire) < seq {
+        assert!(
+            Instant::now() < deadline,
+            "seq {seq} not acknowledged: {}",
+            stats.last_error()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// The change, transaction and schema topics after the relay's SIGKILLs: each row event's

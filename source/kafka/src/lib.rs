@@ -71,6 +71,16 @@ pub struct KafkaArgs {
     /// Rows per chunk of an incremental snapshot [default: 1024].
     #[arg(long, value_name = "ROWS")]
     pub kafka_incremental_chunk_rows: Option<usize>,
+    /// Produce in Kafka transactions (several binlog transactions in each, never one split),
+    /// under a stable `transactional.id` that fences an earlier relay of the same stream; for
+    /// consumers with `isolation.level=read_committed`. Needs a broker with transactions
+    /// (tansu 0.6.0 has none: without this flag, restarts skip what each partition holds).
+    #[arg(long)]
+    pub kafka_transactions: bool,
+    /// The `transactional.id` of `--kafka-transactions` (giving it turns them on)
+    /// [default: `ringrep-relay.<prefix>`].
+    #[arg(long, value_name = "ID")]
+    pub kafka_transactional_id: Option<String>,
     /// Milliseconds between heartbeat records on `<prefix>.heartbeat` while the stream is
     /// idle; 0 turns them off.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
@@ -113,6 +123,9 @@ pub struct KafkaSettings {
     pub signal_table: Option<(String, String)>,
     /// Rows per chunk of an incremental snapshot (at least 1).
     pub incremental_chunk_rows: usize,
+    /// With Kafka transactions: the producer's `transactional.id`. `None`: an idempotent
+    /// producer without transactions, and restarts skip what each partition holds.
+    pub transactional_id: Option<String>,
     /// librdkafka client settings, (key, value), applied after `bootstrap.servers` so they
     /// can override it; SASL and TLS settings go here.
     pub options: Vec<(String, String)>,
@@ -220,6 +233,17 @@ impl KafkaArgs {
                 "--kafka-incremental-chunk-rows must be at least 1".into(),
             ));
         }
+        let transactional_id = match &self.kafka_transactional_id {
+            Some(id) if id.is_empty() => {
+                return Err(Error::Config(
+                    "--kafka-transactional-id: must not be empty".into(),
+                ))
+            }
+            Some(id) => Some(id.clone()),
+            None => self
+                .kafka_transactions
+                .then(|| format!("ringrep-relay.{prefix}")),
+        };
         let policy = self.kafka_cleanup_policy.replace(' ', "");
         if !["delete", "compact", "compact,delete", "delete,compact"].contains(&policy.as_str()) {
             return Err(Error::Config(format!(
@@ -247,6 +271,7 @@ impl KafkaArgs {
             snapshot,
             signal_table,
             incremental_chunk_rows: chunk_rows,
+            transactional_id,
             options,
             ..KafkaSettings::new(&brokers, &self.kafka_topic_prefix)
         }))
@@ -273,6 +298,7 @@ impl std::fmt::Debug for KafkaSettings {
             .field("snapshot", &self.snapshot)
             .field("signal_table", &self.signal_table)
             .field("incremental_chunk_rows", &self.incremental_chunk_rows)
+            .field("transactional_id", &self.transactional_id)
             .field("options", &options)
             .finish()
     }
@@ -290,7 +316,7 @@ impl KafkaSettings {
     /// The defaults of the flags for `brokers` and topic prefix `prefix`: 6 partitions,
     /// replication factor 1, ringrep's format, `cleanup.policy=delete` without tombstones, no
     /// transaction topic, heartbeats every 10 s, `initial` snapshots, no signal table (chunks of
-    /// 1024 rows when one is given), no client options.
+    /// 1024 rows when one is given), no Kafka transactions, no client options.
     pub fn new(brokers: &str, prefix: &str) -> KafkaSettings {
         KafkaSettings {
             brokers: brokers.to_string(),
@@ -305,6 +331,7 @@ impl KafkaSettings {
             snapshot: SnapshotMode::Initial,
             signal_table: None,
             incremental_chunk_rows: 1024,
+            transactional_id: None,
             options: vec![],
         }
     }
@@ -372,6 +399,17 @@ mod tests {
             args("forever", None).settings(),
             Err(Error::Config(_))
         ));
+        assert_eq!(s.transactional_id, None);
+        let mut t = args("delete", None);
+        t.kafka_transactions = true;
+        let s = t.settings().expect("ok").expect("some");
+        assert_eq!(s.transactional_id.as_deref(), Some("ringrep-relay.ringrep"));
+        t.kafka_transactions = false;
+        t.kafka_transactional_id = Some("relay-eu-1".into());
+        let s = t.settings().expect("ok").expect("some");
+        assert_eq!(s.transactional_id.as_deref(), Some("relay-eu-1"));
+        t.kafka_transactional_id = Some(String::new());
+        assert!(matches!(t.settings(), Err(Error::Config(_))));
         let mut bad = args("delete", None);
         bad.kafka_format = "avro".into();
         assert!(matches!(bad.settings(), Err(Error::Config(_))));
@@ -407,5 +445,7 @@ mod tests {
         let transient =
             rdkafka::error::KafkaError::MetadataFetch(RDKafkaErrorCode::BrokerTransportFailure);
         assert!(kafka_error("metadata", transient).is_retriable());
+        let bad = rdkafka::error::KafkaError::ClientCreation("`linger.ms` out of range".into());
+        assert!(!kafka_error("producer", bad).is_retriable());
     }
 }

@@ -45,6 +45,9 @@ impl ReplicationReader {
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
+            // A replica applies only what a relay committed (with Kafka transactions; without,
+            // every record is committed).
+            .set("isolation.level", "read_committed")
             .create()
             .map_err(|e| kafka_error("consumer", e))?;
         Ok(ReplicationReader {

@@ -41,6 +41,8 @@ fn consumer(settings: &KafkaSettings) -> Result<BaseConsumer> {
         .set("enable.auto.offset.store", "false")
         .set("allow.auto.create.topics", "false")
         .set("fetch.wait.max.ms", "10")
+        // What aborted Kafka transactions left is not there: the relay sends it again.
+        .set("isolation.level", "read_committed")
         .create()
         .map_err(|e| kafka_error("consumer", e))
 }

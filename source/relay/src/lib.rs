@@ -190,16 +190,23 @@ impl Relay {
     async fn run_once(&self, stop: &mut tokio::sync::watch::Receiver<bool>) -> Result<u64> {
         let began = Instant::now();
         self.stats.set_state(RelayState::Starting);
+        // Made first: with Kafka transactions, this fences an earlier relay of the stream and
+        // aborts what it left open, so the tails read next are final.
+        let mut outbox = Outbox::create(&self.settings, Arc::clone(&self.stats)).await?;
         let start = resume::start(&self.settings, &self.binlog_dir).await?;
         let window = start.window;
         self.stats.acked_seq.store(window.acked, Ordering::Release);
-        let guarantee = match self.settings.format {
+        let format = match self.settings.format {
             Format::Ringrep => "ringrep envelope",
             Format::Debezium { schemas: true } => "Debezium envelope with schemas",
             Format::Debezium { schemas: false } => "Debezium envelope without schemas",
         };
+        let guarantee = match &self.settings.transactional_id {
+            Some(id) => format!("exactly once per partition, in Kafka transactions (transactional.id {id}; a consumer with isolation.level=read_committed sees whole binlog transactions)"),
+            None => "exactly once per partition (idempotent producer; restarts skip what each partition holds)".to_string(),
+        };
         tracing::info!(
-            "relay: exactly once per partition (idempotent producer; restarts skip what each partition holds): {} holds seq {}, all records acknowledged up to seq {}; {} partitions' tails read in {} ms; {guarantee}",
+            "relay: {guarantee}: {} holds seq {}, all records acknowledged up to seq {}; {} partitions' tails read in {} ms; {format}",
             kafka::replication_topic(&self.settings.topic_prefix),
             window.relayed,
             window.acked,
@@ -207,7 +214,7 @@ impl Relay {
             began.elapsed().as_millis(),
         );
         let fresh = window.relayed == 0 && start.tails.is_empty() && start.snapshot.is_none();
-        let mut outbox = Outbox::create(&self.settings, Arc::clone(&self.stats), start.tails)?;
+        outbox.skip_tails(start.tails);
         let mut tables = Tables::new(start.announced);
         let mut incremental =
             Incremental::open(&self.settings, self.chunks.clone(), Arc::clone(&self.stats))?;
@@ -328,8 +335,9 @@ impl Relay {
                     idle_since = Instant::now();
                 }
             }
-            // Settle what the broker already acknowledged, without waiting.
-            outbox.settle_acknowledged().await?;
+            // Settle what the broker already acknowledged, without waiting (with Kafka
+            // transactions, commit the batch's).
+            outbox.end_batch().await?;
         }
         outbox.finish().await
     }

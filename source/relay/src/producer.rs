@@ -8,11 +8,19 @@
 //! what a partition holds of the records sent to it is always a prefix of them, and records
 //! are numbered (`ringrep.seq`, `ringrep.order`) the same way in every run. A record at or
 //! below the partition's last pair is there; one above it is not.
+//!
+//! With Kafka transactions (`transactional_id`), records go out in transactions that the
+//! relay ends only where a binlog transaction ends ([`Outbox::end_batch`], [`Outbox::drain`],
+//! [`Outbox::boundary`]), and `acked_seq` moves only when one commits: retention never frees
+//! binlog that an aborted transaction still needs. The producer is made, and so fences any
+//! earlier one of its `transactional.id` and aborts what that one left open, before the
+//! partitions' tails are read; the readers read committed records only, so the tail check
+//! above stays exact.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use binlog_format::events::Transaction;
 use rdkafka::client::ClientContext;
@@ -21,12 +29,32 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
 use ringrep_cdc::kafka::{KafkaRecord, ORDER_HEADER};
-use ringrep_kafka::{kafka_error, KafkaSettings, Result, Tail};
+use ringrep_kafka::{kafka_error, Error, KafkaSettings, Result, Tail};
 
 use crate::RelayStats;
 
 /// Most records produced and not yet acknowledged: the relay waits for the oldest beyond it.
 const MAX_IN_FLIGHT: usize = 20_000;
+
+/// How long a Kafka transaction may stay open at a [`Outbox::boundary`] (a snapshot's rows),
+/// well inside the coordinator's `transaction.timeout.ms`.
+const MAX_TRANSACTION_AGE: Duration = Duration::from_secs(1);
+
+/// How long initializing transactions and committing one may take before the run fails
+/// (and starts again, aborting what it left open).
+const TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The Kafka transaction of a relay run with `--kafka-transactions`.
+#[derive(Debug)]
+struct Txn {
+    /// The producer's `transactional.id`.
+    id: String,
+    /// When the open transaction began; `None` when none is open.
+    opened: Option<Instant>,
+    /// The last replication record's (seq, commit time) delivered in the open transaction:
+    /// acknowledged once the transaction commits.
+    delivered: Option<(u64, i64)>,
+}
 
 /// What the broker has answered for, as the producer's delivery callback learns it: records
 /// are numbered in the order they were produced, and only whether each was acknowledged is
@@ -89,24 +117,23 @@ pub(crate) struct Outbox {
     tails: HashMap<String, HashMap<i32, Tail>>,
     /// The highest sequence number in `tails`.
     tails_end: u64,
+    /// With Kafka transactions: the one open.
+    txn: Option<Txn>,
     stats: Arc<RelayStats>,
 }
 
 impl Outbox {
-    /// The idempotent producer of `settings`, counting into `stats`, skipping records at or
-    /// below `tails`.
-    pub(crate) fn create(
-        settings: &KafkaSettings,
-        stats: Arc<RelayStats>,
-        tails: HashMap<(String, i32), Tail>,
-    ) -> Result<Outbox> {
+    /// The idempotent producer of `settings`, counting into `stats`. With a
+    /// `transactional_id` it is transactional, and initializing it fences an earlier producer
+    /// of that id and aborts what that one left open: so make it before reading the tails.
+    pub(crate) async fn create(settings: &KafkaSettings, stats: Arc<RelayStats>) -> Result<Outbox> {
         let answers = Arc::new(Mutex::new(Answers::default()));
         let wake = Arc::new(tokio::sync::Notify::new());
         let context = Deliveries {
             answers: Arc::clone(&answers),
             wake: Arc::clone(&wake),
         };
-        let config = settings
+        let mut config = settings
             .client_config()
             .set("enable.idempotence", "true")
             // A batch that fails for good must not leave a gap behind later batches of its
@@ -117,22 +144,84 @@ impl Outbox {
             .set("linger.ms", "5")
             .set("message.timeout.ms", "300000")
             .clone();
+        if let Some(id) = &settings.transactional_id {
+            // A record may not outlive its transaction's timeout (librdkafka's rule); a minute
+            // is far more than a batch's commit takes.
+            config
+                .set("transactional.id", id)
+                .set("transaction.timeout.ms", "60000")
+                .set("message.timeout.ms", "60000");
+        }
         let producer = ThreadedProducer::from_config_and_context(&config, context)
             .map_err(|e| kafka_error("producer", e))?;
-        let tails_end = tails.values().map(|t| t.seq).max().unwrap_or(0);
-        let mut by_topic: HashMap<String, HashMap<i32, Tail>> = HashMap::new();
-        for ((topic, partition), tail) in tails {
-            by_topic.entry(topic).or_default().insert(partition, tail);
-        }
-        Ok(Outbox {
+        let outbox = Outbox {
             producer: Arc::new(producer),
             answers,
             wake,
             inflight: VecDeque::new(),
-            tails: by_topic,
-            tails_end,
+            tails: HashMap::new(),
+            tails_end: 0,
+            txn: settings.transactional_id.as_ref().map(|id| Txn {
+                id: id.clone(),
+                opened: None,
+                delivered: None,
+            }),
             stats,
-        })
+        };
+        if outbox.txn.is_some() {
+            let p = Arc::clone(&outbox.producer);
+            let r = tokio::task::spawn_blocking(move || p.init_transactions(TRANSACTION_TIMEOUT))
+                .await
+                .map_err(|e| kafka_error("transactions task", e))?;
+            r.map_err(|e| outbox.transaction_error("initializing transactions", e))?;
+        }
+        Ok(outbox)
+    }
+
+    /// Skips, from now on, every record at or below its partition's tail in `tails` (read at
+    /// start, after [`Outbox::create`]).
+    pub(crate) fn skip_tails(&mut self, tails: HashMap<(String, i32), Tail>) {
+        self.tails_end = tails.values().map(|t| t.seq).max().unwrap_or(0);
+        let mut by_topic: HashMap<String, HashMap<i32, Tail>> = HashMap::new();
+        for ((topic, partition), tail) in tails {
+            by_topic.entry(topic).or_default().insert(partition, tail);
+        }
+        self.tails = by_topic;
+    }
+
+    /// `e`, met while doing `what` with transactions on, as the error that says what
+    /// happened: another producer took our `transactional.id` (fenced, for good), the broker
+    /// has no transactions (for good), or a Kafka error to retry.
+    fn transaction_error(&self, what: &str, e: KafkaError) -> Error {
+        let id = self.txn.as_ref().map_or("", |t| t.id.as_str());
+        let fatal = self.producer.client().fatal_error();
+        let code = e.rdkafka_error_code();
+        let fenced = |c: Option<RDKafkaErrorCode>| {
+            matches!(
+                c,
+                Some(
+                    RDKafkaErrorCode::Fenced
+                        | RDKafkaErrorCode::ProducerFenced
+                        | RDKafkaErrorCode::InvalidProducerEpoch
+                )
+            )
+        };
+        if fenced(code) || fenced(fatal.as_ref().map(|(c, _)| *c)) {
+            return Error::Fenced {
+                transactional_id: id.to_string(),
+                reason: fatal.map_or_else(|| e.to_string(), |(_, r)| r),
+            };
+        }
+        if matches!(
+            code,
+            Some(RDKafkaErrorCode::UnsupportedVersion | RDKafkaErrorCode::UnsupportedFeature)
+        ) {
+            return Error::NoTransactions {
+                what: what.to_string(),
+                reason: e.to_string(),
+            };
+        }
+        kafka_error(what, e)
     }
 
     /// The last sequence number whose records are all acknowledged.
@@ -206,6 +295,14 @@ impl Outbox {
     /// Hands `rec` to the producer. When the local queue is full, or more than
     /// [`MAX_IN_FLIGHT`] records are in flight, waits for the oldest first.
     async fn produce(&mut self, rec: &KafkaRecord, seq: Option<(u64, i64)>) -> Result<()> {
+        if let Some(Txn { opened: None, .. }) = &self.txn {
+            if let Err(e) = self.producer.begin_transaction() {
+                return Err(self.transaction_error("beginning a transaction", e));
+            }
+            if let Some(t) = &mut self.txn {
+                t.opened = Some(Instant::now());
+            }
+        }
         loop {
             let mut headers = OwnedHeaders::new_with_capacity(rec.headers.len());
             for (k, v) in &rec.headers {
@@ -253,7 +350,13 @@ impl Outbox {
                                 self.settle_front().await?;
                             }
                         }
-                        e => return Err(kafka_error(&format!("producing to {}", rec.topic), e)),
+                        e => {
+                            let what = format!("producing to {}", rec.topic);
+                            return Err(match self.txn {
+                                Some(_) => self.transaction_error(&what, e),
+                                None => kafka_error(&what, e),
+                            });
+                        }
                     }
                 }
             }
@@ -264,18 +367,84 @@ impl Outbox {
         self.answers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Settles every record the broker has already answered for, oldest first, without
-    /// waiting; stops at the first one still unanswered.
-    pub(crate) async fn settle_acknowledged(&mut self) -> Result<()> {
+    /// Where a batch of binlog transactions ends: settles every record the broker has already
+    /// answered for, oldest first, without waiting; with Kafka transactions, commits the one
+    /// open (waiting for it).
+    pub(crate) async fn end_batch(&mut self) -> Result<()> {
+        if self.txn.is_some() {
+            return self.commit().await;
+        }
         self.settle_ready().map(|_| ())
     }
 
-    /// Waits until every record in flight is acknowledged.
+    /// A place where a Kafka transaction may end (between a snapshot's rows): commits the
+    /// open one when it has been open for [`MAX_TRANSACTION_AGE`]. Nothing without
+    /// transactions.
+    pub(crate) async fn boundary(&mut self) -> Result<()> {
+        match &self.txn {
+            Some(Txn {
+                opened: Some(at), ..
+            }) if at.elapsed() >= MAX_TRANSACTION_AGE => self.commit().await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits until every record in flight is acknowledged; with Kafka transactions, commits
+    /// the one open, so what was produced is visible to `read_committed` consumers.
     pub(crate) async fn drain(&mut self) -> Result<()> {
+        if self.txn.is_some() {
+            return self.commit().await;
+        }
+        self.wait_all().await
+    }
+
+    /// Waits until every record in flight is delivered.
+    async fn wait_all(&mut self) -> Result<()> {
         while !self.inflight.is_empty() {
             self.settle_front().await?;
         }
         Ok(())
+    }
+
+    /// Commits the open Kafka transaction, if any (it flushes what is in flight first), then
+    /// counts its replication records as acknowledged. A failure ends the run; the next one
+    /// fences this producer and so aborts the transaction, and resumes from what committed.
+    async fn commit(&mut self) -> Result<()> {
+        if !matches!(
+            self.txn,
+            Some(Txn {
+                opened: Some(_),
+                ..
+            })
+        ) {
+            return Ok(());
+        }
+        let p = Arc::clone(&self.producer);
+        let r = tokio::task::spawn_blocking(move || p.commit_transaction(TRANSACTION_TIMEOUT))
+            .await
+            .map_err(|e| kafka_error("transactions task", e))?;
+        r.map_err(|e| self.transaction_error("committing a transaction", e))?;
+        self.wait_all().await?;
+        let delivered = match &mut self.txn {
+            Some(t) => {
+                t.opened = None;
+                t.delivered.take()
+            }
+            None => None,
+        };
+        self.stats.kafka_commits.fetch_add(1, Ordering::Relaxed);
+        self.acknowledge(delivered);
+        Ok(())
+    }
+
+    /// Moves `acked_seq` to the last replication record `last` (seq, commit time) names.
+    fn acknowledge(&self, last: Option<(u64, i64)>) {
+        if let Some((s, commit_us)) = last {
+            self.stats
+                .acked_commit_us
+                .store(commit_us, Ordering::Relaxed);
+            self.stats.acked_seq.store(s, Ordering::Release);
+        }
     }
 
     /// Waits for every record in flight, then flushes the producer. Returns the last
@@ -291,16 +460,19 @@ impl Outbox {
     }
 
     /// Settles, oldest first, the records the broker has acknowledged: a replication
-    /// record's acknowledgement moves `acked_seq` to its seq. Returns how many it settled; a
+    /// record's acknowledgement moves `acked_seq` to its seq (with Kafka transactions, once
+    /// its transaction commits). Returns how many it settled; a
     /// failed delivery is an error (it stops the relay, whose next run resends from the
     /// checkpoint).
     fn settle_ready(&mut self) -> Result<usize> {
         let mut a = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((topic, e)) = a.failed.take() {
-            return Err(kafka_error(
-                &format!("delivery to {topic} failed (not retriable, or retries ran out)"),
-                e,
-            ));
+            drop(a);
+            let what = format!("delivery to {topic} failed (not retriable, or retries ran out)");
+            return Err(match self.txn {
+                Some(_) => self.transaction_error(&what, e),
+                None => kafka_error(&what, e),
+            });
         }
         let mut settled = 0;
         let mut last = None;
@@ -313,11 +485,14 @@ impl Outbox {
             }
         }
         drop(a);
-        if let Some((s, commit_us)) = last {
-            self.stats
-                .acked_commit_us
-                .store(commit_us, Ordering::Relaxed);
-            self.stats.acked_seq.store(s, Ordering::Release);
+        match &mut self.txn {
+            // Delivered is not yet committed: `commit` acknowledges.
+            Some(t) => {
+                if last.is_some() {
+                    t.delivered = last;
+                }
+            }
+            None => self.acknowledge(last),
         }
         if settled > 0 {
             self.stats

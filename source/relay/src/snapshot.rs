@@ -203,9 +203,13 @@ pub(crate) async fn send(
                 .relay_read_row(settings, outbox, &ev, &src, n)
                 .await?;
             n += 1;
-            // A snapshot of millions of rows must not hold a stopping node for minutes.
-            if n.is_multiple_of(ROWS_PER_FRAME as u64) && *stop.borrow() {
-                return Ok(None);
+            // A snapshot of millions of rows must not hold a stopping node for minutes, nor
+            // one Kafka transaction open past its timeout.
+            if n.is_multiple_of(ROWS_PER_FRAME as u64) {
+                if *stop.borrow() {
+                    return Ok(None);
+                }
+                outbox.boundary().await?;
             }
         }
     }

@@ -73,6 +73,8 @@ pub struct RelayStats {
     pub heartbeats: AtomicU64,
     /// Records produced and not yet acknowledged.
     pub in_flight: AtomicU64,
+    /// Kafka transactions committed (with `--kafka-transactions`; 0 without).
+    pub kafka_commits: AtomicU64,
     /// Runs that ended in an error.
     pub errors: AtomicU64,
     /// Rows sent by incremental snapshots (acknowledged chunks).
@@ -179,6 +181,7 @@ impl RelayStats {
             ("records_skipped", n(&self.skipped)),
             ("heartbeats", n(&self.heartbeats)),
             ("in_flight", n(&self.in_flight)),
+            ("kafka_transactions_committed", n(&self.kafka_commits)),
             ("errors", n(&self.errors)),
             (
                 "incremental_snapshot_table",

@@ -27,7 +27,7 @@ pub(crate) fn kafka_bench(
     dir: &Path,
     brokers: Option<String>,
     (txs, rate, seconds): (u64, u64, u64),
-    format: Format,
+    (format, transactions): (Format, bool),
 ) -> anyhow::Result<()> {
     let mock = match &brokers {
         Some(_) => None,
@@ -48,8 +48,21 @@ pub(crate) fn kafka_bench(
         .enable_all()
         .build()?;
 
-    let (t, c, secs, startup) = relay_throughput(&rt, dir, &servers, mock.as_ref(), txs, format)?;
-    println!("kafka: broker {broker_name}, change records in {format:?}");
+    let settings = |phase: &str| -> anyhow::Result<KafkaSettings> {
+        let s = kafka_settings(&servers, mock.as_ref(), phase)?;
+        Ok(KafkaSettings {
+            format,
+            transactional_id: transactions.then(|| format!("{}.relay", s.topic_prefix)),
+            ..s
+        })
+    };
+    let (t, c, secs, startup) = relay_throughput(&rt, dir, settings("throughput")?, txs)?;
+    let guarantee = if transactions {
+        "in Kafka transactions (one per batch of up to 512 binlog transactions)"
+    } else {
+        "idempotent, restarts skip what each partition holds"
+    };
+    println!("kafka: broker {broker_name}, change records in {format:?}, {guarantee}");
     println!("relay startup (topics created, tails read): {startup:.2} s");
     let relay_rate = (t + c) as f64 / secs;
     println!(
@@ -65,7 +78,7 @@ pub(crate) fn kafka_bench(
         relay_rate / bound
     );
 
-    lag_through_kafka(&rt, dir, &servers, mock.as_ref(), (rate, seconds), format)
+    lag_through_kafka(&rt, dir, settings("lag")?, (rate, seconds))
 }
 
 /// The bound: what a bare producer with the relay's settings does against the same broker,
@@ -142,10 +155,8 @@ fn bare_producer(
 fn relay_throughput(
     rt: &tokio::runtime::Runtime,
     dir: &Path,
-    servers: &str,
-    mock: Option<&Mock>,
+    settings: KafkaSettings,
     txs: u64,
-    format: Format,
 ) -> anyhow::Result<(u64, u64, f64, f64)> {
     let (primary, def) = open(&dir.join("p1"), 1, SyncPolicy::Never, false)?;
     let mut s = primary.session();
@@ -154,10 +165,6 @@ fn relay_throughput(
     }
     primary.sync()?;
     let last = primary.last_seq();
-    let settings = KafkaSettings {
-        format,
-        ..kafka_settings(servers, mock, "throughput")?
-    };
     let relay = Relay::new(settings, &primary.binlog_dir(), None);
     let stats = relay.stats.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -195,17 +202,11 @@ fn relay_throughput(
 fn lag_through_kafka(
     rt: &tokio::runtime::Runtime,
     dir: &Path,
-    servers: &str,
-    mock: Option<&Mock>,
+    settings: KafkaSettings,
     (rate, seconds): (u64, u64),
-    format: Format,
 ) -> anyhow::Result<()> {
     let (primary, def) = open(&dir.join("p2"), 1, SyncPolicy::EveryCommit, false)?;
     let (replica, _) = open(&dir.join("r2"), 2, SyncPolicy::EveryCommit, true)?;
-    let settings = KafkaSettings {
-        format,
-        ..kafka_settings(servers, mock, "lag")?
-    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let relay = Relay::new(settings.clone(), &primary.binlog_dir(), primary.notifier());
     let stats = relay.stats.clone();

@@ -112,6 +112,9 @@ enum Command {
         /// `debezium` (with schemas) or `debezium-noschema`.
         #[arg(long, default_value = "ringrep")]
         format: String,
+        /// Produce in Kafka transactions, as the relay's `--kafka-transactions`.
+        #[arg(long)]
+        transactions: bool,
     },
     /// Rows/s of one SQL statement writing n rows (INSERT ... SELECT, multi-row VALUES, LOAD
     /// DATA, UPDATE, DELETE; plain and ring tables) for each n of SIZES: whether a statement's
@@ -315,13 +318,14 @@ fn main() -> anyhow::Result<()> {
             rate,
             seconds,
             format,
+            transactions,
         } => {
             let format = ringrep_cdc::kafka::Format::parse(&format).ok_or_else(|| {
                 anyhow::anyhow!(
                     "--format {format}: expected ringrep, debezium or debezium-noschema"
                 )
             })?;
-            kafka::kafka_bench(dir, brokers, (txs, rate, seconds), format)
+            kafka::kafka_bench(dir, brokers, (txs, rate, seconds), (format, transactions))
         }
         Command::Fsync { seconds } => fsync(dir, seconds),
         Command::EngineBatch {
