@@ -396,6 +396,8 @@ fn list(sdir: &Path) -> Result<Vec<u64>> {
 /// A snapshot read back.
 pub(crate) struct Loaded {
     pub state: State,
+    /// The snapshot's size in bytes (its file's, or the bytes it was read from).
+    pub bytes: u64,
     /// The rows are exactly the state at `state.last_seq`. A live snapshot's may be newer:
     /// it is only good with the binlog after that sequence number replayed over it.
     pub exact: bool,
@@ -464,13 +466,16 @@ impl<R: std::io::Read> Frames<R> {
 
 /// One snapshot file as a state; `None` when it does not read back whole.
 fn read(path: &Path) -> Result<Option<Loaded>> {
-    read_from(BufReader::new(fs::File::open(path)?))
+    let file = fs::File::open(path)?;
+    let bytes = file.metadata()?.len();
+    Ok(read_from(BufReader::new(file))?.map(|l| Loaded { bytes, ..l }))
 }
 
 /// A snapshot's bytes (as a file holds them) read back, or `None` when they do not read back
 /// whole: what a replica provisioned over the network loads.
 pub(crate) fn decode_bytes(bytes: &[u8]) -> Result<Option<Loaded>> {
-    read_from(bytes)
+    let len = bytes.len() as u64;
+    Ok(read_from(bytes)?.map(|l| Loaded { bytes: len, ..l }))
 }
 
 fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
@@ -499,6 +504,7 @@ fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
         // Written under the lock: exact.
         return Ok(Some(Loaded {
             state: state(data.last_seq, data.next_table_id, data.databases, tables),
+            bytes: 0,
             exact: true,
         }));
     };
@@ -540,6 +546,7 @@ fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
             header.databases,
             tables,
         ),
+        bytes: 0,
         exact: header.exact,
     }))
 }
