@@ -10,12 +10,13 @@
 //! numbers are read before and after, and the verification runs again (up to `attempts`
 //! times) when either moved meanwhile, as the whole-table read did. A table without a primary
 //! key is still read whole (its hidden row id, which orders it, is not shown over the
-//! protocol) and compared as a multiset of rows.
+//! protocol) and compared as a multiset of rows, and so is one whose key has a column of a
+//! type pages cannot be cut by exactly ([`pageable`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use binlog_format::schema::{ColumnDef, TableDef};
+use binlog_format::schema::{ColumnDef, ColumnType, TableDef};
 use binlog_format::{SyncPolicy, Value};
 use mysql_async::prelude::*;
 use ringrep_applier::verify::{
@@ -214,7 +215,7 @@ async fn compare_all(
                         definition: Some(d),
                         ..Default::default()
                     }
-                } else if pd.columns.iter().any(|c| c.name == HIDDEN_ROW_ID) {
+                } else if !pageable(pd) {
                     whole(p, r, pd, opts).await?
                 } else {
                     let rows_before = report.rows_compared;
@@ -429,9 +430,32 @@ async fn merge(
     Ok(m.finish())
 }
 
+/// Whether a table is walked a page at a time: its primary key's columns are of types a node
+/// pages by exactly (their SQL order is their stored order, and a key sent back as it
+/// arrived is compared exactly: not DECIMAL, which a string compares with as a double, nor
+/// FLOAT, DOUBLE or TIME). Any other table is read whole (and a table without a primary key,
+/// whose hidden row id orders it and is not shown over the protocol).
+fn pageable(def: &TableDef) -> bool {
+    !def.primary_key.is_empty()
+        && !def.columns.iter().any(|c| c.name == HIDDEN_ROW_ID)
+        && def.primary_key.iter().all(|&c| {
+            matches!(
+                def.columns[c].ty,
+                ColumnType::Integer { .. }
+                    | ColumnType::Char { .. }
+                    | ColumnType::VarChar { .. }
+                    | ColumnType::Binary { .. }
+                    | ColumnType::VarBinary { .. }
+                    | ColumnType::Date
+                    | ColumnType::DateTime { .. }
+                    | ColumnType::Timestamp { .. }
+            )
+        })
+}
+
 /// The rows of `def` on `node`, counted a page at a time.
 async fn count(node: &mut Node, def: &TableDef, opts: &VerifyOptions) -> Result<u64> {
-    if def.columns.iter().any(|c| c.name == HIDDEN_ROW_ID) {
+    if !pageable(def) {
         let n: Option<u64> = node
             .conn()
             .query_first(format!("SELECT COUNT(*) FROM {}", quoted(def)))
@@ -452,7 +476,7 @@ async fn count(node: &mut Node, def: &TableDef, opts: &VerifyOptions) -> Result<
     Ok(n)
 }
 
-/// A table without a primary key: both sides read whole into their scratch engines and
+/// A table that is not [`pageable`]: both sides read whole into their scratch engines and
 /// compared there.
 async fn whole(
     p: &mut Node,
