@@ -11,7 +11,7 @@ use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, Tabl
 use binlog_format::{Cause, DdlEvent, Event, Key, Origin, Position, RowChange, RowEvent, Value};
 use ringrep_engine::ddl::system_table;
 use ringrep_engine::SYSTEM_DB;
-use ringrep_engine::{Engine, Session};
+use ringrep_engine::{Engine, Row, Session};
 
 use crate::error::{Error, Result};
 use crate::source::{EventSource, Provision, SourcedTx};
@@ -483,14 +483,32 @@ impl Applier {
     pub fn provision(&mut self, p: &Provision) -> Result<u64> {
         self.flush()?;
         let started = std::time::Instant::now();
-        let state = Engine::decode_snapshot(&p.snapshot)?;
+        // The snapshot's rows are written into this engine as they are read from its bytes,
+        // a frame at a time: its state is built once, here (a first-version snapshot is
+        // decoded whole first).
+        let mut frames = ringrep_engine::SnapshotRows::open(&p.snapshot)?;
+        let legacy = match &frames {
+            Some(_) => None,
+            None => Some(Engine::decode_snapshot(&p.snapshot)?),
+        };
+        let (databases, defs): (Vec<String>, Vec<TableDef>) = match (&frames, &legacy) {
+            (Some(f), _) => (f.databases.clone(), f.tables.clone()),
+            (None, Some(st)) => (
+                st.databases.iter().cloned().collect(),
+                st.tables
+                    .values()
+                    .map(|t| TableDef::clone(&t.def))
+                    .collect(),
+            ),
+            (None, None) => unreachable!("decoded above"),
+        };
         let origin = Origin {
             server_id: p.server_id,
             seq: p.seq,
         };
         let keep = |db: &str, name: &str| !ringrep_engine::is_node_local_table(db, name);
         // What is there goes, but the replica's own tables and database `mysql` itself.
-        let (tables, databases) = self.engine().with_state(|st| {
+        let (tables, existing) = self.engine().with_state(|st| {
             (
                 st.tables
                     .values()
@@ -511,7 +529,7 @@ impl Applier {
             })
             .collect();
         drops.extend(
-            databases
+            existing
                 .into_iter()
                 .filter(|d| !d.eq_ignore_ascii_case(SYSTEM_DB))
                 .map(|name| Event::Ddl(DdlEvent::DropDatabase { name })),
@@ -520,8 +538,7 @@ impl Applier {
             self.session
                 .apply_replicated_nowait(drops, vec![], origin)?;
         }
-        let mut ddl: Vec<Event> = state
-            .databases
+        let mut ddl: Vec<Event> = databases
             .iter()
             .filter(|d| {
                 !d.eq_ignore_ascii_case(SYSTEM_DB)
@@ -530,44 +547,78 @@ impl Applier {
             .map(|name| Event::Ddl(DdlEvent::CreateDatabase { name: name.clone() }))
             .collect();
         ddl.extend(
-            state
-                .tables
-                .values()
-                .filter(|t| keep(&t.def.database, &t.def.name))
-                .map(|t| {
-                    Event::Ddl(DdlEvent::CreateTable {
-                        table: TableDef::clone(&t.def),
-                    })
-                }),
+            defs.iter()
+                .filter(|d| keep(&d.database, &d.name))
+                .map(|d| Event::Ddl(DdlEvent::CreateTable { table: d.clone() })),
         );
         if !ddl.is_empty() {
             self.session.apply_replicated_nowait(ddl, vec![], origin)?;
         }
         let mut rows = 0u64;
         let mut batch = Vec::with_capacity(PROVISION_ROWS);
-        for t in state
-            .tables
-            .values()
-            .filter(|t| keep(&t.def.database, &t.def.name))
-        {
-            for (_, row) in t.iter() {
+        let mut apply = |this: &mut Self, def: &TableDef, part: Vec<Row>| -> Result<()> {
+            if !keep(&def.database, &def.name) {
+                return Ok(());
+            }
+            for row in part {
                 batch.push(Event::Row(RowEvent {
-                    table_id: t.def.id,
+                    table_id: def.id,
                     change: RowChange::Write { row },
                     cause: Cause::Insert,
                 }));
                 if batch.len() == PROVISION_ROWS {
                     rows += batch.len() as u64;
-                    let (_, lsn) = self.session.apply_replicated_nowait(
+                    let (_, lsn) = this.session.apply_replicated_nowait(
                         std::mem::take(&mut batch),
                         vec![],
                         origin,
                     )?;
-                    self.pending_lsn = Some(lsn);
+                    this.pending_lsn = Some(lsn);
+                }
+            }
+            Ok(())
+        };
+        match (frames.as_mut(), &legacy) {
+            (Some(f), _) => {
+                while let Some((at, part)) = f.next_rows()? {
+                    apply(self, &defs[at], part)?;
+                }
+            }
+            (None, Some(st)) => {
+                for t in st.tables.values() {
+                    let part: Vec<Row> = t.iter().map(|(_, r)| r).collect();
+                    apply(self, &t.def, part)?;
+                }
+            }
+            (None, None) => unreachable!("decoded above"),
+        }
+        drop(legacy);
+        rows += batch.len() as u64;
+        if !batch.is_empty() {
+            let (_, lsn) =
+                self.session
+                    .apply_replicated_nowait(std::mem::take(&mut batch), vec![], origin)?;
+            self.pending_lsn = Some(lsn);
+        }
+        // Rows whose keys fell together here (text keys compare without case or accents) would
+        // be lost without a word: refused before the position is stored.
+        if let Some(f) = &frames {
+            for (at, def) in defs.iter().enumerate() {
+                if !keep(&def.database, &def.name) {
+                    continue;
+                }
+                let held = self
+                    .engine()
+                    .with_state(|st| st.tables.get(&def.id).map_or(0, |t| t.len() as u64));
+                if held != f.rows_of(at) {
+                    return Err(Error::Invalid(format!(
+                        "the snapshot's {} rows of {} fell onto {held} keys here",
+                        f.rows_of(at),
+                        def.qualified_name()
+                    )));
                 }
             }
         }
-        rows += batch.len() as u64;
         let position = self.position_event(
             p.server_id,
             p.seq,
@@ -580,7 +631,7 @@ impl Applier {
         crate::failpoint::hit("provision_before_position");
         let (_, lsn) = self
             .session
-            .apply_replicated_nowait(batch, vec![position], origin)?;
+            .apply_replicated_nowait(vec![], vec![position], origin)?;
         self.pending_lsn = Some(lsn);
         self.flush()?;
         let secs = started.elapsed().as_secs_f64().max(1e-3);
@@ -588,7 +639,7 @@ impl Applier {
             "provisioned from server {} at seq {}: {} tables, {rows} rows, {} MiB in {secs:.1} s ({:.0} rows/s, {:.1} MiB/s)",
             p.server_id,
             p.seq,
-            state.tables.len(),
+            defs.len(),
             p.snapshot.len() >> 20,
             rows as f64 / secs,
             p.snapshot.len() as f64 / (1 << 20) as f64 / secs

@@ -236,7 +236,19 @@ pub fn verify_with(
     report
 }
 
-fn compare_table(
+/// How two definitions of one table differ (`None`: they do not), table ids left out with
+/// `ignore_table_ids`.
+pub fn definition_difference(p: &TableDef, r: &TableDef, ignore_table_ids: bool) -> Option<String> {
+    if ignore_table_ids {
+        let (p, r) = (as_sql_shows(p), as_sql_shows(r));
+        (p != r).then(|| describe_def_diff(&p, &r))
+    } else {
+        (p != r).then(|| describe_def_diff(p, r))
+    }
+}
+
+/// Compares one table held by two engines (both sides' copies of it).
+pub fn compare_table(
     pt: &ringrep_engine::Table,
     rt: &ringrep_engine::Table,
     opts: &VerifyOptions,
@@ -248,17 +260,8 @@ fn compare_table(
         replica_rows: rt.len() as u64,
         ..Default::default()
     };
-    let same_def = if opts.ignore_table_ids {
-        as_sql_shows(&pt.def) == as_sql_shows(&rt.def)
-    } else {
-        pt.def == rt.def
-    };
-    if !same_def {
-        rep.definition = Some(if opts.ignore_table_ids {
-            describe_def_diff(&as_sql_shows(&pt.def), &as_sql_shows(&rt.def))
-        } else {
-            describe_def_diff(&pt.def, &rt.def)
-        });
+    if let Some(d) = definition_difference(&pt.def, &rt.def, opts.ignore_table_ids) {
+        rep.definition = Some(d);
         return rep;
     }
     let chunk = opts.chunk_rows.max(1);
@@ -341,13 +344,7 @@ fn drill_down(
                 let (k, pr) = &p[i];
                 let rr = &r[j].1;
                 if pr != rr {
-                    let columns = def
-                        .columns
-                        .iter()
-                        .enumerate()
-                        .filter(|(c, _)| pr.get(*c) != rr.get(*c))
-                        .map(|(_, c)| c.name.clone())
-                        .collect();
+                    let columns = differing_columns(def, pr, rr);
                     rep.different += 1;
                     push(
                         rep,
@@ -363,6 +360,192 @@ fn drill_down(
             }
         }
     }
+}
+
+/// The columns of two rows under one key whose values differ.
+fn differing_columns(def: &TableDef, p: &[Value], r: &[Value]) -> Vec<String> {
+    def.columns
+        .iter()
+        .enumerate()
+        .filter(|(c, _)| p.get(*c) != r.get(*c))
+        .map(|(_, c)| c.name.clone())
+        .collect()
+}
+
+/// One table compared as a merge of two streams of rows in primary-key order, a page at a
+/// time from each side, as they arrive (a node read over the MySQL protocol a page per
+/// query): memory is what the pages not yet compared hold, never the table. Every missing,
+/// extra and different row is counted, and listed up to `max_listed`, as [`compare_table`]
+/// does. A chunk here is one page of the primary's; it differs when a difference was found
+/// among its rows (or, for an extra row, while it was the primary's page being compared).
+#[derive(Debug)]
+pub struct MergeCompare {
+    def: TableDef,
+    max_listed: usize,
+    report: TableReport,
+    primary: std::collections::VecDeque<(Key, Row, u64)>,
+    replica: std::collections::VecDeque<(Key, Row)>,
+    primary_done: bool,
+    replica_done: bool,
+    last_primary: Option<Key>,
+    last_replica: Option<Key>,
+    /// The primary's page the last compared row belonged to, and the last page counted as
+    /// differing.
+    page: u64,
+    differing_page: Option<u64>,
+}
+
+impl MergeCompare {
+    /// A comparison of `def`'s rows (the definitions are already known to agree).
+    pub fn new(def: TableDef, opts: &VerifyOptions) -> MergeCompare {
+        MergeCompare {
+            report: TableReport {
+                table: def.qualified_name(),
+                ..Default::default()
+            },
+            def,
+            max_listed: opts.max_listed,
+            primary: Default::default(),
+            replica: Default::default(),
+            primary_done: false,
+            replica_done: false,
+            last_primary: None,
+            last_replica: None,
+            page: 1,
+            differing_page: None,
+        }
+    }
+
+    /// Whether the primary's rows compared so far are all there are to compare, or the
+    /// comparison needs its next page.
+    pub fn needs_primary(&self) -> bool {
+        self.primary.is_empty() && !self.primary_done
+    }
+
+    /// As [`MergeCompare::needs_primary`], for the replica.
+    pub fn needs_replica(&self) -> bool {
+        self.replica.is_empty() && !self.replica_done
+    }
+
+    /// Rows held, not yet compared (the memory the comparison holds).
+    pub fn pending(&self) -> usize {
+        self.primary.len() + self.replica.len()
+    }
+
+    /// The primary's next page of rows, in key order after every row before it; `last`
+    /// when no row follows. Fails when a key is not after the one before it (the merge
+    /// would be wrong: the side did not send its rows in key order).
+    pub fn push_primary(&mut self, rows: Vec<Row>, last: bool) -> std::result::Result<(), String> {
+        self.report.chunks += 1;
+        let page = self.report.chunks;
+        for row in rows {
+            let key = Key(self.def.key_of(&row));
+            check_order(&self.def, &mut self.last_primary, &key, "primary")?;
+            self.primary.push_back((key, row, page));
+        }
+        self.primary_done |= last;
+        self.compare();
+        Ok(())
+    }
+
+    /// As [`MergeCompare::push_primary`], for the replica.
+    pub fn push_replica(&mut self, rows: Vec<Row>, last: bool) -> std::result::Result<(), String> {
+        for row in rows {
+            let key = Key(self.def.key_of(&row));
+            check_order(&self.def, &mut self.last_replica, &key, "replica")?;
+            self.replica.push_back((key, row));
+        }
+        self.replica_done |= last;
+        self.compare();
+        Ok(())
+    }
+
+    fn differs(&mut self, d: Difference) {
+        if self.differing_page != Some(self.page) {
+            self.differing_page = Some(self.page);
+            self.report.chunks_differ += 1;
+        }
+        if self.report.differences.len() < self.max_listed {
+            self.report.differences.push(d);
+        }
+    }
+
+    /// Compares as far as both sides' rows are known.
+    fn compare(&mut self) {
+        use std::cmp::Ordering;
+        loop {
+            let ord = match (self.primary.front(), self.replica.front()) {
+                (Some((pk, _, _)), Some((rk, _))) => pk.cmp(rk),
+                (Some(_), None) if self.replica_done => Ordering::Less,
+                (None, Some(_)) if self.primary_done => Ordering::Greater,
+                _ => return,
+            };
+            match ord {
+                Ordering::Less => {
+                    let (k, _, page) = self.primary.pop_front().expect("a primary row");
+                    self.page = page;
+                    self.report.primary_rows += 1;
+                    self.report.missing += 1;
+                    let key = key_text(&self.def, &k);
+                    self.differs(Difference::Missing { key });
+                }
+                Ordering::Greater => {
+                    if let Some((_, _, page)) = self.primary.front() {
+                        self.page = *page;
+                    }
+                    let (k, _) = self.replica.pop_front().expect("a replica row");
+                    self.report.replica_rows += 1;
+                    self.report.extra += 1;
+                    let key = key_text(&self.def, &k);
+                    self.differs(Difference::Extra { key });
+                }
+                Ordering::Equal => {
+                    let (k, pr, page) = self.primary.pop_front().expect("a primary row");
+                    let (_, rr) = self.replica.pop_front().expect("a replica row");
+                    self.page = page;
+                    self.report.primary_rows += 1;
+                    self.report.replica_rows += 1;
+                    if pr != rr {
+                        self.report.different += 1;
+                        let d = Difference::Different {
+                            key: key_text(&self.def, &k),
+                            columns: differing_columns(&self.def, &pr, &rr),
+                            meta_row: self.def.is_meta_key(&k.0),
+                        };
+                        self.differs(d);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The table's report, once both sides have sent their last page.
+    pub fn finish(mut self) -> TableReport {
+        self.compare();
+        debug_assert!(self.primary.is_empty() && self.replica.is_empty());
+        if self.report.chunks == 0 {
+            self.report.chunks = 1;
+        }
+        self.report
+    }
+}
+
+fn check_order(
+    def: &TableDef,
+    last: &mut Option<Key>,
+    key: &Key,
+    side: &str,
+) -> std::result::Result<(), String> {
+    if last.as_ref().is_some_and(|l| l >= key) {
+        return Err(format!(
+            "{}: the {side} sent key {} after {}, not in key order",
+            def.qualified_name(),
+            key_text(def, key),
+            key_text(def, last.as_ref().expect("a key before")),
+        ));
+    }
+    *last = Some(key.clone());
+    Ok(())
 }
 
 /// A definition as far as `SHOW CREATE TABLE` tells it: no table id, and a nullable column
@@ -464,5 +647,144 @@ impl Report {
             }
         );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use binlog_format::schema::{ColumnDef, ColumnType, IntWidth, TableDef};
+    use binlog_format::Value;
+
+    use super::{Difference, MergeCompare, VerifyOptions};
+
+    fn def() -> TableDef {
+        TableDef {
+            id: 1,
+            database: "d".into(),
+            name: "t".into(),
+            columns: vec![
+                ColumnDef::plain(
+                    "k",
+                    ColumnType::Integer {
+                        width: IntWidth::Int,
+                        unsigned: false,
+                    },
+                    false,
+                ),
+                ColumnDef::plain("v", ColumnType::VarChar { len: 10 }, true),
+            ],
+            primary_key: vec![0],
+            indexes: vec![],
+            ring: None,
+            ttl: None,
+            partitioning: None,
+            comment: None,
+        }
+    }
+
+    fn row(k: i64, v: &str) -> Vec<Value> {
+        vec![Value::Int(k), Value::Text(v.into())]
+    }
+
+    /// Feeds both sides in pages of `page` rows, as a pager would (the primary first, each
+    /// side only when the comparison needs it), checking that it never holds more than a
+    /// page of each.
+    fn merged(
+        p: &[Vec<Value>],
+        r: &[Vec<Value>],
+        page: usize,
+        max_listed: usize,
+    ) -> super::TableReport {
+        let opts = VerifyOptions {
+            max_listed,
+            ..Default::default()
+        };
+        let mut m = MergeCompare::new(def(), &opts);
+        let (mut pi, mut ri) = (p.chunks(page), r.chunks(page));
+        let (mut p_left, mut r_left) = (p.len().div_ceil(page) + 1, r.len().div_ceil(page) + 1);
+        while m.needs_primary() || m.needs_replica() {
+            if m.needs_primary() {
+                let rows = pi.next().map(<[_]>::to_vec).unwrap_or_default();
+                p_left -= 1;
+                let last = rows.len() < page;
+                m.push_primary(rows, last).expect("in order");
+                assert!(p_left > 0 || last);
+            }
+            if m.needs_replica() {
+                let rows = ri.next().map(<[_]>::to_vec).unwrap_or_default();
+                r_left -= 1;
+                let last = rows.len() < page;
+                m.push_replica(rows, last).expect("in order");
+                assert!(r_left > 0 || last);
+            }
+            assert!(m.pending() <= 2 * page, "{} rows held", m.pending());
+        }
+        m.finish()
+    }
+
+    /// Every difference is named, wherever pages cut the two streams, whatever the page size.
+    #[test]
+    fn a_merge_names_every_difference_across_pages() {
+        let p: Vec<_> = (1..=20).map(|k| row(k, "v")).collect();
+        let mut r: Vec<_> = vec![row(0, "first")];
+        r.extend(
+            (1..=20)
+                .filter(|k| ![3, 4, 5, 20].contains(k))
+                .map(|k| row(k, if k == 12 { "other" } else { "v" })),
+        );
+        r.push(row(25, "past"));
+        for page in [1, 2, 3, 7, 20, 100] {
+            let rep = merged(&p, &r, page, 100);
+            assert_eq!(
+                (rep.primary_rows, rep.replica_rows),
+                (20, r.len() as u64),
+                "pages of {page}"
+            );
+            assert_eq!(
+                (rep.missing, rep.extra, rep.different),
+                (4, 2, 1),
+                "pages of {page}"
+            );
+            let key = |k: i64| format!("(k={k})");
+            let mut want: Vec<Difference> = vec![Difference::Extra { key: key(0) }];
+            want.extend([3, 4, 5].map(|k| Difference::Missing { key: key(k) }));
+            want.push(Difference::Different {
+                key: key(12),
+                columns: vec!["v".into()],
+                meta_row: false,
+            });
+            want.push(Difference::Missing { key: key(20) });
+            want.push(Difference::Extra { key: key(25) });
+            assert_eq!(rep.differences, want, "pages of {page}");
+            assert_eq!(rep.chunks, 20 / page as u64 + 1, "pages of {page}");
+            assert!(!rep.converged());
+        }
+        // Equal sides converge; listing stops at max_listed, counting does not.
+        let same = merged(&p, &p, 3, 100);
+        assert!(same.converged(), "{same:?}");
+        assert_eq!(same.chunks_differ, 0);
+        let one_side = merged(&p, &[], 4, 2);
+        assert_eq!((one_side.missing, one_side.differences.len()), (20, 2));
+        assert_eq!(one_side.chunks_differ, 5);
+        let other_side = merged(&[], &p, 4, 100);
+        assert_eq!(other_side.extra, 20);
+        assert!(merged(&[], &[], 4, 100).converged());
+    }
+
+    /// A side that sends a key out of order is an error, not a wrong report.
+    #[test]
+    fn keys_out_of_order_fail_the_merge() {
+        let mut m = MergeCompare::new(def(), &VerifyOptions::default());
+        m.push_primary(vec![row(1, "a"), row(3, "c")], false)
+            .expect("in order");
+        let e = m
+            .push_primary(vec![row(2, "b")], true)
+            .expect_err("2 after 3");
+        assert!(e.contains("(k=2) after (k=3)"), "{e}");
+        let mut m = MergeCompare::new(def(), &VerifyOptions::default());
+        let e = m
+            .push_replica(vec![row(1, "a"), row(1, "a")], true)
+            .expect_err("1 twice");
+        assert!(e.contains("replica"), "{e}");
     }
 }

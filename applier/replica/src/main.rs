@@ -2,6 +2,7 @@
 
 mod channel;
 mod live;
+mod paged;
 mod remote;
 
 use std::path::{Path, PathBuf};
@@ -217,6 +218,70 @@ fn run_verify(
     chunk_rows: usize,
     live: bool,
 ) -> anyhow::Result<bool> {
+    let started = Instant::now();
+    let mut last_print = Instant::now();
+    let mut progress = |prog: ringrep_applier::verify::Progress| {
+        if last_print.elapsed() > Duration::from_secs(1) {
+            eprintln!(
+                "verifying: {}/{} tables, {} rows",
+                prog.tables_done, prog.tables_total, prog.rows
+            );
+            last_print = Instant::now();
+        }
+    };
+    let report = if !live && remote::is_url(primary) && remote::is_url(replica) {
+        // Two servers: both read at once a page at a time and compared as they arrive.
+        eprintln!("reading both nodes over the MySQL protocol, a page at a time");
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?
+            .block_on(paged::verify_servers(
+                primary,
+                replica,
+                &VerifyOptions {
+                    chunk_rows,
+                    ignore_table_ids: true,
+                    ..Default::default()
+                },
+                5,
+                &mut progress,
+            ))
+            .context("comparing the nodes")?
+    } else {
+        whole_sides(primary, replica, chunk_rows, live, &mut progress)?
+    };
+    if let Some(n) = at_seq {
+        if report.primary_seq != n || report.replica_applied_seq != Some(n) {
+            bail!(
+                "--at-seq {n}: the primary is at seq {} and the replica applied {:?}; data directories at rest cannot be moved to another point",
+                report.primary_seq,
+                report.replica_applied_seq
+            );
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        print!("{}", report.text());
+        eprintln!(
+            "compared {} rows in {:.2?}",
+            report.rows_compared,
+            started.elapsed()
+        );
+    }
+    Ok(report.converged)
+}
+
+/// A verification of two sides each held whole by an engine: data directories, a data
+/// directory and a server, or (`--live`) two servers read through their streams.
+fn whole_sides(
+    primary: &str,
+    replica: &str,
+    chunk_rows: usize,
+    live: bool,
+    progress: &mut dyn FnMut(ringrep_applier::verify::Progress),
+) -> anyhow::Result<ringrep_applier::Report> {
     let (p, r) = if live {
         if !remote::is_url(primary) || !remote::is_url(replica) {
             bail!(
@@ -251,9 +316,7 @@ fn run_verify(
         }
     }
     let replica_applied = r.applied_from(p.server_id);
-    let started = Instant::now();
-    let mut last_print = Instant::now();
-    let report = verify_with(
+    Ok(verify_with(
         &p.engine,
         &r.engine,
         p.last_seq,
@@ -263,36 +326,8 @@ fn run_verify(
             ignore_table_ids: p.is_remote() || r.is_remote(),
             ..Default::default()
         },
-        &mut |prog| {
-            if last_print.elapsed() > Duration::from_secs(1) {
-                eprintln!(
-                    "verifying: {}/{} tables, {} rows",
-                    prog.tables_done, prog.tables_total, prog.rows
-                );
-                last_print = Instant::now();
-            }
-        },
-    );
-    if let Some(n) = at_seq {
-        if report.primary_seq != n || report.replica_applied_seq != Some(n) {
-            bail!(
-                "--at-seq {n}: the primary is at seq {} and the replica applied {:?}; data directories at rest cannot be moved to another point",
-                report.primary_seq,
-                report.replica_applied_seq
-            );
-        }
-    }
-    if json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print!("{}", report.text());
-        eprintln!(
-            "compared {} rows in {:.2?}",
-            report.rows_compared,
-            started.elapsed()
-        );
-    }
-    Ok(report.converged)
+        progress,
+    ))
 }
 
 fn run(cmd: Command) -> anyhow::Result<()> {

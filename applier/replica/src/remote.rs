@@ -186,27 +186,7 @@ async fn read_all(conn: &mut mysql_async::Conn, server_id: u32, last_seq: u64) -
             let def = engine
                 .table_def(&db, &t)
                 .ok_or_else(|| remote(format!("{db}.{t}: definition did not load")))?;
-            let rows: Vec<mysql_async::Row> = conn
-                .exec(format!("SELECT * FROM `{db}`.`{t}`"), ())
-                .await
-                .map_err(q)?;
-            // A hidden row id is not among the columns a row arrives with.
-            let hidden = def.columns.iter().position(|c| c.name == HIDDEN_ROW_ID);
-            let shown: Vec<&ColumnDef> = def
-                .columns
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| Some(*i) != hidden)
-                .map(|(_, c)| c)
-                .collect();
-            let mut names = RowNames::default();
-            for (n, row) in rows.into_iter().enumerate() {
-                let mut values = row_values(&def, &shown, row, n + 1)?;
-                if let Some(h) = hidden {
-                    values.insert(h, Value::UInt(names.next(&def, &values)?));
-                }
-                sql.session.raw_write(&def, values)?;
-            }
+            load_table(conn, &mut sql, &def).await?;
         }
     }
     let applied: Vec<(u32, u64)> = conn
@@ -255,14 +235,55 @@ impl RowNames {
     }
 }
 
-/// One result row of `def` as the values of `columns`, the ones the row is made of.
-fn row_values(
+/// Every row of `def` read with one `SELECT *` into the scratch engine of `sql` (the whole
+/// table in memory on both ends: for a table without a primary key, whose rows the protocol
+/// shows without the hidden row id that orders them).
+pub(crate) async fn load_table(
+    conn: &mut mysql_async::Conn,
+    sql: &mut SqlSession,
+    def: &TableDef,
+) -> Result<()> {
+    let rows: Vec<mysql_async::Row> = conn
+        .exec(format!("SELECT * FROM {}", quoted(def)), ())
+        .await
+        .map_err(|e| remote(e.to_string()))?;
+    // A hidden row id is not among the columns a row arrives with.
+    let hidden = def.columns.iter().position(|c| c.name == HIDDEN_ROW_ID);
+    let shown: Vec<&ColumnDef> = def
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != hidden)
+        .map(|(_, c)| c)
+        .collect();
+    let mut names = RowNames::default();
+    for (n, row) in rows.into_iter().enumerate() {
+        let mut values = row_values(def, &shown, row.unwrap(), n + 1)?;
+        if let Some(h) = hidden {
+            values.insert(h, Value::UInt(names.next(def, &values)?));
+        }
+        sql.session.raw_write(def, values)?;
+    }
+    Ok(())
+}
+
+/// `` `database`.`table` ``, quoted for a statement.
+pub(crate) fn quoted(def: &TableDef) -> String {
+    format!("{}.{}", ident(&def.database), ident(&def.name))
+}
+
+pub(crate) fn ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// One result row of `def` (its raw values) as the values of `columns`, the ones the row is
+/// made of.
+pub(crate) fn row_values(
     def: &TableDef,
     columns: &[&ColumnDef],
-    row: mysql_async::Row,
+    raw: Vec<mysql_async::Value>,
     n: usize,
 ) -> Result<Vec<Value>> {
-    let raw = row.unwrap();
     if raw.len() != columns.len() {
         return Err(remote(format!(
             "{}: a row has {} values for {} columns",

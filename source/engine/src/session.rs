@@ -831,6 +831,74 @@ impl Session {
             .collect())
     }
 
+    /// At most `cap` rows from `lower` on, in key order, as [`Session::scan`] sees them (meta
+    /// rows only with `show_meta`, expired rows never): one page of a read that walks a table
+    /// by its primary key, each page after the last key of the one before (keyset
+    /// pagination). The state's lock is held for the rows of this page only, never for the
+    /// table. `lower` is given as key values (the leading primary-key columns, already of the
+    /// columns' types); as bytes, a key that starts with fewer values sorts before every key
+    /// that starts with them, so `Excluded` of a shorter prefix still reads the keys under it.
+    ///
+    /// `None` when this session's open transaction has changed the table (its changes are
+    /// merged by [`Session::scan`] only): the caller reads the whole way instead.
+    pub fn scan_page(
+        &self,
+        def: &TableDef,
+        lower: std::ops::Bound<&[Value]>,
+        cap: usize,
+    ) -> Result<Option<Vec<Row>>> {
+        use std::ops::Bound;
+        if let Some(txn) = &self.txn {
+            if !txn.overlay.changed_in(&txn.ops, def.id, &[]).is_empty() {
+                return Ok(None);
+            }
+        }
+        let bytes = match lower {
+            Bound::Included(v) | Bound::Excluded(v) => Some(super::keybytes::encode(v)),
+            Bound::Unbounded => None,
+        };
+        let lower = match (&lower, &bytes) {
+            (Bound::Included(_), Some(b)) => Bound::Included(b.as_slice()),
+            (Bound::Excluded(_), Some(b)) => Bound::Excluded(b.as_slice()),
+            _ => Bound::Unbounded,
+        };
+        let now = self.now_us();
+        let meta_visible = self.vars.show_meta;
+        let budget = self
+            .read_budget
+            .filter(|_| !def.database.eq_ignore_ascii_case(crate::SYSTEM_DB));
+        let st = self.engine.read();
+        let t = st
+            .tables
+            .get(&def.id)
+            .ok_or_else(|| Error::internal(format!("table id {} vanished", def.id)))?;
+        let mut out = Vec::with_capacity(cap.min(4096));
+        for (read, stored) in t.stored_range(lower, Bound::Unbounded).enumerate() {
+            if out.len() >= cap {
+                break;
+            }
+            if budget.is_some_and(|b| read >= b) {
+                return Err(Error::would_wait());
+            }
+            let r = stored.row();
+            // `TableDef::is_meta_key` on the key's last column, without building the key.
+            let meta = def.ring.is_some()
+                && matches!(
+                    def.primary_key.last().and_then(|&c| r.get(c)),
+                    Some(Value::Int(0) | Value::UInt(0))
+                );
+            let visible = if meta {
+                meta_visible
+            } else {
+                !self.is_expired(def, &r, now)
+            };
+            if visible {
+                out.push(r);
+            }
+        }
+        Ok(Some(out))
+    }
+
     /// Every stored row under a key prefix, meta and expired rows included, with its key.
     pub(crate) fn scan_raw(&self, table: u64, prefix: &[Value]) -> Result<Vec<(Key, Row)>> {
         let st = self.engine.read();
@@ -2040,6 +2108,84 @@ mod tests {
         assert!(e.is_would_wait(), "{e:?}");
         s.read_budget = None;
         assert_eq!(s.scan(&p, &[]).expect("no budget").len(), 5);
+    }
+
+    /// A page holds at most `cap` rows after its bound, in key order, as `scan` sees them
+    /// (meta rows only with `show_meta`); walking pages from the last key of each gives the
+    /// table, and a transaction that changed the table is sent to the whole read.
+    #[test]
+    fn pages_hold_at_most_their_rows_after_the_bound() {
+        use std::ops::Bound;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_engine, mut s) = sample_engine(dir.path(), SyncPolicy::Never);
+        for k in 1..=7 {
+            insert_p(&mut s, k, "v");
+        }
+        for u in [3, 1, 2] {
+            insert_r(&mut s, u, "x");
+            insert_r(&mut s, u, "y");
+        }
+        let p = s.table_def(Some("d"), "p").expect("p");
+        let r = s.table_def(Some("d"), "r").expect("r");
+        let page = |s: &super::Session, def, lower: Bound<&[Value]>, cap| {
+            s.scan_page(def, lower, cap)
+                .expect("page")
+                .expect("no changes")
+        };
+        let ids = |rows: Vec<Vec<Value>>| -> Vec<Value> {
+            rows.into_iter().map(|r| r[0].clone()).collect()
+        };
+        assert_eq!(
+            ids(page(&s, &p, Bound::Unbounded, 3)),
+            [1, 2, 3].map(Value::Int)
+        );
+        assert_eq!(
+            ids(page(&s, &p, Bound::Excluded(&[Value::Int(3)]), 3)),
+            [4, 5, 6].map(Value::Int)
+        );
+        assert_eq!(
+            ids(page(&s, &p, Bound::Included(&[Value::Int(6)]), 3)),
+            [6, 7].map(Value::Int)
+        );
+        assert!(page(&s, &p, Bound::Excluded(&[Value::Int(7)]), 3).is_empty());
+        // Walking the ring table page by page gives what one scan gives, meta rows or not.
+        for show_meta in [false, true] {
+            s.vars.show_meta = show_meta;
+            let whole = s.scan(&r, &[]).expect("scan");
+            for cap in 1..=4 {
+                let mut walked: Vec<Vec<Value>> = Vec::new();
+                loop {
+                    let key: Option<Vec<Value>> = walked.last().map(|row| r.key_of(row));
+                    let lower = key.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+                    let got = page(&s, &r, lower, cap);
+                    assert!(got.len() <= cap);
+                    let done = got.len() < cap;
+                    walked.extend(got);
+                    if done {
+                        break;
+                    }
+                }
+                assert_eq!(
+                    walked, whole,
+                    "pages of {cap}, meta rows shown: {show_meta}"
+                );
+            }
+        }
+        // A key prefix as the bound: every key under it is after it.
+        s.vars.show_meta = false;
+        assert_eq!(
+            page(&s, &r, Bound::Excluded(&[Value::Int(2)]), 10).len(),
+            4,
+            "rings 2 and 3, two rows each"
+        );
+        s.begin().expect("begin");
+        insert_p(&mut s, 8, "new");
+        assert_eq!(s.scan_page(&p, Bound::Unbounded, 3).expect("page"), None);
+        assert!(s
+            .scan_page(&r, Bound::Unbounded, 3)
+            .expect("page")
+            .is_some());
+        s.rollback();
     }
 
     #[test]

@@ -396,6 +396,8 @@ fn list(sdir: &Path) -> Result<Vec<u64>> {
 /// A snapshot read back.
 pub(crate) struct Loaded {
     pub state: State,
+    /// The snapshot's size in bytes (its file's, or the bytes it was read from).
+    pub bytes: u64,
     /// The rows are exactly the state at `state.last_seq`. A live snapshot's may be newer:
     /// it is only good with the binlog after that sequence number replayed over it.
     pub exact: bool,
@@ -464,13 +466,16 @@ impl<R: std::io::Read> Frames<R> {
 
 /// One snapshot file as a state; `None` when it does not read back whole.
 fn read(path: &Path) -> Result<Option<Loaded>> {
-    read_from(BufReader::new(fs::File::open(path)?))
+    let file = fs::File::open(path)?;
+    let bytes = file.metadata()?.len();
+    Ok(read_from(BufReader::new(file))?.map(|l| Loaded { bytes, ..l }))
 }
 
 /// A snapshot's bytes (as a file holds them) read back, or `None` when they do not read back
 /// whole: what a replica provisioned over the network loads.
 pub(crate) fn decode_bytes(bytes: &[u8]) -> Result<Option<Loaded>> {
-    read_from(bytes)
+    let len = bytes.len() as u64;
+    Ok(read_from(bytes)?.map(|l| Loaded { bytes: len, ..l }))
 }
 
 fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
@@ -499,6 +504,7 @@ fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
         // Written under the lock: exact.
         return Ok(Some(Loaded {
             state: state(data.last_seq, data.next_table_id, data.databases, tables),
+            bytes: 0,
             exact: true,
         }));
     };
@@ -540,8 +546,103 @@ fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
             header.databases,
             tables,
         ),
+        bytes: 0,
         exact: header.exact,
     }))
+}
+
+/// A snapshot's bytes (as [`crate::Engine::snapshot_for_replica`] makes them) read a frame at
+/// a time, its rows handed out as they are decoded instead of built into a state first: a
+/// replica provisioned over the network writes them into its own engine, and the state they
+/// make is built once, there. The bytes are checked whole when opened (every frame's
+/// checksum, the end frame last, nothing after it), so a snapshot that would not load is
+/// refused before anything is applied; the end frame's row count is checked at the end.
+#[derive(Debug)]
+pub struct SnapshotRows<'a> {
+    rest: &'a [u8],
+    /// The sequence number the snapshot stands at.
+    pub last_seq: u64,
+    /// The databases, as the snapshot's header lists them.
+    pub databases: Vec<String>,
+    /// The tables, in the header's order (rows name their table by its place here).
+    pub tables: Vec<TableDef>,
+    /// Rows handed out so far, in all and per table.
+    total: u64,
+    per_table: Vec<u64>,
+    ended: bool,
+}
+
+impl<'a> SnapshotRows<'a> {
+    /// The snapshot in `bytes`; `None` for bytes that are not a whole snapshot of this
+    /// version (a first-version snapshot, a single frame, is read by
+    /// [`crate::Engine::decode_snapshot`]).
+    pub fn open(bytes: &'a [u8]) -> Result<Option<SnapshotRows<'a>>> {
+        // Every frame whole, the last one the end.
+        let mut at = 0;
+        let mut last = None;
+        while at < bytes.len() {
+            match scan_frame(&bytes[at..], u32::MAX) {
+                FrameScan::Frame { payload, len } => {
+                    last = Some(payload);
+                    at += len;
+                }
+                _ => return Ok(None),
+            }
+        }
+        if !last.is_some_and(|l| matches!(codec::decode::<Part>(l), Ok(Part::End { .. }))) {
+            return Ok(None);
+        }
+        let FrameScan::Frame { payload, len } = scan_frame(bytes, u32::MAX) else {
+            return Ok(None);
+        };
+        let Some(header) = payload.strip_prefix(MAGIC) else {
+            return Ok(None);
+        };
+        let Ok(header) = codec::decode::<Header>(header) else {
+            return Ok(None);
+        };
+        Ok(Some(SnapshotRows {
+            rest: &bytes[len..],
+            last_seq: header.last_seq,
+            databases: header.databases,
+            per_table: vec![0; header.tables.len()],
+            tables: header.tables,
+            total: 0,
+            ended: false,
+        }))
+    }
+
+    /// The next frame's rows and the place of their table in [`SnapshotRows::tables`], in
+    /// the snapshot's order (each table's rows in key order); `None` once the end frame is
+    /// read and the rows handed out are the rows it counts.
+    pub fn next_rows(&mut self) -> Result<Option<(usize, Vec<Row>)>> {
+        let bad =
+            || crate::error::Error::internal("the snapshot received does not read back whole");
+        if self.ended {
+            return Ok(None);
+        }
+        let FrameScan::Frame { payload, len } = scan_frame(self.rest, u32::MAX) else {
+            return Err(bad());
+        };
+        self.rest = &self.rest[len..];
+        match codec::decode::<Part>(payload) {
+            Ok(Part::Rows { table, rows }) if (table as usize) < self.tables.len() => {
+                self.total += rows.len() as u64;
+                self.per_table[table as usize] += rows.len() as u64;
+                Ok(Some((table as usize, rows)))
+            }
+            Ok(Part::End { rows }) if rows == self.total && self.rest.is_empty() => {
+                self.ended = true;
+                Ok(None)
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    /// Rows handed out for the table at `index` in [`SnapshotRows::tables`].
+    pub fn rows_of(&self, index: usize) -> u64 {
+        self.per_table.get(index).copied().unwrap_or(0)
+    }
 }
 
 /// Refuses a snapshot table whose `written` rows fell onto fewer keys: text keys compare
@@ -757,6 +858,37 @@ mod tests {
             let back = load_newest(dir.path()).expect("load").expect("a snapshot");
             assert!(back.exact);
             assert_same(&back.state, &st);
+        }
+    }
+
+    /// A snapshot's bytes read a frame at a time give every table's rows in key order, as the
+    /// state holds them, and are refused whole (nothing handed out) when damaged or cut short.
+    #[test]
+    fn snapshot_rows_are_the_state_frame_by_frame() {
+        let st = sample_state();
+        for chunk in [1, 100, CHUNK_BYTES] {
+            let snap = exact(&st, chunk);
+            let mut reader = SnapshotRows::open(&snap.bytes)
+                .expect("read")
+                .expect("whole");
+            assert_eq!(reader.last_seq, st.last_seq);
+            let mut got: Vec<Vec<Row>> = vec![Vec::new(); reader.tables.len()];
+            while let Some((at, rows)) = reader.next_rows().expect("rows") {
+                got[at].extend(rows);
+            }
+            assert_eq!(reader.next_rows().expect("after the end"), None);
+            for (at, def) in reader.tables.iter().enumerate() {
+                let t = st.tables.get(&def.id).expect("table");
+                let want: Vec<Row> = t.iter().map(|(_, r)| r).collect();
+                assert_eq!(got[at], want, "{} in frames of {chunk}", def.name);
+                assert_eq!(reader.rows_of(at), want.len() as u64);
+            }
+            let mut damaged = snap.bytes.clone();
+            let mid = damaged.len() / 2;
+            damaged[mid] ^= 0xff;
+            assert!(SnapshotRows::open(&damaged).expect("read").is_none());
+            let short = &snap.bytes[..snap.bytes.len() - 3];
+            assert!(SnapshotRows::open(short).expect("read").is_none());
         }
     }
 

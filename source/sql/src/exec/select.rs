@@ -1,6 +1,8 @@
 //! SELECT: WHERE, GROUP BY with aggregates, HAVING, ORDER BY, DISTINCT, LIMIT over one table,
 //! none, or the joined tables of `join`. On one table, a WHERE that fixes the leading
-//! primary-key columns with `=` reads only that key range; everything else scans the table.
+//! primary-key columns with `=` reads only that key range; a page in key order (`WHERE (k1,
+//! k2) > (v1, v2) ORDER BY k1, k2 LIMIT n`) reads only that page; everything else scans the
+//! table.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -337,7 +339,144 @@ impl SqlSession {
         keep_matching(selection, columns, rows, &self.ctx())
     }
 
-    /// The leading primary-key values a WHERE fixes with `=` (exact values of the columns'
+    /// The rows of a query that reads one page of a table in primary-key order, read as one
+    /// page rather than as the whole table: `SELECT * FROM t [WHERE (k1, k2) > (v1, v2)]
+    /// [ORDER BY k1, k2] LIMIT n` (keyset pagination, as a verifier or a dump walks a table;
+    /// `>=` and a leading part of the key too, the select list bare columns or `*`). The
+    /// engine reads the first `offset + n` visible rows from the key bound on, under its lock
+    /// for those rows only; the WHERE is then applied as always. `None` (read the whole
+    /// table) for any other query, for a bound that is not exactly a key value, and when the
+    /// page's WHERE turned rows away (a shorter bound than the whole key): those rows may
+    /// have hidden later ones the LIMIT should have taken.
+    fn page_rows(
+        &self,
+        q: &Query,
+        select: &Select,
+        def: &TableDef,
+        columns: &[ColumnRef],
+    ) -> Result<Option<Vec<Vec<Value>>>> {
+        let plain = select.projection.iter().all(|item| match item {
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => true,
+            SelectItem::UnnamedExpr(e) => {
+                matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+            }
+            _ => false,
+        });
+        let grouped = !matches!(&select.group_by, GroupByExpr::Expressions(v, m) if v.is_empty() && m.is_empty());
+        if !plain
+            || grouped
+            || select.having.is_some()
+            || select.distinct.is_some()
+            || !q.locks.is_empty()
+        {
+            return Ok(None);
+        }
+        let ctx = self.ctx();
+        let (Some(limit), offset) = limits(q, &ctx)? else {
+            return Ok(None);
+        };
+        let Some(cap) = offset.checked_add(limit) else {
+            return Ok(None);
+        };
+        let column_name = |e: &Expr| match e {
+            Expr::Identifier(i) => Some(i.value.clone()),
+            Expr::CompoundIdentifier(p) if p.len() <= 3 => p.last().map(|i| i.value.clone()),
+            _ => None,
+        };
+        let is_key_column = |e: &Expr, at: usize| {
+            column_name(e).is_some_and(|n| {
+                def.primary_key
+                    .get(at)
+                    .is_some_and(|&c| def.columns[c].name.eq_ignore_ascii_case(&n))
+            })
+        };
+        // ORDER BY none, or the whole primary key ascending, on key types whose SQL order is
+        // their stored order (not FLOAT or DOUBLE, where -0 and 0 are one value to SQL).
+        let order = order_terms(q)?;
+        if !order.is_empty() {
+            let ordered_like_keys = order.len() == def.primary_key.len()
+                && order
+                    .iter()
+                    .enumerate()
+                    .all(|(at, (e, desc))| !desc && is_key_column(e, at))
+                && def.primary_key.iter().all(|&c| {
+                    matches!(
+                        def.columns[c].ty,
+                        ColumnType::Integer { .. }
+                            | ColumnType::Decimal { .. }
+                            | ColumnType::Char { .. }
+                            | ColumnType::VarChar { .. }
+                            | ColumnType::Binary { .. }
+                            | ColumnType::VarBinary { .. }
+                            | ColumnType::Date
+                            | ColumnType::DateTime { .. }
+                            | ColumnType::Timestamp { .. }
+                    )
+                });
+            if !ordered_like_keys {
+                return Ok(None);
+            }
+        }
+        // WHERE none, or one comparison of the leading key columns with values.
+        let mut lower: Option<(Vec<Value>, bool)> = None;
+        if let Some(w) = &select.selection {
+            let Expr::BinaryOp { left, op, right } = w else {
+                return Ok(None);
+            };
+            let inclusive = match op {
+                sqlparser::ast::BinaryOperator::Gt => false,
+                sqlparser::ast::BinaryOperator::GtEq => true,
+                _ => return Ok(None),
+            };
+            let (names, values): (Vec<&Expr>, Vec<&Expr>) = match (left.as_ref(), right.as_ref()) {
+                (Expr::Tuple(l), Expr::Tuple(r)) if l.len() == r.len() => {
+                    (l.iter().collect(), r.iter().collect())
+                }
+                (Expr::Tuple(_), _) | (_, Expr::Tuple(_)) => return Ok(None),
+                (l, r) => (vec![l], vec![r]),
+            };
+            if names.len() > def.primary_key.len()
+                || !names.iter().enumerate().all(|(at, e)| is_key_column(e, at))
+            {
+                return Ok(None);
+            }
+            let mut bound = Vec::with_capacity(values.len());
+            for (at, e) in values.into_iter().enumerate() {
+                let col = &def.columns[def.primary_key[at]];
+                let Ok(v) = eval(e, &Scope::empty(), &ctx) else {
+                    return Ok(None);
+                };
+                // As for a key prefix: only an exact value of the column's type is a bound.
+                if col.ty.is_string() && !matches!(v, Value::Text(_) | Value::Bytes(_)) {
+                    return Ok(None);
+                }
+                match ringrep_engine::types::coerce(v.clone(), col, 1, ctx.tz) {
+                    Ok(c) if compare(&c, &v, ctx.tz) == Some(Ordering::Equal) && !c.is_null() => {
+                        bound.push(c)
+                    }
+                    _ => return Ok(None),
+                }
+            }
+            lower = Some((bound, inclusive));
+        }
+        let from = match &lower {
+            Some((v, true)) => std::ops::Bound::Included(v.as_slice()),
+            Some((v, false)) => std::ops::Bound::Excluded(v.as_slice()),
+            None => std::ops::Bound::Unbounded,
+        };
+        let Some(rows) = self.session.scan_page(def, from, cap)? else {
+            return Ok(None);
+        };
+        let full = rows.len() == cap;
+        let read = rows.len();
+        let kept = keep_matching(select.selection.as_ref(), columns, rows, &ctx)?;
+        if full && kept.len() < read {
+            return Ok(None);
+        }
+        Ok(Some(kept))
+    }
+
+    /// The leading primary-key values a WHERE fixes with `=` (exact values of the columns
     /// types): only rows under that prefix can match, so only they need reading.
     pub(crate) fn key_prefix(
         &self,
@@ -673,7 +812,10 @@ impl SqlSession {
             Some(other) => return Err(Error::unsupported(format!("FROM {other}"))),
         };
         let source_rows = match &def {
-            Some(d) => self.rows_for(d, &columns, select.selection.as_ref())?,
+            Some(d) => match self.page_rows(q, select, d, &columns)? {
+                Some(rows) => rows,
+                None => self.rows_for(d, &columns, select.selection.as_ref())?,
+            },
             None => {
                 let ctx = self.ctx();
                 let keep = match &select.selection {
@@ -1450,6 +1592,115 @@ mod tests {
                 "INSERT INTO u VALUES (1, 1, 100), (2, 2, 200), (3, 2, 300)",
             ],
         )
+    }
+
+    /// Row constructors compare as MySQL compares them: in order, column by column, NULL
+    /// where a NULL decides.
+    #[test]
+    fn row_constructors_compare_column_by_column() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_e, mut s) = session(dir.path());
+        for (sql, want) in [
+            ("SELECT (1, 2) < (1, 3)", "1"),
+            ("SELECT (1, 2) > (1, 3)", "0"),
+            ("SELECT (2, 0) > (1, 9)", "1"),
+            ("SELECT (1, 3) >= (1, 3)", "1"),
+            ("SELECT (1, 3) <= (1, 2)", "0"),
+            ("SELECT (1, 2) = (1, 2)", "1"),
+            ("SELECT (1, 2) <> (1, 2)", "0"),
+            ("SELECT (1, NULL) = (1, 2)", "NULL"),
+            ("SELECT (1, NULL) = (2, 2)", "0"),
+            ("SELECT (1, NULL) > (1, 2)", "NULL"),
+            ("SELECT (2, NULL) > (1, 2)", "1"),
+            ("SELECT (NULL, 1) < (1, 2)", "NULL"),
+            ("SELECT (1, NULL) <=> (1, NULL)", "1"),
+            ("SELECT ('a', 'B') < ('A', 'c')", "1"),
+        ] {
+            assert_eq!(one_column(&mut s, sql), [want], "{sql}");
+        }
+        let e = s
+            .execute("SELECT (1, 2) = (1, 2, 3)")
+            .expect_err("three against two");
+        assert_eq!(e.code, 1241, "{e:?}");
+    }
+
+    /// Keyset pagination, `WHERE (k1, k2) > (...) ORDER BY k1, k2 LIMIT n` (read a page at a
+    /// time by the engine), gives exactly the rows a whole read would: pages walked from the
+    /// last key of each make the table; a bound on part of the key, `>=`, OFFSET, and a
+    /// transaction's own changes too.
+    #[test]
+    fn key_order_pages_are_the_rows_a_whole_read_gives() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_e, mut s) = session(dir.path());
+        s.execute(
+            "CREATE TABLE k (a INT NOT NULL, b VARCHAR(5) NOT NULL, v INT, PRIMARY KEY (a, b))",
+        )
+        .expect("create");
+        for a in [3, 1, 2] {
+            for b in ["y", "X", "z"] {
+                s.execute(&format!("INSERT INTO k VALUES ({a}, '{b}', {a}0)"))
+                    .expect("insert");
+            }
+        }
+        let whole = test_rows(&mut s, "SELECT * FROM k ORDER BY a, b");
+        assert_eq!(whole.len(), 9);
+        for n in 1..=4 {
+            let mut walked: Vec<Vec<Option<String>>> = Vec::new();
+            loop {
+                let sql = match walked.last() {
+                    None => format!("SELECT * FROM k ORDER BY a, b LIMIT {n}"),
+                    Some(r) => format!(
+                        "SELECT * FROM k WHERE (a, b) > ({}, '{}') ORDER BY a, b LIMIT {n}",
+                        r[0].as_deref().expect("a"),
+                        r[1].as_deref().expect("b")
+                    ),
+                };
+                let page = test_rows(&mut s, &sql);
+                let done = page.len() < n;
+                walked.extend(page);
+                if done {
+                    break;
+                }
+            }
+            assert_eq!(walked, whole, "pages of {n}");
+        }
+        // The whole read, then cut: what each paged query must give.
+        let cut = |from: usize, n: usize| whole[from..(from + n).min(whole.len())].to_vec();
+        assert_eq!(
+            test_rows(
+                &mut s,
+                "SELECT * FROM k WHERE (a, b) >= (2, 'y') ORDER BY a, b LIMIT 2"
+            ),
+            cut(4, 2)
+        );
+        assert_eq!(
+            test_rows(&mut s, "SELECT * FROM k WHERE a > 1 ORDER BY a, b LIMIT 2"),
+            cut(3, 2)
+        );
+        assert_eq!(
+            test_rows(
+                &mut s,
+                "SELECT * FROM k WHERE (a) >= (2) ORDER BY a, b LIMIT 2 OFFSET 2"
+            ),
+            cut(5, 2)
+        );
+        assert_eq!(
+            test_rows(
+                &mut s,
+                "SELECT a, b, v FROM k WHERE (a, b) > (3, 'y') LIMIT 5"
+            ),
+            cut(8, 5)
+        );
+        s.execute("BEGIN").expect("begin");
+        s.execute("INSERT INTO k VALUES (1, 'a', 0)")
+            .expect("insert");
+        let first = test_rows(&mut s, "SELECT * FROM k ORDER BY a, b LIMIT 1");
+        assert_eq!(
+            first[0][1].as_deref(),
+            Some("a"),
+            "the transaction's own row"
+        );
+        s.execute("ROLLBACK").expect("rollback");
     }
 
     #[test]

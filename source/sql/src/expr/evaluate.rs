@@ -341,6 +341,9 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
                 }
                 _ => {}
             }
+            if let (Expr::Tuple(ls), Expr::Tuple(rs)) = (left.as_ref(), right.as_ref()) {
+                return compare_rows(ls, op, rs, scope, ctx);
+            }
             let l = eval(left, scope, ctx)?;
             let r = eval(right, scope, ctx)?;
             // A string compared with a number is read as one: MySQL warns of one that is not
@@ -635,6 +638,90 @@ pub(crate) fn eval(e: &Expr, scope: &Scope<'_>, ctx: &Ctx<'_>) -> Result<Value> 
         )),
         other => Err(Error::unsupported(format!("expression {other}"))),
     }
+}
+
+/// A comparison of two row constructors, `(a, b) > (x, y)`, as MySQL makes it: `=` when
+/// every pair is equal, `<>` when one is not; `<`, `<=`, `>`, `>=` in order, column by
+/// column (`(a, b) > (x, y)` is `a > x OR (a = x AND b > y)`), NULL where a NULL decides;
+/// `<=>` pair by pair NULL-safe.
+fn compare_rows(
+    ls: &[Expr],
+    op: &BinaryOperator,
+    rs: &[Expr],
+    scope: &Scope<'_>,
+    ctx: &Ctx<'_>,
+) -> Result<Value> {
+    if ls.len() != rs.len() {
+        return Err(Error::new(
+            code::ER_OPERAND_COLUMNS,
+            format!("Operand should contain {} column(s)", ls.len()),
+        ));
+    }
+    let and = |a: Option<bool>, b: Option<bool>| match (a, b) {
+        (Some(false), _) | (_, Some(false)) => Some(false),
+        (Some(true), Some(true)) => Some(true),
+        _ => None,
+    };
+    let or = |a: Option<bool>, b: Option<bool>| match (a, b) {
+        (Some(true), _) | (_, Some(true)) => Some(true),
+        (Some(false), Some(false)) => Some(false),
+        _ => None,
+    };
+    let mut pairs = Vec::with_capacity(ls.len());
+    for (l, r) in ls.iter().zip(rs) {
+        if matches!(l, Expr::Tuple(_)) || matches!(r, Expr::Tuple(_)) {
+            return Err(Error::new(
+                code::ER_OPERAND_COLUMNS,
+                "Operand should contain 1 column(s)",
+            ));
+        }
+        let (l, r) = (eval(l, scope, ctx)?, eval(r, scope, ctx)?);
+        check_compared(&l, &r, ctx)?;
+        pairs.push((l, r));
+    }
+    let cmp = |(l, r): &(Value, Value)| compare(l, r, ctx.tz);
+    // Three-valued: a NULL pair leaves the result open, an unequal pair closes it.
+    let all_equal = || {
+        let mut acc = Some(true);
+        for p in &pairs {
+            acc = and(acc, cmp(p).map(|o| o == Ordering::Equal));
+        }
+        acc
+    };
+    let ordered = |strict: Ordering, or_equal: bool| {
+        let (mut result, mut equal_so_far) = (Some(false), Some(true));
+        for (i, p) in pairs.iter().enumerate() {
+            let c = cmp(p);
+            let mut here = c.map(|o| o == strict);
+            if or_equal && i + 1 == pairs.len() {
+                here = or(here, c.map(|o| o == Ordering::Equal));
+            }
+            result = or(result, and(equal_so_far, here));
+            equal_so_far = and(equal_so_far, c.map(|o| o == Ordering::Equal));
+        }
+        result
+    };
+    Ok(match op {
+        BinaryOperator::Eq => bool_value(all_equal()),
+        BinaryOperator::NotEq => bool_value(all_equal().map(|b| !b)),
+        BinaryOperator::Lt => bool_value(ordered(Ordering::Less, false)),
+        BinaryOperator::LtEq => bool_value(ordered(Ordering::Less, true)),
+        BinaryOperator::Gt => bool_value(ordered(Ordering::Greater, false)),
+        BinaryOperator::GtEq => bool_value(ordered(Ordering::Greater, true)),
+        BinaryOperator::Spaceship => Value::Int(i64::from(pairs.iter().all(|p| {
+            match (p.0.is_null(), p.1.is_null()) {
+                (true, true) => true,
+                (false, false) => cmp(p) == Some(Ordering::Equal),
+                _ => false,
+            }
+        }))),
+        _ => {
+            return Err(Error::new(
+                code::ER_OPERAND_COLUMNS,
+                "Operand should contain 1 column(s)",
+            ))
+        }
+    })
 }
 
 /// A subquery's rows: run now, where the row being evaluated (`scope`) and the rows around
