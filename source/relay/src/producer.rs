@@ -419,6 +419,10 @@ impl Outbox {
         ) {
             return Ok(());
         }
+        // Every record delivered first: rdkafka's commit flushes by polling in steps of
+        // 100 ms, which with the producer's own polling thread beside it sleeps each step out
+        // (a tenth of a second per commit); delivered, its flush returns at once.
+        self.wait_all().await?;
         let p = Arc::clone(&self.producer);
         let r = tokio::task::spawn_blocking(move || p.commit_transaction(TRANSACTION_TIMEOUT))
             .await
