@@ -77,8 +77,8 @@ pub struct KafkaArgs {
     /// (tansu 0.6.0 has none: without this flag, restarts skip what each partition holds).
     #[arg(long)]
     pub kafka_transactions: bool,
-    /// The `transactional.id` of `--kafka-transactions` (giving it turns them on)
-    /// [default: `ringrep-relay.<prefix>`].
+    /// The `transactional.id` of `--kafka-transactions`, `ringrep-relay.<prefix>` by default;
+    /// giving it turns them on.
     #[arg(long, value_name = "ID")]
     pub kafka_transactional_id: Option<String>,
     /// Milliseconds between heartbeat records on `<prefix>.heartbeat` while the stream is
