@@ -428,7 +428,6 @@ impl Outbox {
             .await
             .map_err(|e| kafka_error("transactions task", e))?;
         r.map_err(|e| self.transaction_error("committing a transaction", e))?;
-        self.wait_all().await?;
         let delivered = match &mut self.txn {
             Some(t) => {
                 t.opened = None;
