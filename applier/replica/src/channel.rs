@@ -760,11 +760,23 @@ async fn run_once(
         SourceSpec::Network(n) => {
             // With no position from this source yet, what was applied from others tells a
             // promoted primary where this replica stands (a failover).
-            let others: Vec<(u32, u64)> = read_positions(applier.engine())
+            let mut others: Vec<(u32, u64)> = read_positions(applier.engine())
                 .into_iter()
                 .filter(|p| p.server_id != source_id)
                 .map(|p| (p.server_id, p.last_seq))
                 .collect();
+            // So does what this node committed itself, when it was a primary (the old
+            // primary rejoining the promoted one): the source streams from the first
+            // transaction this node lacks when it holds all of them, and provisions this node
+            // when it does not (commits that were never streamed to it).
+            if from == 1 {
+                let engine = applier.engine().clone();
+                let own = tokio::task::spawn_blocking(move || engine.last_own_commit()).await??;
+                if let Some(seq) = own {
+                    eprintln!("this node committed up to its own seq {seq} itself (it was a primary): the source checks it holds them");
+                    others.push((limits.server_id, seq));
+                }
+            }
             // Known only for a position an applied transaction left (a seeded or provisioned
             // one has no place in the source's binlog, segment 0, nor its commit time).
             let last_commit = applier

@@ -1088,6 +1088,139 @@ fn failover(r2_ahead: bool) {
     );
 }
 
+/// The old primary rejoins as a replica of the promoted one, on its own data directory, and
+/// everything it streamed before the failover had reached the promoted node: the promoted node
+/// finds where it stands from its own commits and streams from there, with no snapshot.
+#[test]
+fn the_old_primary_rejoins_the_promoted_replica_and_goes_on() {
+    old_primary_rejoins(false);
+}
+
+/// The old primary rejoins after a failover that lost commits it acknowledged (never streamed
+/// to the promoted node): it holds transactions the new primary lacks, so it is provisioned
+/// from the new primary, and ends equal to it, those commits gone (asynchronous replication's
+/// loss, not kept beside the new history).
+#[test]
+fn the_old_primary_with_unstreamed_commits_is_provisioned_when_it_rejoins() {
+    old_primary_rejoins(true);
+}
+
+/// A primary (server 1) and a replica (server 2); with `unstreamed`, the replica stops taking
+/// the stream and the primary acknowledges more inserts alone. The primary is killed, the
+/// replica promoted and written to, and the old primary's data directory served as a replica
+/// of it.
+fn old_primary_rejoins(unstreamed: bool) {
+    let Some(source_bin) = node::source_next_to(Path::new(env!("CARGO_BIN_EXE_ringrep-applier")))
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let primary_dir = dir.path().join("primary");
+    let mut primary = node::primary(&source_bin, &primary_dir);
+    let paddr = primary.addr;
+    create_ue(&rt, paddr);
+    let bin = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+    let mut cmd =
+        node::network_replica(bin, &dir.path().join("r"), &format!("mysql://root@{paddr}"));
+    cmd.args(["--server-id", "2"]);
+    let r = node::start(cmd, node::REPLICA_LISTENING);
+    let sql = |addr: SocketAddr, text: &str| {
+        rt.block_on(async {
+            let mut c = connect(addr, None).await;
+            c.query_drop(text)
+                .await
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
+        })
+    };
+    let count = |addr: SocketAddr, text: &str| -> u64 {
+        rt.block_on(async {
+            let mut c = connect(addr, None).await;
+            c.query_first(text).await.expect(text).expect("row")
+        })
+    };
+    write(&rt, paddr, 0, 60);
+    let streamed = count(paddr, "SELECT @@ringrep_last_seq");
+    wait_applied(&rt, r.addr, streamed, "the replica before the failover");
+    if unstreamed {
+        sql(r.addr, "STOP REPLICA");
+        write(&rt, paddr, 1, 30);
+    }
+    let _ = primary.child.kill();
+    let _ = primary.child.wait();
+    if !unstreamed {
+        sql(r.addr, "STOP REPLICA");
+    }
+    sql(r.addr, "RESET REPLICA ALL");
+    // One insert per ring: most of each ring's slots still hold the old primary's rows, so
+    // rows the old primary kept that the new one lacks would show.
+    write(&rt, r.addr, 2, 5);
+    let new_seq = count(r.addr, "SELECT @@ringrep_last_seq");
+    // The old primary's directory, served as a replica of the promoted node (it keeps its
+    // server id, 1, from its binlog).
+    let old = node::start(
+        node::network_replica(bin, &primary_dir, &format!("mysql://root@{}", r.addr)),
+        node::REPLICA_LISTENING,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got: Option<u64> = rt.block_on(async {
+            let mut c = connect(old.addr, None).await;
+            c.query_first("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 2")
+                .await
+                .unwrap_or(None)
+        });
+        if got == Some(new_seq) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the old primary at {got:?} of the new primary's {new_seq}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut provisioned = false;
+    let mut resumed_at = None;
+    while let Ok(line) = old.log.try_recv() {
+        provisioned |= line.contains("provisioned from server 2");
+        if let Some(rest) = line.split("resuming server 2 at its seq ").nth(1) {
+            resumed_at = rest
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.trim_end_matches(',').parse::<u64>().ok());
+        }
+    }
+    let (code, report) = verify(r.addr, old.addr);
+    assert_eq!(code, Some(0), "{report}");
+    assert!(report.contains("CONVERGED"), "{report}");
+    let kept = count(
+        old.addr,
+        "SELECT COUNT(*) FROM test.ue WHERE payload LIKE 'round 1 %'",
+    );
+    assert_eq!(
+        kept, 0,
+        "the old primary kept {kept} rows the new primary never had"
+    );
+    if unstreamed {
+        assert!(
+            provisioned || replica_log_says(&old, "provisioned from server 2"),
+            "the old primary, holding commits the new primary lacks, was not provisioned"
+        );
+    } else {
+        assert!(
+            !provisioned,
+            "the old primary was sent a snapshot instead of going on"
+        );
+        // The first transaction the promoted node committed itself: after the old primary's
+        // `streamed` transactions (and its own bookkeeping).
+        let at = resumed_at.expect("the new primary did not place the old primary by its commits");
+        assert!(
+            at > streamed && at <= new_seq,
+            "resumed at the new primary's seq {at}; it applied the old primary's up to {streamed} and is at {new_seq}"
+        );
+    }
+}
+
 /// Retention with a connected replica that lags: its segments are kept while the binlog is
 /// under the hard cap, and past it they go; its stream then ends, it comes back, is
 /// provisioned, and converges.

@@ -104,6 +104,7 @@ mod fixtures;
 mod keybytes;
 mod locks;
 mod overlay;
+mod own;
 mod purge;
 mod retention;
 mod session;
@@ -129,6 +130,7 @@ use binlog_format::{
 pub use chunk::TableChunk;
 pub use error::{Error, Result};
 pub(crate) use locks::{LockKey, LockTable};
+pub use own::is_bookkeeping;
 pub use retention::{BinlogHold, PurgeOutcome, Retention};
 pub use session::{InsertMode, Session, SessionVars, UpdateOutcome, MAX_WARNINGS};
 pub use snapshot::SnapshotRows;

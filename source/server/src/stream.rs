@@ -297,7 +297,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + Send>(
         Ok(_) if off_history => {
             return refuse(
                 packets,
-                "The replica holds transactions this source does not have (it saw more of the old primary than this node did); provision it again".into(),
+                "The replica holds transactions this source does not have (it saw more of the old primary than this node did, or it is the old primary with commits that were never streamed here); provision it again".into(),
                 conn_id,
                 req.replica_id,
             )
@@ -606,12 +606,7 @@ fn resume_point(
         };
         // This node's own bookkeeping (creating its apply status when it was a replica) is
         // nothing a replica takes.
-        if t.origin.is_none()
-            && t.events.iter().all(|e| {
-                ringrep_engine::is_node_local_event(e)
-                    || matches!(e, binlog_format::Event::Ddl(binlog_format::DdlEvent::CreateDatabase { name }) if name.eq_ignore_ascii_case(ringrep_engine::SYSTEM_DB))
-            })
-        {
+        if ringrep_engine::is_bookkeeping(&t) {
             continue;
         }
         let (oid, oseq) = t.origin.map_or((me, t.seq), |o| (o.server_id, o.seq));
