@@ -34,6 +34,8 @@ pub(crate) const RING_SIZE: u32 = 5;
 pub(crate) const LABEL: &str = "ringrep.test.hosts";
 /// The image the nodes run (`.ci/images` builds it; never pulled).
 pub(crate) const IMAGE: (&str, &str) = ("ringrep", "latest");
+/// The broker's image: tansu 0.6.0, a Kafka-compatible broker (`.ci/images` builds it).
+pub(crate) const BROKER_IMAGE: (&str, &str) = ("ringrep-tansu", "0.6.0");
 /// Heartbeat period the replicas ask for: three silent periods (1.5 s) end a link.
 pub(crate) const HEARTBEAT_MS: u64 = 500;
 /// The bound on every wait of a scenario (a node starting, a replica catching up).
@@ -45,6 +47,30 @@ pub(crate) struct Cluster {
     pub(crate) name: String,
     /// A container that only runs the verifier (`docker exec`), started on first use.
     tools: tokio::sync::Mutex<Option<ContainerAsync<GenericImage>>>,
+}
+
+/// The Kafka-compatible broker of a scenario, reached by the nodes at `HOST:9092`.
+pub(crate) struct Broker {
+    /// The container's name, its host name on the network.
+    pub(crate) host: String,
+    _container: ContainerAsync<GenericImage>,
+}
+
+impl Broker {
+    /// `host:9092`, as the nodes' `--kafka-brokers` give it.
+    pub(crate) fn address(&self) -> String {
+        format!("{}:9092", self.host)
+    }
+
+    /// Cuts the broker off the cluster's network (`docker network disconnect`).
+    pub(crate) fn disconnect(&self, network: &str) -> Result<()> {
+        docker(&["network", "disconnect", network, &self.host]).map(drop)
+    }
+
+    /// Connects the broker to the network again; its name resolves as before.
+    pub(crate) fn reconnect(&self, network: &str) -> Result<()> {
+        docker(&["network", "connect", network, &self.host]).map(drop)
+    }
 }
 
 /// One node: its container and the address its MySQL port is published on.
@@ -76,7 +102,19 @@ impl Cluster {
         short: &str,
         cmd: Vec<String>,
     ) -> Result<ContainerAsync<GenericImage>> {
+        self.container_on(short, cmd, None).await
+    }
+
+    /// [`Cluster::container`] on the volumes of the (stopped) container `volumes_of`, when
+    /// given: the same data directory, under another command.
+    async fn container_on(
+        &self,
+        short: &str,
+        cmd: Vec<String>,
+        volumes_of: Option<&str>,
+    ) -> Result<ContainerAsync<GenericImage>> {
         let host = format!("{}-{short}", self.name);
+        let volumes_from = volumes_of.map(|h| vec![h.to_string()]);
         GenericImage::new(IMAGE.0, IMAGE.1)
             .with_container_name(&host)
             .with_network(&self.name)
@@ -84,9 +122,10 @@ impl Cluster {
             .with_env_var("RINGREP_ROOT_PASSWORD", PASSWORD)
             .with_env_var("RINGREP_LOG", "info")
             .with_cmd(cmd)
-            .with_host_config_modifier(|hc| {
+            .with_host_config_modifier(move |hc| {
                 // Published on loopback only (testcontainers would publish on every address).
                 hc.publish_all_ports = Some(false);
+                hc.volumes_from = volumes_from.clone();
                 hc.port_bindings = Some(HashMap::from([(
                     "3306/tcp".to_string(),
                     Some(vec![PortBinding {
@@ -101,7 +140,16 @@ impl Cluster {
     }
 
     async fn node(&self, short: &str, cmd: Vec<String>) -> Result<Arc<Node>> {
-        let container = self.container(short, cmd).await?;
+        self.node_on(short, cmd, None).await
+    }
+
+    async fn node_on(
+        &self,
+        short: &str,
+        cmd: Vec<String>,
+        volumes_of: Option<&str>,
+    ) -> Result<Arc<Node>> {
+        let container = self.container_on(short, cmd, volumes_of).await?;
         let node = Node {
             short: short.into(),
             host: format!("{}-{short}", self.name),
@@ -113,23 +161,91 @@ impl Cluster {
         Ok(Arc::new(node))
     }
 
+    /// Starts the broker (tansu, memory storage) as host `broker`, and waits until its port
+    /// takes connections. Nothing of it is published: only the nodes reach it.
+    pub(crate) async fn broker(&self) -> Result<Broker> {
+        let host = format!("{}-broker", self.name);
+        let container = GenericImage::new(BROKER_IMAGE.0, BROKER_IMAGE.1)
+            .with_entrypoint("tansu")
+            .with_container_name(&host)
+            .with_network(&self.name)
+            .with_label(LABEL, &self.name)
+            .with_cmd(args(&[
+                "broker",
+                "--listener-url",
+                "tcp://0.0.0.0:9092",
+                "--advertised-listener-url",
+                &format!("tcp://{host}:9092"),
+                "--storage-engine",
+                "memory://tansu/",
+            ]))
+            .start()
+            .await
+            .with_context(|| format!("start container {host}"))?;
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let (code, _) = exec(&host, &["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/9092"]).await?;
+            if code == 0 {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("the broker {host} never took connections on 9092");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(Broker {
+            host,
+            _container: container,
+        })
+    }
+
+    /// Starts a replica (`ringrep-applier serve`) that reads the primary's replication topic
+    /// from `broker`, serving reads, with its metrics on its own loopback.
+    pub(crate) async fn kafka_replica(
+        &self,
+        short: &str,
+        server_id: u32,
+        broker: &Broker,
+    ) -> Result<Arc<Node>> {
+        self.node(
+            short,
+            args(&[
+                "ringrep-applier",
+                "serve",
+                "--replica-dir",
+                "/data",
+                "--listen",
+                "0.0.0.0:3306",
+                "--server-id",
+                &server_id.to_string(),
+                "--kafka-brokers",
+                &broker.address(),
+                "--metrics-listen",
+                "127.0.0.1:9100",
+            ]),
+        )
+        .await
+    }
+
     /// Starts the primary (`ringrep-source serve`, server id 1) and creates the ring table.
     pub(crate) async fn primary(&self) -> Result<Arc<Node>> {
-        let node = self
-            .node(
-                "primary",
-                args(&[
-                    "ringrep-source",
-                    "serve",
-                    "--data-dir",
-                    "/data",
-                    "--listen",
-                    "0.0.0.0:3306",
-                    "--server-id",
-                    "1",
-                ]),
-            )
-            .await?;
+        self.primary_with(&[]).await
+    }
+
+    /// [`Cluster::primary`] with more flags for `serve`.
+    pub(crate) async fn primary_with(&self, extra: &[&str]) -> Result<Arc<Node>> {
+        let mut cmd = args(&[
+            "ringrep-source",
+            "serve",
+            "--data-dir",
+            "/data",
+            "--listen",
+            "0.0.0.0:3306",
+            "--server-id",
+            "1",
+        ]);
+        cmd.extend(args(extra));
+        let node = self.node("primary", cmd).await?;
         let mut c = node.conn().await?;
         c.query_drop(format!(
             "CREATE TABLE test.events (user_id INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
@@ -150,8 +266,31 @@ impl Cluster {
         server_id: u32,
         source: &Node,
     ) -> Result<Arc<Node>> {
+        self.replica_on(short, server_id, source, None).await
+    }
+
+    /// [`Cluster::replica`] on the data directory of the stopped node `old` (its volume):
+    /// the old primary rejoining after a failover.
+    pub(crate) async fn replica_on_volume_of(
+        &self,
+        short: &str,
+        server_id: u32,
+        source: &Node,
+        old: &Node,
+    ) -> Result<Arc<Node>> {
+        self.replica_on(short, server_id, source, Some(&old.host))
+            .await
+    }
+
+    async fn replica_on(
+        &self,
+        short: &str,
+        server_id: u32,
+        source: &Node,
+        volumes_of: Option<&str>,
+    ) -> Result<Arc<Node>> {
         let source_url = format!("mysql://root:{PASSWORD}@{}:3306", source.host);
-        self.node(
+        self.node_on(
             short,
             args(&[
                 "ringrep-applier",
@@ -171,6 +310,7 @@ impl Cluster {
                 "--metrics-listen",
                 "127.0.0.1:9100",
             ]),
+            volumes_of,
         )
         .await
     }
@@ -377,6 +517,22 @@ impl Node {
         }
     }
 
+    /// Waits (at most [`WAIT`]) until the counter `name` is at least `min`: for a count that
+    /// a background task may raise more than once (retention runs every 10 s).
+    pub(crate) async fn wait_counter(&self, name: &str, min: f64) -> Result<()> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let got = self.metric(name).await?;
+            if got.is_some_and(|v| v >= min) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("{}: {name} is {got:?}, never {min} or more", self.short);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Freezes every process of the node (`docker pause`: the cgroup freezer, as SIGSTOP).
     pub(crate) async fn pause(&self) -> Result<()> {
         Ok(self.container.pause().await?)
@@ -397,6 +553,19 @@ impl Node {
         self.container.start().await?;
         self.refresh_addr().await?;
         self.wait_ready().await
+    }
+
+    /// What the node's process wrote to standard error and output (`docker logs`).
+    pub(crate) fn logs(&self) -> Result<String> {
+        let out = std::process::Command::new("docker")
+            .args(["logs", &self.host])
+            .output()
+            .with_context(|| format!("docker logs {}", self.host))?;
+        Ok(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
     }
 
     /// Removes the node's container and its volume (`docker rm -f -v`): the host is gone.

@@ -37,6 +37,9 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("kill_replica", |c| Box::pin(kill_replica(c))),
     ("chain", |c| Box::pin(chain(c))),
     ("failover", |c| Box::pin(failover(c))),
+    ("old_primary_rejoins", |c| Box::pin(old_primary_rejoins(c))),
+    ("replica_overtaken", |c| Box::pin(replica_overtaken(c))),
+    ("broker_cut", |c| Box::pin(broker_cut(c))),
 ];
 
 /// Writers and prefixes per writer of every scenario's load.
@@ -144,6 +147,23 @@ fn prepare() -> Result<tempfile::TempDir> {
     Ok(scratch)
 }
 
+/// `ringrep-applier verify --live` of `replica` against `primary` while the writers go on
+/// (issue 49, item 4): both sides compared at one sequence number of the primary.
+async fn verify_live(c: &Cluster, primary: &Node, replica: &Node) -> Result<()> {
+    let live = c.verify_live(primary, replica).await?;
+    let at = live
+        .lines()
+        .rev()
+        .find(|l| l.contains("live:"))
+        .unwrap_or("")
+        .trim();
+    println!(
+        "    verify --live {} against {} under load: CONVERGED ({at})",
+        replica.short, primary.short
+    );
+    Ok(())
+}
+
 /// Primary and one replica, the load running, and the replica's link up.
 async fn primary_and_replica(c: &Cluster) -> Result<(Arc<Node>, Arc<Node>, Load)> {
     let p = c.primary().await?;
@@ -165,15 +185,7 @@ async fn partition_replica(c: Cluster) -> Result<()> {
     load.wait_more(200).await?;
     r1.reconnect(&c.name).await?;
     r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
-    // Verified while the writers go on (issue 49, item 4): both sides at one sequence number.
-    let live = c.verify_live(&p, &r1).await?;
-    let at = live
-        .lines()
-        .rev()
-        .find(|l| l.contains("live:"))
-        .unwrap_or("")
-        .trim();
-    println!("    verify --live r1 against primary under load: CONVERGED ({at})");
+    verify_live(&c, &p, &r1).await?;
     load.wait_more(100).await?;
     let history = load.stop().await?;
     watch.stop().await?;
@@ -191,6 +203,7 @@ async fn pause_primary(c: Cluster) -> Result<()> {
     p.unpause().await?;
     r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
     load.wait_more(200).await?;
+    verify_live(&c, &p, &r1).await?;
     let history = load.stop().await?;
     watch.stop().await?;
     settle_and_check(&c, &p, 1, &[&r1], &history, None).await?;
@@ -214,6 +227,7 @@ async fn kill_replica(c: Cluster) -> Result<()> {
     }
     watch.forget(&r1);
     r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    verify_live(&c, &p, &r1).await?;
     load.wait_more(100).await?;
     let history = load.stop().await?;
     watch.stop().await?;
@@ -238,10 +252,99 @@ async fn chain(c: Cluster) -> Result<()> {
     r1.restart().await?;
     watch.forget(&r1);
     r2.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    verify_live(&c, &p, &r1).await?;
     load.wait_more(100).await?;
     let history = load.stop().await?;
     watch.stop().await?;
     settle_and_check(&c, &p, 1, &[&r1, &r2], &history, None).await?;
+    Ok(())
+}
+
+/// A replica cut off while the primary's binlog retention is small: the primary keeps the
+/// segments the replica's stream still needs until the binlog passes twice the size limit,
+/// then removes them (counted as a reader overtaken). The replica, back on the network, is
+/// refused the stream it asks for and is provisioned from a snapshot over its connection,
+/// while the writers go on.
+async fn replica_overtaken(c: Cluster) -> Result<()> {
+    let p = c
+        .primary_with(&[
+            "--max-binlog-size",
+            "4096",
+            "--binlog-retention-size",
+            "16K",
+            "--metrics-listen",
+            "127.0.0.1:9100",
+        ])
+        .await?;
+    let r1 = c.replica("r1", 2, &p).await?;
+    let load = Load::start(&p, 0, WRITERS, USERS_PER_WRITER);
+    load.wait_more(100).await?;
+    r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    let watch = SeqWatch::start(vec![r1.clone()]);
+    r1.disconnect(&c.name)?;
+    r1.wait_metric("ringrep_replica_link_up", 0.0).await?;
+    // Retention runs every 10 s; the stream the primary still holds for r1 keeps its
+    // segments until the binlog is past the hard cap (32K), which the load soon passes.
+    p.wait_counter("ringrep_binlog_readers_overtaken_total", 1.0)
+        .await?;
+    load.wait_more(100).await?;
+    r1.reconnect(&c.name).await?;
+    r1.wait_metric("ringrep_replica_link_up", 1.0).await?;
+    load.wait_more(100).await?;
+    verify_live(&c, &p, &r1).await?;
+    let history = load.stop().await?;
+    watch.stop().await?;
+    settle_and_check(&c, &p, 1, &[&r1], &history, None).await?;
+    if !r1.logs()?.contains("provisioned from server 1") {
+        bail!("r1 caught up without being provisioned, though its next transaction was purged");
+    }
+    println!("    r1, overtaken by retention, was provisioned from the primary");
+    Ok(())
+}
+
+/// The Kafka path across hosts: the primary's relay produces to a broker on a host of its
+/// own, and a replica on a third host applies the replication topic from it. The broker is
+/// cut off the network (the relay and the replica both lose it) while the primary takes
+/// writes, for longer than the relay's and the consumer's timeouts to notice, then healed:
+/// the relay resumes where Kafka's partitions end, and the replica gets every change once.
+async fn broker_cut(c: Cluster) -> Result<()> {
+    let broker = c.broker().await?;
+    let p = c
+        .primary_with(&[
+            "--kafka-brokers",
+            &broker.address(),
+            "--metrics-listen",
+            "127.0.0.1:9100",
+        ])
+        .await?;
+    let rk = c.kafka_replica("rk", 3, &broker).await?;
+    let load = Load::start(&p, 0, WRITERS, USERS_PER_WRITER);
+    load.wait_more(100).await?;
+    // Through Kafka: the replica applies what the relay produced, the load going on.
+    let at = p.last_seq().await?;
+    let deadline = Instant::now() + cluster::WAIT;
+    while rk.applied_seq().await? < at {
+        if Instant::now() > deadline {
+            bail!("rk never applied the first inserts through the broker");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let watch = SeqWatch::start(vec![rk.clone()]);
+    broker.disconnect(&c.name)?;
+    load.wait_more(200).await?;
+    // Past the relay's delivery and the consumer's session timeouts' first retries.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    // The cut held the relay back: what Kafka acknowledged stopped short of the primary.
+    let lag = p.metric("ringrep_relay_lag_seq").await?.unwrap_or(0.0);
+    if lag < 200.0 {
+        bail!("the relay is {lag} transactions behind after 200 inserts with the broker cut off: the cut did not hold it back");
+    }
+    println!("    broker cut off: the relay {lag} transactions behind the primary");
+    broker.reconnect(&c.name)?;
+    load.wait_more(100).await?;
+    let history = load.stop().await?;
+    watch.stop().await?;
+    settle_and_check(&c, &p, 1, &[&rk], &history, None).await?;
     Ok(())
 }
 
@@ -253,6 +356,20 @@ async fn chain(c: Cluster) -> Result<()> {
 /// the documented loss window, counted; everything the promoted replica had received stays,
 /// on both nodes, and both agree.
 async fn failover(c: Cluster) -> Result<()> {
+    fail_over(c, false).await
+}
+
+/// The failover, with the old primary's host killed (SIGKILL) rather than removed: once the
+/// new primary takes writes, the old primary's data directory (its volume) is served as a
+/// replica of the new primary, keeping its server id. It holds the inserts it acknowledged
+/// and never streamed, which the new primary lacks, so it must be provisioned from the new
+/// primary, and end with exactly what the other nodes hold.
+async fn old_primary_rejoins(c: Cluster) -> Result<()> {
+    fail_over(c, true).await
+}
+
+/// The failover scenario; with `rejoin`, the old primary comes back as a replica.
+async fn fail_over(c: Cluster, rejoin: bool) -> Result<()> {
     let p = c.primary().await?;
     let r1 = c.replica("r1", 2, &p).await?;
     let r2 = c.replica("r2", 3, &p).await?;
@@ -270,7 +387,11 @@ async fn failover(c: Cluster) -> Result<()> {
     r2.wait_metric("ringrep_replica_link_up", 0.0).await?;
     const UNSTREAMED: usize = 50;
     load.wait_more(UNSTREAMED).await?;
-    p.remove()?;
+    if rejoin {
+        p.kill()?;
+    } else {
+        p.remove()?;
+    }
     let old = load.stop().await?;
     r1.reconnect(&c.name).await?;
     r2.reconnect(&c.name).await?;
@@ -281,7 +402,8 @@ async fn failover(c: Cluster) -> Result<()> {
         ((&r2, 3), &r1)
     };
     println!(
-        "    old primary removed: r1 at seq {s1}, r2 at {s2}; promoting {}",
+        "    old primary {}: r1 at seq {s1}, r2 at {s2}; promoting {}",
+        if rejoin { "killed" } else { "removed" },
         new.short
     );
     new.sql(&["STOP REPLICA", "RESET REPLICA ALL"]).await?;
@@ -321,10 +443,33 @@ async fn failover(c: Cluster) -> Result<()> {
         ])
         .await?;
     let load = Load::start(new, 1, WRITERS, USERS_PER_WRITER);
-    load.wait_more(150).await?;
+    load.wait_more(50).await?;
+    // The old primary's volume, served as a replica of the new primary while it takes writes.
+    let back = match rejoin {
+        true => Some(c.replica_on_volume_of("old", 1, new, &p).await?),
+        false => None,
+    };
+    load.wait_more(100).await?;
+    verify_live(&c, new, other).await?;
+    if let Some(back) = &back {
+        verify_live(&c, new, back).await?;
+    }
     let mut history = old;
     history.extend(load.stop().await?.writes().cloned());
-    let reports = settle_and_check(&c, new, new_id, &[other], &history, Some(0)).await?;
+    let mut replicas = vec![&**other];
+    replicas.extend(back.as_deref());
+    let reports = settle_and_check(&c, new, new_id, &replicas, &history, Some(0)).await?;
+    if let Some(back) = &back {
+        let logs = back.logs()?;
+        let said = format!("provisioned from server {new_id}");
+        if !logs.contains(&said) {
+            bail!("the old primary rejoined without being provisioned, though it held {} inserts the new primary lacks (its log never says '{said}')", before.lost);
+        }
+        println!(
+            "    the old primary rejoined: provisioned from {}, its {} unstreamed inserts gone",
+            new.short, before.lost
+        );
+    }
     // Nothing the promoted replica had received was lost, on either node.
     for r in &reports {
         if r.held != before.held || r.lost != before.lost {
