@@ -568,6 +568,86 @@ impl Node {
         ))
     }
 
+    /// Runs `cmd` in the node's network namespace from this host (`nsenter`, as root): the
+    /// container's own image has no `tc` or `iptables`, and needs no privileges.
+    fn in_netns(&self, cmd: &[&str]) -> Result<()> {
+        let pid = docker(&["inspect", "--format", "{{.State.Pid}}", &self.host])?;
+        let out = std::process::Command::new("nsenter")
+            .args(["-t", pid.trim(), "-n", "--"])
+            .args(cmd)
+            .output()
+            .with_context(|| format!("nsenter {cmd:?} for {}", self.host))?;
+        if !out.status.success() {
+            bail!(
+                "{}: {} failed (root and iproute2/iptables on the host are needed): {}",
+                self.host,
+                cmd.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    /// The node's address on the scenario's network.
+    fn ip(&self) -> Result<String> {
+        let ip = docker(&[
+            "inspect",
+            "--format",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+            &self.host,
+        ])?;
+        Ok(ip.trim().to_string())
+    }
+
+    /// Slows what this node sends to `to` down to `rate` (e.g. `256kbit`), leaving its other
+    /// traffic (the test's clients) as it was: an HTB class for `to`'s address, chosen by a
+    /// u32 filter (a tbf at the root would shape the clients' replies too). netem, which
+    /// would add delay, is not in the kernel of these machines ("Specified qdisc kind is
+    /// unknown").
+    pub(crate) fn slow_link_to(&self, to: &Node, rate: &str) -> Result<()> {
+        let dst = format!("{}/32", to.ip()?);
+        self.in_netns(&[
+            "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10",
+        ])?;
+        self.in_netns(&[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate",
+            "10gbit",
+        ])?;
+        self.in_netns(&[
+            "tc", "class", "add", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate",
+            rate, "ceil", rate,
+        ])?;
+        self.in_netns(&[
+            "tc", "filter", "add", "dev", "eth0", "protocol", "ip", "parent", "1:0", "prio", "1",
+            "u32", "match", "ip", "dst", &dst, "flowid", "1:20",
+        ])
+    }
+
+    /// Drops each packet the node receives with probability `loss` (iptables' statistic
+    /// match).
+    pub(crate) fn drop_incoming(&self, loss: f64) -> Result<()> {
+        self.in_netns(&[
+            "iptables",
+            "-A",
+            "INPUT",
+            "-m",
+            "statistic",
+            "--mode",
+            "random",
+            "--probability",
+            &loss.to_string(),
+            "-j",
+            "DROP",
+        ])
+    }
+
+    /// Undoes [`Node::slow_link_to`] and [`Node::drop_incoming`].
+    pub(crate) fn heal(&self) -> Result<()> {
+        // No shaping set is no error here: the default qdisc is back either way.
+        let _ = self.in_netns(&["tc", "qdisc", "del", "dev", "eth0", "root"]);
+        self.in_netns(&["iptables", "-F", "INPUT"])
+    }
+
     /// Removes the node's container and its volume (`docker rm -f -v`): the host is gone.
     pub(crate) fn remove(&self) -> Result<()> {
         docker(&["rm", "-f", "-v", &self.host]).map(drop)

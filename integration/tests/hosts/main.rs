@@ -40,6 +40,7 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("old_primary_rejoins", |c| Box::pin(old_primary_rejoins(c))),
     ("replica_overtaken", |c| Box::pin(replica_overtaken(c))),
     ("broker_cut", |c| Box::pin(broker_cut(c))),
+    ("slow_lossy_link", |c| Box::pin(slow_lossy_link(c))),
 ];
 
 /// Writers and prefixes per writer of every scenario's load.
@@ -299,6 +300,32 @@ async fn replica_overtaken(c: Cluster) -> Result<()> {
         bail!("r1 caught up without being provisioned, though its next transaction was purged");
     }
     println!("    r1, overtaken by retention, was provisioned from the primary");
+    Ok(())
+}
+
+/// A replica on a slow and lossy link: what the primary sends it shaped to 256 kbit/s, and
+/// a tenth of the packets it receives dropped, while the writers (whose own link is not
+/// touched) get ahead of it; it keeps up as it can (retransmits, heartbeats late or lost),
+/// is verified live while the link is still bad, then the link heals and it converges.
+async fn slow_lossy_link(c: Cluster) -> Result<()> {
+    let (p, r1, load) = primary_and_replica(&c).await?;
+    let watch = SeqWatch::start(vec![r1.clone()]);
+    p.slow_link_to(&r1, "256kbit")?;
+    r1.drop_incoming(0.1)?;
+    load.wait_more(300).await?;
+    verify_live(&c, &p, &r1).await?;
+    load.wait_more(100).await?;
+    let (at, applied) = (p.last_seq().await?, r1.applied_seq().await?);
+    println!(
+        "    link impaired: r1 at seq {applied} of the primary's {at} ({} behind)",
+        at.saturating_sub(applied)
+    );
+    p.heal()?;
+    r1.heal()?;
+    load.wait_more(100).await?;
+    let history = load.stop().await?;
+    watch.stop().await?;
+    settle_and_check(&c, &p, 1, &[&r1], &history, None).await?;
     Ok(())
 }
 
