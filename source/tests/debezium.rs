@@ -60,6 +60,17 @@ fn debezium(
     seconds: u32,
     after_snapshot: Option<&str>,
 ) -> Option<String> {
+    debezium_in_mode(node, work, seconds, after_snapshot, "initial")
+}
+
+/// [`debezium`] with the connector's `snapshot.mode`.
+fn debezium_in_mode(
+    node: &Node,
+    work: &Path,
+    seconds: u32,
+    after_snapshot: Option<&str>,
+    snapshot_mode: &str,
+) -> Option<String> {
     let mut cmd = Command::new("python3");
     cmd.current_dir(clients_dir())
         .arg("debezium.py")
@@ -67,6 +78,7 @@ fn debezium(
         .arg("--work-dir")
         .arg(work)
         .args(["--seconds", &seconds.to_string()])
+        .args(["--snapshot-mode", snapshot_mode])
         .args(["--databases", "shop"])
         .args(["--prop", "decimal.handling.mode=string"])
         .env("TZ", "UTC");
@@ -289,4 +301,75 @@ fn debezium_reads_a_snapshot_then_the_stream_and_resumes_from_its_offsets() {
     assert!(!resumed["events"]
         .keys()
         .any(|k| k.starts_with("3/") || k.starts_with("1/")));
+}
+
+/// `snapshot.mode=when_needed`: the connector stopped, changes made, and the binlog it stood
+/// in purged (`FLUSH BINARY LOGS`, then `PURGE BINARY LOGS TO` the newest file). Restarted,
+/// it finds its position gone and takes a new snapshot, as it does against MySQL; that
+/// snapshot alone (with the stream after it) gives the primary's rows, the rows deleted
+/// while it was stopped included (they are absent).
+#[test]
+fn debezium_when_needed_snapshots_again_after_its_binlog_was_purged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let primary = node::primary(
+        Path::new(env!("CARGO_BIN_EXE_ringrep-source")),
+        &dir.path().join("p"),
+    );
+    let rt = node::runtime();
+    let mut c = rt.block_on(node::connect(primary.addr, None));
+    let run = |c: &mut mysql_async::Conn, statements: &[&str]| {
+        rt.block_on(async {
+            for s in statements {
+                c.query_drop(*s)
+                    .await
+                    .unwrap_or_else(|e| panic!("{s}: {e}"));
+            }
+        })
+    };
+    run(&mut c, BEFORE);
+    let work = dir.path().join("debezium");
+    let columns: BTreeMap<&str, Vec<&str>> = [
+        ("events", vec!["kind", "amount"]),
+        ("items", vec!["name", "qty", "price"]),
+    ]
+    .into_iter()
+    .collect();
+    let Some(first) = debezium_in_mode(&primary, &work, 12, None, "when_needed") else {
+        return;
+    };
+    assert!(
+        first.contains("\"op\": \"r\""),
+        "no first snapshot:\n{first}"
+    );
+    run(
+        &mut c,
+        &[
+            "DELETE FROM shop.items WHERE id = 1",
+            "UPDATE shop.items SET qty = 99 WHERE id = 2",
+            "INSERT INTO shop.items VALUES (6, 'mug', 4, 2.50)",
+            "INSERT INTO shop.events (user_id, ts, kind, amount) VALUES (2, NOW(3), 'g', 7)",
+            "FLUSH BINARY LOGS",
+        ],
+    );
+    let newest: String = rt.block_on(async {
+        let logs: Vec<(String, u64, String)> =
+            c.query("SHOW BINARY LOGS").await.expect("SHOW BINARY LOGS");
+        logs.last().expect("a binlog").0.clone()
+    });
+    run(&mut c, &[&format!("PURGE BINARY LOGS TO '{newest}'")]);
+    let left: Vec<(String, u64, String)> =
+        rt.block_on(async { c.query("SHOW BINARY LOGS").await.expect("SHOW BINARY LOGS") });
+    assert_eq!(left.len(), 1, "PURGE left {left:?}");
+    let Some(second) = debezium_in_mode(&primary, &work, 12, None, "when_needed") else {
+        return;
+    };
+    assert!(
+        second.contains("\"op\": \"r\""),
+        "the restarted connector took no new snapshot after the purge:\n{second}"
+    );
+    let mut seen = Tables::new();
+    apply(&second, &columns, &mut seen);
+    let want = rt.block_on(primary_rows(&mut c, &columns));
+    assert_eq!(seen, want, "after the new snapshot:\n{second}");
+    assert!(!seen["items"].contains_key("1"), "item 1 was deleted");
 }
