@@ -174,6 +174,27 @@ fn key_value(flag: &str, o: &str) -> Result<(String, String)> {
     Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
+/// Refuses a `--kafka-option` that would weaken what the relay guarantees (the idempotent,
+/// gapless producer that every acknowledged record's place depends on), or that has a flag of
+/// its own. Others (`linger.ms`, `message.timeout.ms`, `fetch.wait.max.ms`, security
+/// settings) pass to librdkafka as given, over the relay's defaults.
+fn check_option(k: &str, v: &str) -> Result<()> {
+    let why = match k {
+        "enable.idempotence" | "enable.gapless.guarantee" if v != "true" => {
+            "exactly-once delivery needs the idempotent, gapless producer"
+        }
+        "acks" | "request.required.acks" if v != "all" && v != "-1" => {
+            "exactly-once delivery needs acks=all"
+        }
+        "transactional.id" => "give it with --kafka-transactional-id (and --kafka-transactions)",
+        "isolation.level" if v != "read_committed" => {
+            "the tail check and the Kafka-fed replica read only committed records"
+        }
+        _ => return Ok(()),
+    };
+    Err(Error::Config(format!("--kafka-option {k}={v}: {why}")))
+}
+
 impl KafkaArgs {
     /// The settings, or `None` without `--kafka-brokers`.
     pub fn settings(&self) -> Result<Option<KafkaSettings>> {
@@ -185,6 +206,9 @@ impl KafkaArgs {
             .iter()
             .map(|o| key_value("--kafka-option", o))
             .collect::<Result<Vec<_>>>()?;
+        for (k, v) in &options {
+            check_option(k, v)?;
+        }
         if self.kafka_partitions < 1 || self.kafka_replication_factor < 1 {
             return Err(Error::Config(
                 "--kafka-partitions and --kafka-replication-factor must be at least 1".into(),
@@ -437,6 +461,30 @@ mod tests {
         };
         let e = args.settings().expect_err("bad option");
         assert!(matches!(e, Error::Config(_)) && !e.is_retriable(), "{e}");
+        // Options that would weaken the guarantees are refused; tuning passes.
+        for (o, refused) in [
+            ("acks=1", true),
+            ("acks=all", false),
+            ("enable.idempotence=false", true),
+            ("enable.gapless.guarantee=false", true),
+            ("transactional.id=x", true),
+            ("isolation.level=read_uncommitted", true),
+            ("linger.ms=0", false),
+            ("fetch.wait.max.ms=1", false),
+        ] {
+            let args = KafkaArgs {
+                kafka_options: vec![o.into()],
+                kafka_partitions: 1,
+                kafka_replication_factor: 1,
+                kafka_topic_prefix: "ringrep".into(),
+                ..args.clone()
+            };
+            let got = args.settings();
+            assert_eq!(got.is_err(), refused, "{o}: {got:?}");
+            if let Err(e) = got {
+                assert!(e.to_string().contains(o), "{e}");
+            }
+        }
         let e = kafka_error("metadata", "not available within 30 s");
         assert!(e.is_retriable());
         let refused =

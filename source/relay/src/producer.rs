@@ -141,16 +141,23 @@ impl Outbox {
             // raises a fatal error instead, and the run starts again.
             .set("enable.gapless.guarantee", "true")
             .set("acks", "all")
-            .set("linger.ms", "5")
-            .set("message.timeout.ms", "300000")
             .clone();
+        // Tuning that is the user's to change with `--kafka-option` (the settings refuse the
+        // options above that would weaken the guarantees).
+        let mut default = |k: &str, v: &str| {
+            if config.get(k).is_none() {
+                config.set(k, v);
+            }
+        };
+        default("linger.ms", "5");
         if let Some(id) = &settings.transactional_id {
             // A record may not outlive its transaction's timeout (librdkafka's rule); a minute
             // is far more than a batch's commit takes.
-            config
-                .set("transactional.id", id)
-                .set("transaction.timeout.ms", "60000")
-                .set("message.timeout.ms", "60000");
+            default("transaction.timeout.ms", "60000");
+            default("message.timeout.ms", "60000");
+            config.set("transactional.id", id);
+        } else {
+            default("message.timeout.ms", "300000");
         }
         let producer = ThreadedProducer::from_config_and_context(&config, context)
             .map_err(|e| kafka_error("producer", e))?;

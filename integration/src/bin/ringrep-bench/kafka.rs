@@ -27,7 +27,7 @@ pub(crate) fn kafka_bench(
     dir: &Path,
     brokers: Option<String>,
     (txs, rate, seconds): (u64, u64, u64),
-    (format, transactions): (Format, bool),
+    (format, transactions, options): (Format, bool, Vec<(String, String)>),
 ) -> anyhow::Result<()> {
     let mock = match &brokers {
         Some(_) => None,
@@ -53,6 +53,7 @@ pub(crate) fn kafka_bench(
         Ok(KafkaSettings {
             format,
             transactional_id: transactions.then(|| format!("{}.relay", s.topic_prefix)),
+            options: options.clone(),
             ..s
         })
     };

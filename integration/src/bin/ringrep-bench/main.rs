@@ -115,6 +115,10 @@ enum Command {
         /// Produce in Kafka transactions, as the relay's `--kafka-transactions`.
         #[arg(long)]
         transactions: bool,
+        /// A librdkafka setting for the relay and the Kafka source, as their
+        /// `--kafka-option KEY=VALUE` (repeatable): `linger.ms=1`, `fetch.wait.max.ms=1`.
+        #[arg(long = "kafka-option")]
+        kafka_options: Vec<String>,
     },
     /// Rows/s of one SQL statement writing n rows (INSERT ... SELECT, multi-row VALUES, LOAD
     /// DATA, UPDATE, DELETE; plain and ring tables) for each n of SIZES: whether a statement's
@@ -323,13 +327,27 @@ fn main() -> anyhow::Result<()> {
             seconds,
             format,
             transactions,
+            kafka_options,
         } => {
             let format = ringrep_cdc::kafka::Format::parse(&format).ok_or_else(|| {
                 anyhow::anyhow!(
                     "--format {format}: expected ringrep, debezium or debezium-noschema"
                 )
             })?;
-            kafka::kafka_bench(dir, brokers, (txs, rate, seconds), (format, transactions))
+            let options = kafka_options
+                .iter()
+                .map(|o| {
+                    o.split_once('=')
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .ok_or_else(|| anyhow::anyhow!("--kafka-option {o}: expected KEY=VALUE"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            kafka::kafka_bench(
+                dir,
+                brokers,
+                (txs, rate, seconds),
+                (format, transactions, options),
+            )
         }
         Command::Fsync { seconds } => fsync(dir, seconds),
         Command::EngineBatch {
