@@ -38,6 +38,20 @@ impl std::fmt::Debug for KafkaSource {
     }
 }
 
+/// What one read of the replication topic gave.
+enum Read {
+    /// Nothing within the wait.
+    Nothing,
+    /// The transaction wanted next.
+    Tx(SourcedTx),
+    /// A record past the one wanted next.
+    Past {
+        offset: i64,
+        server_id: u32,
+        seq: u64,
+    },
+}
+
 /// How long one probe of the binary search waits for its record. A probe that gets nothing
 /// counts as "past the end", which can only make the start earlier (more records skipped),
 /// never later, so a slow broker costs time, not records.
@@ -63,6 +77,25 @@ impl KafkaSource {
         let offset = source.offset_of(from_seq)?;
         source.assign(offset)?;
         Ok(source)
+    }
+
+    /// Places the reader where the record with sequence `seq` is read next, if the topic
+    /// holds it: whether it does, `None` when the topic did not answer within
+    /// [`PROBE_WAIT`]. Blocking.
+    fn place_at(&self, seq: u64) -> Result<Option<bool>> {
+        let at = self.offset_of(seq)?;
+        self.assign(at)?;
+        let deadline = Instant::now() + PROBE_WAIT;
+        while Instant::now() < deadline {
+            if let Some((_, (_, s), _)) = self.read_one(Duration::from_millis(200))? {
+                if s >= seq {
+                    self.assign(at)?;
+                    return Ok(Some(s == seq));
+                }
+            }
+        }
+        self.assign(at)?;
+        Ok(None)
     }
 
     /// The server id of the stream in the topic, waiting up to `wait` for a first record.
@@ -161,18 +194,18 @@ impl EventSource for KafkaSource {
     async fn next(&mut self, timeout: Duration) -> Result<Option<SourcedTx>> {
         let reader = self.reader.clone();
         let next = self.next_seq;
-        let got = tokio::task::spawn_blocking(move || -> Result<Option<SourcedTx>> {
+        let got = tokio::task::spawn_blocking(move || -> Result<Read> {
             let deadline = Instant::now() + timeout;
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
                 let topic = &reader.topic;
                 let m = match reader.consumer.poll(left) {
-                    None => return Ok(None),
+                    None => return Ok(Read::Nothing),
                     Some(Err(e)) => {
                         // Broker hiccups surface here; librdkafka reconnects by itself.
                         tracing::warn!("kafka: {topic}: {e}");
                         if Instant::now() >= deadline {
-                            return Ok(None);
+                            return Ok(Read::Nothing);
                         }
                         continue;
                     }
@@ -187,7 +220,14 @@ impl EventSource for KafkaSource {
                 if tx.seq < next {
                     continue;
                 }
-                return Ok(Some(SourcedTx {
+                if tx.seq > next {
+                    return Ok(Read::Past {
+                        offset,
+                        server_id: tx.server_id,
+                        seq: tx.seq,
+                    });
+                }
+                return Ok(Read::Tx(SourcedTx {
                     tx,
                     position: Position {
                         segment: 0,
@@ -198,10 +238,48 @@ impl EventSource for KafkaSource {
         })
         .await
         .map_err(|e| source_error(format!("reader task: {e}")))??;
-        if let Some(t) = &got {
-            self.next_seq = t.tx.seq + 1;
+        match got {
+            Read::Nothing => Ok(None),
+            Read::Tx(t) => {
+                self.next_seq = t.tx.seq + 1;
+                Ok(Some(t))
+            }
+            // Exactly-once topics have no gaps of their own. The reader's offset may be
+            // stale (a broker restarted empty, whose topics the relay wrote again from the
+            // binlog): look for the record by its sequence number; if the topic no longer
+            // holds it, records were deleted and nothing after them may be applied.
+            Read::Past {
+                offset,
+                server_id,
+                seq,
+            } => {
+                let probe = KafkaSource {
+                    reader: self.reader.clone(),
+                    brokers: self.brokers.clone(),
+                    next_seq: next,
+                };
+                let found = tokio::task::spawn_blocking(move || probe.place_at(next))
+                    .await
+                    .map_err(|e| source_error(format!("reader task: {e}")))??;
+                let Some(found) = found else {
+                    return Err(source_error(format!(
+                        "{}: offset {offset} held seq {seq} where seq {next} was expected, and the topic did not answer where seq {next} would be; trying again",
+                        self.reader.topic
+                    )));
+                };
+                if found {
+                    tracing::info!(
+                        "kafka: {}: offset {offset} held seq {seq} where seq {next} was expected; found seq {next} again by its sequence number (the topic was written again)",
+                        self.reader.topic
+                    );
+                    return Ok(None);
+                }
+                Err(Error::SourceFatal(format!(
+                    "sequence gap from server {server_id}: {} offset {offset} holds seq {seq}, and seq {next} is no longer in the topic (its retention deleted it, or the broker lost its data and the relay began the stream again after a snapshot); provision this replica again: seed it from a backup of the primary (ringrep-applier seed), then serve it from Kafka",
+                    self.reader.topic
+                )))
+            }
         }
-        Ok(got)
     }
 
     fn describe(&self) -> String {

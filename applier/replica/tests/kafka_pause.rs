@@ -171,3 +171,98 @@ fn a_kafka_fed_replica_resumes_after_its_sigkill_and_a_broker_restart_under_load
     assert_eq!(code, Some(0), "{report}");
     assert!(report.contains("CONVERGED"), "{report}");
 }
+
+/// A Kafka-fed replica whose next transaction is no longer in the replication topic (here: the
+/// primary's first commits were purged from its binlog before the relay first ran, so the
+/// topic begins after them; a topic's retention does the same) stops for good, applying
+/// nothing, and says to provision it again, as MySQL's replica stops on error 1236.
+#[test]
+fn a_kafka_fed_replica_whose_next_seq_left_the_topic_stops_saying_to_provision_it() {
+    let broker = ringrep_testkit::broker::mock();
+    let settings = broker.settings("gone", &["test.ev"], 1);
+    let applier = Path::new(env!("CARGO_BIN_EXE_ringrep-applier"));
+    let source = node::source_next_to(applier).expect("ringrep-source next to ringrep-applier");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = node::runtime();
+    let write = |addr: std::net::SocketAddr, sql: &str| {
+        rt.block_on(async {
+            let mut c = node::connect(addr, Some("test")).await;
+            c.query_drop(sql).await.expect(sql);
+        })
+    };
+    // Commits before any relay ran.
+    let mut first = node::primary(&source, &dir.path().join("p"));
+    write(first.addr, "CREATE TABLE ev (k INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(32), v BIGINT, PRIMARY KEY (k, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=4'");
+    write(first.addr, "INSERT INTO ev (k, v) VALUES (1, 1), (2, 2)");
+    write(first.addr, "FLUSH BINARY LOGS");
+    let newest: String = rt.block_on(async {
+        let mut c = node::connect(first.addr, None).await;
+        let logs: Vec<(String, u64, String)> = c.query("SHOW BINARY LOGS").await.expect("logs");
+        logs.last().expect("a binlog").0.clone()
+    });
+    write(first.addr, &format!("PURGE BINARY LOGS TO '{newest}'"));
+    node::terminate(&mut first);
+    let kafka = [
+        "--kafka-brokers",
+        &settings.brokers,
+        "--kafka-topic-prefix",
+        &settings.topic_prefix,
+    ];
+    let primary = node::primary_with(&source, &dir.path().join("p"), &kafka);
+    write(primary.addr, "INSERT INTO ev (k, v) VALUES (3, 3)");
+    let mut cmd = Command::new(applier);
+    cmd.arg("serve")
+        .arg("--replica-dir")
+        .arg(dir.path().join("r"))
+        .args(kafka)
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("RINGREP_ROOT_PASSWORD")
+        .env_remove("RINGREP_KAFKA_BROKERS");
+    let replica = node::start(cmd, node::REPLICA_LISTENING);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // Commits go on (the relay's snapshot holds those before it started; the replication
+    // topic begins after it).
+    let mut v = 4;
+    let stopped = loop {
+        match replica.log.recv_timeout(Duration::from_secs(1)) {
+            Ok(line) if line.contains("replication stopped") => break line,
+            Ok(_) => {}
+            Err(_) => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the replica never stopped on the missing transactions"
+                );
+                write(
+                    primary.addr,
+                    &format!("INSERT INTO ev (k, v) VALUES (4, {v})"),
+                );
+                v += 1;
+            }
+        }
+    };
+    assert!(
+        stopped.contains("is no longer in the topic") && stopped.contains("ringrep-applier seed"),
+        "{stopped}"
+    );
+    let (io_error, applied): (String, Option<u64>) = rt.block_on(async {
+        let mut c = node::connect(replica.addr, None).await;
+        let row: mysql_async::Row = c
+            .query_first("SHOW REPLICA STATUS")
+            .await
+            .expect("status")
+            .expect("a row");
+        let applied = c
+            .query_first("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 1")
+            .await
+            .expect("position");
+        (
+            row.get::<String, _>("Last_IO_Error").unwrap_or_default(),
+            applied,
+        )
+    });
+    assert!(
+        io_error.contains("provision this replica again"),
+        "{io_error}"
+    );
+    assert_eq!(applied, None, "the replica applied something past the gap");
+}

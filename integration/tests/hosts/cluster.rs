@@ -62,6 +62,25 @@ impl Broker {
         format!("{}:9092", self.host)
     }
 
+    /// Waits until the broker's port takes connections.
+    async fn wait_ready(&self) -> Result<()> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let (code, _) = exec(
+                &self.host,
+                &["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/9092"],
+            )
+            .await?;
+            if code == 0 {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("the broker {} never took connections on 9092", self.host);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Cuts the broker off the cluster's network (`docker network disconnect`).
     pub(crate) fn disconnect(&self, network: &str) -> Result<()> {
         docker(&["network", "disconnect", network, &self.host]).map(drop)
@@ -182,21 +201,12 @@ impl Cluster {
             .start()
             .await
             .with_context(|| format!("start container {host}"))?;
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let (code, _) = exec(&host, &["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/9092"]).await?;
-            if code == 0 {
-                break;
-            }
-            if Instant::now() > deadline {
-                bail!("the broker {host} never took connections on 9092");
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        Ok(Broker {
+        let broker = Broker {
             host,
             _container: container,
-        })
+        };
+        broker.wait_ready().await?;
+        Ok(broker)
     }
 
     /// Starts a replica (`ringrep-applier serve`) that reads the primary's replication topic
