@@ -207,12 +207,9 @@ fn declared_type(t: &ColumnType) -> (u8, u16, Encoding) {
         ColumnType::DateTime { .. } => (ty::DATETIME, 0, Encoding::DateTime),
         ColumnType::Timestamp { .. } => (ty::TIMESTAMP, 0, Encoding::DateTime),
         ColumnType::Time { .. } => (ty::TIME, 0, Encoding::Time),
-        // As MySQL describes a BIT: unsigned, binary.
-        ColumnType::Bit { width } => (
-            ty::BIT,
-            flag::UNSIGNED | flag::BINARY,
-            Encoding::Bit { width: *width },
-        ),
+        // As MySQL describes a BIT: unsigned, in the binary character set, without
+        // BINARY_FLAG (Connector/J reads a BIT(1) with that flag as bytes, not a boolean).
+        ColumnType::Bit { width } => (ty::BIT, flag::UNSIGNED, Encoding::Bit { width: *width }),
     }
 }
 
@@ -253,11 +250,7 @@ fn inferred_type<'a>(values: impl Iterator<Item = &'a Value>) -> (u8, u16, Encod
         Value::Timestamp(_) => (ty::TIMESTAMP, 0, Encoding::DateTime),
         Value::Time(_) => (ty::TIME, 0, Encoding::Time),
         // An expression's BIT (IFNULL(b, b)): as wide as its values need.
-        Value::Bit(_) => (
-            ty::BIT,
-            flag::UNSIGNED | flag::BINARY,
-            Encoding::Bit { width: 64 },
-        ),
+        Value::Bit(_) => (ty::BIT, flag::UNSIGNED, Encoding::Bit { width: 64 }),
         Value::Bytes(_) => (ty::BLOB, flag::BINARY, Encoding::Text),
         Value::Json(_) => (ty::JSON, 0, Encoding::Text),
         // All NULL (MySQL says VAR_STRING too) or text.
@@ -725,7 +718,8 @@ mod tests {
             (ty::TIME, 14, 3)
         );
         assert_eq!((cols[1].ty, cols[1].length), (ty::BIT, 10));
-        assert_eq!(cols[1].flags, flag::UNSIGNED | flag::BINARY);
+        assert_eq!(cols[1].flags, flag::UNSIGNED);
+        assert_eq!(cols[1].charset, protocol::BINARY);
         let cell = |i: usize| Cell {
             value: &r.rows[0][i],
             encoding: encs[i],
