@@ -260,6 +260,20 @@ fn time_of_text(text: &str) -> Option<TimeOfText> {
 /// `EXTRACT(unit FROM t)`: one part of `t`. (The parser refuses the compound units,
 /// `YEAR_MONTH` and the like, before they reach here.)
 pub(super) fn extract(field: &DateTimeField, v: &Value, ctx: &Ctx<'_>) -> Result<Value> {
+    // A TIME's parts carry its sign, and its hours go past 23, as MySQL's EXTRACT gives them.
+    if let Value::Time(us) = v {
+        let sign = if *us < 0 { -1 } else { 1 };
+        let a = us.unsigned_abs();
+        let secs = (a / 1_000_000) as i64;
+        let part = match field {
+            DateTimeField::Hour | DateTimeField::Hours => secs / 3600,
+            DateTimeField::Minute | DateTimeField::Minutes => secs % 3600 / 60,
+            DateTimeField::Second | DateTimeField::Seconds => secs % 60,
+            DateTimeField::Microsecond | DateTimeField::Microseconds => (a % 1_000_000) as i64,
+            _ => return Ok(Value::Null),
+        };
+        return Ok(Value::Int(sign * part));
+    }
     let Some(t) = local(v, ctx.tz) else {
         return Ok(Value::Null);
     };
