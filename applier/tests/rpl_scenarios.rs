@@ -190,6 +190,34 @@ fn unsigned_decimals_and_sized_floats_replicate_with_their_declaration() {
     t.converged();
 }
 
+/// TIME and BIT columns replicate (new value tags in the binlog), in a ring's prefix key and
+/// as its data, overwrites included, and the verifier compares them.
+#[test]
+fn time_and_bit_columns_replicate_in_keys_and_rows() {
+    let mut t = Pair::new();
+    t.on_primary("CREATE TABLE test.shifts (who BIT(4) NOT NULL, starts TIME(3) NOT NULL, ring_idx INT NOT NULL DEFAULT 0, ring_meta VARBINARY(64), took TIME, flags BIT(12), PRIMARY KEY (who, starts, ring_idx)) COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=2'");
+    t.on_primary("INSERT INTO test.shifts (who, starts, took, flags) VALUES (b'101', '-01:00:00.5', '838:59:59', b'101000000001'), (5, '-01:00:00.5', '-1 02:03:04', 4095), (5, '-01:00:00.5', '00:00:01', 0), (0b1111, '12:00', NULL, x'0a')");
+    t.on_primary("CREATE TABLE test.plain_tb (id INT PRIMARY KEY, t TIME(6), b BIT(64))");
+    t.on_primary("INSERT INTO test.plain_tb VALUES (1, '-838:59:59', 18446744073709551615), (2, '00:00:00.000001', 0)");
+    t.on_primary("UPDATE test.plain_tb SET t = '-00:00:00.5', b = b - 1 WHERE id = 1");
+    assert_eq!(
+        text(&t.same("SELECT who + 0, starts, ring_idx, took, BIN(flags) FROM test.shifts ORDER BY who, starts, ring_idx")),
+        [
+            "5 -01:00:00.500 1 00:00:01 0",
+            "5 -01:00:00.500 2 -26:03:04 111111111111",
+            "15 12:00:00.000 1 NULL 1010",
+        ]
+    );
+    assert_eq!(
+        text(&t.same("SELECT id, t, b + 0 FROM test.plain_tb ORDER BY id")),
+        [
+            "1 -00:00:00.500000 18446744073709551614",
+            "2 00:00:00.000001 0",
+        ]
+    );
+    t.converged();
+}
+
 #[test]
 fn column_comments_replicate_with_the_definition() {
     let mut t = Pair::new();

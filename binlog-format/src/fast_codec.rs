@@ -133,6 +133,8 @@ impl<'a> Cursor<'a> {
             }),
             10 => Value::Timestamp(self.i64()?),
             11 => Value::Json(self.string()?),
+            12 => Value::Time(self.i64()?),
+            13 => Value::Bit(self.u64()?),
             _ => return None,
         })
     }
@@ -141,7 +143,7 @@ impl<'a> Cursor<'a> {
     fn skip_value(&mut self) -> Option<()> {
         match self.u32()? {
             0 => {}
-            1 | 2 | 10 => {
+            1 | 2 | 10 | 12 | 13 => {
                 self.u64()?;
             }
             3 => {
@@ -315,6 +317,8 @@ fn tag(v: &Value) -> u8 {
         Value::DateTime(_) => 9,
         Value::Timestamp(_) => 10,
         Value::Json(_) => 11,
+        Value::Time(_) => 12,
+        Value::Bit(_) => 13,
     }
 }
 
@@ -322,8 +326,8 @@ fn put_value(out: &mut Vec<u8>, v: &Value) {
     out.push(tag(v));
     match v {
         Value::Null => {}
-        Value::Int(i) | Value::Timestamp(i) => put_i64(out, *i),
-        Value::UInt(u) => put_varint(out, *u),
+        Value::Int(i) | Value::Timestamp(i) | Value::Time(i) => put_i64(out, *i),
+        Value::UInt(u) | Value::Bit(u) => put_varint(out, *u),
         Value::Float(f) => out.extend_from_slice(&f.to_le_bytes()),
         Value::Double(f) => out.extend_from_slice(&f.to_le_bytes()),
         Value::Decimal(s) | Value::Text(s) | Value::Json(s) => put_bytes(out, s.as_bytes()),
@@ -588,7 +592,7 @@ mod tests {
     #[test]
     fn every_short_value_encoding_agrees_with_bincode() {
         let mut accepted = 0;
-        for tag in 0u8..=12 {
+        for tag in 0u8..=14 {
             for first in 0u8..=255 {
                 for filler in [2u8, 251, 252, 253] {
                     for extra in 0..=16 {
@@ -633,6 +637,7 @@ mod tests {
         let mut row = Vec::new();
         for &u in &unsigned {
             row.push(Value::UInt(u));
+            row.push(Value::Bit(u));
             for i in [
                 u as i64,
                 (u as i64).wrapping_neg(),
@@ -641,6 +646,7 @@ mod tests {
             ] {
                 row.push(Value::Int(i));
                 row.push(Value::Timestamp(i));
+                row.push(Value::Time(i));
             }
             let year = u16::try_from(u).unwrap_or(u16::MAX);
             let micros = u32::try_from(u).unwrap_or(u32::MAX);

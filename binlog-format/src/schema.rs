@@ -200,6 +200,17 @@ pub enum ColumnType {
         /// Whether the column is UNSIGNED.
         unsigned: bool,
     },
+    /// `TIME(fsp)`: a signed duration, -838:59:59 to 838:59:59. Values are [`Value::Time`]
+    /// (microseconds, always carried).
+    Time {
+        /// Fractional-second digits shown, 0 to 6.
+        fsp: u8,
+    },
+    /// `BIT(width)`: 1 to 64 bits. Values are [`Value::Bit`].
+    Bit {
+        /// Number of bits, 1 to 64.
+        width: u8,
+    },
 }
 
 impl ColumnType {
@@ -244,6 +255,9 @@ impl ColumnType {
                 digits.map_or(String::new(), |(m, d)| format!("({m},{d})")),
                 if *unsigned { " unsigned" } else { "" }
             ),
+            ColumnType::Time { fsp: 0 } => "time".into(),
+            ColumnType::Time { fsp } => format!("time({fsp})"),
+            ColumnType::Bit { width } => format!("bit({width})"),
         }
     }
 
@@ -814,6 +828,40 @@ mod tests {
             }),
             [18, 0, 1, 7, 4, 1]
         );
+        assert_eq!(bytes(&ColumnType::Time { fsp: 3 }), [19, 3]);
+        assert_eq!(bytes(&ColumnType::Bit { width: 64 }), [20, 64]);
+    }
+
+    /// TIME and BIT values take the next value tags (12, 13) with an i64 and a u64, so a
+    /// binlog written before them decodes as it was, and both decoders read them alike.
+    #[test]
+    fn time_and_bit_values_take_appended_tags() {
+        use crate::value::Value;
+        let bytes = |v: &Value| crate::codec::encode(v).expect("encode");
+        assert_eq!(bytes(&Value::Time(-1)), [12, 1]);
+        assert_eq!(
+            bytes(&Value::Time(1_000_000)),
+            [12, 252, 0x80, 0x84, 0x1e, 0]
+        );
+        assert_eq!(bytes(&Value::Bit(5)), [13, 5]);
+        assert_eq!(bytes(&Value::Bit(u64::MAX)), {
+            let mut b = vec![13, 253];
+            b.extend_from_slice(&[0xff; 8]);
+            b
+        });
+        for v in [
+            Value::Time(-3_020_399_000_000),
+            Value::Bit(0b101),
+            Value::Time(0),
+        ] {
+            let b = bytes(&v);
+            assert_eq!(crate::codec::decode::<Value>(&b).expect("decode"), v);
+            let row = vec![v.clone(), Value::Null];
+            let mut fast = Vec::new();
+            crate::fast_codec::put_row(&mut fast, &row);
+            assert_eq!(fast, crate::codec::encode(&row).expect("encode"));
+            assert_eq!(crate::fast_codec::row(&fast), Some(row));
+        }
     }
 
     /// A column written before comments were kept ends in the `auto_increment` bool; it

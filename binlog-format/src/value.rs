@@ -90,6 +90,11 @@ pub enum Value {
     Timestamp(i64),
     /// JSON, as its text. Index 11.
     Json(String),
+    /// TIME(p): a signed duration in microseconds, -838:59:59.000000 to 838:59:59.000000
+    /// (±3,020,399,000,000), microseconds always carried. Index 12.
+    Time(i64),
+    /// BIT(M): the column's bits as an unsigned number, M ≤ 64. Index 13.
+    Bit(u64),
 }
 
 impl Value {
@@ -112,6 +117,8 @@ impl Value {
             Value::DateTime(_) => 7,
             Value::Timestamp(_) => 8,
             Value::Json(_) => 9,
+            Value::Time(_) => 10,
+            Value::Bit(_) => 11,
         }
     }
 
@@ -138,6 +145,8 @@ impl Value {
             (DateTime(a), DateTime(b)) => a.cmp(b),
             (Timestamp(a), Timestamp(b)) => a.cmp(b),
             (Json(a), Json(b)) => a.cmp(b),
+            (Time(a), Time(b)) => a.cmp(b),
+            (Bit(a), Bit(b)) => a.cmp(b),
             (Null, Null) => Ordering::Equal,
             _ => self.rank().cmp(&other.rank()),
         }
@@ -253,6 +262,8 @@ impl Key {
                 Value::DateTime(d) => (7u8, d).hash(h),
                 Value::Timestamp(t) => (8u8, t).hash(h),
                 Value::Json(s) => (9u8, s).hash(h),
+                Value::Time(t) => (11u8, t).hash(h),
+                Value::Bit(b) => (12u8, b).hash(h),
             }
         }
     }
@@ -376,6 +387,36 @@ pub fn format_datetime(dt: &DateTime, fsp: u8) -> String {
     format!("{base}.{}", &frac[..usize::from(fsp.min(6))])
 }
 
+/// The largest TIME magnitude, 838:59:59, in microseconds (MySQL's TIME_MAX_VALUE; a
+/// fraction past it is out of range too).
+pub const TIME_MAX_MICROS: i64 = 3_020_399_000_000;
+
+/// Formats a TIME value (signed microseconds) as MySQL prints TIME(fsp): `[-]HH:MM:SS`, the
+/// hours at least two digits, then `fsp` fraction digits.
+pub fn format_time(us: i64, fsp: u8) -> String {
+    let sign = if us < 0 { "-" } else { "" };
+    let a = us.unsigned_abs();
+    let secs = a / 1_000_000;
+    let base = format!(
+        "{sign}{:02}:{:02}:{:02}",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    );
+    if fsp == 0 {
+        return base;
+    }
+    let frac = format!("{:06}", a % 1_000_000);
+    format!("{base}.{}", &frac[..usize::from(fsp.min(6))])
+}
+
+/// A BIT(M) value's bytes as MySQL sends and stores them: big endian, `ceil(M / 8)` of them
+/// (at least one).
+pub fn bit_bytes(v: u64, width: u8) -> Vec<u8> {
+    let n = usize::from(width.clamp(1, 64)).div_ceil(8);
+    v.to_be_bytes()[8 - n..].to_vec()
+}
+
 /// A DOUBLE's text as MySQL writes it (its `my_gcvt`): the shortest digits that read back
 /// as the same number, written out in full from 1e-15 to below 1e15 (and wherever a
 /// fraction is left, `1234567890123456.8`), with an exponent otherwise (`1e15`, `1.5e-16`).
@@ -465,6 +506,10 @@ impl fmt::Display for Value {
                 *us,
                 if us % 1_000_000 == 0 { 0 } else { 6 },
             )),
+            Value::Time(us) => {
+                f.write_str(&format_time(*us, if us % 1_000_000 == 0 { 0 } else { 6 }))
+            }
+            Value::Bit(b) => write!(f, "{b}"),
         }
     }
 }
@@ -549,6 +594,19 @@ mod tests {
         let a = Key(vec![Value::Null]);
         let b = Key(vec![Value::Int(i64::MIN)]);
         assert!(a < b);
+    }
+
+    #[test]
+    fn times_print_as_mysql_and_order_by_value() {
+        assert_eq!(format_time(0, 0), "00:00:00");
+        assert_eq!(format_time(-TIME_MAX_MICROS, 0), "-838:59:59");
+        assert_eq!(format_time(45_296_123_456, 3), "12:34:56.123");
+        assert_eq!(format_time(-500_000, 6), "-00:00:00.500000");
+        assert_eq!(Value::Time(-1).total_cmp(&Value::Time(0)), Ordering::Less);
+        assert_eq!(bit_bytes(5, 5), vec![5]);
+        assert_eq!(bit_bytes(0x1ff, 9), vec![1, 0xff]);
+        assert_eq!(bit_bytes(u64::MAX, 64), vec![0xff; 8]);
+        assert_eq!(Value::Bit(3).total_cmp(&Value::Bit(10)), Ordering::Less);
     }
 
     #[test]

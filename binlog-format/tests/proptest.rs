@@ -47,6 +47,8 @@ fn value() -> impl Strategy<Value = Value> {
             }),
         any::<i64>().prop_map(Value::Timestamp),
         ".{0,20}".prop_map(Value::Json),
+        any::<i64>().prop_map(Value::Time),
+        any::<u64>().prop_map(Value::Bit),
     ]
 }
 
@@ -125,6 +127,8 @@ fn column_type() -> impl Strategy<Value = ColumnType> {
                 digits,
                 unsigned
             }),
+        (0u8..7).prop_map(|fsp| ColumnType::Time { fsp }),
+        (1u8..65).prop_map(|width| ColumnType::Bit { width }),
     ]
 }
 

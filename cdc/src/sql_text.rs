@@ -87,6 +87,9 @@ pub fn sql_literal(v: &Value) -> String {
             "'{}'",
             format_timestamp(*us, if us % 1_000_000 == 0 { 0 } else { 6 })
         ),
+        Value::Time(_) => format!("'{v}'"),
+        // A BIT as its number (a string would be taken as bytes).
+        Value::Bit(b) => b.to_string(),
     }
 }
 

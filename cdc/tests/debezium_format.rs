@@ -164,6 +164,15 @@ fn table() -> (TableDef, Vec<(String, &'static str)>) {
             col("y", ColumnType::Year, true),
             "int32 io.debezium.time.Year",
         ),
+        (
+            col("tm", ColumnType::Time { fsp: 3 }, true),
+            "int64 io.debezium.time.MicroTime",
+        ),
+        (col("b1", ColumnType::Bit { width: 1 }, true), "boolean"),
+        (
+            col("b12", ColumnType::Bit { width: 12 }, true),
+            "bytes io.debezium.data.Bits",
+        ),
         (col("n", ColumnType::VarChar { len: 4 }, true), "string"),
     ];
     let types = cols.iter().map(|(c, t)| (c.name.clone(), *t)).collect();
@@ -236,6 +245,9 @@ fn row(id: i64, variant: u8) -> (Vec<Value>, Json) {
         Value::Text("b".into()),
         Value::Text(if variant == 0 { "a,c" } else { "" }.into()),
         Value::Int(2024),
+        Value::Time(-93_784_500_000 + i64::from(variant)),
+        Value::Bit(u64::from(variant != 1)),
+        Value::Bit(0xA01),
         Value::Null,
     ];
     let expected = json!({
@@ -250,7 +262,10 @@ fn row(id: i64, variant: u8) -> (Vec<Value>, Json) {
         "dt": 19782, "dt0": 1_709_168_523_000i64, "dt3": 1_709_168_523_123i64,
         "dt6": 1_709_168_523_123_456i64, "ts": "2023-11-14T22:13:20Z",
         "ts6": format!("2023-11-14T22:13:20.12345{}Z", 6 + variant),
-        "e": "b", "s": if variant == 0 { "a,c" } else { "" }, "y": 2024, "n": null,
+        "e": "b", "s": if variant == 0 { "a,c" } else { "" }, "y": 2024,
+        // MicroTime, signed; BIT(1) a boolean; Bits little endian.
+        "tm": -93_784_500_000i64 + i64::from(variant), "b1": variant != 1, "b12": "010a",
+        "n": null,
     });
     (values, expected)
 }

@@ -22,7 +22,12 @@ const plain = (v) => {
   if (v instanceof Date) return v.toISOString();
   return v;
 };
-const values = (row) => Object.values(row).map(plain);
+// A BIT (a Buffer of its bytes, big endian) as its number; anything else as plain() gives it.
+const BIT = 16;
+const values = (row, t) => Object.values(row).map((v, i) => (
+  Buffer.isBuffer(v) && t.columns[i] && t.columns[i].type === BIT
+    ? BigInt('0x' + (v.toString('hex') || '0')).toString()
+    : plain(v)));
 const print = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 
 let current = file;
@@ -51,12 +56,12 @@ zongji.on('binlog', (ev) => {
   } else if (name === 'writerows' || name === 'deleterows') {
     const t = ev.tableMap[ev.tableId];
     for (const r of ev.rows) {
-      print({ op: name === 'writerows' ? 'write' : 'delete', table: `${t.parentSchema}.${t.tableName}`, values: values(r) });
+      print({ op: name === 'writerows' ? 'write' : 'delete', table: `${t.parentSchema}.${t.tableName}`, values: values(r, t) });
     }
   } else if (name === 'updaterows') {
     const t = ev.tableMap[ev.tableId];
     for (const r of ev.rows) {
-      print({ op: 'update', table: `${t.parentSchema}.${t.tableName}`, before: values(r.before), after: values(r.after) });
+      print({ op: 'update', table: `${t.parentSchema}.${t.tableName}`, before: values(r.before, t), after: values(r.after, t) });
     }
   } else if (name === 'xid') {
     print({ commit: Number(ev.xid), file: current, pos: ev.nextPosition });

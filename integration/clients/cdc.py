@@ -10,8 +10,8 @@ a position an event carried), and prints one JSON line per change until it has c
   {"query": "CREATE TABLE ..."}                      (DDL)
   {"begin": N, "file": "binlog.000001"}             (a transaction's start: position - size)
   {"commit": XID, "file": "binlog.000001", "pos": N}  (where to resume after this commit)
-Values in column order: bytes as hex, decimals and dates as text. Exits 2 when the library is
-not installed.
+Values in column order: bytes as hex, decimals and dates as text, TIME as [-]HH:MM:SS.ffffff,
+BIT as its number. Exits 2 when the library is not installed.
 """
 
 import datetime
@@ -28,8 +28,28 @@ except ImportError as e:
     sys.exit(2)
 
 
+BIT = 16
+
+
+def time_text(t):
+    """A TIME (the library's timedelta) as MySQL writes it, with six fraction digits."""
+    us = (t.days * 86400 + t.seconds) * 1000000 + t.microseconds
+    sign = "-" if us < 0 else ""
+    us = abs(us)
+    s, f = divmod(us, 1000000)
+    return f"{sign}{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}.{f:06d}"
+
+
+def row(columns, values):
+    """A row's values in column order; a BIT (the library's string of bits) as its number."""
+    return [int(v, 2) if c.type == BIT and isinstance(v, str) else plain(v)
+            for c, v in zip(columns, values.values())]
+
+
 def plain(v, in_json=False):
     """A value as JSON can carry it; inside a JSON document the library gives text as bytes."""
+    if isinstance(v, datetime.timedelta):
+        return time_text(v)
     if isinstance(v, (bytes, bytearray)):
         return v.decode() if in_json else v.hex()
     if isinstance(v, decimal.Decimal):
@@ -78,12 +98,12 @@ def main():
             op = "write" if isinstance(ev, WriteRowsEvent) else "delete"
             for r in ev.rows:
                 out.write(json.dumps({"op": op, "table": f"{ev.schema}.{ev.table}",
-                                      "values": [plain(v) for v in r["values"].values()]}) + "\n")
+                                      "values": row(ev.columns, r["values"])}) + "\n")
         elif isinstance(ev, UpdateRowsEvent):
             for r in ev.rows:
                 out.write(json.dumps({"op": "update", "table": f"{ev.schema}.{ev.table}",
-                                      "before": [plain(v) for v in r["before_values"].values()],
-                                      "after": [plain(v) for v in r["after_values"].values()]}) + "\n")
+                                      "before": row(ev.columns, r["before_values"]),
+                                      "after": row(ev.columns, r["after_values"])}) + "\n")
         elif isinstance(ev, XidEvent):
             out.write(json.dumps({"commit": ev.xid, "file": current, "pos": ev.packet.log_pos}) + "\n")
             commits += 1

@@ -27,6 +27,9 @@ const BEFORE: &[&str] = &[
     "CREATE TABLE shop.items (id INT NOT NULL PRIMARY KEY, name VARCHAR(40), qty BIGINT, price DECIMAL(10,2))",
     "INSERT INTO shop.events (user_id, ts, kind, amount) VALUES (1, NOW(3), 'a', 1.5), (1, NOW(3), 'b', 2), (2, NOW(3), 'c', 3)",
     "INSERT INTO shop.items VALUES (1, 'pen', 10, 1.25), (2, 'ink', 5, 7.50), (3, 'pad', 0, NULL)",
+    // TIME as io.debezium.time.MicroTime, BIT(1) as a boolean, BIT(M) as io.debezium.data.Bits.
+    "CREATE TABLE shop.clocks (id INT NOT NULL PRIMARY KEY, t TIME(3), flag BIT(1), bits BIT(12))",
+    "INSERT INTO shop.clocks VALUES (1, '-838:59:59', b'1', b'101000000001'), (2, '12:34:56.789', 0, 4095), (3, NULL, NULL, NULL)",
 ];
 
 /// While the connector streams (run after its snapshot).
@@ -40,6 +43,8 @@ const STREAMED: &[&str] = &[
     "UPDATE shop.events SET kind = 'edited' WHERE user_id = 2 AND ring_idx = 1",
     "SET ndb_log_update_as_write = 1",
     "DELETE FROM shop.items WHERE id = 3",
+    "INSERT INTO shop.clocks VALUES (4, '-1 02:03:04', 1, x'0a')",
+    "UPDATE shop.clocks SET t = '00:00:00.5', flag = 1, bits = 1 WHERE id = 2",
 ];
 
 /// While the connector is stopped: the resumed connector must bring them.
@@ -112,6 +117,46 @@ fn text(v: &Json) -> String {
     }
 }
 
+/// Column `c`'s value in an event as [`primary_expr`] reads it on the primary: a BIT(1)'s
+/// boolean and an io.debezium.data.Bits (base64 of its bytes, little endian) as numbers.
+fn column_text(c: &str, v: &Json) -> String {
+    match (c, v) {
+        ("flag", Json::Bool(b)) => u8::from(*b).to_string(),
+        ("bits", Json::String(s)) => {
+            const ALPHABET: &[u8] =
+                b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+            let mut bytes = Vec::new();
+            let (mut acc, mut n) = (0u32, 0);
+            for ch in s.bytes().filter(|&b| b != b'=') {
+                let d = ALPHABET.iter().position(|&a| a == ch).expect("base64") as u32;
+                acc = (acc << 6) | d;
+                n += 6;
+                if n >= 8 {
+                    n -= 8;
+                    bytes.push((acc >> n) as u8);
+                    acc &= (1 << n) - 1;
+                }
+            }
+            bytes
+                .iter()
+                .rev()
+                .fold(0u64, |x, &b| (x << 8) | u64::from(b))
+                .to_string()
+        }
+        _ => text(v),
+    }
+}
+
+/// How the primary is read for column `c`, as text to compare with [`column_text`]: a TIME
+/// as its microseconds (io.debezium.time.MicroTime), a BIT as its number.
+fn primary_expr(c: &str) -> String {
+    match c {
+        "t" => "CAST(CAST(TIME_TO_SEC(t) * 1000000 AS SIGNED) AS CHAR)".into(),
+        "flag" | "bits" => format!("CAST({c} + 0 AS CHAR)"),
+        _ => format!("CAST({c} AS CHAR)"),
+    }
+}
+
 /// Each table's rows, by key, as the events leave them: `r`, `c` and `u` write the after
 /// image, `d` removes the row. Columns are those of `columns[table]`.
 type Tables = BTreeMap<String, BTreeMap<String, Vec<String>>>;
@@ -146,7 +191,10 @@ fn apply(events: &str, columns: &BTreeMap<&str, Vec<&str>>, tables: &mut Tables)
         let rows = tables.entry(table).or_default();
         match op {
             "r" | "c" | "u" => {
-                rows.insert(key, cols.iter().map(|c| text(&image[*c])).collect());
+                rows.insert(
+                    key,
+                    cols.iter().map(|c| column_text(c, &image[*c])).collect(),
+                );
             }
             "d" => {
                 rows.remove(&key);
@@ -168,7 +216,7 @@ async fn primary_rows(c: &mut mysql_async::Conn, columns: &BTreeMap<&str, Vec<&s
         };
         let list = cols
             .iter()
-            .map(|c| format!("CAST({c} AS CHAR)"))
+            .map(|c| primary_expr(c))
             .collect::<Vec<_>>()
             .join(", ");
         let read: Vec<mysql_async::Row> = c
@@ -226,6 +274,7 @@ fn debezium_reads_a_snapshot_then_the_stream_and_resumes_from_its_offsets() {
     let columns: BTreeMap<&str, Vec<&str>> = [
         ("events", vec!["kind", "amount"]),
         ("items", vec!["name", "qty", "price"]),
+        ("clocks", vec!["t", "flag", "bits"]),
     ]
     .into_iter()
     .collect();
@@ -270,6 +319,7 @@ fn debezium_reads_a_snapshot_then_the_stream_and_resumes_from_its_offsets() {
     let columns: BTreeMap<&str, Vec<&str>> = [
         ("events", vec!["kind", "amount"]),
         ("items", vec!["name", "qty", "price", "tier"]),
+        ("clocks", vec!["t", "flag", "bits"]),
     ]
     .into_iter()
     .collect();

@@ -160,6 +160,90 @@ fn binary_literals_keep_their_bytes() {
     });
 }
 
+/// TIME and BIT columns through the driver: the text protocol and prepared statements (the
+/// binary TIME form, BIT's bytes), and a TIME parameter.
+#[test]
+fn time_and_bit_columns_over_both_protocols() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let node = start_primary(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut c = connect(node.addr, Some("test")).await;
+        c.query_drop("CREATE TABLE tb (id INT PRIMARY KEY, t TIME(3), b BIT(10))")
+            .await
+            .expect("create");
+        c.query_drop(
+            "INSERT INTO tb VALUES (1, '-1 02:03:04.5', b'1000000001'), (2, '00:00:00', 0)",
+        )
+        .await
+        .expect("insert");
+        // A TIME parameter in the binary form: 838:59:59 as 34 days 22:59:59.
+        c.exec_drop(
+            "INSERT INTO tb VALUES (?, ?, ?)",
+            (3, Value::Time(false, 34, 22, 59, 59, 0), 5),
+        )
+        .await
+        .expect("insert a TIME parameter");
+        let text: Vec<Row> = c
+            .query("SELECT t, b FROM tb ORDER BY id")
+            .await
+            .expect("text protocol");
+        let binary: Vec<Row> = c
+            .exec("SELECT t, b FROM tb WHERE id > ? ORDER BY id", (0,))
+            .await
+            .expect("binary protocol");
+        for rows in [&text, &binary] {
+            assert_eq!(rows[0].columns_ref()[0].column_type() as u8, 11);
+            assert_eq!(rows[0].columns_ref()[1].column_type() as u8, 16);
+        }
+        let values = |rows: &[Row]| -> Vec<(Value, Value)> {
+            rows.iter()
+                .map(|r| {
+                    (
+                        r.as_ref(0).cloned().expect("t"),
+                        r.as_ref(1).cloned().expect("b"),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            values(&text),
+            [
+                (
+                    Value::Bytes(b"-26:03:04.500".to_vec()),
+                    Value::Bytes(vec![2, 1])
+                ),
+                (
+                    Value::Bytes(b"00:00:00.000".to_vec()),
+                    Value::Bytes(vec![0, 0])
+                ),
+                (
+                    Value::Bytes(b"838:59:59.000".to_vec()),
+                    Value::Bytes(vec![0, 5])
+                ),
+            ]
+        );
+        assert_eq!(
+            values(&binary),
+            [
+                (
+                    Value::Time(true, 1, 2, 3, 4, 500_000),
+                    Value::Bytes(vec![2, 1])
+                ),
+                (Value::Time(false, 0, 0, 0, 0, 0), Value::Bytes(vec![0, 0])),
+                (
+                    Value::Time(false, 34, 22, 59, 59, 0),
+                    Value::Bytes(vec![0, 5])
+                ),
+            ]
+        );
+        let hit: Option<i64> = c
+            .exec_first("SELECT id FROM tb WHERE t = ?", ("-26:03:04.5",))
+            .await
+            .expect("a TIME compared with a string parameter");
+        assert_eq!(hit, Some(1));
+    });
+}
+
 #[test]
 fn sessions_have_their_own_variables_and_transactions() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -310,9 +310,10 @@ fn from_wire(v: mysql_async::Value, ty: &ColumnType) -> Value {
         W::Float(f) => Value::Float(f),
         W::Double(d) => Value::Double(d),
         W::Bytes(b) => match ty {
-            ColumnType::Binary { .. } | ColumnType::VarBinary { .. } | ColumnType::Blob { .. } => {
-                Value::Bytes(b)
-            }
+            ColumnType::Binary { .. }
+            | ColumnType::VarBinary { .. }
+            | ColumnType::Blob { .. }
+            | ColumnType::Bit { .. } => Value::Bytes(b),
             _ => match String::from_utf8(b) {
                 Ok(s) => Value::Text(s),
                 Err(e) => Value::Bytes(e.into_bytes()),
@@ -338,11 +339,11 @@ fn from_wire(v: mysql_async::Value, ty: &ColumnType) -> Value {
                 _ => Value::DateTime(dt),
             }
         }
-        W::Time(neg, d, h, m, s, us) => Value::Text(format!(
-            "{}{}:{m:02}:{s:02}.{us:06}",
-            if neg { "-" } else { "" },
-            d * 24 + u32::from(h)
-        )),
+        W::Time(neg, d, h, m, s, us) => {
+            let secs = ((i64::from(d) * 24 + i64::from(h)) * 60 + i64::from(m)) * 60 + i64::from(s);
+            let us = secs * 1_000_000 + i64::from(us);
+            Value::Time(if neg { -us } else { us })
+        }
     }
 }
 
@@ -387,5 +388,21 @@ mod tests {
             &ColumnType::Timestamp { fsp: 6 },
         );
         assert_eq!(v, Value::Timestamp(1_000_005));
+    }
+
+    /// A TIME read in the binary protocol and a BIT's bytes in the text one come back as
+    /// the values the node holds.
+    #[test]
+    fn wire_times_and_bits() {
+        let t = ColumnType::Time { fsp: 6 };
+        let v = from_wire(mysql_async::Value::Time(true, 1, 2, 3, 4, 5), &t);
+        assert_eq!(v, Value::Time(-(93_784_000_000 + 5)));
+        let b = ColumnType::Bit { width: 12 };
+        let col = ColumnDef::plain("b", b.clone(), true);
+        let v = from_wire(mysql_async::Value::Bytes(vec![0x0f, 0xff]), &b);
+        assert_eq!(
+            ringrep_engine::types::restore(v, &col, 1, 0).expect("restore"),
+            Value::Bit(0xfff)
+        );
     }
 }

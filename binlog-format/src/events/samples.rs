@@ -111,6 +111,8 @@ pub fn all_values() -> Vec<Value> {
         }),
         Value::Timestamp(1_700_000_000_123_000),
         Value::Json("{\"a\":1}".into()),
+        Value::Time(-3_020_399_000_000),
+        Value::Bit(0b1_0110),
     ]
 }
 

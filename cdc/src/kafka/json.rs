@@ -7,7 +7,8 @@ use binlog_format::value::{format_datetime, DateTime, Value};
 
 /// A value as JSON: integers as numbers, DECIMAL as a string (no precision lost), bytes as
 /// lowercase hex, DATE `YYYY-MM-DD`, DATETIME `YYYY-MM-DD HH:MM:SS.ffffff`, TIMESTAMP as UTC
-/// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, JSON embedded as JSON, non-finite floats as strings.
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, TIME `[-]HH:MM:SS.ffffff`, BIT as its number, JSON
+/// embedded as JSON, non-finite floats as strings.
 pub fn value_json(v: &Value) -> Json {
     match v {
         Value::Null => Json::Null,
@@ -25,6 +26,8 @@ pub fn value_json(v: &Value) -> Json {
             json!(format_datetime(&DateTime::from_epoch_micros(*us), 6).replace(' ', "T") + "Z")
         }
         Value::Json(s) => serde_json::from_str(s).unwrap_or_else(|_| json!(s)),
+        Value::Time(us) => json!(binlog_format::value::format_time(*us, 6)),
+        Value::Bit(b) => json!(b),
     }
 }
 

@@ -15,9 +15,11 @@ pub(crate) mod code {
     pub(crate) const INT24: u8 = 9;
     pub(crate) const DATE: u8 = 10;
     pub(crate) const YEAR: u8 = 13;
+    pub(crate) const BIT: u8 = 16;
     pub(crate) const VARCHAR: u8 = 15;
     pub(crate) const TIMESTAMP2: u8 = 17;
     pub(crate) const DATETIME2: u8 = 18;
+    pub(crate) const TIME2: u8 = 19;
     pub(crate) const JSON: u8 = 245;
     pub(crate) const NEWDECIMAL: u8 = 246;
     pub(crate) const BLOB: u8 = 252;
@@ -58,6 +60,8 @@ pub(crate) fn type_code(ty: &ColumnType) -> u8 {
         ColumnType::Year => code::YEAR,
         ColumnType::DateTime { .. } => code::DATETIME2,
         ColumnType::Timestamp { .. } => code::TIMESTAMP2,
+        ColumnType::Time { .. } => code::TIME2,
+        ColumnType::Bit { .. } => code::BIT,
     }
 }
 
@@ -100,7 +104,11 @@ pub(crate) fn metadata(ty: &ColumnType, out: &mut Vec<u8>) {
         }
         ColumnType::Text { size } | ColumnType::Blob { size } => out.push(lob_prefix(size)),
         ColumnType::Json => out.push(4),
-        ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => out.push(*fsp),
+        ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } | ColumnType::Time { fsp } => {
+            out.push(*fsp)
+        }
+        // The bits past the whole bytes, then the whole bytes (MySQL's Field_bit).
+        ColumnType::Bit { width } => out.extend_from_slice(&[width % 8, width / 8]),
         // An ENUM is a STRING whose metadata names the real type and the index's bytes.
         ColumnType::Enum { values } => out.extend_from_slice(&[code::ENUM, enum_bytes(values)]),
         ColumnType::Set { values } => out.extend_from_slice(&[code::SET, set_bytes(values)]),
@@ -297,6 +305,53 @@ pub(crate) fn value(ty: &ColumnType, v: &Value, out: &mut Vec<u8>) {
             out.extend_from_slice(&(secs.clamp(0, u32::MAX as i64) as u32).to_be_bytes());
             fraction(micros, *fsp, out);
         }
+        ColumnType::Time { fsp } => {
+            let us = match v {
+                Value::Time(us) => *us,
+                _ => 0,
+            };
+            time2(us, *fsp, out);
+        }
+        // ceil(M / 8) bytes, big endian.
+        ColumnType::Bit { width } => {
+            let bits = match v {
+                Value::Bit(b) | Value::UInt(b) => *b,
+                other => int_of(other) as u64,
+            };
+            out.extend_from_slice(&binlog_format::value::bit_bytes(bits, *width));
+        }
+    }
+}
+
+/// MySQL's TIME2 (`my_time_packed_to_binary`): the packed time `±((h << 12 | m << 6 | s) <<
+/// 24 | micros)` in 3 bytes plus 0 to 3 bytes of fraction, or 6 bytes at fsp 5 and 6, offset
+/// so that the bytes sort as the times do. A negative time's fraction is stored as its
+/// complement, with the integer part one lower, as MySQL does.
+fn time2(us: i64, fsp: u8, out: &mut Vec<u8>) {
+    let a = us.unsigned_abs();
+    let secs = a / 1_000_000;
+    let unit = 10u64.pow(6 - u32::from(fsp.min(6)));
+    let micros = (a % 1_000_000) / unit * unit;
+    let hms = ((secs / 3600) << 12) | ((secs % 3600 / 60) << 6) | (secs % 60);
+    let packed = ((hms << 24) | micros) as i64;
+    let nr = if us < 0 { -packed } else { packed };
+    const INT_OFS: i64 = 0x80_0000;
+    let int3 = |out: &mut Vec<u8>| {
+        out.extend_from_slice(&((INT_OFS + (nr >> 24)) as u32).to_be_bytes()[1..])
+    };
+    // C's remainder: negative for a negative time with a fraction.
+    let frac = nr % (1 << 24);
+    match fsp {
+        1 | 2 => {
+            int3(out);
+            out.push((frac / 10_000) as i8 as u8);
+        }
+        3 | 4 => {
+            int3(out);
+            out.extend_from_slice(&((frac / 100) as i16).to_be_bytes());
+        }
+        5 | 6 => out.extend_from_slice(&((nr + 0x8000_0000_0000) as u64).to_be_bytes()[2..]),
+        _ => int3(out),
     }
 }
 
@@ -497,6 +552,43 @@ mod tests {
         assert_eq!(dec("0.00", 4, 2), vec![0x80, 0x00]);
         assert_eq!(dec("12.50", 8, 2), vec![0x80, 0x00, 0x0C, 0x32]);
         assert_eq!(dec("-12.50", 8, 2), vec![0x7F, 0xFF, 0xF3, 0xCD]);
+    }
+
+    /// TIME2 bytes as MySQL 8 writes them (values from its `my_time_packed_to_binary`).
+    #[test]
+    fn times_encode_as_mysql_writes_them() {
+        let t = |us: i64, fsp: u8| {
+            let mut out = Vec::new();
+            time2(us, fsp, &mut out);
+            out
+        };
+        // 12:34:56: hms = 12 << 12 | 34 << 6 | 56 = 0xC8B8.
+        assert_eq!(t(45_296_000_000, 0), vec![0x80, 0xC8, 0xB8]);
+        assert_eq!(t(-45_296_000_000, 0), vec![0x7F, 0x37, 0x48]);
+        assert_eq!(t(0, 0), vec![0x80, 0x00, 0x00]);
+        // 838:59:59 = 0x346EFB.
+        assert_eq!(t(3_020_399_000_000, 0), vec![0xB4, 0x6E, 0xFB]);
+        // -00:00:01.5 at fsp 1: integer part -2, fraction 0x100 - 50.
+        assert_eq!(t(-1_500_000, 1), vec![0x7F, 0xFF, 0xFE, 0xCE]);
+        assert_eq!(t(1_500_000, 2), vec![0x80, 0x00, 0x01, 50]);
+        assert_eq!(t(1_500_000, 3), vec![0x80, 0x00, 0x01, 0x13, 0x88]);
+        assert_eq!(t(-1_500_000, 4), vec![0x7F, 0xFF, 0xFE, 0xEC, 0x78]);
+        // fsp 6: the whole packed value in 6 bytes.
+        assert_eq!(t(1_000_001, 6), vec![0x80, 0x00, 0x01, 0x00, 0x00, 0x01]);
+        assert_eq!(t(-1_000_001, 6), vec![0x7F, 0xFF, 0xFE, 0xFF, 0xFF, 0xFF]);
+    }
+
+    #[test]
+    fn bits_take_mysqls_metadata_and_bytes() {
+        let mut m = Vec::new();
+        metadata(&ColumnType::Bit { width: 10 }, &mut m);
+        metadata(&ColumnType::Bit { width: 64 }, &mut m);
+        assert_eq!(m, vec![2, 1, 0, 8]);
+        let mut out = Vec::new();
+        value(&ColumnType::Bit { width: 10 }, &Value::Bit(0x201), &mut out);
+        assert_eq!(out, vec![0x02, 0x01]);
+        assert_eq!(type_code(&ColumnType::Bit { width: 1 }), 16);
+        assert_eq!(type_code(&ColumnType::Time { fsp: 0 }), 19);
     }
 
     #[test]

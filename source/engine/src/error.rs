@@ -145,8 +145,10 @@ pub mod code {
     pub const ER_CANNOT_ADD_FOREIGN: Code = Code::new(1215, "HY000");
     /// A column COMMENT over 1024 characters.
     pub const ER_TOO_LONG_FIELD_COMMENT: Code = Code::new(1629, "HY000");
-    /// A FLOAT's or DOUBLE's `(M, D)` with M over 255.
+    /// A FLOAT's or DOUBLE's `(M, D)` with M over 255, a BIT's width over 64.
     pub const ER_TOO_BIG_DISPLAYWIDTH: Code = Code::new(1439, "42000");
+    /// BIT(0).
+    pub const ER_INVALID_FIELD_SIZE: Code = Code::new(3013, "HY000");
     /// A column assigned twice in one statement.
     pub const ER_FIELD_SPECIFIED_TWICE: Code = Code::new(1110, "42000");
     /// An ALTER that cannot run with the ALGORITHM asked for.

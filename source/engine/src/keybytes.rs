@@ -75,6 +75,14 @@ pub(crate) fn push_value(v: &Value, out: &mut Vec<u8>) {
             out.push(9);
             push_escaped(s.as_bytes(), out);
         }
+        Value::Time(t) => {
+            out.push(10);
+            out.extend_from_slice(&((*t as u64) ^ (1 << 63)).to_be_bytes());
+        }
+        Value::Bit(b) => {
+            out.push(11);
+            out.extend_from_slice(&b.to_be_bytes());
+        }
     }
 }
 
@@ -252,6 +260,9 @@ mod tests {
             }),
             (any::<i64>()).prop_map(Value::Timestamp),
             "[{}a]{0,3}".prop_map(Value::Json),
+            any::<i64>().prop_map(Value::Time),
+            (-5i64..5).prop_map(Value::Time),
+            any::<u64>().prop_map(Value::Bit),
         ]
     }
 

@@ -1,7 +1,7 @@
 //! Converting values to column types as MySQL does in strict mode, and column defaults.
 
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType};
-use binlog_format::value::{days_from_civil, Date, DateTime, Value};
+use binlog_format::value::{days_from_civil, Date, DateTime, Value, TIME_MAX_MICROS};
 
 use crate::error::{code, Error, Result};
 
@@ -150,11 +150,38 @@ fn fixed_real(f: f64, m: u8, d: u8) -> Option<f64> {
     (r.abs() <= real_max(m, d)).then_some(r)
 }
 
+/// A TIME as MySQL's number of it, `[-]HHMMSS` (rounded to `fsp` fraction digits, which
+/// the caller then drops or keeps): 12:34:56 is 123456.
+pub fn time_hhmmss(us: i64, fsp: u8) -> i64 {
+    let r = round_time(us, fsp);
+    let a = r.unsigned_abs() / 1_000_000;
+    let n = (a / 3600 * 10_000 + a % 3600 / 60 * 100 + a % 60) as i64;
+    if r < 0 {
+        -n
+    } else {
+        n
+    }
+}
+
+/// A TIME's number with its fraction, as DECIMAL text: `-123456.500000` for
+/// -12:34:56.5 (six digits; the caller trims them).
+pub fn time_number_text(us: i64) -> String {
+    let n = time_hhmmss(us - us % 1_000_000, 0);
+    let frac = us.unsigned_abs() % 1_000_000;
+    let sign = if us < 0 && n == 0 { "-" } else { "" };
+    if frac == 0 {
+        format!("{sign}{n}")
+    } else {
+        format!("{sign}{n}.{frac:06}")
+    }
+}
+
 /// The text of a numeric value for decimal conversion.
 fn numeric_text(v: &Value) -> Option<String> {
     match v {
         Value::Int(i) => Some(i.to_string()),
-        Value::UInt(u) => Some(u.to_string()),
+        Value::UInt(u) | Value::Bit(u) => Some(u.to_string()),
+        Value::Time(us) => Some(time_number_text(*us)),
         Value::Float(f) => Some(format!("{f:e}")),
         Value::Double(f) => Some(format!("{f:e}")),
         Value::Decimal(s) | Value::Text(s) => Some(s.trim().to_string()),
@@ -250,7 +277,8 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
         ColumnType::Integer { width, unsigned } => {
             let n: i128 = match &v {
                 Value::Int(i) => i128::from(*i),
-                Value::UInt(u) => i128::from(*u),
+                Value::UInt(u) | Value::Bit(u) => i128::from(*u),
+                Value::Time(us) => i128::from(time_hhmmss(*us, 0)),
                 Value::Float(_)
                 | Value::Double(_)
                 | Value::Decimal(_)
@@ -468,7 +496,245 @@ pub fn coerce(v: Value, col: &ColumnDef, row: usize, tz: TzOffset) -> Result<Val
             }
             Ok(Value::Timestamp(us))
         }
+        ColumnType::Time { fsp } => {
+            // Anything that is no TIME or lies past its range is "Incorrect time value" in
+            // strict mode, as MySQL says it (`convert` tells them apart when lenient).
+            let wrong = || {
+                Error::new(
+                    code::ER_TRUNCATED_WRONG_VALUE,
+                    format!(
+                        "Incorrect time value: '{}' for column '{name}' at row {row}",
+                        text_of(&v)
+                    ),
+                )
+            };
+            let us = round_time(time_of(&v, tz).map_err(|_| wrong())?, *fsp);
+            if us.abs() > TIME_MAX_MICROS {
+                return Err(wrong());
+            }
+            Ok(Value::Time(us))
+        }
+        ColumnType::Bit { width } => match bit_of(&v) {
+            Some(b) if b & !bit_mask(*width) == 0 => Ok(Value::Bit(b)),
+            _ => Err(too_long(name, row)),
+        },
     }
+}
+
+/// All the bits of a BIT(width).
+pub fn bit_mask(width: u8) -> u64 {
+    if width >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << width) - 1
+    }
+}
+
+/// The bits a BIT column takes from `v`, as MySQL's `Field_bit::store` reads it: a number as
+/// its two's-complement 64 bits (a fraction rounded), a string or byte string as its bytes,
+/// big endian; `None` past 8 bytes (leading zero bytes not counted).
+pub fn bit_of(v: &Value) -> Option<u64> {
+    match v {
+        Value::Bit(b) | Value::UInt(b) => Some(*b),
+        Value::Int(i) => Some(*i as u64),
+        Value::Float(_) | Value::Double(_) | Value::Decimal(_) => {
+            let text = numeric_text(v)?;
+            let (neg, int, frac) = parse_decimal(&text)?;
+            let (rounded, _) = round_decimal(neg, &int, &frac, 0);
+            let n: i128 = rounded.parse().ok()?;
+            if n < i128::from(i64::MIN) || n > i128::from(u64::MAX) {
+                return None;
+            }
+            Some(n as u64)
+        }
+        Value::Bytes(b) => bytes_number(b),
+        Value::Text(s) => bytes_number(&raw_bytes(s)),
+        other => bytes_number(text_of(other).as_bytes()),
+    }
+}
+
+/// A BIT value's bytes as a string takes them: big endian, as few as its bits need (one for
+/// zero).
+pub fn bit_min_bytes(b: u64) -> Vec<u8> {
+    binlog_format::value::bit_bytes(b, (64 - b.leading_zeros()).max(1) as u8)
+}
+
+/// Bytes as a big-endian number; `None` past 8 significant bytes.
+pub fn bytes_number(b: &[u8]) -> Option<u64> {
+    let start = b.iter().position(|&x| x != 0).unwrap_or(b.len());
+    let b = &b[start..];
+    (b.len() <= 8).then(|| b.iter().fold(0u64, |n, &x| (n << 8) | u64::from(x)))
+}
+
+/// Why a value is no TIME.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeError {
+    /// Not a time at all (`'abc'`: "Data truncated" when stored leniently, as 00:00:00).
+    Invalid,
+    /// Minutes or seconds past 59 (`'12:60:00'`: out of range when stored leniently, as
+    /// 00:00:00).
+    BadField,
+    /// A time past ±838:59:59: the nearest end of the range, signed (1264).
+    OutOfRange(i64),
+}
+
+/// Rounds a TIME's microseconds to `fsp` digits, halves away from zero, as MySQL rounds them
+/// on insert.
+pub fn round_time(us: i64, fsp: u8) -> i64 {
+    let unit = 10i64.pow(6 - u32::from(fsp.min(6)));
+    let a = us.abs();
+    let r = (a + unit / 2) / unit * unit;
+    if us < 0 {
+        -r
+    } else {
+        r
+    }
+}
+
+fn clip_time(negative: bool) -> TimeError {
+    TimeError::OutOfRange(if negative {
+        -TIME_MAX_MICROS
+    } else {
+        TIME_MAX_MICROS
+    })
+}
+
+/// A TIME in microseconds from any value, as MySQL converts one: a time as it is, a
+/// DATETIME's or TIMESTAMP's time of day (the latter in the session's zone), a DATE's
+/// midnight, a number as `[H..]HHMMSS[.ffffff]`, text as [`parse_time_text`] reads it.
+pub fn time_of(v: &Value, tz: TzOffset) -> std::result::Result<i64, TimeError> {
+    match v {
+        Value::Time(us) => Ok(*us),
+        Value::DateTime(dt) => Ok(dt.to_epoch_micros().rem_euclid(86_400_000_000)),
+        Value::Timestamp(us) => Ok((us + tz * 1_000_000).rem_euclid(86_400_000_000)),
+        Value::Date(_) => Ok(0),
+        Value::Int(_) | Value::UInt(_) | Value::Bit(_) | Value::Decimal(_) => {
+            let text = match v {
+                Value::Bit(b) => b.to_string(),
+                other => numeric_text(other).unwrap_or_default(),
+            };
+            time_number(&text)
+        }
+        Value::Float(_) | Value::Double(_) => {
+            let f = match v {
+                Value::Float(f) => f64::from(*f),
+                Value::Double(f) => *f,
+                _ => 0.0,
+            };
+            if !f.is_finite() {
+                return Err(TimeError::Invalid);
+            }
+            time_number(&format!("{f:.6}"))
+        }
+        other => parse_time_text(&text_of(other)),
+    }
+}
+
+/// A number's text (`-123456.5`, `1.5e3`) as `[H..]HHMMSS[.ffffff]`; fourteen digits and
+/// more are a `YYYYMMDDHHMMSS` date and time, whose time is taken.
+fn time_number(text: &str) -> std::result::Result<i64, TimeError> {
+    let (neg, int, frac) = parse_decimal(text).ok_or(TimeError::Invalid)?;
+    let int = int.trim_start_matches('0');
+    let n: u64 = if int.is_empty() {
+        0
+    } else {
+        int.parse().map_err(|_| clip_time(neg))?
+    };
+    let n = if n >= 10_000_000_000 {
+        // YYYYMMDDHHMMSS: the time of day.
+        n % 1_000_000
+    } else if n > 8_385_959 {
+        return Err(clip_time(neg));
+    } else {
+        n
+    };
+    hms_micros(neg, n / 10_000, n / 100 % 100, n % 100, &frac)
+}
+
+/// `h:m:s.frac` as signed microseconds: minutes and seconds below 60 (else not a time),
+/// the fraction's seventh digit rounding, past 838:59:59 out of range.
+fn hms_micros(
+    neg: bool,
+    h: u64,
+    m: u64,
+    s: u64,
+    frac: &str,
+) -> std::result::Result<i64, TimeError> {
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(TimeError::Invalid);
+    }
+    if m > 59 || s > 59 {
+        return Err(TimeError::BadField);
+    }
+    let mut f: String = frac.chars().take(6).collect();
+    while f.len() < 6 {
+        f.push('0');
+    }
+    let mut micros: u64 = f.parse().map_err(|_| TimeError::Invalid)?;
+    if frac.as_bytes().get(6).is_some_and(|&b| b >= b'5') {
+        micros += 1;
+    }
+    if h > 838 {
+        return Err(clip_time(neg));
+    }
+    let us = ((h * 3600 + m * 60 + s) * 1_000_000 + micros) as i64;
+    if us > TIME_MAX_MICROS {
+        return Err(clip_time(neg));
+    }
+    Ok(if neg { -us } else { us })
+}
+
+/// A TIME's text as MySQL reads it: `[-][D ]HH:MM[:SS][.ffffff]`, `[-]HHMMSS[.ffffff]` (or
+/// `MMSS`, `SS`) without colons, or a date and time, whose time is taken.
+pub fn parse_time_text(s: &str) -> std::result::Result<i64, TimeError> {
+    let t = s.trim();
+    if let Some(dt) = parse_datetime_text(t) {
+        if t.contains('-') && !t.starts_with('-') {
+            return Ok(dt.to_epoch_micros().rem_euclid(86_400_000_000));
+        }
+    }
+    let (neg, rest) = match t.strip_prefix('-') {
+        Some(r) => (true, r.trim_start()),
+        None => (false, t.strip_prefix('+').unwrap_or(t)),
+    };
+    let (main, frac) = rest.split_once('.').unwrap_or((rest, ""));
+    if main.is_empty() || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(TimeError::Invalid);
+    }
+    let number = |x: &str| -> std::result::Result<u64, TimeError> {
+        if x.is_empty() || x.len() > 12 || !x.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(TimeError::Invalid);
+        }
+        x.parse().map_err(|_| TimeError::Invalid)
+    };
+    // `D HH[:MM[:SS]]`: days, then hours.
+    let (days, clock) = match main.split_once(' ') {
+        Some((d, c)) => (Some(number(d)?), c.trim_start()),
+        None => (None, main),
+    };
+    if days.is_none() && !clock.contains(':') {
+        // Digits only: [H..]HHMMSS.
+        let n = number(clock)?;
+        if n > 8_385_959 {
+            return if n >= 10_000_000_000 {
+                time_number(&format!("{n}.{frac}"))
+            } else {
+                Err(clip_time(neg))
+            };
+        }
+        return hms_micros(neg, n / 10_000, n / 100 % 100, n % 100, frac);
+    }
+    let mut parts = clock.split(':');
+    let h = number(parts.next().unwrap_or(""))?;
+    let m = parts.next().map(number).transpose()?.unwrap_or(0);
+    let sec = parts.next().map(number).transpose()?.unwrap_or(0);
+    if parts.next().is_some() || (days.is_some() && h > 23) {
+        return Err(TimeError::Invalid);
+    }
+    if days.is_some_and(|d| d > 34) {
+        return Err(clip_time(neg));
+    }
+    hms_micros(neg, days.unwrap_or(0) * 24 + h, m, sec, frac)
 }
 
 /// A YEAR's value for `v` as MySQL reads it: 1901 to 2155 as they are, a number from 1 to 69
@@ -672,9 +938,35 @@ pub fn convert(
         Err(e) => e,
     };
     let warning = |c: u16, m: String| Some((c, m));
+    let c_range = || code::ER_WARN_DATA_OUT_OF_RANGE.number;
     let c = e.code;
     let adjusted = if c == code::ER_BAD_NULL_ERROR {
         Some((zero_value(&col.ty), warning(c, e.message.clone())))
+    } else if let (true, ColumnType::Time { .. }) = (c == code::ER_TRUNCATED_WRONG_VALUE, &col.ty) {
+        // A TIME past its range is its nearest end, minutes or seconds past 59 00:00:00,
+        // both "out of range"; text that is no time 00:00:00, "data truncated".
+        let range = |us| {
+            Some((
+                Value::Time(us),
+                warning(c_range(), out_of_range(name, row).message),
+            ))
+        };
+        match time_of(&v, tz) {
+            Err(TimeError::OutOfRange(us)) => range(us),
+            Err(TimeError::BadField) => range(0),
+            Err(TimeError::Invalid) => Some((
+                Value::Time(0),
+                warning(code::WARN_DATA_TRUNCATED.number, truncated(name, row)),
+            )),
+            Ok(us) => range(if us < 0 {
+                -TIME_MAX_MICROS
+            } else {
+                TIME_MAX_MICROS
+            }),
+        }
+    } else if let (true, ColumnType::Bit { width }) = (c == code::ER_DATA_TOO_LONG, &col.ty) {
+        // A BIT too long for its column takes all its bits, as MySQL stores it.
+        Some((Value::Bit(bit_mask(*width)), warning(c, e.message.clone())))
     } else if c == code::ER_DATA_TOO_LONG {
         cut_to_fit(v, &col.ty).map(|x| {
             let w = warning(code::WARN_DATA_TRUNCATED.number, truncated(name, row));
@@ -841,6 +1133,12 @@ fn clipped(v: &Value, ty: &ColumnType) -> Option<Value> {
         }
         // A YEAR out of its range is 0, as MySQL stores it.
         ColumnType::Year => Some(Value::Int(0)),
+        // A TIME out of its range is the nearest end of it.
+        ColumnType::Time { .. } => Some(Value::Time(match time_of(v, 0) {
+            Err(TimeError::OutOfRange(us)) => us,
+            _ if negative => -TIME_MAX_MICROS,
+            _ => TIME_MAX_MICROS,
+        })),
         ColumnType::Float | ColumnType::Real { double: false, .. } => {
             Some(Value::Float(if negative { f32::MIN } else { f32::MAX }))
         }
@@ -863,6 +1161,7 @@ fn too_long(col: &str, row: usize) -> Error {
 fn into_text(v: Value) -> String {
     match v {
         Value::Text(s) => s,
+        Value::Bit(b) => String::from_utf8_lossy(&bit_min_bytes(b)).into_owned(),
         Value::Bytes(b) => String::from_utf8(b)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         other => other.to_string(),
@@ -939,6 +1238,7 @@ fn check_utf8(s: &str, col: &str, row: usize) -> Result<()> {
 fn into_bytes(v: Value) -> Vec<u8> {
     match v {
         Value::Bytes(b) => b,
+        Value::Bit(b) => bit_min_bytes(b),
         Value::Text(s) => raw_bytes(&s),
         other => text_of(&other).into_bytes(),
     }
@@ -1017,6 +1317,8 @@ pub fn zero_value(ty: &ColumnType) -> Value {
         ColumnType::Enum { values } => Value::Text(values.first().cloned().unwrap_or_default()),
         ColumnType::Set { .. } => Value::Text(String::new()),
         ColumnType::Year => Value::Int(0),
+        ColumnType::Time { .. } => Value::Time(0),
+        ColumnType::Bit { .. } => Value::Bit(0),
     }
 }
 
@@ -1356,5 +1658,98 @@ mod tests {
         );
         assert!(coerce(Value::Text("2024-02-30".into()), &t, 1, 0).is_err());
         assert!(coerce(Value::Text("2040-01-01".into()), &t, 1, 0).is_err());
+    }
+
+    /// TIME from strings and numbers as MySQL 8 reads them, with its errors.
+    #[test]
+    fn times_parse_round_and_check_their_range() {
+        let t = col(ColumnType::Time { fsp: 0 });
+        let t3 = col(ColumnType::Time { fsp: 3 });
+        let us = |h: i64, m: i64, s: i64| ((h * 60 + m) * 60 + s) * 1_000_000;
+        let ok = |c: &ColumnDef, v: Value| coerce(v, c, 1, 0).map_err(|e| e.code);
+        let text = |s: &str| Value::Text(s.into());
+        assert_eq!(ok(&t, text("12:34:56")), Ok(Value::Time(us(12, 34, 56))));
+        assert_eq!(ok(&t, text("-1 02:03:04")), Ok(Value::Time(-us(26, 3, 4))));
+        assert_eq!(ok(&t, text("123456")), Ok(Value::Time(us(12, 34, 56))));
+        assert_eq!(ok(&t, text("1234")), Ok(Value::Time(us(0, 12, 34))));
+        assert_eq!(ok(&t, text("12:34")), Ok(Value::Time(us(12, 34, 0))));
+        assert_eq!(ok(&t, text("838:59:59")), Ok(Value::Time(us(838, 59, 59))));
+        assert_eq!(
+            ok(&t, text("-838:59:59")),
+            Ok(Value::Time(-us(838, 59, 59)))
+        );
+        assert_eq!(
+            ok(&t, text("2024-01-02 03:04:05")),
+            Ok(Value::Time(us(3, 4, 5)))
+        );
+        assert_eq!(ok(&t, Value::Int(123456)), Ok(Value::Time(us(12, 34, 56))));
+        assert_eq!(ok(&t, Value::Int(-5)), Ok(Value::Time(-us(0, 0, 5))));
+        assert_eq!(
+            ok(&t3, Value::Decimal("123456.7891".into())),
+            Ok(Value::Time(us(12, 34, 56) + 789_000))
+        );
+        // Rounded to the column's digits.
+        assert_eq!(ok(&t, text("12:34:56.5")), Ok(Value::Time(us(12, 34, 57))));
+        assert_eq!(ok(&t3, text("00:00:00.0005")), Ok(Value::Time(1000)));
+        // Past the range or not a time: 1292 in strict mode, as MySQL 8 says both.
+        for bad in [
+            text("839:00:00"),
+            text("35 00:00:00"),
+            Value::Int(8_400_000),
+            text("838:59:59.5"),
+            text("12:60:00"),
+            text("abc"),
+            Value::Int(1270),
+        ] {
+            assert_eq!(ok(&t, bad.clone()), Err(1292), "{bad:?}");
+        }
+        let e = coerce(text("839:00:00"), &t, 1, 0).expect_err("range");
+        assert_eq!(
+            e.message,
+            "Incorrect time value: '839:00:00' for column 'c' at row 1"
+        );
+        // INSERT IGNORE: the range's end, or 00:00:00, with MySQL's warnings.
+        for (v, stored, warned) in [
+            (text("-900:00:00"), -us(838, 59, 59), 1264),
+            (text("12:60:00"), 0, 1264),
+            (text("bad"), 0, 1265),
+        ] {
+            let (got, w) = convert(v, &t, 1, 0, true).expect("lenient");
+            assert_eq!(got, Value::Time(stored));
+            assert_eq!(w.map(|w| w.0), Some(warned));
+        }
+        // As a number: HHMMSS.
+        assert_eq!(
+            coerce(
+                Value::Time(-us(12, 34, 56)),
+                &col(ColumnType::Integer {
+                    width: binlog_format::schema::IntWidth::Int,
+                    unsigned: false
+                }),
+                1,
+                0
+            ),
+            Ok(Value::Int(-123456))
+        );
+    }
+
+    /// BIT takes numbers as their bits and strings as their bytes; too many bits is 1406
+    /// (all ones, with the warning, under INSERT IGNORE).
+    #[test]
+    fn bits_take_numbers_and_bytes() {
+        let b5 = col(ColumnType::Bit { width: 5 });
+        let b64 = col(ColumnType::Bit { width: 64 });
+        let ok = |c: &ColumnDef, v: Value| coerce(v, c, 1, 0).map_err(|e| e.code);
+        assert_eq!(ok(&b5, Value::Int(31)), Ok(Value::Bit(31)));
+        assert_eq!(ok(&b5, Value::Bytes(vec![0, 5])), Ok(Value::Bit(5)));
+        assert_eq!(ok(&b5, Value::Text("\u{1}".into())), Ok(Value::Bit(1)));
+        assert_eq!(ok(&b5, Value::Decimal("2.5".into())), Ok(Value::Bit(3)));
+        assert_eq!(ok(&b5, Value::Int(32)), Err(1406));
+        assert_eq!(ok(&b5, Value::Int(-1)), Err(1406));
+        assert_eq!(ok(&b64, Value::Int(-1)), Ok(Value::Bit(u64::MAX)));
+        assert_eq!(ok(&b64, Value::Bytes(vec![1; 9])), Err(1406));
+        let (v, w) = convert(Value::Int(99), &b5, 1, 0, true).expect("lenient");
+        assert_eq!(v, Value::Bit(31));
+        assert_eq!(w.map(|w| w.0), Some(1406));
     }
 }

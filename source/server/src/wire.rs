@@ -29,6 +29,7 @@ pub(crate) mod ty {
     pub(crate) const DATETIME: u8 = 12;
     pub(crate) const YEAR: u8 = 13;
     pub(crate) const NEWDATE: u8 = 14;
+    pub(crate) const BIT: u8 = 16;
     pub(crate) const JSON: u8 = 245;
     pub(crate) const NEWDECIMAL: u8 = 246;
     pub(crate) const BLOB: u8 = 252;
@@ -58,6 +59,12 @@ pub(crate) enum Encoding {
     Date,
     /// DATETIME, and TIMESTAMP shown in the session's time zone.
     DateTime,
+    /// TIME: 0, 8 or 12 bytes in the binary protocol.
+    Time,
+    /// BIT(width): its `ceil(width / 8)` bytes, big endian, in both protocols.
+    Bit {
+        width: u8,
+    },
     /// Everything else: text (or raw bytes) as a length-prefixed string.
     Text,
 }
@@ -134,6 +141,9 @@ fn display_size(t: &ColumnType) -> (u32, u8) {
         ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => {
             (19 + if *fsp > 0 { u32::from(*fsp) + 1 } else { 0 }, *fsp)
         }
+        // `-838:59:59` and the fraction with its point.
+        ColumnType::Time { fsp } => (10 + if *fsp > 0 { u32::from(*fsp) + 1 } else { 0 }, *fsp),
+        ColumnType::Bit { width } => (u32::from(*width), 0),
     }
 }
 
@@ -196,6 +206,10 @@ fn declared_type(t: &ColumnType) -> (u8, u16, Encoding) {
         ColumnType::Date => (ty::DATE, 0, Encoding::Date),
         ColumnType::DateTime { .. } => (ty::DATETIME, 0, Encoding::DateTime),
         ColumnType::Timestamp { .. } => (ty::TIMESTAMP, 0, Encoding::DateTime),
+        ColumnType::Time { .. } => (ty::TIME, 0, Encoding::Time),
+        // As MySQL describes a BIT: unsigned, in the binary character set, without
+        // BINARY_FLAG (Connector/J reads a BIT(1) with that flag as bytes, not a boolean).
+        ColumnType::Bit { width } => (ty::BIT, flag::UNSIGNED, Encoding::Bit { width: *width }),
     }
 }
 
@@ -234,6 +248,9 @@ fn inferred_type<'a>(values: impl Iterator<Item = &'a Value>) -> (u8, u16, Encod
         Value::Date(_) => (ty::DATE, 0, Encoding::Date),
         Value::DateTime(_) => (ty::DATETIME, 0, Encoding::DateTime),
         Value::Timestamp(_) => (ty::TIMESTAMP, 0, Encoding::DateTime),
+        Value::Time(_) => (ty::TIME, 0, Encoding::Time),
+        // An expression's BIT (IFNULL(b, b)): as wide as its values need.
+        Value::Bit(_) => (ty::BIT, flag::UNSIGNED, Encoding::Bit { width: 64 }),
         Value::Bytes(_) => (ty::BLOB, flag::BINARY, Encoding::Text),
         Value::Json(_) => (ty::JSON, 0, Encoding::Text),
         // All NULL (MySQL says VAR_STRING too) or text.
@@ -272,6 +289,7 @@ fn fits(v: &Value, enc: Encoding) -> bool {
         (Value::Float(_), Encoding::Float) | (Value::Double(_), Encoding::Double) => true,
         (Value::Date(_), Encoding::Date) => true,
         (Value::DateTime(_) | Value::Timestamp(_), Encoding::DateTime) => true,
+        (Value::Time(_), Encoding::Time) | (Value::Bit(_), Encoding::Bit { .. }) => true,
         _ => false,
     }
 }
@@ -289,6 +307,17 @@ impl Cell<'_> {
         match self.value {
             // Bytes go out as they are; the text form would replace invalid UTF-8.
             Value::Bytes(b) => b.clone(),
+            // A BIT's bytes, big endian, as many as its width needs.
+            Value::Bit(b) => {
+                let width = match self.encoding {
+                    Encoding::Bit { width: 64 } | Encoding::Text => {
+                        (64 - b.leading_zeros()).max(1) as u8
+                    }
+                    Encoding::Bit { width } => width,
+                    _ => 64,
+                };
+                binlog_format::value::bit_bytes(*b, width)
+            }
             v => self
                 .rs
                 .cell_text(v, self.column)
@@ -347,6 +376,26 @@ impl Cell<'_> {
                 }
                 None => put_lenenc_str(out, &self.text_bytes()),
             },
+            // Length (0, 8 or 12), sign, days, hours, minutes, seconds, microseconds.
+            (Encoding::Time, Value::Time(us)) => {
+                let a = us.unsigned_abs();
+                let (secs, micros) = (a / 1_000_000, (a % 1_000_000) as u32);
+                if a == 0 {
+                    out.push(0);
+                    return;
+                }
+                out.push(if micros == 0 { 8 } else { 12 });
+                out.push(u8::from(*us < 0));
+                out.extend_from_slice(&((secs / 86_400) as u32).to_le_bytes());
+                out.extend_from_slice(&[
+                    (secs % 86_400 / 3600) as u8,
+                    (secs % 3600 / 60) as u8,
+                    (secs % 60) as u8,
+                ]);
+                if micros != 0 {
+                    out.extend_from_slice(&micros.to_le_bytes());
+                }
+            }
             _ => put_lenenc_str(out, &self.text_bytes()),
         }
     }
@@ -434,7 +483,7 @@ pub(crate) fn params(
             }
             ty::TIME => {
                 let n = c.u8()? as usize;
-                Value::Text(binary_time_text(c.take(n)?))
+                Value::Time(binary_time_us(c.take(n)?))
             }
             _ => bytes_value(c.lenenc_bytes()?.to_vec()),
         });
@@ -465,18 +514,23 @@ fn binary_datetime_text(b: &[u8]) -> String {
     s
 }
 
-/// The binary protocol's TIME (0, 8 or 12 bytes) as MySQL text.
-fn binary_time_text(b: &[u8]) -> String {
+/// The binary protocol's TIME (0, 8 or 12 bytes) as signed microseconds (a time past
+/// TIME's range is refused where it is stored, as any other value would be).
+fn binary_time_us(b: &[u8]) -> i64 {
     let at = |i: usize| b.get(i).copied().unwrap_or(0);
-    let neg = if at(0) == 1 { "-" } else { "" };
-    let days = u32::from_le_bytes([at(1), at(2), at(3), at(4)]);
-    let hours = u64::from(days) * 24 + u64::from(at(5));
-    let mut s = format!("{neg}{hours:02}:{:02}:{:02}", at(6), at(7));
-    if b.len() >= 12 {
-        let us = u32::from_le_bytes([at(8), at(9), at(10), at(11)]);
-        s.push_str(&format!(".{us:06}"));
+    let days = i64::from(u32::from_le_bytes([at(1), at(2), at(3), at(4)]));
+    let secs = ((days * 24 + i64::from(at(5))) * 60 + i64::from(at(6))) * 60 + i64::from(at(7));
+    let micros = if b.len() >= 12 {
+        i64::from(u32::from_le_bytes([at(8), at(9), at(10), at(11)]))
+    } else {
+        0
+    };
+    let us = secs.saturating_mul(1_000_000).saturating_add(micros);
+    if at(0) == 1 {
+        -us
+    } else {
+        us
     }
-    s
 }
 
 #[cfg(test)]
@@ -636,7 +690,65 @@ mod tests {
             binary_datetime_text(&[0xe8, 0x07, 3, 9, 1, 2, 3, 0x40, 0xe2, 0x01, 0]),
             "2024-03-09 01:02:03.123456"
         );
-        assert_eq!(binary_time_text(&[1, 1, 0, 0, 0, 2, 3, 4]), "-26:03:04");
+        assert_eq!(
+            binary_time_us(&[1, 1, 0, 0, 0, 2, 3, 4]),
+            -((26 * 60 + 3) * 60 + 4) * 1_000_000
+        );
+        assert_eq!(
+            binary_time_us(&[0, 0, 0, 0, 0, 0, 0, 1, 0x20, 0xa1, 0x07, 0]),
+            1_500_000
+        );
+        assert_eq!(binary_time_us(&[]), 0);
+    }
+
+    /// TIME and BIT columns as MySQL 8 sends them: types 11 and 16, TIME's 8- or 12-byte
+    /// binary form (0 bytes for zero), BIT's bytes, big endian, in both protocols.
+    #[test]
+    fn time_and_bit_columns() {
+        let r = rs(
+            vec![
+                Some(ColumnType::Time { fsp: 3 }),
+                Some(ColumnType::Bit { width: 10 }),
+            ],
+            vec![vec![Value::Time(-93_784_500_000), Value::Bit(0x201)]],
+        );
+        let (cols, encs) = columns(&r);
+        assert_eq!(
+            (cols[0].ty, cols[0].length, cols[0].decimals),
+            (ty::TIME, 14, 3)
+        );
+        assert_eq!((cols[1].ty, cols[1].length), (ty::BIT, 10));
+        assert_eq!(cols[1].flags, flag::UNSIGNED);
+        assert_eq!(cols[1].charset, protocol::BINARY);
+        let cell = |i: usize| Cell {
+            value: &r.rows[0][i],
+            encoding: encs[i],
+            rs: &r,
+            column: i,
+        };
+        let mut out = Vec::new();
+        cell(0).put_binary(&mut out);
+        // -1 day 02:03:04.5
+        assert_eq!(out, [12, 1, 1, 0, 0, 0, 2, 3, 4, 0x20, 0xa1, 0x07, 0]);
+        out.clear();
+        cell(0).put_text(&mut out);
+        assert_eq!(out, [&[13u8][..], b"-26:03:04.500"].concat());
+        out.clear();
+        cell(1).put_binary(&mut out);
+        assert_eq!(out, [2, 0x02, 0x01]);
+        out.clear();
+        cell(1).put_text(&mut out);
+        assert_eq!(out, [2, 0x02, 0x01]);
+        let zero = Value::Time(0);
+        out.clear();
+        Cell {
+            value: &zero,
+            encoding: Encoding::Time,
+            rs: &r,
+            column: 0,
+        }
+        .put_binary(&mut out);
+        assert_eq!(out, [0]);
     }
 
     /// COM_STMT_EXECUTE parameters: types sent once and kept, NULLs from the bitmap, signed

@@ -38,6 +38,16 @@ pub(super) fn value_json(col: &ColumnDef, v: &Value) -> Json {
         (_, Value::DateTime(dt)) => json!(dt.to_epoch_micros()),
         (ColumnType::Timestamp { fsp }, Value::Timestamp(us)) => json!(zoned_timestamp(*us, *fsp)),
         (_, Value::Timestamp(us)) => json!(zoned_timestamp(*us, 6)),
+        // io.debezium.time.MicroTime.
+        (_, Value::Time(us)) => json!(us),
+        // BIT(1) a boolean; io.debezium.data.Bits: ceil(M / 8) bytes, little endian, as
+        // Debezium's converter pads a BitSet's bytes.
+        (ColumnType::Bit { width: 1 }, Value::Bit(b)) => json!(*b != 0),
+        (ColumnType::Bit { width }, Value::Bit(b)) => {
+            let n = usize::from(*width).div_ceil(8).clamp(1, 8);
+            json!(base64(&b.to_le_bytes()[..n]))
+        }
+        (_, Value::Bit(b)) => json!(b),
     }
 }
 

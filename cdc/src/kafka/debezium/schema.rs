@@ -14,14 +14,15 @@ const ENVELOPE_VERSION: u32 = 2;
 struct ConnectType {
     ty: &'static str,
     name: Option<&'static str>,
-    allowed: Option<String>,
+    /// The one parameter Debezium adds: `allowed` for an ENUM or SET, `length` for BIT(M).
+    parameter: Option<(&'static str, String)>,
 }
 
 const fn plain(ty: &'static str) -> ConnectType {
     ConnectType {
         ty,
         name: None,
-        allowed: None,
+        parameter: None,
     }
 }
 
@@ -29,7 +30,7 @@ const fn named(ty: &'static str, name: &'static str) -> ConnectType {
     ConnectType {
         ty,
         name: Some(name),
-        allowed: None,
+        parameter: None,
     }
 }
 
@@ -60,14 +61,22 @@ fn connect_type(ty: &ColumnType) -> ConnectType {
         ColumnType::DateTime { .. } => named("int64", "io.debezium.time.MicroTimestamp"),
         ColumnType::Timestamp { .. } => named("string", "io.debezium.time.ZonedTimestamp"),
         ColumnType::Enum { values } => ConnectType {
-            allowed: Some(values.join(",")),
+            parameter: Some(("allowed", values.join(","))),
             ..named("string", "io.debezium.data.Enum")
         },
         ColumnType::Set { values } => ConnectType {
-            allowed: Some(values.join(",")),
+            parameter: Some(("allowed", values.join(","))),
             ..named("string", "io.debezium.data.EnumSet")
         },
         ColumnType::Year => named("int32", "io.debezium.time.Year"),
+        // time.precision.mode=adaptive_time_microseconds: microseconds, signed.
+        ColumnType::Time { .. } => named("int64", "io.debezium.time.MicroTime"),
+        // BIT(1) is a boolean; a wider BIT its bytes, little endian, with its length.
+        ColumnType::Bit { width: 1 } => plain("boolean"),
+        ColumnType::Bit { width } => ConnectType {
+            parameter: Some(("length", width.to_string())),
+            ..named("bytes", "io.debezium.data.Bits")
+        },
     }
 }
 
@@ -83,8 +92,8 @@ fn column_field(col: &ColumnDef, optional: bool) -> Json {
     if let (Some(name), Some(obj)) = (t.name, f.as_object_mut()) {
         obj.insert("name".into(), json!(name));
         obj.insert("version".into(), json!(1));
-        if let Some(allowed) = t.allowed {
-            obj.insert("parameters".into(), json!({ "allowed": allowed }));
+        if let Some((key, value)) = t.parameter {
+            obj.insert("parameters".into(), json!({ key: value }));
         }
     }
     f

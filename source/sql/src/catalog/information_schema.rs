@@ -470,11 +470,21 @@ fn type_facts(ty: &ColumnType) -> [Value; 8] {
             true,
         ),
         ColumnType::Date | ColumnType::Year => ([null(), null()], null(), null(), null(), false),
-        ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } => (
+        ColumnType::DateTime { fsp } | ColumnType::Timestamp { fsp } | ColumnType::Time { fsp } => {
+            (
+                [null(), null()],
+                null(),
+                null(),
+                num(u64::from(*fsp)),
+                false,
+            )
+        }
+        // A BIT's precision is its width, with no scale, as MySQL lists it.
+        ColumnType::Bit { width } => (
             [null(), null()],
+            num(u64::from(*width)),
             null(),
             null(),
-            num(u64::from(*fsp)),
             false,
         ),
     };
@@ -1396,6 +1406,7 @@ pub(crate) fn describe_rows(def: &TableDef) -> Vec<Vec<Option<String>>> {
             };
             let (default, mut extra) = match &c.default {
                 ColumnDefault::Value(Value::Null) | ColumnDefault::None => (None, String::new()),
+                ColumnDefault::Value(Value::Bit(b)) => (Some(format!("b'{b:b}'")), String::new()),
                 ColumnDefault::Value(v) => (render(v, Some(&c.ty), 0), String::new()),
                 ColumnDefault::CurrentTimestamp { fsp: 0 } => (
                     Some("CURRENT_TIMESTAMP".to_string()),

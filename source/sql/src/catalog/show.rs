@@ -45,6 +45,8 @@ fn quote(s: &str) -> String {
 fn show_create_table(def: &TableDef, engine: &str) -> String {
     let default_text = |v: &Value, ty: &ColumnType| {
         let text = match v {
+            // A BIT's default as MySQL prints it: a bit literal, unquoted.
+            Value::Bit(b) => return format!("b'{b:b}'"),
             Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
             v => render(v, Some(ty), 0).unwrap_or_default(),
         };

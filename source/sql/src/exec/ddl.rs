@@ -172,6 +172,19 @@ fn column_type(sql: &str, name: &str) -> Result<ColumnType> {
         "YEAR" => Ok(ColumnType::Year),
         "DATETIME" => Ok(ColumnType::DateTime { fsp: fsp()? }),
         "TIMESTAMP" => Ok(ColumnType::Timestamp { fsp: fsp()? }),
+        "TIME" => Ok(ColumnType::Time { fsp: fsp()? }),
+        // BIT is BIT(1); MySQL 8 holds 1 to 64 bits (1439 past them).
+        "BIT" => match args.first().copied().unwrap_or(1) {
+            w @ 1..=64 => Ok(ColumnType::Bit { width: w as u8 }),
+            0 => Err(Error::new(
+                code::ER_INVALID_FIELD_SIZE,
+                format!("Invalid size for column '{name}'."),
+            )),
+            _ => Err(Error::new(
+                code::ER_TOO_BIG_DISPLAYWIDTH,
+                format!("Display width out of range for column '{name}' (max = 64)"),
+            )),
+        },
         _ => Err(Error::unsupported(format!("column type {sql}"))),
     }
 }
@@ -266,6 +279,11 @@ fn computed_type<'v>(values: impl Iterator<Item = &'v Value>) -> ColumnType {
             Value::Bytes(_) => 6,
             Value::Json(_) => 7,
             Value::Text(_) => 8,
+            Value::Time(us) => {
+                fsp = fsp.max(if us % 1_000_000 == 0 { 0 } else { 6 });
+                9
+            }
+            Value::Bit(_) => 10,
         };
         kind = Some(match kind {
             None => k,
@@ -291,6 +309,8 @@ fn computed_type<'v>(values: impl Iterator<Item = &'v Value>) -> ColumnType {
             size: LobSize::Long,
         },
         Some(7) => ColumnType::Json,
+        Some(9) => ColumnType::Time { fsp },
+        Some(10) => ColumnType::Bit { width: 64 },
         _ => ColumnType::Text {
             size: LobSize::Long,
         },
@@ -1603,6 +1623,12 @@ impl RowMapping {
                         if let Some(n) = self.old_types.get(src).and_then(|o| o.member_number(t)) {
                             v = Value::UInt(n);
                         }
+                    }
+                    // A TIME becoming a string is written with its column's digits.
+                    if let (true, Value::Time(us), Some(ColumnType::Time { fsp })) =
+                        (c.ty.is_string(), &v, self.old_types.get(src))
+                    {
+                        v = Value::Text(binlog_format::value::format_time(*us, *fsp));
                     }
                     if is_meta
                         && (v.is_null()

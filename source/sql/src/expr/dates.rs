@@ -91,15 +91,24 @@ pub(super) fn date_parts(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Result<Op
         "DAYNAME" => |t| Value::Text(DAYS[weekday(&t.date)].into()),
         "DATE" => |t| Value::Date(t.date),
         "TIME" => |t| {
-            Value::Text(if t.micros == 0 {
-                format!("{:02}:{:02}:{:02}", t.hour, t.minute, t.second)
-            } else {
-                format!(
-                    "{:02}:{:02}:{:02}.{:06}",
-                    t.hour, t.minute, t.second, t.micros
-                )
-            })
+            Value::Time(
+                (i64::from(t.hour) * 3600 + i64::from(t.minute) * 60 + i64::from(t.second))
+                    * 1_000_000
+                    + i64::from(t.micros),
+            )
         },
+        "TIME_TO_SEC" | "SEC_TO_TIME" => {
+            arity(1)?;
+            let (v, clipped) = seconds_and_time(name, &args[0], ctx.tz);
+            if clipped {
+                let text = ringrep_engine::types::text_of(&args[0]);
+                ctx.warn(
+                    ringrep_engine::error::code::ER_TRUNCATED_WRONG_VALUE,
+                    || format!("Truncated incorrect time value: '{text}'"),
+                );
+            }
+            return Ok(Some(v));
+        }
         "LAST_DAY" => |t| Value::Date(last_day(&t.date)),
         "TO_DAYS" => |t| Value::Int(day_number(&t.date) + 719_528),
         "DATEDIFF" => {
@@ -117,6 +126,21 @@ pub(super) fn date_parts(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Result<Op
         _ => return Ok(None),
     };
     arity(1)?;
+    // A TIME value: its parts, the hours past 23 included.
+    if let (Some(Value::Time(us)), true) = (
+        args.first(),
+        matches!(name, "HOUR" | "MINUTE" | "SECOND" | "MICROSECOND" | "TIME"),
+    ) {
+        let a = us.unsigned_abs();
+        let secs = (a / 1_000_000) as i64;
+        return Ok(Some(match name {
+            "HOUR" => Value::Int(secs / 3600),
+            "MINUTE" => Value::Int(secs % 3600 / 60),
+            "SECOND" => Value::Int(secs % 60),
+            "MICROSECOND" => Value::Int((a % 1_000_000) as i64),
+            _ => Value::Time(*us),
+        }));
+    }
     // A time of day or duration as text ('10:05:03', '838:59:59.5'), which is no date.
     if let (Some(Value::Text(text)), true) = (
         args.first(),
@@ -128,18 +152,14 @@ pub(super) fn date_parts(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Result<Op
                 "MINUTE" => Value::Int(i64::from(t.minute)),
                 "SECOND" => Value::Int(i64::from(t.second)),
                 "MICROSECOND" => Value::Int(i64::from(t.micros)),
-                _ => Value::Text(format!(
-                    "{}{:02}:{:02}:{:02}{}",
-                    if t.negative { "-" } else { "" },
-                    t.hours,
-                    t.minute,
-                    t.second,
-                    if t.micros == 0 {
-                        String::new()
-                    } else {
-                        format!(".{:06}", t.micros)
-                    }
-                )),
+                _ => {
+                    let us = (i64::from(t.hours) * 3600
+                        + i64::from(t.minute) * 60
+                        + i64::from(t.second))
+                        * 1_000_000
+                        + i64::from(t.micros);
+                    Value::Time(if t.negative { -us } else { us })
+                }
             }));
         }
     }
@@ -148,6 +168,50 @@ pub(super) fn date_parts(name: &str, args: &[Value], ctx: &Ctx<'_>) -> Result<Op
             .and_then(|v| local(v, ctx.tz))
             .map_or(Value::Null, |t| part(&t)),
     ))
+}
+
+/// TIME_TO_SEC (a time's seconds, signed, with its fraction when it has one) and
+/// SEC_TO_TIME (seconds as a TIME, held to its range): NULL for NULL or what is no time; and
+/// whether SEC_TO_TIME had to hold it (MySQL warns).
+fn seconds_and_time(name: &str, v: &Value, tz: i64) -> (Value, bool) {
+    use ringrep_engine::types::{time_of, TimeError};
+    if v.is_null() {
+        return (Value::Null, false);
+    }
+    if name == "TIME_TO_SEC" {
+        let us = match time_of(v, tz) {
+            Ok(us) => us,
+            Err(TimeError::OutOfRange(us)) => us,
+            Err(_) => return (Value::Null, false),
+        };
+        if us % 1_000_000 == 0 {
+            return (Value::Int(us / 1_000_000), false);
+        }
+        let sign = if us < 0 { "-" } else { "" };
+        let a = us.unsigned_abs();
+        let secs = format!("{sign}{}.{:06}", a / 1_000_000, a % 1_000_000);
+        return (Value::Decimal(secs), false);
+    }
+    let text = match super::decimal::Dec::of(v) {
+        Some(d) => d.to_string(),
+        None => match super::value::to_f64(v) {
+            Some(f) => format!("{f:.6}"),
+            None => return (Value::Null, false),
+        },
+    };
+    let (neg, int, frac) = binlog_format::value::decimal_parts(&text);
+    let whole: i64 = int
+        .parse()
+        .unwrap_or(if int.is_empty() { 0 } else { i64::MAX });
+    let micros: i64 = format!("{:0<6}", &frac[..frac.len().min(6)])
+        .parse()
+        .unwrap_or(0);
+    let max = binlog_format::value::TIME_MAX_MICROS;
+    let us = whole.saturating_mul(1_000_000).saturating_add(micros);
+    (
+        Value::Time(if neg { -us.min(max) } else { us.min(max) }),
+        us > max,
+    )
 }
 
 /// A TIME value written as text: `[-]H:MM[:SS[.fraction]]`, hours up to 838 as MySQL's.
@@ -196,6 +260,20 @@ fn time_of_text(text: &str) -> Option<TimeOfText> {
 /// `EXTRACT(unit FROM t)`: one part of `t`. (The parser refuses the compound units,
 /// `YEAR_MONTH` and the like, before they reach here.)
 pub(super) fn extract(field: &DateTimeField, v: &Value, ctx: &Ctx<'_>) -> Result<Value> {
+    // A TIME's parts carry its sign, and its hours go past 23, as MySQL's EXTRACT gives them.
+    if let Value::Time(us) = v {
+        let sign = if *us < 0 { -1 } else { 1 };
+        let a = us.unsigned_abs();
+        let secs = (a / 1_000_000) as i64;
+        let part = match field {
+            DateTimeField::Hour | DateTimeField::Hours => secs / 3600,
+            DateTimeField::Minute | DateTimeField::Minutes => secs % 3600 / 60,
+            DateTimeField::Second | DateTimeField::Seconds => secs % 60,
+            DateTimeField::Microsecond | DateTimeField::Microseconds => (a % 1_000_000) as i64,
+            _ => return Ok(Value::Null),
+        };
+        return Ok(Value::Int(sign * part));
+    }
     let Some(t) = local(v, ctx.tz) else {
         return Ok(Value::Null);
     };

@@ -37,8 +37,10 @@ impl Dec {
     pub(crate) fn of(v: &Value) -> Option<Dec> {
         match v {
             Value::Int(i) => Some(Dec::of_int(BigInt::from(*i))),
-            Value::UInt(u) => Some(Dec::of_int(BigInt::from(*u))),
+            Value::UInt(u) | Value::Bit(u) => Some(Dec::of_int(BigInt::from(*u))),
             Value::Decimal(s) => Dec::parse(s),
+            // A TIME in arithmetic is its number, HHMMSS[.ffffff], as in MySQL.
+            Value::Time(us) => Dec::parse(&ringrep_engine::types::time_number_text(*us)),
             _ => None,
         }
     }

@@ -802,6 +802,8 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
                 Some(us) => Value::DateTime(DateTime::from_epoch_micros(us + ctx.tz * 1_000_000)),
                 None => Value::Null,
             }
+        } else if name.starts_with("TIME") {
+            cast_time(&v, &name, ctx)?
         } else if name.starts_with("DATE") {
             match time_us(&v, ctx.tz) {
                 Some(us) => Value::Date(DateTime::from_epoch_micros(us + ctx.tz * 1_000_000).date),
@@ -818,6 +820,40 @@ fn cast(v: Value, ty: &DataType, ctx: &Ctx<'_>) -> Result<Value> {
             return Err(Error::unsupported(format!("CAST AS {ty}")));
         },
     )
+}
+
+/// CAST(v AS TIME[(fsp)]): rounded to `fsp` digits (0 by default, 1426 past 6); a time past
+/// the range its nearest end, what is no time NULL, each with MySQL's warning (1292).
+fn cast_time(v: &Value, name: &str, ctx: &Ctx<'_>) -> Result<Value> {
+    use ringrep_engine::types::{round_time, time_of, TimeError};
+    let fsp: u64 = name
+        .split_once('(')
+        .and_then(|(_, r)| r.trim_end_matches(')').trim().parse().ok())
+        .unwrap_or(0);
+    if fsp > 6 {
+        return Err(Error::new(
+            code::ER_TOO_BIG_PRECISION,
+            format!("Too-big precision {fsp} specified for 'CAST'. Maximum is 6."),
+        ));
+    }
+    let max = binlog_format::value::TIME_MAX_MICROS;
+    let warn = || {
+        let text = ringrep_engine::types::text_of(v);
+        ctx.warn(code::ER_TRUNCATED_WRONG_VALUE, || {
+            format!("Truncated incorrect time value: '{text}'")
+        });
+    };
+    Ok(match time_of(v, ctx.tz) {
+        Ok(us) => Value::Time(round_time(us, fsp as u8).clamp(-max, max)),
+        Err(TimeError::OutOfRange(us)) => {
+            warn();
+            Value::Time(us)
+        }
+        Err(_) => {
+            warn();
+            Value::Null
+        }
+    })
 }
 
 /// CAST(v AS DECIMAL(p, s)): rounded to `s` digits (MySQL's default DECIMAL(10, 0)); past

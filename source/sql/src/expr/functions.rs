@@ -122,7 +122,7 @@ fn hex_and_hash(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>>
             Value::Null => Value::Null,
             Value::Bytes(b) => Value::Text(hex(&b)),
             Value::Int(i) => Value::Text(format!("{:X}", i)),
-            Value::UInt(u) => Value::Text(format!("{u:X}")),
+            Value::UInt(u) | Value::Bit(u) => Value::Text(format!("{u:X}")),
             other => Value::Text(hex(text_of(&other).as_bytes())),
         },
         "SHA1" | "SHA" => match args.arg(0) {
@@ -348,7 +348,9 @@ fn numeric(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
     let n = args.0.len();
     match name {
         "PI" => arity(name, n, 0, 0)?,
-        "SIGN" | "EXP" | "SQRT" | "LN" | "LOG2" | "LOG10" | "BIT_COUNT" => arity(name, n, 1, 1)?,
+        "SIGN" | "EXP" | "SQRT" | "LN" | "LOG2" | "LOG10" | "BIT_COUNT" | "BIN" | "OCT" => {
+            arity(name, n, 1, 1)?
+        }
         "POW" | "POWER" | "TRUNCATE" => arity(name, n, 2, 2)?,
         "LOG" => arity(name, n, 1, 2)?,
         "RAND" => arity(name, n, 0, 1)?,
@@ -388,6 +390,11 @@ fn numeric(name: &str, args: &Args, ctx: &Ctx<'_>) -> Result<Option<Value>> {
         "PI" => Value::Double(std::f64::consts::PI),
         "BIT_COUNT" => super::value::bit_operand(&args.arg(0))
             .map_or(Value::Null, |b| Value::Int(i64::from(b.count_ones()))),
+        // A number's (a BIT's) 64 bits in base 2 or 8, negative ones in two's complement.
+        "BIN" => super::value::bit_operand(&args.arg(0))
+            .map_or(Value::Null, |b| Value::Text(format!("{b:b}"))),
+        "OCT" => super::value::bit_operand(&args.arg(0))
+            .map_or(Value::Null, |b| Value::Text(format!("{b:o}"))),
         "POW" | "POWER" => match (to_f64(&args.arg(0)), to_f64(&args.arg(1))) {
             (Some(x), Some(y)) => in_range(name, args, x.powf(y))?,
             _ => Value::Null,

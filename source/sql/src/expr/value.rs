@@ -74,6 +74,9 @@ pub(crate) fn to_f64(v: &Value) -> Option<f64> {
         Value::Text(s) | Value::Json(s) => Some(numeric_prefix(s)),
         Value::Bytes(b) => Some(numeric_prefix(&String::from_utf8_lossy(b))),
         Value::Timestamp(us) => Some(*us as f64 / 1e6),
+        Value::Bit(b) => Some(*b as f64),
+        // A TIME as MySQL's number of it: HHMMSS.ffffff.
+        Value::Time(us) => ringrep_engine::types::time_number_text(*us).parse().ok(),
         Value::Date(d) => {
             Some(f64::from(d.year) * 10000.0 + f64::from(d.month) * 100.0 + f64::from(d.day))
         }
@@ -116,7 +119,7 @@ pub(crate) fn bit_operand(v: &Value) -> Option<u64> {
     match v {
         Value::Null => None,
         Value::Int(i) => Some(*i as u64),
-        Value::UInt(u) => Some(*u),
+        Value::UInt(u) | Value::Bit(u) => Some(*u),
         other => {
             let f = to_f64(other)?.round();
             Some(if f < 0.0 { f as i64 as u64 } else { f as u64 })
@@ -127,7 +130,8 @@ pub(crate) fn bit_operand(v: &Value) -> Option<u64> {
 pub(super) fn as_i128(v: &Value) -> Option<i128> {
     match v {
         Value::Int(i) => Some(i128::from(*i)),
-        Value::UInt(u) => Some(i128::from(*u)),
+        // A BIT is its number in arithmetic and comparisons (`b + 0`).
+        Value::UInt(u) | Value::Bit(u) => Some(i128::from(*u)),
         _ => None,
     }
 }
@@ -160,8 +164,23 @@ pub(super) fn is_time(v: &Value) -> bool {
 pub(super) fn is_numeric(v: &Value) -> bool {
     matches!(
         v,
-        Value::Int(_) | Value::UInt(_) | Value::Float(_) | Value::Double(_) | Value::Decimal(_)
+        Value::Int(_)
+            | Value::UInt(_)
+            | Value::Float(_)
+            | Value::Double(_)
+            | Value::Decimal(_)
+            | Value::Bit(_)
     )
+}
+
+/// Bytes as a big-endian number, the first 16 significant bytes (a binary string beside a
+/// BIT).
+fn bytes_u128(b: &[u8]) -> u128 {
+    let start = b.iter().position(|&x| x != 0).unwrap_or(b.len());
+    b[start..]
+        .iter()
+        .take(16)
+        .fold(0u128, |n, &x| (n << 8) | u128::from(x))
 }
 
 /// MySQL comparison; `None` when either side is NULL.
@@ -171,6 +190,23 @@ pub(crate) fn compare(a: &Value, b: &Value, tz: i64) -> Option<Ordering> {
     }
     if let (Some(x), Some(y)) = (as_i128(a), as_i128(b)) {
         return Some(x.cmp(&y));
+    }
+    // A BIT beside a binary string (`b = b'101'`, `b = x'05'`): both as numbers.
+    match (a, b) {
+        (Value::Bit(x), Value::Bytes(y)) => {
+            return Some(u128::from(*x).cmp(&bytes_u128(y)));
+        }
+        (Value::Bytes(x), Value::Bit(y)) => {
+            return Some(bytes_u128(x).cmp(&u128::from(*y)));
+        }
+        _ => {}
+    }
+    // A TIME beside anything that reads as a time: by time (`t < '00:00:00'`).
+    if let (Value::Time(_), _) | (_, Value::Time(_)) = (a, b) {
+        let time = |v: &Value| ringrep_engine::types::time_of(v, tz).ok();
+        if let (Some(x), Some(y)) = (time(a), time(b)) {
+            return Some(x.cmp(&y));
+        }
     }
     if is_time(a) || is_time(b) {
         if let (Some(x), Some(y)) = (time_us(a, tz), time_us(b, tz)) {
@@ -231,10 +267,37 @@ pub(super) fn literal(v: &SqlValue) -> Result<Value> {
         SqlValue::HexStringLiteral(h) => {
             Value::Bytes(unhex(h).ok_or_else(|| Error::syntax(format!("bad hex literal X'{h}'")))?)
         }
+        // A bit-value literal `b'101'` (and `0b101`): its number, as MySQL reads one in a
+        // number's place and a BIT column stores it (its bytes in a string's place); past 64
+        // bits a binary string of its bits, right aligned in whole bytes.
+        SqlValue::SingleQuotedByteStringLiteral(bits) => {
+            let bytes =
+                unbit(bits).ok_or_else(|| Error::syntax(format!("bad bit literal b'{bits}'")))?;
+            match ringrep_engine::types::bytes_number(&bytes) {
+                Some(n) => Value::Bit(n),
+                None => Value::Bytes(bytes),
+            }
+        }
         SqlValue::Boolean(b) => Value::Int(i64::from(*b)),
         SqlValue::Null => Value::Null,
         other => return Err(Error::unsupported(format!("literal {other}"))),
     })
+}
+
+/// Binary digits as bytes, right aligned (`101` is one byte, 5; empty is no bytes); `None`
+/// for a digit other than 0 and 1.
+pub(super) fn unbit(bits: &str) -> Option<Vec<u8>> {
+    if !bits.bytes().all(|b| b == b'0' || b == b'1') {
+        return None;
+    }
+    let pad = (8 - bits.len() % 8) % 8;
+    let padded: Vec<u8> = std::iter::repeat_n(b'0', pad).chain(bits.bytes()).collect();
+    Some(
+        padded
+            .chunks(8)
+            .map(|c| c.iter().fold(0u8, |n, &b| (n << 1) | (b - b'0')))
+            .collect(),
+    )
 }
 
 /// Hex digits as bytes (an odd count gets a leading 0); `None` for a non-hex digit.
@@ -306,7 +369,8 @@ pub(super) fn arith(op: &BinaryOperator, a: &Value, b: &Value) -> Result<Value> 
         return Ok(Value::Null);
     }
     if let (Some(x), Some(y)) = (as_i128(a), as_i128(b)) {
-        let unsigned = matches!(a, Value::UInt(_)) || matches!(b, Value::UInt(_));
+        let unsigned = matches!(a, Value::UInt(_) | Value::Bit(_))
+            || matches!(b, Value::UInt(_) | Value::Bit(_));
         return match op {
             BinaryOperator::Plus => typed_int(x.checked_add(y), unsigned),
             BinaryOperator::Minus => typed_int(x.checked_sub(y), unsigned),
@@ -471,7 +535,7 @@ pub(super) fn integer_bits(v: &Value) -> i128 {
     let of_f64 = |f: f64| (f.round() as i128).clamp(LOW, HIGH);
     match v {
         Value::Int(i) => i128::from(*i),
-        Value::UInt(u) => i128::from(*u),
+        Value::UInt(u) | Value::Bit(u) => i128::from(*u),
         Value::Text(_) | Value::Bytes(_) => {
             let text = ringrep_engine::types::text_of(v);
             let t = text.trim_start();
@@ -493,7 +557,9 @@ pub(super) fn integer_bits(v: &Value) -> i128 {
 /// value comes straight from a column) gives the fraction digits of times.
 pub(crate) fn render(v: &Value, ty: Option<&ColumnType>, tz: i64) -> Option<String> {
     let fsp = match ty {
-        Some(ColumnType::Timestamp { fsp }) | Some(ColumnType::DateTime { fsp }) => Some(*fsp),
+        Some(ColumnType::Timestamp { fsp })
+        | Some(ColumnType::DateTime { fsp })
+        | Some(ColumnType::Time { fsp }) => Some(*fsp),
         _ => None,
     };
     Some(match v {
@@ -504,6 +570,18 @@ pub(crate) fn render(v: &Value, ty: Option<&ColumnType>, tz: i64) -> Option<Stri
         }
         Value::DateTime(dt) => {
             format_datetime(dt, fsp.unwrap_or(if dt.micros == 0 { 0 } else { 6 }))
+        }
+        Value::Time(us) => binlog_format::value::format_time(
+            *us,
+            fsp.unwrap_or(if us % 1_000_000 == 0 { 0 } else { 6 }),
+        ),
+        // A BIT's bytes, as the client prints them (raw; `b + 0` or BIN(b) shows the number).
+        Value::Bit(b) => {
+            let width = match ty {
+                Some(ColumnType::Bit { width }) => *width,
+                _ => (64 - b.leading_zeros()).max(1) as u8,
+            };
+            String::from_utf8_lossy(&binlog_format::value::bit_bytes(*b, width)).into_owned()
         }
         // A YEAR is four digits: 0 is 0000.
         Value::Int(y) if matches!(ty, Some(ColumnType::Year)) => format!("{y:04}"),

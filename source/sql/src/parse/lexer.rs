@@ -256,6 +256,57 @@ pub(crate) fn mod_operators(s: &str) -> Option<String> {
     Some(out)
 }
 
+/// `s` with each bit-value literal `0b101` outside quotes and names written `b'101'`, or
+/// `None` when it has none: MySQL reads both alike, the parser takes `0b101` for a name.
+pub(crate) fn bit_literals(s: &str) -> Option<String> {
+    if !s.contains("0b") {
+        return None;
+    }
+    let bytes = s.as_bytes();
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    let mut out = String::with_capacity(s.len() + 8);
+    let mut quote: Option<u8> = None;
+    let (mut i, mut copied, mut changed) = (0, 0, false);
+    while i < bytes.len() {
+        let c = bytes[i];
+        if let Some(q) = quote {
+            if c == b'\\' && q != b'`' {
+                i += 1;
+            } else if c == q {
+                quote = None;
+            }
+            i += 1;
+        } else if matches!(c, b'\'' | b'"' | b'`') {
+            quote = Some(c);
+            i += 1;
+        } else if word(c) {
+            let start = i;
+            while i < bytes.len() && word(bytes[i]) {
+                i += 1;
+            }
+            let w = &s[start..i];
+            let qualified = start > 0 && bytes[start - 1] == b'.';
+            if let Some(bits) = w.strip_prefix("0b") {
+                if !bits.is_empty() && !qualified && bits.bytes().all(|b| b == b'0' || b == b'1') {
+                    out.push_str(&s[copied..start]);
+                    out.push_str("b'");
+                    out.push_str(bits);
+                    out.push('\'');
+                    copied = i;
+                    changed = true;
+                }
+            }
+        } else {
+            i += s[i..].chars().next().map_or(1, char::len_utf8);
+        }
+    }
+    if !changed {
+        return None;
+    }
+    out.push_str(&s[copied..]);
+    Some(out)
+}
+
 /// `s` with each `||` outside quotes written as ` OR `, or `None` when it has none: MySQL
 /// reads `||` as OR unless sql_mode has PIPES_AS_CONCAT (which ringrep's has not), with OR's
 /// precedence, which the parser would not give a concatenation.
@@ -354,14 +405,29 @@ pub(crate) fn split_top_level_commas(s: &str) -> Vec<String> {
     out
 }
 
+#[cfg(test)]
+mod bit_literal_tests {
+    #[test]
+    fn bit_literals_outside_quotes_and_names() {
+        assert_eq!(
+            super::bit_literals("SELECT 0b101, '0b1', `0b1`, t.0b1, x0b1, 0b102").as_deref(),
+            Some("SELECT b'101', '0b1', `0b1`, t.0b1, x0b1, 0b102")
+        );
+        assert_eq!(super::bit_literals("SELECT 'no'"), None);
+    }
+}
+
 /// A value as SQL literal text.
 pub(crate) fn literal_text(v: &binlog_format::Value) -> String {
     use binlog_format::Value;
     match v {
         Value::Null => "NULL".into(),
-        Value::Int(_) | Value::UInt(_) | Value::Decimal(_) | Value::Double(_) | Value::Float(_) => {
-            v.to_string()
-        }
+        Value::Int(_)
+        | Value::UInt(_)
+        | Value::Decimal(_)
+        | Value::Double(_)
+        | Value::Float(_)
+        | Value::Bit(_) => v.to_string(),
         Value::Bytes(b) => format!(
             "X'{}'",
             b.iter().map(|x| format!("{x:02X}")).collect::<String>()

@@ -22,6 +22,8 @@ pub(crate) fn parse_one(sql: &str) -> Result<Statement> {
     };
     let or_text = lexer::pipes_as_or(sql);
     let sql = or_text.as_deref().unwrap_or(sql);
+    let bit_text = lexer::bit_literals(sql);
+    let sql = bit_text.as_deref().unwrap_or(sql);
     let mut stmts = match Parser::parse_sql(&MySqlDialect {}, sql) {
         Ok(stmts) => stmts,
         // MySQL's older spelling of FOR SHARE, which the parser lacks (tried only when the

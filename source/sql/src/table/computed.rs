@@ -89,6 +89,8 @@ fn type_of_values(rows: &[Vec<Value>], i: usize) -> ColumnType {
         Some(Value::DateTime(_)) => ColumnType::DateTime { fsp: 6 },
         Some(Value::Timestamp(_)) => ColumnType::Timestamp { fsp: 6 },
         Some(Value::Json(_)) => ColumnType::Json,
+        Some(Value::Time(_)) => ColumnType::Time { fsp: 6 },
+        Some(Value::Bit(_)) => ColumnType::Bit { width: 64 },
         Some(Value::Text(_)) | Some(Value::Null) | None => ColumnType::Text {
             size: LobSize::Long,
         },

@@ -134,6 +134,7 @@ fn conforms(schema: &Json, value: &Json) {
         "int64" => assert!(value.is_i64(), "{value} as {ty}"),
         "float" | "double" => assert!(value.is_number(), "{value} as {ty}"),
         "string" | "bytes" => assert!(value.is_string(), "{value} as {ty}"),
+        "boolean" => assert!(value.is_boolean(), "{value} as {ty}"),
         other => panic!("unexpected type {other}"),
     }
 }

@@ -209,6 +209,27 @@ fn every_column_type_is_encoded_as_debezium_does() {
             json!("a,b"),
         ),
         (T::Year, i(2024), "int32 io.debezium.time.Year", json!(2024)),
+        (
+            T::Time { fsp: 3 },
+            Value::Time(-93_784_500_000),
+            "int64 io.debezium.time.MicroTime",
+            json!(-93_784_500_000i64),
+        ),
+        (T::Bit { width: 1 }, Value::Bit(1), "boolean", json!(true)),
+        (T::Bit { width: 1 }, Value::Bit(0), "boolean", json!(false)),
+        // Little endian: 0x0A01 is 01 0A.
+        (
+            T::Bit { width: 12 },
+            Value::Bit(0xA01),
+            "bytes io.debezium.data.Bits",
+            json!("AQo="),
+        ),
+        (
+            T::Bit { width: 64 },
+            Value::Bit(u64::MAX),
+            "bytes io.debezium.data.Bits",
+            json!("//////////8="),
+        ),
     ];
     for (ty, value, want_type, want) in cases {
         let mut t = samples::table();
@@ -238,6 +259,12 @@ fn every_column_type_is_encoded_as_debezium_does() {
         let allowed = field["parameters"]["allowed"].as_str();
         let enumerated = matches!(ty, T::Enum { .. } | T::Set { .. });
         assert_eq!(allowed, enumerated.then_some("a,b"), "{ty:?}");
+        let length = field["parameters"]["length"].as_str();
+        let bits = match ty {
+            T::Bit { width } if width > 1 => Some(width.to_string()),
+            _ => None,
+        };
+        assert_eq!(length, bits.as_deref(), "{ty:?}");
         let versioned = field.get("name").map(|_| json!(1));
         assert_eq!(field.get("version").cloned(), versioned, "{ty:?}");
     }
