@@ -79,25 +79,6 @@ impl KafkaSource {
         Ok(source)
     }
 
-    /// Places the reader where the record with sequence `seq` is read next, if the topic
-    /// holds it: whether it does, `None` when the topic did not answer within
-    /// [`PROBE_WAIT`]. Blocking.
-    fn place_at(&self, seq: u64) -> Result<Option<bool>> {
-        let at = self.offset_of(seq)?;
-        self.assign(at)?;
-        let deadline = Instant::now() + PROBE_WAIT;
-        while Instant::now() < deadline {
-            if let Some((_, (_, s), _)) = self.read_one(Duration::from_millis(200))? {
-                if s >= seq {
-                    self.assign(at)?;
-                    return Ok(Some(s == seq));
-                }
-            }
-        }
-        self.assign(at)?;
-        Ok(None)
-    }
-
     /// The server id of the stream in the topic, waiting up to `wait` for a first record.
     pub fn server_id(settings: &KafkaSettings, wait: Duration) -> Result<Option<u32>> {
         let probe = KafkaSource::connect(settings, 1)?;
@@ -244,36 +225,16 @@ impl EventSource for KafkaSource {
                 self.next_seq = t.tx.seq + 1;
                 Ok(Some(t))
             }
-            // Exactly-once topics have no gaps of their own. The reader's offset may be
-            // stale (a broker restarted empty, whose topics the relay wrote again from the
-            // binlog): look for the record by its sequence number; if the topic no longer
-            // holds it, records were deleted and nothing after them may be applied.
+            // Exactly-once topics have no gaps of their own: records were deleted, and
+            // nothing after them may be applied. (Looking for the record again by its sequence
+            // number, for a topic written again, reassigned the consumer while librdkafka
+            // 2.12.1 was still starting the partition, and it aborted on its assertion
+            // `rktp->rktp_started`.)
             Read::Past {
                 offset,
                 server_id,
                 seq,
             } => {
-                let probe = KafkaSource {
-                    reader: self.reader.clone(),
-                    brokers: self.brokers.clone(),
-                    next_seq: next,
-                };
-                let found = tokio::task::spawn_blocking(move || probe.place_at(next))
-                    .await
-                    .map_err(|e| source_error(format!("reader task: {e}")))??;
-                let Some(found) = found else {
-                    return Err(source_error(format!(
-                        "{}: offset {offset} held seq {seq} where seq {next} was expected, and the topic did not answer where seq {next} would be; trying again",
-                        self.reader.topic
-                    )));
-                };
-                if found {
-                    tracing::info!(
-                        "kafka: {}: offset {offset} held seq {seq} where seq {next} was expected; found seq {next} again by its sequence number (the topic was written again)",
-                        self.reader.topic
-                    );
-                    return Ok(None);
-                }
                 Err(Error::SourceFatal(format!(
                     "sequence gap from server {server_id}: {} offset {offset} holds seq {seq}, and seq {next} is no longer in the topic (its retention deleted it, or the broker lost its data and the relay began the stream again after a snapshot); provision this replica again: seed it from a backup of the primary (ringrep-applier seed), then serve it from Kafka",
                     self.reader.topic
