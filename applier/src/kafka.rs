@@ -38,20 +38,6 @@ impl std::fmt::Debug for KafkaSource {
     }
 }
 
-/// What one read of the replication topic gave.
-enum Read {
-    /// Nothing within the wait.
-    Nothing,
-    /// The transaction wanted next.
-    Tx(SourcedTx),
-    /// A record past the one wanted next.
-    Past {
-        offset: i64,
-        server_id: u32,
-        seq: u64,
-    },
-}
-
 /// How long one probe of the binary search waits for its record. A probe that gets nothing
 /// counts as "past the end", which can only make the start earlier (more records skipped),
 /// never later, so a slow broker costs time, not records.
@@ -175,18 +161,18 @@ impl EventSource for KafkaSource {
     async fn next(&mut self, timeout: Duration) -> Result<Option<SourcedTx>> {
         let reader = self.reader.clone();
         let next = self.next_seq;
-        let got = tokio::task::spawn_blocking(move || -> Result<Read> {
+        let got = tokio::task::spawn_blocking(move || -> Result<Option<SourcedTx>> {
             let deadline = Instant::now() + timeout;
             loop {
                 let left = deadline.saturating_duration_since(Instant::now());
                 let topic = &reader.topic;
                 let m = match reader.consumer.poll(left) {
-                    None => return Ok(Read::Nothing),
+                    None => return Ok(None),
                     Some(Err(e)) => {
                         // Broker hiccups surface here; librdkafka reconnects by itself.
                         tracing::warn!("kafka: {topic}: {e}");
                         if Instant::now() >= deadline {
-                            return Ok(Read::Nothing);
+                            return Ok(None);
                         }
                         continue;
                     }
@@ -202,13 +188,17 @@ impl EventSource for KafkaSource {
                     continue;
                 }
                 if tx.seq > next {
-                    return Ok(Read::Past {
-                        offset,
-                        server_id: tx.server_id,
-                        seq: tx.seq,
-                    });
+                    // Exactly-once topics have no gaps of their own: records were deleted, and
+                    // nothing after them may be applied. (Looking for the record again by its
+                    // sequence number, for a topic written again, reassigned the consumer while
+                    // librdkafka 2.12.1 was still starting the partition, and it aborted on its
+                    // assertion `rktp->rktp_started`.)
+                    return Err(Error::SourceFatal(format!(
+                        "sequence gap from server {}: {topic} offset {offset} holds seq {}, and seq {next} is no longer in the topic (its retention deleted it, or the broker lost its data and the relay began the stream again after a snapshot); provision this replica again: seed it from a backup of the primary (ringrep-applier seed), then serve it from Kafka",
+                        tx.server_id, tx.seq
+                    )));
                 }
-                return Ok(Read::Tx(SourcedTx {
+                return Ok(Some(SourcedTx {
                     tx,
                     position: Position {
                         segment: 0,
@@ -219,28 +209,10 @@ impl EventSource for KafkaSource {
         })
         .await
         .map_err(|e| source_error(format!("reader task: {e}")))??;
-        match got {
-            Read::Nothing => Ok(None),
-            Read::Tx(t) => {
-                self.next_seq = t.tx.seq + 1;
-                Ok(Some(t))
-            }
-            // Exactly-once topics have no gaps of their own: records were deleted, and
-            // nothing after them may be applied. (Looking for the record again by its sequence
-            // number, for a topic written again, reassigned the consumer while librdkafka
-            // 2.12.1 was still starting the partition, and it aborted on its assertion
-            // `rktp->rktp_started`.)
-            Read::Past {
-                offset,
-                server_id,
-                seq,
-            } => {
-                Err(Error::SourceFatal(format!(
-                    "sequence gap from server {server_id}: {} offset {offset} holds seq {seq}, and seq {next} is no longer in the topic (its retention deleted it, or the broker lost its data and the relay began the stream again after a snapshot); provision this replica again: seed it from a backup of the primary (ringrep-applier seed), then serve it from Kafka",
-                    self.reader.topic
-                )))
-            }
+        if let Some(t) = &got {
+            self.next_seq = t.tx.seq + 1;
         }
+        Ok(got)
     }
 
     fn describe(&self) -> String {
