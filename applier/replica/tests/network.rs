@@ -876,23 +876,14 @@ fn a_replica_serves_a_replica_of_its_own() {
             .expect("seq")
             .expect("row")
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let got: Option<u64> = rt.block_on(async {
-            let mut r = connect(last.addr, None).await;
-            r.query_first("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 2")
-                .await
-                .unwrap_or(None)
-        });
-        if got == Some(middle_seq) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the last link at {got:?}, the middle at {middle_seq}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    converge::wait_applied_from(
+        &rt,
+        last.addr,
+        2,
+        middle_seq,
+        Duration::from_secs(30),
+        "the last link",
+    );
     let (code, out) = verify(paddr, middle.addr);
     assert_eq!(code, Some(0), "{out}");
     let out = Command::new(bin)
@@ -1030,20 +1021,14 @@ fn failover(r2_ahead: bool) {
     sql(r2.addr, "START REPLICA");
     write(&rt, r1.addr, 2, 50);
     let r1_seq = seq_of(r1.addr);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let got: Option<u64> = rt.block_on(async {
-            let mut r = connect(r2.addr, None).await;
-            r.query_first("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 2")
-                .await
-                .unwrap_or(None)
-        });
-        if got == Some(r1_seq) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "r2 at {got:?} of r1's {r1_seq}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    converge::wait_applied_from(
+        &rt,
+        r2.addr,
+        2,
+        r1_seq,
+        Duration::from_secs(30),
+        "r2 following r1",
+    );
     // Behind, it went on from where it stood: r1 found r2's position deep in its own
     // numbering (not at its start, which would replay everything), and sent no snapshot.
     // Ahead, it was provisioned.
@@ -1162,23 +1147,14 @@ fn old_primary_rejoins(unstreamed: bool) {
         node::network_replica(bin, &primary_dir, &format!("mysql://root@{}", r.addr)),
         node::REPLICA_LISTENING,
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let got: Option<u64> = rt.block_on(async {
-            let mut c = connect(old.addr, None).await;
-            c.query_first("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 2")
-                .await
-                .unwrap_or(None)
-        });
-        if got == Some(new_seq) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the old primary at {got:?} of the new primary's {new_seq}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    converge::wait_applied_from(
+        &rt,
+        old.addr,
+        2,
+        new_seq,
+        Duration::from_secs(60),
+        "the old primary following the new one",
+    );
     let mut provisioned = false;
     let mut resumed_at = None;
     while let Ok(line) = old.log.try_recv() {

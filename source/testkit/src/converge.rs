@@ -32,12 +32,24 @@ pub fn wait_applied(
     within: Duration,
     what: &str,
 ) {
+    wait_applied_from(rt, replica, 1, seq, within, what)
+}
+
+/// [`wait_applied`] of server `source_id`'s `seq` (a replica of a promoted node, of a
+/// replica in a chain).
+pub fn wait_applied_from(
+    rt: &tokio::runtime::Runtime,
+    replica: SocketAddr,
+    source_id: u32,
+    seq: u64,
+    within: Duration,
+    what: &str,
+) {
     let deadline = Instant::now() + within;
+    let sql =
+        format!("SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = {source_id}");
     loop {
-        let got = rt.block_on(query_u64(
-            replica,
-            "SELECT last_seq FROM mysql.ringrep_apply_status WHERE server_id = 1",
-        ));
+        let got = rt.block_on(query_u64(replica, &sql));
         if got == Some(seq) {
             return;
         }
