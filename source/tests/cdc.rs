@@ -310,6 +310,10 @@ fn cdc_tools_read_every_change_in_order_and_resume_from_a_stored_position() {
     let binlog_tool =
         Path::new(env!("CARGO_BIN_EXE_ringrep-source")).with_file_name("ringrep-binlog");
     if !binlog_tool.exists() {
+        assert!(
+            std::env::var_os("RINGREP_REQUIRE_CLIENTS").is_none(),
+            "ringrep-binlog is not built next to ringrep-source (run cargo test --workspace)"
+        );
         eprintln!("skipped: ringrep-binlog is not built next to ringrep-source (run cargo test --workspace)");
         return;
     }

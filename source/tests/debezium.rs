@@ -30,7 +30,12 @@ const BEFORE: &[&str] = &[
     // TIME as io.debezium.time.MicroTime, BIT(1) as a boolean, BIT(M) as io.debezium.data.Bits.
     "CREATE TABLE shop.clocks (id INT NOT NULL PRIMARY KEY, t TIME(3), flag BIT(1), bits BIT(12))",
     "INSERT INTO shop.clocks VALUES (1, '-838:59:59', b'1', b'101000000001'), (2, '12:34:56.789', 0, 4095), (3, NULL, NULL, NULL)",
+    // A row written here last tells the harness that every change before it has arrived.
+    "CREATE TABLE shop.marks (id INT NOT NULL PRIMARY KEY)",
 ];
+
+/// The topic of `shop.marks`, whose rows end a run ([`Until::Mark`]).
+const MARKS_TOPIC: &str = "ringrep.shop.marks";
 
 /// While the connector streams (run after its snapshot).
 const STREAMED: &[&str] = &[
@@ -45,6 +50,7 @@ const STREAMED: &[&str] = &[
     "DELETE FROM shop.items WHERE id = 3",
     "INSERT INTO shop.clocks VALUES (4, '-1 02:03:04', 1, x'0a')",
     "UPDATE shop.clocks SET t = '00:00:00.5', flag = 1, bits = 1 WHERE id = 2",
+    "INSERT INTO shop.marks VALUES (1)",
 ];
 
 /// While the connector is stopped: the resumed connector must bring them.
@@ -57,22 +63,35 @@ const WHILE_STOPPED: &[&str] = &[
     "DELETE FROM shop.events WHERE user_id = 1",
 ];
 
+/// When a run of the harness ends: at an event, not after a time, since the JVM's start and
+/// the snapshot take from seconds to a minute depending on the machine (a fresh CI machine
+/// took 40 s).
+enum Until {
+    /// The first event of `shop.marks`, whose row the test writes after its other changes.
+    Mark,
+    /// The snapshot's last row.
+    SnapshotEnd,
+}
+
+/// The longest a run may take to reach its [`Until`]: a failure, not a wait.
+const RUN_BOUND_SECONDS: u32 = 180;
+
 /// Runs the harness once; `None` (having said why) when Debezium is not installed and that is
 /// allowed. Each line of the result is one change event.
 fn debezium(
     node: &Node,
     work: &Path,
-    seconds: u32,
+    until: Until,
     after_snapshot: Option<&str>,
 ) -> Option<String> {
-    debezium_in_mode(node, work, seconds, after_snapshot, "initial")
+    debezium_in_mode(node, work, until, after_snapshot, "initial")
 }
 
 /// [`debezium`] with the connector's `snapshot.mode`.
 fn debezium_in_mode(
     node: &Node,
     work: &Path,
-    seconds: u32,
+    until: Until,
     after_snapshot: Option<&str>,
     snapshot_mode: &str,
 ) -> Option<String> {
@@ -82,11 +101,15 @@ fn debezium_in_mode(
         .arg(node.addr.port().to_string())
         .arg("--work-dir")
         .arg(work)
-        .args(["--seconds", &seconds.to_string()])
+        .args(["--seconds", &RUN_BOUND_SECONDS.to_string()])
         .args(["--snapshot-mode", snapshot_mode])
         .args(["--databases", "shop"])
         .args(["--prop", "decimal.handling.mode=string"])
         .env("TZ", "UTC");
+    match until {
+        Until::Mark => cmd.args(["--until-topic", MARKS_TOPIC]),
+        Until::SnapshotEnd => cmd.arg("--until-snapshot-end"),
+    };
     if let Some(c) = after_snapshot {
         cmd.args(["--after-snapshot", c]);
     }
@@ -280,7 +303,7 @@ fn debezium_reads_a_snapshot_then_the_stream_and_resumes_from_its_offsets() {
     .collect();
 
     // First run: the snapshot, then the changes made while it streams.
-    let Some(first) = debezium(&primary, &work, 20, Some(&workload)) else {
+    let Some(first) = debezium(&primary, &work, Until::Mark, Some(&workload)) else {
         return;
     };
     let mut seen = Tables::new();
@@ -303,12 +326,15 @@ fn debezium_reads_a_snapshot_then_the_stream_and_resumes_from_its_offsets() {
                 .unwrap_or_else(|e| panic!("{s}: {e}"));
         }
     });
+    // An expired row is hidden from reads before the purge deletes it: the purge's own
+    // counter says when its delete is in the binlog (the one expired row of this test).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while rt.block_on(async {
-        c.query_first::<u64, _>("SELECT COUNT(*) FROM shop.events WHERE user_id = 3")
+        c.query_first::<(String, u64), _>("SHOW GLOBAL STATUS LIKE 'Ringrep_ttl_purged_rows'")
             .await
-            .expect("count")
-    }) != Some(0)
+            .expect("the purge's counter")
+            .map(|(_, n)| n)
+    }) != Some(1)
     {
         assert!(
             std::time::Instant::now() < deadline,
@@ -316,6 +342,9 @@ fn debezium_reads_a_snapshot_then_the_stream_and_resumes_from_its_offsets() {
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
+    // After the purge's delete: the last change the resumed connector is to bring.
+    rt.block_on(c.query_drop("INSERT INTO shop.marks VALUES (2)"))
+        .expect("the second mark");
     let columns: BTreeMap<&str, Vec<&str>> = [
         ("events", vec!["kind", "amount"]),
         ("items", vec!["name", "qty", "price", "tier"]),
@@ -324,7 +353,7 @@ fn debezium_reads_a_snapshot_then_the_stream_and_resumes_from_its_offsets() {
     .into_iter()
     .collect();
     // The items rows from before the ALTER have no tier: the ALTER writes every row again.
-    let Some(second) = debezium(&primary, &work, 12, None) else {
+    let Some(second) = debezium(&primary, &work, Until::Mark, None) else {
         return;
     };
     assert!(
@@ -384,7 +413,8 @@ fn debezium_when_needed_snapshots_again_after_its_binlog_was_purged() {
     ]
     .into_iter()
     .collect();
-    let Some(first) = debezium_in_mode(&primary, &work, 12, None, "when_needed") else {
+    let Some(first) = debezium_in_mode(&primary, &work, Until::SnapshotEnd, None, "when_needed")
+    else {
         return;
     };
     assert!(
@@ -410,7 +440,8 @@ fn debezium_when_needed_snapshots_again_after_its_binlog_was_purged() {
     let left: Vec<(String, u64, String)> =
         rt.block_on(async { c.query("SHOW BINARY LOGS").await.expect("SHOW BINARY LOGS") });
     assert_eq!(left.len(), 1, "PURGE left {left:?}");
-    let Some(second) = debezium_in_mode(&primary, &work, 12, None, "when_needed") else {
+    let Some(second) = debezium_in_mode(&primary, &work, Until::SnapshotEnd, None, "when_needed")
+    else {
         return;
     };
     assert!(

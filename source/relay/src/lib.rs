@@ -245,7 +245,7 @@ impl Relay {
             // Only the replication topic can be behind a purge here: the change topics had a
             // snapshot, or the run stopped before this.
             tracing::warn!(
-                "relay: the binlog starts at seq {first}; seqs {next} to {} were purged before they reached {}: a replica fed from Kafka must be provisioned first (ringrep-applier provision)",
+                "relay: the binlog starts at seq {first}; seqs {next} to {} were purged before they reached {}: a replica fed from Kafka must be made from a backup taken since (ringrep-source backup, then ringrep-applier seed)",
                 first - 1,
                 kafka::replication_topic(&self.settings.topic_prefix)
             );
