@@ -446,6 +446,14 @@ fn two_servers_are_compared_page_by_page_naming_every_difference() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{text}");
         assert!(text.contains("CONVERGED"), "{text}");
+        // Equal CHECKSUM TABLE answers: each table one chunk, whatever the page size, and
+        // no row read (pages of one row would be 41 chunks).
+        for line in [
+            "test.kv: primary 40 rows, replica 40 rows, 1 chunks (0 differ)",
+            "test.ring: primary 16 rows, replica 16 rows, 1 chunks (0 differ)",
+        ] {
+            assert!(text.contains(line), "{line:?} not in:\n{text}");
+        }
     }
     for (stop, served) in [(stop_a, served_a), (stop_b, served_b)] {
         let _ = stop.send(());

@@ -54,6 +54,7 @@ const STATEMENT_WORDS: &[&str] = &[
     "RENAME",
     "XA",
     "CHECK",
+    "CHECKSUM",
     "REPAIR",
     "HANDLER",
     "PREPARE",

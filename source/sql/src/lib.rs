@@ -190,6 +190,9 @@ pub struct SqlSession {
     /// LOCK) waits for other sessions' table locks, as MySQL's metadata locks wait; the
     /// smaller of it and `innodb_lock_wait_timeout` bounds the wait (see `table_lock`).
     pub(crate) lock_wait_timeout: u64,
+    /// `ringrep_checksum_rows`: CHECKSUM TABLE also gives each table's row count
+    /// (`exec/checksum.rs`).
+    pub(crate) checksum_rows: bool,
     /// Who the session runs as; `None` (a session without a server) holds every privilege.
     pub authority: Option<Authority>,
     /// An INSERT or UPDATE without IGNORE runs: what it evaluates, it writes (see

@@ -197,6 +197,8 @@ fn a_restricted_account_runs_only_what_it_was_granted() {
     assert_eq!(rows(&mut r, "SELECT v FROM t"), [[Some("a".to_string())]]);
     assert_eq!(code(&mut r, "SELECT * FROM secret"), 1142);
     assert_eq!(code(&mut r, "SELECT * FROM t JOIN secret"), 1142);
+    assert_eq!(code(&mut r, "CHECKSUM TABLE t, secret"), 1142);
+    assert_eq!(rows(&mut r, "CHECKSUM TABLE t").len(), 1);
     assert_eq!(
         code(
             &mut r,

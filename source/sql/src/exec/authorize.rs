@@ -276,6 +276,12 @@ impl SqlSession {
                 }
                 Ok(())
             }
+            ("CHECKSUM", "TABLE") => {
+                for (db, t) in super::checksum::table_names(text)? {
+                    self.require_table(Privs::SELECT, "SELECT", db.as_deref(), &t)?;
+                }
+                Ok(())
+            }
             ("OPTIMIZE" | "ANALYZE", "TABLE") => {
                 let list = &text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..];
                 for n in crate::parse::lexer::split_top_level_commas(list) {

@@ -8,6 +8,7 @@ pub(crate) mod accounts;
 pub(crate) mod authorize;
 pub(crate) mod binary_logs;
 pub(crate) mod bound;
+pub(crate) mod checksum;
 pub(crate) mod conflict;
 pub(crate) mod cte;
 pub(crate) mod ddl;

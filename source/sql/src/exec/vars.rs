@@ -327,6 +327,7 @@ impl SqlSession {
         let vars = &mut self.session.vars;
         match lower.as_str() {
             "ndb_ring_buffer_show_meta" => vars.show_meta = on_off(&v, &lower)?,
+            "ringrep_checksum_rows" => self.checksum_rows = on_off(&v, &lower)?,
             // SHOW CREATE TABLE always quotes names (dump tools set it on).
             "sql_quote_show_create" => {
                 if !on_off(&v, &lower)? {
@@ -644,6 +645,7 @@ impl SqlSession {
             ),
             ("ndb_log_update_as_write".into(), b(v.log_update_as_write)),
             ("ndb_ring_buffer_show_meta".into(), b(v.show_meta)),
+            ("ringrep_checksum_rows".into(), b(self.checksum_rows)),
             (
                 "binlog_expire_logs_seconds".into(),
                 retention.expire.map_or(0, |d| d.as_secs()).to_string(),

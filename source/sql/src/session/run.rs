@@ -88,6 +88,7 @@ impl SqlSession {
             ctes: Default::default(),
             cte_max_recursion_depth: cte::DEFAULT_MAX_RECURSION_DEPTH,
             lock_wait_timeout: crate::exec::vars::LOCK_WAIT_TIMEOUT_MAX,
+            checksum_rows: false,
             authority: None,
             strict_write: false,
             sql_mode: expr::SQL_MODE.to_string(),
@@ -480,6 +481,7 @@ impl SqlSession {
                 };
             }
             ("RENAME", "TABLE") => return self.rename_tables(&text),
+            ("CHECKSUM", "TABLE") => return self.checksum_table(&text),
             ("OPTIMIZE", "TABLE") | ("ANALYZE", "TABLE") => {
                 let op = w(0).to_lowercase();
                 let names = text[text.to_ascii_uppercase().find("TABLE").map_or(0, |i| i + 5)..]
