@@ -98,6 +98,18 @@ pub enum InsertMode {
     Ignore,
 }
 
+/// One row change a statement staged, as [`Session::changes_since`] gives it: the row
+/// before and after (`None`: there was none, or it was deleted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StagedChange {
+    /// The changed table's id.
+    pub table_id: u64,
+    /// The row before the change; `None` for an insert.
+    pub before: Option<Row>,
+    /// The row after the change; `None` for a delete.
+    pub after: Option<Row>,
+}
+
 /// What an UPDATE did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UpdateOutcome {
@@ -758,6 +770,100 @@ impl Session {
                 cause,
             },
         );
+    }
+
+    /// How many row events the open transaction has staged: a position to give
+    /// [`Session::changes_since`] later (0 without a transaction).
+    pub fn staged_len(&self) -> usize {
+        self.txn.as_ref().map_or(0, |t| t.ops.len())
+    }
+
+    /// The row changes the running statement staged from position `from` on (a position
+    /// [`Session::staged_len`] gave during the statement), each with the row as it was just
+    /// before it and as it left it. The SQL layer checks and carries out foreign keys from
+    /// these at the statement's end, whatever path wrote the rows (INSERT, REPLACE, UPDATE,
+    /// DELETE, LOAD DATA, triggers): the before image comes from the statement's undo log
+    /// (an earlier event of the transaction) or, when the transaction had not touched the
+    /// key, from the committed table. A primary-key change, staged as a delete of the old
+    /// key then a write of the new one (both `Cause::Update`), is given as one change.
+    /// Meta rows are left out.
+    pub fn changes_since(&self, from: usize) -> Vec<StagedChange> {
+        let Some(txn) = &self.txn else {
+            return Vec::new();
+        };
+        let st = self.engine.read();
+        let before_of = |at: usize, table_id: u64, key: &[Value]| -> Option<Row> {
+            match at.checked_sub(self.ops_mark).and_then(|i| self.undo.get(i)) {
+                Some(Some(prev)) => staged_row(&txn.ops, *prev).cloned(),
+                Some(None) => st.tables.get(&table_id)?.get(&Key(key.to_vec())),
+                // Not this statement's (the caller's position is before it): ask the overlay
+                // as it stands, which is this event's own row, so no change is reported.
+                None => None,
+            }
+        };
+        let mut out = Vec::new();
+        let mut at = from.max(self.ops_mark);
+        while at < txn.ops.len() {
+            let Event::Row(ev) = &txn.ops[at] else {
+                at += 1;
+                continue;
+            };
+            let Some(table) = st.tables.get(&ev.table_id) else {
+                at += 1;
+                continue;
+            };
+            let change = match &ev.change {
+                RowChange::Write { row } => {
+                    let key = table.key_of(row);
+                    if table.is_meta_key(&key) {
+                        at += 1;
+                        continue;
+                    }
+                    StagedChange {
+                        table_id: ev.table_id,
+                        before: before_of(at, ev.table_id, &key.0),
+                        after: Some(row.clone()),
+                    }
+                }
+                RowChange::Update { key, after, .. } => StagedChange {
+                    table_id: ev.table_id,
+                    before: before_of(at, ev.table_id, key),
+                    after: Some(after.clone()),
+                },
+                RowChange::Delete { key } => {
+                    if table.is_meta_key(&Key(key.clone())) {
+                        at += 1;
+                        continue;
+                    }
+                    let before = before_of(at, ev.table_id, key);
+                    // A key change: the delete of the old key and the write of the new one.
+                    let moved = match (ev.cause, txn.ops.get(at + 1)) {
+                        (
+                            Cause::Update,
+                            Some(Event::Row(RowEvent {
+                                table_id,
+                                change: RowChange::Write { row },
+                                cause: Cause::Update,
+                            })),
+                        ) if *table_id == ev.table_id => Some(row.clone()),
+                        _ => None,
+                    };
+                    if moved.is_some() {
+                        at += 1;
+                    }
+                    StagedChange {
+                        table_id: ev.table_id,
+                        before,
+                        after: moved,
+                    }
+                }
+            };
+            at += 1;
+            if change.before.is_some() || change.after.is_some() {
+                out.push(change);
+            }
+        }
+        out
     }
 
     // ----- reads ----------------------------------------------------------------------
