@@ -772,6 +772,34 @@ impl Session {
         );
     }
 
+    /// The row of `def` whose unique index number `index` (its position in `def.indexes`)
+    /// holds `values`, as this session sees it (its transaction's rows first): a lookup in the
+    /// index, not a scan. The SQL layer finds a FOREIGN KEY's parent row this way when the
+    /// parent's columns are a unique index.
+    pub fn find_unique(&self, def: &TableDef, index: usize, values: &[Value]) -> Option<Row> {
+        let value = Key(values.to_vec());
+        let holder = {
+            let st = self.engine.read();
+            let table = st.tables.get(&def.id)?;
+            if let Some(txn) = &self.txn {
+                for (_, at) in txn
+                    .overlay
+                    .staged_with_unique(&txn.ops, &table.def, index, values)
+                {
+                    if let Some(r) = staged_row(&txn.ops, at) {
+                        if table.unique_value(index, r).as_ref() == Some(&value) {
+                            return Some(r.clone());
+                        }
+                    }
+                }
+            }
+            table.unique_holder(index, &value)?.clone()
+        };
+        // The committed holder, unless this transaction deleted it or changed its value.
+        self.get_row(def.id, &holder)
+            .filter(|r| def.index_value(index, r).as_ref() == Some(&value))
+    }
+
     /// How many row events the open transaction has staged: a position to give
     /// [`Session::changes_since`] later (0 without a transaction).
     pub fn staged_len(&self) -> usize {
@@ -786,8 +814,8 @@ impl Session {
     /// (an earlier event of the transaction) or, when the transaction had not touched the
     /// key, from the committed table. A primary-key change, staged as a delete of the old
     /// key then a write of the new one (both `Cause::Update`), is given as one change.
-    /// Meta rows are left out.
-    pub fn changes_since(&self, from: usize) -> Vec<StagedChange> {
+    /// Only the tables `wanted` accepts (by id) are looked at; meta rows are left out.
+    pub fn changes_since(&self, from: usize, wanted: &dyn Fn(u64) -> bool) -> Vec<StagedChange> {
         let Some(txn) = &self.txn else {
             return Vec::new();
         };
@@ -808,6 +836,10 @@ impl Session {
                 at += 1;
                 continue;
             };
+            if !wanted(ev.table_id) {
+                at += 1;
+                continue;
+            }
             let Some(table) = st.tables.get(&ev.table_id) else {
                 at += 1;
                 continue;
@@ -2113,6 +2145,79 @@ mod tests {
         assert_eq!(index.find(8, |_| true), None);
         index.clear();
         assert_eq!(index.find(7, |_| true), None);
+    }
+
+    /// A statement's changes come with the row before each (from the committed table, or
+    /// from an earlier statement of the transaction), a key change as one change, ring meta
+    /// rows and unwanted tables left out.
+    #[test]
+    fn changes_since_gives_each_change_with_its_before_image() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_engine, mut s) = sample_engine(dir.path(), SyncPolicy::Never);
+        insert_p(&mut s, 1, "one");
+        insert_p(&mut s, 2, "two");
+        let p = s.table_def(Some("d"), "p").expect("p");
+        let r = s.table_def(Some("d"), "r").expect("r");
+        let row = |id: i64, v: &str| vec![Value::Int(id), Value::Text(v.into())];
+        s.vars.autocommit = false;
+        // An earlier statement of the transaction.
+        s.statement(|s| {
+            s.update_row(
+                &p,
+                &[Value::Int(1)],
+                &[1],
+                vec![Value::Text("uno".into())],
+                1,
+            )
+        })
+        .expect("update");
+        s.begin_statement();
+        let mark = s.staged_len();
+        s.update_row(
+            &p,
+            &[Value::Int(1)],
+            &[1],
+            vec![Value::Text("eins".into())],
+            1,
+        )
+        .expect("update again");
+        s.update_row(&p, &[Value::Int(2)], &[0], vec![Value::Int(20)], 1)
+            .expect("key change");
+        s.delete_row(&p, &[Value::Int(20)]).expect("delete");
+        s.insert(
+            &p,
+            &[0, 1],
+            vec![row(3, "three")],
+            super::InsertMode::Insert,
+        )
+        .expect("insert");
+        s.insert(
+            &r,
+            &[0, 3],
+            vec![vec![Value::Int(5), Value::Text("ring".into())]],
+            super::InsertMode::Insert,
+        )
+        .expect("ring insert");
+        let all = s.changes_since(mark, &|_| true);
+        let only_p = s.changes_since(mark, &|id| id == p.id);
+        s.end_statement(Ok(())).expect("end");
+        let change = |before: Option<Vec<Value>>, after: Option<Vec<Value>>| super::StagedChange {
+            table_id: p.id,
+            before,
+            after,
+        };
+        let expected = vec![
+            change(Some(row(1, "uno")), Some(row(1, "eins"))),
+            change(Some(row(2, "two")), Some(row(20, "two"))),
+            change(Some(row(20, "two")), None),
+            change(None, Some(row(3, "three"))),
+        ];
+        assert_eq!(only_p, expected);
+        // The ring's data row is there, its meta row is not.
+        assert_eq!(all.len(), expected.len() + 1);
+        assert_eq!(all[4].table_id, r.id);
+        assert!(all[4].before.is_none());
+        s.rollback();
     }
 
     #[test]

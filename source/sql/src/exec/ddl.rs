@@ -485,6 +485,9 @@ fn column_def(
                     nullable = false;
                 } else if s.starts_with("UNIQUE") {
                     unique = true;
+                } else if s.starts_with("REFERENCES") {
+                    // A column's own REFERENCES: MySQL 8 parses and ignores it (only a
+                    // FOREIGN KEY clause makes a constraint).
                 } else if let Some(name) = s.strip_prefix("COLLATE") {
                     collation(name)?;
                 } else if let Some(name) = s
@@ -842,10 +845,14 @@ impl SqlSession {
             }
             def.comment = None;
             let mut def = prepare_table(def, partition.as_ref(), !foreign_keys.is_empty())?;
-            let fks = self.new_foreign_keys(&mut def, &foreign_keys, &[], &[])?;
             let (dbn, tn) = (def.database.clone(), def.name.clone());
-            self.check_new_table(&def)?;
             let existed = self.engine().table_def(&dbn, &tn).is_some();
+            // A table that exists keeps its constraints (IF NOT EXISTS), or is 1050.
+            let fks = match existed {
+                true => Vec::new(),
+                false => self.new_foreign_keys(&mut def, &foreign_keys, &[], &[])?,
+            };
+            self.check_new_table(&def)?;
             self.session.create_table(def, ct.if_not_exists)?;
             if !existed {
                 self.change_foreign_keys(&|_| false, fks)?;
@@ -880,10 +887,14 @@ impl SqlSession {
         if comment.is_some() {
             def.comment = comment;
         }
-        let fks = self.new_foreign_keys(&mut def, &foreign_keys, &[], &[])?;
-        self.check_new_table(&def)?;
         let (dbn, tn) = (def.database.clone(), def.name.clone());
         let existed = self.engine().table_def(&dbn, &tn).is_some();
+        // A table that exists keeps its constraints (IF NOT EXISTS), or is 1050.
+        let fks = match existed {
+            true => Vec::new(),
+            false => self.new_foreign_keys(&mut def, &foreign_keys, &[], &[])?,
+        };
+        self.check_new_table(&def)?;
         self.session.create_table(def, ct.if_not_exists)?;
         if !existed && declared.is_some() {
             self.set_declared_engine(&dbn, &tn, declared)?;

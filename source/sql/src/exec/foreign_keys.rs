@@ -390,12 +390,8 @@ impl SqlSession {
             .collect();
         let mut from = mark;
         for round in 0.. {
-            let changes: Vec<StagedChange> = self
-                .session
-                .changes_since(from)
-                .into_iter()
-                .filter(|c| tables.contains(&c.table_id))
-                .collect();
+            let changes: Vec<StagedChange> =
+                self.session.changes_since(from, &|id| tables.contains(&id));
             from = self.session.staged_len();
             if changes.is_empty() {
                 break;
@@ -523,6 +519,20 @@ impl SqlSession {
             // a shared lock there).
             for v in wanted {
                 if self.session.lock_row(&b.parent, &v.0)?.is_none() {
+                    return Err(no_referenced_row(&b.fk, &b.fk.table));
+                }
+            }
+            return Ok(());
+        }
+        let unique = b
+            .parent
+            .indexes
+            .iter()
+            .position(|i| i.kind == IndexKind::Unique && i.columns == b.pcols);
+        if let Some(index) = unique {
+            // A unique index of the parent: each parent row is found in it.
+            for v in wanted {
+                if self.session.find_unique(&b.parent, index, &v.0).is_none() {
                     return Err(no_referenced_row(&b.fk, &b.fk.table));
                 }
             }
