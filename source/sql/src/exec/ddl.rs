@@ -957,6 +957,16 @@ impl SqlSession {
             ObjectType::Database | ObjectType::Schema => {
                 for n in names {
                     let db = split_name(n)?.1;
+                    // Its tables go as DROP TABLE of them all would: not one another table's
+                    // constraint still references (3730), as in MySQL.
+                    let tables: Vec<(String, String)> = self
+                        .engine()
+                        .tables()
+                        .into_iter()
+                        .filter(|t| t.database.eq_ignore_ascii_case(&db))
+                        .map(|t| (t.database, t.name))
+                        .collect();
+                    self.check_drop_parents(&tables)?;
                     self.session.drop_database(&db, if_exists)?;
                     // Its views, procedures, triggers and declared engines go with it, as in MySQL.
                     self.drop_stored_objects_of(&db)?;
