@@ -1322,6 +1322,24 @@ fn a_cascade_delete_reaches_the_replica() {
             .await
             .expect_err("no parent 99");
         assert!(err.to_string().contains("1452"), "{err}");
+        // So it is as a prepared statement (its compiled INSERT plan), and a parent row
+        // found by its key is written with its child in one transaction.
+        let err = c
+            .exec_drop("INSERT INTO a_line VALUES (?, ?, ?)", (16, 98, 1))
+            .await
+            .expect_err("no parent 98");
+        assert!(err.to_string().contains("1452"), "{err}");
+        c.query_drop("START TRANSACTION").await.expect("begin");
+        c.exec_drop("INSERT INTO order_head VALUES (?, ?)", (4, "dee"))
+            .await
+            .expect("parent");
+        c.exec_drop("INSERT INTO a_line VALUES (?, ?, ?)", (16, 4, 1))
+            .await
+            .expect("child of a parent of the same transaction");
+        c.query_drop("COMMIT").await.expect("commit");
+        c.query_drop("DELETE FROM order_head WHERE id = 4")
+            .await
+            .expect("cascade");
     });
     wait_applied(&rt, replica.addr, primary.last_seq(), "the cascade");
     for addr in [paddr, replica.addr] {
