@@ -220,8 +220,11 @@ pub fn create_table_sql(def: &TableDef, style: &CreateStyle<'_>) -> String {
     out
 }
 
-/// What starts a replayable dump: the session settings the statements rely on.
-pub const DUMP_PROLOGUE: &str = "/*!40101 SET NAMES utf8mb4 */;\nSET time_zone = '+00:00';\n";
+/// What starts a replayable dump: the session settings the statements rely on. FOREIGN KEY
+/// checks are off, as mysqldump turns them off: the rows a cascade changed are in the log as
+/// rows of their own, and a replayed REPLACE must not cascade again.
+pub const DUMP_PROLOGUE: &str =
+    "/*!40101 SET NAMES utf8mb4 */;\nSET time_zone = '+00:00';\n/*!40014 SET FOREIGN_KEY_CHECKS=0 */;\n";
 
 fn qualified(schema: &Schema, id: u64) -> Option<(&TableDef, String)> {
     schema.tables.get(&id).map(|t| {

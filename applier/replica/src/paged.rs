@@ -173,6 +173,8 @@ impl Node {
         let (engine, _) = Engine::open(dir.path(), cfg)?;
         let mut sql = SqlSession::new(&engine);
         sql.session.vars.applier = true;
+        // Tables come in name order: a child's FOREIGN KEY may name a parent still to come.
+        sql.execute("SET foreign_key_checks = 0")?;
         let shown = self.shown.clone();
         let q = |e: mysql_async::Error| remote(format!("{shown}: {e}"));
         let conn = self.conn();
@@ -204,7 +206,11 @@ impl Node {
                     .map_err(q)?;
                 let (_, create) =
                     create.ok_or_else(|| remote(format!("no definition of {db}.{t}")))?;
-                sql.execute(&create)?;
+                // A `mysql` table an earlier CREATE made (the FOREIGN KEY constraints, the
+                // declared engines) is there already.
+                if engine.table_def(&db, &t).is_none() {
+                    sql.execute(&create)?;
+                }
                 let def = engine
                     .table_def(&db, &t)
                     .ok_or_else(|| remote(format!("{db}.{t}: definition did not load")))?;

@@ -176,13 +176,20 @@ async fn read_all(conn: &mut mysql_async::Conn, server_id: u32, last_seq: u64) -
         }
         sql.execute(&format!("CREATE DATABASE IF NOT EXISTS `{db}`"))?;
         sql.execute(&format!("USE `{db}`"))?;
+        // Tables come in name order: a child's FOREIGN KEY may name a parent still to come,
+        // as in a dump (and the rows are copied as they are, without checks).
+        sql.execute("SET foreign_key_checks = 0")?;
         for t in tables {
             let create: Option<(String, String)> = conn
                 .query_first(format!("SHOW CREATE TABLE `{db}`.`{t}`"))
                 .await
                 .map_err(q)?;
             let (_, create) = create.ok_or_else(|| remote(format!("no definition of {db}.{t}")))?;
-            sql.execute(&create)?;
+            // A `mysql` table that an earlier CREATE made (the one that holds FOREIGN KEY
+            // constraints, or declared engines) is there already: only its rows are copied.
+            if engine.table_def(&db, &t).is_none() {
+                sql.execute(&create)?;
+            }
             let def = engine
                 .table_def(&db, &t)
                 .ok_or_else(|| remote(format!("{db}.{t}: definition did not load")))?;

@@ -1286,3 +1286,74 @@ fn a_lagging_replica_is_kept_until_the_hard_cap_then_provisioned() {
     drop(engine);
     primary.stop(&rt);
 }
+
+/// A FOREIGN KEY's cascade on the primary reaches a replica as the row changes it made: the
+/// replica applies them without checks, and the verifier (which copies each node's tables
+/// from SHOW CREATE TABLE, the child `a_line` before its parent `order_head`) says CONVERGED.
+#[test]
+fn a_cascade_delete_reaches_the_replica() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let mut primary = Primary::start(&rt, &dir.path().join("primary"));
+    let paddr = primary.addr;
+    let replica = start_replica(&dir.path().join("replica"), paddr);
+    let count = |addr: SocketAddr, sql: &'static str| -> u64 {
+        rt.block_on(async {
+            let mut c = connect(addr, Some("test")).await;
+            c.query_first(sql).await.expect("count").expect("row")
+        })
+    };
+    rt.block_on(async {
+        let mut c = connect(paddr, Some("test")).await;
+        for sql in [
+            "CREATE TABLE order_head (id INT NOT NULL PRIMARY KEY, who VARCHAR(20))",
+            "CREATE TABLE a_line (id INT NOT NULL PRIMARY KEY, order_id INT, qty INT, \
+             FOREIGN KEY (order_id) REFERENCES order_head (id) ON DELETE CASCADE ON UPDATE SET NULL)",
+            "INSERT INTO order_head VALUES (1, 'ann'), (2, 'bob'), (3, 'cy')",
+            "INSERT INTO a_line VALUES (10, 1, 1), (11, 1, 2), (12, 2, 3), (13, 3, 4), (14, 3, 5)",
+            "DELETE FROM order_head WHERE id IN (1, 3)",
+            "UPDATE order_head SET id = 20 WHERE id = 2",
+        ] {
+            c.query_drop(sql).await.expect(sql);
+        }
+        // The child row the parent still needs is refused on the primary.
+        let err = c
+            .query_drop("INSERT INTO a_line VALUES (15, 99, 1)")
+            .await
+            .expect_err("no parent 99");
+        assert!(err.to_string().contains("1452"), "{err}");
+        // So it is as a prepared statement (its compiled INSERT plan), and a parent row
+        // found by its key is written with its child in one transaction.
+        let err = c
+            .exec_drop("INSERT INTO a_line VALUES (?, ?, ?)", (16, 98, 1))
+            .await
+            .expect_err("no parent 98");
+        assert!(err.to_string().contains("1452"), "{err}");
+        c.query_drop("START TRANSACTION").await.expect("begin");
+        c.exec_drop("INSERT INTO order_head VALUES (?, ?)", (4, "dee"))
+            .await
+            .expect("parent");
+        c.exec_drop("INSERT INTO a_line VALUES (?, ?, ?)", (16, 4, 1))
+            .await
+            .expect("child of a parent of the same transaction");
+        c.query_drop("COMMIT").await.expect("commit");
+        c.query_drop("DELETE FROM order_head WHERE id = 4")
+            .await
+            .expect("cascade");
+    });
+    wait_applied(&rt, replica.addr, primary.last_seq(), "the cascade");
+    for addr in [paddr, replica.addr] {
+        assert_eq!(count(addr, "SELECT COUNT(*) FROM a_line"), 1);
+        assert_eq!(
+            count(
+                addr,
+                "SELECT COUNT(*) FROM a_line WHERE id = 12 AND order_id IS NULL"
+            ),
+            1
+        );
+    }
+    let (code, out) = verify(paddr, replica.addr);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("CONVERGED"), "{out}");
+    primary.stop(&rt);
+}

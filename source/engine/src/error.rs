@@ -143,6 +143,37 @@ pub mod code {
     /// A FOREIGN KEY that cannot be added: around a ring buffer table, as RonDB's own tests
     /// of the spec's rule expect.
     pub const ER_CANNOT_ADD_FOREIGN: Code = Code::new(1215, "HY000");
+    /// A parent row that child rows still reference, deleted or changed under a RESTRICT or
+    /// NO ACTION foreign key.
+    pub const ER_ROW_IS_REFERENCED_2: Code = Code::new(1451, "23000");
+    /// A child row whose foreign key values no parent row holds.
+    pub const ER_NO_REFERENCED_ROW_2: Code = Code::new(1452, "23000");
+    /// A foreign key whose parent columns are not the leading columns of an index.
+    pub const ER_FK_NO_INDEX_PARENT: Code = Code::new(1822, "HY000");
+    /// A foreign key whose parent table does not exist.
+    pub const ER_FK_CANNOT_OPEN_PARENT: Code = Code::new(1824, "HY000");
+    /// A foreign key name the database has already.
+    pub const ER_FK_DUP_NAME: Code = Code::new(1826, "23000");
+    /// A column dropped that a foreign key of its table needs.
+    pub const ER_FK_COLUMN_CANNOT_DROP: Code = Code::new(1828, "HY000");
+    /// A column dropped that a foreign key of another table references.
+    pub const ER_FK_COLUMN_CANNOT_DROP_CHILD: Code = Code::new(1829, "HY000");
+    /// ON DELETE / ON UPDATE SET NULL on a NOT NULL column.
+    pub const ER_FK_COLUMN_NOT_NULL: Code = Code::new(1830, "HY000");
+    /// An index dropped that a foreign key needs.
+    pub const ER_DROP_INDEX_FK: Code = Code::new(1553, "HY000");
+    /// A foreign key whose two column lists differ in length.
+    pub const ER_WRONG_FK_DEF: Code = Code::new(1239, "42000");
+    /// TRUNCATE of a table another table's foreign key references.
+    pub const ER_TRUNCATE_ILLEGAL_FK: Code = Code::new(1701, "42000");
+    /// Cascades deeper than InnoDB's 15 levels.
+    pub const ER_FK_DEPTH_EXCEEDED: Code = Code::new(3008, "HY000");
+    /// DROP TABLE of a table another table's foreign key references.
+    pub const ER_FK_CANNOT_DROP_PARENT: Code = Code::new(3730, "HY000");
+    /// A foreign key column not in its parent table.
+    pub const ER_FK_NO_COLUMN_PARENT: Code = Code::new(3734, "HY000");
+    /// A foreign key column whose type its parent column's does not match.
+    pub const ER_FK_INCOMPATIBLE_COLUMNS: Code = Code::new(3780, "HY000");
     /// A column COMMENT over 1024 characters.
     pub const ER_TOO_LONG_FIELD_COMMENT: Code = Code::new(1629, "HY000");
     /// A FLOAT's or DOUBLE's `(M, D)` with M over 255, a BIT's width over 64.

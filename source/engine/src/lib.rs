@@ -132,7 +132,7 @@ pub use error::{Error, Result};
 pub(crate) use locks::{LockKey, LockTable};
 pub use own::is_bookkeeping;
 pub use retention::{BinlogHold, PurgeOutcome, Retention};
-pub use session::{InsertMode, Session, SessionVars, UpdateOutcome, MAX_WARNINGS};
+pub use session::{InsertMode, Session, SessionVars, StagedChange, UpdateOutcome, MAX_WARNINGS};
 pub use snapshot::SnapshotRows;
 pub use table::{Row, StoredRow, Table, HIDDEN_ROW_ID};
 

@@ -98,6 +98,18 @@ pub enum InsertMode {
     Ignore,
 }
 
+/// One row change a statement staged, as [`Session::changes_since`] gives it: the row
+/// before and after (`None`: there was none, or it was deleted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StagedChange {
+    /// The changed table's id.
+    pub table_id: u64,
+    /// The row before the change; `None` for an insert.
+    pub before: Option<Row>,
+    /// The row after the change; `None` for a delete.
+    pub after: Option<Row>,
+}
+
 /// What an UPDATE did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UpdateOutcome {
@@ -762,6 +774,132 @@ impl Session {
                 cause,
             },
         );
+    }
+
+    /// The row of `def` whose unique index number `index` (its position in `def.indexes`)
+    /// holds `values`, as this session sees it (its transaction's rows first): a lookup in the
+    /// index, not a scan. The SQL layer finds a FOREIGN KEY's parent row this way when the
+    /// parent's columns are a unique index.
+    pub fn find_unique(&self, def: &TableDef, index: usize, values: &[Value]) -> Option<Row> {
+        let value = Key(values.to_vec());
+        let holder = {
+            let st = self.engine.read();
+            let table = st.tables.get(&def.id)?;
+            if let Some(txn) = &self.txn {
+                for (_, at) in txn
+                    .overlay
+                    .staged_with_unique(&txn.ops, &table.def, index, values)
+                {
+                    if let Some(r) = staged_row(&txn.ops, at) {
+                        if table.unique_value(index, r).as_ref() == Some(&value) {
+                            return Some(r.clone());
+                        }
+                    }
+                }
+            }
+            table.unique_holder(index, &value)?.clone()
+        };
+        // The committed holder, unless this transaction deleted it or changed its value.
+        self.get_row(def.id, &holder)
+            .filter(|r| def.index_value(index, r).as_ref() == Some(&value))
+    }
+
+    /// How many row events the open transaction has staged: a position to give
+    /// [`Session::changes_since`] later (0 without a transaction).
+    pub fn staged_len(&self) -> usize {
+        self.txn.as_ref().map_or(0, |t| t.ops.len())
+    }
+
+    /// The row changes the running statement staged from position `from` on (a position
+    /// [`Session::staged_len`] gave during the statement), each with the row as it was just
+    /// before it and as it left it. The SQL layer checks and carries out foreign keys from
+    /// these at the statement's end, whatever path wrote the rows (INSERT, REPLACE, UPDATE,
+    /// DELETE, LOAD DATA, triggers): the before image comes from the statement's undo log
+    /// (an earlier event of the transaction) or, when the transaction had not touched the
+    /// key, from the committed table. A primary-key change, staged as a delete of the old
+    /// key then a write of the new one (both `Cause::Update`), is given as one change.
+    /// Only the tables `wanted` accepts (by id) are looked at; meta rows are left out.
+    pub fn changes_since(&self, from: usize, wanted: &dyn Fn(u64) -> bool) -> Vec<StagedChange> {
+        let Some(txn) = &self.txn else {
+            return Vec::new();
+        };
+        let st = self.engine.read();
+        let before_of = |at: usize, table_id: u64, key: &[Value]| -> Option<Row> {
+            match at.checked_sub(self.ops_mark).and_then(|i| self.undo.get(i)) {
+                Some(Some(prev)) => staged_row(&txn.ops, *prev).cloned(),
+                Some(None) => st.tables.get(&table_id)?.get(&Key(key.to_vec())),
+                // Not this statement's (the caller's position is before it): ask the overlay
+                // as it stands, which is this event's own row, so no change is reported.
+                None => None,
+            }
+        };
+        let mut out = Vec::new();
+        let mut at = from.max(self.ops_mark);
+        while at < txn.ops.len() {
+            let Event::Row(ev) = &txn.ops[at] else {
+                at += 1;
+                continue;
+            };
+            if !wanted(ev.table_id) {
+                at += 1;
+                continue;
+            }
+            let Some(table) = st.tables.get(&ev.table_id) else {
+                at += 1;
+                continue;
+            };
+            let change = match &ev.change {
+                RowChange::Write { row } => {
+                    let key = table.key_of(row);
+                    if table.is_meta_key(&key) {
+                        at += 1;
+                        continue;
+                    }
+                    StagedChange {
+                        table_id: ev.table_id,
+                        before: before_of(at, ev.table_id, &key.0),
+                        after: Some(row.clone()),
+                    }
+                }
+                RowChange::Update { key, after, .. } => StagedChange {
+                    table_id: ev.table_id,
+                    before: before_of(at, ev.table_id, key),
+                    after: Some(after.clone()),
+                },
+                RowChange::Delete { key } => {
+                    if table.is_meta_key(&Key(key.clone())) {
+                        at += 1;
+                        continue;
+                    }
+                    let before = before_of(at, ev.table_id, key);
+                    // A key change: the delete of the old key and the write of the new one.
+                    let moved = match (ev.cause, txn.ops.get(at + 1)) {
+                        (
+                            Cause::Update,
+                            Some(Event::Row(RowEvent {
+                                table_id,
+                                change: RowChange::Write { row },
+                                cause: Cause::Update,
+                            })),
+                        ) if *table_id == ev.table_id => Some(row.clone()),
+                        _ => None,
+                    };
+                    if moved.is_some() {
+                        at += 1;
+                    }
+                    StagedChange {
+                        table_id: ev.table_id,
+                        before,
+                        after: moved,
+                    }
+                }
+            };
+            at += 1;
+            if change.before.is_some() || change.after.is_some() {
+                out.push(change);
+            }
+        }
+        out
     }
 
     // ----- reads ----------------------------------------------------------------------
@@ -2084,6 +2222,79 @@ mod tests {
         assert_eq!(index.find(8, |_| true), None);
         index.clear();
         assert_eq!(index.find(7, |_| true), None);
+    }
+
+    /// A statement's changes come with the row before each (from the committed table, or
+    /// from an earlier statement of the transaction), a key change as one change, ring meta
+    /// rows and unwanted tables left out.
+    #[test]
+    fn changes_since_gives_each_change_with_its_before_image() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_engine, mut s) = sample_engine(dir.path(), SyncPolicy::Never);
+        insert_p(&mut s, 1, "one");
+        insert_p(&mut s, 2, "two");
+        let p = s.table_def(Some("d"), "p").expect("p");
+        let r = s.table_def(Some("d"), "r").expect("r");
+        let row = |id: i64, v: &str| vec![Value::Int(id), Value::Text(v.into())];
+        s.vars.autocommit = false;
+        // An earlier statement of the transaction.
+        s.statement(|s| {
+            s.update_row(
+                &p,
+                &[Value::Int(1)],
+                &[1],
+                vec![Value::Text("uno".into())],
+                1,
+            )
+        })
+        .expect("update");
+        s.begin_statement();
+        let mark = s.staged_len();
+        s.update_row(
+            &p,
+            &[Value::Int(1)],
+            &[1],
+            vec![Value::Text("eins".into())],
+            1,
+        )
+        .expect("update again");
+        s.update_row(&p, &[Value::Int(2)], &[0], vec![Value::Int(20)], 1)
+            .expect("key change");
+        s.delete_row(&p, &[Value::Int(20)]).expect("delete");
+        s.insert(
+            &p,
+            &[0, 1],
+            vec![row(3, "three")],
+            super::InsertMode::Insert,
+        )
+        .expect("insert");
+        s.insert(
+            &r,
+            &[0, 3],
+            vec![vec![Value::Int(5), Value::Text("ring".into())]],
+            super::InsertMode::Insert,
+        )
+        .expect("ring insert");
+        let all = s.changes_since(mark, &|_| true);
+        let only_p = s.changes_since(mark, &|id| id == p.id);
+        s.end_statement(Ok(())).expect("end");
+        let change = |before: Option<Vec<Value>>, after: Option<Vec<Value>>| super::StagedChange {
+            table_id: p.id,
+            before,
+            after,
+        };
+        let expected = vec![
+            change(Some(row(1, "uno")), Some(row(1, "eins"))),
+            change(Some(row(2, "two")), Some(row(20, "two"))),
+            change(Some(row(20, "two")), None),
+            change(None, Some(row(3, "three"))),
+        ];
+        assert_eq!(only_p, expected);
+        // The ring's data row is there, its meta row is not.
+        assert_eq!(all.len(), expected.len() + 1);
+        assert_eq!(all[4].table_id, r.id);
+        assert!(all[4].before.is_none());
+        s.rollback();
     }
 
     #[test]

@@ -184,6 +184,9 @@ pub struct SqlSession {
     outer: Mutex<Option<Arc<expr::OuterRow>>>,
     /// The common table expressions in scope while a statement runs (`cte`).
     ctes: Mutex<CteScope>,
+    /// `foreign_key_checks`: whether FOREIGN KEY constraints are checked and carried out
+    /// (`exec::foreign_keys`).
+    pub(crate) foreign_key_checks: bool,
     /// `cte_max_recursion_depth`: the rounds a recursive common table expression may run.
     pub cte_max_recursion_depth: u64,
     /// `lock_wait_timeout` in seconds: how long LOCK TABLES (and FLUSH TABLES ... WITH READ

@@ -5,14 +5,16 @@
 //!
 //! Catalog tables are computed when a query reads them, from the engine's table definitions
 //! and the session's privileges (a table the account may not see is not listed). They are
-//! read-only; ringrep has no stored functions or foreign keys, so REFERENTIAL_CONSTRAINTS is
-//! empty; ROUTINES lists the stored procedures, TRIGGERS the triggers, VIEWS (and TABLES)
+//! read-only; ringrep has no stored functions. REFERENTIAL_CONSTRAINTS lists the FOREIGN KEY
+//! constraints (`objects::foreign_keys`), which KEY_COLUMN_USAGE and TABLE_CONSTRAINTS list
+//! too; ROUTINES lists the stored procedures, TRIGGERS the triggers, VIEWS (and TABLES)
 //! the views.
 
 use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IndexKind, IntWidth, TableDef};
 use binlog_format::Value;
 
 use crate::expr::render;
+use crate::objects::foreign_keys::ForeignKey;
 use crate::parse::show::{show_words, ShowFilter};
 use crate::table::computed::{computed_def, plain_column, Computed};
 use crate::SqlSession;
@@ -664,7 +666,28 @@ impl SqlSession {
                     text("YES"),
                 ],
             ],
-            "KEY_COLUMN_USAGE" => self.key_column_usage_rows(),
+            "KEY_COLUMN_USAGE" => {
+                let mut rows = self.key_column_usage_rows();
+                for (f, _) in self.visible_foreign_keys()? {
+                    for (i, (c, p)) in f.columns.iter().zip(&f.parent_columns).enumerate() {
+                        rows.push(vec![
+                            text("def"),
+                            text(&f.db),
+                            text(&f.name),
+                            text("def"),
+                            text(&f.db),
+                            text(&f.table),
+                            text(c),
+                            num(i as u64 + 1),
+                            num(i as u64 + 1),
+                            text(&f.parent_db),
+                            text(&f.parent_table),
+                            text(p),
+                        ]);
+                    }
+                }
+                rows
+            }
             "PARTITIONS" => self.partitions_rows(),
             "SCHEMATA" => self
                 .visible_databases()
@@ -681,7 +704,27 @@ impl SqlSession {
                 })
                 .collect(),
             "STATISTICS" => self.statistics_rows(),
-            "TABLE_CONSTRAINTS" => self
+            "REFERENTIAL_CONSTRAINTS" => self
+                .visible_foreign_keys()?
+                .into_iter()
+                .map(|(f, parent_index)| {
+                    vec![
+                        text("def"),
+                        text(&f.db),
+                        text(&f.name),
+                        text("def"),
+                        text(&f.parent_db),
+                        parent_index.map_or(Value::Null, text),
+                        text("NONE"),
+                        text(f.on_update.sql()),
+                        text(f.on_delete.sql()),
+                        text(&f.table),
+                        text(&f.parent_table),
+                    ]
+                })
+                .collect(),
+            "TABLE_CONSTRAINTS" => {
+                let mut rows: Vec<Vec<Value>> = self
                 .visible_tables()
                 .iter()
                 .flat_map(|def| {
@@ -706,7 +749,20 @@ impl SqlSession {
                         })
                         .collect::<Vec<_>>()
                 })
-                .collect(),
+                .collect();
+                for (f, _) in self.visible_foreign_keys()? {
+                    rows.push(vec![
+                        text("def"),
+                        text(&f.db),
+                        text(&f.name),
+                        text(&f.db),
+                        text(&f.table),
+                        text("FOREIGN KEY"),
+                        text("YES"),
+                    ]);
+                }
+                rows
+            }
             "ROUTINES" => self.routines_rows()?,
             "TRIGGERS" => self.triggers_rows()?,
             "VIEWS" => self
@@ -956,6 +1012,38 @@ impl SqlSession {
             }
         }
         rows
+    }
+
+    /// The FOREIGN KEY constraints of the tables the account may see, each with the name of
+    /// the parent's index that its columns lead (`PRIMARY`, a unique or another index),
+    /// `None` when the parent is missing (a constraint made with the checks off).
+    fn visible_foreign_keys(&self) -> Result<Vec<(ForeignKey, Option<String>)>> {
+        if !self.has_foreign_keys() {
+            return Ok(Vec::new());
+        }
+        let visible = self.visible_tables();
+        Ok(self
+            .foreign_keys()?
+            .into_iter()
+            .filter(|f| visible.iter().any(|d| f.is_on(&d.database, &d.name)))
+            .map(|f| {
+                let index = self
+                    .engine()
+                    .table_def(&f.parent_db, &f.parent_table)
+                    .and_then(|p| {
+                        let cols: Vec<usize> = f
+                            .parent_columns
+                            .iter()
+                            .map(|c| p.column_index(c))
+                            .collect::<Option<_>>()?;
+                        indexes(&p)
+                            .into_iter()
+                            .find(|(_, _, ic)| ic.starts_with(&cols))
+                            .map(|(name, ..)| name)
+                    });
+                (f, index)
+            })
+            .collect())
     }
 
     fn key_column_usage_rows(&self) -> Vec<Vec<Value>> {

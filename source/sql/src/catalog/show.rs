@@ -8,6 +8,7 @@ use ringrep_cdc::sql_text::{create_table_sql, CreateStyle};
 use sqlparser::ast::{ObjectName, ShowCreateObject, ShowStatementFilter};
 
 use crate::expr::render;
+use crate::objects::foreign_keys::ForeignKey;
 use crate::parse::statement::split_name;
 use crate::{Outcome, SqlSession};
 use ringrep_engine::error::{Code, Error, Result};
@@ -62,6 +63,19 @@ fn show_create_table(def: &TableDef, engine: &str) -> String {
     )
 }
 
+/// Adds a table's FOREIGN KEY constraints to its CREATE TABLE text, after its keys, as MySQL
+/// 8 prints them (by name).
+fn with_constraints(text: &mut String, fks: &[ForeignKey]) {
+    if fks.is_empty() {
+        return;
+    }
+    let Some(end) = text.find("\n) ENGINE=") else {
+        return;
+    };
+    let lines: String = fks.iter().map(|f| format!(",\n  {}", f.clause())).collect();
+    text.insert_str(end, &lines);
+}
+
 impl SqlSession {
     /// SHOW CREATE TABLE (other objects are not supported).
     pub(crate) fn show_create(
@@ -73,12 +87,14 @@ impl SqlSession {
             ShowCreateObject::Table => {
                 let (db, t) = split_name(name)?;
                 let def = self.session.table_def(db.as_deref(), &t)?;
+                let mut text = show_create_table(&def, &self.engine_name(&def));
+                if self.has_foreign_keys() {
+                    let fks = self.foreign_keys_of(&def.database, &def.name)?;
+                    with_constraints(&mut text, &fks);
+                }
                 Ok(Outcome::text(
                     &["Table", "Create Table"],
-                    vec![vec![
-                        Some(def.name.clone()),
-                        Some(show_create_table(&def, &self.engine_name(&def))),
-                    ]],
+                    vec![vec![Some(def.name.clone()), Some(text)]],
                 ))
             }
             other => Err(Error::unsupported(format!("SHOW CREATE {other}"))),

@@ -10,7 +10,9 @@ use sqlparser::ast::{
     ObjectType, SqlOption, TableConstraint,
 };
 
+use crate::exec::foreign_keys::has_index_on;
 use crate::expr::{collation_named, eval, Collated, Scope};
+use crate::objects::foreign_keys::ForeignKey;
 use crate::parse::lexer::{find_top_level, split_top_level_commas, take_string};
 use crate::parse::statement::{parse_one, split_name};
 use crate::{Outcome, SqlSession};
@@ -483,6 +485,9 @@ fn column_def(
                     nullable = false;
                 } else if s.starts_with("UNIQUE") {
                     unique = true;
+                } else if s.starts_with("REFERENCES") {
+                    // A column's own REFERENCES: MySQL 8 parses and ignores it (only a
+                    // FOREIGN KEY clause makes a constraint).
                 } else if let Some(name) = s.strip_prefix("COLLATE") {
                     collation(name)?;
                 } else if let Some(name) = s
@@ -726,14 +731,14 @@ impl SqlSession {
             }
             def.columns.push(col);
         }
-        let mut foreign_keys = false;
+        let mut foreign_keys = Vec::new();
         for c in &ct.constraints {
             let text = c.to_string();
             let upper = text.to_ascii_uppercase();
             let cols = constraint_columns(c);
             if let TableConstraint::ForeignKey(fk) = c {
-                foreign_keys = true;
                 self.refuse_ring_parent(fk, &db)?;
+                foreign_keys.push(fk.clone());
                 continue;
             }
             if upper.starts_with("CHECK") || upper.contains(" CHECK (") {
@@ -839,11 +844,19 @@ impl SqlSession {
                 }
             }
             def.comment = None;
-            let def = prepare_table(def, partition.as_ref(), foreign_keys)?;
+            let mut def = prepare_table(def, partition.as_ref(), !foreign_keys.is_empty())?;
             let (dbn, tn) = (def.database.clone(), def.name.clone());
-            self.check_new_table(&def)?;
             let existed = self.engine().table_def(&dbn, &tn).is_some();
+            // A table that exists keeps its constraints (IF NOT EXISTS), or is 1050.
+            let fks = match existed {
+                true => Vec::new(),
+                false => self.new_foreign_keys(&mut def, &foreign_keys, &[], &[])?,
+            };
+            self.check_new_table(&def)?;
             self.session.create_table(def, ct.if_not_exists)?;
+            if !existed {
+                self.change_foreign_keys(&|_| false, fks)?;
+            }
             if existed {
                 // IF NOT EXISTS of a table that exists: its note, and nothing copied (MySQL 8).
                 return Ok(Outcome::Affected {
@@ -870,16 +883,24 @@ impl SqlSession {
         }
         // A table of another engine takes none of the NDB_TABLE options of its comment.
         let comment = declared.and_then(|_| def.comment.take());
-        let mut def = prepare_table(def, partition.as_ref(), foreign_keys)?;
+        let mut def = prepare_table(def, partition.as_ref(), !foreign_keys.is_empty())?;
         if comment.is_some() {
             def.comment = comment;
         }
-        self.check_new_table(&def)?;
         let (dbn, tn) = (def.database.clone(), def.name.clone());
         let existed = self.engine().table_def(&dbn, &tn).is_some();
+        // A table that exists keeps its constraints (IF NOT EXISTS), or is 1050.
+        let fks = match existed {
+            true => Vec::new(),
+            false => self.new_foreign_keys(&mut def, &foreign_keys, &[], &[])?,
+        };
+        self.check_new_table(&def)?;
         self.session.create_table(def, ct.if_not_exists)?;
         if !existed && declared.is_some() {
             self.set_declared_engine(&dbn, &tn, declared)?;
+        }
+        if !existed {
+            self.change_foreign_keys(&|_| false, fks)?;
         }
         Ok(Outcome::Affected {
             rows: 0,
@@ -897,6 +918,16 @@ impl SqlSession {
     ) -> Result<Outcome> {
         match kind {
             ObjectType::Table => {
+                // A parent another table's constraint references goes only with that
+                // table (3730), as in MySQL.
+                let mut listed = Vec::new();
+                for n in names {
+                    let (db, t) = split_name(n)?;
+                    if let Ok(def) = self.session.table_def(db.as_deref(), &t) {
+                        listed.push((def.database, def.name));
+                    }
+                }
+                self.check_drop_parents(&listed)?;
                 for n in names {
                     let (db, t) = split_name(n)?;
                     // Its triggers go with it, as in MySQL (first: a crash between the two
@@ -909,6 +940,12 @@ impl SqlSession {
                     self.session.drop_table(db.as_deref(), &t, if_exists)?;
                     if let Some(def) = def {
                         self.set_declared_engine(&def.database, &def.name, None)?;
+                        // Its own constraints go with it; those that reference it stay (only
+                        // with the checks off), as in MySQL.
+                        if self.has_foreign_keys() {
+                            let (d, n) = (def.database.clone(), def.name.clone());
+                            self.change_foreign_keys(&|f| f.is_on(&d, &n), Vec::new())?;
+                        }
                     }
                 }
                 Ok(Outcome::Affected {
@@ -920,6 +957,16 @@ impl SqlSession {
             ObjectType::Database | ObjectType::Schema => {
                 for n in names {
                     let db = split_name(n)?.1;
+                    // Its tables go as DROP TABLE of them all would: not one another table's
+                    // constraint still references (3730), as in MySQL.
+                    let tables: Vec<(String, String)> = self
+                        .engine()
+                        .tables()
+                        .into_iter()
+                        .filter(|t| t.database.eq_ignore_ascii_case(&db))
+                        .map(|t| (t.database, t.name))
+                        .collect();
+                    self.check_drop_parents(&tables)?;
                     self.session.drop_database(&db, if_exists)?;
                     // Its views, procedures, triggers and declared engines go with it, as in MySQL.
                     self.drop_stored_objects_of(&db)?;
@@ -985,7 +1032,11 @@ impl SqlSession {
         plan.check_partition_change()?;
         plan.check_ttl_rename(&old)?;
         plan.check_ring_columns_kept(&old)?;
+        let fk_plan = self.alter_foreign_keys(&old, &mut plan)?;
         let mut prepared = prepare_altered(plan.new, plan.algorithm_inplace)?;
+        if let Some(fks) = &fk_plan {
+            check_fk_indexes(&old, &prepared, fks)?;
+        }
         if foreign_comment.is_some() {
             prepared.comment = foreign_comment;
         }
@@ -1000,6 +1051,10 @@ impl SqlSession {
         };
         self.session
             .alter_table(prepared, &mut |row, is_meta| mapping.row(row, is_meta))?;
+        if let Some(fks) = fk_plan {
+            let (d, n) = (old.database.clone(), old.name.clone());
+            self.change_foreign_keys(&|f| f.is_on(&d, &n) || f.references(&d, &n), fks)?;
+        }
         if target != declared {
             self.set_declared_engine(&old.database, &old.name, target.as_deref())?;
         }
@@ -1076,6 +1131,91 @@ impl SqlSession {
         Ok(())
     }
 
+    /// The constraints on the table or referencing it once the ALTER is done, or `None` when
+    /// it has none and adds none. Dropped constraints go (1091 for one it does not have),
+    /// added ones are checked and named (`new_foreign_keys`; with the checks on, the rows
+    /// the table keeps must have their parents: 1452), renamed columns are renamed in them,
+    /// and a column one of them needs may not be dropped (1828, 1829), as in MySQL.
+    fn alter_foreign_keys(
+        &self,
+        old: &TableDef,
+        plan: &mut AlterPlan,
+    ) -> Result<Option<Vec<ForeignKey>>> {
+        let (db, name) = (old.database.as_str(), old.name.as_str());
+        let involved: Vec<ForeignKey> = if self.has_foreign_keys() {
+            self.foreign_keys()?
+                .into_iter()
+                .filter(|f| f.is_on(db, name) || f.references(db, name))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if involved.is_empty() && plan.fk_added.is_empty() && plan.fk_dropped.is_empty() {
+            return Ok(None);
+        }
+        let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+        for d in &plan.fk_dropped {
+            if !involved
+                .iter()
+                .any(|f| f.is_on(db, name) && same(&f.name, d))
+            {
+                return Err(Error::new(
+                    code::ER_CANT_DROP_FIELD_OR_KEY,
+                    format!("Can't DROP '{d}'; check that column/key exists"),
+                ));
+            }
+        }
+        let mut kept: Vec<ForeignKey> = involved
+            .into_iter()
+            .filter(|f| !(f.is_on(db, name) && plan.fk_dropped.iter().any(|d| same(d, &f.name))))
+            .collect();
+        for c in &plan.dropped {
+            for f in &kept {
+                if f.is_on(db, name) && f.columns.iter().any(|x| same(x, c)) {
+                    return Err(Error::new(
+                        code::ER_FK_COLUMN_CANNOT_DROP,
+                        format!(
+                            "Cannot drop column '{c}': needed in a foreign key constraint '{}'",
+                            f.name
+                        ),
+                    ));
+                }
+                if f.references(db, name) && f.parent_columns.iter().any(|x| same(x, c)) {
+                    return Err(Error::new(
+                        code::ER_FK_COLUMN_CANNOT_DROP_CHILD,
+                        format!(
+                            "Cannot drop column '{c}': needed in a foreign key constraint '{}' of table '{}'",
+                            f.name, f.table
+                        ),
+                    ));
+                }
+            }
+        }
+        for (from, to) in &plan.renames {
+            for f in &mut kept {
+                if f.is_on(db, name) {
+                    f.columns
+                        .iter_mut()
+                        .filter(|x| same(x, from))
+                        .for_each(|x| *x = to.clone());
+                }
+                if f.references(db, name) {
+                    f.parent_columns
+                        .iter_mut()
+                        .filter(|x| same(x, from))
+                        .for_each(|x| *x = to.clone());
+                }
+            }
+        }
+        let own: Vec<ForeignKey> = kept.iter().filter(|f| f.is_on(db, name)).cloned().collect();
+        let added = self.new_foreign_keys(&mut plan.new, &plan.fk_added, &own, &plan.fk_dropped)?;
+        for fk in &added {
+            self.check_existing_children(fk, old)?;
+        }
+        kept.extend(added);
+        Ok(Some(kept))
+    }
+
     /// Applies one column or index operation of an ALTER TABLE to the plan's table.
     /// The spec's "a ring buffer table cannot have foreign keys, neither as parent nor as
     /// child table", for the parent: a FOREIGN KEY naming a ring table is 1215. `db` is the
@@ -1105,6 +1245,8 @@ impl SqlSession {
             renames,
             dropped,
             added,
+            fk_added,
+            fk_dropped,
             ..
         } = plan;
         use sqlparser::ast::AlterTableOperation as Op;
@@ -1211,7 +1353,10 @@ impl SqlSession {
                     if def.ring.is_some() {
                         return Err(Error::ring_foreign_key());
                     }
-                    return self.refuse_ring_parent(fk, &def.database);
+                    self.refuse_ring_parent(fk, &def.database)?;
+                    // Checked and named once every clause is in (`alter_foreign_keys`).
+                    fk_added.push(fk.clone());
+                    return Ok(());
                 }
                 let name = match &constraint {
                     TableConstraint::Unique(u) => u
@@ -1234,6 +1379,7 @@ impl SqlSession {
                     columns: positions,
                 });
             }
+            Op::DropForeignKey { name, .. } => fk_dropped.push(name.value),
             Op::DropIndex { name, .. } => {
                 let before = def.indexes.len();
                 def.indexes
@@ -1249,6 +1395,39 @@ impl SqlSession {
         }
         Ok(())
     }
+}
+
+/// Error 1553 when the table as an ALTER leaves it (`new`) has no index a constraint of
+/// `fks` needs on it, as child or as parent: the ALTER dropped it.
+fn check_fk_indexes(old: &TableDef, new: &TableDef, fks: &[ForeignKey]) -> Result<()> {
+    let positions = |names: &[String]| -> Option<Vec<usize>> {
+        names.iter().map(|n| new.column_index(n)).collect()
+    };
+    for f in fks {
+        let mut needed = Vec::new();
+        if f.is_on(&new.database, &new.name) {
+            needed.extend(positions(&f.columns));
+        }
+        if f.references(&new.database, &new.name) {
+            needed.extend(positions(&f.parent_columns));
+        }
+        if needed.iter().any(|cols| !has_index_on(new, cols)) {
+            let gone = old
+                .indexes
+                .iter()
+                .find(|i| {
+                    !new.indexes
+                        .iter()
+                        .any(|n| n.name.eq_ignore_ascii_case(&i.name))
+                })
+                .map_or("PRIMARY", |i| i.name.as_str());
+            return Err(Error::new(
+                code::ER_DROP_INDEX_FK,
+                format!("Cannot drop index '{gone}': needed in a foreign key constraint"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What the clauses of an ALTER TABLE ask for, gathered before any row changes.
@@ -1273,6 +1452,10 @@ struct AlterPlan {
     copying: bool,
     /// `ENGINE=`: the engine the table is to be declared with (`Some(None)`: ringrep's own).
     engine: Option<Option<&'static str>>,
+    /// `ADD [CONSTRAINT name] FOREIGN KEY ...` clauses.
+    fk_added: Vec<sqlparser::ast::ForeignKeyConstraint>,
+    /// `DROP FOREIGN KEY name`: the names.
+    fk_dropped: Vec<String>,
 }
 
 impl AlterPlan {
@@ -1288,6 +1471,8 @@ impl AlterPlan {
             dropped: Vec::new(),
             added: Vec::new(),
             copying: false,
+            fk_added: Vec::new(),
+            fk_dropped: Vec::new(),
         }
     }
 

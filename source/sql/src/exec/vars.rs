@@ -17,7 +17,6 @@ const ACCEPTED: &[&str] = &[
     "character_set_client",
     "character_set_results",
     "collation_connection",
-    "foreign_key_checks",
     "unique_checks",
     "ndb_fully_replicated",
     "ndb_read_backup",
@@ -328,6 +327,7 @@ impl SqlSession {
         match lower.as_str() {
             "ndb_ring_buffer_show_meta" => vars.show_meta = on_off(&v, &lower)?,
             "ringrep_checksum_rows" => self.checksum_rows = on_off(&v, &lower)?,
+            "foreign_key_checks" => self.foreign_key_checks = on_off(&v, &lower)?,
             // SHOW CREATE TABLE always quotes names (dump tools set it on).
             "sql_quote_show_create" => {
                 if !on_off(&v, &lower)? {
@@ -584,7 +584,6 @@ impl SqlSession {
             // What `/` adds to its dividend's scale (source/sql/src/expr/decimal.rs).
             ("div_precision_increment", "4"),
             ("explicit_defaults_for_timestamp", "ON"),
-            ("foreign_key_checks", "ON"),
             ("init_connect", ""),
             ("interactive_timeout", "28800"),
             ("license", "Apache-2.0"),
@@ -643,6 +642,7 @@ impl SqlSession {
                 "lock_wait_timeout".into(),
                 self.lock_wait_timeout.to_string(),
             ),
+            ("foreign_key_checks".into(), b(self.foreign_key_checks)),
             ("ndb_log_update_as_write".into(), b(v.log_update_as_write)),
             ("ndb_ring_buffer_show_meta".into(), b(v.show_meta)),
             ("ringrep_checksum_rows".into(), b(self.checksum_rows)),

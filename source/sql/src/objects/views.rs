@@ -346,6 +346,8 @@ impl SqlSession {
             crate::objects::routines::ROUTINES_TABLE,
             crate::objects::triggers::TRIGGERS_TABLE,
             crate::objects::engines::ENGINES_TABLE,
+            // The constraints of its tables (as children).
+            crate::objects::foreign_keys::FOREIGN_KEYS_TABLE,
         ] {
             let Some(def) = self.engine().table_def(SYSTEM_DB, table) else {
                 continue;

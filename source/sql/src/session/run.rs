@@ -87,6 +87,7 @@ impl SqlSession {
             outer: Default::default(),
             ctes: Default::default(),
             cte_max_recursion_depth: cte::DEFAULT_MAX_RECURSION_DEPTH,
+            foreign_key_checks: true,
             lock_wait_timeout: crate::exec::vars::LOCK_WAIT_TIMEOUT_MAX,
             checksum_rows: false,
             authority: None,
@@ -619,6 +620,7 @@ impl SqlSession {
                 for target in &t.table_names {
                     let (db, name) = split_name(&target.name)?;
                     let def = self.session.table_def(db.as_deref(), &name)?;
+                    self.check_truncate(&def)?;
                     self.session.truncate(&def)?;
                 }
                 Ok(Outcome::Affected {
@@ -938,6 +940,7 @@ impl SqlSession {
             self.session
                 .alter_table(def, &mut |row, _| Ok(Some(row.to_vec())))?;
             self.rename_triggers_of_table(&old_db, &old_name, &dname)?;
+            self.rename_in_foreign_keys(&old_db, &old_name, &new_db, &dname)?;
             if engine.is_some() {
                 self.set_declared_engine(&old_db, &old_name, None)?;
                 self.set_declared_engine(&new_db, &dname, engine.as_deref())?;
@@ -961,7 +964,10 @@ impl SqlSession {
             return f(self);
         }
         self.session.begin_statement();
-        let r = f(self);
+        // The foreign keys are checked and carried out once the statement has made its
+        // changes, before it ends: a failure undoes it with them.
+        let mark = self.session.staged_len();
+        let r = f(self).and_then(|v| self.enforce_foreign_keys(mark).map(|()| v));
         self.session.end_statement(r)
     }
 }
