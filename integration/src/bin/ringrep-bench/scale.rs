@@ -247,8 +247,14 @@ pub(crate) fn goals(sizes: &[SizeReport]) -> Vec<Goal> {
             goal: format!("verification ≥ 3 M rows/s at {} rows", s.rows),
             met: s.verify_rows_per_sec.max(s.verify_live_rows_per_sec) >= 3e6,
             measured: format!(
-                "{:.0} rows/s over both servers, {:.0} with --live ({:.0} rows/s comparing alone)",
-                s.verify_rows_per_sec, s.verify_live_rows_per_sec, s.verify_compare_rows_per_sec
+                "{:.0} rows/s over both servers, {} ({:.0} rows/s comparing alone)",
+                s.verify_rows_per_sec,
+                if s.verify_live_rows_per_sec > 0.0 {
+                    format!("{:.0} with --live", s.verify_live_rows_per_sec)
+                } else {
+                    "--live not run".to_string()
+                },
+                s.verify_compare_rows_per_sec
             ),
         });
     }
@@ -959,10 +965,11 @@ pub(crate) fn markdown(sizes: &[SizeReport]) -> String {
             g.measured
         ));
     }
-    for r in sizes
-        .iter()
-        .filter(|r| r.verify_rows > 0 && !(r.verify_converged && r.verify_live_converged))
-    {
+    for r in sizes.iter().filter(|r| {
+        // `verify --live` left out (--no-verify-live) ran nothing that could differ.
+        let live_ran = r.verify_live_rows_per_sec > 0.0;
+        r.verify_rows > 0 && !(r.verify_converged && (r.verify_live_converged || !live_ran))
+    }) {
         s.push_str(&format!(
             "- the verifier found differences at {} rows\n",
             r.rows
