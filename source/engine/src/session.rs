@@ -944,6 +944,26 @@ impl Session {
             .unwrap_or_default()
     }
 
+    /// Whether [`Session::scan`] shows a stored row of `def` at `now`: a ring's meta row
+    /// (slot 0, the key's last column: `TableDef::is_meta_key` without building the key) only
+    /// with `show_meta`, any other row unless expired. `column(c)` gives the row's column
+    /// `c`, so a caller holding the row undecoded decodes only what the rule reads.
+    fn shows(&self, def: &TableDef, now: i64, column: impl Fn(usize) -> Option<Value>) -> bool {
+        let meta = def.ring.is_some()
+            && matches!(
+                def.primary_key.last().and_then(|&c| column(c)),
+                Some(Value::Int(0) | Value::UInt(0))
+            );
+        if meta {
+            return self.vars.show_meta;
+        }
+        !def.ttl.as_ref().is_some_and(|ttl| {
+            column(ttl.column)
+                .and_then(|v| expiry_us(&v, ttl.seconds))
+                .is_some_and(|exp| exp <= now)
+        })
+    }
+
     fn is_expired(&self, def: &TableDef, row: &[Value], now: i64) -> bool {
         match &def.ttl {
             Some(ttl) => row
@@ -959,16 +979,9 @@ impl Session {
     pub fn scan(&self, def: &TableDef, prefix: &[Value]) -> Result<Vec<Row>> {
         let rows = self.scan_raw(def.id, prefix)?;
         let now = self.now_us();
-        let meta_visible = self.vars.show_meta;
         Ok(rows
             .into_iter()
-            .filter(|(k, r)| {
-                if def.is_meta_key(&k.0) {
-                    meta_visible
-                } else {
-                    !self.is_expired(def, r, now)
-                }
-            })
+            .filter(|(_, r)| self.shows(def, now, |c| r.get(c).cloned()))
             .map(|(_, r)| r)
             .collect())
     }
@@ -1005,7 +1018,6 @@ impl Session {
             _ => Bound::Unbounded,
         };
         let now = self.now_us();
-        let meta_visible = self.vars.show_meta;
         let budget = self
             .read_budget
             .filter(|_| !def.database.eq_ignore_ascii_case(crate::SYSTEM_DB));
@@ -1023,18 +1035,7 @@ impl Session {
                 return Err(Error::would_wait());
             }
             let r = stored.row();
-            // `TableDef::is_meta_key` on the key's last column, without building the key.
-            let meta = def.ring.is_some()
-                && matches!(
-                    def.primary_key.last().and_then(|&c| r.get(c)),
-                    Some(Value::Int(0) | Value::UInt(0))
-                );
-            let visible = if meta {
-                meta_visible
-            } else {
-                !self.is_expired(def, &r, now)
-            };
-            if visible {
+            if self.shows(def, now, |c| r.get(c).cloned()) {
                 out.push(r);
             }
         }
@@ -1065,10 +1066,6 @@ impl Session {
             }
         }
         let now = self.now_us();
-        let meta_visible = self.vars.show_meta;
-        let ring = def.ring.is_some();
-        let last_key = def.primary_key.last().copied();
-        let ttl = def.ttl.as_ref();
         let (mut rows, mut crc) = (0u64, 0u32);
         let mut after: Option<Vec<u8>> = None;
         loop {
@@ -1086,23 +1083,8 @@ impl Session {
                 }
                 read += 1;
                 last = Some(stored);
-                // `TableDef::is_meta_key` and `is_expired` on the one column each needs.
-                let meta = ring
-                    && matches!(
-                        last_key.and_then(|c| stored.value(c)),
-                        Some(Value::Int(0) | Value::UInt(0))
-                    );
-                let visible = if meta {
-                    meta_visible
-                } else {
-                    !ttl.is_some_and(|ttl| {
-                        stored
-                            .value(ttl.column)
-                            .and_then(|v| expiry_us(&v, ttl.seconds))
-                            .is_some_and(|exp| exp <= now)
-                    })
-                };
-                if visible {
+                // Only the columns the rule needs are decoded.
+                if self.shows(def, now, |c| stored.value(c)) {
                     rows += 1;
                     crc = crc32c::crc32c_append(crc, stored.encoded());
                 }

@@ -262,6 +262,17 @@ impl SqlSession {
         Ok(out)
     }
 
+    /// Every value the parent's rows hold in the columns `b` references (rows with a NULL
+    /// there left out): one scan of the parent, for checks that find no index to look in.
+    fn referenced_values(&self, b: &Bound) -> Result<HashSet<Key>> {
+        Ok(self
+            .session
+            .scan(&b.parent, &[])?
+            .iter()
+            .filter_map(|r| values_of(r, &b.pcols).map(Key))
+            .collect())
+    }
+
     /// With the checks on, error 1452 when a row of `child` (whose rows an ALTER TABLE
     /// ADD FOREIGN KEY is about to keep) has no parent row for `fk`.
     pub(crate) fn check_existing_children(&self, fk: &ForeignKey, child: &TableDef) -> Result<()> {
@@ -276,12 +287,7 @@ impl SqlSession {
         let Some(b) = bound else {
             return Ok(());
         };
-        let present: HashSet<Key> = self
-            .session
-            .scan(&b.parent, &[])?
-            .iter()
-            .filter_map(|r| values_of(r, &b.pcols).map(Key))
-            .collect();
+        let present = self.referenced_values(&b)?;
         for row in self.session.scan(child, &[])? {
             if let Some(v) = values_of(&row, &b.cols) {
                 if !present.contains(&Key(v)) {
@@ -546,12 +552,7 @@ impl SqlSession {
             }
             return Ok(());
         }
-        let present: HashSet<Key> = self
-            .session
-            .scan(&b.parent, &[])?
-            .iter()
-            .filter_map(|r| values_of(r, &b.pcols).map(Key))
-            .collect();
+        let present = self.referenced_values(b)?;
         if wanted.iter().any(|v| !present.contains(v)) {
             return Err(no_referenced_row(&b.fk, &b.fk.table));
         }
