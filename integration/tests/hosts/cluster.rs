@@ -81,6 +81,11 @@ impl Broker {
         }
     }
 
+    /// The broker's address on the scenario's network.
+    pub(crate) fn ip(&self) -> Result<String> {
+        container_ip(&self.host)
+    }
+
     /// Cuts the broker off the cluster's network (`docker network disconnect`).
     pub(crate) fn disconnect(&self, network: &str) -> Result<()> {
         docker(&["network", "disconnect", network, &self.host]).map(drop)
@@ -600,13 +605,7 @@ impl Node {
 
     /// The node's address on the scenario's network.
     fn ip(&self) -> Result<String> {
-        let ip = docker(&[
-            "inspect",
-            "--format",
-            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-            &self.host,
-        ])?;
-        Ok(ip.trim().to_string())
+        container_ip(&self.host)
     }
 
     /// Slows what this node sends to `to` down to `rate` (e.g. `256kbit`), leaving its other
@@ -651,11 +650,20 @@ impl Node {
         ])
     }
 
-    /// Undoes [`Node::slow_link_to`] and [`Node::drop_incoming`].
+    /// Cuts the link between this node and the host at `ip` alone: every packet between the
+    /// two addresses dropped in this node's namespace, its other links (the test's clients,
+    /// its replicas) untouched.
+    pub(crate) fn cut_from(&self, ip: &str) -> Result<()> {
+        self.in_netns(&["iptables", "-A", "INPUT", "-s", ip, "-j", "DROP"])?;
+        self.in_netns(&["iptables", "-A", "OUTPUT", "-d", ip, "-j", "DROP"])
+    }
+
+    /// Undoes [`Node::slow_link_to`], [`Node::drop_incoming`] and [`Node::cut_from`].
     pub(crate) fn heal(&self) -> Result<()> {
         // No shaping set is no error here: the default qdisc is back either way.
         let _ = self.in_netns(&["tc", "qdisc", "del", "dev", "eth0", "root"]);
-        self.in_netns(&["iptables", "-F", "INPUT"])
+        self.in_netns(&["iptables", "-F", "INPUT"])?;
+        self.in_netns(&["iptables", "-F", "OUTPUT"])
     }
 
     /// Removes the node's container and its volume (`docker rm -f -v`): the host is gone.
@@ -673,6 +681,17 @@ impl Node {
         docker(&["network", "connect", network, &self.host])?;
         self.refresh_addr().await
     }
+}
+
+/// A container's address on the scenario's network.
+fn container_ip(host: &str) -> Result<String> {
+    let ip = docker(&[
+        "inspect",
+        "--format",
+        "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+        host,
+    ])?;
+    Ok(ip.trim().to_string())
 }
 
 fn opts(addr: SocketAddr) -> OptsBuilder {

@@ -39,7 +39,8 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("failover", |c| Box::pin(failover(c))),
     ("old_primary_rejoins", |c| Box::pin(old_primary_rejoins(c))),
     ("replica_overtaken", |c| Box::pin(replica_overtaken(c))),
-    ("broker_cut", |c| Box::pin(broker_cut(c))),
+    ("broker_cut", |c| Box::pin(kafka_cut(c, Cut::Broker))),
+    ("relay_cut", |c| Box::pin(kafka_cut(c, Cut::Relay))),
     ("slow_lossy_link", |c| Box::pin(slow_lossy_link(c))),
 ];
 
@@ -329,12 +330,24 @@ async fn slow_lossy_link(c: Cluster) -> Result<()> {
     Ok(())
 }
 
+/// What a Kafka scenario cuts off.
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    /// The broker's host, off the network: the relay and the Kafka-fed replica both lose it.
+    Broker,
+    /// Only the link between the primary (whose relay produces) and the broker: the replica
+    /// keeps its own link to the broker, and the primary keeps serving its clients.
+    Relay,
+}
+
 /// The Kafka path across hosts: the primary's relay produces to a broker on a host of its
 /// own, and a replica on a third host applies the replication topic from it. The broker is
-/// cut off the network (the relay and the replica both lose it) while the primary takes
-/// writes, for longer than the relay's and the consumer's timeouts to notice, then healed:
-/// the relay resumes where Kafka's partitions end, and the replica gets every change once.
-async fn broker_cut(c: Cluster) -> Result<()> {
+/// cut off (`Cut::Broker`), or only the relay's link to it (`Cut::Relay`, packets between the
+/// primary's and the broker's addresses dropped in the primary's network namespace), while
+/// the primary takes writes, for longer than the relay's and the consumer's timeouts to
+/// notice, then healed: the relay resumes where Kafka's partitions end, and the replica gets
+/// every change once.
+async fn kafka_cut(c: Cluster, cut: Cut) -> Result<()> {
     let broker = c.broker().await?;
     let p = c
         .primary_with(&[
@@ -357,17 +370,29 @@ async fn broker_cut(c: Cluster) -> Result<()> {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let watch = SeqWatch::start(vec![rk.clone()]);
-    broker.disconnect(&c.name)?;
+    match cut {
+        Cut::Broker => broker.disconnect(&c.name)?,
+        Cut::Relay => p.cut_from(&broker.ip()?)?,
+    }
     load.wait_more(200).await?;
     // Past the relay's delivery and the consumer's session timeouts' first retries.
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     // The cut held the relay back: what Kafka acknowledged stopped short of the primary.
     let lag = p.metric("ringrep_relay_lag_seq").await?.unwrap_or(0.0);
     if lag < 200.0 {
-        bail!("the relay is {lag} transactions behind after 200 inserts with the broker cut off: the cut did not hold it back");
+        bail!("the relay is {lag} transactions behind after 200 inserts cut off from the broker: the cut did not hold it back");
     }
-    println!("    broker cut off: the relay {lag} transactions behind the primary");
-    broker.reconnect(&c.name)?;
+    // Nor did anything produced after the cut reach the replica (still linked to the broker
+    // when only the relay was cut): it is behind by at least the inserts since.
+    let (last, applied) = (p.last_seq().await?, rk.applied_seq().await?);
+    if last.saturating_sub(applied) < 200 {
+        bail!("rk applied seq {applied} of the primary's {last} with the relay cut off from the broker for 200 inserts");
+    }
+    println!("    cut off: the relay {lag} transactions behind the primary, rk at seq {applied} of {last}");
+    match cut {
+        Cut::Broker => broker.reconnect(&c.name)?,
+        Cut::Relay => p.heal()?,
+    }
     load.wait_more(100).await?;
     let history = load.stop().await?;
     watch.stop().await?;
