@@ -36,6 +36,10 @@ pub(crate) const LABEL: &str = "ringrep.test.hosts";
 pub(crate) const IMAGE: (&str, &str) = ("ringrep", "latest");
 /// The broker's image: tansu 0.6.0, a Kafka-compatible broker (`.ci/images` builds it).
 pub(crate) const BROKER_IMAGE: (&str, &str) = ("ringrep-tansu", "0.6.0");
+/// The broker's S3 storage: moto's server, an S3 endpoint (`.ci/images` builds it).
+pub(crate) const S3_IMAGE: (&str, &str) = ("ringrep-s3", "moto-5.2.6");
+/// The bucket the broker keeps its topics in, on the S3 endpoint.
+const BUCKET: &str = "tansu";
 /// Heartbeat period the replicas ask for: three silent periods (1.5 s) end a link.
 pub(crate) const HEARTBEAT_MS: u64 = 500;
 /// The bound on every wait of a scenario (a node starting, a replica catching up).
@@ -94,6 +98,48 @@ impl Broker {
     /// Connects the broker to the network again; its name resolves as before.
     pub(crate) fn reconnect(&self, network: &str) -> Result<()> {
         docker(&["network", "connect", network, &self.host]).map(drop)
+    }
+
+    /// Restarts the broker gracefully: `docker stop` (SIGTERM, and SIGKILL only if it is
+    /// still running 30 s later, which fails here), then `docker start` of the same container,
+    /// and waits until its port takes connections again. Returns how long it was away. Never
+    /// SIGKILL: tansu 0.6.0 killed while it takes produce requests can lose batches it has
+    /// acknowledged (docs/testing-hosts.md).
+    pub(crate) async fn restart(&self) -> Result<Duration> {
+        let began = Instant::now();
+        let host = self.host.clone();
+        let code = tokio::task::spawn_blocking(move || -> Result<String> {
+            docker(&["stop", "-t", "30", &host])?;
+            docker(&["inspect", "--format", "{{.State.ExitCode}}", &host])
+        })
+        .await??;
+        // 137 is 128 + SIGKILL: docker stop's grace ran out.
+        if code.trim() == "137" {
+            bail!(
+                "the broker {} did not stop within 30 s of SIGTERM and was killed",
+                self.host
+            );
+        }
+        let host = self.host.clone();
+        tokio::task::spawn_blocking(move || docker(&["start", &host])).await??;
+        self.wait_ready().await?;
+        Ok(began.elapsed())
+    }
+}
+
+/// The S3 endpoint of a scenario (moto's server) at `http://HOST:5000`, holding the bucket
+/// the broker on S3 keeps its topics in. moto keeps the bucket in its own memory, so it must
+/// outlive every restart of the broker; nothing restarts it.
+pub(crate) struct S3 {
+    /// The container's name, its host name on the network.
+    pub(crate) host: String,
+    _container: ContainerAsync<GenericImage>,
+}
+
+impl S3 {
+    /// `http://HOST:5000`, the endpoint the broker is given.
+    pub(crate) fn endpoint(&self) -> String {
+        format!("http://{}:5000", self.host)
     }
 }
 
@@ -186,14 +232,88 @@ impl Cluster {
     }
 
     /// Starts the broker (tansu, memory storage) as host `broker`, and waits until its port
-    /// takes connections. Nothing of it is published: only the nodes reach it.
+    /// takes connections. Nothing of it is published: only the nodes reach it. A restart
+    /// empties it.
     pub(crate) async fn broker(&self) -> Result<Broker> {
+        self.broker_with("memory://tansu/", Vec::new()).await
+    }
+
+    /// Starts the S3 endpoint (moto's server) as host `s3`, and makes the broker's bucket.
+    /// Nothing of it is published.
+    pub(crate) async fn s3(&self) -> Result<S3> {
+        let host = format!("{}-s3", self.name);
+        let container = GenericImage::new(S3_IMAGE.0, S3_IMAGE.1)
+            .with_container_name(&host)
+            .with_network(&self.name)
+            .with_label(LABEL, &self.name)
+            .start()
+            .await
+            .with_context(|| format!("start container {host}"))?;
+        // The bucket, made from inside the container once the server answers (200).
+        let put = format!("http://127.0.0.1:5000/{BUCKET}");
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let (_, out) = exec(
+                &host,
+                &[
+                    "curl",
+                    "-s",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
+                    "-X",
+                    "PUT",
+                    &put,
+                ],
+            )
+            .await?;
+            if out.trim() == "200" {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("{host}: PUT {put} never answered 200 (last: {out:?})");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(S3 {
+            host,
+            _container: container,
+        })
+    }
+
+    /// Starts the broker as [`Cluster::broker`] does, its storage the bucket on `s3`: it
+    /// keeps its topics, their offsets and its consumer groups across a restart
+    /// ([`Broker::restart`]).
+    pub(crate) async fn broker_on_s3(&self, s3: &S3) -> Result<Broker> {
+        // moto takes any key; the region must be named, and the endpoint is plain HTTP.
+        let env = [
+            ("AWS_ACCESS_KEY_ID", "minioadmin".to_string()),
+            ("AWS_SECRET_ACCESS_KEY", "minioadmin".to_string()),
+            ("AWS_DEFAULT_REGION", "us-east-1".to_string()),
+            ("AWS_REGION", "us-east-1".to_string()),
+            ("AWS_ENDPOINT", s3.endpoint()),
+            ("AWS_ALLOW_HTTP", "true".to_string()),
+        ];
+        self.broker_with(&format!("s3://{BUCKET}/"), env.to_vec())
+            .await
+    }
+
+    /// Starts tansu as host `broker` on `storage` (its `--storage-engine`), with `env`, and
+    /// waits until its port takes connections.
+    async fn broker_with(&self, storage: &str, env: Vec<(&str, String)>) -> Result<Broker> {
         let host = format!("{}-broker", self.name);
-        let container = GenericImage::new(BROKER_IMAGE.0, BROKER_IMAGE.1)
+        let mut image = GenericImage::new(BROKER_IMAGE.0, BROKER_IMAGE.1)
             .with_entrypoint("tansu")
             .with_container_name(&host)
             .with_network(&self.name)
             .with_label(LABEL, &self.name)
+            // tansu's info level logs every request.
+            .with_env_var("RUST_LOG", "warn");
+        for (k, v) in env {
+            image = image.with_env_var(k, v);
+        }
+        let container = image
             .with_cmd(args(&[
                 "broker",
                 "--listener-url",
@@ -201,7 +321,7 @@ impl Cluster {
                 "--advertised-listener-url",
                 &format!("tcp://{host}:9092"),
                 "--storage-engine",
-                "memory://tansu/",
+                storage,
             ]))
             .start()
             .await
@@ -472,6 +592,21 @@ impl Node {
             ))
             .await?
             .unwrap_or(0))
+    }
+
+    /// Waits until the replica has applied the primary's transactions up to `seq`.
+    pub(crate) async fn wait_applied(&self, seq: u64) -> Result<()> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let got = self.applied_seq().await?;
+            if got >= seq {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("{} at seq {got}, never {seq}", self.short);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Runs `statements` one after another as root.
