@@ -293,9 +293,14 @@ fn serve(
         engine.config().server_id,
         report.replayed
     );
+    // The workers fsync each group of commits when they run out of work, and wake its
+    // waiters on their own thread (Engine::sync_when_workers_idle).
+    let idle = engine.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(move || idle.sync_when_idle())
         .build()?;
+    engine.sync_when_workers_idle();
     runtime.block_on(async {
         let server = Server::bind(engine.clone(), &settings).await?;
         tracing::info!("listening on {}", server.local_addr()?);

@@ -740,6 +740,10 @@ fn metrics_endpoint() {
             page.contains("# TYPE ringrep_binlog_fsyncs_total counter"),
             "{page}"
         );
+        assert!(
+            page.contains("# TYPE ringrep_binlog_fsyncs_when_idle_total counter"),
+            "{page}"
+        );
     });
     assert!(get("/other").starts_with("HTTP/1.1 404"));
 }
@@ -771,6 +775,7 @@ fn status_and_variables_for_monitoring_tools() {
             "Max_used_connections",
             "Questions",
             "Ringrep_binlog_fsyncs",
+            "Ringrep_binlog_fsyncs_when_idle",
             "Ringrep_last_seq",
             "Ringrep_durable_seq",
         ] {

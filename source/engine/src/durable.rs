@@ -43,6 +43,12 @@ pub(crate) struct AsyncDurability {
     durable: watch::Sender<Durable>,
     /// How the fsyncs under load gather their groups ([`Gathering`]).
     gathering: Gathering,
+    /// Whether the runtime's worker threads run the group's fsync when they run out of
+    /// work ([`Engine::sync_when_idle`] from tokio's `on_thread_park`), so that waiters need
+    /// no leader of their own.
+    idle_syncs: AtomicBool,
+    /// Group fsyncs run by a worker that had run out of work.
+    idle_fsyncs: AtomicU64,
 }
 
 /// The fsync leader's wait for its group. Under load, commits come in waves: the fsync that
@@ -144,6 +150,21 @@ impl Gathering {
         Instant::now()
     }
 
+    /// Whether as many commits have asked since the last fsync started as its group held
+    /// (the group a leader would wait for).
+    fn complete(&self) -> bool {
+        let start = self.round_start.load(Ordering::SeqCst);
+        self.asked.load(Ordering::SeqCst) >= start + self.last_size.load(Ordering::Relaxed)
+    }
+
+    /// How long a waiter leaves its fsync to an idle worker: as long as the last round
+    /// took, `cap` at most, and not under tokio's timer resolution (a millisecond).
+    fn patience(&self) -> Duration {
+        Duration::from_nanos(self.last_fsync_ns.load(Ordering::Relaxed))
+            .min(self.cap)
+            .max(Duration::from_millis(1))
+    }
+
     fn round_ends(&self, started: Instant) {
         let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.last_fsync_ns.store(took, Ordering::Relaxed);
@@ -159,6 +180,8 @@ impl Default for AsyncDurability {
             last_group: AtomicUsize::new(0),
             durable: watch::Sender::new(Durable::UpTo(0)),
             gathering: Gathering::default(),
+            idle_syncs: AtomicBool::new(false),
+            idle_fsyncs: AtomicU64::new(0),
         }
     }
 }
@@ -172,6 +195,52 @@ impl AsyncDurability {
 }
 
 impl Engine {
+    /// From now on the group commit's fsync is run by the runtime's worker threads when
+    /// they run out of work: the caller must have built its runtime with
+    /// `on_thread_park(move || engine.sync_when_idle())`. A worker that has run every task
+    /// it had (each commit appended and applied, its connection waiting) fsyncs for all of
+    /// them before it sleeps, and the waiters it wakes run on that same thread: a wave of
+    /// commits costs no thread switch at all, where a leader on the blocking pool costs two
+    /// or more (BENCHMARKS.md, "Durable at `everysec`'s speed"). The worker waits for the
+    /// group as the leader did ([`Gathering`]): it fsyncs only once as many commits have
+    /// asked as the last group held, and a commit whose group did not come within the last
+    /// round's time (a worker never idle, or the load dropping) fsyncs in place.
+    pub fn sync_when_workers_idle(&self) {
+        self.shared
+            .durability
+            .idle_syncs
+            .store(true, Ordering::SeqCst);
+    }
+
+    /// For tokio's `on_thread_park`: if a commit waits for an fsync and none runs, runs
+    /// it here, before the worker sleeps (see [`Engine::sync_when_workers_idle`]).
+    pub fn sync_when_idle(&self) {
+        let d = &self.shared.durability;
+        if !d.idle_syncs.load(Ordering::Relaxed) {
+            return;
+        }
+        let durable = match &*d.durable.borrow() {
+            Durable::UpTo(at) => *at,
+            Durable::Failed(_) => return,
+        };
+        if d.requested.load(Ordering::SeqCst) > durable
+            && d.gathering.complete()
+            && d.in_flight
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            self.sync_round(false);
+            d.idle_fsyncs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Group fsyncs that a worker ran when it had run out of work
+    /// ([`Engine::sync_when_idle`]); the others of [`Engine::binlog_fsyncs`] were run by a
+    /// lone committer, a leader on the blocking pool, or the binlog itself.
+    pub fn binlog_fsyncs_when_idle(&self) -> u64 {
+        self.shared.durability.idle_fsyncs.load(Ordering::Relaxed)
+    }
+
     /// Returns once the commit whose record ends at `lsn` (from a session that defers
     /// durability) is as durable as the sync policy promises. Call it within a tokio runtime.
     pub async fn wait_durable_async(&self, lsn: u64) -> Result<()> {
@@ -250,11 +319,34 @@ impl Engine {
         let mut rx = d.durable.subscribe();
         d.requested.fetch_max(lsn, Ordering::SeqCst);
         let mut first = true;
+        // With workers that fsync when idle: until when this commit leaves it to them.
+        // Alone, and alone the last time: the in-place fsync below, which needs no other
+        // thread (a worker's hook would wake its waiter on another worker).
+        let lone = alone && d.last_group.load(Ordering::Relaxed) <= 1;
+        let mut patience = (d.idle_syncs.load(Ordering::Relaxed) && !lone)
+            .then(|| tokio::time::Instant::now() + d.gathering.patience());
         let state = loop {
             let state = rx.borrow_and_update().clone();
             match state {
                 Durable::UpTo(at) if at < lsn => {}
                 reached => break reached,
+            }
+            if let Some(until) = patience {
+                if let Ok(changed) = tokio::time::timeout_at(until, rx.changed()).await {
+                    changed.map_err(|_| Error::internal("the durability channel closed"))?;
+                    continue;
+                }
+                // The group did not come in time (or no worker went idle): this commit
+                // fsyncs for it, here, unless an fsync already runs.
+                patience = None;
+                if d.in_flight
+                    .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+                {
+                    self.sync_round(false);
+                    continue;
+                }
+                first = false;
             }
             // The fsync clears `in_flight` before it publishes: a waiter that finds it set is
             // woken by that publication, one that finds it clear starts the next.

@@ -62,6 +62,12 @@ pub(crate) fn render(shared: &Shared) -> String {
         &engine.binlog_fsyncs().to_string(),
     );
     metric(
+        "ringrep_binlog_fsyncs_when_idle_total",
+        "counter",
+        "Commit groups' fsyncs that a server thread ran when it had run out of work (no thread hand-off), among ringrep_binlog_fsyncs_total.",
+        &engine.binlog_fsyncs_when_idle().to_string(),
+    );
+    metric(
         "ringrep_questions_total",
         "counter",
         "Statements clients sent since the server started.",

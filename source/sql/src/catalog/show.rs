@@ -253,6 +253,10 @@ impl SqlSession {
             ("Ringrep_last_seq", engine.last_seq()),
             ("Ringrep_durable_seq", engine.durable_seq()),
             ("Ringrep_binlog_fsyncs", engine.binlog_fsyncs()),
+            (
+                "Ringrep_binlog_fsyncs_when_idle",
+                engine.binlog_fsyncs_when_idle(),
+            ),
             ("Ringrep_binlog_bytes", files.iter().map(|(_, n)| n).sum()),
             ("Ringrep_binlog_segments", files.len() as u64),
             ("Ringrep_binlog_segments_purged", engine.purged_segments()),
