@@ -198,12 +198,13 @@ impl Engine {
     /// From now on the group commit's fsync is run by the runtime's worker threads when
     /// they run out of work: the caller must have built its runtime with
     /// `on_thread_park(move || engine.sync_when_idle())`. A worker that has run every task
-    /// it had (each commit appended and applied, its connection waiting) fsyncs for all of
-    /// them before it sleeps, and the waiters it wakes run on that same thread: a wave of
-    /// commits costs no thread switch at all, where a leader on the blocking pool costs two
-    /// or more (BENCHMARKS.md, "Durable at `everysec`'s speed"). The worker waits for the
-    /// group as the leader did ([`Gathering`]): it fsyncs only once as many commits have
-    /// asked as the last group held, and a commit whose group did not come within the last
+    /// it had (each commit appended and applied, its connection waiting) fsyncs for them
+    /// before it sleeps, instead of a leader on the blocking pool that is woken to gather
+    /// the group and then wakes the workers (BENCHMARKS.md, "Commit paths without the
+    /// hand-offs"). The tasks it wakes go to the runtime's queue, run by this worker (on a
+    /// current-thread runtime, at once) or by another one, woken if it sleeps. The worker
+    /// gathers the group as the leader did: it fsyncs only once as many commits have asked
+    /// as the last group held, and a commit whose group did not come within the last
     /// round's time (a worker never idle, or the load dropping) fsyncs in place.
     pub fn sync_when_workers_idle(&self) {
         self.shared
