@@ -293,8 +293,8 @@ fn serve(
         engine.config().server_id,
         report.replayed
     );
-    // The workers fsync each group of commits when they run out of work, and wake its
-    // waiters on their own thread (Engine::sync_when_workers_idle).
+    // The workers fsync each group of commits when they run out of work, instead of a
+    // leader on the blocking pool (Engine::sync_when_workers_idle).
     let idle = engine.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -117,14 +117,11 @@ impl Gathering {
     /// Waits (on the fsync leader's thread) until the group is as large as the last one,
     /// or as long as the last round took (`cap` at most) has passed.
     fn gather(&self) {
-        let start = self.round_start.load(Ordering::SeqCst);
-        let want = start + self.last_size.load(Ordering::Relaxed);
+        let want = self.wanted();
         if self.asked.load(Ordering::SeqCst) >= want {
             return;
         }
-        let patience =
-            Duration::from_nanos(self.last_fsync_ns.load(Ordering::Relaxed)).min(self.cap);
-        let deadline = Instant::now() + patience;
+        let deadline = Instant::now() + self.last_round();
         let mut g = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         self.wake_at.store(want, Ordering::SeqCst);
         while self.asked.load(Ordering::SeqCst) < want {
@@ -150,19 +147,26 @@ impl Gathering {
         Instant::now()
     }
 
+    /// The `asked` count at which the group is as large as the last one.
+    fn wanted(&self) -> u64 {
+        self.round_start.load(Ordering::SeqCst) + self.last_size.load(Ordering::Relaxed)
+    }
+
+    /// How long a group is waited for: as long as the last round took, `cap` at most.
+    fn last_round(&self) -> Duration {
+        Duration::from_nanos(self.last_fsync_ns.load(Ordering::Relaxed)).min(self.cap)
+    }
+
     /// Whether as many commits have asked since the last fsync started as its group held
     /// (the group a leader would wait for).
     fn complete(&self) -> bool {
-        let start = self.round_start.load(Ordering::SeqCst);
-        self.asked.load(Ordering::SeqCst) >= start + self.last_size.load(Ordering::Relaxed)
+        self.asked.load(Ordering::SeqCst) >= self.wanted()
     }
 
-    /// How long a waiter leaves its fsync to an idle worker: as long as the last round
-    /// took, `cap` at most, and not under tokio's timer resolution (a millisecond).
+    /// How long a waiter leaves its fsync to an idle worker: [`Gathering::last_round`], and
+    /// not under tokio's timer resolution (a millisecond).
     fn patience(&self) -> Duration {
-        Duration::from_nanos(self.last_fsync_ns.load(Ordering::Relaxed))
-            .min(self.cap)
-            .max(Duration::from_millis(1))
+        self.last_round().max(Duration::from_millis(1))
     }
 
     fn round_ends(&self, started: Instant) {
@@ -338,16 +342,21 @@ impl Engine {
                     continue;
                 }
                 // The group did not come in time (or no worker went idle): this commit
-                // fsyncs for it, here, unless an fsync already runs.
+                // fsyncs for it, here, unless an fsync already runs, whose publication it
+                // then awaits.
                 patience = None;
+                first = false;
                 if d.in_flight
                     .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
                     .is_ok()
                 {
                     self.sync_round(false);
-                    continue;
+                } else {
+                    rx.changed()
+                        .await
+                        .map_err(|_| Error::internal("the durability channel closed"))?;
                 }
-                first = false;
+                continue;
             }
             // The fsync clears `in_flight` before it publishes: a waiter that finds it set is
             // woken by that publication, one that finds it clear starts the next.
