@@ -11,7 +11,7 @@ use binlog_format::schema::{ColumnDef, ColumnDefault, ColumnType, IntWidth, Tabl
 use binlog_format::{Cause, DdlEvent, Event, Key, Origin, Position, RowChange, RowEvent, Value};
 use ringrep_engine::ddl::system_table;
 use ringrep_engine::SYSTEM_DB;
-use ringrep_engine::{Engine, Row, Session};
+use ringrep_engine::{Engine, Session};
 
 use crate::error::{Error, Result};
 use crate::source::{EventSource, Provision, SourcedTx};
@@ -415,9 +415,14 @@ impl Applier {
     /// What a source gives besides transactions, taken before the next one: a snapshot to
     /// load (provisioning) or where its stream starts (a failover). The snapshot's sequence
     /// number when one was loaded; `Some(0)` for a start point; `None` when there is neither.
-    fn take_from_source(&mut self, source: &mut dyn EventSource) -> Result<Option<u64>> {
-        if let Some(p) = source.take_provision() {
-            return may_block(|| self.provision(&p)).map(Some);
+    async fn take_from_source(&mut self, source: &mut dyn EventSource) -> Result<Option<u64>> {
+        if let Some(mut p) = source.take_provision() {
+            if !can_block_in_place() {
+                // Loading reads the snapshot as it arrives, blocking for each piece: where
+                // this thread may not block, the pieces are taken first.
+                p.snapshot.receive_all().await;
+            }
+            return may_block(|| self.provision(p)).map(Some);
         }
         if let Some((id, seq)) = source.take_baseline() {
             self.set_baseline(id, seq)?;
@@ -475,37 +480,37 @@ impl Applier {
 
     /// Loads a primary's snapshot (sent because the primary no longer has this replica's next
     /// transaction) in place of everything the replica holds but its own tables, and stores
-    /// the position at the snapshot's sequence number. All of it goes through the replica's
-    /// binlog, in order: a transaction dropping what is there, one with the definitions, the
-    /// rows in transactions of [`PROVISION_ROWS`], and last the position. A crash before the
-    /// last leaves the old position, so the replica is sent a snapshot again and starts over;
-    /// nothing is half-loaded for good. Returns the snapshot's sequence number.
-    pub fn provision(&mut self, p: &Provision) -> Result<u64> {
+    /// the position at the snapshot's sequence number. The rows are written as the snapshot's
+    /// bytes arrive, a frame at a time, so loading overlaps the primary's copy and the link.
+    /// All of it goes through the replica's binlog, in order: a transaction dropping what is
+    /// there, one with the definitions, the rows in transactions of [`PROVISION_ROWS`], and
+    /// last the position, once the primary has said the snapshot is whole. A crash, or a
+    /// snapshot cut short or damaged on its way, before the last leaves the old position, so
+    /// the replica is sent a snapshot again and starts over; nothing is half-loaded for good.
+    /// Returns the snapshot's sequence number.
+    pub fn provision(&mut self, mut p: Provision) -> Result<u64> {
         self.flush()?;
         let started = std::time::Instant::now();
-        // The snapshot's rows are written into this engine as they are read from its bytes,
-        // a frame at a time: its state is built once, here (a first-version snapshot is
-        // decoded whole first).
-        let mut frames = ringrep_engine::SnapshotRows::open(&p.snapshot)?;
-        let legacy = match &frames {
-            Some(_) => None,
-            None => Some(Engine::decode_snapshot(&p.snapshot)?),
+        let server_id = p.server_id;
+        // Why the bytes stopped, when they did: the link's error rather than the reader's.
+        let stopped = |stream: &crate::snapshot_stream::SnapshotStream,
+                       e: ringrep_engine::Error| {
+            match stream.failure() {
+                Some(why) => Error::Source(format!(
+                    "the snapshot from server {server_id} stopped after {} bytes: {why}",
+                    stream.received()
+                )),
+                None => Error::from(e),
+            }
         };
-        let (databases, defs): (Vec<String>, Vec<TableDef>) = match (&frames, &legacy) {
-            (Some(f), _) => (f.databases.clone(), f.tables.clone()),
-            (None, Some(st)) => (
-                st.databases.iter().cloned().collect(),
-                st.tables
-                    .values()
-                    .map(|t| TableDef::clone(&t.def))
-                    .collect(),
-            ),
-            (None, None) => unreachable!("decoded above"),
+        let mut frames = match ringrep_engine::SnapshotRows::open(&mut p.snapshot) {
+            Ok(f) => f,
+            Err(e) => return Err(stopped(&p.snapshot, e)),
         };
-        let origin = Origin {
-            server_id: p.server_id,
-            seq: p.seq,
-        };
+        let databases = frames.databases.clone();
+        let defs = frames.tables.clone();
+        let seq = frames.last_seq;
+        let origin = Origin { server_id, seq };
         let keep = |db: &str, name: &str| !ringrep_engine::is_node_local_table(db, name);
         // What is there goes, but the replica's own tables and database `mysql` itself.
         let (tables, existing) = self.engine().with_state(|st| {
@@ -556,9 +561,16 @@ impl Applier {
         }
         let mut rows = 0u64;
         let mut batch = Vec::with_capacity(PROVISION_ROWS);
-        let mut apply = |this: &mut Self, def: &TableDef, part: Vec<Row>| -> Result<()> {
+        loop {
+            let next = frames.next_rows();
+            let (at, part) = match next {
+                Ok(Some(rows)) => rows,
+                Ok(None) => break,
+                Err(e) => return Err(stopped(frames.reader(), e)),
+            };
+            let def = &defs[at];
             if !keep(&def.database, &def.name) {
-                return Ok(());
+                continue;
             }
             for row in part {
                 batch.push(Event::Row(RowEvent {
@@ -568,31 +580,15 @@ impl Applier {
                 }));
                 if batch.len() == PROVISION_ROWS {
                     rows += batch.len() as u64;
-                    let (_, lsn) = this.session.apply_replicated_nowait(
+                    let (_, lsn) = self.session.apply_replicated_nowait(
                         std::mem::take(&mut batch),
                         vec![],
                         origin,
                     )?;
-                    this.pending_lsn = Some(lsn);
+                    self.pending_lsn = Some(lsn);
                 }
             }
-            Ok(())
-        };
-        match (frames.as_mut(), &legacy) {
-            (Some(f), _) => {
-                while let Some((at, part)) = f.next_rows()? {
-                    apply(self, &defs[at], part)?;
-                }
-            }
-            (None, Some(st)) => {
-                for t in st.tables.values() {
-                    let part: Vec<Row> = t.iter().map(|(_, r)| r).collect();
-                    apply(self, &t.def, part)?;
-                }
-            }
-            (None, None) => unreachable!("decoded above"),
         }
-        drop(legacy);
         rows += batch.len() as u64;
         if !batch.is_empty() {
             let (_, lsn) =
@@ -602,26 +598,35 @@ impl Applier {
         }
         // Rows whose keys fell together here (text keys compare without case or accents) would
         // be lost without a word: refused before the position is stored.
-        if let Some(f) = &frames {
-            for (at, def) in defs.iter().enumerate() {
-                if !keep(&def.database, &def.name) {
-                    continue;
-                }
-                let held = self
-                    .engine()
-                    .with_state(|st| st.tables.get(&def.id).map_or(0, |t| t.len() as u64));
-                if held != f.rows_of(at) {
-                    return Err(Error::Invalid(format!(
-                        "the snapshot's {} rows of {} fell onto {held} keys here",
-                        f.rows_of(at),
-                        def.qualified_name()
-                    )));
-                }
+        for (at, def) in defs.iter().enumerate() {
+            if !keep(&def.database, &def.name) {
+                continue;
+            }
+            let held = self
+                .engine()
+                .with_state(|st| st.tables.get(&def.id).map_or(0, |t| t.len() as u64));
+            if held != frames.rows_of(at) {
+                return Err(Error::Invalid(format!(
+                    "the snapshot's {} rows of {} fell onto {held} keys here",
+                    frames.rows_of(at),
+                    def.qualified_name()
+                )));
+            }
+        }
+        drop(frames);
+        // The primary says where the snapshot stands once it is whole; its header said so
+        // from the start.
+        match p.snapshot.end() {
+            Some((end, _)) if end == seq => {}
+            said => {
+                return Err(Error::Invalid(format!(
+                    "the snapshot's header stands at seq {seq}, its end at {said:?}"
+                )))
             }
         }
         let position = self.position_event(
-            p.server_id,
-            p.seq,
+            server_id,
+            seq,
             Position {
                 segment: 0,
                 offset: 0,
@@ -635,16 +640,15 @@ impl Applier {
         self.pending_lsn = Some(lsn);
         self.flush()?;
         let secs = started.elapsed().as_secs_f64().max(1e-3);
+        let bytes = p.snapshot.received();
         tracing::info!(
-            "provisioned from server {} at seq {}: {} tables, {rows} rows, {} MiB in {secs:.1} s ({:.0} rows/s, {:.1} MiB/s)",
-            p.server_id,
-            p.seq,
+            "provisioned from server {server_id} at seq {seq}: {} tables, {rows} rows, {} MiB in {secs:.1} s ({:.0} rows/s, {:.1} MiB/s)",
             defs.len(),
-            p.snapshot.len() >> 20,
+            bytes >> 20,
             rows as f64 / secs,
-            p.snapshot.len() as f64 / (1 << 20) as f64 / secs
+            bytes as f64 / (1 << 20) as f64 / secs
         );
-        Ok(p.seq)
+        Ok(seq)
     }
 
     /// Applies from `source` until `until_seq` is applied, or (with `exit_when_caught_up`)
@@ -678,14 +682,14 @@ impl Applier {
                     self.flush()?;
                     unsynced = 0;
                 }
-                if let Some(seq) = self.take_from_source(source)? {
+                if let Some(seq) = self.take_from_source(source).await? {
                     last = seq.max(last);
                     continue;
                 }
                 item = source.next(idle).await?;
             }
             if item.is_none() {
-                if let Some(seq) = self.take_from_source(source)? {
+                if let Some(seq) = self.take_from_source(source).await? {
                     last = seq.max(last);
                     continue;
                 }
@@ -737,6 +741,16 @@ pub fn may_block<T>(f: impl FnOnce() -> T) -> T {
             tokio::task::block_in_place(f)
         }
         _ => f(),
+    }
+}
+
+/// Whether [`may_block`] may wait for other tasks of this thread's runtime: on a
+/// multi-threaded one (they run on other threads meanwhile) or outside any runtime; not on a
+/// runtime of one thread, whose tasks would wait for the blocked thread.
+fn can_block_in_place() -> bool {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) => h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread,
+        Err(_) => true,
     }
 }
 

@@ -18,6 +18,7 @@ pub mod failpoint;
 pub mod kafka;
 pub mod network;
 pub mod point_in_time;
+pub mod snapshot_stream;
 pub mod source;
 pub mod verify;
 
@@ -26,5 +27,6 @@ pub use error::{Error, Result};
 pub use kafka::KafkaSource;
 pub use network::{NetworkConfig, NetworkSource};
 pub use point_in_time::PointInTime;
+pub use snapshot_stream::SnapshotStream;
 pub use source::{BinlogDirSource, EventSource, Provision, SourcedTx};
 pub use verify::{verify, Report, VerifyOptions};

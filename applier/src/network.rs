@@ -25,6 +25,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use crate::error::{Error, Result};
+use crate::snapshot_stream::{Piece, SnapshotStream};
 use crate::source::{EventSource, Provision, SourcedTx};
 
 /// Where and how to reach a primary.
@@ -158,47 +159,19 @@ enum Item {
     },
     /// The stream ended; retriable unless the error says otherwise.
     Ended(Error),
-    /// A snapshot follows (the replica's next transaction is purged on the primary): its
-    /// origin, the sequence it stands at, its size, the primary's clock.
-    SnapshotBegin {
-        server_id: u32,
+    /// A snapshot arrives (the replica's next transaction is purged on the primary, or one
+    /// was asked for): its bytes come through the provision's own channel.
+    Snapshot(Provision),
+    /// The snapshot is whole, standing at `seq`: the stream goes on after it.
+    SnapshotEnd {
         seq: u64,
-        bytes: u64,
-        time_us: i64,
-        covered: u64,
     },
-    /// The next bytes of the snapshot.
-    SnapshotChunk(Vec<u8>),
-    /// The snapshot is whole; the stream goes on after its sequence number.
-    SnapshotEnd,
     /// The primary found where this replica stands in its own numbering from the origins it
     /// was told (a failover): the stream starts at `seq` of `server_id`.
     Baseline {
         server_id: u32,
         seq: u64,
     },
-}
-
-/// A snapshot being received.
-struct Incoming {
-    server_id: u32,
-    seq: u64,
-    covered: u64,
-    bytes: u64,
-    time_us: i64,
-    data: Vec<u8>,
-    started: Instant,
-    logged: u64,
-}
-
-impl std::fmt::Debug for Incoming {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Incoming")
-            .field("seq", &self.seq)
-            .field("bytes", &self.bytes)
-            .field("received", &self.data.len())
-            .finish_non_exhaustive()
-    }
 }
 
 /// What the link last said, for status and lag.
@@ -231,8 +204,7 @@ pub struct NetworkSource {
     backoff: Duration,
     /// What the link last said, shared with whoever reports it ([`NetworkSource::status`]).
     status: Arc<Mutex<LinkStatus>>,
-    /// A snapshot arriving, and one whole for the applier to load.
-    incoming: Option<Incoming>,
+    /// A snapshot arriving, for the applier to load as it comes.
     provision: Option<Provision>,
     /// Ask for a snapshot first whatever the position (an online backup).
     want_snapshot: bool,
@@ -257,9 +229,8 @@ impl std::fmt::Debug for Item {
             Item::Tx(t) => write!(f, "Tx({})", t.tx.seq),
             Item::Heartbeat { last_seq, .. } => write!(f, "Heartbeat({last_seq})"),
             Item::Ended(e) => write!(f, "Ended({e})"),
-            Item::SnapshotBegin { seq, bytes, .. } => write!(f, "SnapshotBegin({seq}, {bytes})"),
-            Item::SnapshotChunk(c) => write!(f, "SnapshotChunk({})", c.len()),
-            Item::SnapshotEnd => write!(f, "SnapshotEnd"),
+            Item::Snapshot(p) => write!(f, "Snapshot({})", p.server_id),
+            Item::SnapshotEnd { seq } => write!(f, "SnapshotEnd({seq})"),
             Item::Baseline { server_id, seq } => write!(f, "Baseline({server_id}, {seq})"),
         }
     }
@@ -281,7 +252,6 @@ impl NetworkSource {
             retry_at: Instant::now(),
             backoff: FIRST_BACKOFF,
             status: Arc::default(),
-            incoming: None,
             provision: None,
             want_snapshot: false,
             origins: Vec::new(),
@@ -422,7 +392,7 @@ impl NetworkSource {
         p.extend_from_slice(&self.config.replica_id.to_le_bytes());
         p.extend_from_slice(
             format!(
-                "ringrep-frames:from_seq={},heartbeat_ms={},provision=1{}{}{}",
+                "ringrep-frames:from_seq={},heartbeat_ms={},provision=1,snapshot_stream=1{}{}{}",
                 self.next_seq,
                 self.config.heartbeat.as_millis().max(1),
                 match self.last_commit_us {
@@ -512,56 +482,14 @@ impl NetworkSource {
                 self.failures = 0;
                 Ok(true)
             }
-            Item::SnapshotBegin {
-                server_id,
-                seq,
-                bytes,
-                time_us,
-                covered,
-            } => {
+            Item::Snapshot(p) => {
                 tracing::info!(
                     source = %self.config.address,
-                    seq,
-                    bytes,
-                    "provisioning: the primary no longer has seq {}; receiving a snapshot at seq {seq}",
+                    "provisioning: the primary no longer has seq {}; receiving a snapshot",
                     self.next_seq
                 );
-                self.incoming = Some(Incoming {
-                    server_id,
-                    seq,
-                    covered,
-                    bytes,
-                    time_us,
-                    // Grown as bytes arrive: the announced size is the primary's word only.
-                    data: Vec::new(),
-                    started: Instant::now(),
-                    logged: 0,
-                });
+                self.provision = Some(p);
                 self.backoff = FIRST_BACKOFF;
-                Ok(true)
-            }
-            Item::SnapshotChunk(chunk) => {
-                let Some(inc) = self.incoming.as_mut() else {
-                    return Err(Error::Invalid("snapshot bytes without a snapshot".into()));
-                };
-                inc.data.extend_from_slice(&chunk);
-                if inc.data.len() as u64 > inc.bytes {
-                    return Err(Error::Invalid(format!(
-                        "the snapshot is longer than the {} bytes announced",
-                        inc.bytes
-                    )));
-                }
-                let got = inc.data.len() as u64;
-                if got - inc.logged >= 64 << 20 {
-                    inc.logged = got;
-                    let rate = got as f64 / inc.started.elapsed().as_secs_f64().max(1e-3);
-                    tracing::info!(
-                        "provisioning: {} of {} MiB received ({:.1} MiB/s)",
-                        got >> 20,
-                        inc.bytes >> 20,
-                        rate / (1 << 20) as f64
-                    );
-                }
                 Ok(true)
             }
             Item::Baseline { server_id, seq } => {
@@ -575,34 +503,17 @@ impl NetworkSource {
                 self.baseline = Some((server_id, seq));
                 Ok(true)
             }
-            Item::SnapshotEnd => {
-                let Some(inc) = self.incoming.take() else {
-                    return Err(Error::Invalid("a snapshot end without a snapshot".into()));
-                };
-                if inc.data.len() as u64 != inc.bytes {
-                    return Err(Error::Invalid(format!(
-                        "the snapshot ended after {} of {} bytes",
-                        inc.data.len(),
-                        inc.bytes
-                    )));
-                }
-                self.next_seq = inc.seq + 1;
+            Item::SnapshotEnd { seq } => {
+                // The applier loaded the snapshot before it asked for more: the stream goes
+                // on after it, and a reconnect asks from there.
+                self.next_seq = seq + 1;
                 self.last_commit_us = None;
                 // One snapshot: a reconnect resumes the stream after it.
                 self.want_snapshot = false;
-                self.provision = Some(Provision {
-                    server_id: inc.server_id,
-                    seq: inc.seq,
-                    covered: inc.covered.max(inc.seq),
-                    time_us: inc.time_us,
-                    snapshot: inc.data,
-                });
                 Ok(true)
             }
             Item::Ended(e) => {
                 self.link = None;
-                // A snapshot cut short is asked for again with the stream.
-                self.incoming = None;
                 self.update(|s| s.connected = false);
                 if !e.is_retriable() {
                     return Err(e);
@@ -708,6 +619,7 @@ async fn read_stream<S: AsyncRead + AsyncWrite + Unpin>(
     );
     // One buffer for every packet (a transaction's decoded copy is its own).
     let mut buf = Vec::new();
+    let mut arriving = Arriving::default();
     loop {
         // The link is dead when no byte arrives for `silence`, not when one packet (a large
         // transaction on a slow link) takes longer than that to arrive.
@@ -738,44 +650,206 @@ async fn read_stream<S: AsyncRead + AsyncWrite + Unpin>(
                 std::io::Error::from(e)
             ))),
         };
-        let item = match packet {
-            Ok(item) => item,
+        let item = match packet.and_then(|p| arriving.take(p)) {
+            Ok(Some(Routed::Item(item))) => item,
+            Ok(Some(Routed::Piece(piece))) => match arriving.send(piece).await {
+                // The loader went away (it failed): the stream is of no more use.
+                Err(()) => return,
+                Ok(None) => continue,
+                Ok(Some(seq)) => Item::SnapshotEnd { seq },
+            },
+            Ok(None) => continue,
             Err(e) => Item::Ended(e),
         };
-        let end = matches!(item, Item::Ended(_));
+        let end = match &item {
+            Item::Ended(e) => {
+                arriving.fail(e.to_string()).await;
+                true
+            }
+            _ => false,
+        };
         if tx.send(item).await.is_err() || end {
             return;
         }
     }
 }
 
-/// One stream packet: `0x00 segment:8 offset:8 frame`, an ERR packet, EOF, or a snapshot's
-/// (`0x01 server_id:4 seq:8 bytes:8 time_us:8`, `0x02 bytes`, `0x03`).
-fn decode(p: &[u8]) -> Result<Item> {
+/// One packet of the stream, decoded.
+#[derive(Debug)]
+enum Packet {
+    /// What goes to the source as it is.
+    Item(Item),
+    /// A snapshot begins: the primary's server id and clock, and in the whole form (a
+    /// primary that does not stream its snapshots) the sequence number, size and covered
+    /// sequence number it announced.
+    SnapshotBegin {
+        server_id: u32,
+        time_us: i64,
+        announced: Option<Announced>,
+    },
+    /// The next bytes of the snapshot.
+    SnapshotBytes(Vec<u8>),
+    /// The snapshot is whole; the streamed form says here where it stands.
+    SnapshotEnd(Option<(u64, u64)>),
+}
+
+/// What a primary sending its snapshot whole announced before the bytes.
+#[derive(Debug, Clone, Copy)]
+struct Announced {
+    seq: u64,
+    bytes: u64,
+    covered: u64,
+}
+
+/// Where a packet goes.
+enum Routed {
+    Item(Item),
+    Piece(Piece),
+}
+
+/// The snapshot whose bytes the stream's reader is passing on, if one is arriving.
+#[derive(Default)]
+struct Arriving {
+    current: Option<(mpsc::Sender<Piece>, Option<Announced>, u64)>,
+}
+
+impl Arriving {
+    /// Routes a packet: a snapshot's begin becomes the provision the source hands out, its
+    /// bytes and end pieces of that provision's stream, anything else an item as it is.
+    fn take(&mut self, packet: Packet) -> Result<Option<Routed>> {
+        let stray = |what: &str| Error::Invalid(format!("{what} without a snapshot"));
+        match packet {
+            Packet::Item(item) => Ok(Some(Routed::Item(item))),
+            Packet::SnapshotBegin {
+                server_id,
+                time_us,
+                announced,
+            } => {
+                if self.current.is_some() {
+                    return Err(Error::Invalid(
+                        "a snapshot began before the last one ended".into(),
+                    ));
+                }
+                let (pieces, snapshot) = SnapshotStream::channel();
+                self.current = Some((pieces, announced, 0));
+                Ok(Some(Routed::Item(Item::Snapshot(Provision {
+                    server_id,
+                    time_us,
+                    snapshot,
+                }))))
+            }
+            Packet::SnapshotBytes(bytes) => {
+                let (_, announced, got) = self
+                    .current
+                    .as_mut()
+                    .ok_or_else(|| stray("snapshot bytes"))?;
+                *got += bytes.len() as u64;
+                if let Some(a) = announced.filter(|a| *got > a.bytes) {
+                    return Err(Error::Invalid(format!(
+                        "the snapshot is longer than the {} bytes announced",
+                        a.bytes
+                    )));
+                }
+                Ok(Some(Routed::Piece(Piece::Bytes(bytes))))
+            }
+            Packet::SnapshotEnd(said) => {
+                let (_, announced, got) = self
+                    .current
+                    .as_ref()
+                    .ok_or_else(|| stray("a snapshot end"))?;
+                let (seq, covered) = match (said, announced) {
+                    (Some(end), _) => end,
+                    (None, Some(a)) if a.bytes == *got => (a.seq, a.covered.max(a.seq)),
+                    (None, Some(a)) => {
+                        return Err(Error::Invalid(format!(
+                            "the snapshot ended after {got} of {} bytes",
+                            a.bytes
+                        )))
+                    }
+                    (None, None) => {
+                        return Err(Error::Invalid(
+                            "a streamed snapshot ended without saying where it stands".into(),
+                        ))
+                    }
+                };
+                Ok(Some(Routed::Piece(Piece::End { seq, covered })))
+            }
+        }
+    }
+
+    /// Hands a piece to the snapshot's loader (waiting while it is behind); after the end
+    /// piece the snapshot is done here: the sequence number it stands at, for the source to
+    /// go on after. An error when the loader is gone.
+    async fn send(&mut self, piece: Piece) -> std::result::Result<Option<u64>, ()> {
+        let Some((pieces, _, _)) = self.current.as_ref() else {
+            return Err(());
+        };
+        let end = match &piece {
+            Piece::End { seq, .. } => Some(*seq),
+            _ => None,
+        };
+        pieces.send(piece).await.map_err(|_| ())?;
+        if end.is_some() {
+            self.current = None;
+        }
+        Ok(end)
+    }
+
+    /// Tells the loader of a snapshot still arriving that the stream failed.
+    async fn fail(&mut self, why: String) {
+        if let Some((pieces, _, _)) = self.current.take() {
+            let _ = pieces.send(Piece::Failed(why)).await;
+        }
+    }
+}
+
+/// One stream packet: `0x00 segment:8 offset:8 frame`, an ERR packet, EOF, a stream start
+/// (`0x04 server_id:4 seq:8`) or a snapshot's: streamed (`0x05 server_id:4 time_us:8`, `0x02
+/// bytes`, `0x03 seq:8 covered:8`) or whole (`0x01 server_id:4 seq:8 bytes:8 time_us:8
+/// [covered:8]`, `0x02 bytes`, `0x03`).
+fn decode(p: &[u8]) -> Result<Packet> {
+    let short = |what: &str| Error::Invalid(format!("a short {what}"));
+    let mut c = Cursor::new(p.get(1..).unwrap_or_default());
     match p.first() {
         Some(0x01) => {
-            let mut c = Cursor::new(&p[1..]);
             let (Ok(server_id), Ok(seq), Ok(bytes), Ok(time)) =
                 (c.u32(), c.u64(), c.u64(), c.u64())
             else {
-                return Err(Error::Invalid("a short snapshot header".into()));
+                return Err(short("snapshot header"));
             };
-            return Ok(Item::SnapshotBegin {
+            return Ok(Packet::SnapshotBegin {
                 server_id,
-                seq,
-                bytes,
                 time_us: time as i64,
-                covered: c.u64().unwrap_or(seq),
+                announced: Some(Announced {
+                    seq,
+                    bytes,
+                    covered: c.u64().unwrap_or(seq),
+                }),
             });
         }
-        Some(0x02) => return Ok(Item::SnapshotChunk(p[1..].to_vec())),
-        Some(0x03) => return Ok(Item::SnapshotEnd),
-        Some(0x04) => {
-            let mut c = Cursor::new(&p[1..]);
-            let (Ok(server_id), Ok(seq)) = (c.u32(), c.u64()) else {
-                return Err(Error::Invalid("a short stream start".into()));
+        Some(0x05) => {
+            let (Ok(server_id), Ok(time)) = (c.u32(), c.u64()) else {
+                return Err(short("snapshot header"));
             };
-            return Ok(Item::Baseline { server_id, seq });
+            return Ok(Packet::SnapshotBegin {
+                server_id,
+                time_us: time as i64,
+                announced: None,
+            });
+        }
+        Some(0x02) => return Ok(Packet::SnapshotBytes(p[1..].to_vec())),
+        Some(0x03) if p.len() == 1 => return Ok(Packet::SnapshotEnd(None)),
+        Some(0x03) => {
+            let (Ok(seq), Ok(covered)) = (c.u64(), c.u64()) else {
+                return Err(short("snapshot end"));
+            };
+            return Ok(Packet::SnapshotEnd(Some((seq, covered.max(seq)))));
+        }
+        Some(0x04) => {
+            let (Ok(server_id), Ok(seq)) = (c.u32(), c.u64()) else {
+                return Err(short("stream start"));
+            };
+            return Ok(Packet::Item(Item::Baseline { server_id, seq }));
         }
         _ => {}
     }
@@ -783,16 +857,16 @@ fn decode(p: &[u8]) -> Result<Item> {
         let e = format!("the primary ended the stream: ERROR {code} ({state}): {msg}");
         // The primary cannot serve its binlog from here (corruption, a gap): nothing after
         // that is safe. Anything else may pass, and the replica reconnects.
-        return Ok(Item::Ended(if code == 1236 {
+        return Ok(Packet::Item(Item::Ended(if code == 1236 {
             Error::SourceFatal(e)
         } else {
             Error::Source(e)
-        }));
+        })));
     }
     if p.first() == Some(&0xfe) && p.len() < 9 {
-        return Ok(Item::Ended(Error::Source(
+        return Ok(Packet::Item(Item::Ended(Error::Source(
             "the primary ended the stream".into(),
-        )));
+        ))));
     }
     let mut c = Cursor::new(p);
     let (Ok(0), Ok(segment), Ok(offset)) = (c.u8(), c.u64(), c.u64()) else {
@@ -814,11 +888,11 @@ fn decode(p: &[u8]) -> Result<Item> {
         FrameScan::Incomplete { .. } => return Err(corrupt("a partial frame")),
     };
     match codec::decode_record(payload).map_err(|e| corrupt(&e.to_string()))? {
-        Record::Transaction(tx) => Ok(Item::Tx(SourcedTx { tx, position })),
-        Record::Heartbeat(hb) => Ok(Item::Heartbeat {
+        Record::Transaction(tx) => Ok(Packet::Item(Item::Tx(SourcedTx { tx, position }))),
+        Record::Heartbeat(hb) => Ok(Packet::Item(Item::Heartbeat {
             time_us: hb.time_us,
             last_seq: hb.last_seq,
-        }),
+        })),
     }
 }
 
@@ -921,12 +995,12 @@ mod tests {
     #[test]
     fn which_stream_errors_stop_the_replica() {
         let fatal = protocol::err(1236, "HY000", "Got fatal error from source");
-        let Ok(Item::Ended(e)) = decode(&fatal) else {
+        let Ok(Packet::Item(Item::Ended(e))) = decode(&fatal) else {
             panic!("an end");
         };
         assert!(!e.is_retriable(), "{e}");
         let passing = protocol::err(1105, "HY000", "binlog: I/O error");
-        let Ok(Item::Ended(e)) = decode(&passing) else {
+        let Ok(Packet::Item(Item::Ended(e))) = decode(&passing) else {
             panic!("an end");
         };
         assert!(e.is_retriable(), "{e}");
@@ -935,10 +1009,86 @@ mod tests {
         p.extend_from_slice(&3u64.to_le_bytes());
         p.extend_from_slice(&100u64.to_le_bytes());
         p.extend_from_slice(&[5, 0, 0, 0, 1, 2, 3, 4, 9, 9, 9, 9, 9]);
-        let e = decode(&p).expect_err("corrupt");
+        let Err(e) = decode(&p) else {
+            panic!("corrupt");
+        };
         assert!(
             !e.is_retriable() && e.to_string().contains("binlog.000003"),
             "{e}"
         );
+    }
+
+    /// Both forms of a snapshot become one provision whose bytes are the chunks in order and
+    /// whose end says where it stands; a whole one shorter or longer than announced, a
+    /// streamed one ending without its position, and bytes without a snapshot are errors.
+    #[test]
+    fn snapshot_packets_become_a_provision_and_its_pieces() {
+        use std::io::Read;
+        let whole_begin = |bytes: u64| {
+            let mut p = vec![0x01];
+            p.extend_from_slice(&5u32.to_le_bytes());
+            p.extend_from_slice(&40u64.to_le_bytes());
+            p.extend_from_slice(&bytes.to_le_bytes());
+            p.extend_from_slice(&7u64.to_le_bytes());
+            p.extend_from_slice(&44u64.to_le_bytes());
+            p
+        };
+        let mut streamed_begin = vec![0x05];
+        streamed_begin.extend_from_slice(&5u32.to_le_bytes());
+        streamed_begin.extend_from_slice(&7u64.to_le_bytes());
+        let mut streamed_end = vec![0x03];
+        streamed_end.extend_from_slice(&40u64.to_le_bytes());
+        streamed_end.extend_from_slice(&44u64.to_le_bytes());
+        for (begin, end) in [
+            (whole_begin(5), vec![0x03]),
+            (streamed_begin.clone(), streamed_end.clone()),
+        ] {
+            let mut arriving = Arriving::default();
+            let route = |a: &mut Arriving, p: &[u8]| a.take(decode(p).expect("decodes"));
+            let Ok(Some(Routed::Item(Item::Snapshot(mut provision)))) =
+                route(&mut arriving, &begin)
+            else {
+                panic!("a provision");
+            };
+            assert_eq!((provision.server_id, provision.time_us), (5, 7));
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("runtime");
+            let mut ends = Vec::new();
+            for p in [&[0x02, 1, 2][..], &[0x02, 3, 4, 5][..], &end[..]] {
+                let Ok(Some(Routed::Piece(piece))) = route(&mut arriving, p) else {
+                    panic!("a piece");
+                };
+                ends.push(rt.block_on(arriving.send(piece)).expect("sent"));
+            }
+            assert_eq!(ends, vec![None, None, Some(40)]);
+            let mut got = Vec::new();
+            provision.snapshot.read_to_end(&mut got).expect("read");
+            assert_eq!(got, vec![1, 2, 3, 4, 5]);
+            assert_eq!(provision.snapshot.end(), Some((40, 44)));
+        }
+        let refused = |packets: &[&[u8]]| {
+            let mut arriving = Arriving::default();
+            packets
+                .iter()
+                .map(|p| arriving.take(decode(p).expect("decodes")).map(|_| ()))
+                .find_map(Result::err)
+        };
+        let too_long = refused(&[&whole_begin(2), &[0x02, 1, 2, 3]]).expect("longer");
+        assert!(
+            too_long.to_string().contains("longer than the 2 bytes"),
+            "{too_long}"
+        );
+        let too_short = refused(&[&whole_begin(4), &[0x02, 1, 2, 3], &[0x03]]).expect("shorter");
+        assert!(
+            too_short.to_string().contains("after 3 of 4 bytes"),
+            "{too_short}"
+        );
+        let no_end = refused(&[&streamed_begin, &[0x02, 1], &[0x03]]).expect("no position");
+        assert!(no_end.to_string().contains("without saying"), "{no_end}");
+        let stray = refused(&[&[0x02, 1]]).expect("stray");
+        assert!(stray.to_string().contains("without a snapshot"), "{stray}");
+        let twice = refused(&[&streamed_begin, &streamed_begin]).expect("twice");
+        assert!(twice.to_string().contains("began before"), "{twice}");
     }
 }

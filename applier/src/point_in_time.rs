@@ -80,22 +80,40 @@ impl PointInTime {
                 )));
             }
         };
-        let state = Engine::decode_snapshot(&provision.snapshot)?;
+        let server_id = provision.server_id;
+        // Decoded as it arrives, on a thread that may block for the next piece while this
+        // runtime (of one thread, it may be) goes on receiving.
+        let mut stream = provision.snapshot;
+        let (state, stream) = tokio::task::spawn_blocking(move || {
+            let state = Engine::decode_snapshot(&mut stream);
+            (state, stream)
+        })
+        .await
+        .map_err(|e| Error::Source(format!("decoding the snapshot: {e}")))?;
+        let state = state.map_err(|e| match stream.failure() {
+            Some(why) => Error::Source(format!(
+                "the snapshot from {address} stopped after {} bytes: {why}",
+                stream.received()
+            )),
+            None => Error::from(e),
+        })?;
+        let Some((seq, covered)) = stream.end() else {
+            return Err(Error::Invalid(format!(
+                "the snapshot from {address} read back before its end"
+            )));
+        };
         tracing::info!(
-            "snapshot of server {} at seq {} received ({} MiB); applying up to seq {}",
-            provision.server_id,
-            provision.seq,
-            provision.snapshot.len() >> 20,
-            provision.covered
+            "snapshot of server {server_id} at seq {seq} received ({} MiB); applying up to seq {covered}",
+            stream.received() >> 20,
         );
         let mut point = PointInTime {
             state,
-            server_id: provision.server_id,
+            server_id,
             source,
         };
         // The snapshot's rows may come from transactions up to `covered`; those, applied over
         // it, make it the state at `covered` exactly (as recovery does).
-        point.advance_to(provision.covered).await?;
+        point.advance_to(covered).await?;
         Ok(point)
     }
 

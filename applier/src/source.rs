@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use binlog_format::{Notifier, Position, Record, StartAt, Tailer, Transaction};
 
 use crate::error::{Error, Result};
+use crate::snapshot_stream::SnapshotStream;
 
 /// One transaction from a source, with where it was found.
 #[derive(Debug, Clone)]
@@ -21,31 +22,17 @@ pub struct SourcedTx {
 }
 
 /// The whole state of a primary, sent to a replica whose next transaction the primary no
-/// longer has: the replica loads it in place of its own data, then applies the stream after
-/// `seq`.
+/// longer has: the replica loads it in place of its own data as it arrives, then applies the
+/// stream after the sequence number the snapshot stands at ([`SnapshotStream::end`] once it
+/// is whole; the snapshot's own header says it from the start).
+#[derive(Debug)]
 pub struct Provision {
     /// The primary's server id.
     pub server_id: u32,
-    /// The sequence number the snapshot stands at (its rows may come from later transactions,
-    /// which the stream after it makes right, as recovery does).
-    pub seq: u64,
-    /// The last sequence number whose rows the snapshot may hold: applied up to there, it
-    /// is the primary's state exactly (an online backup stops there).
-    pub covered: u64,
     /// The primary's clock when it took the snapshot, in microseconds since 1970-01-01 UTC.
     pub time_us: i64,
-    /// The snapshot's bytes, as a snapshot file holds them.
-    pub snapshot: Vec<u8>,
-}
-
-impl std::fmt::Debug for Provision {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Provision")
-            .field("server_id", &self.server_id)
-            .field("seq", &self.seq)
-            .field("bytes", &self.snapshot.len())
-            .finish()
-    }
+    /// The snapshot's bytes, as a snapshot file holds them, read as they arrive.
+    pub snapshot: SnapshotStream,
 }
 
 /// A stream of a primary's transactions.

@@ -462,7 +462,7 @@ fn engine_snapshot(engine: &Engine) -> Result<ringrep_relay::TableSnapshot, Stri
     use binlog_format::{Record, StartAt, Tailer};
     let (seq, covered, bytes) = engine.snapshot_for_replica().map_err(|e| e.to_string())?;
     let taken_us = engine.now_us();
-    let mut state = Engine::decode_snapshot(&bytes).map_err(|e| e.to_string())?;
+    let mut state = Engine::decode_snapshot(&bytes[..]).map_err(|e| e.to_string())?;
     if covered > seq {
         let mut t = Tailer::open(&engine.binlog_dir(), StartAt::Seq(seq + 1));
         while state.last_seq < covered {

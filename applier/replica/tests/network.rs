@@ -843,6 +843,91 @@ fn a_replica_whose_next_transaction_was_purged_is_provisioned_from_a_snapshot() 
     primary.stop(&rt);
 }
 
+/// A snapshot is loaded as it arrives, so a link cut in the middle of one leaves a replica
+/// half-loaded: it must be sent the snapshot again and load it afresh, not take the rows it
+/// had for the whole or go on from the snapshot's position. Through a slow proxy, the link is
+/// cut after the snapshot began; the replica reconnects, is provisioned once, and converges.
+#[test]
+fn a_snapshot_cut_on_its_way_is_sent_again_and_the_replica_converges() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rt = runtime();
+    let mut cfg = EngineConfig::new(1);
+    cfg.sync = SyncPolicy::EveryCommit;
+    cfg.segment_bytes = 4096;
+    cfg.snapshot_every = 0;
+    let mut primary = Primary::start_with(&rt, &dir.path().join("primary"), cfg);
+    let paddr = primary.addr;
+    // About 600 KB of rows: 12 s through the slow proxy, so the cut lands inside.
+    rt.block_on(async {
+        let mut c = connect(paddr, Some("test")).await;
+        c.query_drop("CREATE TABLE wide (id INT PRIMARY KEY, v VARCHAR(400))")
+            .await
+            .expect("create");
+        for batch in 0..20 {
+            let values: Vec<String> = (0..100)
+                .map(|i| format!("({}, REPEAT('x', 300))", batch * 100 + i))
+                .collect();
+            c.query_drop(format!("INSERT INTO wide VALUES {}", values.join(",")))
+                .await
+                .expect("insert");
+        }
+    });
+    let engine = primary.engine.clone().expect("running");
+    engine.snapshot().expect("snapshot");
+    let segments = engine.binlog_segments().expect("segments");
+    let last = binlog_format::segment::segment_name(segments.last().expect("one").number);
+    rt.block_on(async {
+        let mut c = connect(paddr, None).await;
+        c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
+            .await
+            .expect("purge");
+    });
+    assert!(engine.first_binlog_seq().expect("first") > 1, "purged");
+
+    let proxy = Proxy::start(paddr);
+    proxy.slow.store(true, Ordering::SeqCst);
+    let replica = start_replica(&dir.path().join("replica"), proxy.addr);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < deadline, "no snapshot began");
+        match replica.log.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) if line.contains("receiving a snapshot") => break,
+            Ok(line) => assert!(!line.contains("provisioned from"), "{line}"),
+            Err(_) => {}
+        }
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    proxy.cut();
+    proxy.slow.store(false, Ordering::SeqCst);
+    // Writes go on meanwhile: the second snapshot and the stream after it carry them.
+    write_plain(&rt, paddr, 2000, 50);
+    wait_applied(&rt, replica.addr, primary.last_seq(), "provisioned again");
+    let mut lines = Vec::new();
+    while let Ok(line) = replica.log.recv_timeout(Duration::from_millis(500)) {
+        lines.push(line);
+    }
+    let says = |text: &str| lines.iter().filter(|l| l.contains(text)).count();
+    assert_eq!(says("stopped after"), 1, "{lines:#?}");
+    assert_eq!(says("provisioned from server 1"), 1, "{lines:#?}");
+    let (code, out) = verify(paddr, replica.addr);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("CONVERGED"), "{out}");
+    drop(engine);
+    primary.stop(&rt);
+}
+
+/// Inserts `n` rows into `test.wide` from id `from`, one statement each.
+fn write_plain(rt: &tokio::runtime::Runtime, primary: SocketAddr, from: u32, n: u32) {
+    rt.block_on(async {
+        let mut c = connect(primary, Some("test")).await;
+        for id in from..from + n {
+            c.exec_drop("INSERT INTO wide VALUES (?, 'later')", (id,))
+                .await
+                .expect("insert");
+        }
+    });
+}
+
 /// A chain: a replica serves its own replica from its binlog (which records the origin of
 /// each transaction), and the last link converges with the first through the middle one.
 #[test]

@@ -1339,9 +1339,33 @@ impl Engine {
         Ok((snap.seq, covered, snap.into_bytes()))
     }
 
-    /// Reads back the bytes [`Engine::snapshot_for_replica`] made: the state they hold.
-    pub fn decode_snapshot(bytes: &[u8]) -> Result<State> {
-        snapshot::decode_bytes(bytes)?
+    /// [`Engine::snapshot_for_replica`] without the whole copy in memory: each frame of the
+    /// snapshot goes to `send` as soon as it is made (the bytes, in order, are those of a
+    /// snapshot file), so a replica can load the first rows while the rest is still being
+    /// copied. `send` is called with no lock held; an error from it ends the copy. The binlog
+    /// is synced once the copy is done, before this returns: the caller sends whatever marks
+    /// the snapshot whole only then, so a replica never completes a snapshot holding rows of
+    /// a transaction the primary could still lose.
+    ///
+    /// Returns the sequence number the snapshot stands at and the last one whose rows it may
+    /// hold, as [`Engine::snapshot_for_replica`] does.
+    pub fn stream_snapshot_for_replica(
+        &self,
+        mut send: impl FnMut(Vec<u8>) -> Result<()>,
+    ) -> Result<(u64, u64)> {
+        let snap =
+            snapshot::encode_live_into(&self.shared.state, |frame| send(std::mem::take(frame)))?;
+        let covered = self.last_seq();
+        if let Some(sync) = self.binlog_sync() {
+            sync.sync()?;
+        }
+        Ok((snap.seq, covered))
+    }
+
+    /// Reads back the bytes [`Engine::snapshot_for_replica`] made (or a reader giving them
+    /// as they arrive): the state they hold.
+    pub fn decode_snapshot(bytes: impl std::io::Read) -> Result<State> {
+        snapshot::decode_from(bytes)?
             .map(|l| l.state)
             .ok_or_else(|| Error::internal("the snapshot received does not read back whole"))
     }

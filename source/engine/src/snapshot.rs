@@ -155,7 +155,7 @@ pub(crate) fn encode_live(state: &RwLock<State>) -> Result<Encoded> {
 
 /// [`encode_live`], each frame handed to `sink` as it is made (which may take it out of the
 /// buffer).
-fn encode_live_into(
+pub(crate) fn encode_live_into(
     state: &RwLock<State>,
     sink: impl FnMut(&mut Vec<u8>) -> Result<()>,
 ) -> Result<Encoded> {
@@ -472,10 +472,18 @@ fn read(path: &Path) -> Result<Option<Loaded>> {
 }
 
 /// A snapshot's bytes (as a file holds them) read back, or `None` when they do not read back
-/// whole: what a replica provisioned over the network loads.
-pub(crate) fn decode_bytes(bytes: &[u8]) -> Result<Option<Loaded>> {
+/// whole.
+#[cfg(test)]
+fn decode_bytes(bytes: &[u8]) -> Result<Option<Loaded>> {
     let len = bytes.len() as u64;
     Ok(read_from(bytes)?.map(|l| Loaded { bytes: len, ..l }))
+}
+
+/// A snapshot read back from `reader` (its bytes as a file holds them, given as they
+/// arrive), or `None` when they do not read back whole: what a point-in-time reader of a
+/// node loads. Its size is not counted (`bytes` is 0).
+pub(crate) fn decode_from(reader: impl Read) -> Result<Option<Loaded>> {
+    read_from(reader)
 }
 
 fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
@@ -551,15 +559,16 @@ fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
     }))
 }
 
-/// A snapshot's bytes (as [`crate::Engine::snapshot_for_replica`] makes them) read a frame at
-/// a time, its rows handed out as they are decoded instead of built into a state first: a
-/// replica provisioned over the network writes them into its own engine, and the state they
-/// make is built once, there. The bytes are checked whole when opened (every frame's
-/// checksum, the end frame last, nothing after it), so a snapshot that would not load is
-/// refused before anything is applied; the end frame's row count is checked at the end.
-#[derive(Debug)]
-pub struct SnapshotRows<'a> {
-    rest: &'a [u8],
+/// A snapshot (as [`crate::Engine::snapshot_for_replica`] and
+/// [`crate::Engine::stream_snapshot_for_replica`] make it) read a frame at a time from `R`, its
+/// rows handed out as they are decoded instead of built into a state first: a replica
+/// provisioned over the network writes them into its own engine while the rest is still on
+/// its way, and the state they make is built once, there. Each frame's checksum is checked as
+/// it is read, and the end frame's row count at the end (nothing may follow it), so a
+/// snapshot cut short or damaged is an error at the frame where it happens; what was handed
+/// out before it is the caller's to discard.
+pub struct SnapshotRows<R> {
+    frames: Frames<R>,
     /// The sequence number the snapshot stands at.
     pub last_seq: u64,
     /// The databases, as the snapshot's header lists them.
@@ -570,79 +579,116 @@ pub struct SnapshotRows<'a> {
     total: u64,
     per_table: Vec<u64>,
     ended: bool,
+    /// A first-version snapshot (one frame) is decoded whole when opened; its tables' rows
+    /// are handed out from here.
+    legacy: Option<std::vec::IntoIter<Vec<Row>>>,
 }
 
-impl<'a> SnapshotRows<'a> {
-    /// The snapshot in `bytes`; `None` for bytes that are not a whole snapshot of this
-    /// version (a first-version snapshot, a single frame, is read by
-    /// [`crate::Engine::decode_snapshot`]).
-    pub fn open(bytes: &'a [u8]) -> Result<Option<SnapshotRows<'a>>> {
-        // Every frame whole, the last one the end.
-        let mut at = 0;
-        let mut last = None;
-        while at < bytes.len() {
-            match scan_frame(&bytes[at..], u32::MAX) {
-                FrameScan::Frame { payload, len } => {
-                    last = Some(payload);
-                    at += len;
-                }
-                _ => return Ok(None),
-            }
+impl<R> std::fmt::Debug for SnapshotRows<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnapshotRows")
+            .field("last_seq", &self.last_seq)
+            .field("tables", &self.tables.len())
+            .field("rows", &self.total)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Read> SnapshotRows<R> {
+    /// Reads the snapshot's first frame (its header) from `reader`; the rows follow with
+    /// [`SnapshotRows::next_rows`]. An error when the bytes do not start a snapshot.
+    pub fn open(reader: R) -> Result<SnapshotRows<R>> {
+        let mut frames = Frames {
+            file: reader,
+            buf: Vec::new(),
+        };
+        let Next::Frame(first) = frames.next()? else {
+            return Err(not_whole());
+        };
+        if let Some(header) = first.strip_prefix(MAGIC) {
+            let header = codec::decode::<Header>(header).map_err(|_| not_whole())?;
+            return Ok(SnapshotRows {
+                frames,
+                last_seq: header.last_seq,
+                databases: header.databases,
+                per_table: vec![0; header.tables.len()],
+                tables: header.tables,
+                total: 0,
+                ended: false,
+                legacy: None,
+            });
         }
-        if !last.is_some_and(|l| matches!(codec::decode::<Part>(l), Ok(Part::End { .. }))) {
-            return Ok(None);
+        let data = codec::decode::<SnapshotV1>(first).map_err(|_| not_whole())?;
+        // A first-version snapshot is its one frame and nothing after it.
+        if !matches!(frames.next()?, Next::End) {
+            return Err(not_whole());
         }
-        let FrameScan::Frame { payload, len } = scan_frame(bytes, u32::MAX) else {
-            return Ok(None);
-        };
-        let Some(header) = payload.strip_prefix(MAGIC) else {
-            return Ok(None);
-        };
-        let Ok(header) = codec::decode::<Header>(header) else {
-            return Ok(None);
-        };
-        Ok(Some(SnapshotRows {
-            rest: &bytes[len..],
-            last_seq: header.last_seq,
-            databases: header.databases,
-            per_table: vec![0; header.tables.len()],
-            tables: header.tables,
+        let (tables, rows): (Vec<TableDef>, Vec<Vec<Row>>) = data.tables.into_iter().unzip();
+        Ok(SnapshotRows {
+            frames,
+            last_seq: data.last_seq,
+            databases: data.databases,
+            per_table: vec![0; tables.len()],
+            tables,
             total: 0,
             ended: false,
-        }))
+            legacy: Some(rows.into_iter()),
+        })
     }
 
     /// The next frame's rows and the place of their table in [`SnapshotRows::tables`], in
     /// the snapshot's order (each table's rows in key order); `None` once the end frame is
-    /// read and the rows handed out are the rows it counts.
+    /// read, the rows handed out are the rows it counts and nothing follows it.
     pub fn next_rows(&mut self) -> Result<Option<(usize, Vec<Row>)>> {
-        let bad =
-            || crate::error::Error::internal("the snapshot received does not read back whole");
         if self.ended {
             return Ok(None);
         }
-        let FrameScan::Frame { payload, len } = scan_frame(self.rest, u32::MAX) else {
-            return Err(bad());
+        if let Some(legacy) = self.legacy.as_mut() {
+            let Some(rows) = legacy.next() else {
+                self.ended = true;
+                return Ok(None);
+            };
+            let at = self.tables.len() - legacy.len() - 1;
+            return Ok(Some(self.handed_out(at, rows)));
+        }
+        let Next::Frame(payload) = self.frames.next()? else {
+            return Err(not_whole());
         };
-        self.rest = &self.rest[len..];
         match codec::decode::<Part>(payload) {
             Ok(Part::Rows { table, rows }) if (table as usize) < self.tables.len() => {
-                self.total += rows.len() as u64;
-                self.per_table[table as usize] += rows.len() as u64;
-                Ok(Some((table as usize, rows)))
+                Ok(Some(self.handed_out(table as usize, rows)))
             }
-            Ok(Part::End { rows }) if rows == self.total && self.rest.is_empty() => {
+            Ok(Part::End { rows }) if rows == self.total => {
+                if !matches!(self.frames.next()?, Next::End) {
+                    return Err(not_whole());
+                }
                 self.ended = true;
                 Ok(None)
             }
-            _ => Err(bad()),
+            _ => Err(not_whole()),
         }
+    }
+
+    fn handed_out(&mut self, at: usize, rows: Vec<Row>) -> (usize, Vec<Row>) {
+        self.total += rows.len() as u64;
+        self.per_table[at] += rows.len() as u64;
+        (at, rows)
     }
 
     /// Rows handed out for the table at `index` in [`SnapshotRows::tables`].
     pub fn rows_of(&self, index: usize) -> u64 {
         self.per_table.get(index).copied().unwrap_or(0)
     }
+
+    /// What the bytes are read from (to ask it why they stopped).
+    pub fn reader(&self) -> &R {
+        &self.frames.file
+    }
+}
+
+/// A snapshot's bytes that do not read back as a whole snapshot.
+fn not_whole() -> crate::error::Error {
+    crate::error::Error::internal("the snapshot received does not read back whole")
 }
 
 /// Refuses a snapshot table whose `written` rows fell onto fewer keys: text keys compare
@@ -862,15 +908,23 @@ mod tests {
     }
 
     /// A snapshot's bytes read a frame at a time give every table's rows in key order, as the
-    /// state holds them, and are refused whole (nothing handed out) when damaged or cut short.
+    /// state holds them; damaged, cut short or followed by more bytes, they are an error
+    /// before the end is reported.
     #[test]
     fn snapshot_rows_are_the_state_frame_by_frame() {
+        /// Every row of `bytes`, or the first error.
+        fn read_all(bytes: &[u8]) -> Result<Vec<Vec<Row>>> {
+            let mut reader = SnapshotRows::open(bytes)?;
+            let mut got: Vec<Vec<Row>> = vec![Vec::new(); reader.tables.len()];
+            while let Some((at, rows)) = reader.next_rows()? {
+                got[at].extend(rows);
+            }
+            Ok(got)
+        }
         let st = sample_state();
         for chunk in [1, 100, CHUNK_BYTES] {
             let snap = exact(&st, chunk);
-            let mut reader = SnapshotRows::open(&snap.bytes)
-                .expect("read")
-                .expect("whole");
+            let mut reader = SnapshotRows::open(&snap.bytes[..]).expect("read");
             assert_eq!(reader.last_seq, st.last_seq);
             let mut got: Vec<Vec<Row>> = vec![Vec::new(); reader.tables.len()];
             while let Some((at, rows)) = reader.next_rows().expect("rows") {
@@ -886,10 +940,50 @@ mod tests {
             let mut damaged = snap.bytes.clone();
             let mid = damaged.len() / 2;
             damaged[mid] ^= 0xff;
-            assert!(SnapshotRows::open(&damaged).expect("read").is_none());
+            assert!(read_all(&damaged).is_err(), "damaged, frames of {chunk}");
             let short = &snap.bytes[..snap.bytes.len() - 3];
-            assert!(SnapshotRows::open(short).expect("read").is_none());
+            assert!(read_all(short).is_err(), "cut short, frames of {chunk}");
+            let mut longer = snap.bytes.clone();
+            longer.extend_from_slice(&snap.bytes[..40]);
+            assert!(read_all(&longer).is_err(), "bytes after the end");
+            assert!(read_all(&[]).is_err(), "nothing");
         }
+    }
+
+    /// A first-version snapshot (one frame) read with [`SnapshotRows`] hands out its tables'
+    /// rows as the current version does.
+    #[test]
+    fn snapshot_rows_read_a_first_version_snapshot() {
+        let st = sample_state();
+        #[derive(bincode::Encode)]
+        struct V1Out {
+            last_seq: u64,
+            next_table_id: u64,
+            databases: Vec<String>,
+            tables: Vec<(TableDef, Vec<Row>)>,
+        }
+        let v1 = V1Out {
+            last_seq: st.last_seq,
+            next_table_id: st.next_table_id,
+            databases: st.databases.iter().cloned().collect(),
+            tables: st
+                .tables
+                .values()
+                .map(|t| (TableDef::clone(&t.def), t.iter().map(|(_, r)| r).collect()))
+                .collect(),
+        };
+        let mut bytes = Vec::new();
+        write_frame_with(&mut bytes, |p| codec::encode_into(&v1, p)).expect("frame");
+        let mut reader = SnapshotRows::open(&bytes[..]).expect("read");
+        assert_eq!(reader.last_seq, st.last_seq);
+        let mut seen = 0;
+        while let Some((at, rows)) = reader.next_rows().expect("rows") {
+            let t = st.tables.get(&reader.tables[at].id).expect("table");
+            assert_eq!(rows, t.iter().map(|(_, r)| r).collect::<Vec<Row>>());
+            assert_eq!(reader.rows_of(at), rows.len() as u64);
+            seen += 1;
+        }
+        assert_eq!(seen, st.tables.len());
     }
 
     /// A live snapshot written frame by frame to its file is the file `encode_live` builds in
@@ -1124,6 +1218,47 @@ mod tests {
             binlog.sync().expect("sync");
             assert_eq!(binlog.durable_lsn(), after, "nothing was left unsynced");
         }
+    }
+
+    /// A snapshot streamed a frame at a time is, frames put together, the snapshot a replica
+    /// is sent whole, and reads back as the engine's state; the binlog it covers is durable
+    /// before it returns, and an error from the receiver ends the copy with that error.
+    #[test]
+    fn a_streamed_snapshot_is_the_whole_one_in_frames() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (engine, mut s) = sample_engine(dir.path(), SyncPolicy::Never);
+        for i in 0..300 {
+            insert_p(&mut s, 1000 + i, "streamed");
+        }
+        let mut frames: Vec<Vec<u8>> = Vec::new();
+        let (seq, covered) = engine
+            .stream_snapshot_for_replica(|f| {
+                frames.push(f);
+                Ok(())
+            })
+            .expect("stream");
+        let binlog = engine.shared.binlog.as_ref().expect("a writer");
+        let durable = binlog.durable_lsn();
+        binlog.sync().expect("sync");
+        assert_eq!(binlog.durable_lsn(), durable, "synced before it returned");
+        let (whole_seq, whole_covered, whole) = engine.snapshot_for_replica().expect("whole");
+        assert_eq!((seq, covered), (whole_seq, whole_covered));
+        assert_eq!(seq, engine.last_seq());
+        // A header, the rows' frames, the end.
+        assert!(frames.len() >= 3, "{}", frames.len());
+        assert_eq!(frames.concat(), whole);
+        let back = Engine::decode_snapshot(&frames.concat()[..]).expect("decode");
+        assert_same(&back, &engine.read());
+
+        let mut calls = 0;
+        let e = engine
+            .stream_snapshot_for_replica(|_| {
+                calls += 1;
+                Err(crate::error::Error::internal("the replica went away"))
+            })
+            .expect_err("ended");
+        assert_eq!(calls, 1);
+        assert!(e.message.contains("went away"), "{}", e.message);
     }
 
     /// A live snapshot is never taken for a backup, nor used without the binlog after it.

@@ -63,6 +63,10 @@ pub(crate) struct DumpRequest {
     pub(crate) provision: bool,
     /// Send a snapshot first whatever `from_seq` is (`snapshot=1`: an online backup).
     pub(crate) snapshot: bool,
+    /// The replica takes a snapshot as it is copied (`snapshot_stream=1`): each frame goes
+    /// out as soon as it is made, instead of the whole snapshot being built before its first
+    /// byte leaves (a replica that does not say so gets the whole form).
+    pub(crate) snapshot_stream: bool,
     /// What the replica applied from other servers (`origin.ID=SEQ`): a replica of this
     /// node's old primary, re-pointed here after a failover, has no position in this node's
     /// numbering; where it starts is found from these.
@@ -119,6 +123,7 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<Dump, Error> {
         replica_id,
         provision: false,
         snapshot: false,
+        snapshot_stream: false,
         origins: Vec::new(),
         last_commit_us: None,
     };
@@ -137,6 +142,7 @@ pub(crate) fn parse_dump(body: &[u8]) -> Result<Dump, Error> {
             "heartbeat_ms" => req.heartbeat = Duration::from_millis(n.clamp(1, 60_000)),
             "provision" => req.provision = n == 1,
             "snapshot" => req.snapshot = n == 1,
+            "snapshot_stream" => req.snapshot_stream = n == 1,
             "last_commit_us" => req.last_commit_us = Some(n),
             // A newer replica's request: what this version does not know, it does without
             // (the replica is told nothing about it, and streams as before).
@@ -655,12 +661,22 @@ fn heartbeat(engine: &ringrep_engine::Engine) -> io::Result<Vec<u8>> {
 /// Snapshot bytes per stream packet while provisioning.
 const SNAPSHOT_CHUNK: usize = 1 << 20;
 
+/// Snapshot frames (each a few hundred KiB, see the engine's `snapshot`) made and not yet
+/// written to a replica that takes the snapshot as it is copied: the copy waits for the
+/// link beyond these.
+const FRAMES_IN_FLIGHT: usize = 8;
+
 /// Sends a replica the whole state (a snapshot taken now) for it to load in place of what it
 /// has; returns the sequence number the snapshot stands at, after which the stream goes on.
-/// Packets: `0x01 server_id:4 seq:8 bytes:8 time_us:8 covered:8` (`covered`: the last
-/// sequence whose rows the snapshot may hold), then `0x02 chunk` until `bytes` are
-/// sent, then `0x03`. Heartbeats go out while the snapshot is taken, so the replica keeps the
-/// link.
+/// Two forms (docs/architecture.md, "Provisioning"):
+/// - streamed, to a replica that asked for it (`snapshot_stream=1`): `0x05 server_id:4
+///   time_us:8`, then `0x02 chunk` packets as the snapshot is copied, then `0x03 seq:8
+///   covered:8` once the copy is done and the binlog synced (`covered`: the last sequence
+///   whose rows the snapshot may hold); the replica reads the sequence number from the
+///   snapshot's own header too;
+/// - whole, to any other: the snapshot is built first, with heartbeats meanwhile so the
+///   replica keeps the link, then `0x01 server_id:4 seq:8 bytes:8 time_us:8 covered:8`,
+///   `0x02 chunk` until `bytes` are sent, and `0x03`.
 async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
     engine: &ringrep_engine::Engine,
     packets: &mut Packets<S>,
@@ -672,6 +688,7 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
         connection = conn_id,
         replica = req.replica_id,
         from_seq = req.from_seq,
+        streamed = req.snapshot_stream,
         "sending a snapshot: {}",
         if req.snapshot {
             "asked for (an online backup)"
@@ -679,6 +696,92 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
             "the replica's next transaction is purged"
         }
     );
+    let (seq, bytes) = if req.snapshot_stream {
+        send_streamed(engine, packets, conn_id).await?
+    } else {
+        send_whole(engine, packets, req, conn_id).await?
+    };
+    tracing::info!(
+        connection = conn_id,
+        replica = req.replica_id,
+        seq,
+        bytes,
+        "provisioned in {:.1?}; streaming from seq {}",
+        started.elapsed(),
+        seq + 1
+    );
+    Ok(seq)
+}
+
+/// The streamed form of [`provision`]: the engine copies the state on a blocking thread,
+/// handing each frame over as it is made, and this task writes the frames as they come.
+/// Returns the snapshot's sequence number and its size.
+async fn send_streamed<S: AsyncRead + AsyncWrite + Unpin + Send>(
+    engine: &ringrep_engine::Engine,
+    packets: &mut Packets<S>,
+    conn_id: u32,
+) -> io::Result<(u64, u64)> {
+    let mut begin = vec![0x05];
+    begin.extend_from_slice(&engine.config().server_id.to_le_bytes());
+    begin.extend_from_slice(&engine.now_us().to_le_bytes());
+    packets.write(&begin).await?;
+    let (frames, mut made) = tokio::sync::mpsc::channel::<Vec<u8>>(FRAMES_IN_FLIGHT);
+    let e = engine.clone();
+    // A replica gone makes `made` go away, and the copy ends at its next frame.
+    let copying = tokio::task::spawn_blocking(move || {
+        e.stream_snapshot_for_replica(|frame| {
+            frames.blocking_send(frame).map_err(|_| {
+                Error::internal("the replica's stream ended while its snapshot was copied")
+            })
+        })
+    });
+    let mut sent = 0u64;
+    let mut logged = 0u64;
+    let mut chunk = Vec::with_capacity(SNAPSHOT_CHUNK + 1);
+    while let Some(frame) = made.recv().await {
+        let written = async {
+            for part in frame.chunks(SNAPSHOT_CHUNK) {
+                chunk.clear();
+                chunk.push(0x02);
+                chunk.extend_from_slice(part);
+                packets.write(&chunk).await?;
+            }
+            packets.flush().await
+        };
+        match tokio::time::timeout(WRITE_TIMEOUT, written).await {
+            Ok(r) => r?,
+            Err(_) => return Err(slow_replica()),
+        }
+        sent += frame.len() as u64;
+        if sent - logged >= 64 << 20 {
+            logged = sent;
+            tracing::info!(
+                connection = conn_id,
+                "provisioning: {} MiB sent",
+                sent >> 20
+            );
+        }
+    }
+    let (seq, covered) = copying
+        .await
+        .map_err(io::Error::other)?
+        .map_err(io::Error::other)?;
+    let mut end = vec![0x03];
+    end.extend_from_slice(&seq.to_le_bytes());
+    end.extend_from_slice(&covered.to_le_bytes());
+    packets.write(&end).await?;
+    packets.flush().await?;
+    Ok((seq, sent))
+}
+
+/// The whole form of [`provision`], for a replica that does not take a streamed snapshot.
+/// Returns the snapshot's sequence number and its size.
+async fn send_whole<S: AsyncRead + AsyncWrite + Unpin + Send>(
+    engine: &ringrep_engine::Engine,
+    packets: &mut Packets<S>,
+    req: &DumpRequest,
+    conn_id: u32,
+) -> io::Result<(u64, u64)> {
     let e = engine.clone();
     let mut taking = tokio::task::spawn_blocking(move || e.snapshot_for_replica());
     let (seq, covered, bytes) = loop {
@@ -721,23 +824,17 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
     let limit = WRITE_TIMEOUT * (1 + (bytes.len() / (64 << 20)) as u32);
     match tokio::time::timeout(limit, sent).await {
         Ok(r) => r?,
-        Err(_) => {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the replica took no snapshot bytes for too long",
-            ))
-        }
+        Err(_) => return Err(slow_replica()),
     }
-    tracing::info!(
-        connection = conn_id,
-        replica = req.replica_id,
-        seq,
-        bytes = bytes.len(),
-        "provisioned in {:.1?}; streaming from seq {}",
-        started.elapsed(),
-        seq + 1
-    );
-    Ok(seq)
+    Ok((seq, bytes.len() as u64))
+}
+
+/// A replica that stopped taking the snapshot's bytes.
+fn slow_replica() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the replica took no snapshot bytes for too long",
+    )
 }
 
 /// What one look at the binlog found.
@@ -992,10 +1089,23 @@ mod tests {
                 replica_id: 7,
                 provision: false,
                 snapshot: false,
+                snapshot_stream: false,
                 origins: vec![],
                 last_commit_us: None,
             })
         );
+        let r = parse_dump(&body(
+            "ringrep-frames:from_seq=3,provision=1,snapshot_stream=1",
+        ))
+        .expect("parse");
+        assert!(matches!(
+            r,
+            Dump::Frames(DumpRequest {
+                provision: true,
+                snapshot_stream: true,
+                ..
+            })
+        ));
         let frames = |d: Dump| match d {
             Dump::Frames(r) => r,
             other => panic!("{other:?}"),

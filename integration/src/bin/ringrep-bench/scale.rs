@@ -693,6 +693,10 @@ async fn provision(
         (prefixes, marker.as_str()),
     )
     .await?;
+    let marker_seq: u64 = c
+        .query_first("SELECT @@ringrep_last_seq")
+        .await?
+        .ok_or_else(|| anyhow!("no @@ringrep_last_seq"))?;
     phase.store(1, Ordering::Relaxed);
     let start = Instant::now();
     let mut cmd = Command::new(opts.bin_dir.join("ringrep-applier"));
@@ -713,7 +717,14 @@ async fn provision(
             return Err(e);
         }
     };
-    let shown = wait_for_row(raddr, prefixes, &marker, Duration::from_secs(1800)).await;
+    let shown = wait_for_row(
+        raddr,
+        prefixes,
+        &marker,
+        marker_seq,
+        Duration::from_secs(1800),
+    )
+    .await;
     r.provision_secs = start.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     let lat = writer.await??;
@@ -730,16 +741,22 @@ async fn provision(
     Ok(raddr)
 }
 
-/// Waits until the node at `addr` shows `payload` in ring `prefix`. Until it is provisioned
-/// the table is missing there (an error): that is waited out as well.
+/// Waits until the node at `addr` is provisioned and has applied the primary's `seq` (its
+/// position for server 1 stored: a snapshot's rows show before its loading ends) and shows
+/// `payload` in ring `prefix`. Until it is provisioned the table or the position is missing
+/// there: that is waited out as well.
 async fn wait_for_row(
     addr: SocketAddr,
     prefix: u64,
     payload: &str,
+    seq: u64,
     limit: Duration,
 ) -> anyhow::Result<()> {
     let start = Instant::now();
-    let sql = format!("SELECT COUNT(*) FROM {TABLE} WHERE prefix = ? AND payload = ?");
+    let sql = format!(
+        "SELECT COUNT(*) FROM {TABLE} WHERE prefix = ? AND payload = ? AND (SELECT last_seq \
+         FROM mysql.ringrep_apply_status WHERE server_id = 1) >= ?"
+    );
     let mut conn: Option<mysql_async::Conn> = None;
     loop {
         if conn.is_none() {
@@ -747,7 +764,7 @@ async fn wait_for_row(
         }
         if let Some(c) = conn.as_mut() {
             match c
-                .exec_first::<u64, _, _>(sql.as_str(), (prefix, payload))
+                .exec_first::<u64, _, _>(sql.as_str(), (prefix, payload, seq))
                 .await
             {
                 Ok(Some(n)) if n > 0 => return Ok(()),
