@@ -259,6 +259,31 @@ struct Runner<'e> {
 /// `CALL mtr.add_suppression(...)`: mtr's own procedure, which lets a test's expected lines
 /// pass mtr's check of the server's error log. ringrep's log is not checked, so the call has
 /// nothing to do and succeeds, as it does under mtr.
+/// The warnings mysqltest prints after `sql` ran: the session's, read without clearing them,
+/// so that a script's own `SHOW WARNINGS` next lists them again as the server's diagnostics
+/// area does (the session replaces them when the next statement runs). None after SHOW
+/// WARNINGS and SHOW ERRORS themselves, whose rows are those warnings already.
+fn statement_warnings(session: &SqlSession, sql: &str) -> Vec<(u16, String)> {
+    if shows_diagnostics(sql) {
+        return Vec::new();
+    }
+    session.session.warnings().to_vec()
+}
+
+/// Whether `sql` is SHOW WARNINGS, SHOW ERRORS or `SHOW COUNT(*) WARNINGS|ERRORS`.
+fn shows_diagnostics(sql: &str) -> bool {
+    let words: Vec<String> = sql
+        .split(|c: char| c.is_whitespace() || c == ';')
+        .filter(|w| !w.is_empty())
+        .take(3)
+        .map(str::to_ascii_uppercase)
+        .collect();
+    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    w(0) == "SHOW"
+        && (matches!(w(1), "WARNINGS" | "ERRORS")
+            || (w(1) == "COUNT(*)" && matches!(w(2), "WARNINGS" | "ERRORS")))
+}
+
 fn is_add_suppression(sql: &str) -> bool {
     let compact: String = sql
         .chars()
@@ -793,7 +818,7 @@ impl<'e> Runner<'e> {
             let sql = sql.to_string();
             let thread = std::thread::spawn(move || {
                 let result = session.execute(&sql);
-                let warnings = session.session.take_warnings();
+                let warnings = statement_warnings(&session, &sql);
                 (session, (result, warnings))
             });
             c.sent = Some(Sent {
@@ -936,7 +961,7 @@ impl<'e> Runner<'e> {
             format!("connection {conn} still runs the statement it sent: reap first")
         })?;
         let result = session.execute(sql);
-        let warnings = session.session.take_warnings();
+        let warnings = statement_warnings(session, sql);
         Ok((result, warnings))
     }
 
@@ -1638,6 +1663,32 @@ mod tests {
         // The sent UPDATE waited for con1's row, then wrote over it.
         assert_eq!(out[out.len() - 3..], ["SELECT b FROM t;", "b", "3"]);
         assert!(out.contains(&"UPDATE t SET b = 3 WHERE a = 1;".to_string()));
+    }
+
+    #[test]
+    fn show_warnings_in_a_script_lists_the_previous_statements_warnings() {
+        let out = output_of(
+            "DROP VIEW IF EXISTS nothing_here;\nSHOW WARNINGS;\nSELECT 1;\nSHOW WARNINGS;\n",
+        );
+        let note = "Note\t1051\tUnknown table 'test.nothing_here'";
+        assert_eq!(
+            out,
+            [
+                "DROP VIEW IF EXISTS nothing_here;",
+                "Warnings:",
+                note,
+                "SHOW WARNINGS;",
+                "Level\tCode\tMessage",
+                note,
+                "SELECT 1;",
+                "1",
+                "1",
+                "SHOW WARNINGS;",
+                "Level\tCode\tMessage",
+            ]
+        );
+        assert!(shows_diagnostics("show count(*) warnings"));
+        assert!(!shows_diagnostics("SHOW TABLES"));
     }
 
     #[test]

@@ -6,6 +6,14 @@
 //! `affected rows: N` / `info: ...` where info was on, `Warnings:` blocks. Lines starting with
 //! `#` are echoed comments. A unit is one statement with its output; the runner compares units
 //! one by one and counts those listed in a deviations file apart from failures.
+//!
+//! mysqltest's connection commands, as it echoes them with the connect log on, open and
+//! switch sessions: `connect (name, host, user, password, db);` logs in as the account `user`
+//! matches from 127.0.0.1 (root, or an empty user, is the node's own superuser; a wrong
+//! password prints MySQL's 1045; `db` empty is `test`) and makes it current,
+//! `connection name;` switches (`default` is the first session), `disconnect name;` closes
+//! one. A session of an account is checked against its grants as they stand at each
+//! statement, as the server's are.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -60,6 +68,10 @@ const STATEMENT_WORDS: &[&str] = &[
     "PREPARE",
     "EXECUTE",
     "DEALLOCATE",
+    // mysqltest's connection commands (see the module's documentation).
+    "connect",
+    "connection",
+    "disconnect",
 ];
 
 /// One statement of a transcript and what it printed.
@@ -625,11 +637,33 @@ pub(crate) fn run_units(
         }
         std::fs::write(&p, content)?;
     }
-    let mut session = SqlSession::new(&engine);
-    session.load_dir = Some(load_dir);
+    let mut root = SqlSession::new(&engine);
+    root.load_dir = Some(load_dir);
+    let mut sessions: HashMap<String, SqlSession> = HashMap::new();
+    sessions.insert("default".into(), root);
+    let mut current = "default".to_string();
+    let cache = ringrep_sql::AccountCache::default();
     let mut report = RunReport::default();
     let mut actual_all = Vec::new();
     for u in units {
+        if let Some(result) =
+            connection_command(&u.statement, &engine, &cache, &mut sessions, &mut current)
+        {
+            let actual = render_outcome(
+                &result.map(|()| ringrep_sql::Outcome::Ok),
+                false,
+                &[],
+                false,
+            );
+            let dev = opts.deviations.get(&u.line).copied();
+            judge(&mut report, u, actual.clone(), dev, None);
+            actual_all.push(actual);
+            continue;
+        }
+        let session = sessions
+            .get_mut(&current)
+            .with_context(|| format!("line {}: no connection {current}", u.line))?;
+        refresh_grants(session, &cache, &engine);
         let result = session.execute(&u.statement);
         let warnings = session.session.take_warnings();
         let info = u.expected.iter().any(|l| l.starts_with("affected rows: "));
@@ -640,6 +674,108 @@ pub(crate) fn run_units(
         actual_all.push(actual);
     }
     Ok((report, actual_all))
+}
+
+/// Runs `statement` if it is one of mysqltest's connection commands (`None` otherwise): its
+/// error is what the transcript prints.
+fn connection_command(
+    statement: &str,
+    engine: &Engine,
+    cache: &ringrep_sql::AccountCache,
+    sessions: &mut HashMap<String, SqlSession>,
+    current: &mut String,
+) -> Option<Result<(), ringrep_engine::Error>> {
+    let text = statement.trim().trim_end_matches(';').trim();
+    let (command, arg) = text.split_once([' ', '('])?;
+    let arg = arg.trim().trim_start_matches('(').trim_end_matches(')');
+    let name = arg.split(',').next().unwrap_or("").trim().to_string();
+    let no_such = |n: &str| {
+        ringrep_engine::Error::new(
+            ringrep_engine::error::code::ER_UNKNOWN_ERROR,
+            format!("no connection named {n}"),
+        )
+    };
+    Some(match command {
+        "connection" => {
+            if sessions.contains_key(&name) {
+                *current = name;
+                Ok(())
+            } else {
+                Err(no_such(&name))
+            }
+        }
+        "disconnect" => sessions
+            .remove(&name)
+            .map(|_| ())
+            .ok_or_else(|| no_such(&name)),
+        "connect" => {
+            let parts: Vec<String> = arg.split(',').map(|p| p.trim().to_string()).collect();
+            let get = |i: usize| parts.get(i).cloned().unwrap_or_default();
+            let (user, password, db) = (get(2), get(3), get(4));
+            let db = if db.is_empty() {
+                "test".to_string()
+            } else {
+                db
+            };
+            login(engine, cache, &user, &password, &db).map(|s| {
+                sessions.insert(name.clone(), s);
+                *current = name;
+            })
+        }
+        _ => return None,
+    })
+}
+
+/// A session of `user` logged in from 127.0.0.1 with `password`, in database `db` (entered
+/// as USE enters it, so an account that may not is refused there as MySQL refuses the
+/// login).
+fn login(
+    engine: &Engine,
+    cache: &ringrep_sql::AccountCache,
+    user: &str,
+    password: &str,
+    db: &str,
+) -> Result<SqlSession, ringrep_engine::Error> {
+    let mut s = SqlSession::new(engine);
+    if !user.is_empty() && user != "root" {
+        let peer = std::net::IpAddr::from([127, 0, 0, 1]);
+        let dir = cache.get(engine);
+        let account = dir
+            .login(user, peer)
+            .filter(|a| a.hash == ringrep_sql::store::password_hash(password) && !a.locked)
+            .ok_or_else(|| {
+                ringrep_engine::Error::new(
+                    ringrep_engine::error::code::ER_ACCESS_DENIED_ERROR,
+                    format!(
+                        "Access denied for user '{user}'@'localhost' (using password: {})",
+                        if password.is_empty() { "NO" } else { "YES" }
+                    ),
+                )
+            })?;
+        s.set_authority(Some(ringrep_sql::Authority {
+            grants: Some(std::sync::Arc::new(dir.grants_of(&account.name))),
+            account: account.name.clone(),
+            client_host: "localhost".into(),
+        }));
+    }
+    s.execute(&format!("USE `{db}`"))?;
+    Ok(s)
+}
+
+/// An account's session takes its grants as they stand now, as the server's sessions do at
+/// each statement.
+fn refresh_grants(session: &mut SqlSession, cache: &ringrep_sql::AccountCache, engine: &Engine) {
+    let Some(a) = session.authority.clone() else {
+        return;
+    };
+    if a.grants.is_none() {
+        return;
+    }
+    let grants = cache.get(engine).grants_of(&a.account);
+    session.set_authority(Some(ringrep_sql::Authority {
+        grants: Some(std::sync::Arc::new(grants)),
+        ..a
+    }));
 }
 
 /// Runs one transcript file, with its deviations and its `.test` companion's files.

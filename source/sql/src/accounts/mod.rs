@@ -1,6 +1,7 @@
 //! Accounts and privileges, as MySQL has them: `'user'@'host'` accounts with a
 //! `mysql_native_password` hash, and privileges granted globally (`*.*`), per database
-//! (`db.*`) or per table (`db.t`).
+//! (`db.*`), per table (`db.t`), per column (`SELECT (a, b) ON db.t`) or per stored
+//! procedure (`EXECUTE ON PROCEDURE db.p`).
 //!
 //! Accounts live in two ordinary tables of database `mysql` ([`store`]): `mysql.user` (one row
 //! per account) and `mysql.ringrep_grants` (one row per account and level, the privileges as
@@ -38,13 +39,13 @@ const NAMES: [(&str, u8); 33] = [
     ("SUPER", G),
     ("CREATE TEMPORARY TABLES", GD),
     ("LOCK TABLES", GD),
-    ("EXECUTE", GD),
+    ("EXECUTE", GD | R),
     ("REPLICATION SLAVE", G),
     ("REPLICATION CLIENT", G),
     ("CREATE VIEW", GDT),
     ("SHOW VIEW", GDT),
     ("CREATE ROUTINE", GD),
-    ("ALTER ROUTINE", GD),
+    ("ALTER ROUTINE", GD | R),
     ("CREATE USER", G),
     ("EVENT", GD),
     ("TRIGGER", GDT),
@@ -53,7 +54,7 @@ const NAMES: [(&str, u8); 33] = [
     ("DROP ROLE", G),
     // MySQL 8's dynamic privilege for CHANGE REPLICATION SOURCE, START and STOP REPLICA.
     ("REPLICATION_SLAVE_ADMIN", G | DYNAMIC),
-    ("GRANT OPTION", GDT),
+    ("GRANT OPTION", GDT | R),
     // MySQL 8's dynamic privilege for PURGE BINARY LOGS.
     ("BINLOG_ADMIN", G | DYNAMIC),
 ];
@@ -65,6 +66,8 @@ const T: u8 = 4;
 const GD: u8 = G | D;
 const GDT: u8 = G | D | T;
 const DYNAMIC: u8 = 8;
+/// A stored routine (`ON PROCEDURE db.p`): EXECUTE, ALTER ROUTINE and GRANT OPTION only.
+const R: u8 = 16;
 
 /// A set of privileges (a bit per entry of MySQL's list).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -159,6 +162,8 @@ pub enum Level {
     Database(String),
     /// `db.table`.
     Table(String, String),
+    /// `PROCEDURE db.name`.
+    Routine(String, String),
 }
 
 impl Level {
@@ -167,20 +172,24 @@ impl Level {
             Level::Global => G,
             Level::Database(_) => D,
             Level::Table(..) => T,
+            Level::Routine(..) => R,
         }
     }
 
-    /// As SHOW GRANTS writes it: `*.*`, `` `db`.* ``, `` `db`.`t` ``.
+    /// As SHOW GRANTS writes it: `*.*`, `` `db`.* ``, `` `db`.`t` ``,
+    /// `` PROCEDURE `db`.`p` ``.
     pub fn text(&self) -> String {
         match self {
             Level::Global => "*.*".into(),
             Level::Database(d) => format!("{}.*", quote_ident(d)),
             Level::Table(d, t) => format!("{}.{}", quote_ident(d), quote_ident(t)),
+            Level::Routine(d, r) => format!("PROCEDURE {}.{}", quote_ident(d), quote_ident(r)),
         }
     }
 }
 
-fn quote_ident(s: &str) -> String {
+/// `` `name` ``, a backquote doubled inside, as SHOW GRANTS quotes names.
+pub(crate) fn quote_ident(s: &str) -> String {
     format!("`{}`", s.replace('`', "``"))
 }
 
@@ -262,8 +271,9 @@ impl Privs {
         Privs(bits)
     }
 
-    /// The names of the privileges, in MySQL's order; dynamic ones apart.
-    fn names(self) -> (Vec<&'static str>, Vec<&'static str>) {
+    /// The names of the privileges, in MySQL's order (GRANT OPTION left out); dynamic ones
+    /// apart.
+    pub(crate) fn names(self) -> (Vec<&'static str>, Vec<&'static str>) {
         let mut fixed = Vec::new();
         let mut dynamic = Vec::new();
         for (i, (name, levels)) in NAMES.iter().enumerate() {
@@ -335,6 +345,9 @@ impl AccountName {
     }
 }
 
+/// The columns of one table granted to an account, each with its privileges.
+pub(crate) type ColumnGrants = Vec<(String, Privs)>;
+
 /// What an account may do: its privileges at each level.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grants {
@@ -344,6 +357,12 @@ pub struct Grants {
     pub databases: Vec<(String, Privs)>,
     /// Granted on `db.table`, by (database, table) in lower case.
     pub tables: Vec<((String, String), Privs)>,
+    /// Granted on columns of `db.table`, by (database, table) in lower case: each column (as
+    /// the table spelt it when granted) with its privileges (SELECT, INSERT, UPDATE,
+    /// REFERENCES).
+    pub columns: Vec<((String, String), ColumnGrants)>,
+    /// Granted on stored procedure `db.name`, by (database, name) in lower case.
+    pub routines: Vec<((String, String), Privs)>,
 }
 
 impl Grants {
@@ -395,11 +414,61 @@ impl Grants {
             .map(|(_, p)| *p)
     }
 
-    /// Whether a table of `db` has a grant of its own (MySQL's `check_grant_db`).
+    /// The column grants of `db.table` (empty when it has none).
+    pub fn column_grants(&self, db: &str, table: &str) -> &[(String, Privs)] {
+        self.columns
+            .iter()
+            .find(|((d, t), _)| d.eq_ignore_ascii_case(db) && t.eq_ignore_ascii_case(table))
+            .map_or(&[], |(_, cols)| cols.as_slice())
+    }
+
+    /// Whether some column of `db.table` is granted `p` (MySQL's `GRANT_TABLE::cols`): a
+    /// statement wanting `p` on the table then has its columns checked one by one instead
+    /// of failing on the table (1142).
+    pub fn has_column_grant(&self, p: Privs, db: &str, table: &str) -> bool {
+        self.column_grants(db, table)
+            .iter()
+            .any(|(_, cp)| cp.intersects(p))
+    }
+
+    /// What the account holds on column `column` of `db.table`: the column privileges it
+    /// holds on the table at any level, and those granted on the column itself.
+    pub fn on_column(&self, db: &str, table: &str, column: &str) -> Privs {
+        let granted = self
+            .column_grants(db, table)
+            .iter()
+            .filter(|(c, _)| c.eq_ignore_ascii_case(column))
+            .fold(Privs::NONE, |have, (_, p)| have | *p);
+        Privs(self.on_table(db, table).0 & Privs::COLUMN.0) | granted
+    }
+
+    /// What is granted on stored procedure `db.name` itself.
+    fn routine_grant(&self, db: &str, name: &str) -> Privs {
+        self.routines
+            .iter()
+            .filter(|((d, r), _)| d.eq_ignore_ascii_case(db) && r.eq_ignore_ascii_case(name))
+            .fold(Privs::NONE, |have, (_, p)| have | *p)
+    }
+
+    /// What the account holds on stored procedure `db.name`, at every level.
+    pub fn on_routine(&self, db: &str, name: &str) -> Privs {
+        self.on_database(db) | self.routine_grant(db, name)
+    }
+
+    /// Whether a table (or one of its columns) or a stored procedure of `db` has a grant of
+    /// its own (MySQL's `check_grant_db`, which looks at routine grants too).
     fn has_table_grant_in(&self, db: &str) -> bool {
         self.tables
             .iter()
             .any(|((d, _), p)| d.eq_ignore_ascii_case(db) && !p.is_empty())
+            || self
+                .columns
+                .iter()
+                .any(|((d, _), cols)| d.eq_ignore_ascii_case(db) && !cols.is_empty())
+            || self
+                .routines
+                .iter()
+                .any(|((d, _), p)| d.eq_ignore_ascii_case(db) && !p.is_empty())
     }
 
     /// Whether SHOW DATABASES and information_schema.SCHEMATA list `db` (MySQL's
@@ -432,12 +501,16 @@ impl Grants {
     /// that acts on tables, at any level.
     pub fn can_access_table(&self, db: &str, table: &str) -> bool {
         self.on_table(db, table).intersects(Privs::TABLE_OP)
+            || self.has_column_grant(Privs::COLUMN, db, table)
     }
 
     /// Whether SHOW COLUMNS, DESCRIBE and SHOW INDEX may describe `db.table` (MySQL's
-    /// `check_grant` for SHOW): SELECT globally or on `db.*`, or any grant on the table itself.
+    /// `check_grant` for SHOW): SELECT globally or on `db.*`, or any grant on the table itself
+    /// or on one of its columns.
     pub fn can_describe_table(&self, db: &str, table: &str) -> bool {
-        self.on_database(db).contains(Privs::SELECT) || self.table_grant(db, table).is_some()
+        self.on_database(db).contains(Privs::SELECT)
+            || self.table_grant(db, table).is_some()
+            || self.has_column_grant(Privs::COLUMN, db, table)
     }
 
     /// Whether SHOW CREATE TABLE may show `db.table` (MySQL's `SHOW_CREATE_TABLE_ACLS`): a
@@ -458,6 +531,13 @@ impl Grants {
     /// need more ([`Grants::can_read_routine_bodies`]).
     pub fn can_see_routines(&self, db: &str) -> bool {
         self.on_database(db).intersects(Privs::ROUTINE_OP)
+    }
+
+    /// Whether the account may see stored procedure `db.name` other than by being its
+    /// definer (MySQL's `check_some_routine_access`): [`Grants::can_see_routines`] of its
+    /// database, or any privilege granted on the procedure itself.
+    pub fn can_see_routine(&self, db: &str, name: &str) -> bool {
+        self.can_see_routines(db) || !self.routine_grant(db, name).is_empty()
     }
 
     /// Whether the account may read every routine's body (SHOW CREATE PROCEDURE's text,
@@ -485,7 +565,10 @@ impl Grants {
             };
             let dynamic_bits = Privs::dynamic().0;
             let static_all = Privs(Privs::all_at(level).0 & !dynamic_bits);
-            let listed = if Privs(p.0 & !Privs::GRANT_OPTION.0 & !dynamic_bits) == static_all {
+            // A routine's line names its privileges even when they are all it can have.
+            let all = Privs(p.0 & !Privs::GRANT_OPTION.0 & !dynamic_bits) == static_all
+                && !matches!(level, Level::Routine(..));
+            let listed = if all {
                 "ALL PRIVILEGES".to_string()
             } else if fixed.is_empty() {
                 "USAGE".to_string()
@@ -514,13 +597,78 @@ impl Grants {
                 line(*p, &Level::Database(d.clone()), &mut lines);
             }
         }
-        for ((d, t), p) in &self.tables {
+        // A table's line holds its column privileges too: `SELECT, INSERT (`c`) ON ...`.
+        let mut tables: Vec<&(String, String)> = self
+            .tables
+            .iter()
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(k, _)| k)
+            .collect();
+        for (k, cols) in &self.columns {
+            if !cols.is_empty() && !tables.contains(&k) {
+                tables.push(k);
+            }
+        }
+        for (d, t) in tables {
+            let p = self.table_grant(d, t).unwrap_or_default();
+            let cols = self.column_grants(d, t);
+            if cols.is_empty() {
+                line(p, &Level::Table(d.clone(), t.clone()), &mut lines);
+            } else {
+                lines.push(table_line_with_columns(p, cols, d, t, &who));
+            }
+        }
+        for ((d, r), p) in &self.routines {
             if !p.is_empty() {
-                line(*p, &Level::Table(d.clone(), t.clone()), &mut lines);
+                line(*p, &Level::Routine(d.clone(), r.clone()), &mut lines);
             }
         }
         lines
     }
+}
+
+/// SHOW GRANTS' line for a table with column grants, as MySQL 8 writes it: each privilege in
+/// MySQL's order, the table-level one by its name and the column-level one by its name and
+/// its columns in parentheses (both when the table and some columns have it:
+/// `SELECT, SELECT (`a`)`); ALL PRIVILEGES at the table hides the columns.
+fn table_line_with_columns(
+    table: Privs,
+    columns: &[(String, Privs)],
+    db: &str,
+    name: &str,
+    who: &str,
+) -> String {
+    let level = Level::Table(db.into(), name.into());
+    let grant_option = if table.contains(Privs::GRANT_OPTION) {
+        " WITH GRANT OPTION"
+    } else {
+        ""
+    };
+    let table_only = table.without(Privs::GRANT_OPTION);
+    let listed = if table_only == Privs::all_at(&level) {
+        "ALL PRIVILEGES".to_string()
+    } else {
+        let mut parts = Vec::new();
+        for (i, (pname, _)) in NAMES.iter().enumerate() {
+            let bit = Privs(1u64 << i);
+            if bit == Privs::GRANT_OPTION {
+                continue;
+            }
+            if table_only.contains(bit) {
+                parts.push((*pname).to_string());
+            }
+            let cols: Vec<String> = columns
+                .iter()
+                .filter(|(_, p)| p.contains(bit))
+                .map(|(c, _)| quote_ident(c))
+                .collect();
+            if !cols.is_empty() {
+                parts.push(format!("{pname} ({})", cols.join(", ")));
+            }
+        }
+        parts.join(", ")
+    };
+    format!("GRANT {listed} ON {} TO {who}{grant_option}", level.text())
 }
 
 /// Who a session runs as: the account it logged in with (and the client's host, for
@@ -572,11 +720,71 @@ mod tests {
     }
 
     #[test]
+    fn column_and_routine_grants_are_checked_and_shown_as_mysql_does() {
+        let g = Grants {
+            tables: vec![(("shop".into(), "t".into()), Privs::SELECT)],
+            columns: vec![
+                (
+                    ("shop".into(), "t".into()),
+                    vec![
+                        ("a".into(), Privs::SELECT | Privs::UPDATE),
+                        ("b".into(), Privs::INSERT),
+                    ],
+                ),
+                (
+                    ("shop".into(), "u".into()),
+                    vec![("c".into(), Privs::REFERENCES)],
+                ),
+            ],
+            routines: vec![(
+                ("shop".into(), "p".into()),
+                Privs::EXECUTE | Privs::ALTER_ROUTINE,
+            )],
+            ..Default::default()
+        };
+        assert_eq!(g.on_column("SHOP", "T", "A"), Privs::SELECT | Privs::UPDATE);
+        assert_eq!(g.on_column("shop", "t", "b"), Privs::SELECT | Privs::INSERT);
+        assert_eq!(g.on_column("shop", "u", "d"), Privs::NONE);
+        assert!(g.has_column_grant(Privs::INSERT, "shop", "t"));
+        assert!(!g.has_column_grant(Privs::DELETE, "shop", "t"));
+        // A column grant shows the table and opens the database, as a table grant does.
+        assert!(g.can_access_table("shop", "u"));
+        assert!(g.can_describe_table("shop", "u"));
+        assert!(!g.can_access_table("shop", "v"));
+        assert!(g.can_use_database("shop"));
+        assert!(g.can_see_routine("shop", "P"));
+        assert!(!g.can_see_routine("shop", "q"));
+        assert!(g.on_routine("shop", "p").contains(Privs::EXECUTE));
+        assert!(!g.on_routine("shop", "q").contains(Privs::EXECUTE));
+        let who = AccountName {
+            user: "u".into(),
+            host: "%".into(),
+        };
+        assert_eq!(
+            g.show(&who),
+            [
+                "GRANT USAGE ON *.* TO `u`@`%`",
+                "GRANT SELECT, SELECT (`a`), INSERT (`b`), UPDATE (`a`) ON `shop`.`t` TO `u`@`%`",
+                "GRANT REFERENCES (`c`) ON `shop`.`u` TO `u`@`%`",
+                "GRANT EXECUTE, ALTER ROUTINE ON PROCEDURE `shop`.`p` TO `u`@`%`",
+            ]
+        );
+        let routine = Level::Routine("shop".into(), "p".into());
+        assert_eq!(
+            Privs::all_at(&routine),
+            Privs::EXECUTE | Privs::ALTER_ROUTINE
+        );
+        assert!(Privs::SELECT.invalid_at(&routine).contains(Privs::SELECT));
+        assert!(Privs::GRANT_OPTION.invalid_at(&routine).is_empty());
+    }
+
+    #[test]
     fn grants_combine_levels_and_show_as_mysql_does() {
         let g = Grants {
             global: Privs::REPLICATION_SLAVE,
             databases: vec![("app".into(), Privs::SELECT | Privs::INSERT)],
             tables: vec![(("app".into(), "log".into()), Privs::DELETE)],
+            ..Default::default()
         };
         assert!(g.allows(Privs::SELECT, "APP", Some("t")));
         assert!(g.allows(Privs::DELETE | Privs::SELECT, "app", Some("log")));

@@ -10,6 +10,18 @@
 //! empty for no password. A grants row with `Db = ''` is global (`*.*`), with `Table_name =
 //! ''` database-wide (`db.*`); `Privileges` lists names as SHOW GRANTS spells them, joined by
 //! commas.
+//!
+//! Column and routine privileges came later and keep the table's columns, so rows written
+//! before them read as they did:
+//!
+//! - A table's row lists its column privileges after its own, each as the privilege's name
+//!   and its columns backquoted in parentheses: ``SELECT,SELECT (`a`,`b`),INSERT (`c`)``
+//!   (MySQL's `tables_priv.Table_priv` and `columns_priv` in one text). A row may hold column
+//!   privileges only. A version without column privileges skips those entries as unknown
+//!   names, so it grants less, never more.
+//! - A stored procedure's row has `Table_name` `` procedure `name` `` (see `routine_key`):
+//!   no table is named so unless made on purpose, and a version without routine privileges
+//!   reads it as a grant on a table that does not exist.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -182,13 +194,152 @@ fn unhex32(text: &str) -> Option<[u8; 32]> {
 
 /// The grants row of `who` at level (`db`, `table`), `""` standing for `*`.
 pub(crate) fn grants_row(who: &AccountName, db: &str, table: &str, p: Privs) -> Vec<Value> {
+    grants_row_text(who, db, table, p.stored())
+}
+
+/// The grants row of `who` on table `db.table` with column privileges `columns`.
+pub(crate) fn table_grants_row(
+    who: &AccountName,
+    db: &str,
+    table: &str,
+    p: Privs,
+    columns: &[(String, Privs)],
+) -> Vec<Value> {
+    grants_row_text(who, db, table, table_privileges_text(p, columns))
+}
+
+fn grants_row_text(who: &AccountName, db: &str, table: &str, privileges: String) -> Vec<Value> {
     vec![
         Value::Text(who.host.clone()),
         Value::Text(who.user.clone()),
         Value::Text(db.into()),
         Value::Text(table.into()),
-        Value::Text(p.stored()),
+        Value::Text(privileges),
     ]
+}
+
+/// The `Table_name` of a grant on stored procedure `name` (in lower case, as names are kept):
+/// `` procedure `name` ``.
+pub(crate) fn routine_key(name: &str) -> String {
+    format!("procedure {}", super::quote_ident(&name.to_lowercase()))
+}
+
+/// The procedure a `Table_name` (in lower case) names, if it is a routine grant's.
+fn routine_of_key(table: &str) -> Option<String> {
+    let quoted = table.strip_prefix("procedure `")?.strip_suffix('`')?;
+    Some(quoted.replace("``", "`"))
+}
+
+/// A table row's `Privileges`: the table's privileges, then each column privilege with its
+/// columns (``SELECT,INSERT (`a`,`b`)``), in MySQL's order of privileges.
+pub(crate) fn table_privileges_text(p: Privs, columns: &[(String, Privs)]) -> String {
+    let mut parts = Vec::new();
+    if !p.is_empty() {
+        parts.push(p.stored());
+    }
+    for bit in [
+        Privs::SELECT,
+        Privs::INSERT,
+        Privs::UPDATE,
+        Privs::REFERENCES,
+    ] {
+        let cols: Vec<String> = columns
+            .iter()
+            .filter(|(_, cp)| cp.contains(bit))
+            .map(|(c, _)| super::quote_ident(&escape_commas(c)))
+            .collect();
+        if !cols.is_empty() {
+            parts.push(format!("{} ({})", bit.first_name(), cols.join(",")));
+        }
+    }
+    parts.join(",")
+}
+
+/// A column name with no comma in it: `\` and `,` written `\x5c` and `\x2c`. A version
+/// without column privileges splits the text at every comma, and must find no privilege's
+/// name between two (a column named `` a`,SUPER,`b `` would otherwise read as SUPER there).
+fn escape_commas(name: &str) -> String {
+    name.replace('\\', "\\x5c").replace(',', "\\x2c")
+}
+
+fn unescape_commas(name: &str) -> String {
+    name.replace("\\x2c", ",").replace("\\x5c", "\\")
+}
+
+/// What a table row's `Privileges` says: the table's privileges and each column's.
+pub(crate) fn parse_table_privileges(text: &str) -> (Privs, Vec<(String, Privs)>) {
+    let mut table = Privs::NONE;
+    let mut columns: Vec<(String, Privs)> = Vec::new();
+    for item in split_items(text) {
+        let Some(open) = item.find('(') else {
+            table = table | Privs::from_stored(&item);
+            continue;
+        };
+        let Some(p) = Privs::parse(&item[..open].split_whitespace().collect::<Vec<_>>()) else {
+            // A privilege this version does not know: left out, as from_stored does.
+            continue;
+        };
+        for c in backquoted_names(&item[open..])
+            .iter()
+            .map(|c| unescape_commas(c))
+        {
+            match columns.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(&c)) {
+                Some((_, have)) => *have = *have | p,
+                None => columns.push((c, p)),
+            }
+        }
+    }
+    (table, columns)
+}
+
+/// `text` split at the commas outside backquotes and parentheses.
+fn split_items(text: &str) -> Vec<String> {
+    let mut items = Vec::new();
+    let (mut depth, mut quoted, mut cur) = (0usize, false, String::new());
+    for c in text.chars() {
+        match c {
+            '`' => quoted = !quoted,
+            '(' if !quoted => depth += 1,
+            ')' if !quoted => depth = depth.saturating_sub(1),
+            ',' if !quoted && depth == 0 => {
+                items.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    items.push(cur);
+    items
+        .into_iter()
+        .map(|i| i.trim().to_string())
+        .filter(|i| !i.is_empty())
+        .collect()
+}
+
+/// The backquoted names in `text` (a doubled backquote is one backquote of the name).
+fn backquoted_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '`' {
+            continue;
+        }
+        let mut name = String::new();
+        while let Some(c) = chars.next() {
+            if c == '`' {
+                if chars.peek() == Some(&'`') {
+                    chars.next();
+                    name.push('`');
+                    continue;
+                }
+                break;
+            }
+            name.push(c);
+        }
+        names.push(name);
+    }
+    names
 }
 
 fn text(v: Option<&Value>) -> String {
@@ -241,10 +392,25 @@ impl Directory {
                         user: text(row.get(1)),
                     };
                     let (db, table) = (text(row.get(2)), text(row.get(3)));
-                    let p = Privs::from_stored(&text(row.get(4)));
+                    let (p, columns) = parse_table_privileges(&text(row.get(4)));
                     let g = dir.grants.entry(who).or_default();
                     // Rows written by hand may repeat a level in another case: one entry each.
                     let (db, table) = (db.to_lowercase(), table.to_lowercase());
+                    if let (false, Some(routine)) = (db.is_empty(), routine_of_key(&table)) {
+                        let key = (db, routine);
+                        match g.routines.iter_mut().find(|(k, _)| *k == key) {
+                            Some((_, have)) => *have = *have | p,
+                            None => g.routines.push((key, p)),
+                        }
+                        continue;
+                    }
+                    if !db.is_empty() && !table.is_empty() && !columns.is_empty() {
+                        let key = (db.clone(), table.clone());
+                        match g.columns.iter_mut().find(|(k, _)| *k == key) {
+                            Some((_, have)) => have.extend(columns),
+                            None => g.columns.push((key, columns)),
+                        }
+                    }
                     match (db.is_empty(), table.is_empty()) {
                         (true, _) => g.global = g.global | p,
                         (false, true) => match g.databases.iter_mut().find(|(d, _)| *d == db) {
@@ -399,6 +565,44 @@ mod tests {
         let mut hosts = vec!["%", "10.1.%", "localhost", "10.%"];
         hosts.sort_by_key(|h| host_rank(h));
         assert_eq!(hosts, ["localhost", "10.1.%", "10.%", "%"]);
+    }
+
+    #[test]
+    fn column_privileges_share_the_table_rows_text_and_old_rows_read_the_same() {
+        let cols = vec![
+            ("a".to_string(), Privs::SELECT | Privs::UPDATE),
+            ("b,`c)".to_string(), Privs::SELECT),
+            ("d".to_string(), Privs::INSERT),
+        ];
+        let text = table_privileges_text(Privs::DELETE | Privs::SELECT, &cols);
+        assert_eq!(
+            text,
+            "SELECT,DELETE,SELECT (`a`,`b\\x2c``c)`),INSERT (`d`),UPDATE (`a`)"
+        );
+        let (p, back) = parse_table_privileges(&text);
+        assert_eq!(p, Privs::SELECT | Privs::DELETE);
+        assert_eq!(back, cols);
+        // A row written before column privileges, and one with columns only.
+        assert_eq!(
+            parse_table_privileges("SELECT,INSERT"),
+            (Privs::SELECT | Privs::INSERT, vec![])
+        );
+        assert_eq!(
+            parse_table_privileges(&table_privileges_text(Privs::NONE, &cols[2..])),
+            (Privs::NONE, cols[2..].to_vec())
+        );
+        // What a version without column privileges makes of the text: the table's only.
+        assert_eq!(Privs::from_stored(&text), Privs::SELECT | Privs::DELETE);
+        let sneaky = vec![("a`,SUPER,`b\\x2c".to_string(), Privs::SELECT)];
+        let text = table_privileges_text(Privs::NONE, &sneaky);
+        assert_eq!(Privs::from_stored(&text), Privs::NONE);
+        assert_eq!(parse_table_privileges(&text).1, sneaky);
+        assert_eq!(routine_key("Add`One"), "procedure `add``one`");
+        assert_eq!(
+            routine_of_key(&routine_key("Add`One")).as_deref(),
+            Some("add`one")
+        );
+        assert_eq!(routine_of_key("orders"), None);
     }
 
     #[test]

@@ -5,10 +5,15 @@
 //! them on the session, for the floors that list the catalog (`objects`, `catalog`) and
 //! check statements (`exec`). A session without grants sees everything.
 
-use ringrep_engine::error::{code, Error, Result};
+use ringrep_engine::error::{code, Code, Error, Result};
 
 use crate::accounts::{Grants, Privs};
 use crate::SqlSession;
+
+/// MySQL's 1143: a column the statement uses is not granted.
+pub(crate) const ER_COLUMNACCESS_DENIED_ERROR: Code = Code::new(1143, "42000");
+/// MySQL's 1370: a stored routine the statement runs or changes is not granted.
+pub(crate) const ER_PROCACCESS_DENIED_ERROR: Code = Code::new(1370, "42000");
 
 /// Databases every account sees and reads: their rows are filtered by what the account may
 /// see, or they hold nothing of anyone's.
@@ -49,6 +54,30 @@ impl SqlSession {
         )
     }
 
+    /// Error 1143: `verb` (SELECT, INSERT, UPDATE, REFERENCES) on column `column` of `table`.
+    pub(crate) fn column_denied(&self, verb: &str, column: &str, table: &str) -> Error {
+        Error::new(
+            ER_COLUMNACCESS_DENIED_ERROR,
+            format!(
+                "{verb} command denied to user {} for column '{column}' in table '{table}'",
+                self.who()
+            ),
+        )
+    }
+
+    /// Error 1370: `verb` (MySQL writes `execute`, `alter routine` in lower case) on stored
+    /// procedure `db.name`. MySQL names the account here (its host pattern), not the client.
+    pub(crate) fn routine_denied(&self, verb: &str, db: &str, name: &str) -> Error {
+        let account = self.authority.as_ref().map_or_else(
+            || "'root'@'localhost'".into(),
+            |a| format!("'{}'@'{}'", a.account.user, a.account.host),
+        );
+        Error::new(
+            ER_PROCACCESS_DENIED_ERROR,
+            format!("{verb} command denied to user {account} for routine '{db}.{name}'"),
+        )
+    }
+
     /// Whether SHOW DATABASES and information_schema.SCHEMATA list `db`.
     pub(crate) fn may_see_database(&self, db: &str) -> bool {
         always_visible(db) || self.restricted().is_none_or(|g| g.can_access_database(db))
@@ -62,25 +91,15 @@ impl SqlSession {
                 .is_none_or(|g| g.can_access_table(db, table))
     }
 
-    /// The privileges the session has on the columns of `db.table`, as
+    /// The privileges the session has on column `column` of `db.table`, as
     /// information_schema.COLUMNS.PRIVILEGES and SHOW FULL COLUMNS write them
-    /// (`select,insert,update,references`); empty hides the columns.
-    pub(crate) fn column_privileges(&self, db: &str, table: &str) -> String {
+    /// (`select,insert,update,references`); empty hides the column.
+    pub(crate) fn privileges_of_column(&self, db: &str, table: &str, column: &str) -> String {
         let have = match self.restricted() {
-            Some(g) if !always_visible(db) => g.column_privileges(db, table),
+            Some(g) if !always_visible(db) => g.on_column(db, table, column),
             _ => Privs::COLUMN,
         };
-        [
-            (Privs::SELECT, "select"),
-            (Privs::INSERT, "insert"),
-            (Privs::UPDATE, "update"),
-            (Privs::REFERENCES, "references"),
-        ]
-        .iter()
-        .filter(|(p, _)| have.contains(*p))
-        .map(|(_, n)| *n)
-        .collect::<Vec<_>>()
-        .join(",")
+        column_privilege_names(have)
     }
 
     /// Whether the session sees the triggers of table `db.table`: those need TRIGGER on it.
@@ -101,14 +120,14 @@ impl SqlSession {
                 .contains(Privs::SELECT | Privs::SHOW_VIEW)
     }
 
-    /// Whether the session sees stored routine of `db` defined by `definer` at all (its other
-    /// properties), and whether it reads its body, as MySQL decides both.
-    pub(crate) fn routine_access(&self, db: &str, definer: &str) -> (bool, bool) {
+    /// Whether the session sees stored routine `db.name` defined by `definer` at all (its
+    /// other properties), and whether it reads its body, as MySQL decides both.
+    pub(crate) fn routine_access(&self, db: &str, name: &str, definer: &str) -> (bool, bool) {
         let Some(g) = self.restricted() else {
             return (true, true);
         };
         let body = self.is_definer(definer) || g.can_read_routine_bodies();
-        (body || g.can_see_routines(db), body)
+        (body || g.can_see_routine(db, name), body)
     }
 
     /// Whether `definer` (`user@host`, as stored) names the session's account.
@@ -141,4 +160,20 @@ impl SqlSession {
             _ => Ok(()),
         }
     }
+}
+
+/// `select,insert,update,references`, the names of those of `have` a column can hold, as
+/// information_schema.COLUMNS.PRIVILEGES writes them.
+fn column_privilege_names(have: Privs) -> String {
+    [
+        (Privs::SELECT, "select"),
+        (Privs::INSERT, "insert"),
+        (Privs::UPDATE, "update"),
+        (Privs::REFERENCES, "references"),
+    ]
+    .iter()
+    .filter(|(p, _)| have.contains(*p))
+    .map(|(_, n)| *n)
+    .collect::<Vec<_>>()
+    .join(",")
 }

@@ -92,6 +92,18 @@ const TABLES: &[(&str, &[(&str, K)])] = &[
         ],
     ),
     (
+        "COLUMN_PRIVILEGES",
+        &[
+            ("GRANTEE", Name),
+            ("TABLE_CATALOG", Name),
+            ("TABLE_SCHEMA", Name),
+            ("TABLE_NAME", Name),
+            ("COLUMN_NAME", Name),
+            ("PRIVILEGE_TYPE", Name),
+            ("IS_GRANTABLE", Name),
+        ],
+    ),
+    (
         "ENGINES",
         &[
             ("ENGINE", Name),
@@ -213,6 +225,16 @@ const TABLES: &[(&str, &[(&str, K)])] = &[
         ],
     ),
     (
+        "SCHEMA_PRIVILEGES",
+        &[
+            ("GRANTEE", Name),
+            ("TABLE_CATALOG", Name),
+            ("TABLE_SCHEMA", Name),
+            ("PRIVILEGE_TYPE", Name),
+            ("IS_GRANTABLE", Name),
+        ],
+    ),
+    (
         "STATISTICS",
         &[
             ("TABLE_CATALOG", Name),
@@ -274,6 +296,17 @@ const TABLES: &[(&str, &[(&str, K)])] = &[
         ],
     ),
     (
+        "TABLE_PRIVILEGES",
+        &[
+            ("GRANTEE", Name),
+            ("TABLE_CATALOG", Name),
+            ("TABLE_SCHEMA", Name),
+            ("TABLE_NAME", Name),
+            ("PRIVILEGE_TYPE", Name),
+            ("IS_GRANTABLE", Name),
+        ],
+    ),
+    (
         "TRIGGERS",
         &[
             ("TRIGGER_CATALOG", Name),
@@ -298,6 +331,15 @@ const TABLES: &[(&str, &[(&str, K)])] = &[
             ("CHARACTER_SET_CLIENT", Name),
             ("COLLATION_CONNECTION", Name),
             ("DATABASE_COLLATION", Name),
+        ],
+    ),
+    (
+        "USER_PRIVILEGES",
+        &[
+            ("GRANTEE", Name),
+            ("TABLE_CATALOG", Name),
+            ("PRIVILEGE_TYPE", Name),
+            ("IS_GRANTABLE", Name),
         ],
     ),
     (
@@ -764,6 +806,9 @@ impl SqlSession {
                 rows
             }
             "ROUTINES" => self.routines_rows()?,
+            "COLUMN_PRIVILEGES" | "SCHEMA_PRIVILEGES" | "TABLE_PRIVILEGES" | "USER_PRIVILEGES" => {
+                self.privileges_rows(table)
+            }
             "TRIGGERS" => self.triggers_rows()?,
             "VIEWS" => self
                 .visible_views()?
@@ -806,12 +851,113 @@ impl SqlSession {
         Ok((def, rows))
     }
 
+    /// The rows of USER_PRIVILEGES, SCHEMA_PRIVILEGES, TABLE_PRIVILEGES or COLUMN_PRIVILEGES
+    /// (`table`): one per privilege an account holds at that level, GRANT OPTION as
+    /// IS_GRANTABLE (a level holding GRANT OPTION alone is USAGE). As MySQL: every account's
+    /// rows to one that may read database `mysql`, its own to any other.
+    fn privileges_rows(&self, table: &str) -> Vec<Vec<Value>> {
+        use crate::accounts::Privs;
+        let dir = crate::accounts::store::Directory::read(self.engine());
+        let me = self.me();
+        let everyone = self
+            .restricted()
+            .is_none_or(|g| g.allows(Privs::SELECT, ringrep_engine::SYSTEM_DB, None));
+        // Each privilege's name, USAGE for none.
+        let names = |p: Privs| -> Vec<&'static str> {
+            let (mut fixed, dynamic) = p.names();
+            fixed.extend(dynamic);
+            if fixed.is_empty() {
+                fixed.push("USAGE");
+            }
+            fixed
+        };
+        let grantable = |p: Privs| {
+            text(if p.contains(Privs::GRANT_OPTION) {
+                "YES"
+            } else {
+                "NO"
+            })
+        };
+        let mut rows = Vec::new();
+        for a in &dir.accounts {
+            if !everyone && !crate::accounts::store::same_account(&a.name, &me) {
+                continue;
+            }
+            let g = dir.grants_of(&a.name);
+            let grantee = text(a.name.quoted());
+            match table {
+                "USER_PRIVILEGES" => {
+                    for n in names(g.global) {
+                        rows.push(vec![
+                            grantee.clone(),
+                            text("def"),
+                            text(n),
+                            grantable(g.global),
+                        ]);
+                    }
+                }
+                "SCHEMA_PRIVILEGES" => {
+                    for (d, p) in g.databases.iter().filter(|(_, p)| !p.is_empty()) {
+                        for n in names(*p) {
+                            rows.push(vec![
+                                grantee.clone(),
+                                text("def"),
+                                text(d),
+                                text(n),
+                                grantable(*p),
+                            ]);
+                        }
+                    }
+                }
+                "TABLE_PRIVILEGES" => {
+                    for ((d, t), p) in g.tables.iter().filter(|(_, p)| !p.is_empty()) {
+                        for n in names(*p) {
+                            rows.push(vec![
+                                grantee.clone(),
+                                text("def"),
+                                text(d),
+                                text(t),
+                                text(n),
+                                grantable(*p),
+                            ]);
+                        }
+                    }
+                }
+                _ => {
+                    for ((d, t), cols) in &g.columns {
+                        // A column privilege may be granted on when the table holds GRANT
+                        // OPTION.
+                        let on_table = g
+                            .tables
+                            .iter()
+                            .find(|(k, _)| k.0 == *d && k.1 == *t)
+                            .map_or(Privs::NONE, |(_, p)| *p);
+                        for (c, p) in cols {
+                            for n in p.names().0 {
+                                rows.push(vec![
+                                    grantee.clone(),
+                                    text("def"),
+                                    text(d),
+                                    text(t),
+                                    text(c),
+                                    text(n),
+                                    grantable(on_table),
+                                ]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        rows
+    }
+
     fn routines_rows(&self) -> Result<Vec<Vec<Value>>> {
         Ok(self
             .procedures()?
             .into_iter()
             .filter_map(|p| {
-                let (visible, body) = self.routine_access(&p.db, &p.definer);
+                let (visible, body) = self.routine_access(&p.db, &p.name, &p.definer);
                 visible.then_some((p, body))
             })
             .map(|(p, readable)| {
@@ -931,12 +1077,12 @@ impl SqlSession {
         for def in self.visible_tables() {
             // A column is listed to an account with a privilege on it (MySQL's
             // CAN_ACCESS_COLUMN), and PRIVILEGES says which.
-            let privileges = self.column_privileges(&def.database, &def.name);
-            if privileges.is_empty() {
-                continue;
-            }
             let described = describe_rows(&def);
             for ((n, (_, c)), d) in visible(&def).enumerate().zip(described) {
+                let privileges = self.privileges_of_column(&def.database, &def.name, &c.name);
+                if privileges.is_empty() {
+                    continue;
+                }
                 let [data_type, max_len, octets, precision, scale, datetime, cs, coll] =
                     type_facts(&c.ty);
                 let generation = match &c.default {
@@ -1287,18 +1433,16 @@ impl SqlSession {
         filter: Option<&ShowFilter>,
     ) -> Result<crate::Outcome> {
         let def = self.described_def(db, table)?;
-        // Only the columns the account has a privilege on, as MySQL lists them.
-        let privileges = self.column_privileges(&def.database, &def.name);
-        let shown = if privileges.is_empty() {
-            0
-        } else {
-            def.columns.len()
-        };
+        // Only the columns the account has a privilege on, as MySQL lists them, each with
+        // those privileges.
         let rows: Vec<Vec<Value>> = describe_rows(&def)
             .into_iter()
             .zip(visible(&def))
-            .take(shown)
-            .map(|(d, (_, c))| {
+            .filter_map(|(d, (_, c))| {
+                let privileges = self.privileges_of_column(&def.database, &def.name, &c.name);
+                (!privileges.is_empty()).then_some((d, c, privileges))
+            })
+            .map(|(d, c, privileges)| {
                 let v = |i: usize| d[i].clone().map_or(Value::Null, Value::Text);
                 if full {
                     let collation = if c.ty.is_string() {

@@ -9,8 +9,8 @@ use binlog_format::{Key, Value};
 use ringrep_engine::error::{code, Code, Error, Result};
 
 use crate::accounts::store::{
-    account_row, ensure_tables, grants_row, parse_hash_text, password_hash, same_account,
-    sha2_hash, Account, Directory,
+    account_row, ensure_tables, grants_row, parse_hash_text, password_hash, routine_key,
+    same_account, sha2_hash, table_grants_row, Account, Directory,
 };
 use crate::accounts::{AccountName, Grants, Level, Privs};
 use crate::{Outcome, SqlSession};
@@ -20,6 +20,8 @@ mod err {
     use super::Code;
     pub(super) const ER_CANNOT_USER: Code = Code::new(1396, "HY000");
     pub(super) const ER_NONEXISTING_GRANT: Code = Code::new(1141, "42000");
+    pub(super) const ER_NONEXISTING_TABLE_GRANT: Code = Code::new(1147, "42000");
+    pub(super) const ER_NONEXISTING_PROC_GRANT: Code = Code::new(1403, "42000");
     pub(super) const ER_CANT_CREATE_USER_WITH_GRANT: Code = Code::new(1410, "42000");
     pub(super) const ER_WRONG_USAGE: Code = Code::new(1221, "HY000");
     pub(super) const ER_ILLEGAL_GRANT_FOR_TABLE: Code = Code::new(1144, "42000");
@@ -296,10 +298,12 @@ impl Parser {
         })
     }
 
-    /// Privilege names up to ON: (set, whether ALL was named).
-    fn privileges(&mut self) -> Result<(Privs, bool)> {
+    /// Privilege names up to ON: the privileges named alone, whether ALL was named, and each
+    /// privilege named with a column list (`SELECT (a, b)`), in the order written.
+    fn privileges(&mut self) -> Result<(Privs, bool, ColumnPrivs)> {
         let mut set = Privs::NONE;
         let mut all = false;
+        let mut columns = Vec::new();
         loop {
             let mut words = Vec::new();
             while let Some(w) = self.peek_word() {
@@ -309,28 +313,69 @@ impl Parser {
                 words.push(w.to_string());
                 self.at += 1;
             }
-            if self.toks.get(self.at) == Some(&Tok::Sym('(')) {
-                return Err(Error::unsupported("column privileges"));
-            }
             let refs: Vec<&str> = words.iter().map(String::as_str).collect();
-            match refs.as_slice() {
-                ["ALL"] | ["ALL", "PRIVILEGES"] => all = true,
-                ["USAGE"] => {}
-                [] => return Err(near(self)),
-                names => {
-                    set = set
-                        | Privs::parse(names).ok_or_else(|| {
-                            Error::syntax(format!(
-                                "You have an error in your SQL syntax; unknown privilege '{}'",
-                                names.join(" ")
-                            ))
-                        })?;
+            let named = match refs.as_slice() {
+                ["ALL"] | ["ALL", "PRIVILEGES"] => {
+                    all = true;
+                    None
                 }
+                ["USAGE"] => None,
+                [] => return Err(near(self)),
+                names => Some(Privs::parse(names).ok_or_else(|| {
+                    Error::syntax(format!(
+                        "You have an error in your SQL syntax; unknown privilege '{}'",
+                        names.join(" ")
+                    ))
+                })?),
+            };
+            if self.sym('(') {
+                // Only MySQL's column privileges take a column list; any other is a syntax
+                // error there too.
+                let p = named
+                    .filter(|p| Privs::COLUMN.contains(*p))
+                    .ok_or_else(|| {
+                        self.at -= 1;
+                        near(self)
+                    })?;
+                let mut cols = vec![self.name()?];
+                while self.sym(',') {
+                    cols.push(self.name()?);
+                }
+                if !self.sym(')') {
+                    return Err(near(self));
+                }
+                columns.push((p, cols));
+            } else if let Some(p) = named {
+                set = set | p;
             }
             if !self.sym(',') {
-                return Ok((set, all));
+                return Ok((set, all, columns));
             }
         }
+    }
+
+    /// After `ON`: `PROCEDURE [db.]name` (`Some(true)`), `FUNCTION [db.]name` (`Some(false)`),
+    /// or `None` for a table or database level (not consumed).
+    fn routine_level(
+        &mut self,
+        current_db: Option<&str>,
+    ) -> Result<Option<(bool, String, String)>> {
+        let procedure = if self.word("PROCEDURE") {
+            true
+        } else if self.word("FUNCTION") {
+            false
+        } else {
+            return Ok(None);
+        };
+        let first = self.name()?;
+        let (db, name) = if self.sym('.') {
+            (first, self.name()?)
+        } else {
+            let db = current_db
+                .ok_or_else(|| Error::new(code::ER_NO_DB_ERROR, "No database selected"))?;
+            (db.to_string(), first)
+        };
+        Ok(Some((procedure, db, name)))
     }
 
     /// `*.*`, `*`, `db.*`, `db.table` or `table` (in the current database).
@@ -367,6 +412,9 @@ impl Parser {
         Ok(out)
     }
 }
+
+/// Privileges granted on columns: each privilege with the columns named for it.
+type ColumnPrivs = Vec<(Privs, Vec<String>)>;
 
 /// Whether `text` is an account statement this module runs.
 pub(crate) fn is_account_statement(first: &[String]) -> bool {
@@ -684,9 +732,14 @@ impl SqlSession {
     /// GRANT (or, with `grant` false, REVOKE), after the keyword.
     fn grant(&mut self, p: &mut Parser, me: &AccountName, grant: bool) -> Result<Outcome> {
         let verb = if grant { "GRANT" } else { "REVOKE" };
-        let (privs, all) = p.privileges()?;
+        let (privs, all, column_privs) = p.privileges()?;
         // REVOKE ALL [PRIVILEGES], GRANT OPTION FROM ...: every level.
-        if !grant && all && privs == Privs::GRANT_OPTION && p.word("FROM") {
+        if !grant
+            && all
+            && privs == Privs::GRANT_OPTION
+            && column_privs.is_empty()
+            && p.word("FROM")
+        {
             let names = p.accounts(me)?;
             p.end()?;
             self.require_global(Privs::CREATE_USER)?;
@@ -694,7 +747,11 @@ impl SqlSession {
         }
         p.expect("ON")?;
         let db = self.session.vars.database.clone();
-        let level = p.level(db.as_deref())?;
+        let routine = p.routine_level(db.as_deref())?;
+        let level = match &routine {
+            Some((_, d, r)) => Level::Routine(d.clone(), r.clone()),
+            None => p.level(db.as_deref())?,
+        };
         p.expect(if grant { "TO" } else { "FROM" })?;
         let names = p.accounts(me)?;
         let mut with_grant = false;
@@ -710,9 +767,15 @@ impl SqlSession {
             set = set | Privs::GRANT_OPTION;
         }
         let invalid = privs.invalid_at(&level);
-        if !invalid.is_empty() {
+        let columns_elsewhere = !column_privs.is_empty() && !matches!(level, Level::Table(..));
+        if !invalid.is_empty() || columns_elsewhere {
+            // Columns anywhere but on a table are 1144 too, as MySQL answers.
             return Err(match level {
-                Level::Table(..) => Error::new(
+                _ if columns_elsewhere => Error::new(
+                    err::ER_ILLEGAL_GRANT_FOR_TABLE,
+                    "Illegal GRANT/REVOKE command; please consult the manual to see which privileges can be used",
+                ),
+                Level::Table(..) | Level::Routine(..) => Error::new(
                     err::ER_ILLEGAL_GRANT_FOR_TABLE,
                     "Illegal GRANT/REVOKE command; please consult the manual to see which privileges can be used",
                 ),
@@ -722,15 +785,47 @@ impl SqlSession {
                 ),
             });
         }
+        // Column privileges name the columns as the table spells them; an unknown one is
+        // MySQL's 1054, naming the table where a statement's would name its clause.
+        let mut columns: Vec<(String, Privs)> = Vec::new();
         if let Level::Table(d, t) = &level {
-            if self.engine().table_def(d, t).is_none() {
+            let Some(def) = self.engine().table_def(d, t) else {
                 return Err(Error::new(
                     code::ER_NO_SUCH_TABLE,
                     format!("Table '{d}.{t}' doesn't exist"),
                 ));
+            };
+            for (cp, names) in &column_privs {
+                for n in names {
+                    let Some(c) = def.columns.iter().find(|c| {
+                        c.name.eq_ignore_ascii_case(n) && c.name != ringrep_engine::HIDDEN_ROW_ID
+                    }) else {
+                        return Err(Error::new(
+                            code::ER_BAD_FIELD_ERROR,
+                            format!("Unknown column '{n}' in '{t}'"),
+                        ));
+                    };
+                    match columns.iter_mut().find(|(x, _)| *x == c.name) {
+                        Some((_, have)) => *have = *have | *cp,
+                        None => columns.push((c.name.clone(), *cp)),
+                    }
+                }
             }
         }
-        self.may_grant(verb, &level, set)?;
+        if let (Some((procedure, d, r)), true) = (&routine, grant) {
+            // ringrep has stored procedures only: a function never exists. As MySQL, only
+            // GRANT asks (REVOKE answers 1403 for a grant it does not find).
+            let exists = *procedure && self.procedure_exists(d, r)?;
+            if !exists {
+                let kind = if *procedure { "PROCEDURE" } else { "FUNCTION" };
+                return Err(Error::new(
+                    code::ER_SP_DOES_NOT_EXIST,
+                    format!("{kind} {d}.{r} does not exist"),
+                ));
+            }
+        }
+        let column_set = columns.iter().fold(Privs::NONE, |a, (_, p)| a | *p);
+        self.may_grant(verb, &level, set | column_set)?;
         let dir = Directory::read(self.engine());
         for n in &names {
             if dir.get(n).is_none() {
@@ -749,28 +844,75 @@ impl SqlSession {
             Level::Global => (String::new(), String::new()),
             Level::Database(d) => (d.to_lowercase(), String::new()),
             Level::Table(d, t) => (d.to_lowercase(), t.to_lowercase()),
+            Level::Routine(d, r) => (d.to_lowercase(), routine_key(r)),
         };
         let mut rows = Vec::new();
         for n in &names {
             // Keyed by the stored account's name, whatever the statement's spelling.
             let n = &dir.get(n).map_or_else(|| n.clone(), |a| a.name.clone());
-            let held = held_at(&dir.grants_of(n), &level);
-            let next = if grant {
-                held | set
-            } else {
-                if held.is_empty() || (!all && !held.contains(privs)) {
-                    return Err(no_such_grant(n));
-                }
-                held.without(set)
+            let grants = dir.grants_of(n);
+            let held = held_at(&grants, &level);
+            let held_columns = match &level {
+                Level::Table(d, t) => grants.column_grants(d, t).to_vec(),
+                _ => Vec::new(),
             };
-            rows.push((n.clone(), next));
+            let (next, next_columns) = if grant {
+                (held | set, merge_columns(held_columns, &columns))
+            } else {
+                // What the level holds: its own privileges and, for a table, its columns'.
+                let held_any = held_columns.iter().fold(held, |a, (_, p)| a | *p);
+                let table_part = !privs.is_empty() || all || column_privs.is_empty();
+                if table_part && (held_any.is_empty() || (!all && !held_any.contains(privs))) {
+                    return Err(match &level {
+                        // MySQL names the routine without its database there.
+                        Level::Routine(_, r) => no_such_routine_grant(n, r),
+                        // MySQL names the table when it holds nothing there.
+                        Level::Table(_, t) if held_any.is_empty() => no_such_table_grant(n, t),
+                        _ => no_such_grant(n),
+                    });
+                }
+                // A column privilege revoked must be held on that column (1147 otherwise).
+                for (c, cp) in &columns {
+                    let have = held_columns
+                        .iter()
+                        .find(|(x, _)| x.eq_ignore_ascii_case(c))
+                        .map_or(Privs::NONE, |(_, p)| *p);
+                    if !have.contains(*cp) {
+                        let Level::Table(_, t) = &level else {
+                            unreachable!("columns are a table's")
+                        };
+                        return Err(no_such_table_grant(n, t));
+                    }
+                }
+                // As MySQL: a privilege revoked on the table leaves none of its columns
+                // holding it either.
+                let revoked = set.without(Privs::GRANT_OPTION);
+                let remaining = held_columns
+                    .into_iter()
+                    .map(|(c, p)| {
+                        let named = columns
+                            .iter()
+                            .find(|(x, _)| x.eq_ignore_ascii_case(&c))
+                            .map_or(Privs::NONE, |(_, cp)| *cp);
+                        (c, p.without(revoked).without(named))
+                    })
+                    .filter(|(_, p)| !p.is_empty())
+                    .collect();
+                (held.without(set), remaining)
+            };
+            rows.push((n.clone(), next, next_columns));
         }
         self.account_transaction(|s, _, grants| {
-            for (n, next) in &rows {
-                if next.is_empty() {
+            for (n, next, cols) in &rows {
+                if next.is_empty() && cols.is_empty() {
                     s.raw_delete(grants, grant_key(n, &db_col, &table_col))?;
-                } else {
+                } else if cols.is_empty() {
                     s.raw_write(grants, grants_row(n, &db_col, &table_col, *next))?;
+                } else {
+                    s.raw_write(
+                        grants,
+                        table_grants_row(n, &db_col, &table_col, *next, cols),
+                    )?;
                 }
             }
             Ok(())
@@ -787,6 +929,7 @@ impl SqlSession {
             Level::Global => g.global.contains(need),
             Level::Database(d) => g.allows(need, d, None),
             Level::Table(d, t) => g.allows(need, d, Some(t)),
+            Level::Routine(d, r) => g.on_routine(d, r).contains(need),
         };
         if ok {
             return Ok(());
@@ -809,7 +952,62 @@ impl SqlSession {
                 code::ER_TABLEACCESS_DENIED_ERROR,
                 format!("{verb} command denied to user {who} for table '{t}'"),
             ),
+            Level::Routine(d, r) => self.routine_denied("grant", d, r),
         })
+    }
+
+    /// MySQL's `automatic_sp_privileges` (always on in ringrep) after CREATE PROCEDURE
+    /// `db.name`: an account that could not both run and alter the procedure it made is
+    /// granted EXECUTE and ALTER ROUTINE on it. The node's own accounts hold both already.
+    pub(crate) fn grant_creator_routine(&mut self, db: &str, name: &str) -> Result<()> {
+        let both = Privs::EXECUTE | Privs::ALTER_ROUTINE;
+        let Some(g) = self.my_grants() else {
+            return Ok(());
+        };
+        if g.on_routine(db, name).contains(both) {
+            return Ok(());
+        }
+        let dir = Directory::read(self.engine());
+        let me = self.me();
+        let Some(account) = dir.get(&me) else {
+            return Ok(());
+        };
+        let who = account.name.clone();
+        let level = Level::Routine(db.to_string(), name.to_string());
+        let held = held_at(&dir.grants_of(&who), &level);
+        let (db_col, table_col) = (db.to_lowercase(), routine_key(name));
+        self.account_transaction(|s, _, grants| {
+            s.raw_write(grants, grants_row(&who, &db_col, &table_col, held | both))
+        })
+        .map(|_| ())
+    }
+
+    /// MySQL's `automatic_sp_privileges` after DROP PROCEDURE `db.name`: every account's
+    /// grant on the procedure goes with it, so that one made later under the name starts
+    /// with none.
+    pub(crate) fn revoke_routine_grants(&mut self, db: &str, name: &str) -> Result<()> {
+        let dir = Directory::read(self.engine());
+        let (db_col, table_col) = (db.to_lowercase(), routine_key(name));
+        let holders: Vec<AccountName> = dir
+            .grants
+            .iter()
+            .filter(|(_, g)| {
+                g.routines
+                    .iter()
+                    .any(|((d, r), _)| d.eq_ignore_ascii_case(db) && r.eq_ignore_ascii_case(name))
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        if holders.is_empty() {
+            return Ok(());
+        }
+        self.account_transaction(|s, _, grants| {
+            for n in &holders {
+                s.raw_delete(grants, grant_key(n, &db_col, &table_col))?;
+            }
+            Ok(())
+        })
+        .map(|_| ())
     }
 
     fn revoke_everything(&mut self, names: &[AccountName]) -> Result<Outcome> {
@@ -929,6 +1127,37 @@ fn no_such_grant(n: &AccountName) -> Error {
     )
 }
 
+fn no_such_table_grant(n: &AccountName, table: &str) -> Error {
+    Error::new(
+        err::ER_NONEXISTING_TABLE_GRANT,
+        format!(
+            "There is no such grant defined for user '{}' on host '{}' on table '{table}'",
+            n.user, n.host
+        ),
+    )
+}
+
+fn no_such_routine_grant(n: &AccountName, routine: &str) -> Error {
+    Error::new(
+        err::ER_NONEXISTING_PROC_GRANT,
+        format!(
+            "There is no such grant defined for user '{}' on host '{}' on routine '{routine}'",
+            n.user, n.host
+        ),
+    )
+}
+
+/// `held` with the column privileges `more` added.
+fn merge_columns(mut held: Vec<(String, Privs)>, more: &[(String, Privs)]) -> Vec<(String, Privs)> {
+    for (c, p) in more {
+        match held.iter_mut().find(|(x, _)| x.eq_ignore_ascii_case(c)) {
+            Some((_, have)) => *have = *have | *p,
+            None => held.push((c.clone(), *p)),
+        }
+    }
+    held
+}
+
 /// What `g` holds at exactly `level`.
 fn held_at(g: &Grants, level: &Level) -> Privs {
     match level {
@@ -942,6 +1171,11 @@ fn held_at(g: &Grants, level: &Level) -> Privs {
             .tables
             .iter()
             .find(|((x, y), _)| x.eq_ignore_ascii_case(d) && y.eq_ignore_ascii_case(t))
+            .map_or(Privs::NONE, |(_, p)| *p),
+        Level::Routine(d, r) => g
+            .routines
+            .iter()
+            .find(|((x, y), _)| x.eq_ignore_ascii_case(d) && y.eq_ignore_ascii_case(r))
             .map_or(Privs::NONE, |(_, p)| *p),
     }
 }
@@ -970,4 +1204,81 @@ fn grant_keys(
         .into_iter()
         .map(|r| Key(r.into_iter().take(4).collect()).0)
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parser(text: &str) -> Parser {
+        Parser {
+            toks: tokens(text).expect("tokens"),
+            at: 0,
+        }
+    }
+
+    #[test]
+    fn column_lists_attach_to_their_privilege() {
+        let mut p = parser("SELECT (a, `b c`), INSERT (a), DELETE, UPDATE (x) ON t");
+        let (set, all, cols) = p.privileges().expect("parses");
+        assert_eq!(set, Privs::DELETE);
+        assert!(!all);
+        assert_eq!(
+            cols,
+            [
+                (Privs::SELECT, vec!["a".to_string(), "b c".to_string()]),
+                (Privs::INSERT, vec!["a".to_string()]),
+                (Privs::UPDATE, vec!["x".to_string()]),
+            ]
+        );
+        assert!(p.word("ON"));
+        // Only SELECT, INSERT, UPDATE and REFERENCES take columns (a syntax error otherwise,
+        // as in MySQL's grammar), and a list is closed.
+        assert_eq!(
+            parser("DELETE (a) ON t")
+                .privileges()
+                .expect_err("refused")
+                .code,
+            1064
+        );
+        assert_eq!(
+            parser("SELECT (a ON t")
+                .privileges()
+                .expect_err("refused")
+                .code,
+            1064
+        );
+        assert_eq!(
+            parser("SELECT () ON t")
+                .privileges()
+                .expect_err("refused")
+                .code,
+            1064
+        );
+    }
+
+    #[test]
+    fn routine_levels_name_a_procedure_or_a_function() {
+        let mut p = parser("PROCEDURE shop.p TO u");
+        assert_eq!(
+            p.routine_level(None).expect("parses"),
+            Some((true, "shop".to_string(), "p".to_string()))
+        );
+        let mut p = parser("FUNCTION f TO u");
+        assert_eq!(
+            p.routine_level(Some("db")).expect("parses"),
+            Some((false, "db".to_string(), "f".to_string()))
+        );
+        assert_eq!(
+            parser("FUNCTION f")
+                .routine_level(None)
+                .expect_err("refused")
+                .code,
+            1046
+        );
+        assert_eq!(
+            parser("shop.t TO u").routine_level(None).expect("parses"),
+            None
+        );
+    }
 }

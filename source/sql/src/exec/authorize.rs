@@ -2,15 +2,25 @@
 //! runs. Sessions without grants (the node's own accounts, `ringrep-source sql`) skip this.
 //!
 //! As in MySQL: reading a table needs SELECT, INSERT/UPDATE/DELETE need their privilege on the
-//! table they change (and SELECT where they read it: a WHERE clause, another table), REPLACE
-//! needs INSERT and DELETE, DDL needs CREATE, ALTER or DROP, and a denied table is error 1142,
-//! a denied database 1044, a missing global privilege 1227.
+//! table they change (and SELECT on the columns they read: a WHERE clause, a value computed
+//! from the row; SELECT on another table), REPLACE needs INSERT and DELETE, DDL needs CREATE,
+//! ALTER or DROP, and a denied table is error 1142, a denied database 1044, a missing global
+//! privilege 1227.
+//!
+//! Column privileges: an account holding SELECT, INSERT or UPDATE on some columns of a table
+//! but not on the table may use those columns, checked one by one against the columns the
+//! statement names (MySQL's `check_grant_column`): another column is error 1143, naming it; a
+//! `*` (or an INSERT without a column list) needs every column. Which table a column belongs
+//! to is read from the statement's text: a qualified name by its table or alias, an
+//! unqualified one by the columns of the tables named (a name that is a column of several is
+//! checked on each, where MySQL would resolve it to one).
 
 use std::ops::ControlFlow;
 
+use binlog_format::schema::TableDef;
 use sqlparser::ast::{
-    visit_expressions, CreateTableLikeKind, Expr, FromTable, ObjectName, ObjectType, Statement,
-    TableFactor, TableObject,
+    Assignment, AssignmentTarget, CreateTableLikeKind, FromTable, ObjectName, ObjectType, OnInsert,
+    Statement, TableFactor, TableObject,
 };
 
 use ringrep_engine::error::{code, Error, Result};
@@ -18,6 +28,7 @@ use ringrep_engine::error::{code, Error, Result};
 use crate::accounts::visible::always_visible;
 use crate::accounts::Privs;
 use crate::parse::statement::split_name;
+use crate::parse::tree::{column_refs, names_table, object_parts, table_uses, TableUse};
 use crate::SqlSession;
 
 impl SqlSession {
@@ -56,6 +67,18 @@ impl SqlSession {
         self.require_table(p, verb, db.as_deref(), &t)
     }
 
+    /// `p` (EXECUTE, ALTER ROUTINE) on stored procedure `db.name`: globally, on its database
+    /// or on the procedure itself; else error 1370, `verb` naming the privilege as MySQL
+    /// writes it there (`execute`, `alter routine`).
+    pub(crate) fn require_routine(&self, p: Privs, verb: &str, db: &str, name: &str) -> Result<()> {
+        match self.restricted() {
+            Some(g) if !g.on_routine(db, name).contains(p) => {
+                Err(self.routine_denied(verb, db, name))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// `p` on database `db` as a whole (CREATE DATABASE, DROP DATABASE, CREATE TABLE).
     pub(crate) fn require_database(&self, p: Privs, db: Option<&str>) -> Result<()> {
         let Some(g) = self.restricted() else {
@@ -74,13 +97,24 @@ impl SqlSession {
     /// SELECT on every table `stmt` reads (subqueries included), except `skip` (a
     /// statement's target). A common table expression's name is no table where it is in
     /// scope, and needs no privilege there; what the expression reads does.
+    /// A table the account may not read as a whole but holds SELECT on some columns of is
+    /// read column by column (`select_by_columns`).
     pub(crate) fn require_reads(&self, stmt: &Statement, skip: Option<&ObjectName>) -> Result<()> {
         let mut failed = None;
+        let mut uses: Option<(Vec<TableUse>, Vec<Vec<String>>)> = None;
         let _ = crate::parse::tree::visit_stored_relations(stmt, |name| {
             if skip == Some(name) {
                 return ControlFlow::Continue(());
             }
-            match self.require_name(Privs::SELECT, "SELECT", name) {
+            let checked = match self.require_name(Privs::SELECT, "SELECT", name) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    let (tables, refs) =
+                        uses.get_or_insert_with(|| (table_uses(stmt), column_refs(stmt)));
+                    self.select_by_columns(name, tables, refs).unwrap_or(Err(e))
+                }
+            };
+            match checked {
                 Ok(()) => ControlFlow::Continue(()),
                 Err(e) => {
                     failed = Some(e);
@@ -89,6 +123,137 @@ impl SqlSession {
             }
         });
         failed.map_or(Ok(()), Err)
+    }
+
+    /// SELECT on the columns a statement reads of table `name`, every time it names the table
+    /// (`tables`, with `refs` the columns it names); `None` when the account holds SELECT on
+    /// none of the table's columns, so that the table's own error (1142) stands.
+    fn select_by_columns(
+        &self,
+        name: &ObjectName,
+        tables: &[TableUse],
+        refs: &[Vec<String>],
+    ) -> Option<Result<()>> {
+        let g = self.restricted()?;
+        let (db, t) = split_name(name).ok()?;
+        let db = self.database_of(db.as_deref())?;
+        if !g.has_column_grant(Privs::SELECT, &db, &t) {
+            return None;
+        }
+        let def = self.engine().table_def(&db, &t);
+        let same = object_parts(name);
+        for u in tables.iter().filter(|u| {
+            let parts = object_parts(&u.name);
+            parts.len() == same.len()
+                && parts
+                    .iter()
+                    .zip(&same)
+                    .all(|(a, b)| a.eq_ignore_ascii_case(b))
+        }) {
+            let cols = columns_of(def.as_ref(), &u.name, u.alias.as_deref(), refs);
+            if let Err(e) = self.require_columns(
+                Privs::SELECT,
+                "SELECT",
+                &db,
+                &t,
+                def.as_ref(),
+                &cols,
+                u.all_columns,
+            ) {
+                return Some(Err(e));
+            }
+        }
+        Some(Ok(()))
+    }
+
+    /// `p` on columns `cols` of table `name` (and on all of them with `all`), for a session
+    /// that lacks `p` on the table itself; `None` when it holds `p` on none of the table's
+    /// columns, so that the table's own error (1142) stands.
+    fn by_columns(
+        &self,
+        p: Privs,
+        verb: &str,
+        name: &ObjectName,
+        cols: &[String],
+        all: bool,
+    ) -> Option<Result<()>> {
+        let g = self.restricted()?;
+        let (db, t) = split_name(name).ok()?;
+        let db = self.database_of(db.as_deref())?;
+        if !g.has_column_grant(p, &db, &t) {
+            return None;
+        }
+        let def = self.engine().table_def(&db, &t);
+        Some(self.require_columns(p, verb, &db, &t, def.as_ref(), cols, all))
+    }
+
+    /// `p` on each of columns `cols` (as written) of `db.table`, and with `all` on every one
+    /// of `def`'s, for a session that lacks `p` on the table as a whole. As MySQL: a column
+    /// named is error 1143 naming it; for all columns, the first one lacking `p` is 1143 too
+    /// unless a column with a grant of its own came before it (or is it), where MySQL answers
+    /// 1142 for the table so as not to name columns the account may not see.
+    #[allow(clippy::too_many_arguments)]
+    fn require_columns(
+        &self,
+        p: Privs,
+        verb: &str,
+        db: &str,
+        table: &str,
+        def: Option<&TableDef>,
+        cols: &[String],
+        all: bool,
+    ) -> Result<()> {
+        let Some(g) = self.restricted() else {
+            return Ok(());
+        };
+        if all {
+            let Some(def) = def else {
+                return Err(self.table_denied(verb, table));
+            };
+            let granted = g.column_grants(db, table);
+            let mut using_column_grants = false;
+            for c in def
+                .columns
+                .iter()
+                .filter(|c| c.name != ringrep_engine::HIDDEN_ROW_ID)
+            {
+                using_column_grants |= granted.iter().any(|(n, _)| n.eq_ignore_ascii_case(&c.name));
+                if !g.on_column(db, table, &c.name).contains(p) {
+                    return Err(if using_column_grants {
+                        self.table_denied(verb, table)
+                    } else {
+                        self.column_denied(verb, &c.name, table)
+                    });
+                }
+            }
+        }
+        for c in cols {
+            if !g.on_column(db, table, c).contains(p) {
+                return Err(self.column_denied(verb, c, table));
+            }
+        }
+        Ok(())
+    }
+
+    /// SELECT on the columns of the table an UPDATE or DELETE changes that it reads (`refs`):
+    /// as MySQL, where the row is read (WHERE, a value computed from it) each column needs
+    /// SELECT, 1143 naming the first that lacks it; one that reads no column needs none.
+    fn require_target_reads(
+        &self,
+        name: &ObjectName,
+        alias: Option<&str>,
+        refs: &[Vec<String>],
+    ) -> Result<()> {
+        if self.require_name(Privs::SELECT, "SELECT", name).is_ok() {
+            return Ok(());
+        }
+        let (db, t) = split_name(name)?;
+        let Some(db) = self.database_of(db.as_deref()) else {
+            return Ok(());
+        };
+        let def = self.engine().table_def(&db, &t);
+        let cols = columns_of(def.as_ref(), name, alias, refs);
+        self.require_columns(Privs::SELECT, "SELECT", &db, &t, def.as_ref(), &cols, false)
     }
 
     /// Checks a parsed statement against the session's grants.
@@ -100,12 +265,29 @@ impl SqlSession {
             Statement::Query(_) => self.require_reads(stmt, None),
             Statement::Insert(ins) => {
                 if let TableObject::TableName(name) = &ins.table {
-                    self.require_name(Privs::INSERT, "INSERT", name)?;
+                    if let Err(e) = self.require_name(Privs::INSERT, "INSERT", name) {
+                        // Without a column list every column is inserted.
+                        let cols: Vec<String> = ins
+                            .columns
+                            .iter()
+                            .filter_map(|c| object_parts(c).pop())
+                            .collect();
+                        let all = cols.is_empty();
+                        self.by_columns(Privs::INSERT, "INSERT", name, &cols, all)
+                            .unwrap_or(Err(e))?;
+                    }
                     if ins.replace_into {
                         self.require_name(Privs::DELETE, "DELETE", name)?;
                     }
-                    if ins.on.is_some() {
-                        self.require_name(Privs::UPDATE, "UPDATE", name)?;
+                    if let Some(on) = &ins.on {
+                        if let Err(e) = self.require_name(Privs::UPDATE, "UPDATE", name) {
+                            let cols = match on {
+                                OnInsert::DuplicateKeyUpdate(a) => assigned_columns(a),
+                                _ => Vec::new(),
+                            };
+                            self.by_columns(Privs::UPDATE, "UPDATE", name, &cols, false)
+                                .unwrap_or(Err(e))?;
+                        }
                     }
                     self.require_reads(stmt, Some(name))
                 } else {
@@ -113,14 +295,20 @@ impl SqlSession {
                 }
             }
             Statement::Update(u) => {
-                if let TableFactor::Table { name, .. } = &u.table.relation {
-                    self.require_name(Privs::UPDATE, "UPDATE", name)?;
-                    // Reading columns (WHERE, or values computed from the row) needs SELECT,
-                    // as in MySQL: else the changed-rows count tells what they hold.
-                    let reads_row = u.assignments.iter().any(|a| reads_columns(&a.value));
-                    if u.selection.is_some() || reads_row {
-                        self.require_name(Privs::SELECT, "SELECT", name)?;
+                if let TableFactor::Table { name, alias, .. } = &u.table.relation {
+                    if let Err(e) = self.require_name(Privs::UPDATE, "UPDATE", name) {
+                        let cols = assigned_columns(&u.assignments);
+                        self.by_columns(Privs::UPDATE, "UPDATE", name, &cols, false)
+                            .unwrap_or(Err(e))?;
                     }
+                    // Reading columns (WHERE, or values computed from the row) needs SELECT
+                    // on them, as in MySQL: else the changed-rows count tells what they hold.
+                    let mut refs = column_refs(&u.selection);
+                    for a in &u.assignments {
+                        refs.extend(column_refs(&a.value));
+                    }
+                    let alias = alias.as_ref().map(|a| a.name.value.as_str());
+                    self.require_target_reads(name, alias, &refs)?;
                     self.require_reads(stmt, Some(name))
                 } else {
                     self.require_reads(stmt, None)
@@ -130,11 +318,12 @@ impl SqlSession {
                 let tables = match &d.from {
                     FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
                 };
-                if let Some(TableFactor::Table { name, .. }) = tables.first().map(|t| &t.relation) {
+                if let Some(TableFactor::Table { name, alias, .. }) =
+                    tables.first().map(|t| &t.relation)
+                {
                     self.require_name(Privs::DELETE, "DELETE", name)?;
-                    if d.selection.is_some() {
-                        self.require_name(Privs::SELECT, "SELECT", name)?;
-                    }
+                    let alias = alias.as_ref().map(|a| a.name.value.as_str());
+                    self.require_target_reads(name, alias, &column_refs(&d.selection))?;
                     self.require_reads(stmt, Some(name))
                 } else {
                     self.require_reads(stmt, None)
@@ -337,17 +526,52 @@ impl SqlSession {
     }
 }
 
-/// Whether `e` reads a column (or a subquery) rather than being a constant.
-fn reads_columns(e: &Expr) -> bool {
-    visit_expressions(e, |x| match x {
-        Expr::Identifier(_)
-        | Expr::CompoundIdentifier(_)
-        | Expr::Subquery(_)
-        | Expr::Exists { .. }
-        | Expr::In { .. } => ControlFlow::Break(()),
-        _ => ControlFlow::Continue(()),
-    })
-    .is_break()
+/// The columns `SET c = ...` assignments change (the last part of each name).
+fn assigned_columns(assignments: &[Assignment]) -> Vec<String> {
+    let mut cols = Vec::new();
+    for a in assignments {
+        match &a.target {
+            AssignmentTarget::ColumnName(n) => cols.extend(object_parts(n).pop()),
+            AssignmentTarget::Tuple(ns) => {
+                cols.extend(ns.iter().filter_map(|n| object_parts(n).pop()));
+            }
+        }
+    }
+    cols
+}
+
+/// The columns of `refs` that are table `name`'s (going by `alias`): qualified with it, or
+/// unqualified and one of its columns (`def`). A name that is no column of the table is left
+/// to the statement, which fails with MySQL's 1054 as it does for every account.
+fn columns_of(
+    def: Option<&TableDef>,
+    name: &ObjectName,
+    alias: Option<&str>,
+    refs: &[Vec<String>],
+) -> Vec<String> {
+    let has = |c: &str| {
+        def.is_none_or(|d| {
+            d.columns
+                .iter()
+                .any(|x| x.name.eq_ignore_ascii_case(c) && x.name != ringrep_engine::HIDDEN_ROW_ID)
+        })
+    };
+    let mut cols: Vec<String> = Vec::new();
+    for r in refs {
+        let hit = match r.as_slice() {
+            [c] => def.is_some() && has(c),
+            [q @ .., c] if !q.is_empty() => names_table(q, name, alias) && has(c),
+            _ => false,
+        };
+        if hit
+            && !cols
+                .iter()
+                .any(|x| x.eq_ignore_ascii_case(r.last().expect("one part")))
+        {
+            cols.push(r.last().expect("one part").clone());
+        }
+    }
+    cols
 }
 
 fn strip_if_not_exists(s: &str) -> &str {

@@ -761,6 +761,11 @@ impl SqlSession {
             .collect())
     }
 
+    /// Whether stored procedure `db.name` exists.
+    pub(crate) fn procedure_exists(&self, db: &str, name: &str) -> Result<bool> {
+        Ok(self.find_procedure(db, name)?.is_some())
+    }
+
     fn find_procedure(&self, db: &str, name: &str) -> Result<Option<String>> {
         Ok(self
             .procedures()?
@@ -819,6 +824,9 @@ impl SqlSession {
             s.session
                 .insert(&def, &cols, vec![row], ringrep_engine::InsertMode::Insert)
         })?;
+        // Its own transaction after the procedure's: a crash between leaves the procedure
+        // without its creator's grant, which GRANT gives.
+        self.grant_creator_routine(&p.db, &p.name)?;
         Ok(Outcome::Ok)
     }
 
@@ -851,7 +859,7 @@ impl SqlSession {
             Some((d, n)) => (d.to_string(), n.to_string()),
             None => (self.session.current_db()?, name),
         };
-        self.require_routine_privilege(crate::Privs::ALTER_ROUTINE, &db)?;
+        self.require_routine(crate::Privs::ALTER_ROUTINE, "alter routine", &db, &name)?;
         if self.find_procedure(&db, &name)?.is_none() {
             if if_exists {
                 self.session.warn(
@@ -878,6 +886,7 @@ impl SqlSession {
                 None,
             )
         })?;
+        self.revoke_routine_grants(&db, &name)?;
         Ok(Outcome::Ok)
     }
 
@@ -901,7 +910,7 @@ impl SqlSession {
             .ok_or_else(missing)?;
         // As MySQL: a routine the account may not see does not exist to it, and one whose
         // body it may not read shows NULL for it.
-        let (visible, readable) = self.routine_access(&db, &p.definer);
+        let (visible, readable) = self.routine_access(&db, &p.name, &p.definer);
         if !visible {
             return Err(missing());
         }
@@ -950,7 +959,7 @@ impl SqlSession {
             Some((d, n)) => (d.to_string(), n.to_string()),
             None => (self.session.current_db()?, name.clone()),
         };
-        self.require_routine_privilege(crate::Privs::EXECUTE, &db)?;
+        self.require_routine(crate::Privs::EXECUTE, "execute", &db, &pname)?;
         let stored = self.find_procedure(&db, &pname)?.ok_or_else(|| {
             Error::new(
                 code::ER_SP_DOES_NOT_EXIST,

@@ -211,6 +211,216 @@ impl<F: FnMut(&ObjectName) -> ControlFlow<()>> Visitor for Scoped<F> {
     }
 }
 
+/// A table a statement names (after FROM or JOIN, or as UPDATE's or DELETE's target), for
+/// column privileges: the name, the alias it goes by, and whether a `*` or `alias.*` of a
+/// SELECT over it reads all its columns.
+#[derive(Debug, Clone)]
+pub(crate) struct TableUse {
+    /// The name as written.
+    pub(crate) name: ObjectName,
+    /// `AS alias`, if any: the name its columns are qualified with then.
+    pub(crate) alias: Option<String>,
+    /// Whether a wildcard reads every column.
+    pub(crate) all_columns: bool,
+}
+
+/// The tables `node` names, each time it names one (a name may come back with another
+/// alias), with what reads all their columns.
+pub(crate) fn table_uses<V: Visit>(node: &V) -> Vec<TableUse> {
+    struct Uses(Vec<TableUse>);
+    impl Visitor for Uses {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
+            wildcards(&q.body, &mut self.0);
+            ControlFlow::Continue(())
+        }
+        fn pre_visit_table_factor(&mut self, t: &TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Table { name, alias, .. } = t {
+                self.0.push(TableUse {
+                    name: name.clone(),
+                    alias: alias.as_ref().map(|a| a.name.value.clone()),
+                    all_columns: false,
+                });
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut uses = Uses(Vec::new());
+    let _ = node.visit(&mut uses);
+    uses.0
+}
+
+/// The tables a `*` or `x.*` of `body`'s SELECTs reads wholly (not its subqueries': those
+/// are queries of their own, walked apart).
+fn wildcards(body: &SetExpr, out: &mut Vec<TableUse>) {
+    match body {
+        SetExpr::Select(s) => {
+            let mut tables = Vec::new();
+            for twj in &s.from {
+                factor_tables(&twj.relation, &mut tables);
+                for j in &twj.joins {
+                    factor_tables(&j.relation, &mut tables);
+                }
+            }
+            for item in &s.projection {
+                let qualifier = match item {
+                    SelectItem::Wildcard(_) => None,
+                    SelectItem::QualifiedWildcard(
+                        SelectItemQualifiedWildcardKind::ObjectName(n),
+                        _,
+                    ) => Some(object_parts(n)),
+                    _ => continue,
+                };
+                for (name, alias) in &tables {
+                    let hit = match &qualifier {
+                        None => true,
+                        Some(q) => names_table(q, name, alias.as_deref()),
+                    };
+                    if hit {
+                        out.push(TableUse {
+                            name: (*name).clone(),
+                            alias: alias.clone(),
+                            all_columns: true,
+                        });
+                    }
+                }
+            }
+        }
+        SetExpr::SetOperation { left, right, .. } => {
+            wildcards(left, out);
+            wildcards(right, out);
+        }
+        _ => {}
+    }
+}
+
+/// The stored tables of a FROM item (joins nested in parentheses included).
+fn factor_tables<'a>(t: &'a TableFactor, out: &mut Vec<(&'a ObjectName, Option<String>)>) {
+    match t {
+        TableFactor::Table { name, alias, .. } => {
+            out.push((name, alias.as_ref().map(|a| a.name.value.clone())));
+        }
+        TableFactor::NestedJoin {
+            table_with_joins, ..
+        } => {
+            factor_tables(&table_with_joins.relation, out);
+            for j in &table_with_joins.joins {
+                factor_tables(&j.relation, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A name's parts, as written.
+pub(crate) fn object_parts(n: &ObjectName) -> Vec<String> {
+    n.0.iter()
+        .map(|p| match p {
+            ObjectNamePart::Identifier(i) => i.value.clone(),
+            ObjectNamePart::Function(f) => f.name.value.clone(),
+        })
+        .collect()
+}
+
+/// Whether qualifier `q` (`t` or `db.t`) names table `name` going by `alias`: the alias
+/// where there is one, else the table's name (with its database, if both are written).
+pub(crate) fn names_table(q: &[String], name: &ObjectName, alias: Option<&str>) -> bool {
+    let own = object_parts(name);
+    match (q, alias) {
+        ([x], Some(a)) => x.eq_ignore_ascii_case(a),
+        ([x], None) => own.last().is_some_and(|t| t.eq_ignore_ascii_case(x)),
+        ([d, x], None) => {
+            own.last().is_some_and(|t| t.eq_ignore_ascii_case(x))
+                && own.len() == 2
+                && own[0].eq_ignore_ascii_case(d)
+        }
+        _ => false,
+    }
+}
+
+/// Every column name `node` reads, its qualifier's parts first (`t.c` is `["t", "c"]`), in
+/// the order written.
+pub(crate) fn column_refs<V: Visit>(node: &V) -> Vec<Vec<String>> {
+    let mut refs = Vec::new();
+    let _ = visit_expressions(node, |e| {
+        match e {
+            Expr::Identifier(i) => refs.push(vec![i.value.clone()]),
+            Expr::CompoundIdentifier(parts) => {
+                refs.push(parts.iter().map(|i| i.value.clone()).collect());
+            }
+            _ => {}
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    // JOIN ... USING (c) reads `c` of both sides.
+    let _ = visit_table_factors(node, |t| {
+        if let TableFactor::NestedJoin {
+            table_with_joins, ..
+        } = t
+        {
+            using_columns(&table_with_joins.joins, &mut refs);
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    let _ = visit_queries(node, |q| {
+        if let SetExpr::Select(s) = &*q.body {
+            for twj in &s.from {
+                using_columns(&twj.joins, &mut refs);
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    refs
+}
+
+fn using_columns(joins: &[Join], refs: &mut Vec<Vec<String>>) {
+    for j in joins {
+        let constraint = match &j.join_operator {
+            JoinOperator::Join(c)
+            | JoinOperator::Inner(c)
+            | JoinOperator::Left(c)
+            | JoinOperator::LeftOuter(c)
+            | JoinOperator::Right(c)
+            | JoinOperator::RightOuter(c) => c,
+            _ => continue,
+        };
+        if let JoinConstraint::Using(names) = constraint {
+            for n in names {
+                if let Some(last) = object_parts(n).pop() {
+                    refs.push(vec![last]);
+                }
+            }
+        }
+    }
+}
+
+/// The queries of `node`, outermost first.
+fn visit_queries<V: Visit>(node: &V, f: impl FnMut(&Query) -> ControlFlow<()>) -> ControlFlow<()> {
+    struct Q<F>(F);
+    impl<F: FnMut(&Query) -> ControlFlow<()>> Visitor for Q<F> {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
+            (self.0)(q)
+        }
+    }
+    node.visit(&mut Q(f))
+}
+
+/// The FROM items of `node`.
+fn visit_table_factors<V: Visit>(
+    node: &V,
+    f: impl FnMut(&TableFactor) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    struct T<F>(F);
+    impl<F: FnMut(&TableFactor) -> ControlFlow<()>> Visitor for T<F> {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, t: &TableFactor) -> ControlFlow<()> {
+            (self.0)(t)
+        }
+    }
+    node.visit(&mut T(f))
+}
+
 /// Whether `e` holds a subquery anywhere.
 pub(crate) fn has_subquery(e: &Expr) -> bool {
     visit_expressions(e, |x| match x {
