@@ -744,16 +744,8 @@ fn a_replica_whose_next_transaction_was_purged_is_provisioned_from_a_snapshot() 
         }
     });
     let engine = primary.engine.clone().expect("running");
-    engine.snapshot().expect("snapshot");
-    let segments = engine.binlog_segments().expect("segments");
-    assert!(segments.len() >= 3, "{segments:?}");
-    let last = binlog_format::segment::segment_name(segments.last().expect("one").number);
-    rt.block_on(async {
-        let mut c = connect(paddr, None).await;
-        c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
-            .await
-            .expect("purge");
-    });
+    let segments = purge_to_the_last_segment(&rt, &engine, paddr);
+    assert!(segments >= 3, "{segments} segments");
     let first = engine.first_binlog_seq().expect("first");
     assert!(
         first > 50,
@@ -873,15 +865,7 @@ fn a_snapshot_cut_on_its_way_is_sent_again_and_the_replica_converges() {
         }
     });
     let engine = primary.engine.clone().expect("running");
-    engine.snapshot().expect("snapshot");
-    let segments = engine.binlog_segments().expect("segments");
-    let last = binlog_format::segment::segment_name(segments.last().expect("one").number);
-    rt.block_on(async {
-        let mut c = connect(paddr, None).await;
-        c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
-            .await
-            .expect("purge");
-    });
+    purge_to_the_last_segment(&rt, &engine, paddr);
     assert!(engine.first_binlog_seq().expect("first") > 1, "purged");
 
     let proxy = Proxy::start(paddr);
@@ -914,6 +898,26 @@ fn a_snapshot_cut_on_its_way_is_sent_again_and_the_replica_converges() {
     assert!(out.contains("CONVERGED"), "{out}");
     drop(engine);
     primary.stop(&rt);
+}
+
+/// Snapshots the primary and purges its binlog up to its last segment (PURGE BINARY LOGS, as
+/// an operator would), so that only a snapshot can bring a replica its first transactions;
+/// returns how many segments there were.
+fn purge_to_the_last_segment(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    addr: SocketAddr,
+) -> usize {
+    engine.snapshot().expect("snapshot");
+    let segments = engine.binlog_segments().expect("segments");
+    let last = binlog_format::segment::segment_name(segments.last().expect("one").number);
+    rt.block_on(async {
+        let mut c = connect(addr, None).await;
+        c.query_drop(format!("PURGE BINARY LOGS TO '{last}'"))
+            .await
+            .expect("purge");
+    });
+    segments.len()
 }
 
 /// Inserts `n` rows into `test.wide` from id `from`, one statement each.

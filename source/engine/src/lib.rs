@@ -1365,7 +1365,7 @@ impl Engine {
     /// Reads back the bytes [`Engine::snapshot_for_replica`] made (or a reader giving them
     /// as they arrive): the state they hold.
     pub fn decode_snapshot(bytes: impl std::io::Read) -> Result<State> {
-        snapshot::decode_from(bytes)?
+        snapshot::read_from(bytes)?
             .map(|l| l.state)
             .ok_or_else(|| Error::internal("the snapshot received does not read back whole"))
     }

@@ -479,14 +479,10 @@ fn decode_bytes(bytes: &[u8]) -> Result<Option<Loaded>> {
     Ok(read_from(bytes)?.map(|l| Loaded { bytes: len, ..l }))
 }
 
-/// A snapshot read back from `reader` (its bytes as a file holds them, given as they
-/// arrive), or `None` when they do not read back whole: what a point-in-time reader of a
-/// node loads. Its size is not counted (`bytes` is 0).
-pub(crate) fn decode_from(reader: impl Read) -> Result<Option<Loaded>> {
-    read_from(reader)
-}
-
-fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
+/// A snapshot read back from `file` (a file's bytes, or a snapshot's given as they arrive:
+/// what a point-in-time reader of a node loads), or `None` when they do not read back whole.
+/// Its size is not counted here (`bytes` is 0).
+pub(crate) fn read_from<R: std::io::Read>(file: R) -> Result<Option<Loaded>> {
     let mut frames = Frames {
         file,
         buf: Vec::new(),
@@ -950,11 +946,8 @@ mod tests {
         }
     }
 
-    /// A first-version snapshot (one frame) read with [`SnapshotRows`] hands out its tables'
-    /// rows as the current version does.
-    #[test]
-    fn snapshot_rows_read_a_first_version_snapshot() {
-        let st = sample_state();
+    /// `st` as a first-version snapshot: one frame holding the whole state.
+    fn first_version_bytes(st: &State) -> Vec<u8> {
         #[derive(bincode::Encode)]
         struct V1Out {
             last_seq: u64,
@@ -974,6 +967,15 @@ mod tests {
         };
         let mut bytes = Vec::new();
         write_frame_with(&mut bytes, |p| codec::encode_into(&v1, p)).expect("frame");
+        bytes
+    }
+
+    /// A first-version snapshot (one frame) read with [`SnapshotRows`] hands out its tables'
+    /// rows as the current version does.
+    #[test]
+    fn snapshot_rows_read_a_first_version_snapshot() {
+        let st = sample_state();
+        let bytes = first_version_bytes(&st);
         let mut reader = SnapshotRows::open(&bytes[..]).expect("read");
         assert_eq!(reader.last_seq, st.last_seq);
         let mut seen = 0;
@@ -1059,31 +1061,8 @@ mod tests {
     /// Snapshot files of the first version (the whole state in one frame) still load.
     #[test]
     fn first_version_files_still_load() {
-        #[derive(bincode::Encode)]
-        struct V1Out {
-            last_seq: u64,
-            next_table_id: u64,
-            databases: Vec<String>,
-            tables: Vec<(TableDef, Vec<Row>)>,
-        }
         let st = sample_state();
-        let v1 = V1Out {
-            last_seq: st.last_seq,
-            next_table_id: st.next_table_id,
-            databases: st.databases.iter().cloned().collect(),
-            tables: st
-                .tables
-                .values()
-                .map(|t| {
-                    (
-                        TableDef::clone(&t.def),
-                        t.stored().map(|r| r.row()).collect(),
-                    )
-                })
-                .collect(),
-        };
-        let mut bytes = Vec::new();
-        write_frame_with(&mut bytes, |p| codec::encode_into(&v1, p)).expect("frame");
+        let bytes = first_version_bytes(&st);
         let dir = tempfile::tempdir().expect("tempdir");
         let sdir = snapshot_dir(dir.path());
         fs::create_dir_all(&sdir).expect("mkdir");
