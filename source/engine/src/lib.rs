@@ -88,6 +88,7 @@
 //! # }
 //! ```
 
+pub mod background;
 pub mod clock;
 pub mod ddl;
 pub mod error;
@@ -1399,15 +1400,13 @@ impl Engine {
         let binlog = self.binlog_sync();
         let lsn = self.snapshot_start();
         let mark = Arc::clone(&self.shared.last_snapshot);
-        let spawned = std::thread::Builder::new()
-            .name("snapshot".into())
-            .spawn(move || {
-                let written = snapshot::write_live(&dir, &state, binlog.as_ref())
-                    .map(|(_, len)| mark.written(lsn, len as usize));
-                if let Err(e) = written {
-                    tracing::warn!("automatic snapshot failed (commits unaffected): {e}");
-                }
-            });
+        let spawned = background::spawn("snapshot", move || {
+            let written = snapshot::write_live(&dir, &state, binlog.as_ref())
+                .map(|(_, len)| mark.written(lsn, len as usize));
+            if let Err(e) = written {
+                tracing::warn!("automatic snapshot failed (commits unaffected): {e}");
+            }
+        });
         match spawned {
             Ok(h) => *writer = Some(h),
             Err(e) => tracing::warn!("automatic snapshot not started: {e}"),

@@ -713,8 +713,8 @@ async fn provision<S: AsyncRead + AsyncWrite + Unpin + Send>(
     Ok(seq)
 }
 
-/// The streamed form of [`provision`]: the engine copies the state on a blocking thread,
-/// handing each frame over as it is made, and this task writes the frames as they come.
+/// The streamed form of [`provision`]: the engine copies the state on a background thread
+/// ([`copy_in_background`]), handing each frame over as it is made, and this task writes the frames as they come.
 /// Returns the snapshot's sequence number and its size.
 async fn send_streamed<S: AsyncRead + AsyncWrite + Unpin + Send>(
     engine: &ringrep_engine::Engine,
@@ -728,13 +728,13 @@ async fn send_streamed<S: AsyncRead + AsyncWrite + Unpin + Send>(
     let (frames, mut made) = tokio::sync::mpsc::channel::<Vec<u8>>(FRAMES_IN_FLIGHT);
     let e = engine.clone();
     // A replica gone makes `made` go away, and the copy ends at its next frame.
-    let copying = tokio::task::spawn_blocking(move || {
+    let copying = copy_in_background(move || {
         e.stream_snapshot_for_replica(|frame| {
             frames.blocking_send(frame).map_err(|_| {
                 Error::internal("the replica's stream ended while its snapshot was copied")
             })
         })
-    });
+    })?;
     let mut sent = 0u64;
     let mut logged = 0u64;
     let mut chunk = Vec::with_capacity(SNAPSHOT_CHUNK + 1);
@@ -762,16 +762,38 @@ async fn send_streamed<S: AsyncRead + AsyncWrite + Unpin + Send>(
             );
         }
     }
-    let (seq, covered) = copying
-        .await
-        .map_err(io::Error::other)?
-        .map_err(io::Error::other)?;
+    let (seq, covered) = copied(copying).await?;
     let mut end = vec![0x03];
     end.extend_from_slice(&seq.to_le_bytes());
     end.extend_from_slice(&covered.to_le_bytes());
     packets.write(&end).await?;
     packets.flush().await?;
     Ok((seq, sent))
+}
+
+/// Runs a snapshot's copy for a replica on a thread of its own at the lower priority of
+/// background copies (`ringrep_engine::background`): the primary's committers, on the same
+/// cores, go first. What it returns arrives on the receiver.
+fn copy_in_background<T: Send + 'static>(
+    copy: impl FnOnce() -> ringrep_engine::error::Result<T> + Send + 'static,
+) -> io::Result<tokio::sync::oneshot::Receiver<ringrep_engine::error::Result<T>>> {
+    let (done, copied) = tokio::sync::oneshot::channel();
+    ringrep_engine::background::spawn("replica-snapshot", move || {
+        // The connection gone, nobody waits for the result.
+        let _ = done.send(copy());
+    })?;
+    Ok(copied)
+}
+
+/// What a copy of [`copy_in_background`] gave; a copy that stopped without an answer (its
+/// thread panicked) is an error.
+async fn copied<T>(
+    copying: tokio::sync::oneshot::Receiver<ringrep_engine::error::Result<T>>,
+) -> io::Result<T> {
+    copying
+        .await
+        .map_err(|_| io::Error::other("the snapshot's copy stopped without an answer"))?
+        .map_err(io::Error::other)
 }
 
 /// The whole form of [`provision`], for a replica that does not take a streamed snapshot.
@@ -783,10 +805,12 @@ async fn send_whole<S: AsyncRead + AsyncWrite + Unpin + Send>(
     conn_id: u32,
 ) -> io::Result<(u64, u64)> {
     let e = engine.clone();
-    let mut taking = tokio::task::spawn_blocking(move || e.snapshot_for_replica());
+    let mut taking = std::pin::pin!(copied(copy_in_background(move || {
+        e.snapshot_for_replica()
+    })?));
     let (seq, covered, bytes) = loop {
         tokio::select! {
-            r = &mut taking => break r.map_err(io::Error::other)?.map_err(io::Error::other)?,
+            r = &mut taking => break r?,
             _ = tokio::time::sleep(req.heartbeat) => {
                 packets.write(&heartbeat(engine)?).await?;
                 packets.flush().await?;
@@ -1071,6 +1095,98 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a replica asking with `streamed` receives when provisioned from `engine`: the
+    /// packets' kinds in order, the snapshot's bytes, and the seq of the end packet.
+    fn provisioned(engine: &ringrep_engine::Engine, streamed: bool) -> (Vec<u8>, Vec<u8>, u64) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let (ours, theirs) = tokio::io::duplex(1 << 16);
+            let req = DumpRequest {
+                from_seq: 1,
+                heartbeat: Duration::from_secs(30),
+                replica_id: 2,
+                provision: true,
+                snapshot: false,
+                snapshot_stream: streamed,
+                origins: vec![],
+                last_commit_us: None,
+            };
+            let sending = async {
+                let mut packets = Packets::new(ours, 1 << 24);
+                provision(engine, &mut packets, &req, 1).await
+            };
+            let receiving = async {
+                let mut packets = Packets::new(theirs, 1 << 24);
+                let (mut kinds, mut bytes, mut seq) = (Vec::new(), Vec::new(), None);
+                let seq_at = |p: &[u8], at: usize| {
+                    Some(u64::from_le_bytes(p[at..at + 8].try_into().expect("seq")))
+                };
+                loop {
+                    let p = packets.read().await.expect("read").expect("a packet");
+                    kinds.push(p[0]);
+                    match p[0] {
+                        // The whole form says the seq first, the streamed one at the end.
+                        0x01 => seq = seq_at(&p, 5),
+                        0x02 => bytes.extend_from_slice(&p[1..]),
+                        0x03 => {
+                            if p.len() > 1 {
+                                seq = seq_at(&p, 1);
+                            }
+                            return (kinds, bytes, seq.expect("a seq"));
+                        }
+                        _ => {}
+                    }
+                }
+            };
+            let (sent, got) = tokio::join!(sending, receiving);
+            assert_eq!(sent.expect("provision"), got.2);
+            got
+        })
+    }
+
+    #[test]
+    fn both_forms_of_a_snapshot_carry_the_engines_rows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = ringrep_engine::EngineConfig::new(1);
+        cfg.sync = binlog_format::SyncPolicy::Never;
+        let (engine, _) = ringrep_engine::Engine::open(dir.path(), cfg).expect("open");
+        let mut sql = ringrep_sql::SqlSession::new(&engine);
+        for stmt in [
+            "CREATE DATABASE d",
+            "CREATE TABLE d.r (k INT NOT NULL, ring_idx INT NOT NULL DEFAULT 0, \
+             ring_meta VARBINARY(64), v INT, PRIMARY KEY (k, ring_idx)) \
+             COMMENT='NDB_TABLE=MAX_ROWS_PER_PK=3'",
+            "INSERT INTO d.r (k, v) VALUES (1, 10), (1, 11), (2, 20), (1, 12), (1, 13)",
+        ] {
+            sql.execute(stmt).expect(stmt);
+        }
+        let rows = |st: &ringrep_engine::State| -> usize {
+            st.tables
+                .values()
+                .filter(|t| t.def.database == "d")
+                .map(|t| t.len())
+                .sum()
+        };
+        // Two rings: 3 data rows and 1 data row, each with its meta row.
+        let want = engine.with_state(rows);
+        assert_eq!(want, 6);
+        for streamed in [true, false] {
+            let (kinds, bytes, seq) = provisioned(&engine, streamed);
+            assert_eq!(kinds.first(), Some(&if streamed { 0x05 } else { 0x01 }));
+            assert!(
+                kinds[1..kinds.len() - 1].iter().all(|&k| k == 0x02),
+                "{kinds:?}"
+            );
+            let state = ringrep_engine::Engine::decode_snapshot(&bytes[..]).expect("decode");
+            assert_eq!(state.last_seq, seq, "streamed: {streamed}");
+            assert_eq!(seq, engine.last_seq());
+            assert_eq!(rows(&state), want, "streamed: {streamed}");
+        }
+    }
 
     fn body(file: &str) -> Vec<u8> {
         let mut b = vec![4, 0, 0, 0, 0, 0, 7, 0, 0, 0];
