@@ -21,8 +21,12 @@ pub const MAGIC: &[u8; 8] = b"RRBINLOG";
 pub const PRELUDE_LEN: u64 = 24;
 /// Size of a frame header (length and checksum).
 pub const FRAME_HEADER_LEN: usize = 8;
-/// Largest frame accepted by default (64 MiB). A larger length is refused before allocating.
-pub const DEFAULT_MAX_FRAME: u32 = 64 << 20;
+/// Largest frame written and accepted by default: 1 GiB less 1 MiB, so that a frame and the
+/// few bytes a replication packet puts before it fit the 1 GiB packets a replica accepts. A
+/// transaction is one frame, so this bounds a transaction's binlog record (a statement of
+/// about 4 M rows of 200 bytes). Readers refuse a longer length; they grow their buffer only
+/// as the bytes arrive, so a damaged length costs no large allocation.
+pub const DEFAULT_MAX_FRAME: u32 = (1 << 30) - (1 << 20);
 /// Default size at which the writer rotates to a new segment.
 pub const DEFAULT_SEGMENT_BYTES: u64 = 64 << 20;
 

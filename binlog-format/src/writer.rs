@@ -77,8 +77,9 @@ pub struct WriterOptions {
     pub segment_bytes: u64,
     /// When commits reach the disk.
     pub sync: SyncPolicy,
-    /// Largest record payload accepted, in bytes: a larger record is refused when appended,
-    /// and a frame announcing more is corrupt when the last segment is recovered.
+    /// Largest record payload accepted, in bytes: a larger record is refused when appended.
+    /// Recovering the last segment reads frames up to this or [`DEFAULT_MAX_FRAME`],
+    /// whichever is larger; a frame announcing more is corrupt.
     pub max_frame: u32,
     /// Whether a torn tail found when opening is cut off ([`RecoveryMode::TolerateTornTail`])
     /// or refused ([`RecoveryMode::Strict`]).
@@ -88,7 +89,8 @@ pub struct WriterOptions {
 }
 
 impl WriterOptions {
-    /// The defaults for `server_id`: 64 MiB segments and frames, an fsync for every commit,
+    /// The defaults for `server_id`: 64 MiB segments, frames up to [`DEFAULT_MAX_FRAME`], an
+    /// fsync for every commit,
     /// torn tails cut off, sequence numbers starting at 1.
     pub fn new(server_id: u32) -> WriterOptions {
         WriterOptions {
@@ -449,7 +451,10 @@ fn write_index_of(dir: &Path, numbers: &[u64]) -> Result<()> {
 
 /// Scans the last segment: its schema, last sequence, and where whole records end.
 fn recover_last(dir: &Path, number: u64, opts: &WriterOptions) -> Result<(Recovered, u64)> {
-    let mut cursor = SegmentCursor::open(dir, number, opts.max_frame)?;
+    // What was written under a larger limit (the default, before this node lowered its own)
+    // is read back whole: the limit is the writer's, not the reader's.
+    let read_max = opts.max_frame.max(DEFAULT_MAX_FRAME);
+    let mut cursor = SegmentCursor::open(dir, number, read_max)?;
     if cursor.prelude.server_id != opts.server_id {
         return Err(Error::Invalid(format!(
             "{} was written by server id {}, not {}; open it with server id {}",

@@ -226,6 +226,10 @@ pub struct EngineConfig {
     /// How much binlog the node keeps (applied by the server's retention task, shown as
     /// `binlog_expire_logs_seconds` and `binlog_retention_size`).
     pub retention: Retention,
+    /// The largest binlog record this node writes, in bytes: a transaction is one record, and
+    /// one whose record would be larger fails with 1197 and leaves nothing (MySQL's
+    /// `max_binlog_cache_size`). At most `DEFAULT_MAX_FRAME`, the most every reader accepts.
+    pub max_transaction_bytes: u32,
 }
 
 impl EngineConfig {
@@ -242,6 +246,7 @@ impl EngineConfig {
             read_only: false,
             clock: Arc::new(SystemClock),
             retention: Retention::default(),
+            max_transaction_bytes: binlog_format::format::DEFAULT_MAX_FRAME,
         }
     }
 }
@@ -579,6 +584,9 @@ impl Engine {
             sync: cfg.sync,
             segment_bytes: cfg.segment_bytes,
             first_seq,
+            max_frame: cfg
+                .max_transaction_bytes
+                .min(binlog_format::format::DEFAULT_MAX_FRAME),
             ..WriterOptions::new(cfg.server_id)
         };
         let (writer, recovered) = BinlogWriter::open(&binlog_dir, wopts)?;

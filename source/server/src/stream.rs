@@ -414,12 +414,30 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
             return Ok(());
         }
         let step = if reader.behind() {
-            let (r, step) = tokio::task::spawn_blocking(move || {
+            let mut looking = tokio::task::spawn_blocking(move || {
                 let step = reader.step();
                 (reader, step)
-            })
-            .await
-            .map_err(io::Error::other)?;
+            });
+            // A look that reads a large transaction (hundreds of MB, from the disk) can take
+            // longer than a replica waits in silence before it gives the link up: heartbeats
+            // go out meanwhile, between what was sent and what this look will send.
+            let (r, step) = loop {
+                tokio::select! {
+                    done = &mut looking => break done.map_err(io::Error::other)?,
+                    () = tokio::time::sleep_until(quiet_since + p.every) => {
+                        let beat = heartbeat()?;
+                        tokio::time::timeout(WRITE_TIMEOUT, async {
+                            packets.write(&beat).await?;
+                            packets.flush().await
+                        })
+                        .await
+                        .map_err(|_| {
+                            io::Error::new(io::ErrorKind::TimedOut, "the replica took nothing for 60 s")
+                        })??;
+                        quiet_since = tokio::time::Instant::now();
+                    }
+                }
+            };
             reader = r;
             step
         } else {

@@ -2,7 +2,8 @@
 //! prefix's next slot exactly as the same rows inserted one statement at a time would: same
 //! rows, same slots, same meta rows, for prefixes met in any order, text prefixes that differ
 //! only in case (one ring), and more rows than a ring holds. A transaction too large for one
-//! binlog record fails as MySQL's does when its binlog cache is full, and leaves nothing.
+//! binlog record fails as MySQL's does when its binlog cache is full, and leaves nothing; one
+//! of 75 MB (larger than a segment) commits and is replayed whole.
 
 use ringrep_sql::{Outcome, SqlSession};
 
@@ -87,15 +88,26 @@ fn a_multi_row_insert_fills_rings_as_single_inserts_do() {
 #[test]
 fn a_transaction_too_large_for_the_binlog_fails_with_1197_and_leaves_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let engine = open(dir.path(), "engine");
+    // A node that lowered its limit to 8 MiB: the same path as the default's 1 GiB, without
+    // a gigabyte of rows in a test.
+    let open = |what: &str| {
+        let mut cfg = ringrep_engine::EngineConfig::new(1);
+        cfg.max_transaction_bytes = 8 << 20;
+        ringrep_engine::Engine::open(dir.path(), cfg).expect(what).0
+    };
+    let engine = open("engine");
     let mut s = SqlSession::new(&engine);
+    assert_eq!(
+        select(&mut s, "SELECT @@max_binlog_cache_size"),
+        vec![vec![Some((8 << 20).to_string())]]
+    );
     s.execute("CREATE TABLE test.big (id INT NOT NULL PRIMARY KEY, v MEDIUMTEXT)")
         .expect("create");
     s.execute("INSERT INTO test.big VALUES (0, 'kept')")
         .expect("small");
-    // Five rows of 15 MB: 75 MB, more than the 64 MiB a binlog record holds.
+    // Five rows of 3 MB: 15 MB, more than the 8 MiB a binlog record holds here.
     let rows: Vec<String> = (1..=5)
-        .map(|i| format!("({i}, REPEAT('x', 15000000))"))
+        .map(|i| format!("({i}, REPEAT('x', 3000000))"))
         .collect();
     let e = s
         .execute(&format!("INSERT INTO test.big VALUES {}", rows.join(",")))
@@ -110,12 +122,63 @@ fn a_transaction_too_large_for_the_binlog_fails_with_1197_and_leaves_nothing() {
         .expect("the writer goes on");
     drop(s);
     drop(engine);
-    let engine = open(dir.path(), "reopen");
+    let engine = open("reopen");
     let mut s = SqlSession::new(&engine);
     assert_eq!(
         count(&mut s),
         vec![vec![Some("2".to_string()), Some("6".to_string())]]
     );
+}
+
+/// A transaction larger than a binlog segment (64 MiB) and than the 64 MiB a record held
+/// before commits in one record of its own, and a restart replays it whole.
+#[test]
+fn a_transaction_of_75_mb_commits_and_a_restart_replays_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let engine = open(dir.path(), "engine");
+    let mut s = SqlSession::new(&engine);
+    assert_eq!(
+        select(&mut s, "SELECT @@max_binlog_cache_size"),
+        vec![vec![Some(binlog_format_max().to_string())]]
+    );
+    s.execute("CREATE TABLE test.big (id INT NOT NULL PRIMARY KEY, v MEDIUMTEXT)")
+        .expect("create");
+    let rows: Vec<String> = (1..=5)
+        .map(|i: u8| format!("({i}, REPEAT('{}', 15000000))", char::from(96 + i)))
+        .collect();
+    s.execute(&format!("INSERT INTO test.big VALUES {}", rows.join(",")))
+        .expect("75 MB in one transaction");
+    s.execute("INSERT INTO test.big VALUES (6, 'after')")
+        .expect("the next transaction");
+    let sums = "SELECT id, LENGTH(v), LEFT(v, 2), RIGHT(v, 1) FROM test.big ORDER BY id";
+    let want: Vec<Vec<Option<String>>> = (1..=5)
+        .map(|i: u8| {
+            let c = char::from(96 + i).to_string();
+            vec![
+                Some(i.to_string()),
+                Some("15000000".into()),
+                Some(c.repeat(2)),
+                Some(c),
+            ]
+        })
+        .chain([vec![
+            Some("6".into()),
+            Some("5".into()),
+            Some("af".into()),
+            Some("r".into()),
+        ]])
+        .collect();
+    assert_eq!(select(&mut s, sums), want);
+    drop(s);
+    drop(engine);
+    let engine = open(dir.path(), "reopen");
+    let mut s = SqlSession::new(&engine);
+    assert_eq!(select(&mut s, sums), want, "after the restart");
+}
+
+/// The most a binlog record holds by default (the readers' limit too).
+fn binlog_format_max() -> u32 {
+    ringrep_engine::EngineConfig::new(1).max_transaction_bytes
 }
 
 /// A unique value is checked against the rows the transaction wrote as they stand now: a row

@@ -664,6 +664,11 @@ impl SqlSession {
             ("gtid_mode".into(), "OFF".into()),
             ("log_bin".into(), "ON".into()),
             ("max_binlog_size".into(), cfg.segment_bytes.to_string()),
+            // A transaction is one binlog record; a larger one fails with 1197.
+            (
+                "max_binlog_cache_size".into(),
+                cfg.max_transaction_bytes.to_string(),
+            ),
             (
                 "read_only".into(),
                 b(self.engine().is_read_only() || self.engine().fence() != Fence::Open),
