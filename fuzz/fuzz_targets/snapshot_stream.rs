@@ -33,7 +33,7 @@ fn real() -> &'static Real {
         let engine = open(dir.path(), &clock);
         let mut s = engine.session();
         // Two rings and enough rows for several frames of the larger one (a frame holds
-        // at most 4096 rows), so that frames of one table can be dropped and repeated.
+        // at most 1024 rows), so that frames of one table can be dropped and repeated.
         for (name, size, prefixes) in [("r3", 3, 2000i64), ("r1", 1, 7)] {
             let def = create(&mut s, ring_table(name, size, None, false));
             let rows: Vec<Vec<Value>> = (0..prefixes * i64::from(size) + 1)

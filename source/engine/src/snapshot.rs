@@ -41,8 +41,10 @@ const MAGIC: &[u8; 8] = b"RRSNAP02";
 const CHUNK_BYTES: usize = 16 << 20;
 
 /// Rows per frame of a live snapshot: writers wait at most for copying these (about a
-/// millisecond).
-const LIVE_CHUNK_ROWS: usize = 4096;
+/// quarter of a millisecond). 4096 held a committer up to about a millisecond (commit p99
+/// during provisioning 1.3-1.7 ms against 0.5-1.1 with 1024); 256 made the copy no faster for
+/// writers and a third slower (BENCHMARKS.md, "Snapshot copies: frames of 1024 rows").
+const LIVE_CHUNK_ROWS: usize = 1024;
 
 /// The pause between a live snapshot's frames.
 const LIVE_GAP: std::time::Duration = std::time::Duration::from_micros(200);

@@ -188,6 +188,11 @@ struct ScaleArgs {
     /// Data directory for the nodes (default: a temporary one beside the system's others).
     #[arg(long)]
     dir: Option<std::path::PathBuf>,
+    /// Data directory for the new replica instead (default: beside the primary's): on
+    /// another disk or a tmpfs, it stands in for a replica on a machine of its own, whose
+    /// writes do not queue with the primary's fsyncs.
+    #[arg(long)]
+    replica_dir: Option<std::path::PathBuf>,
     /// Clients of RB-1's step.
     #[arg(long, default_value_t = 16)]
     clients: usize,
@@ -424,6 +429,7 @@ fn run_scale(args: ScaleArgs, tmp: &Path) -> anyhow::Result<()> {
     let opts = scale::ScaleOptions {
         sizes: args.rows,
         dir: args.dir.unwrap_or_else(|| tmp.to_path_buf()),
+        replica_dir: args.replica_dir,
         bin_dir: std::env::current_exe()?
             .parent()
             .map(Path::to_path_buf)

@@ -60,6 +60,9 @@ pub(crate) struct ScaleOptions {
     pub(crate) sizes: Vec<u64>,
     /// Data directories of the nodes go here (each size's removed before it starts).
     pub(crate) dir: PathBuf,
+    /// The replica's data directories go here instead, when given (another disk: a replica
+    /// on a machine of its own).
+    pub(crate) replica_dir: Option<PathBuf>,
     /// Where `ringrep-source` and `ringrep-applier` are.
     pub(crate) bin_dir: PathBuf,
     /// Clients of the workload step.
@@ -289,8 +292,16 @@ pub(crate) fn run(
             std::fs::remove_dir_all(&dir)?;
         }
         std::fs::create_dir_all(&dir)?;
+        let replica_data = match &opts.replica_dir {
+            Some(d) => d.join(format!("scale-{rows}-replica")),
+            None => dir.join("replica"),
+        };
+        if replica_data.exists() {
+            std::fs::remove_dir_all(&replica_data)?;
+        }
         let mut nodes = Nodes {
             dir: dir.clone(),
+            replica_data: replica_data.clone(),
             bin_dir: opts.bin_dir.clone(),
             primary: None,
             replica: None,
@@ -307,9 +318,9 @@ pub(crate) fn run(
         out.push(report);
         // The next size needs the disk space more than this one's data is worth; the nodes'
         // logs stay, to look into afterwards (snapshots taken, provisioning's own figures).
-        for node in ["primary", "replica"] {
-            if dir.join(node).exists() {
-                std::fs::remove_dir_all(dir.join(node))?;
+        for data in [dir.join("primary"), replica_data] {
+            if data.exists() {
+                std::fs::remove_dir_all(data)?;
             }
         }
     }
@@ -319,6 +330,8 @@ pub(crate) fn run(
 /// The node processes of one size.
 struct Nodes {
     dir: PathBuf,
+    /// The replica's data directory.
+    replica_data: PathBuf,
     bin_dir: PathBuf,
     primary: Option<(Child, SocketAddr)>,
     replica: Option<(Child, SocketAddr)>,
@@ -702,7 +715,7 @@ async fn provision(
     let mut cmd = Command::new(opts.bin_dir.join("ringrep-applier"));
     cmd.arg("serve")
         .arg("--replica-dir")
-        .arg(nodes.dir.join("replica"))
+        .arg(&nodes.replica_data)
         .arg("--source")
         .arg(format!("mysql://root@{addr}"))
         .args(["--listen", "127.0.0.1:0"]);
