@@ -67,6 +67,7 @@ fn scripts_in_rondbs_style_reproduce_their_recordings() {
             "multi_server_backup",
             "node_restart",
             "regex_errors_asserts",
+            "ndb_rpl_conflict_log",
             "ndb_rpl_includes",
             "ndb_rpl_restart"
         ]

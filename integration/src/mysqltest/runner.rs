@@ -18,7 +18,8 @@
 //! `$NDB_RESTORE` / `$NDB_WAITER`, which `--exec` runs in-process: START BACKUP and ndb_restore
 //! as ringrep's backup and restore (`ndb_tools.rs`), a data node RESTART as a close and
 //! reopen of the node (`restart_node`). The servers' error logs are under
-//! `$MYSQLTEST_VARDIR/log` where mtr keeps them, empty. `CALL mtr.add_suppression(...)` is
+//! `$MYSQLTEST_VARDIR/log` where mtr keeps them, with what each node logged (warnings and
+//! errors) while it ran the script's statements. `CALL mtr.add_suppression(...)` is
 //! mtr's, not the server's, and is taken by the runner: ringrep's log is not checked after a
 //! test.
 //!
@@ -349,6 +350,49 @@ const MYSQLD_LOGS: [&str; 6] = [
     "mysqld.2.slave.err",
 ];
 
+/// The error logs of node `node` (the source is the first, the replica the second): the
+/// source is mtr's first mysqld of a plain suite and of an NDB cluster, the replica the
+/// first of the replica cluster.
+fn node_log_files(log_dir: &Path, node: usize) -> Vec<PathBuf> {
+    let names: &[&str] = if node == 0 {
+        &["mysqld.1.err", "mysqld.1.1.err"]
+    } else {
+        &["mysqld.1.slave.err"]
+    };
+    names.iter().map(|n| log_dir.join(n)).collect()
+}
+
+/// Appends each line it is given to every one of a node's error logs.
+struct AppendTo(Vec<PathBuf>);
+
+impl std::io::Write for AppendTo {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for f in &self.0 {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(f)?
+                .write_all(buf)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A log subscriber writing what a node logs (warnings and above, as a server's error log
+/// keeps them by default) into its error logs.
+fn node_log(log_dir: &Path, node: usize) -> impl tracing::Subscriber + Send + Sync {
+    let files = node_log_files(log_dir, node);
+    tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .with_writer(move || AppendTo(files.clone()))
+        .finish()
+}
+
 fn open_engine(dir: &Path, server_id: u32, read_only: bool) -> anyhow::Result<Engine> {
     let mut cfg = EngineConfig::new(server_id);
     // The runs are short and thrown away: no fsync per commit.
@@ -407,8 +451,8 @@ impl<'e> Runner<'e> {
         std::fs::create_dir_all(&backup_dir)?;
         std::fs::write(&tools_output, "")?;
         // The servers' error logs where mtr keeps them, which `assert_grep.inc` and
-        // `search_pattern.inc` read: there to be read, empty (ringrep's nodes log to
-        // standard error, not into them).
+        // `search_pattern.inc` read: each node's holds what it logged while running the
+        // script's statements (`node_log`); the others stay empty.
         for name in MYSQLD_LOGS {
             std::fs::write(vardir.join("log").join(name), "")?;
         }
@@ -960,7 +1004,10 @@ impl<'e> Runner<'e> {
         let session = c.session.as_mut().with_context(|| {
             format!("connection {conn} still runs the statement it sent: reap first")
         })?;
-        let result = session.execute(sql);
+        // What the node logs while it runs the statement goes to its error log, where a
+        // script's `assert_grep.inc` reads it.
+        let log = node_log(&self.dir.path().join("var").join("log"), node);
+        let result = tracing::subscriber::with_default(log, || session.execute(sql));
         let warnings = statement_warnings(session, sql);
         Ok((result, warnings))
     }

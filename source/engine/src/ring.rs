@@ -118,7 +118,11 @@ pub struct NdbOptions {
     pub read_backup: Option<bool>,
 }
 
-fn parse_ring(value: &str) -> Result<RingSpec> {
+/// The ring option's value. The size's error text names the option as RonDB's revisions do:
+/// `MAX_ROWS_PER_PK size must be ...` for `MAX_ROWS_PER_PK` (RonDB's later revision, which
+/// also gives it for an empty size), `Ring buffer size must be ...` for the older
+/// `RING_BUFFER`.
+fn parse_ring(value: &str, max_rows_per_pk: bool) -> Result<RingSpec> {
     if value.eq_ignore_ascii_case("off") {
         return Ok(RingSpec::Off);
     }
@@ -132,16 +136,24 @@ fn parse_ring(value: &str) -> Result<RingSpec> {
             ))
         }
     };
-    if size.is_empty() || !size.bytes().all(|b| b.is_ascii_digit()) {
+    let out_of_range = || {
+        Error::create_option(if max_rows_per_pk {
+            "MAX_ROWS_PER_PK size must be >= 1 and <= 2147483647"
+        } else {
+            "Ring buffer size must be >= 1 and <= 2147483647"
+        })
+    };
+    if size.is_empty() {
+        return Err(out_of_range());
+    }
+    if !size.bytes().all(|b| b.is_ascii_digit()) {
         return Err(Error::create_option(
             "Invalid RING_BUFFER format, size must be a positive integer",
         ));
     }
     let size: u64 = size.parse().unwrap_or(u64::MAX);
     if size == 0 || size > 2_147_483_647 {
-        return Err(Error::create_option(
-            "Ring buffer size must be >= 1 and <= 2147483647",
-        ));
+        return Err(out_of_range());
     }
     Ok(RingSpec::On {
         size: size as u32,
@@ -188,7 +200,9 @@ pub fn parse_comment(comment: &str) -> Result<NdbOptions> {
             .split_once('=')
             .ok_or_else(|| Error::create_option(&format!("Invalid NDB_TABLE option '{item}'")))?;
         match key.trim().to_ascii_uppercase().as_str() {
-            "MAX_ROWS_PER_PK" | "RING_BUFFER" => opts.ring = Some(parse_ring(value.trim())?),
+            k @ ("MAX_ROWS_PER_PK" | "RING_BUFFER") => {
+                opts.ring = Some(parse_ring(value.trim(), k == "MAX_ROWS_PER_PK")?)
+            }
             "TTL" => opts.ttl = Some(parse_ttl(value.trim())?),
             "FULLY_REPLICATED" => opts.fully_replicated = Some(parse_bool(value)?),
             "NOLOGGING" => opts.nologging = Some(parse_bool(value)?),
@@ -285,10 +299,11 @@ pub(crate) fn ring_options(
     }
     for (i, c) in def.columns.iter().enumerate() {
         if i != meta && c.ty.is_lob() && !c.nullable {
-            return Err(Error::create_option(&format!(
-                "BLOB, TEXT and JSON columns of a ring buffer table must be nullable ('{}')",
-                c.name
-            )));
+            // RonDB's text (its meta_row_index recording); JSON and GEOMETRY are BLOBs to
+            // NDB, so the rule is the spec's.
+            return Err(Error::create_option(
+                "Ring buffer tables cannot have NOT NULL BLOB/TEXT columns",
+            ));
         }
     }
     Ok(RingOptions {
@@ -389,6 +404,8 @@ mod tests {
         );
         assert_eq!(parse_comment("NDB_TABLE=RING_BUFFER=0@a@b").map_err(|e| e.message).err().as_deref(),
             Some("Table storage engine 'ndbcluster' does not support the create option 'Ring buffer size must be >= 1 and <= 2147483647'"));
+        assert_eq!(parse_comment("NDB_TABLE=MAX_ROWS_PER_PK=@a@b").map_err(|e| e.message).err().as_deref(),
+            Some("Table storage engine 'ndbcluster' does not support the create option 'MAX_ROWS_PER_PK size must be >= 1 and <= 2147483647'"));
         assert!(parse_comment("NDB_TABLE=RING_BUFFER=abc@a@b").is_err());
         assert!(parse_comment("NDB_TABLE=RING_BUFFER=400@ring_idx").is_err());
     }

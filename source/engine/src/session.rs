@@ -2048,7 +2048,10 @@ fn fsp_of(ty: &ColumnType) -> u8 {
 }
 
 /// The meta row of a prefix: key, slot 0, the 32 meta bytes, TTL column at its maximum,
-/// other nullable columns NULL and NOT NULL ones at their default (or zero).
+/// other nullable columns NULL and NOT NULL ones at their type's zero (0, '', ...), never
+/// their DEFAULT, as RonDB writes them (its recordings show `0` for an `INT NOT NULL
+/// DEFAULT 99`). Meta rows written before kept the DEFAULT; they read as stored and take
+/// the zero at their prefix's next insert.
 pub(crate) fn meta_row(def: &TableDef, prefix: &[Value], meta: &Meta) -> Row {
     let ring = def.ring.as_ref();
     let mut row: Row = def
@@ -2058,10 +2061,7 @@ pub(crate) fn meta_row(def: &TableDef, prefix: &[Value], meta: &Meta) -> Row {
             if c.nullable {
                 Value::Null
             } else {
-                match &c.default {
-                    binlog_format::schema::ColumnDefault::Value(v) => v.clone(),
-                    _ => zero_value(&c.ty),
-                }
+                zero_value(&c.ty)
             }
         })
         .collect();

@@ -44,9 +44,38 @@ impl SqlSession {
         if def.ring.is_none() || self.session.vars.applier {
             return Ok(());
         }
+        match self.conflict_function(&def.database, &def.name)? {
+            Some(_) => Err(Error::create_option(
+                "Conflict functions are not supported on ring buffer tables",
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// After RENAME TABLE: a ring table whose new name `mysql.ndb_replication` gives a
+    /// conflict function keeps replicating without it (RonDB's rule: only CREATE TABLE is
+    /// refused), and the node says so in its log, as RonDB's mysqld does.
+    pub(crate) fn note_unused_conflict_function(&self, def: &TableDef) -> Result<()> {
+        if def.ring.is_none() || self.session.vars.applier {
+            return Ok(());
+        }
+        if let Some(function) = self.conflict_function(&def.database, &def.name)? {
+            tracing::warn!(
+                "Table {}.{} is a ring buffer table: not using conflict function {}",
+                def.database,
+                def.name,
+                function
+            );
+        }
+        Ok(())
+    }
+
+    /// The conflict function `mysql.ndb_replication` gives table `db`.`name` on this
+    /// server, if any.
+    fn conflict_function(&self, db_name: &str, name: &str) -> Result<Option<String>> {
         let (db, table) = NDB_REPLICATION;
         let Some(rep) = self.engine().table_def(db, table) else {
-            return Ok(());
+            return Ok(None);
         };
         let col = |name: &str| rep.column_index(name);
         let (Some(c_db), Some(c_table), Some(c_server), Some(c_fn)) = (
@@ -55,7 +84,7 @@ impl SqlSession {
             col("server_id"),
             col("conflict_fn"),
         ) else {
-            return Ok(());
+            return Ok(None);
         };
         let own = u64::from(self.engine().config().server_id);
         let rows = self.session.scan(&rep, &[])?;
@@ -69,28 +98,21 @@ impl SqlSession {
                     Value::Null => 0,
                     _ => return None,
                 };
-                let matches = like(&def.database, &pdb, '\\')
-                    && like(&def.name, &ptable, '\\')
+                let matches = like(db_name, &pdb, '\\')
+                    && like(name, &ptable, '\\')
                     && (server == 0 || server == own);
                 matches.then(|| {
                     // A pattern equal to the name is the name itself (`_` in `rb_events` is
                     // more often a letter than a wildcard).
                     let exact =
                         |p: &str, name: &str| p.eq_ignore_ascii_case(name) || !has_wildcard(p);
-                    let rank = (
-                        exact(&pdb, &def.database),
-                        exact(&ptable, &def.name),
-                        server == own,
-                    );
+                    let rank = (exact(&pdb, db_name), exact(&ptable, name), server == own);
                     (rank, text(&r[c_fn]).unwrap_or_default())
                 })
             })
             .max_by_key(|(rank, _)| *rank);
-        match best {
-            Some((_, function)) if !function.trim().is_empty() => Err(Error::create_option(
-                "Conflict functions are not supported on ring buffer tables",
-            )),
-            _ => Ok(()),
-        }
+        Ok(best
+            .map(|(_, function)| function.trim().to_string())
+            .filter(|f| !f.is_empty()))
     }
 }

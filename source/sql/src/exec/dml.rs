@@ -12,7 +12,7 @@ use sqlparser::ast::{
 
 use crate::exec::fire::{Fired, Firing};
 use crate::exec::select::{order_pairs, sort_keyed};
-use crate::expr::predicate::{conjuncts, equalities, row_matches};
+use crate::expr::predicate::{conjuncts, constant_expression, equalities, row_matches};
 use crate::expr::{compare, eval, to_f64, Scope};
 use crate::objects::triggers::{Timing, TrgEvent};
 use crate::parse::lexer::{find_top_level, split_top_level_commas, take_string};
@@ -590,17 +590,11 @@ impl SqlSession {
         let mut values: Vec<Option<Vec<Value>>> = vec![None; prefix_cols.len()];
         let mut in_lists = 0;
         let ctx = self.ctx();
+        // `=` or `IN` gives a prefix column constants: literals, user variables, or
+        // expressions of them that MySQL folds into one before the engine sees the WHERE
+        // (`client_id = ABS(3)`). A column elsewhere in the WHERE failed above.
         let fixed = |e: &Expr, col: usize| -> Result<Value> {
-            let ok = match e {
-                Expr::Value(_) => true,
-                Expr::UnaryOp {
-                    op: sqlparser::ast::UnaryOperator::Minus,
-                    expr,
-                } => matches!(expr.as_ref(), Expr::Value(_)),
-                Expr::Identifier(i) => i.quote_style.is_none() && i.value.starts_with('@'),
-                _ => false,
-            };
-            if !ok {
+            if !constant_expression(e) {
                 return Err(shape());
             }
             let v = eval(e, &Scope::empty(), &ctx)?;

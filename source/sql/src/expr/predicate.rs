@@ -27,6 +27,63 @@ pub(crate) fn conjuncts<'a>(e: &'a Expr, out: &mut Vec<&'a Expr>) {
     }
 }
 
+/// Functions whose value is not fixed by their arguments, or that act: MySQL does not fold
+/// a call of one into a constant.
+const NOT_CONSTANT: &[&str] = &[
+    "RAND",
+    "UUID",
+    "UUID_SHORT",
+    "SYSDATE",
+    "SLEEP",
+    "BENCHMARK",
+    "LAST_INSERT_ID",
+    "ROW_COUNT",
+    "FOUND_ROWS",
+    "VALUES",
+];
+
+/// Whether `e` is a constant expression as MySQL's optimizer folds one before the engine
+/// sees the condition: literals, user variables and deterministic built-in functions and
+/// operators of them (FLOOR, SUBSTRING, CAST, ... included); no column, subquery, aggregate,
+/// window or function that acts or varies.
+pub(crate) fn constant_expression(e: &Expr) -> bool {
+    use sqlparser::ast::{visit_expressions, FunctionArguments};
+    use std::ops::ControlFlow;
+    let flow = visit_expressions(e, |x| {
+        let constant = match x {
+            // A user variable (`@v`) is a constant of the statement; any other name a column.
+            Expr::Identifier(i) => i.quote_style.is_none() && i.value.starts_with('@'),
+            Expr::CompoundIdentifier(_)
+            | Expr::Subquery(_)
+            | Expr::Exists { .. }
+            | Expr::In {
+                target: sqlparser::ast::InTarget::Subquery(_),
+                ..
+            }
+            | Expr::Wildcard(_)
+            | Expr::QualifiedWildcard(..) => false,
+            Expr::Function(f) => {
+                let name = f.name.to_string().to_ascii_uppercase();
+                f.name.0.len() == 1
+                    && f.over.is_none()
+                    && f.filter.is_none()
+                    && f.within_group.is_empty()
+                    && !matches!(f.args, FunctionArguments::Subquery(_))
+                    && !super::value::is_aggregate(&name)
+                    && !super::functions::is_user_lock_function(&name)
+                    && !NOT_CONSTANT.contains(&name.as_str())
+            }
+            _ => true,
+        };
+        if constant {
+            ControlFlow::Continue(())
+        } else {
+            ControlFlow::Break(())
+        }
+    });
+    flow.is_continue()
+}
+
 /// Equality constraints `col = constant` among the top-level ANDs of a WHERE.
 pub(crate) fn equalities(e: &Expr, out: &mut Vec<(String, Expr)>) {
     let col = |x: &Expr| match x {

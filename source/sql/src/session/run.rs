@@ -937,8 +937,10 @@ impl SqlSession {
                 def.database.clone(),
                 self.declared_engine(&old_db, &old_name),
             );
+            let renamed = def.clone();
             self.session
                 .alter_table(def, &mut |row, _| Ok(Some(row.to_vec())))?;
+            self.note_unused_conflict_function(&renamed)?;
             self.rename_triggers_of_table(&old_db, &old_name, &dname)?;
             self.rename_in_foreign_keys(&old_db, &old_name, &new_db, &dname)?;
             if engine.is_some() {
