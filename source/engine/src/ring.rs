@@ -74,7 +74,7 @@ impl Meta {
 /// `MAX_ROWS_PER_PK` (or the older `RING_BUFFER`) as written in the comment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RingSpec {
-    /// `MAX_ROWS_PER_PK=0` or no ring option: a plain table.
+    /// `MAX_ROWS_PER_PK=off` or no ring option: a plain table (a size of 0 is refused).
     Off,
     /// A ring of `size` slots per primary-key prefix.
     On {
