@@ -551,6 +551,19 @@ fn routine_status_and_create_database_follow_the_grants() {
     );
     assert_eq!(code(&mut a, "SHOW CREATE DATABASE hidden"), 1044);
     assert_eq!(code(&mut a, "SHOW CREATE DATABASE nowhere"), 1049);
+    // SHOW DATABASES lists every database but opens none: SHOW CREATE DATABASE needs a
+    // privilege on the database's objects (or a table grant there), as in MySQL.
+    ok(&mut root, "CREATE USER lister IDENTIFIED BY 'l'");
+    ok(&mut root, "GRANT SHOW DATABASES ON *.* TO lister");
+    let mut l = session_as(&engine, "lister", "%");
+    assert!(rows(&mut l, "SHOW DATABASES")
+        .iter()
+        .any(|r| r[0].as_deref() == Some("hidden")));
+    assert_eq!(code(&mut l, "SHOW CREATE DATABASE hidden"), 1044);
+    assert_eq!(
+        rows(&mut l, "SHOW CREATE DATABASE information_schema")[0][0].as_deref(),
+        Some("information_schema")
+    );
 }
 
 /// SET GLOBAL read_only fences a primary as MySQL's does: accounts without SUPER may not

@@ -83,6 +83,13 @@ impl SqlSession {
         always_visible(db) || self.restricted().is_none_or(|g| g.can_access_database(db))
     }
 
+    /// Whether SHOW CREATE DATABASE may print `db` (MySQL's `mysqld_show_create_db`): a
+    /// privilege acting on its objects, globally or on `db.*`, or a grant on one of its
+    /// tables. SHOW DATABASES alone lists the database but is not one: error 1044.
+    pub(crate) fn may_show_create_database(&self, db: &str) -> bool {
+        always_visible(db) || self.restricted().is_none_or(|g| g.can_use_database(db))
+    }
+
     /// Whether the catalog lists table (or view) `db.table`.
     pub(crate) fn may_see_table(&self, db: &str, table: &str) -> bool {
         always_visible(db)

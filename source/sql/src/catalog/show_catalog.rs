@@ -160,7 +160,7 @@ impl SqlSession {
         };
         let exists = self.engine().with_state(|st| st.has_database(name))
             || name.eq_ignore_ascii_case(crate::catalog::information_schema::INFORMATION_SCHEMA);
-        if !exists || !self.may_see_database(name) {
+        if !exists || !self.may_see_database(name) || !self.may_show_create_database(name) {
             return Err(if exists {
                 self.database_denied(name)
             } else {

@@ -32,7 +32,8 @@ fn has_wildcard(s: &str) -> bool {
 
 impl SqlSession {
     /// Fails when a view has `def`'s name (1050), or `def` is a ring table that
-    /// `mysql.ndb_replication` gives a conflict function.
+    /// `mysql.ndb_replication` gives a conflict function, or that a FOREIGN KEY names as its
+    /// parent (1215).
     pub(crate) fn check_new_table(&self, def: &TableDef) -> Result<()> {
         if self.view(&def.database, &def.name)?.is_some() {
             return Err(Error::new(
@@ -44,6 +45,7 @@ impl SqlSession {
         if def.ring.is_none() || self.session.vars.applier {
             return Ok(());
         }
+        self.refuse_ring_named_as_parent(&def.database, &def.name)?;
         match self.conflict_function(&def.database, &def.name)? {
             Some(_) => Err(Error::create_option(
                 "Conflict functions are not supported on ring buffer tables",

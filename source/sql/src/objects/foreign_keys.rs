@@ -18,7 +18,7 @@ use sqlparser::ast::{ForeignKeyConstraint, ReferentialAction};
 use crate::parse::statement::split_name;
 use crate::table::computed::plain_column;
 use crate::SqlSession;
-use ringrep_engine::error::Result;
+use ringrep_engine::error::{Error, Result};
 use ringrep_engine::types::text_of;
 use ringrep_engine::SYSTEM_DB;
 
@@ -274,6 +274,20 @@ impl SqlSession {
             .iter()
             .map(|r| ForeignKey::from_row(r))
             .collect())
+    }
+
+    /// The spec's "a ring buffer table cannot have foreign keys, neither as parent nor as
+    /// child table", for a ring table about to take the name `db`.`table` (CREATE, RENAME):
+    /// a constraint made with `foreign_key_checks` off may already name it as its parent, and
+    /// would then be enforced against the ring. 1215, as for every other way to it.
+    pub(crate) fn refuse_ring_named_as_parent(&self, db: &str, table: &str) -> Result<()> {
+        if !self.has_foreign_keys() {
+            return Ok(());
+        }
+        if self.foreign_keys()?.iter().any(|f| f.references(db, table)) {
+            return Err(Error::ring_foreign_key());
+        }
+        Ok(())
     }
 
     /// The constraints of child table `db`.`table`, by name.

@@ -931,6 +931,9 @@ impl SqlSession {
                     format!("Table '{dname}' already exists"),
                 ));
             }
+            if def.ring.is_some() && !self.session.vars.applier {
+                self.refuse_ring_named_as_parent(&target_db, &dname)?;
+            }
             def.database = target_db;
             def.name = dname.clone();
             let (new_db, engine) = (
