@@ -229,6 +229,29 @@ fn apply(events: &str, columns: &BTreeMap<&str, Vec<&str>>, tables: &mut Tables)
     ops
 }
 
+/// Where each streamed row event (`c`, `u`, `d`) comes from: its binlog file, position and
+/// row in the event, which no two changes share. A change delivered twice shows here twice;
+/// applying by key would hide it.
+fn stream_positions(events: &str) -> Vec<(String, u64, u64)> {
+    events
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .filter_map(|line| {
+            let ev: Json = serde_json::from_str(line).expect("an event line");
+            let value = ev.get("value").filter(|v| !v.is_null())?;
+            let op = value.get("op").and_then(Json::as_str)?;
+            (op != "r").then(|| {
+                let source = &value["source"];
+                (
+                    text(&source["file"]),
+                    source["pos"].as_u64().expect("a position"),
+                    source["row"].as_u64().expect("a row"),
+                )
+            })
+        })
+        .collect()
+}
+
 async fn primary_rows(c: &mut mysql_async::Conn, columns: &BTreeMap<&str, Vec<&str>>) -> Tables {
     let mut tables = Tables::new();
     for (table, cols) in columns {
@@ -376,6 +399,22 @@ fn debezium_reads_a_snapshot_then_the_stream_and_resumes_from_its_offsets() {
     apply(&second, &columns, &mut resumed);
     let want = rt.block_on(primary_rows(&mut c, &columns));
     assert_eq!(resumed, want, "after the resumed run:\n{second}");
+    // Nothing streamed twice, within a run or across the restart.
+    let mut positions = stream_positions(&first);
+    let resumed_positions = stream_positions(&second);
+    assert!(
+        !resumed_positions.is_empty(),
+        "nothing streamed after the restart"
+    );
+    positions.extend(resumed_positions);
+    let all = positions.len();
+    positions.sort();
+    positions.dedup();
+    assert_eq!(
+        positions.len(),
+        all,
+        "a change was delivered twice:\n{first}\n{second}"
+    );
     // The purge and the deletes reached the connector as deletes.
     assert!(!resumed["events"]
         .keys()
