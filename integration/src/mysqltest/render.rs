@@ -2,7 +2,7 @@
 //! `--enable_info` lines and the `Warnings:` block. The script runner and the transcript
 //! replayer both print through it, so their outputs compare line for line.
 
-use ringrep_sql::Outcome;
+use ringrep_sql::{Outcome, SqlSession};
 
 /// What a statement printed, as mysqltest would print it. `info` and `warnings` follow the
 /// expected output: they are runner switches (`--enable_info`), not server behaviour.
@@ -79,4 +79,29 @@ pub(crate) fn render_warnings(warnings: &[(u16, String)]) -> Vec<String> {
         out.push(format!("{level}\t{number}\t{m}"));
     }
     out
+}
+
+/// The warnings mysqltest prints after `sql` ran: the session's, read without clearing them,
+/// so that a script's own `SHOW WARNINGS` next lists them again as the server's diagnostics
+/// area does (the session replaces them when the next statement runs). None after SHOW
+/// WARNINGS and SHOW ERRORS themselves, whose rows are those warnings already.
+pub(crate) fn statement_warnings(session: &SqlSession, sql: &str) -> Vec<(u16, String)> {
+    if shows_diagnostics(sql) {
+        return Vec::new();
+    }
+    session.session.warnings().to_vec()
+}
+
+/// Whether `sql` is SHOW WARNINGS, SHOW ERRORS or `SHOW COUNT(*) WARNINGS|ERRORS`.
+pub(crate) fn shows_diagnostics(sql: &str) -> bool {
+    let words: Vec<String> = sql
+        .split(|c: char| c.is_whitespace() || c == ';')
+        .filter(|w| !w.is_empty())
+        .take(3)
+        .map(str::to_ascii_uppercase)
+        .collect();
+    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
+    w(0) == "SHOW"
+        && (matches!(w(1), "WARNINGS" | "ERRORS")
+            || (w(1) == "COUNT(*)" && matches!(w(2), "WARNINGS" | "ERRORS")))
 }

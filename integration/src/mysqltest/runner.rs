@@ -49,7 +49,7 @@ use ringrep_sql::{Outcome, SqlSession};
 
 use super::error_names::error_code;
 use super::ndb_tools;
-use super::render::{render_result, render_warnings};
+use super::render::{render_result, render_warnings, statement_warnings};
 use super::replace_regex::{self, RegexReplace};
 use super::script::{self, Step, StepKind};
 use super::vars::{condition, substitute, words};
@@ -260,31 +260,6 @@ struct Runner<'e> {
 /// `CALL mtr.add_suppression(...)`: mtr's own procedure, which lets a test's expected lines
 /// pass mtr's check of the server's error log. ringrep's log is not checked, so the call has
 /// nothing to do and succeeds, as it does under mtr.
-/// The warnings mysqltest prints after `sql` ran: the session's, read without clearing them,
-/// so that a script's own `SHOW WARNINGS` next lists them again as the server's diagnostics
-/// area does (the session replaces them when the next statement runs). None after SHOW
-/// WARNINGS and SHOW ERRORS themselves, whose rows are those warnings already.
-fn statement_warnings(session: &SqlSession, sql: &str) -> Vec<(u16, String)> {
-    if shows_diagnostics(sql) {
-        return Vec::new();
-    }
-    session.session.warnings().to_vec()
-}
-
-/// Whether `sql` is SHOW WARNINGS, SHOW ERRORS or `SHOW COUNT(*) WARNINGS|ERRORS`.
-fn shows_diagnostics(sql: &str) -> bool {
-    let words: Vec<String> = sql
-        .split(|c: char| c.is_whitespace() || c == ';')
-        .filter(|w| !w.is_empty())
-        .take(3)
-        .map(str::to_ascii_uppercase)
-        .collect();
-    let w = |i: usize| words.get(i).map(String::as_str).unwrap_or("");
-    w(0) == "SHOW"
-        && (matches!(w(1), "WARNINGS" | "ERRORS")
-            || (w(1) == "COUNT(*)" && matches!(w(2), "WARNINGS" | "ERRORS")))
-}
-
 fn is_add_suppression(sql: &str) -> bool {
     let compact: String = sql
         .chars()
@@ -1734,8 +1709,10 @@ mod tests {
                 "Level\tCode\tMessage",
             ]
         );
-        assert!(shows_diagnostics("show count(*) warnings"));
-        assert!(!shows_diagnostics("SHOW TABLES"));
+        assert!(super::super::render::shows_diagnostics(
+            "show count(*) warnings"
+        ));
+        assert!(!super::super::render::shows_diagnostics("SHOW TABLES"));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use binlog_format::SyncPolicy;
 use ringrep_engine::{Engine, EngineConfig};
 use ringrep_sql::SqlSession;
 
-use super::render::render_outcome;
+use super::render::{render_outcome, statement_warnings};
 use serde::Deserialize;
 
 /// First words that start a statement in a transcript (mysqltest echoes them as written; the
@@ -665,7 +665,9 @@ pub(crate) fn run_units(
             .with_context(|| format!("line {}: no connection {current}", u.line))?;
         refresh_grants(session, &cache, &engine);
         let result = session.execute(&u.statement);
-        let warnings = session.session.take_warnings();
+        // Read without clearing: the transcript's own SHOW WARNINGS lists them next, as the
+        // server's diagnostics area does (the next statement replaces them).
+        let warnings = statement_warnings(session, &u.statement);
         let info = u.expected.iter().any(|l| l.starts_with("affected rows: "));
         let show_warnings = u.expected.iter().any(|l| l == "Warnings:");
         let actual = render_outcome(&result, info, &warnings, show_warnings);
