@@ -180,6 +180,16 @@ impl Primary {
     }
 }
 
+/// A primary whose binlog can be purged past a replica within a test: segments of 4 KiB,
+/// durable commits, no automatic snapshots.
+fn purgeable() -> EngineConfig {
+    let mut cfg = EngineConfig::new(1);
+    cfg.sync = SyncPolicy::EveryCommit;
+    cfg.segment_bytes = 4096;
+    cfg.snapshot_every = 0;
+    cfg
+}
+
 fn start_replica(dir: &Path, source: SocketAddr) -> Node {
     node::replica(
         Path::new(env!("CARGO_BIN_EXE_ringrep-applier")),
@@ -702,11 +712,7 @@ fn a_replica_steered_from_sql_with_a_least_privilege_account() {
 fn a_replica_whose_next_transaction_was_purged_is_provisioned_from_a_snapshot() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = runtime();
-    let mut cfg = EngineConfig::new(1);
-    cfg.sync = SyncPolicy::EveryCommit;
-    cfg.segment_bytes = 4096;
-    cfg.snapshot_every = 0;
-    let mut primary = Primary::start_with(&rt, &dir.path().join("primary"), cfg);
+    let mut primary = Primary::start_with(&rt, &dir.path().join("primary"), purgeable());
     let paddr = primary.addr;
     create_ue(&rt, paddr);
     rt.block_on(async {
@@ -843,11 +849,7 @@ fn a_replica_whose_next_transaction_was_purged_is_provisioned_from_a_snapshot() 
 fn a_snapshot_cut_on_its_way_is_sent_again_and_the_replica_converges() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = runtime();
-    let mut cfg = EngineConfig::new(1);
-    cfg.sync = SyncPolicy::EveryCommit;
-    cfg.segment_bytes = 4096;
-    cfg.snapshot_every = 0;
-    let mut primary = Primary::start_with(&rt, &dir.path().join("primary"), cfg);
+    let mut primary = Primary::start_with(&rt, &dir.path().join("primary"), purgeable());
     let paddr = primary.addr;
     // About 600 KB of rows: 12 s through the slow proxy, so the cut lands inside.
     rt.block_on(async {
@@ -1293,11 +1295,7 @@ fn old_primary_rejoins(unstreamed: bool) {
 fn a_lagging_replica_is_kept_until_the_hard_cap_then_provisioned() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = runtime();
-    let mut cfg = EngineConfig::new(1);
-    cfg.sync = SyncPolicy::EveryCommit;
-    cfg.segment_bytes = 4096;
-    cfg.snapshot_every = 0;
-    let mut primary = Primary::start_with(&rt, &dir.path().join("primary"), cfg);
+    let mut primary = Primary::start_with(&rt, &dir.path().join("primary"), purgeable());
     let paddr = primary.addr;
     create_ue(&rt, paddr);
     let proxy = Proxy::start(paddr);
