@@ -425,15 +425,7 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
                 tokio::select! {
                     done = &mut looking => break done.map_err(io::Error::other)?,
                     () = tokio::time::sleep_until(quiet_since + p.every) => {
-                        let beat = heartbeat()?;
-                        tokio::time::timeout(WRITE_TIMEOUT, async {
-                            packets.write(&beat).await?;
-                            packets.flush().await
-                        })
-                        .await
-                        .map_err(|_| {
-                            io::Error::new(io::ErrorKind::TimedOut, "the replica took nothing for 60 s")
-                        })??;
+                        write_within(packets, &[heartbeat()?]).await?;
                         quiet_since = tokio::time::Instant::now();
                     }
                 }
@@ -500,24 +492,7 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
             }
         };
         let (frames, at) = frames;
-        // A replica that vanished without closing the connection fills the send buffer; the
-        // write then waits, but not for ever.
-        let sent = tokio::time::timeout(WRITE_TIMEOUT, async {
-            for f in frames {
-                packets.write(&f).await?;
-            }
-            packets.flush().await
-        })
-        .await;
-        match sent {
-            Ok(r) => r?,
-            Err(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the replica took nothing for 60 s",
-                ))
-            }
-        }
+        write_within(packets, &frames).await?;
         quiet_since = tokio::time::Instant::now();
         // Only now: a heartbeat never names a position the client has not been sent.
         if let (Some(to), Some(at)) = (&p.sent_to, at) {
@@ -526,6 +501,27 @@ pub(crate) async fn pump<S: AsyncRead + AsyncWrite + Unpin + Send>(
             }
         }
     }
+}
+
+/// Writes `payloads` and sends them. A replica that vanished without closing the connection
+/// fills the send buffer; the write then waits, but not for ever ([`WRITE_TIMEOUT`]).
+async fn write_within<S: AsyncRead + AsyncWrite + Unpin>(
+    packets: &mut Packets<S>,
+    payloads: &[Vec<u8>],
+) -> io::Result<()> {
+    let sent = tokio::time::timeout(WRITE_TIMEOUT, async {
+        for p in payloads {
+            packets.write(p).await?;
+        }
+        packets.flush().await
+    })
+    .await;
+    sent.unwrap_or_else(|_| {
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the replica took nothing for 60 s",
+        ))
+    })
 }
 
 /// A heartbeat's stream packet: `0x00`, a position of zeros, and the record's frame.
